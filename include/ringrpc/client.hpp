@@ -1,0 +1,145 @@
+#pragma once
+/// \file The ringrpc client: connections, synchronous and asynchronous calls, deadlines.
+///
+/// A client_runtime is one I/O thread with one io_uring; any number of clients (connections)
+/// can share it. Calls may be made from any thread. Callbacks run on the runtime's thread: keep
+/// them short and never block in them (a synchronous call() from a callback is refused).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringrpc/status.hpp"
+
+namespace ringrpc {
+
+namespace detail {
+class client_loop;
+struct client_conn;
+}  // namespace detail
+
+/// Why a call did not produce a reply payload.
+enum class call_error {
+  none = 0,           ///< the server answered with status ok
+  server_status,      ///< the server answered with an error status (see code and message)
+  timeout,            ///< the local deadline passed before the reply came
+  connection_closed,  ///< the connection closed or failed with the call in flight
+  protocol_error,     ///< the server sent something that is not a valid ringrpc frame
+  client_closed,      ///< close() was called, or the call was made after it
+};
+
+/// Stable lower-case name, e.g. "timeout".
+std::string_view to_string(call_error e) noexcept;
+
+/// The outcome of a call as a callback sees it: views valid only during the callback.
+struct call_outcome {
+  call_error error = call_error::none;
+  status code = status::ok;            ///< the server's status (ok unless server_status)
+  std::string_view message;            ///< the server's or the client's explanation
+  std::span<const std::byte> payload;  ///< reply payload when error == none
+  std::uint32_t retry_after_ms = 0;    ///< hint sent with server_busy
+  bool ok() const noexcept { return error == call_error::none; }
+};
+
+/// An owning copy of a call_outcome, as synchronous calls and futures return it.
+struct call_result {
+  call_error error = call_error::none;
+  status code = status::ok;
+  std::string message;
+  std::vector<std::byte> payload;
+  std::uint32_t retry_after_ms = 0;
+  bool ok() const noexcept { return error == call_error::none; }
+  std::string_view payload_string() const noexcept {
+    return {reinterpret_cast<const char*>(payload.data()), payload.size()};
+  }
+  static call_result from(const call_outcome& o);
+};
+
+using call_callback = std::function<void(const call_outcome&)>;
+
+struct call_options {
+  /// Time budget. Sent to the server (which will not start the call after it passes) and
+  /// enforced here: the callback gets call_error::timeout at the latest this long after the
+  /// call was made. Zero: the client's default_timeout.
+  std::chrono::microseconds timeout{0};
+};
+
+struct client_options {
+  std::chrono::milliseconds connect_timeout{3000};
+  std::chrono::microseconds default_timeout{0};  ///< zero: calls have no deadline
+  std::uint32_t max_frame_bytes = 64u << 20;     ///< largest reply body accepted
+};
+
+/// One I/O thread with its own ring. Shared by the clients created with it; lives as long as
+/// the last of them (and the caller's handle).
+class client_runtime {
+ public:
+  /// Starts the thread. Throws std::system_error naming the cause if io_uring is unavailable.
+  static std::shared_ptr<client_runtime> create();
+  ~client_runtime();
+  client_runtime(const client_runtime&) = delete;
+  client_runtime& operator=(const client_runtime&) = delete;
+
+  /// True on the runtime's own thread (inside callbacks).
+  bool in_runtime_thread() const noexcept;
+
+ private:
+  friend class client;
+  client_runtime();
+  std::unique_ptr<detail::client_loop> _loop;
+};
+
+/// One connection to a ringrpc server. Many calls may be in flight at once (pipelining); each
+/// is matched to its reply by call id. Thread-safe. Not copyable; movable.
+class client {
+ public:
+  /// Connects (blocking, bounded by connect_timeout). Throws std::system_error: ECONNREFUSED
+  /// for a refused connection, ETIMEDOUT, or the io_uring probe's explanation. With no runtime
+  /// given the client gets a private one.
+  static client connect(const std::string& host, std::uint16_t port, client_options options = {},
+                        std::shared_ptr<client_runtime> runtime = nullptr);
+
+  client(client&&) noexcept;
+  client& operator=(client&&) noexcept;
+  ~client();  ///< close()s
+
+  /// Asynchronous call: `done` runs exactly once, on the runtime thread.
+  void call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
+                  call_options options = {});
+  /// Future-returning call.
+  std::future<call_result> call_future(std::string_view method, std::span<const std::byte> payload,
+                                       call_options options = {});
+  /// Synchronous call. Throws std::logic_error if made from the runtime thread.
+  call_result call(std::string_view method, std::span<const std::byte> payload,
+                   call_options options = {});
+  call_result call(std::string_view method, std::string_view payload, call_options options = {}) {
+    return call(method, std::span(reinterpret_cast<const std::byte*>(payload.data()), payload.size()),
+                options);
+  }
+  /// One-way message: queued for sending, never answered.
+  void send_one_way(std::string_view method, std::span<const std::byte> payload);
+
+  /// Fails every pending call with client_closed and closes the socket. Idempotent; waits for
+  /// the runtime to finish unless called from the runtime thread.
+  void close();
+
+  /// False once the connection failed or was closed.
+  bool connected() const noexcept;
+
+  const std::shared_ptr<client_runtime>& runtime() const noexcept { return _runtime; }
+
+ private:
+  client(std::shared_ptr<client_runtime> rt, detail::client_conn* conn) noexcept
+      : _runtime(std::move(rt)), _conn(conn) {}
+  std::shared_ptr<client_runtime> _runtime;
+  detail::client_conn* _conn = nullptr;
+};
+
+}  // namespace ringrpc

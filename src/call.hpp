@@ -1,0 +1,70 @@
+#pragma once
+// A call in flight through the server pipeline, and the pool that recycles them.
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "frame_codec.hpp"
+#include "mpmc_queue.hpp"
+#include "mpsc_queue.hpp"
+
+namespace ringrpc::detail {
+
+struct connection;
+
+/// Created by a reader for each request it accepts (and for each error it must answer), owned
+/// by whichever stage holds it: call queue -> handler -> responder -> pool. It holds one
+/// reference on its connection for its whole life.
+struct call {
+  mpsc_node node;             // link in the responder's inbox; must stay the first member
+  call* wq_next = nullptr;    // link in the connection's write queue
+  connection* conn = nullptr;
+  std::uint64_t id = 0;
+  std::uint32_t method = 0;  // index into the server's method table
+  std::string_view method_name;  // points into that table, which outlives every call
+  wire::Kind kind = wire::Kind::Request;
+  std::int64_t received_ns = 0;
+  std::int64_t deadline_ns = 0;  // steady clock; 0 = none
+  std::span<const std::byte> payload;  // inside `request`
+  std::vector<std::byte> request;      // the whole frame, prefix included (8-aligned start)
+  std::vector<std::byte> reply;        // the whole answer frame, ready to write
+
+  std::span<const std::byte> wq_bytes() const noexcept { return reply; }
+  static call* from_node(mpsc_node* n) noexcept { return reinterpret_cast<call*>(n); }
+};
+
+/// Recycles calls so the steady state allocates nothing: buffers keep their capacity between
+/// uses. Any thread may get() or put(). When empty it allocates; when full it frees.
+class call_pool {
+ public:
+  explicit call_pool(std::size_t capacity) : _free(capacity) {}
+  ~call_pool() {
+    call* c = nullptr;
+    while (_free.try_pop(c)) delete c;
+  }
+  call_pool(const call_pool&) = delete;
+  call_pool& operator=(const call_pool&) = delete;
+
+  call* get() {
+    call* c = nullptr;
+    if (_free.try_pop(c)) return c;
+    return new call();
+  }
+
+  void put(call* c) noexcept {
+    // A call that carried a huge frame gives the memory back rather than pinning it.
+    if (c->request.capacity() > keep_bytes) std::vector<std::byte>().swap(c->request);
+    if (c->reply.capacity() > keep_bytes) std::vector<std::byte>().swap(c->reply);
+    c->conn = nullptr;
+    c->payload = {};
+    if (!_free.try_push(c)) delete c;
+  }
+
+ private:
+  static constexpr std::size_t keep_bytes = 64 * 1024;
+  mpmc_queue<call*> _free;
+};
+
+}  // namespace ringrpc::detail

@@ -1,0 +1,246 @@
+#include "ringrpc/client.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <stdexcept>
+#include <system_error>
+
+#include "client_loop.hpp"
+
+namespace ringrpc {
+
+std::string_view to_string(call_error e) noexcept {
+  switch (e) {
+    case call_error::none: return "none";
+    case call_error::server_status: return "server_status";
+    case call_error::timeout: return "timeout";
+    case call_error::connection_closed: return "connection_closed";
+    case call_error::protocol_error: return "protocol_error";
+    case call_error::client_closed: return "client_closed";
+  }
+  return "unknown";
+}
+
+call_result call_result::from(const call_outcome& o) {
+  call_result r;
+  r.error = o.error;
+  r.code = o.code;
+  r.message.assign(o.message);
+  r.payload.assign(o.payload.begin(), o.payload.end());
+  r.retry_after_ms = o.retry_after_ms;
+  return r;
+}
+
+// --- client_runtime
+
+client_runtime::client_runtime() : _loop(std::make_unique<detail::client_loop>()) {}
+client_runtime::~client_runtime() = default;
+
+std::shared_ptr<client_runtime> client_runtime::create() {
+  return std::shared_ptr<client_runtime>(new client_runtime());
+}
+
+bool client_runtime::in_runtime_thread() const noexcept { return _loop->in_loop_thread(); }
+
+// --- client
+
+namespace {
+
+// Blocking connect bounded by `timeout`, leaving a non-blocking socket (io_uring does not need
+// blocking mode, and a stray blocking call on it must never stall the loop).
+int connect_socket(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout) {
+  const std::string where = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0) {
+    throw std::system_error(EHOSTUNREACH, std::system_category(),
+                            "cannot resolve " + where + ": " + gai_strerror(rc));
+  }
+  int last_err = ECONNREFUSED;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+      last_err = errno;
+      continue;
+    }
+    int err = 0;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        pollfd p{fd, POLLOUT, 0};
+        const int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+        if (n == 0) {
+          err = ETIMEDOUT;
+        } else {
+          socklen_t len = sizeof(err);
+          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        }
+      }
+    }
+    if (err == 0) {
+      freeaddrinfo(res);
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      return fd;
+    }
+    last_err = err;
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  throw std::system_error(last_err, std::system_category(), "connect " + where);
+}
+
+std::int64_t deadline_after(std::chrono::microseconds timeout) {
+  if (timeout.count() <= 0) return 0;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch() + timeout)
+      .count();
+}
+
+}  // namespace
+
+client client::connect(const std::string& host, std::uint16_t port, client_options options,
+                       std::shared_ptr<client_runtime> runtime) {
+  if (!runtime) runtime = client_runtime::create();
+  const int fd = connect_socket(host, port, options.connect_timeout);
+  auto* conn = new detail::client_conn(fd, options.max_frame_bytes);
+  conn->default_timeout = options.default_timeout;
+  detail::client_loop& loop = *runtime->_loop;
+  detail::pending* p = loop.get_pending();
+  p->kind = detail::pending::what::attach;
+  p->conn = conn;
+  loop.post(p);
+  return client(std::move(runtime), conn);
+}
+
+client::client(client&& o) noexcept : _runtime(std::move(o._runtime)), _conn(o._conn) {
+  o._conn = nullptr;
+}
+
+client& client::operator=(client&& o) noexcept {
+  if (this != &o) {
+    close();
+    _runtime = std::move(o._runtime);
+    _conn = o._conn;
+    o._conn = nullptr;
+  }
+  return *this;
+}
+
+client::~client() { close(); }
+
+bool client::connected() const noexcept {
+  return _conn != nullptr && _conn->open.load(std::memory_order_acquire);
+}
+
+void client::call_async(std::string_view method, std::span<const std::byte> payload,
+                        call_callback done, call_options options) {
+  if (_conn == nullptr) {
+    call_outcome o;
+    o.error = call_error::client_closed;
+    o.message = "client is closed";
+    if (done) done(o);
+    return;
+  }
+  detail::client_loop& loop = *_runtime->_loop;
+  detail::pending* p = loop.get_pending();
+  p->kind = detail::pending::what::call;
+  p->conn = _conn;
+  p->id = _conn->next_id.fetch_add(1, std::memory_order_relaxed);
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : _conn->default_timeout;
+  p->deadline_ns = deadline_after(timeout);
+  p->done = std::move(done);
+  detail::frame_view f;
+  f.call_id = p->id;
+  f.kind = wire::Kind::Request;
+  f.method = method;
+  f.timeout_us = timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0;
+  f.payload = payload;
+  thread_local detail::frame_encoder encoder;
+  encoder.encode_into(f, p->frame);
+  loop.post(p);
+}
+
+std::future<call_result> client::call_future(std::string_view method,
+                                             std::span<const std::byte> payload,
+                                             call_options options) {
+  auto promise = std::make_shared<std::promise<call_result>>();
+  auto future = promise->get_future();
+  call_async(
+      method, payload,
+      [promise](const call_outcome& o) { promise->set_value(call_result::from(o)); }, options);
+  return future;
+}
+
+call_result client::call(std::string_view method, std::span<const std::byte> payload,
+                         call_options options) {
+  if (_runtime && _runtime->in_runtime_thread()) {
+    throw std::logic_error("ringrpc::client::call: synchronous call from the runtime thread "
+                           "would wait forever; use call_async");
+  }
+  // The waiter lives on this stack frame; the callback fills it and wakes us, so a synchronous
+  // call allocates nothing beyond the reply copy.
+  struct waiter {
+    call_result result;
+    std::atomic<bool> done{false};
+  } w;
+  call_async(
+      method, payload,
+      [&w](const call_outcome& o) {
+        w.result = call_result::from(o);
+        w.done.store(true, std::memory_order_release);
+        w.done.notify_one();
+      },
+      options);
+  w.done.wait(false, std::memory_order_acquire);
+  return std::move(w.result);
+}
+
+void client::send_one_way(std::string_view method, std::span<const std::byte> payload) {
+  if (_conn == nullptr) return;
+  detail::client_loop& loop = *_runtime->_loop;
+  detail::pending* p = loop.get_pending();
+  p->kind = detail::pending::what::one_way;
+  p->conn = _conn;
+  p->id = _conn->next_id.fetch_add(1, std::memory_order_relaxed);
+  detail::frame_view f;
+  f.call_id = p->id;
+  f.kind = wire::Kind::OneWay;
+  f.method = method;
+  f.payload = payload;
+  thread_local detail::frame_encoder encoder;
+  encoder.encode_into(f, p->frame);
+  loop.post(p);
+}
+
+void client::close() {
+  if (_conn == nullptr) return;
+  detail::client_loop& loop = *_runtime->_loop;
+  detail::pending* p = loop.get_pending();
+  p->kind = detail::pending::what::detach;
+  p->conn = _conn;
+  _conn = nullptr;
+  if (_runtime->in_runtime_thread()) {
+    loop.post(p);  // handled at the end of this loop turn
+  } else {
+    std::promise<void> freed;
+    auto f = freed.get_future();
+    p->detached = &freed;
+    loop.post(p);
+    f.wait();
+  }
+  _runtime.reset();
+}
+
+}  // namespace ringrpc

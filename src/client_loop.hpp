@@ -1,0 +1,126 @@
+#pragma once
+// The client runtime's I/O thread: one ring serving any number of client connections.
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "frame_assembler.hpp"
+#include "frame_codec.hpp"
+#include "inflight_table.hpp"
+#include "mpmc_queue.hpp"
+#include "mpsc_queue.hpp"
+#include "provided_buffers.hpp"
+#include "ring.hpp"
+#include "ring_waker.hpp"
+#include "ringrpc/client.hpp"
+#include "write_queue.hpp"
+
+namespace ringrpc::detail {
+
+struct client_conn;
+
+/// A unit of work handed to the loop: a call, a one-way message, or a connection command.
+/// Pooled; owned by the loop from post() until it is recycled.
+struct pending {
+  enum class what : std::uint8_t { call, one_way, attach, detach };
+
+  mpsc_node node;  // must stay the first member
+  pending* wq_next = nullptr;
+  what kind = what::call;
+  client_conn* conn = nullptr;
+  std::uint64_t id = 0;
+  std::int64_t deadline_ns = 0;  // 0 = none
+  call_callback done;
+  std::vector<std::byte> frame;
+  bool written = false;    // the frame left completely (or never will)
+  bool finished = false;   // the callback has run
+  std::promise<void>* detached = nullptr;  // detach: fulfilled once the connection is closed
+
+  std::span<const std::byte> wq_bytes() const noexcept { return frame; }
+  static pending* from_node(mpsc_node* n) noexcept { return reinterpret_cast<pending*>(n); }
+};
+
+/// One connection. `open` and `next_id` are shared with calling threads; the rest belongs to
+/// the loop thread.
+struct client_conn {
+  client_conn(int fd_, std::uint32_t max_frame) : fd(fd_), assembler(max_frame) {}
+
+  const int fd;
+  std::atomic<bool> open{true};
+  std::atomic<std::uint64_t> next_id{1};
+  std::chrono::microseconds default_timeout{0};
+
+  frame_assembler assembler;
+  write_queue<pending> wq;
+  inflight_table<pending> inflight;
+  struct deadline {
+    std::int64_t at;
+    std::uint64_t id;
+    bool operator>(const deadline& o) const noexcept { return at > o.at; }
+  };
+  std::vector<deadline> deadlines;  // min-heap; entries of finished calls are skipped lazily
+  bool recv_armed = false;
+  bool write_in_flight = false;
+  bool dirty = false;
+  bool dead = false;      // no more traffic: pending calls failed, new ones fail at once
+  bool detached = false;  // the client let go; free once no request names this connection
+  std::promise<void>* on_freed = nullptr;
+  static constexpr std::size_t max_iov = 64;
+  msghdr msg{};
+  iovec iov[max_iov];
+};
+
+class client_loop {
+ public:
+  client_loop();  ///< probes io_uring and starts the thread; throws std::system_error
+  ~client_loop();
+
+  bool in_loop_thread() const noexcept { return std::this_thread::get_id() == _thread_id; }
+
+  pending* get_pending();
+  /// Queues work for the loop; wakes it unless called from the loop itself.
+  void post(pending* p) noexcept {
+    _inbox.push(&p->node);
+    if (!in_loop_thread()) _waker.notify();
+  }
+
+ private:
+  void run(std::promise<void>& ready);
+  void handle(const io_uring_cqe& cqe);
+  void take_inbox();
+  void accept_work(pending* p);
+  void arm_recv(client_conn* c) noexcept;
+  void on_recv(client_conn* c, const io_uring_cqe& cqe);
+  bool on_frame(client_conn* c, std::span<const std::byte> frame);
+  void start_write(client_conn* c) noexcept;
+  void on_write(client_conn* c, int res);
+  void complete(pending* p, const call_outcome& o) noexcept;
+  void fail_connection(client_conn* c, call_error e, std::string_view why) noexcept;
+  void expire_deadlines() noexcept;
+  std::int64_t next_deadline() const noexcept;
+  void maybe_free(client_conn* c) noexcept;
+  void put_pending(pending* p) noexcept;
+
+  ring* _ring = nullptr;
+  provided_buffers* _buffers = nullptr;
+  ring_waker _waker;
+  mpsc_queue _inbox;
+  mpmc_queue<pending*> _free{16384};
+  std::vector<client_conn*> _conns;
+  std::vector<client_conn*> _dirty;
+  std::vector<std::byte> _scratch;  // aligned copy of one incoming frame for decoding
+  std::atomic<bool> _stop{false};
+  std::thread _thread;
+  std::thread::id _thread_id;
+};
+
+}  // namespace ringrpc::detail

@@ -1,0 +1,14 @@
+#include "connection.hpp"
+
+#include <unistd.h>
+
+#include "reader.hpp"
+
+namespace ringrpc::detail {
+
+connection::~connection() {
+  ::close(fd);
+  owner->connection_destroyed();
+}
+
+}  // namespace ringrpc::detail

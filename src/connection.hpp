@@ -1,0 +1,72 @@
+#pragma once
+// One accepted client connection, shared by its reader, the handlers and the responder.
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "call.hpp"
+#include "frame_assembler.hpp"
+#include "write_queue.hpp"
+
+namespace ringrpc::detail {
+
+class reader;
+
+/// Lifetime: reference counted. The reader holds one reference from hand-off until it has seen
+/// the final completion of the connection's receive; every call holds one; a resume message in
+/// flight holds one. Whoever drops the last reference closes the socket and frees the object,
+/// so the fd is never reused while any request of ours could still name it.
+///
+/// Fields are grouped by the thread that owns them; only the atomics are shared.
+struct connection {
+  connection(int fd_, reader* owner_, std::uint32_t max_frame) noexcept
+      : fd(fd_), owner(owner_), assembler(max_frame) {}
+  ~connection();  // closes the socket and tells the owning reader (connection.cpp)
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  // --- shared
+  const int fd;
+  reader* const owner;
+  std::atomic<std::uint32_t> refs{1};
+  std::atomic<std::uint32_t> outstanding{0};  // calls accepted and not yet released
+  std::atomic<bool> backlogged{false};        // responder: too many reply bytes queued
+  std::atomic<bool> paused{false};            // reader stopped reading for back-pressure
+  std::atomic<bool> write_failed{false};      // responder: the peer cannot take replies
+
+  // --- reader thread
+  frame_assembler assembler;
+  connection* live_prev = nullptr;  // the reader's list of its connections
+  connection* live_next = nullptr;
+  bool recv_armed = false;
+  bool eof = false;
+  bool closing = false;   // no further frames are accepted; finish when the recv has ended
+  bool cancel_sent = false;
+  bool finished = false;  // the reader has let go; only the release is pending
+
+  // --- responder thread
+  static constexpr std::size_t max_iov = 64;
+  write_queue<call> replies;
+  bool write_in_flight = false;
+  bool dirty = false;  // listed for a write at the end of this responder turn
+  msghdr msg{};
+  iovec iov[max_iov];
+};
+
+/// Drops one reference; the last one closes and frees the connection.
+inline void release(connection* c) noexcept {
+  if (c->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete c;
+}
+
+inline void retain(connection* c) noexcept { c->refs.fetch_add(1, std::memory_order_relaxed); }
+
+/// Reading must pause while the connection has too much in flight or too much unwritten.
+inline bool over_limits(const connection* c, unsigned max_inflight) noexcept {
+  return c->outstanding.load(std::memory_order_seq_cst) >= max_inflight ||
+         c->backlogged.load(std::memory_order_seq_cst);
+}
+
+}  // namespace ringrpc::detail

@@ -1,0 +1,39 @@
+#pragma once
+// Lets handler threads sleep while the call queue is empty, without a mutex.
+
+#include <atomic>
+#include <cstdint>
+
+namespace ringrpc::detail {
+
+/// An event count on a futex. Consumers: prepare_wait(), re-check the queue, then wait() or
+/// cancel_wait(). Producers: publish work, then wake(n). wake() costs a syscall only when
+/// someone is waiting, so a busy pool pays one uncontended atomic load per batch.
+class parking {
+ public:
+  std::uint32_t prepare_wait() noexcept {
+    _waiters.fetch_add(1, std::memory_order_seq_cst);
+    return _epoch.load(std::memory_order_seq_cst);
+  }
+  void cancel_wait() noexcept { _waiters.fetch_sub(1, std::memory_order_relaxed); }
+  /// Sleeps until wake() moves the epoch past `epoch` (returns at once if it already has).
+  void wait(std::uint32_t epoch) noexcept;
+  /// Wakes up to `n` sleepers, if any sleep.
+  void wake(int n) noexcept {
+    if (_waiters.load(std::memory_order_seq_cst) == 0) return;
+    _epoch.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake(n);
+  }
+  void wake_all() noexcept {
+    _epoch.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake(INT32_MAX);
+  }
+
+ private:
+  void futex_wake(int n) noexcept;
+
+  alignas(64) std::atomic<std::uint32_t> _epoch{0};
+  alignas(64) std::atomic<std::uint32_t> _waiters{0};
+};
+
+}  // namespace ringrpc::detail

@@ -1,0 +1,390 @@
+#include "reader.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "cqe_tag.hpp"
+#include "server_core.hpp"
+
+namespace ringrpc::detail {
+
+namespace {
+constexpr std::uint16_t buffer_group = 0;
+constexpr unsigned ring_entries = 1024;
+}  // namespace
+
+reader::reader(server_core& core, unsigned index) : _core(core), _index(index) {}
+
+reader::~reader() {
+  close_all();
+  join();
+}
+
+void reader::start(const uring_features& features) {
+  std::promise<void> ready;
+  auto started = ready.get_future();
+  _thread = std::thread([this, features, &ready] { run(features, ready); });
+  started.get();  // rethrows a failure to create the ring
+}
+
+void reader::quiesce() noexcept {
+  _quiesce.store(true, std::memory_order_release);
+  _waker.notify();
+}
+
+void reader::close_all() noexcept {
+  _close_all.store(true, std::memory_order_release);
+  _waker.notify();
+}
+
+void reader::join() {
+  if (_thread.joinable()) _thread.join();
+}
+
+void reader::connection_destroyed() noexcept {
+  if (_alive.fetch_sub(1, std::memory_order_acq_rel) == 1) _waker.notify();
+}
+
+void reader::run(const uring_features& features, std::promise<void>& ready) {
+  std::unique_ptr<ring> r;
+  std::unique_ptr<provided_buffers> bufs;
+  try {
+    r = std::make_unique<ring>(ring_entries, features);
+    const auto& o = _core.options();
+    bufs = std::make_unique<provided_buffers>(r->raw(), buffer_group, o.recv_buffers_per_reader,
+                                              o.recv_buffer_bytes);
+  } catch (...) {
+    ready.set_exception(std::current_exception());
+    return;
+  }
+  _ring = r.get();
+  _buffers = bufs.get();
+  _waker.arm(*_ring);
+  _ring_fd.store(_ring->fd(), std::memory_order_release);
+  ready.set_value();
+
+  bool block = false;  // the first turn only submits: nobody was told we sleep yet
+  for (;;) {
+    const int rc = block ? _ring->submit_and_wait() : _ring->submit();
+    if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY) {
+      std::fprintf(stderr, "ringrpc: reader %u: io_uring_enter failed: %s\n", _index,
+                   std::strerror(-rc));
+      std::terminate();
+    }
+    _ring->for_each_cqe([this](const io_uring_cqe& cqe) { handle(cqe); });
+    end_of_turn();
+
+    if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
+      _quiesced = true;
+      for (connection* c = _live; c != nullptr; c = c->live_next) cancel_recv(c);
+    }
+    if (_close_all.load(std::memory_order_acquire) && !_closing_all) {
+      _closing_all = true;
+      _quiesced = true;
+      for (connection* c = _live; c != nullptr;) {
+        connection* next = c->live_next;  // start_close may unlink c
+        // Shutting the socket down ends its receive and fails any write of the responder, so
+        // every reference held on the connection drains without waiting for the peer.
+        ::shutdown(c->fd, SHUT_RDWR);
+        start_close(c);
+        c = next;
+      }
+    }
+    // Exit only when no connection of ours exists any more, anywhere: a resume message still in
+    // flight to this ring holds a reference and must be received, or it would leak.
+    if (_closing_all && _live == nullptr && _alive.load(std::memory_order_acquire) == 0) break;
+
+    _waker.prepare_sleep();
+    block = !((_quiesce.load() && !_quiesced) || (_close_all.load() && !_closing_all) ||
+              (_closing_all && _live == nullptr && _alive.load() == 0));
+    if (!block) _waker.cancel_sleep();
+  }
+  // Unregister the buffers before the ring goes: the ring's teardown cancels what is left
+  // (only the waker's read) and no completion can name a connection any more.
+  bufs.reset();
+  _buffers = nullptr;
+  _ring = nullptr;
+}
+
+void reader::handle(const io_uring_cqe& cqe) {
+  switch (tag_op(cqe.user_data)) {
+    case op::wake: _waker.arm(*_ring); break;
+    case op::handoff: on_handoff(cqe.res); break;
+    case op::recv: on_recv(tag_ptr<connection>(cqe.user_data), cqe); break;
+    case op::resume: on_resume(tag_ptr<connection>(cqe.user_data)); break;
+    default: break;  // cancel results: -ENOENT / -EALREADY mean the recv had already ended
+  }
+}
+
+void reader::on_handoff(int fd) {
+  if (fd < 0) return;
+  if (_closing_all) {
+    ::close(fd);
+    return;
+  }
+  const int one = 1;
+  // Replies are already batched into one gathered write; Nagle would only add latency.
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  auto* c = new connection(fd, this, _core.options().max_frame_bytes);
+  _alive.fetch_add(1, std::memory_order_relaxed);
+  c->live_next = _live;
+  if (_live) _live->live_prev = c;
+  _live = c;
+  _accepted.add();
+  if (_quiesced) {
+    start_close(c);
+    return;
+  }
+  arm_recv(c);
+}
+
+void reader::arm_recv(connection* c) noexcept {
+  io_uring_sqe* sqe = _ring->get_sqe();
+  io_uring_prep_recv_multishot(sqe, c->fd, nullptr, 0, 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = _buffers->group_id();
+  io_uring_sqe_set_data64(sqe, make_tag(op::recv, c));
+  c->recv_armed = true;
+  c->cancel_sent = false;
+}
+
+void reader::cancel_recv(connection* c) noexcept {
+  if (!c->recv_armed || c->cancel_sent) return;
+  io_uring_sqe* sqe = _ring->get_sqe();
+  io_uring_prep_cancel64(sqe, make_tag(op::recv, c), 0);
+  io_uring_sqe_set_data64(sqe, make_tag(op::cancel));
+  c->cancel_sent = true;
+}
+
+void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
+  if (cqe.flags & IORING_CQE_F_BUFFER) {
+    const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+    if (cqe.res > 0) {
+      _bytes_in.add(static_cast<std::uint64_t>(cqe.res));
+      deliver(c, _buffers->bytes(id, static_cast<std::size_t>(cqe.res)));
+    }
+    // The bytes were copied into calls or the connection's assembly buffer: the kernel may
+    // reuse this buffer as soon as the batch is committed.
+    _buffers->recycle(id);
+  }
+  if (cqe.flags & IORING_CQE_F_MORE) return;
+
+  // The multishot receive has ended; decide whether to re-arm it.
+  c->recv_armed = false;
+  if (cqe.res == 0) {
+    c->eof = true;
+  } else if (cqe.res < 0 && cqe.res != -ENOBUFS && cqe.res != -ECANCELED) {
+    c->eof = true;  // reset by peer and friends: nothing more will arrive
+    c->closing = true;
+  } else if (cqe.res != -ECANCELED && !c->closing && !_quiesced) {
+    // -ENOBUFS: every provided buffer was in use. No byte was lost (the data stays in the
+    // socket); re-arm once this turn has given its buffers back.
+    retain(c);
+    _rearm.push_back(c);
+  }
+  maybe_finish(c);
+}
+
+void reader::deliver(connection* c, std::span<const std::byte> data) {
+  if (c->closing) return;
+  if (c->paused.load(std::memory_order_relaxed)) {
+    c->assembler.hold(data);
+    return;
+  }
+  auto sink = [this, c](std::span<const std::byte> f) { return on_frame(c, f); };
+  auto r = data.empty() ? c->assembler.drain(sink) : c->assembler.feed(data, sink);
+  for (;;) {
+    if (r == frame_assembler::result::frame_too_large) {
+      _bad_frames.add();
+      const std::string msg = "frame body of " + std::to_string(c->assembler.rejected_length()) +
+                              " bytes exceeds the server's max_frame_bytes (" +
+                              std::to_string(c->assembler.max_body_bytes()) + ")";
+      answer(new_call(c), 0, wire::Kind::Error, status::frame_too_large, msg);
+      start_close(c);
+      return;
+    }
+    if (r != frame_assembler::result::paused || c->closing) return;
+    if (pause(c)) return;
+    r = c->assembler.drain(sink);
+  }
+}
+
+bool reader::should_pause(connection* c) const noexcept {
+  return over_limits(c, _core.options().max_inflight_per_connection);
+}
+
+bool reader::pause(connection* c) noexcept {
+  c->paused.store(true, std::memory_order_seq_cst);
+  // The responder clears the flag when the pressure goes; if it went before the flag was
+  // visible, nobody would send the resume, so look again and undo the pause ourselves.
+  if (!should_pause(c) && c->paused.exchange(false, std::memory_order_seq_cst)) return false;
+  _pauses.add();
+  cancel_recv(c);
+  return true;
+}
+
+void reader::on_resume(connection* c) {
+  if (!c->finished) {
+    deliver(c, {});
+    if (!c->paused.load(std::memory_order_relaxed) && !c->recv_armed && !c->eof && !c->closing &&
+        !_quiesced) {
+      arm_recv(c);
+    }
+    maybe_finish(c);
+  }
+  _to_release.push_back(c);  // the reference the resume message carried
+}
+
+bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
+  if (c->closing) return false;
+  call* k = new_call(c);
+  k->request.assign(frame.begin(), frame.end());
+  frame_view v;
+  switch (decode_frame(k->request, v)) {
+    case decode_outcome::ok: break;
+    case decode_outcome::malformed_with_id:
+      _bad_frames.add();
+      answer(k, v.call_id, wire::Kind::Error, status::bad_request,
+             "frame failed FlatBuffers verification");
+      return !should_pause(c);
+    case decode_outcome::malformed:
+      // Without a trustworthy call id there is nobody to answer; the stream itself is suspect.
+      _bad_frames.add();
+      answer(k, 0, wire::Kind::Error, status::bad_request,
+             "undecodable frame without a readable call id; closing the connection");
+      start_close(c);
+      return false;
+  }
+
+  switch (v.kind) {
+    case wire::Kind::Request:
+    case wire::Kind::OneWay: {
+      _received.add();
+      const bool one_way = v.kind == wire::Kind::OneWay;
+      if (_core.draining()) {
+        answer(k, v.call_id, one_way ? wire::Kind::OneWay : wire::Kind::Error,
+               status::shutting_down, "server is shutting down");
+        break;
+      }
+      const auto m = _core.methods().find(v.method);
+      if (!m) {
+        answer(k, v.call_id, one_way ? wire::Kind::OneWay : wire::Kind::Error,
+               status::unknown_method, "no method named '" + std::string(v.method) + "'");
+        break;
+      }
+      k->id = v.call_id;
+      k->kind = v.kind;
+      k->method = *m;
+      k->method_name = _core.methods().name(*m);
+      k->payload = v.payload;
+      k->received_ns = now_ns();
+      k->deadline_ns = v.timeout_us == 0 ? 0 : k->received_ns + static_cast<std::int64_t>(v.timeout_us) * 1000;
+      if (_core.call_queue().try_push(k)) {
+        _enqueued.add();
+        ++_pushed_this_turn;
+      } else {
+        _busy.add();
+        answer(k, v.call_id, one_way ? wire::Kind::OneWay : wire::Kind::Error, status::server_busy,
+               "call queue full (" + std::to_string(_core.call_queue().capacity()) +
+                   " = handlers x handler_queue_size)",
+               10);
+      }
+      break;
+    }
+    case wire::Kind::Ping: answer(k, v.call_id, wire::Kind::Pong, status::ok, {}); break;
+    case wire::Kind::Cancel:
+      // Advisory: the call may already be running; its reply still comes.
+      answer(k, v.call_id, wire::Kind::OneWay, status::ok, {});
+      break;
+    default:
+      _bad_frames.add();
+      answer(k, v.call_id, wire::Kind::Error, status::bad_request,
+             "unexpected frame kind from a client");
+      break;
+  }
+  return !should_pause(c);
+}
+
+call* reader::new_call(connection* c) noexcept {
+  call* k = _core.pool().get();
+  k->conn = c;
+  retain(c);
+  c->outstanding.fetch_add(1, std::memory_order_relaxed);
+  k->reply.clear();
+  k->payload = {};
+  k->deadline_ns = 0;
+  k->id = 0;
+  _created.add();
+  return k;
+}
+
+void reader::answer(call* k, std::uint64_t id, wire::Kind kind, status code,
+                    std::string_view message, std::uint32_t retry_after_ms) noexcept {
+  k->id = id;
+  k->kind = kind;
+  if (kind == wire::Kind::OneWay) {
+    k->reply.clear();  // one-way traffic is never answered; the call only needs releasing
+  } else {
+    frame_view f;
+    f.call_id = id;
+    f.kind = kind;
+    f.code = code;
+    f.message = message;
+    f.retry_after_ms = retry_after_ms;
+    _encoder.encode_into(f, k->reply);
+  }
+  _core.replies().post(k);
+  ++_posted_this_turn;
+}
+
+void reader::start_close(connection* c) noexcept {
+  c->closing = true;
+  cancel_recv(c);
+  maybe_finish(c);
+}
+
+void reader::maybe_finish(connection* c) noexcept {
+  if (c->recv_armed || c->finished) return;
+  const bool kept_frames = c->paused.load(std::memory_order_relaxed) && c->assembler.buffered() > 0;
+  if (!c->closing && !(c->eof && !kept_frames)) return;
+  if (c->eof && !c->closing && c->assembler.buffered() > 0) _bad_frames.add();  // truncated frame
+  c->closing = true;
+  if (c->live_prev) c->live_prev->live_next = c->live_next; else _live = c->live_next;
+  if (c->live_next) c->live_next->live_prev = c->live_prev;
+  c->live_prev = c->live_next = nullptr;
+  c->finished = true;
+  _finished.add();
+  // The reader's own reference goes at the end of the turn: callers up the stack may still
+  // touch the connection, and calls it posted may be released by the responder meanwhile.
+  _to_release.push_back(c);
+}
+
+void reader::end_of_turn() noexcept {
+  _buffers->commit();
+  for (connection* c : _rearm) {
+    if (!c->closing && !c->recv_armed && !c->eof && !_quiesced &&
+        !c->paused.load(std::memory_order_relaxed)) {
+      arm_recv(c);
+    }
+    release(c);
+  }
+  _rearm.clear();
+  for (connection* c : _to_release) release(c);
+  _to_release.clear();
+  if (_pushed_this_turn != 0) {
+    _core.handler_parking().wake(static_cast<int>(_pushed_this_turn));
+    _pushed_this_turn = 0;
+  }
+  if (_posted_this_turn != 0) {
+    _core.replies().notify();
+    _posted_this_turn = 0;
+  }
+}
+
+}  // namespace ringrpc::detail

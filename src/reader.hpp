@@ -1,0 +1,98 @@
+#pragma once
+// A reader ring: receives from its connections, cuts frames, verifies them, dispatches calls.
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "call.hpp"
+#include "connection.hpp"
+#include "counter.hpp"
+#include "frame_codec.hpp"
+#include "provided_buffers.hpp"
+#include "ring.hpp"
+#include "ring_waker.hpp"
+
+namespace ringrpc::detail {
+
+class server_core;
+
+/// One thread, one ring, one provided-buffer ring. Each connection has one multishot recv
+/// armed; completed frames become calls on the shared call queue, or are answered at once
+/// (unknown method, bad frame, busy, shutting down) through the responder. Calls pushed in one
+/// loop turn wake the handlers once.
+class reader {
+ public:
+  reader(server_core& core, unsigned index);
+  ~reader();
+
+  /// Starts the thread and returns once its ring exists (its fd is needed for hand-offs).
+  void start(const uring_features& features);
+  int ring_fd() const noexcept { return _ring_fd.load(std::memory_order_acquire); }
+
+  /// Draining: wake up so frames already received are answered SHUTTING_DOWN.
+  void notify() noexcept { _waker.notify(); }
+  /// Stop reading: cancel every receive (nothing new gets in).
+  void quiesce() noexcept;
+  /// Shuts every connection down; the thread exits once none of them exists any more.
+  void close_all() noexcept;
+  void join();
+  /// Called by ~connection on whichever thread drops the last reference.
+  void connection_destroyed() noexcept;
+
+  // Stats (any thread).
+  std::uint64_t accepted() const noexcept { return _accepted.get(); }
+  std::uint64_t finished() const noexcept { return _finished.get(); }
+  std::uint64_t calls_received() const noexcept { return _received.get(); }
+  std::uint64_t calls_created() const noexcept { return _created.get(); }
+  std::uint64_t calls_enqueued() const noexcept { return _enqueued.get(); }
+  std::uint64_t rejected_busy() const noexcept { return _busy.get(); }
+  std::uint64_t bad_frames() const noexcept { return _bad_frames.get(); }
+  std::uint64_t pauses() const noexcept { return _pauses.get(); }
+  std::uint64_t bytes_in() const noexcept { return _bytes_in.get(); }
+
+ private:
+  void run(const uring_features& features, std::promise<void>& ready);
+  void handle(const io_uring_cqe& cqe);
+  void on_handoff(int fd);
+  void on_recv(connection* c, const io_uring_cqe& cqe);
+  void on_resume(connection* c);
+  bool on_frame(connection* c, std::span<const std::byte> frame);
+  void deliver(connection* c, std::span<const std::byte> data);
+  void drain_kept(connection* c);
+  bool should_pause(connection* c) const noexcept;
+  bool pause(connection* c) noexcept;
+  void arm_recv(connection* c) noexcept;
+  void cancel_recv(connection* c) noexcept;
+  void start_close(connection* c) noexcept;
+  void maybe_finish(connection* c) noexcept;
+  call* new_call(connection* c) noexcept;
+  void answer(call* c, std::uint64_t id, wire::Kind kind, status code, std::string_view message,
+              std::uint32_t retry_after_ms = 0) noexcept;
+  void end_of_turn() noexcept;
+
+  server_core& _core;
+  const unsigned _index;
+  ring* _ring = nullptr;
+  provided_buffers* _buffers = nullptr;
+  std::thread _thread;
+  std::atomic<int> _ring_fd{-1};
+  ring_waker _waker;
+  std::atomic<bool> _quiesce{false};
+  std::atomic<bool> _close_all{false};
+  std::atomic<std::size_t> _alive{0};  // connections of ours not yet destroyed
+  bool _quiesced = false;
+  bool _closing_all = false;
+  connection* _live = nullptr;  // intrusive list of this reader's connections
+  std::vector<connection*> _rearm;
+  std::vector<connection*> _to_release;
+  std::uint32_t _pushed_this_turn = 0;
+  std::uint32_t _posted_this_turn = 0;
+  frame_encoder _encoder;
+  counter _accepted, _finished, _received, _created, _enqueued, _busy, _bad_frames, _pauses,
+      _bytes_in;
+};
+
+}  // namespace ringrpc::detail

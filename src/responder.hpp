@@ -1,0 +1,62 @@
+#pragma once
+// The responder ring: writes every reply of the server.
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "call.hpp"
+#include "connection.hpp"
+#include "counter.hpp"
+#include "ring.hpp"
+#include "ring_waker.hpp"
+
+namespace ringrpc::detail {
+
+class server_core;
+
+/// One thread, one ring. Handlers and readers post() finished calls from any thread and
+/// notify() once per batch. The responder appends each reply to its connection's write queue
+/// (so per-connection order = completion order), keeps at most one gathered sendmsg in flight
+/// per connection, requeues the unwritten tail of a partial write at the head, and releases
+/// each call once its bytes are written or its peer is gone.
+class responder {
+ public:
+  explicit responder(server_core& core);
+  ~responder();
+
+  void start(const uring_features& features);
+  /// Asks the thread to exit once its inbox is empty and no write is in flight.
+  void stop_and_join();
+
+  void post(call* c) noexcept { _inbox.push(&c->node); }
+  void notify() noexcept { _waker.notify(); }
+
+  std::uint64_t released() const noexcept { return _released.get(); }
+  std::uint64_t partial_writes() const noexcept { return _partial_writes.get(); }
+  std::uint64_t bytes_out() const noexcept { return _bytes_out.get(); }
+
+ private:
+  void run(const uring_features& features);
+  void take_inbox();
+  void start_write(connection* c);
+  void on_write(connection* c, int res);
+  void release_call(call* c);
+  void maybe_resume(connection* c);
+  void handle(const io_uring_cqe& cqe);
+
+  server_core& _core;
+  ring* _ring = nullptr;
+  std::thread _thread;
+  ring_waker _waker;
+  mpsc_queue _inbox;
+  std::atomic<bool> _stop{false};
+  std::vector<connection*> _dirty;
+  std::size_t _writes_in_flight = 0;
+  std::size_t _resumes_in_flight = 0;
+  counter _released;
+  counter _partial_writes;
+  counter _bytes_out;
+};
+
+}  // namespace ringrpc::detail

@@ -1,0 +1,127 @@
+// Writes the seed corpus of frame_fuzz (tests/fuzz/corpus/). Run by hand after a change to the
+// wire format, then commit the files:
+//   ninja -C build/fuzz tests/fuzz/make_corpus && build/fuzz/tests/fuzz/make_corpus tests/fuzz/corpus
+// Output is deterministic, so re-running it on an unchanged format changes nothing.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frame_codec.hpp"
+
+namespace {
+
+using ringrpc::detail::frame_encoder;
+using ringrpc::detail::frame_view;
+namespace wire = ringrpc::wire;
+using bytes = std::vector<std::byte>;
+
+bytes encode(const frame_view& f) {
+  frame_encoder enc;
+  const auto s = enc.encode(f);
+  return {s.begin(), s.end()};
+}
+
+std::span<const std::byte> as_bytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+bool write(const std::string& dir, const char* name, const bytes& b) {
+  const std::string path = dir + "/" + name;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    std::perror(path.c_str());
+    return false;
+  }
+  const bool ok = std::fwrite(b.data(), 1, b.size(), f) == b.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUTPUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+
+  frame_view req;
+  req.call_id = 1;
+  req.kind = wire::Kind::Request;
+  req.method = "echo";
+  req.timeout_us = 1'000'000;
+  req.payload = as_bytes("hello, ringrpc");
+  const bytes request = encode(req);
+
+  frame_view reply;
+  reply.call_id = 1;
+  reply.kind = wire::Kind::Reply;
+  reply.payload = as_bytes("hello, ringrpc");
+  const bytes reply_b = encode(reply);
+
+  frame_view err;
+  err.call_id = 2;
+  err.kind = wire::Kind::Error;
+  err.code = ringrpc::status::unknown_method;
+  err.message = "unknown method: nope";
+  const bytes error_b = encode(err);
+
+  frame_view busy;
+  busy.call_id = 3;
+  busy.kind = wire::Kind::Error;
+  busy.code = ringrpc::status::server_busy;
+  busy.message = "call queue full";
+  busy.retry_after_ms = 50;
+  const bytes busy_b = encode(busy);
+
+  frame_view ping;
+  ping.call_id = 4;
+  ping.kind = wire::Kind::Ping;
+  const bytes ping_b = encode(ping);
+
+  frame_view oneway;
+  oneway.call_id = 5;
+  oneway.kind = wire::Kind::OneWay;
+  oneway.method = "log";
+  oneway.payload = as_bytes("fire and forget");
+  const bytes oneway_b = encode(oneway);
+
+  frame_view bad_kind = req;  // a well-formed FlatBuffer whose kind the schema does not know
+  bad_kind.call_id = 6;
+  bad_kind.kind = static_cast<wire::Kind>(200);
+  const bytes bad_kind_b = encode(bad_kind);
+
+  bytes two = request;
+  two.insert(two.end(), ping_b.begin(), ping_b.end());
+
+  bytes truncated(request.begin(), request.end() - 3);
+
+  // Prefix claims ~4 GiB; a few body bytes follow.
+  const bytes oversized = {std::byte{0xf0}, std::byte{0xff}, std::byte{0xff}, std::byte{0xff},
+                           std::byte{0x01}, std::byte{0x02}, std::byte{0x03}, std::byte{0x04}};
+
+  // A valid prefix followed by a body of noise.
+  bytes garbage = {std::byte{60}, std::byte{0}, std::byte{0}, std::byte{0}};
+  std::uint32_t x = 0x12345678;  // xorshift32, fixed seed: the file never changes
+  for (int i = 0; i < 60; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    garbage.push_back(static_cast<std::byte>(x));
+  }
+
+  const bytes empty_body = {std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}};
+
+  const bool ok = write(dir, "echo_request", request) && write(dir, "reply", reply_b) &&
+                  write(dir, "error_unknown_method", error_b) &&
+                  write(dir, "error_server_busy", busy_b) && write(dir, "ping", ping_b) &&
+                  write(dir, "oneway", oneway_b) && write(dir, "unknown_kind", bad_kind_b) &&
+                  write(dir, "two_frames", two) && write(dir, "truncated", truncated) &&
+                  write(dir, "oversized_prefix", oversized) && write(dir, "garbage", garbage) &&
+                  write(dir, "empty_body", empty_body);
+  return ok ? 0 : 1;
+}
