@@ -63,9 +63,13 @@ struct ours_adapter {
 
 using moody_queue = moodycamel::ConcurrentQueue<void*>;
 
+// One queue per variant (Tag): blocks held by the token variant's explicit
+// producers are never returned to the pool, so sharing a queue would starve
+// the tokenless variant's try_enqueue.
+template <class Tag>
 moody_queue& shared_moody_queue() {
     // Preallocates enough blocks for queue_capacity items spread over the
-    // producers, so try_enqueue succeeds without allocating.
+    // producers, so try_enqueue can succeed without allocating.
     static moody_queue q(queue_capacity, max_producers, max_producers);
     return q;
 }
@@ -80,7 +84,7 @@ struct moody_token_adapter {
             ctok.emplace(q);
         }
     }
-    moody_queue& q = shared_moody_queue();
+    moody_queue& q = shared_moody_queue<moody_token_adapter>();
     std::optional<moodycamel::ProducerToken> ptok;
     std::optional<moodycamel::ConsumerToken> ctok;
     bool push(void* p) { return q.enqueue(*ptok, p); }
@@ -89,7 +93,7 @@ struct moody_token_adapter {
 
 struct moody_tokenless_adapter {
     explicit moody_tokenless_adapter(bool /*producer*/) {}
-    moody_queue& q = shared_moody_queue();
+    moody_queue& q = shared_moody_queue<moody_tokenless_adapter>();
     bool push(void* p) { return q.try_enqueue(p); }
     bool pop(void*& p) { return q.try_dequeue(p); }
 };

@@ -155,12 +155,13 @@ void client_loop::accept_work(pending* p) {
       break;
   }
   if (c->dead) {
-    p->written = true;
+    p->written = true;  // it never will be: complete() may recycle it right away
     if (p->kind == pending::what::call) {
       complete(p, failure(c->detached ? call_error::client_closed : call_error::connection_closed,
                           "connection is closed"));
+    } else {
+      put_pending(p);
     }
-    put_pending(p);
     return;
   }
   if (p->kind == pending::what::call) {

@@ -54,8 +54,9 @@ class mpsc_queue {
 
   /// True when nothing has been pushed that pop() has not returned. Consumer only.
   bool empty() const noexcept {
-    return _tail->next.load(std::memory_order_seq_cst) == nullptr &&
-           _head.load(std::memory_order_seq_cst) == _tail;
+    // Only the stub can be the tail of an empty queue: a real node at the tail is still queued.
+    return _tail == &_stub && _stub.next.load(std::memory_order_seq_cst) == nullptr &&
+           _head.load(std::memory_order_seq_cst) == &_stub;
   }
 
  private:

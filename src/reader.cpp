@@ -131,6 +131,9 @@ void reader::on_handoff(int fd) {
   const int one = 1;
   // Replies are already batched into one gathered write; Nagle would only add latency.
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (const int sndbuf = _core.options().socket_send_buffer_bytes; sndbuf > 0) {
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+  }
   auto* c = new connection(fd, this, _core.options().max_frame_bytes);
   _alive.fetch_add(1, std::memory_order_relaxed);
   c->live_next = _live;

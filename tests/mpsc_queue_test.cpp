@@ -81,10 +81,34 @@ TEST(MpscQueue, SingleElementRepeatedly) {
     q.push(&a);
     q.push(&b);
     ASSERT_EQ(q.pop(), &a);
-    EXPECT_FALSE(q.empty());
     ASSERT_EQ(q.pop(), &b);
     EXPECT_TRUE(q.empty());
   }
+}
+
+// empty() must stay false while a pushed node has not been popped, including the state where
+// the consumer's tail already points at that last real node (two pushed, one popped).
+TEST(MpscQueue, EmptyIsFalseWhileOneNodeRemains) {
+  mpsc_queue q;
+  node a;
+  node b;
+  q.push(&a);
+  q.push(&b);
+  ASSERT_EQ(q.pop(), &a);
+  EXPECT_FALSE(q.empty()) << "b is still queued";
+  ASSERT_EQ(q.pop(), &b);
+  EXPECT_TRUE(q.empty());
+
+  node c;
+  q.push(&a);
+  q.push(&b);
+  q.push(&c);
+  ASSERT_EQ(q.pop(), &a);
+  EXPECT_FALSE(q.empty());
+  ASSERT_EQ(q.pop(), &b);
+  EXPECT_FALSE(q.empty()) << "c is still queued";
+  ASSERT_EQ(q.pop(), &c);
+  EXPECT_TRUE(q.empty());
 }
 
 TEST(MpscQueue, InterleavedPushPop) {

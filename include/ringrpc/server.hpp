@@ -32,13 +32,15 @@ struct server_options {
   int backlog = 1024;                      ///< listen backlog [ipc.server.listen.queue.size]
   unsigned readers = 0;                    ///< reader rings [ipc.server.read.threadpool.size]
   unsigned handlers = 0;                   ///< handler threads [handler.count]
-  unsigned handler_queue_size = 256;       ///< call queue = handlers x this [ipc.server.handler.queue.size]
+  unsigned handler_queue_size = 1024;      ///< call queue = handlers x this [ipc.server.handler.queue.size]
   std::uint32_t max_frame_bytes = 16u << 20;  ///< largest frame body accepted [ipc.maximum.data.length]
   /// Past this many reply bytes queued but unwritten on one connection, the server stops
   /// reading that connection until half of it has drained.
   std::size_t max_queued_reply_bytes = 4u << 20;
   /// Past this many calls accepted but not yet answered on one connection, reading pauses.
   unsigned max_inflight_per_connection = 4096;
+  /// SO_SNDBUF for accepted sockets; 0 keeps the kernel's default (and its auto-tuning).
+  int socket_send_buffer_bytes = 0;
   unsigned recv_buffer_bytes = 16 * 1024;  ///< size of each provided receive buffer
   unsigned recv_buffers_per_reader = 512;  ///< provided buffers per reader ring
   /// How long stop() waits for accepted calls to be answered and written before it cancels.

@@ -1,0 +1,75 @@
+#include "test_support.hpp"
+
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include <cstring>
+#include <stdexcept>
+
+namespace ringrpc::test {
+
+raw_socket::raw_socket(std::uint16_t port, int rcvbuf, std::chrono::milliseconds timeout) {
+  _fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (_fd < 0) throw std::runtime_error("socket");
+  if (rcvbuf > 0) ::setsockopt(_fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  timeval tv{};
+  tv.tv_sec = timeout.count() / 1000;
+  tv.tv_usec = (timeout.count() % 1000) * 1000;
+  ::setsockopt(_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const int one = 1;
+  ::setsockopt(_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
+    throw std::runtime_error(std::string("connect: ") + std::strerror(errno));
+  }
+}
+
+bool raw_socket::send_all(std::span<const std::byte> data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(_fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    data = data.subspan(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+bool raw_socket::send_frame(const detail::frame_view& f) {
+  detail::frame_encoder enc;
+  return send_all(enc.encode(f));
+}
+
+std::optional<std::vector<std::byte>> raw_socket::read_exact(std::size_t n) {
+  std::vector<std::byte> out(n);
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::recv(_fd, out.data() + got, n - got, 0);
+    if (r <= 0) return std::nullopt;
+    got += static_cast<std::size_t>(r);
+  }
+  return out;
+}
+
+bool raw_socket::read_frame(detail::frame_view& out, std::vector<std::byte>& storage) {
+  auto prefix = read_exact(4);
+  if (!prefix) return false;
+  const std::uint32_t len = detail::read_frame_length(prefix->data());
+  auto body = read_exact(len);
+  if (!body) return false;
+  storage = std::move(*prefix);
+  storage.insert(storage.end(), body->begin(), body->end());
+  return detail::decode_frame(storage, out) == detail::decode_outcome::ok;
+}
+
+bool raw_socket::wait_eof() {
+  std::byte b[4096];
+  for (;;) {
+    const ssize_t r = ::recv(_fd, b, sizeof(b), 0);
+    if (r == 0) return true;
+    if (r < 0) return errno == ECONNRESET;
+  }
+}
+
+}  // namespace ringrpc::test
