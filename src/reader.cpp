@@ -78,7 +78,6 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
       std::terminate();
     }
     _ring->for_each_cqe([this](const io_uring_cqe& cqe) { handle(cqe); });
-    end_of_turn();
 
     if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
       _quiesced = true;
@@ -96,6 +95,8 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
         c = next;
       }
     }
+    // After the stop requests: connections they finished are released here, this turn.
+    end_of_turn();
     // Exit only when no connection of ours exists any more, anywhere: a resume message still in
     // flight to this ring holds a reference and must be received, or it would leak.
     if (_closing_all && _live == nullptr && _alive.load(std::memory_order_acquire) == 0) break;

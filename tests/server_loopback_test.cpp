@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -57,14 +59,27 @@ TEST(server_loopback, many_connections_pipelined_byte_exact) {
   std::atomic<int> done{0}, bad{0};
   std::vector<std::string> payloads;
   for (int i = 0; i < 64; ++i) payloads.push_back(pattern(static_cast<std::size_t>(i * 97 % 5000), static_cast<unsigned>(i)));
-  for (int k = 0; k < calls_per_connection; ++k) {
-    for (int i = 0; i < connections; ++i) {
-      const std::string& p = payloads[static_cast<std::size_t>((k + i) % 64)];
-      clients[static_cast<std::size_t>(i)].call_async("echo", bytes_of(p), [&, &p = p](const call_outcome& o) {
-        if (!o.ok() || std::string_view(reinterpret_cast<const char*>(o.payload.data()), o.payload.size()) != p) ++bad;
-        ++done;
-      });
-    }
+  // Each connection keeps `depth` calls in flight and sends the next as one completes, with
+  // the payload chosen by the call's sequence number so every reply can be checked.
+  constexpr int depth = 32;
+  struct lane {
+    client* c;
+    std::atomic<int> next{0};
+  };
+  std::vector<std::unique_ptr<lane>> lanes;
+  for (auto& c : clients) lanes.push_back(std::make_unique<lane>(lane{&c}));
+  std::function<void(lane*)> issue = [&](lane* l) {
+    const int k = l->next.fetch_add(1);
+    if (k >= calls_per_connection) return;
+    const std::string& p = payloads[static_cast<std::size_t>(k % 64)];
+    l->c->call_async("echo", bytes_of(p), [&, l, &p = p](const call_outcome& o) {
+      if (!o.ok() || std::string_view(reinterpret_cast<const char*>(o.payload.data()), o.payload.size()) != p) ++bad;
+      ++done;
+      issue(l);
+    });
+  };
+  for (auto& l : lanes) {
+    for (int d = 0; d < depth; ++d) issue(l.get());
   }
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (done.load() < connections * calls_per_connection && std::chrono::steady_clock::now() < give_up) {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <poll.h>
 
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -30,6 +31,7 @@ raw_socket::raw_socket(std::uint16_t port, int rcvbuf, std::chrono::milliseconds
 bool raw_socket::send_all(std::span<const std::byte> data) {
   while (!data.empty()) {
     const ssize_t n = ::send(_fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     data = data.subspan(static_cast<std::size_t>(n));
   }
@@ -46,6 +48,7 @@ std::optional<std::vector<std::byte>> raw_socket::read_exact(std::size_t n) {
   std::size_t got = 0;
   while (got < n) {
     const ssize_t r = ::recv(_fd, out.data() + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return std::nullopt;
     got += static_cast<std::size_t>(r);
   }
@@ -54,19 +57,28 @@ std::optional<std::vector<std::byte>> raw_socket::read_exact(std::size_t n) {
 
 bool raw_socket::read_frame(detail::frame_view& out, std::vector<std::byte>& storage) {
   auto prefix = read_exact(4);
-  if (!prefix) return false;
+  if (!prefix) {
+    std::fprintf(stderr, "read_frame: no length prefix (EOF, error or timeout: %s)\n", std::strerror(errno));
+    return false;
+  }
   const std::uint32_t len = detail::read_frame_length(prefix->data());
   auto body = read_exact(len);
   if (!body) return false;
   storage = std::move(*prefix);
   storage.insert(storage.end(), body->begin(), body->end());
-  return detail::decode_frame(storage, out) == detail::decode_outcome::ok;
+  const auto outcome = detail::decode_frame(storage, out);
+  if (outcome != detail::decode_outcome::ok) {
+    std::fprintf(stderr, "read_frame: %zu-byte frame failed to decode (outcome %d)\n", storage.size(),
+                 static_cast<int>(outcome));
+  }
+  return outcome == detail::decode_outcome::ok;
 }
 
 bool raw_socket::wait_eof() {
   std::byte b[4096];
   for (;;) {
     const ssize_t r = ::recv(_fd, b, sizeof(b), 0);
+    if (r < 0 && errno == EINTR) continue;
     if (r == 0) return true;
     if (r < 0) return errno == ECONNRESET;
   }
