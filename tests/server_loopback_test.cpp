@@ -67,7 +67,10 @@ TEST(server_loopback, many_connections_pipelined_byte_exact) {
     std::atomic<int> next{0};
   };
   std::vector<std::unique_ptr<lane>> lanes;
-  for (auto& c : clients) lanes.push_back(std::make_unique<lane>(lane{&c}));
+  for (auto& c : clients) {
+    lanes.push_back(std::make_unique<lane>());
+    lanes.back()->c = &c;
+  }
   std::function<void(lane*)> issue = [&](lane* l) {
     const int k = l->next.fetch_add(1);
     if (k >= calls_per_connection) return;
