@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -14,7 +15,8 @@ namespace ringrpc::detail {
 /// Reassembles length-prefixed frames from arbitrary slices of a stream. Owned by one thread.
 ///
 /// Bytes are only copied when a frame spans slices (or delivery is paused): a frame that lies
-/// whole inside a slice is handed to the sink in place. The length prefix is checked against
+/// whole inside a slice is handed to the sink in place, and a frame that spans slices is
+/// completed with just the bytes it lacks. The length prefix is checked against
 /// the limit before anything is reserved for the body, so a hostile prefix costs nothing.
 class frame_assembler {
  public:
@@ -30,9 +32,41 @@ class frame_assembler {
   /// included, and returns false to pause delivery. The span is valid only during the call.
   template <class Sink>
   result feed(std::span<const std::byte> data, Sink&& sink) {
-    if (_paused || _end > _start) {
+    if (_paused) {
       append(data);
       return drain(sink);
+    }
+    if (_end > _start) {
+      // Complete the kept frame with just the bytes it lacks; the rest of the slice is then
+      // delivered in place like any other.
+      const std::size_t header_missing =
+          _end - _start < frame_prefix_bytes ? frame_prefix_bytes - (_end - _start) : 0;
+      if (header_missing > 0) {
+        const std::size_t take = std::min(header_missing, data.size());
+        append(data.first(take));
+        data = data.subspan(take);
+        if (_end - _start < frame_prefix_bytes) return result::ok;
+      }
+      const std::uint32_t body = read_frame_length(_buf.data() + _start);
+      if (body > _max_body) {
+        _rejected = body;
+        _start = _end = 0;
+        return result::frame_too_large;
+      }
+      const std::size_t whole = frame_prefix_bytes + body;
+      _need = whole;
+      const std::size_t take = std::min(whole - (_end - _start), data.size());
+      append(data.first(take));
+      data = data.subspan(take);
+      if (_end - _start < whole) return result::ok;
+      const bool go_on = sink(std::span<const std::byte>(_buf.data() + _start, whole));
+      _start = _end = 0;
+      _need = 0;
+      if (!go_on) {
+        append(data);
+        _paused = true;
+        return result::paused;
+      }
     }
     std::size_t used = 0;
     const result r = deliver(data, used, sink);
