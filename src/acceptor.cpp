@@ -117,11 +117,21 @@ void acceptor::run_loop(ring& r) {
   arm_accept(r);
   __kernel_timespec backoff{0, 10'000'000};  // after EMFILE and the like
   std::uint64_t accept_errors = 0;
+  bool accept_armed = true;
+  bool cancelling = false;
   for (;;) {
     // Announce the sleep before checking the flag, so a stop request either is seen here or
     // writes the eventfd that ends the wait.
     _waker.prepare_sleep();
-    if (_stop.load(std::memory_order_acquire)) break;
+    if (_stop.load(std::memory_order_acquire) && !cancelling) {
+      // Reap the accept to its final completion: a socket accepted meanwhile must be closed
+      // by us, not leaked with the ring.
+      cancelling = true;
+      io_uring_sqe* sqe = r.get_sqe();
+      io_uring_prep_cancel64(sqe, make_tag(op::accept), 0);
+      io_uring_sqe_set_data64(sqe, make_tag(op::cancel));
+    }
+    if (cancelling && !accept_armed) break;
     const int rc = r.submit_and_wait();
     if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY) {
       std::fprintf(stderr, "ringrpc: acceptor: io_uring_enter failed: %s\n", std::strerror(-rc));
@@ -131,12 +141,13 @@ void acceptor::run_loop(ring& r) {
       switch (tag_op(cqe.user_data)) {
         case op::accept: {
           if (cqe.res >= 0) {
-            hand_off(r, cqe.res);
+            if (cancelling) ::close(cqe.res); else hand_off(r, cqe.res);
           } else if (cqe.res != -ECANCELED && accept_errors++ % 1000 == 0) {
             std::fprintf(stderr, "ringrpc: accept failed: %s (logged once per 1000)\n",
                          std::strerror(-cqe.res));
           }
-          if (!(cqe.flags & IORING_CQE_F_MORE) && !_stop.load(std::memory_order_acquire)) {
+          if (!(cqe.flags & IORING_CQE_F_MORE)) accept_armed = false;
+          if (!(cqe.flags & IORING_CQE_F_MORE) && !cancelling) {
             // The kernel ends a multishot accept on errors such as running out of file
             // descriptors; wait a little before asking again so we do not spin on it.
             if (cqe.res < 0) {
@@ -145,12 +156,16 @@ void acceptor::run_loop(ring& r) {
               io_uring_sqe_set_data64(sqe, make_tag(op::timeout));
             } else {
               arm_accept(r);
+              accept_armed = true;
             }
           }
           break;
         }
         case op::timeout:
-          if (!_stop.load(std::memory_order_acquire)) arm_accept(r);
+          if (!cancelling) {
+            arm_accept(r);
+            accept_armed = true;
+          }
           break;
         case op::handoff_sent:
           // Only failures complete (IOSQE_CQE_SKIP_SUCCESS): the reader never got the socket.
@@ -162,6 +177,12 @@ void acceptor::run_loop(ring& r) {
     });
   }
   r.submit();  // hand-offs prepared in the last turn still go out
+  // msg_ring completes during submit; a failed hand-off's completion names an fd to close.
+  r.for_each_cqe([&](const io_uring_cqe& cqe) {
+    if (tag_op(cqe.user_data) == op::handoff_sent) {
+      ::close(static_cast<int>(reinterpret_cast<std::uintptr_t>(tag_ptr<void>(cqe.user_data))));
+    }
+  });
 }
 
 void acceptor::hand_off(ring& r, int fd) {

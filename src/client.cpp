@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 
 #include "client_loop.hpp"
 
@@ -42,7 +43,13 @@ call_result call_result::from(const call_outcome& o) {
 // --- client_runtime
 
 client_runtime::client_runtime() : _loop(std::make_unique<detail::client_loop>()) {}
-client_runtime::~client_runtime() = default;
+client_runtime::~client_runtime() {
+  if (_loop && _loop->in_loop_thread()) {
+    // The last handle went away inside a callback: the loop cannot join its own thread, so a
+    // helper thread does it once the callback has returned.
+    std::thread([loop = std::move(_loop)]() mutable { loop.reset(); }).detach();
+  }
+}
 
 std::shared_ptr<client_runtime> client_runtime::create() {
   return std::shared_ptr<client_runtime>(new client_runtime());
@@ -189,22 +196,23 @@ call_result client::call(std::string_view method, std::span<const std::byte> pay
     throw std::logic_error("ringrpc::client::call: synchronous call from the runtime thread "
                            "would wait forever; use call_async");
   }
-  // The waiter lives on this stack frame; the callback fills it and wakes us, so a synchronous
-  // call allocates nothing beyond the reply copy.
+  // Shared, not on this stack frame: the callback still touches the flag to wake us after we
+  // could already have seen it set and returned.
   struct waiter {
     call_result result;
     std::atomic<bool> done{false};
-  } w;
+  };
+  auto w = std::make_shared<waiter>();
   call_async(
       method, payload,
-      [&w](const call_outcome& o) {
-        w.result = call_result::from(o);
-        w.done.store(true, std::memory_order_release);
-        w.done.notify_one();
+      [w](const call_outcome& o) {
+        w->result = call_result::from(o);
+        w->done.store(true, std::memory_order_release);
+        w->done.notify_one();
       },
       options);
-  w.done.wait(false, std::memory_order_acquire);
-  return std::move(w.result);
+  w->done.wait(false, std::memory_order_acquire);
+  return std::move(w->result);
 }
 
 void client::send_one_way(std::string_view method, std::span<const std::byte> payload) {

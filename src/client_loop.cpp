@@ -167,6 +167,15 @@ void client_loop::accept_work(pending* p) {
   if (p->kind == pending::what::call) {
     c->inflight.insert(p);
     if (p->deadline_ns != 0) {
+      // Answered calls leave their entries behind (removal from a heap is costly); drop them
+      // in one pass when they outnumber the live ones, so the heap stays O(calls in flight).
+      if (c->deadlines.size() > 2 * c->inflight.size() + 64) {
+        std::erase_if(c->deadlines, [c](const client_conn::deadline& d) {
+          const pending* q = c->inflight.find(d.id);
+          return q == nullptr || q->deadline_ns != d.at;
+        });
+        std::make_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
+      }
       c->deadlines.push_back({p->deadline_ns, p->id});
       std::push_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
     }

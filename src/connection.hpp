@@ -52,6 +52,10 @@ struct connection {
   write_queue<call> replies;
   bool write_in_flight = false;
   bool dirty = false;  // listed for a write at the end of this responder turn
+  bool shut_down = false;  // the responder shut the socket down while stopping
+  connection* writing_prev = nullptr;  // the responder's list of connections with replies queued
+  connection* writing_next = nullptr;
+  bool writing_linked = false;
   msghdr msg{};
   iovec iov[max_iov];
 };

@@ -95,6 +95,9 @@ class frame_assembler {
     return r;
   }
 
+  /// True while delivery is paused with bytes kept (hold(), or a sink that returned false).
+  bool holding() const noexcept { return _paused && _end > _start; }
+
   /// Bytes held back: an incomplete frame, or complete ones not delivered because of a pause.
   std::size_t buffered() const noexcept { return _end - _start; }
 

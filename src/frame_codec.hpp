@@ -57,7 +57,7 @@ class frame_encoder {
 /// What decoding a complete frame gave.
 enum class decode_outcome {
   ok,                 ///< `view` holds every field
-  malformed_with_id,  ///< verification failed but `view.call_id` could be read safely
+  malformed_with_id,  ///< verification failed (or unknown kind) but `view.call_id` is readable
   malformed,          ///< verification failed and nothing can be trusted
 };
 

@@ -13,6 +13,8 @@ class parking {
  public:
   std::uint32_t prepare_wait() noexcept {
     _waiters.fetch_add(1, std::memory_order_seq_cst);
+    // The caller re-checks its queue next, possibly with relaxed loads: keep them after this.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     return _epoch.load(std::memory_order_seq_cst);
   }
   void cancel_wait() noexcept { _waiters.fetch_sub(1, std::memory_order_relaxed); }
@@ -20,6 +22,7 @@ class parking {
   void wait(std::uint32_t epoch) noexcept;
   /// Wakes up to `n` sleepers, if any sleep.
   void wake(int n) noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // publication before the waiter check
     if (_waiters.load(std::memory_order_seq_cst) == 0) return;
     _epoch.fetch_add(1, std::memory_order_seq_cst);
     futex_wake(n);

@@ -97,6 +97,10 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
     }
     // After the stop requests: connections they finished are released here, this turn.
     end_of_turn();
+    // Every frame read before the quiesce has now been answered or queued.
+    if (_quiesced && !_quiesce_acked.load(std::memory_order_relaxed)) {
+      _quiesce_acked.store(true, std::memory_order_release);
+    }
     // Exit only when no connection of ours exists any more, anywhere: a resume message still in
     // flight to this ring holds a reference and must be received, or it would leak.
     if (_closing_all && _live == nullptr && _alive.load(std::memory_order_acquire) == 0) break;
@@ -186,9 +190,11 @@ void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
   } else if (cqe.res < 0 && cqe.res != -ENOBUFS && cqe.res != -ECANCELED) {
     c->eof = true;  // reset by peer and friends: nothing more will arrive
     c->closing = true;
-  } else if (cqe.res != -ECANCELED && !c->closing && !_quiesced) {
+  } else if (!c->closing && !_quiesced) {
     // -ENOBUFS: every provided buffer was in use. No byte was lost (the data stays in the
-    // socket); re-arm once this turn has given its buffers back.
+    // socket); re-arm once this turn has given its buffers back. -ECANCELED: we paused, but a
+    // resume may already have been handled while the cancel was in flight; end_of_turn()
+    // re-arms only if the connection is not paused (again) by then.
     retain(c);
     _rearm.push_back(c);
   }
@@ -255,7 +261,8 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
     case decode_outcome::malformed_with_id:
       _bad_frames.add();
       answer(k, v.call_id, wire::Kind::Error, status::bad_request,
-             "frame failed FlatBuffers verification");
+             v.kind > wire::Kind::MAX ? "unknown frame kind"
+                                      : "frame failed FlatBuffers verification");
       return !should_pause(c);
     case decode_outcome::malformed:
       // Without a trustworthy call id there is nobody to answer; the stream itself is suspect.
@@ -288,7 +295,11 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
       k->method_name = _core.methods().name(*m);
       k->payload = v.payload;
       k->received_ns = now_ns();
-      k->deadline_ns = v.timeout_us == 0 ? 0 : k->received_ns + static_cast<std::int64_t>(v.timeout_us) * 1000;
+      // A budget beyond what the clock can express (e.g. UINT64_MAX) means "no deadline".
+      constexpr std::uint64_t max_budget_us = 100ull * 365 * 24 * 3600 * 1'000'000;
+      k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
+                           ? 0
+                           : k->received_ns + static_cast<std::int64_t>(v.timeout_us) * 1000;
       if (_core.call_queue().try_push(k)) {
         _enqueued.add();
         ++_pushed_this_turn;
@@ -355,7 +366,8 @@ void reader::start_close(connection* c) noexcept {
 
 void reader::maybe_finish(connection* c) noexcept {
   if (c->recv_armed || c->finished) return;
-  const bool kept_frames = c->paused.load(std::memory_order_relaxed) && c->assembler.buffered() > 0;
+  // Frames held back by a pause must still be answered: wait for the resume that drains them.
+  const bool kept_frames = c->assembler.holding();
   if (!c->closing && !(c->eof && !kept_frames)) return;
   if (c->eof && !c->closing && c->assembler.buffered() > 0) _bad_frames.add();  // truncated frame
   c->closing = true;

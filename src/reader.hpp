@@ -36,6 +36,8 @@ class reader {
   void notify() noexcept { _waker.notify(); }
   /// Stop reading: cancel every receive (nothing new gets in).
   void quiesce() noexcept;
+  /// True once the reader thread has acted on quiesce(): frames it read before are answered.
+  bool quiesced() const noexcept { return _quiesce_acked.load(std::memory_order_acquire); }
   /// Shuts every connection down; the thread exits once none of them exists any more.
   void close_all() noexcept;
   void join();
@@ -82,6 +84,7 @@ class reader {
   ring_waker _waker;
   std::atomic<bool> _quiesce{false};
   std::atomic<bool> _close_all{false};
+  std::atomic<bool> _quiesce_acked{false};
   std::atomic<std::size_t> _alive{0};  // connections of ours not yet destroyed
   bool _quiesced = false;
   bool _closing_all = false;

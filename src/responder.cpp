@@ -64,6 +64,14 @@ void responder::run(const uring_features&) {
       if (!c->write_in_flight) start_write(c);
     }
     _dirty.clear();
+    if (_shut_down_writers.load(std::memory_order_acquire)) {
+      for (connection* c = _writing; c != nullptr; c = c->writing_next) {
+        if (!c->shut_down) {
+          c->shut_down = true;
+          ::shutdown(c->fd, SHUT_RDWR);  // the write in flight fails; on_write releases the rest
+        }
+      }
+    }
 
     const bool stopping = _stop.load(std::memory_order_acquire);
     if (stopping && _inbox.empty() && _writes_in_flight == 0 && _resumes_in_flight == 0) break;
@@ -100,6 +108,7 @@ void responder::take_inbox() {
       continue;
     }
     c->replies.push_back(k);
+    link_writing(c);
     if (c->replies.bytes() > cap && !c->backlogged.load(std::memory_order_relaxed)) {
       c->backlogged.store(true, std::memory_order_seq_cst);
     }
@@ -152,7 +161,25 @@ void responder::on_write(connection* c, int res) {
     }
     if (!c->replies.empty()) start_write(c);
   }
+  if (c->replies.empty() && !c->write_in_flight) unlink_writing(c);
   release(c);
+}
+
+void responder::link_writing(connection* c) noexcept {
+  if (c->writing_linked) return;
+  c->writing_linked = true;
+  c->writing_prev = nullptr;
+  c->writing_next = _writing;
+  if (_writing) _writing->writing_prev = c;
+  _writing = c;
+}
+
+void responder::unlink_writing(connection* c) noexcept {
+  if (!c->writing_linked) return;
+  c->writing_linked = false;
+  if (c->writing_prev) c->writing_prev->writing_next = c->writing_next; else _writing = c->writing_next;
+  if (c->writing_next) c->writing_next->writing_prev = c->writing_prev;
+  c->writing_prev = c->writing_next = nullptr;
 }
 
 void responder::release_call(call* k) {

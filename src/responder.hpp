@@ -28,6 +28,12 @@ class responder {
   void start(const uring_features& features);
   /// Asks the thread to exit once its inbox is empty and no write is in flight.
   void stop_and_join();
+  /// Stopping: shut down every socket that still has replies queued. A peer that half-closed
+  /// and never reads would otherwise keep a write, and so its connection, alive forever.
+  void shut_down_writers() noexcept {
+    _shut_down_writers.store(true, std::memory_order_release);
+    _waker.notify();
+  }
 
   void post(call* c) noexcept { _inbox.push(&c->node); }
   void notify() noexcept { _waker.notify(); }
@@ -44,6 +50,8 @@ class responder {
   void release_call(call* c);
   void maybe_resume(connection* c);
   void handle(const io_uring_cqe& cqe);
+  void link_writing(connection* c) noexcept;
+  void unlink_writing(connection* c) noexcept;
 
   server_core& _core;
   ring* _ring = nullptr;
@@ -51,6 +59,8 @@ class responder {
   ring_waker _waker;
   mpsc_queue _inbox;
   std::atomic<bool> _stop{false};
+  std::atomic<bool> _shut_down_writers{false};
+  connection* _writing = nullptr;
   std::vector<connection*> _dirty;
   std::size_t _writes_in_flight = 0;
   std::size_t _resumes_in_flight = 0;

@@ -19,6 +19,9 @@ class ring_waker {
 
   /// Any thread, after publishing work the owner will find.
   void notify() noexcept {
+    // Orders the caller's publication (possibly a release store to another variable) before
+    // the load of the flag; without it the two may pass each other and the wake-up is lost.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (_sleeping.load(std::memory_order_seq_cst) &&
         _sleeping.exchange(false, std::memory_order_seq_cst)) {
       signal();

@@ -18,6 +18,10 @@ void server_core::start() {
   }
   if (_options.max_frame_bytes < 16) throw std::invalid_argument("max_frame_bytes must be >= 16");
   if (_options.handler_queue_size == 0) throw std::invalid_argument("handler_queue_size must be >= 1");
+  if (_options.max_inflight_per_connection == 0) {
+    throw std::invalid_argument("max_inflight_per_connection must be >= 1");
+  }
+  if (_options.max_queued_reply_bytes == 0) throw std::invalid_argument("max_queued_reply_bytes must be >= 1");
   _features = probe_io_uring();
 
   const unsigned cpus = usable_cpus();
@@ -69,6 +73,14 @@ void server_core::stop() {
   bool drained = wait_until([&] { return calls_executed() == calls_enqueued(); }, deadline);
   // 3. Stop reading, then wait until every call ever created has been answered and written.
   for (auto& r : _readers) r->quiesce();
+  wait_until(
+      [&] {
+        for (auto& r : _readers) {
+          if (!r->quiesced()) return false;
+        }
+        return true;
+      },
+      deadline);
   drained = drained && wait_until(
                            [&] {
                              // Released first: if it equals created read afterwards, nothing
@@ -81,10 +93,28 @@ void server_core::stop() {
     std::fprintf(stderr, "ringrpc: drain timeout (%lld ms) passed; cancelling what is left\n",
                  static_cast<long long>(_options.drain_timeout.count()));
     _abandon.store(true, std::memory_order_release);
+    // Calls still queued will not run. Answer them here, so each gets SHUTTING_DOWN before the
+    // sockets close; then give the responder a bounded moment to write those answers.
+    frame_encoder encoder;
+    std::uint64_t answered_here = 0;
+    call* c = nullptr;
+    while (_call_queue->try_pop(c)) {
+      execute(c, encoder);
+      ++answered_here;
+    }
+    _responder->notify();
+    wait_until(
+        [&] {
+          const auto released = _responder->released();
+          const auto running = calls_enqueued() - calls_executed() - answered_here;
+          return released + running >= calls_created();
+        },
+        std::chrono::steady_clock::now() + std::chrono::seconds(1));
   }
   // 4. Close every connection; handlers finish what is queued (answering SHUTTING_DOWN when
   //    abandoning), then every thread is joined.
   for (auto& r : _readers) r->close_all();
+  if (_responder) _responder->shut_down_writers();
   _handlers_stop.store(true, std::memory_order_release);
   _parking.wake_all();
   for (auto& t : _handlers) t.join();

@@ -127,7 +127,9 @@ class client {
   void send_one_way(std::string_view method, std::span<const std::byte> payload);
 
   /// Fails every pending call with client_closed and closes the socket. Idempotent; waits for
-  /// the runtime to finish unless called from the runtime thread.
+  /// the runtime to finish unless called from the runtime thread. Calls may come from many
+  /// threads at once, but close() (and the destructor) must not race with them: stop the
+  /// calling threads first.
   void close();
 
   /// False once the connection failed or was closed.

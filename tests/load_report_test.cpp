@@ -1,0 +1,342 @@
+// Tests for ringrpc-load's result outputs: summary text, JSON, reading JSON back, the SVG plot,
+// and that merged histograms report exactly what one histogram of all values would.
+
+#include "report.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using ringrpc::load::default_percentiles;
+using ringrpc::load::percentile_key;
+using ringrpc::load::plot_series;
+using ringrpc::load::plot_series_from;
+using ringrpc::load::read_plot_series;
+using ringrpc::load::render_svg;
+using ringrpc::load::run_result;
+using ringrpc::load::write_json;
+
+double us(std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+// 10 s open-loop run: 10000 ok calls, mostly ~50 us, 1% ~200 us, a few ~5 ms (corrected);
+// service times are a quarter of those. 5 timeouts, 2 server_busy.
+run_result sample_run() {
+  run_result r;
+  r.config = {{"target", "ringrpc://127.0.0.1:7000/echo"}, {"connections", "64"}, {"rate", "2k"}};
+  r.warmup_s = 1;
+  r.measured_s = 10;
+  r.open_loop = true;
+  r.requested_rate = 2000;
+  r.calls_ok = 10000;
+  r.errors = {{"timeout", 5}, {"server_busy", 2}};
+  auto add = [&](std::uint64_t ns, std::uint64_t n) {
+    r.latency_ns.record_n(ns, n);
+    r.service_ns.record_n(ns / 4, n);
+  };
+  add(50'000, 9890);
+  add(200'000, 100);
+  add(5'000'000, 10);
+  for (int i = 0; i < 10; ++i) {
+    r.per_second.push_back({static_cast<double>(i), 1000u + static_cast<unsigned>(i), i == 3 ? 7u : 0u, 200'000});
+  }
+  r.steps = {{1000, 1000, 60'000}, {2000, 1500, 4'000'000}};
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The numbers on the summary line whose first word is `label`.
+std::vector<double> row_numbers(const std::string& summary, const std::string& label) {
+  for (const std::string& line : lines_of(summary)) {
+    std::istringstream in(line);
+    std::string first;
+    in >> first;
+    if (first != label) continue;
+    std::vector<double> nums;
+    for (std::string word; in >> word;) {
+      try {
+        std::size_t used = 0;
+        const double v = std::stod(word, &used);
+        if (used == word.size()) nums.push_back(v);
+      } catch (const std::exception&) {
+      }
+    }
+    return nums;
+  }
+  ADD_FAILURE() << "no line '" << label << "' in:\n" << summary;
+  return {};
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::filesystem::path temp_path(const std::string& name) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / ("load_report_test." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir / name;
+}
+
+TEST(percentile_key, ShortestForm) {
+  EXPECT_EQ(percentile_key(99), "p99");
+  EXPECT_EQ(percentile_key(99.9), "p99.9");
+  EXPECT_EQ(percentile_key(50), "p50");
+  EXPECT_EQ(percentile_key(99.999), "p99.999");
+  EXPECT_EQ(default_percentiles(), (std::vector<double>{50, 90, 99, 99.9, 99.99}));
+}
+
+TEST(format_summary, ShowsCountsErrorsAndLatencies) {
+  const run_result r = sample_run();
+  EXPECT_EQ(r.error_total(), 7u);
+  const std::string s = format_summary(r, default_percentiles());
+
+  EXPECT_EQ(s.rfind("ringrpc-load  ringrpc://127.0.0.1:7000/echo  open loop\n", 0), 0u) << s;
+  EXPECT_TRUE(contains(s, "10.00 s measured, after 1.0 s warm-up, excluded")) << s;
+  EXPECT_TRUE(contains(s, "connections=64")) << s;
+  EXPECT_EQ(row_numbers(s, "calls/s"), (std::vector<double>{1000.0}));
+  EXPECT_EQ(row_numbers(s, "calls"), (std::vector<double>{10000}));  // "calls ok"
+  EXPECT_EQ(row_numbers(s, "errors"), (std::vector<double>{7}));
+  EXPECT_EQ(row_numbers(s, "timeout"), (std::vector<double>{5}));
+  EXPECT_EQ(row_numbers(s, "server_busy"), (std::vector<double>{2}));
+
+  // Each latency row: corrected, then service time, in us at the shown precision.
+  auto expect_row = [&](const std::string& label, double corrected_us, double service_us) {
+    const auto nums = row_numbers(s, label);
+    ASSERT_EQ(nums.size(), 2u) << label << "\n" << s;
+    EXPECT_NEAR(nums[0], corrected_us, 0.051) << label;
+    EXPECT_NEAR(nums[1], service_us, 0.051) << label;
+  };
+  expect_row("min", us(r.latency_ns.min()), us(r.service_ns.min()));
+  for (const double p : default_percentiles()) {
+    expect_row(percentile_key(p), us(r.latency_ns.value_at_percentile(p)), us(r.service_ns.value_at_percentile(p)));
+  }
+  expect_row("max", us(r.latency_ns.max()), us(r.service_ns.max()));
+  expect_row("mean", r.latency_ns.mean() / 1000, r.service_ns.mean() / 1000);
+  expect_row("stddev", r.latency_ns.stddev() / 1000, r.service_ns.stddev() / 1000);
+  // The right percentiles went to the right rows: ~50 us at p50/p90, ~200 us at p99 and
+  // p99.9 (the 9990th of 10000), ~5 ms at p99.99.
+  EXPECT_NEAR(row_numbers(s, "p50")[0], 50, 0.1);
+  EXPECT_NEAR(row_numbers(s, "p99")[0], 200, 0.2);
+  EXPECT_NEAR(row_numbers(s, "p99.9")[0], 200, 0.2);
+  EXPECT_NEAR(row_numbers(s, "p99.99")[0], 5000, 5);
+
+  // Open loop: 1000/s achieved of 2000/s requested is a clear failure to keep up.
+  EXPECT_EQ(row_numbers(s, "requested"), (std::vector<double>{2000}));
+  EXPECT_EQ(row_numbers(s, "achieved")[0], 1000);
+  EXPECT_TRUE(contains(s, "TARGET COULD NOT KEEP UP")) << s;
+
+  // Step lines: number, requested, achieved, share, p99.
+  const auto step2 = row_numbers(s, "2");
+  ASSERT_GE(step2.size(), 3u) << s;
+  EXPECT_EQ(step2[0], 2000);
+  EXPECT_EQ(step2[1], 1500);
+  EXPECT_NEAR(step2.back(), 4000, 0.5);
+  EXPECT_TRUE(contains(s, "(75.0%)")) << s;
+}
+
+TEST(format_summary, NoKeepUpWarningWithinFivePercentAndNoServiceColumnClosedLoop) {
+  run_result r = sample_run();
+  r.requested_rate = 1040;  // 1000 achieved is 96%
+  EXPECT_FALSE(contains(format_summary(r, {99}), "COULD NOT KEEP UP"));
+
+  r.open_loop = false;
+  r.requested_rate = 0;
+  r.steps.clear();
+  const std::string s = format_summary(r, {99});
+  EXPECT_TRUE(contains(s, "closed loop")) << s;
+  EXPECT_FALSE(contains(s, "service")) << s;
+  EXPECT_FALSE(contains(s, "requested")) << s;
+  EXPECT_EQ(row_numbers(s, "p99").size(), 1u);
+  EXPECT_FALSE(contains(s, "p50")) << s;
+}
+
+TEST(write_json, HasTheDocumentedKeysAndValues) {
+  const run_result r = sample_run();
+  std::ostringstream out;
+  write_json(r, default_percentiles(), out);
+  const auto j = nlohmann::json::parse(out.str());
+
+  for (const char* key : {"config", "calls_ok", "calls_per_sec", "errors", "latency_us", "service_latency_us",
+                          "requested_rate", "achieved_rate", "spectrum", "per_second", "steps", "warmup_s",
+                          "measured_s"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["config"]["connections"], "64");
+  EXPECT_EQ(j["calls_ok"], 10000);
+  EXPECT_DOUBLE_EQ(j["calls_per_sec"].get<double>(), 1000);
+  EXPECT_EQ(j["errors"]["timeout"], 5);
+  EXPECT_EQ(j["errors"]["server_busy"], 2);
+  EXPECT_DOUBLE_EQ(j["requested_rate"].get<double>(), 2000);
+  EXPECT_DOUBLE_EQ(j["achieved_rate"].get<double>(), 1000);
+  EXPECT_DOUBLE_EQ(j["warmup_s"].get<double>(), 1);
+  EXPECT_DOUBLE_EQ(j["measured_s"].get<double>(), 10);
+
+  const auto& lat = j["latency_us"];
+  for (const char* key : {"p50", "p90", "p99", "p99.9", "p99.99", "min", "max", "mean", "stddev"}) {
+    ASSERT_TRUE(lat.contains(key)) << key;
+    ASSERT_TRUE(lat[key].is_number()) << key;
+  }
+  EXPECT_DOUBLE_EQ(lat["p99"].get<double>(), us(r.latency_ns.value_at_percentile(99)));
+  EXPECT_DOUBLE_EQ(lat["p99.9"].get<double>(), us(r.latency_ns.value_at_percentile(99.9)));
+  EXPECT_DOUBLE_EQ(lat["max"].get<double>(), us(r.latency_ns.max()));
+  EXPECT_DOUBLE_EQ(lat["mean"].get<double>(), r.latency_ns.mean() / 1000);
+  EXPECT_DOUBLE_EQ(j["service_latency_us"]["p99"].get<double>(), us(r.service_ns.value_at_percentile(99)));
+
+  const auto& spectrum = j["spectrum"];
+  ASSERT_GE(spectrum.size(), 20u);
+  EXPECT_EQ(spectrum.front()["percentile"], 0.0);
+  EXPECT_DOUBLE_EQ(spectrum.front()["latency_us"].get<double>(), us(r.latency_ns.min()));
+  EXPECT_EQ(spectrum.back()["percentile"], 100.0);
+  EXPECT_DOUBLE_EQ(spectrum.back()["latency_us"].get<double>(), us(r.latency_ns.max()));
+  for (std::size_t i = 1; i < spectrum.size(); ++i) {
+    EXPECT_GT(spectrum[i]["percentile"].get<double>(), spectrum[i - 1]["percentile"].get<double>());
+    EXPECT_GE(spectrum[i]["latency_us"].get<double>(), spectrum[i - 1]["latency_us"].get<double>());
+  }
+
+  ASSERT_EQ(j["per_second"].size(), 10u);
+  EXPECT_EQ(j["per_second"][3]["t_s"], 3.0);
+  EXPECT_EQ(j["per_second"][3]["calls_ok"], 1003);
+  EXPECT_EQ(j["per_second"][3]["errors"], 7);
+  EXPECT_DOUBLE_EQ(j["per_second"][3]["p99_us"].get<double>(), 200);
+  ASSERT_EQ(j["steps"].size(), 2u);
+  EXPECT_DOUBLE_EQ(j["steps"][1]["requested_rate"].get<double>(), 2000);
+  EXPECT_DOUBLE_EQ(j["steps"][1]["achieved_rate"].get<double>(), 1500);
+  EXPECT_DOUBLE_EQ(j["steps"][1]["p99_us"].get<double>(), 4000);
+}
+
+TEST(write_json, ClosedLoopHasNoServiceLatencyAndEmptyRunIsValid) {
+  run_result r;
+  std::ostringstream out;
+  write_json(r, {99}, out);
+  const auto j = nlohmann::json::parse(out.str());
+  EXPECT_FALSE(j.contains("service_latency_us"));
+  EXPECT_EQ(j["requested_rate"], 0.0);
+  EXPECT_EQ(j["latency_us"]["p99"], 0.0);
+  EXPECT_TRUE(j["spectrum"].empty());
+  EXPECT_TRUE(j["errors"].is_object());
+  EXPECT_TRUE(j["steps"].is_array());
+}
+
+TEST(read_plot_series, RoundTripsWriteJson) {
+  const run_result r = sample_run();
+  const auto path = temp_path("run-a.json");
+  {
+    std::ofstream f(path);
+    write_json(r, default_percentiles(), f);
+  }
+  const plot_series back = read_plot_series(path.string());
+  const plot_series direct = plot_series_from(r, "run-a");
+  EXPECT_EQ(back.label, "run-a");
+  EXPECT_EQ(back.spectrum, direct.spectrum);
+  EXPECT_EQ(back.rate, direct.rate);
+  ASSERT_EQ(back.rate.size(), 10u);
+  EXPECT_EQ(back.rate[2], (std::pair<double, double>{2.0, 1002.0}));
+}
+
+TEST(read_plot_series, ClearErrors) {
+  auto message = [](const std::string& path) -> std::string {
+    try {
+      read_plot_series(path);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string missing = temp_path("nope.json").string();
+  EXPECT_TRUE(contains(message(missing), missing)) << message(missing);
+
+  const auto bad = temp_path("bad.json");
+  std::ofstream(bad) << "{ not json";
+  EXPECT_TRUE(contains(message(bad.string()), "not valid JSON")) << message(bad.string());
+
+  const auto other = temp_path("other.json");
+  std::ofstream(other) << R"({"calls_ok": 1})";
+  EXPECT_TRUE(contains(message(other.string()), "\"spectrum\"")) << message(other.string());
+
+  const auto broken = temp_path("broken.json");
+  std::ofstream(broken) << R"({"spectrum": [{"percentile": 50}]})";
+  EXPECT_TRUE(contains(message(broken.string()), "latency_us")) << message(broken.string());
+}
+
+TEST(render_svg, SelfContainedWithBothPanelsAndEscapedLabels) {
+  const run_result r = sample_run();
+  const std::string svg = render_svg({plot_series_from(r, "a<b&c>"), plot_series_from(r, "baseline")});
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_TRUE(contains(svg, "xmlns=\"http://www.w3.org/2000/svg\""));
+  EXPECT_TRUE(contains(svg, "latency by percentile"));
+  EXPECT_TRUE(contains(svg, "calls/s over time"));
+  EXPECT_TRUE(contains(svg, "a&lt;b&amp;c&gt;"));
+  EXPECT_FALSE(contains(svg, "a<b"));
+  EXPECT_TRUE(contains(svg, "baseline"));
+  for (const char* tick : {">0%<", ">90%<", ">99%<", ">99.9%<", ">99.99%<", ">99.999%<"}) {
+    EXPECT_TRUE(contains(svg, tick)) << tick;
+  }
+  EXPECT_FALSE(contains(svg, "<script"));
+  EXPECT_FALSE(contains(svg, "href"));
+  EXPECT_FALSE(contains(svg, "nan"));
+  EXPECT_FALSE(contains(svg, "inf"));
+  EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
+
+  // Tags balance (every element here is either self-closing or closed).
+  std::size_t opens = 0, closes = 0, self = 0, pos = 0;
+  while ((pos = svg.find('<', pos)) != std::string::npos) {
+    const std::size_t end = svg.find('>', pos);
+    ASSERT_NE(end, std::string::npos);
+    if (svg[pos + 1] == '/') ++closes;
+    else if (svg[end - 1] == '/') ++self;
+    else ++opens;
+    pos = end;
+  }
+  EXPECT_EQ(opens, closes);
+  EXPECT_GT(self, 0u);
+
+  // No series at all still draws the empty frame.
+  const std::string empty = render_svg({});
+  EXPECT_EQ(empty.rfind("<svg", 0), 0u);
+  EXPECT_TRUE(contains(empty, "latency by percentile"));
+}
+
+TEST(run_result, MergedHistogramsReportWhatOneHistogramOfAllValuesWould) {
+  std::mt19937_64 rng(42);
+  std::lognormal_distribution<double> latency(std::log(80'000.0), 0.8);
+  run_result a, b, all;
+  for (int i = 0; i < 200'000; ++i) {
+    const auto v = static_cast<std::uint64_t>(latency(rng));
+    (i % 3 == 0 ? a : b).latency_ns.record(v);
+    all.latency_ns.record(v);
+  }
+  run_result merged = a;
+  merged.latency_ns.merge(b.latency_ns);
+  ASSERT_EQ(merged.latency_ns.count(), all.latency_ns.count());
+  for (const double p : {0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 99.99, 99.999, 100.0}) {
+    EXPECT_EQ(merged.latency_ns.value_at_percentile(p), all.latency_ns.value_at_percentile(p)) << p;
+  }
+  EXPECT_EQ(merged.latency_ns.min(), all.latency_ns.min());
+  EXPECT_EQ(merged.latency_ns.max(), all.latency_ns.max());
+  EXPECT_DOUBLE_EQ(merged.latency_ns.mean(), all.latency_ns.mean());
+  EXPECT_EQ(plot_series_from(merged, "x").spectrum, plot_series_from(all, "x").spectrum);
+
+  std::ostringstream jm, ja;
+  write_json(merged, default_percentiles(), jm);
+  write_json(all, default_percentiles(), ja);
+  EXPECT_EQ(nlohmann::json::parse(jm.str())["latency_us"], nlohmann::json::parse(ja.str())["latency_us"]);
+}
+
+}  // namespace

@@ -1,0 +1,194 @@
+// Tests for rate_schedule: when each call of an open-loop run is due. Pure arithmetic, so the
+// clock is just a start time and nothing sleeps.
+
+#include "schedule.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+using ringrpc::load::rate_schedule;
+using ringrpc::load::rate_step;
+
+constexpr std::int64_t s_ns = 1'000'000'000;
+constexpr std::int64_t start = 123'456'789;  // arbitrary, not a round number
+
+// Every due time of every connection, in call order per connection.
+std::vector<std::vector<std::int64_t>> all_due(const rate_schedule& s, unsigned connections) {
+  std::vector<std::vector<std::int64_t>> out(connections);
+  for (unsigned c = 0; c < connections; ++c) {
+    for (std::uint64_t n = 0;; ++n) {
+      const std::int64_t t = s.due_ns(c, n);
+      if (t < 0) break;
+      out[c].push_back(t);
+    }
+  }
+  return out;
+}
+
+class aggregate_rate : public ::testing::TestWithParam<std::tuple<double, unsigned>> {};
+
+TEST_P(aggregate_rate, TenSecondsHoldExactlyRateTimesTenCallsEvenlySpaced) {
+  const auto [rate, connections] = GetParam();
+  const rate_schedule s({{rate, 10 * s_ns}}, connections, start);
+  const auto due = all_due(s, connections);
+
+  std::vector<std::int64_t> merged;
+  for (const auto& d : due) merged.insert(merged.end(), d.begin(), d.end());
+  std::sort(merged.begin(), merged.end());
+  ASSERT_EQ(merged.size(), static_cast<std::size_t>(std::llround(rate * 10)));
+
+  // Together the connections produce the smooth sequence floor(j / rate), with no two calls at
+  // the same instant and no gap larger than one period.
+  const double period_ns = 1e9 / rate;
+  for (std::size_t j = 0; j < merged.size(); ++j) {
+    EXPECT_NEAR(static_cast<double>(merged[j] - start), static_cast<double>(j) * period_ns, 1.0)
+        << "call " << j;
+    ASSERT_LT(merged[j], start + 10 * s_ns);
+  }
+  // The per-connection shares differ by at most one call.
+  std::size_t lo = merged.size(), hi = 0;
+  for (const auto& d : due) {
+    lo = std::min(lo, d.size());
+    hi = std::max(hi, d.size());
+  }
+  EXPECT_LE(hi - lo, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(rates, aggregate_rate,
+                         ::testing::Values(std::make_tuple(1000.0, 1u), std::make_tuple(1000.0, 7u),
+                                           std::make_tuple(100000.0, 64u), std::make_tuple(333.0, 4u),
+                                           std::make_tuple(12345.5, 10u), std::make_tuple(10.0, 64u),
+                                           std::make_tuple(2.5, 3u)));
+
+TEST(rate_schedule, EachConnectionIsEvenlySpacedWithItsPhaseOffset) {
+  // 1000 calls/s over 4 connections: each sends every 4 ms, connection c offset by c ms.
+  const rate_schedule s({{1000, s_ns}}, 4, start);
+  for (unsigned c = 0; c < 4; ++c) {
+    for (std::uint64_t n = 0; n < 250; ++n) {
+      ASSERT_EQ(s.due_ns(c, n), start + static_cast<std::int64_t>(c) * 1'000'000 +
+                                    static_cast<std::int64_t>(n) * 4'000'000)
+          << "c=" << c << " n=" << n;
+    }
+    EXPECT_EQ(s.due_ns(c, 250), -1);
+  }
+}
+
+TEST(rate_schedule, StepsSwitchAtTheRightTimesAndNumberingContinues) {
+  const std::vector<rate_step> steps{{1000, 2 * s_ns}, {4000, 1 * s_ns}, {500, 3 * s_ns}};
+  const unsigned connections = 3;
+  const rate_schedule s(steps, connections, start);
+  EXPECT_EQ(s.end_ns(), start + 6 * s_ns);
+  ASSERT_EQ(s.steps().size(), 3u);
+  EXPECT_EQ(s.steps()[1].rate, 4000);
+
+  EXPECT_EQ(s.step_at(start), 0u);
+  EXPECT_EQ(s.step_at(start + 2 * s_ns - 1), 0u);
+  EXPECT_EQ(s.step_at(start + 2 * s_ns), 1u);
+  EXPECT_EQ(s.step_at(start + 3 * s_ns - 1), 1u);
+  EXPECT_EQ(s.step_at(start + 3 * s_ns), 2u);
+  EXPECT_EQ(s.step_at(start + 6 * s_ns - 1), 2u);
+  EXPECT_EQ(s.step_at(start + 6 * s_ns), 3u);
+  EXPECT_EQ(s.step_at(std::numeric_limits<std::int64_t>::max()), 3u);
+
+  std::vector<std::size_t> per_step(4, 0);
+  for (const auto& d : all_due(s, connections)) {
+    ASSERT_TRUE(std::is_sorted(d.begin(), d.end()));
+    for (const std::int64_t t : d) ++per_step[s.step_at(t)];
+  }
+  EXPECT_EQ(per_step[0], 2000u);
+  EXPECT_EQ(per_step[1], 4000u);
+  EXPECT_EQ(per_step[2], 1500u);
+  EXPECT_EQ(per_step[3], 0u);
+
+  // Connection 0 owns slots 0, 3, ..., 1998 of step 1 (667 calls); its call 667 opens step 2
+  // exactly at the step boundary, and connection 1 follows one step-2 period (250 us) later.
+  EXPECT_EQ(s.due_ns(0, 666), start + 1998 * 1'000'000);
+  EXPECT_EQ(s.due_ns(0, 667), start + 2 * s_ns);
+  EXPECT_EQ(s.due_ns(1, 667), start + 2 * s_ns + 250'000);
+  // Connection 2 has only 666 calls in step 1 (slots 2 .. 1997).
+  EXPECT_EQ(s.due_ns(2, 665), start + 1997 * 1'000'000);
+  EXPECT_EQ(s.due_ns(2, 666), start + 2 * s_ns + 500'000);
+}
+
+TEST(rate_schedule, DueIsMinusOneAfterTheEndAndForUnknownConnections) {
+  const rate_schedule s({{100, s_ns}}, 2, start);
+  EXPECT_EQ(s.due_ns(0, 49), start + 98 * 10'000'000);
+  EXPECT_EQ(s.due_ns(0, 50), -1);
+  EXPECT_EQ(s.due_ns(1, 50), -1);
+  EXPECT_EQ(s.due_ns(0, std::numeric_limits<std::uint64_t>::max()), -1);
+  EXPECT_EQ(s.due_ns(2, 0), -1);
+  EXPECT_EQ(s.step_at(start + s_ns), 1u);
+}
+
+TEST(rate_schedule, MoreConnectionsThanCallsLeavesSomeIdle) {
+  const rate_schedule s({{2, s_ns}}, 8, start);
+  EXPECT_EQ(s.due_ns(0, 0), start);
+  EXPECT_EQ(s.due_ns(1, 0), start + s_ns / 2);
+  EXPECT_EQ(s.due_ns(0, 1), -1);
+  for (unsigned c = 2; c < 8; ++c) EXPECT_EQ(s.due_ns(c, 0), -1);
+}
+
+TEST(rate_schedule, NoDriftAtOneMillionCallsPerSecondOverAnHour) {
+  const std::int64_t hour = 3600 * s_ns;
+  const unsigned connections = 8;
+  const rate_schedule s({{1e6, hour}}, connections, start);
+  const std::uint64_t per_connection = 3'600'000'000ull / connections;
+  for (unsigned c = 0; c < connections; ++c) {
+    for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, per_connection / 2, per_connection - 2,
+                                  per_connection - 1}) {
+      const std::int64_t closed_form = start + static_cast<std::int64_t>((n * connections + c) * 1000);
+      ASSERT_EQ(s.due_ns(c, n), closed_form) << "c=" << c << " n=" << n;
+    }
+    EXPECT_EQ(s.due_ns(c, per_connection), -1);
+  }
+}
+
+TEST(rate_schedule, NoDriftWithAFractionalPeriodOverAnHour) {
+  // 1.5M calls/s: the aggregate slot j is due at floor(j * 2000 / 3) ns, a period of 666.67 ns
+  // that floating-point accumulation would get wrong by microseconds after an hour.
+  const std::int64_t hour = 3600 * s_ns;
+  const unsigned connections = 7;
+  const rate_schedule s({{1.5e6, hour}}, connections, start);
+  const std::uint64_t slots = 5'400'000'000ull;
+  for (const std::uint64_t j : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{2}, slots / 3 + 1,
+                                slots - 7, slots - 1}) {
+    const auto c = static_cast<unsigned>(j % connections);
+    const std::uint64_t n = j / connections;
+    ASSERT_EQ(s.due_ns(c, n), start + static_cast<std::int64_t>(j * 2000 / 3)) << "slot " << j;
+  }
+  EXPECT_EQ(s.due_ns(static_cast<unsigned>(slots % connections), slots / connections), -1);
+}
+
+TEST(rate_schedule, NoDriftAcrossManyStepsLaterInTheRun) {
+  // Step starts are exact sums of durations, so the 100th step begins exactly where it should.
+  std::vector<rate_step> steps;
+  for (int i = 0; i < 100; ++i) steps.push_back({1e6 / 3, 3 * s_ns + 7});
+  const rate_schedule s(steps, 1, start);
+  EXPECT_EQ(s.end_ns(), start + 100 * (3 * s_ns + 7));
+  EXPECT_EQ(s.step_at(start + 99 * (3 * s_ns + 7)), 99u);
+  EXPECT_EQ(s.step_at(start + 99 * (3 * s_ns + 7) - 1), 98u);
+}
+
+TEST(rate_schedule, InvalidInputThrows) {
+  EXPECT_THROW(rate_schedule({}, 1, 0), std::invalid_argument);
+  EXPECT_THROW(rate_schedule({{0, s_ns}}, 1, 0), std::invalid_argument);
+  EXPECT_THROW(rate_schedule({{-5, s_ns}}, 1, 0), std::invalid_argument);
+  EXPECT_THROW(rate_schedule({{std::nan(""), s_ns}}, 1, 0), std::invalid_argument);
+  EXPECT_THROW(rate_schedule({{std::numeric_limits<double>::infinity(), s_ns}}, 1, 0), std::invalid_argument);
+  EXPECT_THROW(rate_schedule({{1000, 0}}, 1, 0), std::invalid_argument);
+  EXPECT_THROW(rate_schedule({{1000, -s_ns}}, 1, 0), std::invalid_argument);
+  EXPECT_THROW(rate_schedule({{1000, s_ns}, {1000, 0}}, 1, 0), std::invalid_argument);
+  EXPECT_THROW(rate_schedule({{1000, s_ns}}, 0, 0), std::invalid_argument);
+  EXPECT_THROW(rate_schedule({{1000, std::numeric_limits<std::int64_t>::max()}}, 1, 1), std::invalid_argument);
+}
+
+}  // namespace

@@ -1,0 +1,123 @@
+// Tests for the command-line unit parsers of ringrpc-load.
+
+#include "units.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using ringrpc::load::parse_duration;
+using ringrpc::load::parse_percentiles;
+using ringrpc::load::parse_rate;
+using ringrpc::load::parse_rate_list;
+using ringrpc::load::parse_size;
+
+// The message of the std::invalid_argument that `f` throws, or "" if it throws nothing.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(parse_duration, AcceptsEveryUnitAndBareSeconds) {
+  EXPECT_EQ(parse_duration("250us"), 250us);
+  EXPECT_EQ(parse_duration("10ms"), 10ms);
+  EXPECT_EQ(parse_duration("30s"), 30s);
+  EXPECT_EQ(parse_duration("1m"), 1min);
+  EXPECT_EQ(parse_duration("2h"), 2h);
+  EXPECT_EQ(parse_duration("5"), 5s);
+  EXPECT_EQ(parse_duration("1.5s"), 1500ms);
+  EXPECT_EQ(parse_duration("0.5ms"), 500us);
+  EXPECT_EQ(parse_duration("0"), 0s);
+  EXPECT_EQ(parse_duration("1.5us"), 1500ns);
+}
+
+TEST(parse_duration, RejectsOthersNamingTextAndUnits) {
+  EXPECT_EQ(error_of([] { parse_duration("10q"); }),
+            "bad duration '10q': use a number with us, ms, s, m or h");
+  for (const char* bad : {"", "s", "ms", "-1s", "+1s", " 1s", "1s ", "1 s", "10S", "1sec", "nan", "inf",
+                          "1e400s", "0x10s", "10ns"}) {
+    EXPECT_THROW(parse_duration(bad), std::invalid_argument) << "'" << bad << "'";
+  }
+  EXPECT_NE(error_of([] { parse_duration("999999999h"); }), "");
+}
+
+TEST(parse_size, BinaryMultiples) {
+  EXPECT_EQ(parse_size("64"), 64u);
+  EXPECT_EQ(parse_size("0"), 0u);
+  EXPECT_EQ(parse_size("4k"), 4096u);
+  EXPECT_EQ(parse_size("4K"), 4096u);
+  EXPECT_EQ(parse_size("1m"), 1048576u);
+  EXPECT_EQ(parse_size("1M"), 1048576u);
+  EXPECT_EQ(parse_size("2g"), 2147483648u);
+  EXPECT_EQ(parse_size("1.5k"), 1536u);
+}
+
+TEST(parse_size, RejectsBadText) {
+  const std::string msg = error_of([] { parse_size("12x"); });
+  EXPECT_NE(msg.find("'12x'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("k, m or g"), std::string::npos) << msg;
+  for (const char* bad : {"", "k", "-1", "1.5", "0.3k", "4kb", "4 k", "1e30g"}) {
+    EXPECT_THROW(parse_size(bad), std::invalid_argument) << "'" << bad << "'";
+  }
+}
+
+TEST(parse_rate, DecimalMultiples) {
+  EXPECT_EQ(parse_rate("500"), 500);
+  EXPECT_EQ(parse_rate("10k"), 10000);
+  EXPECT_EQ(parse_rate("10K"), 10000);
+  EXPECT_EQ(parse_rate("1.5M"), 1.5e6);
+  EXPECT_EQ(parse_rate("2m"), 2e6);
+  EXPECT_EQ(parse_rate("0.5"), 0.5);
+  EXPECT_EQ(parse_rate("10k/s"), 10000);
+}
+
+TEST(parse_rate, RejectsNonPositiveAndBadText) {
+  const std::string msg = error_of([] { parse_rate("fast"); });
+  EXPECT_NE(msg.find("bad rate 'fast'"), std::string::npos) << msg;
+  for (const char* bad : {"", "0", "0k", "-10", "10x", "k", "1e999", "nan"}) {
+    EXPECT_THROW(parse_rate(bad), std::invalid_argument) << "'" << bad << "'";
+  }
+}
+
+TEST(parse_percentiles, ListInRange) {
+  EXPECT_EQ(parse_percentiles("50,99,99.9"), (std::vector<double>{50, 99, 99.9}));
+  EXPECT_EQ(parse_percentiles("100"), (std::vector<double>{100}));
+  EXPECT_EQ(parse_percentiles("99.99, 50"), (std::vector<double>{50, 99.99}));
+  EXPECT_EQ(parse_percentiles("p50,p99,99"), (std::vector<double>{50, 99}));
+  EXPECT_EQ(parse_percentiles("0.1"), (std::vector<double>{0.1}));
+}
+
+TEST(parse_percentiles, RejectsOutOfRangeAndEmpty) {
+  const std::string msg = error_of([] { parse_percentiles("50,101"); });
+  EXPECT_NE(msg.find("'101'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(0, 100]"), std::string::npos) << msg;
+  for (const char* bad : {"", "0", "-1", "100.5", "50,", ",50", "50,,99", "abc", "50%", "nan"}) {
+    EXPECT_THROW(parse_percentiles(bad), std::invalid_argument) << "'" << bad << "'";
+  }
+}
+
+TEST(parse_rate_list, ListOfRates) {
+  EXPECT_EQ(parse_rate_list("10k,20k,40k"), (std::vector<double>{10000, 20000, 40000}));
+  EXPECT_EQ(parse_rate_list("500"), (std::vector<double>{500}));
+  // Order is the run order, so it is kept.
+  EXPECT_EQ(parse_rate_list("40k, 10k"), (std::vector<double>{40000, 10000}));
+}
+
+TEST(parse_rate_list, RejectsBadItems) {
+  for (const char* bad : {"", "10k,", "10k,,20k", "10k,0", "10k,x"}) {
+    EXPECT_THROW(parse_rate_list(bad), std::invalid_argument) << "'" << bad << "'";
+  }
+}
+
+}  // namespace

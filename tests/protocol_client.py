@@ -1,0 +1,458 @@
+#!/usr/bin/env python3
+"""Independent ringrpc client, written from docs/protocol.md alone.
+
+Standard library only (struct, socket): frames are built by hand with the fixed layout of
+docs/protocol.md section 4.3 and parsed by following root offset, vtable and field offsets
+(section 4.2). Checks a running ringrpc-server (built-in methods) given --port.
+
+Exit 0 when every check passes; otherwise prints FAIL: ... and exits 1.
+"""
+
+import argparse
+import socket
+import struct
+import sys
+import time
+
+# Kind and Status values (docs/protocol.md sections 3 and 6).
+REQUEST, ONE_WAY, REPLY, ERROR, CANCEL, PING, PONG = range(7)
+OK, UNKNOWN_METHOD, BAD_REQUEST, FRAME_TOO_LARGE, SERVER_BUSY, DEADLINE_EXCEEDED, \
+    SHUTTING_DOWN, INTERNAL, CANCELLED = range(9)
+
+# Field ids (= vtable slots).
+F_CALL_ID, F_KIND, F_METHOD, F_TIMEOUT_US, F_PAYLOAD, F_STATUS, F_MESSAGE, F_RETRY = range(8)
+
+
+class ProtocolError(Exception):
+    pass
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+# ---------------------------------------------------------------- encoding (section 4.3)
+
+TABLE_POS = 32        # table position from the first byte of the prefix
+ROOT = TABLE_POS - 4  # root uoffset is stored at position 4
+VTABLE_POS = 8
+TABLE_SIZE = 40
+# Field offsets from the table start, by field id.
+FIELD_OFFSETS = {
+    F_CALL_ID: 8, F_KIND: 38, F_METHOD: 24, F_TIMEOUT_US: 16,
+    F_PAYLOAD: 28, F_STATUS: 36, F_MESSAGE: 32, F_RETRY: 4,
+}
+
+
+def _pad4(b):
+    return b + b"\0" * (-len(b) % 4)
+
+
+def encode_frame(call_id=0, kind=REQUEST, method=None, timeout_us=0, payload=None,
+                 status=OK, message=None, retry_after_ms=0):
+    """Returns one complete frame (prefix included). None for method/payload/message = absent."""
+    if isinstance(method, str):
+        method = method.encode()
+    if isinstance(message, str):
+        message = message.encode()
+    objects = b""
+    obj_pos = {}
+    pos = TABLE_POS + TABLE_SIZE  # 72: strings and vectors go after the table (forward offsets)
+    for fid, data, is_string in ((F_METHOD, method, True), (F_PAYLOAD, payload, False),
+                                 (F_MESSAGE, message, True)):
+        if data is None:
+            continue
+        data = bytes(data)
+        obj_pos[fid] = pos + len(objects)
+        objects += _pad4(struct.pack("<I", len(data)) + data + (b"\0" if is_string else b""))
+
+    entries = []
+    for fid in range(8):
+        present = fid not in (F_METHOD, F_PAYLOAD, F_MESSAGE) or fid in obj_pos
+        entries.append(FIELD_OFFSETS[fid] if present else 0)
+    vtable = struct.pack("<HH8H", 4 + 2 * 8, TABLE_SIZE, *entries)
+
+    def uoff(fid):
+        if fid not in obj_pos:
+            return 0
+        return obj_pos[fid] - (TABLE_POS + FIELD_OFFSETS[fid])
+
+    table = struct.pack("<iIQQIIIHBx", TABLE_POS - VTABLE_POS, retry_after_ms, call_id, timeout_us,
+                        uoff(F_METHOD), uoff(F_PAYLOAD), uoff(F_MESSAGE), status, kind)
+    assert len(table) == TABLE_SIZE
+    head = struct.pack("<I", ROOT) + vtable  # positions 4..27
+    head += b"\0" * (TABLE_POS - 4 - len(head))  # padding 28..31
+    body = head + table + objects
+    return struct.pack("<I", len(body)) + body
+
+
+# ---------------------------------------------------------------- decoding (section 4.2)
+
+def _u(fmt, b, pos):
+    size = struct.calcsize(fmt)
+    if pos < 0 or pos + size > len(b):
+        raise ProtocolError("read of %d bytes at body offset %d outside a %d-byte body"
+                            % (size, pos, len(b)))
+    return struct.unpack_from("<" + fmt, b, pos)[0]
+
+
+def decode_body(b):
+    """Parses a Frame body (without the prefix). Returns a dict; absent fields get defaults."""
+    t = _u("I", b, 0)
+    v = t - _u("i", b, t)
+    vsize = _u("H", b, v)
+    if vsize < 4 or vsize % 2:
+        raise ProtocolError("bad vtable size %d" % vsize)
+    tsize = _u("H", b, v + 2)
+
+    def field(fid):
+        entry = 4 + 2 * fid
+        o = _u("H", b, v + entry) if entry < vsize else 0
+        if o and o >= tsize:
+            raise ProtocolError("field %d at offset %d outside table size %d" % (fid, o, tsize))
+        return o
+
+    def scalar(fid, fmt, default=0):
+        o = field(fid)
+        return _u(fmt, b, t + o) if o else default
+
+    def blob(fid, is_string):
+        o = field(fid)
+        if not o:
+            return b""
+        p = t + o + _u("I", b, t + o)
+        n = _u("I", b, p)
+        if p + 4 + n > len(b):
+            raise ProtocolError("field %d: %d bytes at %d run past the body" % (fid, n, p))
+        if is_string and _u("B", b, p + 4 + n) != 0:
+            raise ProtocolError("field %d: string without terminator" % fid)
+        return bytes(b[p + 4:p + 4 + n])
+
+    return {
+        "call_id": scalar(F_CALL_ID, "Q"),
+        "kind": scalar(F_KIND, "B"),
+        "method": blob(F_METHOD, True).decode("utf-8", "replace"),
+        "timeout_us": scalar(F_TIMEOUT_US, "Q"),
+        "payload": blob(F_PAYLOAD, False),
+        "status": scalar(F_STATUS, "H"),
+        "message": blob(F_MESSAGE, True).decode("utf-8", "replace"),
+        "retry_after_ms": scalar(F_RETRY, "I"),
+    }
+
+
+def decode_frame(frame):
+    n = _u("I", frame, 0)
+    if n != len(frame) - 4:
+        raise ProtocolError("prefix says %d bytes, frame has %d" % (n, len(frame) - 4))
+    return decode_body(frame[4:])
+
+
+# ---------------------------------------------------------------- connection
+
+class Connection:
+    def __init__(self, host, port, timeout):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _recv_exact(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise EOFError("connection closed after %d of %d bytes" % (len(buf), n))
+            buf += chunk
+        return bytes(buf)
+
+    def read_frame(self, max_body=64 << 20):
+        (n,) = struct.unpack("<I", self._recv_exact(4))
+        if n > max_body:
+            raise ProtocolError("server sent a %d-byte frame" % n)
+        return decode_body(self._recv_exact(n))
+
+    def expect_eof(self):
+        """True when the server closed (EOF or reset) before sending anything else."""
+        try:
+            data = self.sock.recv(1)
+        except ConnectionResetError:
+            return True
+        return data == b""
+
+
+def describe(f):
+    return ("call_id=%d kind=%d status=%d message=%r payload=%d bytes"
+            % (f["call_id"], f["kind"], f["status"], f["message"], len(f["payload"])))
+
+
+# ---------------------------------------------------------------- checks
+
+def check_self_consistency():
+    """The decoder against the encoder, and both against the dumps in docs/protocol.md."""
+    f = decode_frame(encode_frame(call_id=7, kind=ERROR, method="m", timeout_us=9, payload=b"\1\2",
+                                  status=SERVER_BUSY, message="busy", retry_after_ms=10))
+    check(f == {"call_id": 7, "kind": ERROR, "method": "m", "timeout_us": 9, "payload": b"\1\2",
+                "status": SERVER_BUSY, "message": "busy", "retry_after_ms": 10},
+          "encode/decode round trip: %r" % f)
+    # docs/protocol.md section 5: the builder's echo request and the server's reply.
+    req = bytes.fromhex(DOC_REQUEST)
+    f = decode_frame(req)
+    check((f["call_id"], f["kind"], f["method"], f["payload"], f["timeout_us"]) ==
+          (1, REQUEST, "echo", b"hi", 0), "doc request decodes to %r" % f)
+    f = decode_frame(bytes.fromhex(DOC_REPLY))
+    check((f["call_id"], f["kind"], f["status"], f["payload"]) == (1, REPLY, OK, b"hi"),
+          "doc reply decodes to %r" % f)
+    f = decode_frame(bytes.fromhex(DOC_PONG))
+    check((f["call_id"], f["kind"]) == (2, PONG), "doc pong decodes to %r" % f)
+    # docs/protocol.md section 4.3: the fixed-layout example.
+    check(encode_frame(call_id=1, method="echo", payload=b"hi") == bytes.fromhex(DOC_FIXED),
+          "the fixed-layout encoder differs from the example in docs/protocol.md 4.3:\n"
+          + encode_frame(call_id=1, method="echo", payload=b"hi").hex(" "))
+
+
+DOC_REQUEST = """
+44 00 00 00 18 00 00 00 00 00 00 00 00 00 0e 00
+18 00 0c 00 00 00 04 00 00 00 08 00 0e 00 00 00
+1c 00 00 00 10 00 00 00 01 00 00 00 00 00 00 00
+00 00 00 00 02 00 00 00 68 69 00 00 04 00 00 00
+65 63 68 6f 00 00 00 00
+"""
+DOC_REPLY = """
+34 00 00 00 18 00 00 00 00 00 00 00 00 00 0e 00
+14 00 0c 00 07 00 00 00 00 00 08 00 0e 00 00 00
+00 00 00 02 0c 00 00 00 01 00 00 00 00 00 00 00
+02 00 00 00 68 69 00 00
+"""
+DOC_PONG = """
+1c 00 00 00 0c 00 00 00 08 00 10 00 08 00 07 00
+08 00 00 00 00 00 00 06 02 00 00 00 00 00 00 00
+"""
+DOC_FIXED = """
+58 00 00 00 1c 00 00 00 14 00 28 00 08 00 26 00
+18 00 10 00 1c 00 24 00 00 00 04 00 00 00 00 00
+18 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00
+00 00 00 00 00 00 00 00 10 00 00 00 18 00 00 00
+00 00 00 00 00 00 00 00 04 00 00 00 65 63 68 6f
+00 00 00 00 02 00 00 00 68 69 00 00
+"""
+
+
+def call(conn, call_id, method, payload=None, timeout_us=0):
+    conn.send(encode_frame(call_id=call_id, method=method, payload=payload, timeout_us=timeout_us))
+    f = conn.read_frame()
+    check(f["call_id"] == call_id, "%s: answer for call %d, expected %d (%s)"
+          % (method, f["call_id"], call_id, describe(f)))
+    return f
+
+
+def check_doc_example(conn):
+    """The exact bytes of docs/protocol.md section 5 get the exact reply bytes shown there."""
+    conn.send(bytes.fromhex(DOC_REQUEST))
+    n = struct.unpack("<I", conn._recv_exact(4))[0]
+    got = struct.pack("<I", n) + conn._recv_exact(n)
+    check(got == bytes.fromhex(DOC_REPLY),
+          "reply to the documented echo request differs from docs/protocol.md:\n" + got.hex(" "))
+
+
+def check_echo(conn):
+    sizes = [0, 1, 2, 3, 4, 5, 7, 8, 100, 4096, 65536, 100 * 1024]
+    for i, size in enumerate(sizes):
+        payload = bytes((i * 31 + k * 7) & 0xFF for k in range(size))
+        f = call(conn, 1000 + i, "echo", payload)
+        check(f["kind"] == REPLY and f["status"] == OK,
+              "echo of %d bytes: expected Reply/Ok, got %s" % (size, describe(f)))
+        check(f["payload"] == payload, "echo of %d bytes: payload differs (%d bytes back)"
+              % (size, len(f["payload"])))
+    # A payload-less request (no payload field at all) is an empty echo.
+    f = call(conn, 1100, "echo", None)
+    check(f["kind"] == REPLY and f["payload"] == b"", "echo without payload: " + describe(f))
+
+
+def check_unknown_method(conn):
+    f = call(conn, 2000, "no_such_method", b"x")
+    check(f["kind"] == ERROR and f["status"] == UNKNOWN_METHOD,
+          "unknown method: expected Error/UnknownMethod(1), got " + describe(f))
+    check("no_such_method" in f["message"], "unknown method: message %r lacks the name"
+          % f["message"])
+
+
+def check_ping(conn):
+    for cid in (3000, 0xFFFFFFFFFFFFFFFF):
+        conn.send(encode_frame(call_id=cid, kind=PING))
+        f = conn.read_frame()
+        check(f["kind"] == PONG and f["call_id"] == cid,
+              "ping %d: expected Pong with the same id, got %s" % (cid, describe(f)))
+
+
+def check_silent_kinds(conn):
+    """OneWay and Cancel are never answered: the next frame is the Pong that follows them."""
+    conn.send(encode_frame(call_id=4000, kind=ONE_WAY, method="echo", payload=b"dropped"))
+    conn.send(encode_frame(call_id=4001, kind=ONE_WAY, method="no_such_method"))
+    conn.send(encode_frame(call_id=4000, kind=CANCEL))
+    conn.send(encode_frame(call_id=4002, kind=PING))
+    f = conn.read_frame()
+    check(f["kind"] == PONG and f["call_id"] == 4002,
+          "OneWay/Cancel must not be answered; got " + describe(f))
+
+
+def check_client_sent_reply(conn):
+    conn.send(encode_frame(call_id=4500, kind=REPLY, payload=b"x"))
+    f = conn.read_frame()
+    check(f["call_id"] == 4500 and f["kind"] == ERROR and f["status"] == BAD_REQUEST,
+          "client-sent Reply: expected Error/BadRequest(2), got " + describe(f))
+    # The connection stays open.
+    f = call(conn, 4501, "echo", b"still open")
+    check(f["kind"] == REPLY and f["payload"] == b"still open", "after BadRequest: " + describe(f))
+
+
+def check_verification_failure_with_id(conn):
+    """A body whose method string lacks its terminator: BadRequest for that id, still open."""
+    frame = bytearray(encode_frame(call_id=4600, method="echo", payload=b"p"))
+    method_pos = TABLE_POS + FIELD_OFFSETS[F_METHOD]
+    str_pos = method_pos + struct.unpack_from("<I", frame, method_pos)[0]
+    frame[str_pos + 4 + 4] = ord("!")  # the 0 byte after "echo"
+    conn.send(bytes(frame))
+    f = conn.read_frame()
+    check(f["call_id"] == 4600 and f["kind"] == ERROR and f["status"] == BAD_REQUEST,
+          "unterminated string: expected Error/BadRequest for 4600, got " + describe(f))
+    f = call(conn, 4601, "echo", b"ok")
+    check(f["kind"] == REPLY, "after a verification failure: " + describe(f))
+
+
+def check_pipelining(conn, count=100):
+    frames = []
+    for i in range(count):
+        frames.append(encode_frame(call_id=5000 + i, method="echo", payload=b"p%d" % i))
+    conn.send(b"".join(frames))  # back to back, in one write
+    seen = {}
+    for _ in range(count):
+        f = conn.read_frame()
+        cid = f["call_id"]
+        check(5000 <= cid < 5000 + count, "pipelining: unexpected id in " + describe(f))
+        check(cid not in seen, "pipelining: second answer for call %d" % cid)
+        check(f["kind"] == REPLY and f["payload"] == b"p%d" % (cid - 5000),
+              "pipelining: bad answer " + describe(f))
+        seen[cid] = f
+    check(len(seen) == count, "pipelining: %d distinct answers for %d calls" % (len(seen), count))
+
+
+def check_deadline(conn):
+    """With one handler thread: a 300 ms sleep occupies it, so a call with a 1 ms budget queued
+    behind it expires before it can run."""
+    conn.send(encode_frame(call_id=6000, method="sleep", payload=b"300000"))
+    conn.send(encode_frame(call_id=6001, method="sleep", payload=b"1000", timeout_us=1000))
+    answers = {}
+    for _ in range(2):
+        f = conn.read_frame()
+        answers[f["call_id"]] = f
+    check(set(answers) == {6000, 6001}, "deadline: answers for %r" % sorted(answers))
+    check(answers[6000]["kind"] == REPLY and answers[6000]["payload"] == b"300000",
+          "deadline: the sleep without budget: " + describe(answers[6000]))
+    f = answers[6001]
+    check(f["kind"] == ERROR and f["status"] == DEADLINE_EXCEEDED,
+          "deadline: expected Error/DeadlineExceeded(5) for the queued call, got " + describe(f)
+          + " (is the server running with --handlers 1?)")
+
+
+def check_sleep_bad_payload(conn):
+    f = call(conn, 6100, "sleep", b"soon")
+    check(f["kind"] == ERROR and f["status"] == BAD_REQUEST, "sleep 'soon': " + describe(f))
+
+
+def check_frame_too_large(host, port, timeout):
+    conn = Connection(host, port, timeout)
+    try:
+        conn.send(struct.pack("<I", 0xFFFFFFFF))  # far above any max_frame_bytes (<= 2^30)
+        f = conn.read_frame()
+        check(f["call_id"] == 0 and f["kind"] == ERROR and f["status"] == FRAME_TOO_LARGE,
+              "oversized prefix: expected Error/FrameTooLarge(3) with call_id 0, got "
+              + describe(f))
+        check("4294967295" in f["message"], "oversized prefix: message %r" % f["message"])
+        check(conn.expect_eof(), "oversized prefix: the server did not close the connection")
+    finally:
+        conn.close()
+
+
+def check_undecodable(host, port, timeout):
+    """A table misaligned by 4 bytes puts call_id off its 8-byte boundary: unreadable id, so
+    BadRequest with call_id 0, then close (docs/protocol.md sections 2 and 6)."""
+    conn = Connection(host, port, timeout)
+    try:
+        good = encode_frame(call_id=7000, kind=PING)
+        body = bytearray(good[4:])
+        # Insert 4 bytes before the table and move the root accordingly: every table field
+        # shifts by 4, so the u64 call_id lands on a position that is 4 mod 8.
+        split = TABLE_POS - 4
+        body = body[:split] + b"\0\0\0\0" + body[split:]
+        struct.pack_into("<I", body, 0, ROOT + 4)
+        struct.pack_into("<i", body, split + 4, TABLE_POS + 4 - VTABLE_POS)
+        check(decode_body(bytes(body))["call_id"] == 7000, "misaligned test frame is wrong")
+        conn.send(struct.pack("<I", len(body)) + body)
+        f = conn.read_frame()
+        check(f["call_id"] == 0 and f["kind"] == ERROR and f["status"] == BAD_REQUEST,
+              "misaligned frame: expected Error/BadRequest with call_id 0, got " + describe(f))
+        check(conn.expect_eof(), "misaligned frame: the server did not close the connection")
+    finally:
+        conn.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--timeout", type=float, default=20.0, help="socket timeout in seconds")
+    ap.add_argument("--skip-deadline", action="store_true",
+                    help="skip the DeadlineExceeded check (it needs a server with one handler)")
+    args = ap.parse_args()
+
+    checks = [("encoder/decoder vs docs/protocol.md dumps", lambda c: check_self_consistency()),
+              ("documented echo example, byte for byte", check_doc_example),
+              ("echo round trips (0 B .. 100 KiB)", check_echo),
+              ("unknown method -> UnknownMethod", check_unknown_method),
+              ("ping -> pong", check_ping),
+              ("one-way and cancel are not answered", check_silent_kinds),
+              ("client-sent Reply -> BadRequest, stays open", check_client_sent_reply),
+              ("verification failure with id -> BadRequest, stays open",
+               check_verification_failure_with_id),
+              ("pipelining 100 requests", check_pipelining),
+              ("sleep with a bad payload -> BadRequest", check_sleep_bad_payload)]
+    if not args.skip_deadline:
+        checks.append(("timeout_us shorter than the queueing -> DeadlineExceeded", check_deadline))
+
+    current = "connect"
+    try:
+        conn = Connection(args.host, args.port, args.timeout)
+        for name, fn in checks:
+            current = name
+            t0 = time.monotonic()
+            fn(conn)
+            print("ok   %-58s %6.1f ms" % (name, (time.monotonic() - t0) * 1e3))
+        conn.close()
+        for name, fn in [("oversized length prefix -> FrameTooLarge, close", check_frame_too_large),
+                         ("misaligned frame -> BadRequest id 0, close", check_undecodable)]:
+            current = name
+            t0 = time.monotonic()
+            fn(args.host, args.port, args.timeout)
+            print("ok   %-58s %6.1f ms" % (name, (time.monotonic() - t0) * 1e3))
+    except Failure as e:
+        print("FAIL: %s: %s" % (current, e), file=sys.stderr)
+        return 1
+    except (ProtocolError, EOFError, OSError) as e:
+        print("FAIL: %s: %s: %s" % (current, type(e).__name__, e), file=sys.stderr)
+        return 1
+    print("protocol_client: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

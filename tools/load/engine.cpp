@@ -1,0 +1,617 @@
+#include "engine.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include "cqe_tag.hpp"
+#include "provided_buffers.hpp"
+#include "ring.hpp"
+#include "uring_probe.hpp"
+
+namespace ringrpc::load {
+
+namespace {
+
+using detail::make_tag;
+using detail::op;
+using detail::tag_op;
+using detail::tag_ptr;
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+constexpr std::uint64_t no_seq = std::numeric_limits<std::uint64_t>::max();
+
+// Connects with a bounded wait; returns the fd or -errno.
+int connect_to(const target& t, std::chrono::nanoseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(t.host.c_str(), std::to_string(t.port).c_str(), &hints, &res) != 0) return -EHOSTUNREACH;
+  int err = ECONNREFUSED;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    err = 0;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        pollfd p{fd, POLLOUT, 0};
+        const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
+        if (::poll(&p, 1, ms) == 0) {
+          err = ETIMEDOUT;
+        } else {
+          socklen_t len = sizeof(err);
+          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        }
+      }
+    }
+    if (err == 0) {
+      freeaddrinfo(res);
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      return fd;
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  return -err;
+}
+
+// Send and receive times of one call in flight, found by the low bits of its sequence number.
+struct slot {
+  std::uint64_t seq = no_seq;
+  std::int64_t intended_ns = 0;
+  std::int64_t sent_ns = 0;
+  bool timed_out = false;
+};
+
+struct conn_state {
+  unsigned index = 0;  // among all connections: the schedule spreads calls by it
+  int fd = -1;
+  std::unique_ptr<connection_codec> codec;
+  std::vector<slot> window;
+  std::uint64_t next_seq = 0;
+  std::uint64_t next_due = 0;  // open loop: number of the next scheduled call
+  unsigned in_flight = 0;
+  std::vector<std::byte> rx;
+  std::size_t rx_start = 0;
+  std::vector<std::byte> tx_pending;
+  std::vector<std::byte> tx_inflight;
+  std::size_t tx_off = 0;
+  bool write_in_flight = false;
+  bool recv_armed = false;
+  bool dead = false;
+  std::int64_t reconnect_at = 0;
+};
+
+// Per-second counters of one thread; the merge at the end makes them exact over all threads.
+struct second_bucket {
+  std::uint64_t ok = 0;
+  std::uint64_t errors = 0;
+  detail::latency_histogram latency{1000, 60'000'000'000ull, 3};
+};
+
+struct shared_run {
+  const engine_config* config = nullptr;
+  const protocol* proto = nullptr;
+  std::int64_t start_ns = 0;
+  std::int64_t measure_from = 0;
+  std::int64_t measure_until = never;  // closed loop with a duration; open loop: schedule end
+  const rate_schedule* schedule = nullptr;
+  std::vector<unsigned> kind_table;  // weighted mix, indexed by a cheap random number
+  std::atomic<bool> stop{false};
+};
+
+class worker final {
+ public:
+  worker(shared_run& run, std::vector<conn_state> conns, std::uint64_t quota)
+      : _run(run), _cfg(*run.config), _conns(std::move(conns)), _quota(quota) {}
+
+  void start() {
+    _thread = std::thread([this] {
+      run();
+      finished.store(true, std::memory_order_release);
+    });
+  }
+  void join() { if (_thread.joinable()) _thread.join(); }
+
+  live_counters live;
+  std::map<std::string, std::uint64_t> errors;
+  detail::latency_histogram latency = make_latency_histogram();
+  detail::latency_histogram service = make_latency_histogram();
+  std::vector<second_bucket> seconds;
+  std::uint64_t calls_ok = 0;
+  std::int64_t last_completion_ns = 0;
+  std::string failure;  // set if the thread could not run at all
+  std::atomic<bool> finished{false};
+
+ private:
+  void run();
+  void arm_recv(conn_state& c);
+  void issue(conn_state& c, std::int64_t intended, std::int64_t now);
+  void on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now);
+  bool parse(conn_state& c, std::span<const std::byte> bytes, std::size_t& used, std::int64_t now);
+  void on_send(conn_state& c, int res, std::int64_t now);
+  void flush(conn_state& c);
+  void lose(conn_state& c, const std::string& why, std::int64_t now);
+  void count_error(const std::string& kind, std::int64_t now);
+  void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);
+  void expire(std::int64_t now);
+  bool issuing(std::int64_t now) const noexcept;
+  second_bucket* bucket(std::int64_t now);
+  const request_kind& pick_kind() noexcept;
+
+  shared_run& _run;
+  const engine_config& _cfg;
+  std::vector<conn_state> _conns;
+  std::uint64_t _quota;  // calls this thread may issue (max_calls share); 0: unlimited
+  std::uint64_t _issued = 0;
+  detail::ring* _ring = nullptr;
+  detail::provided_buffers* _buffers = nullptr;
+  std::uint64_t _rng = 0x9e3779b97f4a7c15ull;
+  std::int64_t _published_second = -1;
+  std::thread _thread;
+};
+
+const request_kind& worker::pick_kind() noexcept {
+  if (_cfg.kinds.size() == 1) return _cfg.kinds[0];
+  _rng ^= _rng << 13;
+  _rng ^= _rng >> 7;
+  _rng ^= _rng << 17;
+  return _cfg.kinds[_run.kind_table[_rng % _run.kind_table.size()]];
+}
+
+bool worker::issuing(std::int64_t now) const noexcept {
+  if (_run.stop.load(std::memory_order_relaxed)) return false;
+  if (_quota != 0 && _issued >= _quota) return false;
+  if (_run.schedule == nullptr && now >= _run.measure_until) return false;
+  return true;
+}
+
+second_bucket* worker::bucket(std::int64_t now) {
+  if (now < _run.measure_from || now >= _run.measure_until) return nullptr;
+  const auto i = static_cast<std::size_t>((now - _run.measure_from) / 1'000'000'000);
+  while (seconds.size() <= i) seconds.emplace_back();
+  return &seconds[i];
+}
+
+void worker::count_error(const std::string& kind, std::int64_t now) {
+  if (second_bucket* b = bucket(now)) {
+    ++errors[kind];
+    ++b->errors;
+    live.errors.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void worker::arm_recv(conn_state& c) {
+  io_uring_sqe* sqe = _ring->get_sqe();
+  io_uring_prep_recv_multishot(sqe, c.fd, nullptr, 0, 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = _buffers->group_id();
+  io_uring_sqe_set_data64(sqe, make_tag(op::recv, &c));
+  c.recv_armed = true;
+}
+
+void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
+  const std::uint64_t seq = c.next_seq++;
+  slot& s = c.window[seq & (c.window.size() - 1)];
+  s.seq = seq;
+  s.intended_ns = intended;
+  s.sent_ns = now;
+  s.timed_out = false;
+  ++c.in_flight;
+  ++_issued;
+  c.codec->write_request(c.tx_pending, seq, pick_kind());
+}
+
+void worker::flush(conn_state& c) {
+  if (c.write_in_flight || c.tx_pending.empty() || c.dead) return;
+  // Everything issued this turn leaves in one send; requests queued meanwhile wait for the
+  // next, so bytes of two sends never interleave.
+  c.tx_inflight.swap(c.tx_pending);
+  c.tx_pending.clear();
+  c.tx_off = 0;
+  io_uring_sqe* sqe = _ring->get_sqe();
+  io_uring_prep_send(sqe, c.fd, c.tx_inflight.data(), c.tx_inflight.size(), MSG_NOSIGNAL);
+  io_uring_sqe_set_data64(sqe, make_tag(op::send, &c));
+  c.write_in_flight = true;
+}
+
+void worker::on_send(conn_state& c, int res, std::int64_t now) {
+  c.write_in_flight = false;
+  if (c.dead) return;
+  if (res < 0) {
+    lose(c, "closed", now);
+    return;
+  }
+  c.tx_off += static_cast<std::size_t>(res);
+  if (c.tx_off < c.tx_inflight.size()) {
+    // The kernel took part of it: send the rest before anything newer.
+    io_uring_sqe* sqe = _ring->get_sqe();
+    io_uring_prep_send(sqe, c.fd, c.tx_inflight.data() + c.tx_off, c.tx_inflight.size() - c.tx_off, MSG_NOSIGNAL);
+    io_uring_sqe_set_data64(sqe, make_tag(op::send, &c));
+    c.write_in_flight = true;
+    return;
+  }
+  c.tx_inflight.clear();
+  flush(c);
+}
+
+// Parses replies from `bytes`; returns false if the connection had to be dropped.
+bool worker::parse(conn_state& c, std::span<const std::byte> bytes, std::size_t& used, std::int64_t now) {
+  while (used < bytes.size()) {
+    const reply r = c.codec->parse_reply(bytes.subspan(used));
+    if (r.status == reply_status::incomplete) return true;
+    if (r.status == reply_status::protocol_error) {
+      count_error("protocol", now);
+      lose(c, "closed", now);
+      return false;
+    }
+    used += r.consumed;
+    slot& s = c.window[r.seq & (c.window.size() - 1)];
+    if (s.seq != r.seq) {
+      count_error("protocol", now);  // an answer to something never asked
+      lose(c, "closed", now);
+      return false;
+    }
+    s.seq = no_seq;
+    --c.in_flight;
+    if (!s.timed_out) {
+      if (r.status == reply_status::ok) {
+        if (second_bucket* b = bucket(now)) {
+          ++calls_ok;
+          ++b->ok;
+          const auto lat = static_cast<std::uint64_t>(now - s.intended_ns);
+          latency.record(lat);
+          b->latency.record(lat);
+          if (_run.schedule != nullptr) service.record(static_cast<std::uint64_t>(now - s.sent_ns));
+          live.calls_ok.fetch_add(1, std::memory_order_relaxed);
+          last_completion_ns = now;
+        }
+      } else {
+        count_error(r.error.empty() ? std::string("error_reply") : r.error, now);
+      }
+    }
+    if (_run.schedule == nullptr && issuing(now)) issue(c, now, now);
+  }
+  return true;
+}
+
+void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
+  if (cqe.flags & IORING_CQE_F_BUFFER) {
+    const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+    if (cqe.res > 0 && !c.dead) {
+      auto bytes = _buffers->bytes(id, static_cast<std::size_t>(cqe.res));
+      if (c.rx_start == c.rx.size()) {
+        // Nothing kept: parse straight from the kernel's buffer, keep only a partial tail.
+        c.rx.clear();
+        c.rx_start = 0;
+        std::size_t used = 0;
+        if (parse(c, bytes, used, now)) c.rx.insert(c.rx.end(), bytes.begin() + static_cast<std::ptrdiff_t>(used), bytes.end());
+      } else {
+        c.rx.insert(c.rx.end(), bytes.begin(), bytes.end());
+        std::size_t used = c.rx_start;
+        if (parse(c, c.rx, used, now)) {
+          c.rx_start = used;
+          if (c.rx_start == c.rx.size()) c.rx.clear(), c.rx_start = 0;
+        }
+      }
+    }
+    _buffers->recycle(id);
+  }
+  if (cqe.flags & IORING_CQE_F_MORE) return;
+  c.recv_armed = false;
+  if (c.dead) return;
+  if (cqe.res == -ENOBUFS) {
+    arm_recv(c);  // buffers are given back before the next submit
+  } else {
+    lose(c, "closed", now);
+  }
+}
+
+void worker::lose(conn_state& c, const std::string& why, std::int64_t now) {
+  if (c.dead) return;
+  c.dead = true;
+  for (slot& s : c.window) {
+    if (s.seq != no_seq) {
+      if (!s.timed_out) count_error(why, now);
+      s.seq = no_seq;
+    }
+  }
+  c.in_flight = 0;
+  c.tx_pending.clear();
+  c.rx.clear();
+  c.rx_start = 0;
+  ::shutdown(c.fd, SHUT_RDWR);
+  c.reconnect_at = now + 100'000'000;  // 100 ms: do not hammer a server that is going away
+}
+
+void worker::expire(std::int64_t now) {
+  const std::int64_t limit = _cfg.call_timeout.count();
+  if (limit <= 0) return;
+  for (conn_state& c : _conns) {
+    if (c.in_flight == 0) continue;
+    for (slot& s : c.window) {
+      if (s.seq != no_seq && !s.timed_out && now - s.sent_ns >= limit) {
+        // Counted once; the slot stays taken until the late reply arrives, so a server that
+        // stopped answering also stops receiving new calls on this connection.
+        s.timed_out = true;
+        count_error("timeout", now);
+      }
+    }
+  }
+}
+
+void worker::schedule_open_loop(std::int64_t now, std::int64_t& next_wake) {
+  for (conn_state& c : _conns) {
+    if (c.dead) continue;
+    while (c.in_flight < _cfg.depth && issuing(now)) {
+      const std::int64_t due = _run.schedule->due_ns(c.index, c.next_due);
+      if (due < 0) break;
+      if (due > now) {
+        next_wake = std::min(next_wake, due);
+        break;
+      }
+      ++c.next_due;
+      issue(c, due, now);  // latency counts from `due`: waiting for a free slot is the server's
+    }
+  }
+}
+
+void worker::run() {
+  std::unique_ptr<detail::ring> ring;
+  std::unique_ptr<detail::provided_buffers> bufs;
+  try {
+    const auto features = detail::probe_io_uring();
+    ring = std::make_unique<detail::ring>(1024, features);
+    bufs = std::make_unique<detail::provided_buffers>(ring->raw(), 0, 512, 32 * 1024);
+  } catch (const std::exception& e) {
+    failure = e.what();
+    return;
+  }
+  _ring = ring.get();
+  _buffers = bufs.get();
+  const std::int64_t start = now_ns();
+  for (conn_state& c : _conns) {
+    c.window.assign(std::bit_ceil(std::max(2u, _cfg.depth)), slot{});
+    arm_recv(c);
+    if (_run.schedule == nullptr) {
+      for (unsigned d = 0; d < _cfg.depth && issuing(start); ++d) issue(c, start, start);
+      flush(c);
+    }
+  }
+
+  std::int64_t drain_until = 0;
+  for (;;) {
+    std::int64_t now = now_ns();
+    std::int64_t next_wake = now + 100'000'000;  // housekeeping at least every 100 ms
+    if (_run.schedule != nullptr) schedule_open_loop(now, next_wake);
+    for (conn_state& c : _conns) flush(c);
+
+    const int rc = _ring->submit_and_wait(std::chrono::nanoseconds(std::max<std::int64_t>(next_wake - now, 0)));
+    if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+      failure = std::string("io_uring_enter: ") + std::strerror(-rc);
+      break;
+    }
+    now = now_ns();
+    _ring->for_each_cqe([&](const io_uring_cqe& cqe) {
+      auto* c = tag_ptr<conn_state>(cqe.user_data);
+      switch (tag_op(cqe.user_data)) {
+        case op::recv: on_recv(*c, cqe, now); break;
+        case op::send: on_send(*c, cqe.res, now); break;
+        default: break;
+      }
+    });
+    _buffers->commit();
+    expire(now);
+
+    // Reconnect what was lost, once its last request has completed.
+    for (conn_state& c : _conns) {
+      if (!c.dead || c.recv_armed || c.write_in_flight || now < c.reconnect_at || !issuing(now)) continue;
+      ::close(c.fd);
+      c.fd = connect_to(_cfg.where, _cfg.connect_timeout);
+      if (c.fd < 0) {
+        count_error("connect", now);
+        c.reconnect_at = now + 100'000'000;
+        continue;
+      }
+      c.dead = false;
+      c.codec = _run.proto->new_connection();
+      c.next_seq = 0;
+      arm_recv(c);
+      if (_run.schedule == nullptr) {
+        for (unsigned d = 0; d < _cfg.depth && issuing(now); ++d) issue(c, now, now);
+      }
+    }
+
+    // Publish the last whole second's p99 for the live display.
+    if (now >= _run.measure_from) {
+      const std::int64_t sec = (now - _run.measure_from) / 1'000'000'000 - 1;
+      if (sec >= 0 && sec != _published_second && static_cast<std::size_t>(sec) < seconds.size()) {
+        _published_second = sec;
+        live.last_second_p99_ns.store(seconds[static_cast<std::size_t>(sec)].latency.value_at_percentile(99));
+      }
+    }
+
+    if (!issuing(now)) {
+      bool idle = true;
+      for (const conn_state& c : _conns) idle = idle && (c.in_flight == 0 || c.dead);
+      if (drain_until == 0) {
+        drain_until = now + std::max<std::int64_t>(_cfg.call_timeout.count(), 2'000'000'000);
+      }
+      if (idle || now >= drain_until) {
+        for (const conn_state& c : _conns) {
+          if (!c.dead && c.in_flight > 0) errors["unfinished"] += c.in_flight;
+        }
+        break;
+      }
+    }
+  }
+  for (conn_state& c : _conns) {
+    if (c.fd >= 0) ::close(c.fd);
+  }
+  bufs.reset();
+}
+
+}  // namespace
+
+run_result run_engine(const engine_config& cfg, const protocol& proto,
+                      const std::function<void(double, const std::vector<live_counters*>&)>& tick) {
+  if (cfg.kinds.empty()) throw std::invalid_argument("no request kinds to send");
+  if (cfg.connections == 0 || cfg.depth == 0) throw std::invalid_argument("connections and depth must be at least 1");
+  const unsigned threads = std::max(1u, std::min(cfg.threads, cfg.connections));
+  detail::probe_io_uring();  // one clear message before anything else when io_uring is unusable
+
+  shared_run run;
+  run.config = &cfg;
+  run.proto = &proto;
+  for (unsigned i = 0; i < cfg.kinds.size(); ++i) {
+    for (unsigned w = 0; w < std::max(1u, cfg.kinds[i].weight); ++w) run.kind_table.push_back(i);
+  }
+
+  // Connect everything first: an unreachable target is one clear error, not a run of failures.
+  std::vector<std::vector<conn_state>> per_thread(threads);
+  for (unsigned i = 0; i < cfg.connections; ++i) {
+    const int fd = connect_to(cfg.where, cfg.connect_timeout);
+    if (fd < 0) {
+      for (auto& v : per_thread) for (auto& c : v) ::close(c.fd);
+      throw std::system_error(-fd, std::system_category(),
+                              "cannot connect to " + cfg.where.host + ":" + std::to_string(cfg.where.port));
+    }
+    conn_state c;
+    c.index = i;
+    c.fd = fd;
+    c.codec = proto.new_connection();
+    per_thread[i % threads].push_back(std::move(c));
+  }
+
+  run.start_ns = now_ns();
+  run.measure_from = run.start_ns + cfg.warmup.count();
+  std::unique_ptr<rate_schedule> schedule;
+  if (!cfg.steps.empty()) {
+    std::vector<rate_step> steps;
+    if (cfg.warmup.count() > 0) steps.push_back({cfg.steps.front().rate, cfg.warmup.count()});
+    steps.insert(steps.end(), cfg.steps.begin(), cfg.steps.end());
+    schedule = std::make_unique<rate_schedule>(steps, cfg.connections, run.start_ns);
+    run.schedule = schedule.get();
+    run.measure_until = schedule->end_ns();
+  } else if (cfg.duration.count() > 0) {
+    run.measure_until = run.measure_from + cfg.duration.count();
+  }
+
+  std::vector<std::unique_ptr<worker>> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    const std::uint64_t quota = cfg.max_calls == 0 ? 0 : cfg.max_calls / threads + (t < cfg.max_calls % threads ? 1 : 0);
+    workers.push_back(std::make_unique<worker>(run, std::move(per_thread[t]), quota));
+  }
+  for (auto& w : workers) w->start();
+  std::vector<live_counters*> live;
+  for (auto& w : workers) live.push_back(&w->live);
+
+  // The live display: once a second until every worker has finished.
+  auto all_finished = [&] {
+    for (auto& w : workers) {
+      if (!w->finished.load(std::memory_order_acquire)) return false;
+    }
+    return true;
+  };
+  std::int64_t next_tick = run.start_ns + 1'000'000'000;
+  while (!all_finished()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const std::int64_t now = now_ns();
+    if (now >= next_tick) {
+      next_tick += 1'000'000'000;
+      if (tick) tick(static_cast<double>(now - run.start_ns) / 1e9, live);
+    }
+  }
+  for (auto& w : workers) w->join();
+
+  run_result r;
+  r.warmup_s = static_cast<double>(cfg.warmup.count()) / 1e9;
+  r.open_loop = run.schedule != nullptr;
+  std::int64_t last = run.measure_from;
+  for (auto& w : workers) {
+    if (!w->failure.empty()) throw std::runtime_error(w->failure);
+    r.calls_ok += w->calls_ok;
+    r.latency_ns.merge(w->latency);
+    r.service_ns.merge(w->service);
+    for (const auto& [k, v] : w->errors) r.errors[k] += v;
+    last = std::max(last, w->last_completion_ns);
+  }
+  const std::int64_t window_end = run.measure_until == never ? last : run.measure_until;
+  r.measured_s = static_cast<double>(std::max<std::int64_t>(window_end - run.measure_from, 1)) / 1e9;
+  // Per-second series: exact merges across threads.
+  std::size_t secs = 0;
+  for (auto& w : workers) secs = std::max(secs, w->seconds.size());
+  for (std::size_t i = 0; i < secs; ++i) {
+    second_bucket merged;
+    for (auto& w : workers) {
+      if (i < w->seconds.size()) {
+        merged.ok += w->seconds[i].ok;
+        merged.errors += w->seconds[i].errors;
+        merged.latency.merge(w->seconds[i].latency);
+      }
+    }
+    r.per_second.push_back({static_cast<double>(i + 1), merged.ok, merged.errors,
+                            merged.latency.value_at_percentile(99)});
+    r.interval_latency_ns.push_back(std::move(merged.latency));
+  }
+  if (r.open_loop) {
+    double total_rate = 0;
+    for (const auto& s : cfg.steps) total_rate += s.rate * static_cast<double>(s.duration_ns);
+    std::int64_t total_ns = 0;
+    for (const auto& s : cfg.steps) total_ns += s.duration_ns;
+    r.requested_rate = total_ns > 0 ? total_rate / static_cast<double>(total_ns) : 0;
+    // Each step: what was asked and what the seconds inside it achieved.
+    std::int64_t step_start = run.measure_from;
+    for (const auto& s : cfg.steps) {
+      step_result sr;
+      sr.requested_rate = s.rate;
+      detail::latency_histogram h{1000, 60'000'000'000ull, 3};
+      std::uint64_t ok = 0;
+      const auto first = static_cast<std::size_t>((step_start - run.measure_from) / 1'000'000'000);
+      const auto count = static_cast<std::size_t>(s.duration_ns / 1'000'000'000);
+      for (std::size_t i = first; i < first + count && i < secs; ++i) {
+        for (auto& w : workers) {
+          if (i < w->seconds.size()) {
+            ok += w->seconds[i].ok;
+            h.merge(w->seconds[i].latency);
+          }
+        }
+      }
+      sr.achieved_rate = count > 0 ? static_cast<double>(ok) / static_cast<double>(count) : 0;
+      sr.p99_ns = h.value_at_percentile(99);
+      r.steps.push_back(sr);
+      step_start += s.duration_ns;
+    }
+  }
+  return r;
+}
+
+}  // namespace ringrpc::load

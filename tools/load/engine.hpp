@@ -1,0 +1,45 @@
+#pragma once
+// ringrpc-load's io_uring engine: T threads, each with its own ring and its own connections.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "protocol.hpp"
+#include "report.hpp"
+#include "schedule.hpp"
+
+namespace ringrpc::load {
+
+struct engine_config {
+  target where;
+  std::vector<request_kind> kinds;  ///< weighted mix; at least one
+  unsigned threads = 1;
+  unsigned connections = 64;  ///< in total, spread over the threads
+  unsigned depth = 1;         ///< calls in flight per connection at most
+  /// Open loop when non-empty: calls are due on this schedule (total rate over all
+  /// connections); closed loop otherwise.
+  std::vector<rate_step> steps;
+  std::chrono::nanoseconds duration{std::chrono::seconds(10)};  ///< closed loop: measured time
+  std::uint64_t max_calls = 0;  ///< stop after this many calls in total (0: no limit)
+  std::chrono::nanoseconds warmup{std::chrono::seconds(1)};
+  std::chrono::nanoseconds connect_timeout{std::chrono::seconds(3)};
+  std::chrono::nanoseconds call_timeout{0};  ///< 0: none
+};
+
+/// Counters the engine publishes while it runs, read once a second by the live display.
+struct live_counters {
+  std::atomic<std::uint64_t> calls_ok{0};
+  std::atomic<std::uint64_t> errors{0};
+  std::atomic<std::uint64_t> last_second_p99_ns{0};
+};
+
+/// Runs the load. Throws std::system_error when no connection can be made at start (e.g.
+/// refused), std::invalid_argument for a bad configuration. `tick` is called about once a
+/// second from the calling thread with the live counters of every thread.
+run_result run_engine(const engine_config& config, const protocol& proto,
+                      const std::function<void(double elapsed_s, const std::vector<live_counters*>&)>& tick);
+
+}  // namespace ringrpc::load

@@ -1,0 +1,238 @@
+// ringrpc-load: a load generator for ringrpc, echo, redis and HTTP servers on io_uring.
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "engine.hpp"
+#include "protocol.hpp"
+#include "report.hpp"
+#include "units.hpp"
+
+namespace {
+
+using namespace ringrpc::load;
+
+// "echo:9,sleep:1" / "PING:1,GET:8,SET:1" / "GET /a:3,POST /b:1": name[:weight] entries.
+std::vector<request_kind> parse_mix(const std::string& text, const target& t) {
+  std::vector<request_kind> kinds;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    request_kind k;
+    const auto colon = item.rfind(':');
+    std::string name = item;
+    if (colon != std::string::npos && item.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+        colon + 1 < item.size()) {
+      name = item.substr(0, colon);
+      k.weight = static_cast<unsigned>(std::stoul(item.substr(colon + 1)));
+      if (k.weight == 0) throw std::invalid_argument("--mix weight must be >= 1 in '" + item + "'");
+    }
+    if (name.empty()) throw std::invalid_argument("--mix entry '" + item + "' has no name");
+    k.name = name;
+    if (t.scheme == "http") {
+      const auto space = name.find(' ');
+      k.method = space == std::string::npos ? "GET" : name.substr(0, space);
+      k.path = space == std::string::npos ? name : name.substr(space + 1);
+    } else {
+      k.method = name;
+    }
+    kinds.push_back(k);
+  }
+  if (kinds.empty()) throw std::invalid_argument("--mix is empty");
+  return kinds;
+}
+
+double epoch_now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void print_live(bool tty, double elapsed, const std::vector<live_counters*>& live, std::uint64_t& last_ok) {
+  std::uint64_t ok = 0, errors = 0, p99 = 0;
+  for (auto* l : live) {
+    ok += l->calls_ok.load(std::memory_order_relaxed);
+    errors += l->errors.load(std::memory_order_relaxed);
+    p99 = std::max<std::uint64_t>(p99, l->last_second_p99_ns.load(std::memory_order_relaxed));
+  }
+  const std::uint64_t rate = ok - last_ok;
+  last_ok = ok;
+  std::fprintf(stderr, "%s[%5.1fs] %10llu calls/s   p99 %9.1f us   errors %llu%s", tty ? "\r" : "",
+               elapsed, static_cast<unsigned long long>(rate), static_cast<double>(p99) / 1000.0,
+               static_cast<unsigned long long>(errors), tty ? "   " : "\n");
+  std::fflush(stderr);
+}
+
+int run_merge(const std::vector<std::string>& files, const std::vector<double>& percentiles) {
+  run_result merged;
+  double first_start = 1e300, last_end = 0;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    if (!in) throw std::runtime_error("cannot open " + f);
+    ringrpc::detail::interval_log_reader reader(in);
+    for (auto& iv : reader.read_all()) {
+      merged.latency_ns.merge(iv.histogram);
+      merged.calls_ok += iv.histogram.count();
+      first_start = std::min(first_start, iv.start_s);
+      last_end = std::max(last_end, iv.start_s + iv.interval_s);
+    }
+  }
+  merged.measured_s = last_end > first_start ? last_end - first_start : 0;
+  merged.config["merged_files"] = std::to_string(files.size());
+  std::cout << format_summary(merged, percentiles);
+  return 0;
+}
+
+int run_plot(const std::vector<std::string>& files, const std::string& out_path) {
+  std::vector<plot_series> series;
+  for (const auto& f : files) series.push_back(read_plot_series(f));
+  std::ofstream out(out_path);
+  if (!out) throw std::runtime_error("cannot write " + out_path);
+  out << render_svg(series);
+  std::cout << "wrote " << out_path << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringrpc-load: load generator on io_uring for ringrpc, echo, redis and HTTP servers.\n"
+               "  ringrpc-load [options] URL     URL: ringrpc://H:P/method  echo://H:P  redis://H:P  http://H:P/path\n"
+               "  ringrpc-load merge A.hlog B.hlog ...       one summary from several hosts' --hdr-log files\n"
+               "  ringrpc-load plot A.json B.json -o x.svg   overlay runs' latency spectra and rates"};
+  app.require_subcommand(0, 1);
+  std::string url, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
+              connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path;
+  ringrpc::load::engine_config cfg;
+  std::uint64_t count = 0, key_space = 100000;
+  app.add_option("url", url, "target URL");
+  app.add_option("-t,--threads", cfg.threads, "threads, each with its own ring and connections")->capture_default_str();
+  app.add_option("-c,--connections", cfg.connections, "connections in total")->capture_default_str();
+  app.add_option("-d,--depth", cfg.depth, "calls in flight per connection (pipelining)")->capture_default_str();
+  app.add_option("-s,--size", size, "payload bytes (k, m)")->capture_default_str();
+  app.add_option("--payload-file", payload_file, "payload read from this file instead");
+  app.add_option("-T,--duration", duration, "measured time (us ms s m h)")->capture_default_str();
+  app.add_option("-n,--count", count, "stop after this many calls (warm-up then defaults to 0)");
+  app.add_option("--warmup", warmup, "run first, excluded from results [1s]");
+  app.add_option("-R,--rate", rate, "open loop: total calls/s (k, M), latency from scheduled send time");
+  app.add_option("--rate-steps", rate_steps, "open loop in steps, e.g. 10k,20k,40k");
+  app.add_option("--step-time", step_time, "duration of each rate step")->capture_default_str();
+  app.add_option("--connect-timeout", connect_timeout, "")->capture_default_str();
+  app.add_option("--timeout", call_timeout, "per-call timeout, 0 = none")->capture_default_str();
+  app.add_option("--mix", mix, "weighted kinds: echo:9,sleep:1 | GET:8,SET:1,PING:1 | 'GET /a:3,POST /b:1'");
+  app.add_option("--key-space", key_space, "redis: keys key:0 .. key:N-1")->capture_default_str();
+  app.add_option("-p,--percentiles", percentiles_text, "e.g. 50,99,99.9 [50,90,99,99.9,99.99]");
+  app.add_option("--json", json_path, "write the full results as JSON");
+  app.add_option("--hdr-log", hdr_path, "write per-second histograms (HdrHistogram interval log)");
+  app.add_option("--plot", plot_path, "write an SVG: latency by percentile and calls/s over time");
+  auto* merge = app.add_subcommand("merge", "merge --hdr-log files into one summary");
+  std::vector<std::string> merge_files;
+  merge->add_option("files", merge_files, "interval logs")->required();
+  auto* plot = app.add_subcommand("plot", "overlay --json files in one SVG");
+  std::vector<std::string> plot_files;
+  std::string plot_out = "ringrpc-load.svg";
+  plot->add_option("files", plot_files, "JSON results")->required();
+  plot->add_option("-o,--output", plot_out, "SVG file")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const auto percentiles = percentiles_text.empty() ? default_percentiles() : parse_percentiles(percentiles_text);
+    if (merge->parsed()) return run_merge(merge_files, percentiles);
+    if (plot->parsed()) return run_plot(plot_files, plot_out);
+    if (url.empty()) throw std::invalid_argument("no target URL (see --help)");
+
+    cfg.where = parse_target(url);
+    codec_options co;
+    if (!payload_file.empty()) {
+      std::ifstream in(payload_file, std::ios::binary);
+      if (!in) throw std::invalid_argument("cannot read --payload-file " + payload_file);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      co.payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
+                        reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
+    } else {
+      co.payload.assign(parse_size(size), std::byte{'x'});
+    }
+    co.key_space = key_space;
+    cfg.call_timeout = parse_duration(call_timeout);
+    co.timeout_us = static_cast<std::uint64_t>(cfg.call_timeout.count() / 1000);
+    co.host_header = cfg.where.host + ":" + std::to_string(cfg.where.port);
+    const auto proto = make_protocol(cfg.where, co);
+    cfg.kinds = mix.empty() ? proto->default_kinds() : parse_mix(mix, cfg.where);
+    cfg.max_calls = count;
+    cfg.duration = count != 0 && app.count("--duration") == 0 ? std::chrono::nanoseconds(0) : parse_duration(duration);
+    cfg.warmup = !warmup.empty() ? parse_duration(warmup)
+                                 : (count != 0 ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(std::chrono::seconds(1)));
+    cfg.connect_timeout = parse_duration(connect_timeout);
+    if (!rate.empty() && !rate_steps.empty()) throw std::invalid_argument("use -R or --rate-steps, not both");
+    if (!rate.empty()) cfg.steps.push_back({parse_rate(rate), cfg.duration.count()});
+    if (!rate_steps.empty()) {
+      const auto st = parse_duration(step_time).count();
+      for (double r : parse_rate_list(rate_steps)) cfg.steps.push_back({r, st});
+    }
+    if (!cfg.steps.empty() && count != 0) throw std::invalid_argument("-n works with the closed loop only");
+    if (cfg.connections == 0 || cfg.depth == 0 || cfg.threads == 0) {
+      throw std::invalid_argument("-c, -d and -t must be at least 1");
+    }
+
+    std::fprintf(stderr, "ringrpc-load %s: %u connection(s) x depth %u on %u thread(s), %s%s\n", url.c_str(),
+                 cfg.connections, cfg.depth, cfg.threads,
+                 cfg.steps.empty() ? "closed loop" : "open loop",
+                 cfg.warmup.count() > 0 ? (", " + std::to_string(cfg.warmup.count() / 1'000'000) + " ms warm-up excluded").c_str() : "");
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    std::uint64_t last_ok = 0;
+    const double started_epoch = epoch_now_s();
+    run_result r = run_engine(cfg, *proto, [&](double elapsed, const std::vector<live_counters*>& live) {
+      print_live(tty, elapsed, live, last_ok);
+    });
+    if (tty) std::fprintf(stderr, "\n");
+
+    r.config["url"] = url;
+    r.config["connections"] = std::to_string(cfg.connections);
+    r.config["depth"] = std::to_string(cfg.depth);
+    r.config["threads"] = std::to_string(cfg.threads);
+    r.config["payload_bytes"] = std::to_string(co.payload.size());
+    r.config["loop"] = cfg.steps.empty() ? "closed" : "open";
+    if (!mix.empty()) r.config["mix"] = mix;
+    if (!rate.empty()) r.config["rate"] = rate;
+    if (!rate_steps.empty()) r.config["rate_steps"] = rate_steps;
+    if (count != 0) r.config["count"] = std::to_string(count);
+    std::cout << format_summary(r, percentiles);
+
+    if (!json_path.empty()) {
+      std::ofstream out(json_path);
+      if (!out) throw std::runtime_error("cannot write " + json_path);
+      write_json(r, percentiles, out);
+    }
+    if (!hdr_path.empty()) {
+      std::ofstream out(hdr_path);
+      if (!out) throw std::runtime_error("cannot write " + hdr_path);
+      ringrpc::detail::interval_log_writer w(out);
+      const double measured_epoch = started_epoch + r.warmup_s;
+      w.write_header(measured_epoch);
+      for (std::size_t i = 0; i < r.interval_latency_ns.size(); ++i) {
+        w.write_interval(static_cast<double>(i), 1.0, r.interval_latency_ns[i]);
+      }
+    }
+    if (!plot_path.empty()) {
+      std::ofstream out(plot_path);
+      if (!out) throw std::runtime_error("cannot write " + plot_path);
+      out << render_svg({plot_series_from(r, url)});
+    }
+    return r.error_total() == 0 ? 0 : 3;
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "ringrpc-load: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringrpc-load: %s\n", e.what());
+    return 2;
+  }
+}

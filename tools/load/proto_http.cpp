@@ -1,0 +1,281 @@
+// http:// — HTTP/1.1 with keep-alive and pipelining. Responses come in request order; each one
+// is delimited by Content-Length or chunked encoding, since reading to EOF cannot be pipelined.
+#include "protocol.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace ringrpc::load {
+namespace detail {
+std::unique_ptr<protocol> make_http_protocol(const target& t, const codec_options& options);
+}  // namespace detail
+
+namespace {
+
+constexpr std::size_t max_head_bytes = 64 * 1024;  ///< status line + headers (and trailers)
+constexpr std::size_t max_chunk_line_bytes = 4096;
+
+void append(std::vector<std::byte>& out, std::string_view s) {
+  const auto* p = reinterpret_cast<const std::byte*>(s.data());
+  out.insert(out.end(), p, p + s.size());
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
+           return std::tolower(x) == std::tolower(y);
+         });
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Whether the last coding of a Transfer-Encoding list is chunked, case-insensitively; only then
+// is the body's end known without reading to EOF.
+bool ends_chunked(std::string_view value) {
+  const auto comma = value.rfind(',');
+  return iequals(trim(comma == std::string_view::npos ? value : value.substr(comma + 1)), "chunked");
+}
+
+enum class step { done, incomplete, bad };
+
+struct pending_call {
+  std::uint64_t seq;
+  bool head;  ///< a HEAD response has headers only, whatever Content-Length says
+};
+
+// Parses one response from scratch on every call; bodies are skipped by length, not scanned.
+class response_parser final {
+ public:
+  response_parser(std::span<const std::byte> in, std::uint64_t max_body) : _in(in), _max_body(max_body) {}
+
+  step parse(bool head_request) {
+    int code = 0;
+    do {  // 1xx responses are interim: skip them, the real answer follows
+      if (const auto s = head(code); s != step::done) return s;
+      if (code == 101) return fail("unexpected 101 Switching Protocols");
+    } while (code < 200);
+    _code = code;
+    if (head_request || code == 204 || code == 304) return step::done;
+    if (_chunked) return chunked_body();
+    if (!_has_length) return fail("response has neither Content-Length nor chunked encoding");
+    if (_length > _max_body) return fail("Content-Length " + std::to_string(_length) + " exceeds the reply limit");
+    if (_in.size() - _pos < _length) return step::incomplete;
+    _pos += static_cast<std::size_t>(_length);
+    return step::done;
+  }
+
+  std::size_t position() const noexcept { return _pos; }
+  int code() const noexcept { return _code; }
+  const std::string& error() const noexcept { return _error; }
+
+ private:
+  // One line ending in LF (a preceding CR is dropped), with at most `cap` bytes before the end.
+  step line(std::string_view& out, std::size_t cap, const char* what) {
+    const std::size_t end = std::min(_in.size(), _pos + cap + 2);
+    const auto* base = reinterpret_cast<const char*>(_in.data());
+    const auto* lf = static_cast<const char*>(std::memchr(base + _pos, '\n', end - _pos));
+    if (lf == nullptr) {
+      return end - _pos >= cap + 2 ? fail(std::string(what) + " too long") : step::incomplete;
+    }
+    out = {base + _pos, static_cast<std::size_t>(lf - (base + _pos))};
+    if (!out.empty() && out.back() == '\r') out.remove_suffix(1);
+    if (out.find('\r') != std::string_view::npos) return fail("bare CR in " + std::string(what));
+    _pos = static_cast<std::size_t>(lf - base) + 1;
+    return step::done;
+  }
+
+  step head(int& code) {
+    // Reject garbage from its first bytes instead of waiting for a whole header section.
+    constexpr std::string_view prefix = "HTTP/1.";
+    const std::size_t n = std::min(prefix.size(), _in.size() - _pos);
+    if (std::string_view(reinterpret_cast<const char*>(_in.data()) + _pos, n) != prefix.substr(0, n)) {
+      return fail("response does not start with HTTP/1.x");
+    }
+    _has_length = false;
+    _chunked = false;
+    if (_pos >= max_head_bytes) return fail("header section too long");
+    std::string_view l;
+    if (const auto s = line(l, max_head_bytes - _pos, "header section"); s != step::done) return s;
+    if (l.size() < 12 || !std::isdigit(static_cast<unsigned char>(l[7])) || l[8] != ' ' ||
+        (l.size() > 12 && l[12] != ' ') ||
+        !std::all_of(l.begin() + 9, l.begin() + 12, [](unsigned char c) { return std::isdigit(c); })) {
+      return fail("bad status line");
+    }
+    code = (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
+    if (code < 100 || code > 599) return fail("status code " + std::to_string(code));
+    while (true) {
+      if (_pos >= max_head_bytes) return fail("header section too long");
+      if (const auto s = line(l, max_head_bytes - _pos, "header section"); s != step::done) return s;
+      if (l.empty()) return step::done;
+      if (l.front() == ' ' || l.front() == '\t') return fail("obsolete header line folding");
+      const auto colon = l.find(':');
+      if (colon == 0 || colon == std::string_view::npos) return fail("header line without a name");
+      const auto name = l.substr(0, colon);
+      if (name.find_first_of(" \t") != std::string_view::npos) return fail("space in a header name");
+      const auto value = trim(l.substr(colon + 1));
+      if (iequals(name, "content-length")) {
+        std::uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (value.empty() || ec != std::errc{} || end != value.data() + value.size()) {
+          return fail("bad Content-Length");
+        }
+        if (_has_length && v != _length) return fail("conflicting Content-Length headers");
+        _has_length = true;
+        _length = v;
+      } else if (iequals(name, "transfer-encoding")) {
+        if (!ends_chunked(value)) return fail("unsupported Transfer-Encoding '" + std::string(value) + "'");
+        _chunked = true;
+      }
+    }
+  }
+
+  // The wire size of a chunked body is capped at twice the body limit, so that a peer sending
+  // one-byte chunks cannot make a reply unboundedly large.
+  step chunked_body() {
+    const std::size_t start = _pos;
+    std::uint64_t data = 0;
+    std::string_view l;
+    while (true) {
+      if (_pos - start > 2 * _max_body) return fail("chunked body exceeds the reply limit");
+      if (const auto s = line(l, max_chunk_line_bytes, "chunk size line"); s != step::done) return s;
+      const auto digits = trim(l.substr(0, l.find(';')));
+      std::uint64_t size = 0;
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size, 16);
+      if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size()) {
+        return fail("bad chunk size");
+      }
+      if (size > _max_body - data) return fail("chunked body exceeds the reply limit");
+      data += size;
+      if (size == 0) break;
+      if (_in.size() - _pos < size + 2) return step::incomplete;
+      _pos += static_cast<std::size_t>(size);
+      if (_in[_pos] != std::byte{'\r'} || _in[_pos + 1] != std::byte{'\n'}) return fail("chunk not followed by CRLF");
+      _pos += 2;
+    }
+    const std::size_t trailers = _pos;
+    while (true) {
+      if (_pos - trailers >= max_head_bytes) return fail("trailer section too long");
+      if (const auto s = line(l, max_head_bytes - (_pos - trailers), "trailer section"); s != step::done) return s;
+      if (l.empty()) return step::done;
+      if (l.find(':') == std::string_view::npos || l.front() == ':') return fail("bad trailer line");
+    }
+  }
+
+  step fail(std::string what) {
+    _error = std::move(what);
+    return step::bad;
+  }
+
+  std::span<const std::byte> _in;
+  std::uint64_t _max_body;
+  std::size_t _pos = 0;
+  int _code = 0;
+  bool _has_length = false;
+  bool _chunked = false;
+  std::uint64_t _length = 0;
+  std::string _error;
+};
+
+struct http_settings {
+  std::string host_header;
+  std::string default_path;
+  codec_options options;
+};
+
+class http_codec final : public connection_codec {
+ public:
+  explicit http_codec(std::shared_ptr<const http_settings> settings) : _settings(std::move(settings)) {}
+
+  void write_request(std::vector<std::byte>& out, std::uint64_t seq, const request_kind& kind) override {
+    const std::string_view method = kind.method.empty() ? std::string_view("GET") : std::string_view(kind.method);
+    const std::string_view path = kind.path.empty() ? std::string_view(_settings->default_path) : std::string_view(kind.path);
+    append(out, method);
+    append(out, path.front() == '/' || path == "*" ? " " : " /");
+    append(out, path);
+    append(out, " HTTP/1.1\r\nHost: ");
+    append(out, _settings->host_header);
+    append(out, "\r\nConnection: keep-alive\r\n");
+    const bool with_body = method == "POST" || method == "PUT" || method == "PATCH";
+    if (with_body) {
+      append(out, "Content-Length: ");
+      append(out, std::to_string(_settings->options.payload.size()));
+      append(out, "\r\n");
+    }
+    append(out, "\r\n");
+    if (with_body) out.insert(out.end(), _settings->options.payload.begin(), _settings->options.payload.end());
+    _pending.push_back({seq, method == "HEAD"});
+  }
+
+  reply parse_reply(std::span<const std::byte> in) override {
+    reply r;
+    if (in.empty()) return r;
+    if (_pending.empty()) {
+      r.status = reply_status::protocol_error;
+      r.error = "bytes received with no request outstanding";
+      return r;
+    }
+    response_parser p(in, _settings->options.max_reply_bytes);
+    const auto s = p.parse(_pending.front().head);
+    if (s == step::incomplete) return r;
+    if (s == step::bad) {
+      r.status = reply_status::protocol_error;
+      r.error = "malformed HTTP response: " + p.error();
+      return r;
+    }
+    r.consumed = p.position();
+    r.seq = _pending.front().seq;
+    _pending.pop_front();
+    if (p.code() < 400) {
+      r.status = reply_status::ok;
+    } else {
+      r.status = reply_status::error_reply;
+      r.error = "http_" + std::to_string(p.code());
+    }
+    return r;
+  }
+
+ private:
+  std::shared_ptr<const http_settings> _settings;
+  std::deque<pending_call> _pending;  ///< requests written and not yet answered, oldest first
+};
+
+class http_protocol final : public protocol {
+ public:
+  explicit http_protocol(std::shared_ptr<const http_settings> settings) : _settings(std::move(settings)) {}
+
+  std::unique_ptr<connection_codec> new_connection() const override {
+    return std::make_unique<http_codec>(_settings);
+  }
+
+  std::vector<request_kind> default_kinds() const override {
+    request_kind k;
+    k.name = "GET " + _settings->default_path;
+    k.method = "GET";
+    k.path = _settings->default_path;
+    return {k};
+  }
+
+ private:
+  std::shared_ptr<const http_settings> _settings;
+};
+
+}  // namespace
+
+std::unique_ptr<protocol> detail::make_http_protocol(const target& t, const codec_options& options) {
+  auto settings = std::make_shared<http_settings>();
+  settings->host_header = options.host_header.empty() ? t.host + ":" + std::to_string(t.port) : options.host_header;
+  settings->default_path = t.path.empty() ? "/" : t.path;
+  settings->options = options;
+  return std::make_unique<http_protocol>(std::move(settings));
+}
+
+}  // namespace ringrpc::load

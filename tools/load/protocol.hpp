@@ -1,0 +1,83 @@
+#pragma once
+// What ringrpc-load speaks: one small codec per protocol, chosen by the target URL's scheme.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ringrpc::load {
+
+/// A parsed target: ringrpc://host:port/method, echo://host:port, redis://host:port,
+/// http://host:port/path.
+struct target {
+  std::string scheme;  ///< "ringrpc", "echo", "redis", "http"
+  std::string host;
+  std::uint16_t port = 0;
+  std::string path;    ///< method (ringrpc) or path (http), without the leading '/' for ringrpc
+};
+
+/// Parses a target URL; throws std::invalid_argument with a message naming what is wrong.
+target parse_target(std::string_view url);
+
+/// One weighted request kind of a run (`--mix`): e.g. a ringrpc method, an HTTP path, a redis
+/// command. `name` is what reports show.
+struct request_kind {
+  std::string name;
+  unsigned weight = 1;
+  std::string method;  ///< ringrpc method / HTTP method ("GET", "POST") / redis command ("PING", "SET", "GET")
+  std::string path;    ///< HTTP path; unused elsewhere
+};
+
+/// Options every codec may use.
+struct codec_options {
+  std::vector<std::byte> payload;       ///< request payload (ringrpc, echo, HTTP POST body, redis SET value)
+  std::uint64_t key_space = 100000;     ///< redis: keys are "key:<n>", n < key_space
+  std::uint32_t max_reply_bytes = 64u << 20;  ///< a reply claiming more is a protocol error
+  std::uint64_t timeout_us = 0;         ///< ringrpc: deadline sent with each call
+  std::string host_header;              ///< HTTP Host header
+};
+
+/// The outcome of trying to parse one reply from the front of the received bytes.
+enum class reply_status {
+  incomplete,      ///< need more bytes; nothing consumed
+  ok,              ///< one successful reply consumed
+  error_reply,     ///< one reply consumed that the server sent as an error (e.g. HTTP 5xx, RESP -ERR, ringrpc status)
+  protocol_error,  ///< the bytes cannot be a valid reply; the connection must be closed
+};
+
+struct reply {
+  reply_status status = reply_status::incomplete;
+  std::size_t consumed = 0;   ///< bytes of the input this reply used (0 unless ok/error_reply)
+  std::uint64_t seq = 0;      ///< which request it answers (the seq passed to write_request)
+  std::string error;          ///< error_reply: a short kind, e.g. "http_503", "resp_err", "server_busy"; protocol_error: what was wrong
+};
+
+/// Per-connection codec state. Owned by one engine thread.
+class connection_codec {
+ public:
+  virtual ~connection_codec() = default;
+  /// Appends the encoding of request `seq` of kind `kind` to `out`. Sequence numbers increase
+  /// by one per request on a connection.
+  virtual void write_request(std::vector<std::byte>& out, std::uint64_t seq, const request_kind& kind) = 0;
+  /// Parses at most one reply from the front of `in`. Must never read past `in`, never crash
+  /// on any input, and never accept more than max_reply_bytes for one reply.
+  virtual reply parse_reply(std::span<const std::byte> in) = 0;
+};
+
+/// Makes codecs for one target. Thread-safe: engine threads call new_connection().
+class protocol {
+ public:
+  virtual ~protocol() = default;
+  virtual std::unique_ptr<connection_codec> new_connection() const = 0;
+  /// The default request kinds when no --mix is given.
+  virtual std::vector<request_kind> default_kinds() const = 0;
+};
+
+/// The protocol for `t`. Throws std::invalid_argument for an unknown scheme or bad options.
+std::unique_ptr<protocol> make_protocol(const target& t, const codec_options& options);
+
+}  // namespace ringrpc::load

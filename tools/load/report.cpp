@@ -1,0 +1,211 @@
+// The fixed-width summary and the pieces every output shares. JSON is in report_json.cpp, the
+// SVG plot in report_svg.cpp.
+
+#include "report.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+#include "report_internal.hpp"
+
+namespace ringrpc::load {
+
+namespace report_detail {
+
+std::string strprintf(const char* format, ...) {
+  char small[256];
+  std::va_list args;
+  va_start(args, format);
+  const int n = std::vsnprintf(small, sizeof small, format, args);
+  va_end(args);
+  if (n < 0) return {};
+  if (static_cast<std::size_t>(n) < sizeof small) return std::string(small, static_cast<std::size_t>(n));
+  std::string big(static_cast<std::size_t>(n) + 1, '\0');
+  va_start(args, format);
+  std::vsnprintf(big.data(), big.size(), format, args);
+  va_end(args);
+  big.resize(static_cast<std::size_t>(n));
+  return big;
+}
+
+std::vector<std::pair<double, double>> latency_spectrum(const detail::latency_histogram& h) {
+  std::vector<std::pair<double, double>> out;
+  const std::uint64_t count = h.count();
+  if (count == 0) return out;
+  constexpr double ticks_per_half_distance = 5;
+  const double n = static_cast<double>(count);
+  // Every step is 20 / 2^k, so p stays an exact binary fraction and reaches 100 exactly at the
+  // latest after ~50 halvings.
+  double p = 0;
+  while (p < 100) {
+    out.emplace_back(p, ns_to_us(h.value_at_percentile(p)));
+    // Past the point where fewer than one value lies above p, every tick is the maximum.
+    if ((100 - p) / 100 * n <= 1) break;
+    const double halvings = std::floor(std::log2(100 / (100 - p)));
+    const double ticks = ticks_per_half_distance * std::exp2(halvings + 1);
+    p += 100 / ticks;
+  }
+  out.emplace_back(100.0, ns_to_us(h.max()));
+  return out;
+}
+
+}  // namespace report_detail
+
+using report_detail::ns_to_us;
+using report_detail::strprintf;
+
+std::uint64_t run_result::error_total() const noexcept {
+  std::uint64_t total = 0;
+  for (const auto& [kind, n] : errors) total += n;
+  return total;
+}
+
+std::vector<double> default_percentiles() { return {50, 90, 99, 99.9, 99.99}; }
+
+std::string percentile_key(double p) {
+  // Shortest round-trip form: 99.9 -> "p99.9", 50 -> "p50", never "p99.900000".
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, p);
+  if (ec != std::errc{}) return "p?";
+  std::string key(1, 'p');
+  key.append(buf, end);
+  return key;
+}
+
+plot_series plot_series_from(const run_result& r, const std::string& label) {
+  plot_series s;
+  s.label = label;
+  s.spectrum = report_detail::latency_spectrum(r.latency_ns);
+  s.rate.reserve(r.per_second.size());
+  for (const second_sample& x : r.per_second) {
+    s.rate.emplace_back(x.t_s, static_cast<double>(x.calls_ok));
+  }
+  return s;
+}
+
+namespace {
+
+// Decimals for a latency column, chosen once per table so the column lines up: enough to show
+// the histogram's 3 significant digits at the smallest value, no noise digits beyond.
+int us_decimals(double smallest_us) {
+  if (smallest_us < 10) return 2;
+  if (smallest_us < 1000) return 1;
+  return 0;
+}
+
+std::string format_us(double us, int decimals) { return strprintf("%.*f", decimals, us); }
+
+std::string format_us(double us) { return format_us(us, us_decimals(us)); }
+
+std::string format_rate(double rate) { return strprintf("%.1f", rate); }
+
+std::string format_count(std::uint64_t n) { return strprintf("%llu", static_cast<unsigned long long>(n)); }
+
+// "  <label padded to 20><value right-aligned in 14>".
+std::string row(const std::string& label, const std::string& value, const std::string& tail = {}) {
+  return strprintf("  %-20s %14s%s\n", label.c_str(), value.c_str(), tail.c_str());
+}
+
+constexpr double keep_up_fraction = 0.95;
+
+}  // namespace
+
+std::string format_summary(const run_result& r, const std::vector<double>& percentiles) {
+  std::string out;
+
+  // Header: what ran, and which window the numbers cover.
+  std::string target;
+  if (const auto it = r.config.find("target"); it != r.config.end()) target = "  " + it->second;
+  out += "ringrpc-load" + target + "  " + (r.open_loop ? "open loop" : "closed loop") + "\n";
+  out += strprintf("  %.2f s measured", r.measured_s);
+  out += r.warmup_s > 0 ? strprintf(", after %.1f s warm-up, excluded\n", r.warmup_s)
+                        : std::string(", no warm-up\n");
+  std::string config;
+  for (const auto& [key, value] : r.config) {
+    if (key != "target") config += " " + key + "=" + value;
+  }
+  if (!config.empty()) out += "  config:" + config + "\n";
+  out += "\n";
+
+  out += row("calls/s", format_rate(r.calls_per_sec()));
+  out += row("calls ok", format_count(r.calls_ok));
+  out += row("errors", format_count(r.error_total()));
+  for (const auto& [kind, n] : r.errors) out += row("  " + kind, format_count(n));
+  out += "\n";
+
+  // Latency table: corrected (and, open loop, service time) side by side.
+  const bool service = r.open_loop;
+  if (service) {
+    out += strprintf("  %-20s %14s %14s\n", "latency (us)", "corrected", "service");
+  } else {
+    out += strprintf("  %-20s %14s\n", "latency (us)", "");
+  }
+  const auto& lat = r.latency_ns;
+  const auto& svc = r.service_ns;
+  double smallest_us = ns_to_us(lat.min());
+  if (service && svc.count() > 0) smallest_us = std::min(smallest_us, ns_to_us(svc.min()));
+  const int decimals = us_decimals(smallest_us);
+  auto line = [&](const std::string& label, double corrected_us, double service_us) {
+    if (service) {
+      out += strprintf("  %-20s %14s %14s\n", ("  " + label).c_str(), format_us(corrected_us, decimals).c_str(),
+                       format_us(service_us, decimals).c_str());
+    } else {
+      out += strprintf("  %-20s %14s\n", ("  " + label).c_str(), format_us(corrected_us, decimals).c_str());
+    }
+  };
+  line("min", ns_to_us(lat.min()), ns_to_us(svc.min()));
+  for (const double p : percentiles) {
+    line(percentile_key(p), ns_to_us(lat.value_at_percentile(p)), ns_to_us(svc.value_at_percentile(p)));
+  }
+  line("max", ns_to_us(lat.max()), ns_to_us(svc.max()));
+  line("mean", ns_to_us(lat.mean()), ns_to_us(svc.mean()));
+  line("stddev", ns_to_us(lat.stddev()), ns_to_us(svc.stddev()));
+  if (service) {
+    out += "  (corrected: from each call's scheduled send time; service: from its actual send,\n"
+           "   as tools without coordinated-omission correction report)\n";
+  }
+  if (lat.saturated() > 0) {
+    out += strprintf("  note: %s calls took longer than %.0f s and are counted as %.0f s\n",
+                     format_count(lat.saturated()).c_str(),
+                     static_cast<double>(lat.highest_trackable()) / 1e9,
+                     static_cast<double>(lat.highest_trackable()) / 1e9);
+  }
+
+  if (r.open_loop) {
+    const double achieved = report_detail::achieved_rate(r);
+    out += "\n";
+    out += row("requested rate", format_rate(r.requested_rate), " calls/s");
+    std::string share;
+    if (r.requested_rate > 0) share = strprintf(" calls/s (%.1f%%)", 100 * achieved / r.requested_rate);
+    out += row("achieved rate", format_rate(achieved), share);
+    if (r.requested_rate > 0 && achieved < keep_up_fraction * r.requested_rate) {
+      out += strprintf(
+          "  TARGET COULD NOT KEEP UP: achieved %.1f%% of the requested rate; corrected latency\n"
+          "  includes the time calls waited for their turn\n",
+          100 * achieved / r.requested_rate);
+    }
+  }
+
+  if (!r.steps.empty()) {
+    out += "\n";
+    out += strprintf("  %-6s %14s %14s %9s %14s\n", "step", "requested/s", "achieved/s", "", "p99 (us)");
+    for (std::size_t i = 0; i < r.steps.size(); ++i) {
+      const step_result& s = r.steps[i];
+      const std::string share =
+          s.requested_rate > 0 ? strprintf("(%.1f%%)", 100 * s.achieved_rate / s.requested_rate) : "";
+      const char* flag =
+          s.requested_rate > 0 && s.achieved_rate < keep_up_fraction * s.requested_rate ? "  could not keep up"
+                                                                                       : "";
+      out += strprintf("  %-6zu %14s %14s %9s %14s%s\n", i + 1, format_rate(s.requested_rate).c_str(),
+                       format_rate(s.achieved_rate).c_str(), share.c_str(),
+                       format_us(ns_to_us(s.p99_ns)).c_str(), flag);
+    }
+  }
+  return out;
+}
+
+}  // namespace ringrpc::load

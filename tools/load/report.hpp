@@ -1,0 +1,90 @@
+#pragma once
+// The results of a load run and every way they are shown: fixed-width summary, JSON, SVG plot.
+
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "latency_histogram.hpp"
+
+namespace ringrpc::load {
+
+/// One second of the measured window.
+struct second_sample {
+  double t_s = 0;                 ///< seconds since the measured window began
+  std::uint64_t calls_ok = 0;
+  std::uint64_t errors = 0;
+  std::uint64_t p99_ns = 0;       ///< p99 of the calls completed in that second
+};
+
+/// One step of a --rate-steps run.
+struct step_result {
+  double requested_rate = 0;
+  double achieved_rate = 0;
+  std::uint64_t p99_ns = 0;
+};
+
+/// Histogram layout used everywhere: 1 ns .. 60 s, 3 significant digits.
+inline detail::latency_histogram make_latency_histogram() {
+  return detail::latency_histogram(1, 60'000'000'000ull, 3);
+}
+
+struct run_result {
+  /// Configuration as shown: flag name -> value text (e.g. "connections" -> "64").
+  std::map<std::string, std::string> config;
+  double warmup_s = 0;
+  double measured_s = 0;
+  bool open_loop = false;
+  double requested_rate = 0;      ///< calls/s asked for (open loop; 0 for closed loop)
+  std::uint64_t calls_ok = 0;
+  /// Errors by kind: "timeout", "connect", "protocol", "closed", or the server's error kind
+  /// ("server_busy", "http_503", "resp_err", ...). Never counted in calls_ok.
+  std::map<std::string, std::uint64_t> errors;
+  /// Latency of successful calls. Open loop: from each call's scheduled send time
+  /// (coordinated-omission corrected); closed loop: from the actual send time.
+  detail::latency_histogram latency_ns = make_latency_histogram();
+  /// Open loop only: from the actual send time (what an uncorrected tool reports).
+  detail::latency_histogram service_ns = make_latency_histogram();
+  std::vector<second_sample> per_second;
+  /// Latency of each second of the measured window (layout 1 µs .. 60 s, 3 digits), for
+  /// --hdr-log; merged across threads.
+  std::vector<detail::latency_histogram> interval_latency_ns;
+  std::vector<step_result> steps;
+
+  double calls_per_sec() const noexcept { return measured_s > 0 ? static_cast<double>(calls_ok) / measured_s : 0; }
+  std::uint64_t error_total() const noexcept;
+};
+
+/// Default percentiles of the summary and JSON.
+std::vector<double> default_percentiles();  // 50, 90, 99, 99.9, 99.99
+
+/// "p99", "p99.9", "p50" ...: the key of a percentile in JSON.
+std::string percentile_key(double p);
+
+/// Fixed-width text summary (what a terminal shows at the end of a run).
+std::string format_summary(const run_result& r, const std::vector<double>& percentiles);
+
+/// JSON document: top-level keys "config", "calls_ok", "calls_per_sec", "errors" (object by
+/// kind), "latency_us" (object: "p50", "p99.9", ... plus "min", "max", "mean", "stddev"),
+/// "service_latency_us" (open loop), "requested_rate", "achieved_rate", "spectrum" (array of
+/// {percentile, latency_us} for the plot), "per_second" (array), "steps" (array),
+/// "warmup_s", "measured_s". Documented in docs/load.md.
+void write_json(const run_result& r, const std::vector<double>& percentiles, std::ostream& out);
+
+/// What `ringrpc-load plot` needs back from a JSON file: its label, spectrum and per-second series.
+struct plot_series {
+  std::string label;
+  std::vector<std::pair<double, double>> spectrum;  ///< (percentile, latency_us)
+  std::vector<std::pair<double, double>> rate;      ///< (t_s, calls/s)
+};
+plot_series plot_series_from(const run_result& r, const std::string& label);
+/// Reads a file written by write_json(); throws std::runtime_error naming the file and problem.
+plot_series read_plot_series(const std::string& json_path);
+
+/// Self-contained SVG: latency by percentile on a log "nines" axis (HdrHistogram plotter
+/// style: 0, 90, 99, 99.9, 99.99, 99.999) and calls/s over time, one colour per series.
+std::string render_svg(const std::vector<plot_series>& series);
+
+}  // namespace ringrpc::load

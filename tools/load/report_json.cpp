@@ -1,0 +1,128 @@
+// The JSON result document (write_json) and reading its plot data back (read_plot_series).
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "report.hpp"
+#include "report_internal.hpp"
+
+namespace ringrpc::load {
+
+using report_detail::ns_to_us;
+
+namespace {
+
+nlohmann::json latency_object(const detail::latency_histogram& h, const std::vector<double>& percentiles) {
+  nlohmann::json o = nlohmann::json::object();
+  o["min"] = ns_to_us(h.min());
+  for (const double p : percentiles) o[percentile_key(p)] = ns_to_us(h.value_at_percentile(p));
+  o["max"] = ns_to_us(h.max());
+  o["mean"] = ns_to_us(h.mean());
+  o["stddev"] = ns_to_us(h.stddev());
+  return o;
+}
+
+// JSON has no NaN or infinity; nlohmann would write null, which readers then trip over.
+double finite(double v) { return std::isfinite(v) ? v : 0.0; }
+
+}  // namespace
+
+void write_json(const run_result& r, const std::vector<double>& percentiles, std::ostream& out) {
+  nlohmann::json j = nlohmann::json::object();
+  j["config"] = r.config;
+  j["warmup_s"] = finite(r.warmup_s);
+  j["measured_s"] = finite(r.measured_s);
+  j["calls_ok"] = r.calls_ok;
+  j["calls_per_sec"] = finite(r.calls_per_sec());
+  j["errors"] = r.errors;
+  j["latency_us"] = latency_object(r.latency_ns, percentiles);
+  if (r.open_loop) j["service_latency_us"] = latency_object(r.service_ns, percentiles);
+  j["requested_rate"] = r.open_loop ? finite(r.requested_rate) : 0.0;
+  j["achieved_rate"] = finite(report_detail::achieved_rate(r));
+
+  nlohmann::json spectrum = nlohmann::json::array();
+  for (const auto& [p, us] : report_detail::latency_spectrum(r.latency_ns)) {
+    spectrum.push_back({{"percentile", p}, {"latency_us", us}});
+  }
+  j["spectrum"] = std::move(spectrum);
+
+  nlohmann::json seconds = nlohmann::json::array();
+  for (const second_sample& s : r.per_second) {
+    seconds.push_back({{"t_s", finite(s.t_s)},
+                       {"calls_ok", s.calls_ok},
+                       {"errors", s.errors},
+                       {"p99_us", ns_to_us(s.p99_ns)}});
+  }
+  j["per_second"] = std::move(seconds);
+
+  nlohmann::json steps = nlohmann::json::array();
+  for (const step_result& s : r.steps) {
+    steps.push_back({{"requested_rate", finite(s.requested_rate)},
+                     {"achieved_rate", finite(s.achieved_rate)},
+                     {"p99_us", ns_to_us(s.p99_ns)}});
+  }
+  j["steps"] = std::move(steps);
+
+  out << j.dump(2) << '\n';
+}
+
+namespace {
+
+// Reads `key` of `obj` as a number, or explains which file lacks it.
+double number_at(const nlohmann::json& obj, const char* key, const std::string& where) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number()) {
+    throw std::runtime_error(where + ": missing number \"" + key + "\"");
+  }
+  return it->get<double>();
+}
+
+}  // namespace
+
+plot_series read_plot_series(const std::string& json_path) {
+  std::ifstream in(json_path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open '" + json_path + "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::runtime_error("'" + json_path + "' is not valid JSON: " + e.what());
+  }
+  const std::string hint = " (expected a file written by ringrpc-load --json)";
+  if (!j.is_object()) throw std::runtime_error("'" + json_path + "': not a JSON object" + hint);
+
+  plot_series s;
+  s.label = std::filesystem::path(json_path).stem().string();
+
+  const auto spectrum = j.find("spectrum");
+  if (spectrum == j.end() || !spectrum->is_array()) {
+    throw std::runtime_error("'" + json_path + "': no \"spectrum\" array" + hint);
+  }
+  for (std::size_t i = 0; i < spectrum->size(); ++i) {
+    const std::string where = "'" + json_path + "': spectrum[" + std::to_string(i) + "]";
+    const nlohmann::json& point = (*spectrum)[i];
+    if (!point.is_object()) throw std::runtime_error(where + ": not an object");
+    s.spectrum.emplace_back(number_at(point, "percentile", where), number_at(point, "latency_us", where));
+  }
+
+  // Older or hand-made files may lack the time series; the latency plot still works.
+  if (const auto seconds = j.find("per_second"); seconds != j.end()) {
+    if (!seconds->is_array()) throw std::runtime_error("'" + json_path + "': \"per_second\" is not an array");
+    for (std::size_t i = 0; i < seconds->size(); ++i) {
+      const std::string where = "'" + json_path + "': per_second[" + std::to_string(i) + "]";
+      const nlohmann::json& sample = (*seconds)[i];
+      if (!sample.is_object()) throw std::runtime_error(where + ": not an object");
+      // Each sample covers one second, so its count is its rate.
+      s.rate.emplace_back(number_at(sample, "t_s", where), number_at(sample, "calls_ok", where));
+    }
+  }
+  return s;
+}
+
+}  // namespace ringrpc::load
