@@ -202,10 +202,10 @@ second_bucket* worker::bucket(std::int64_t now) {
 }
 
 void worker::count_error(const std::string& kind, std::int64_t now) {
+  live.errors.fetch_add(1, std::memory_order_relaxed);  // the live line shows warm-up too
   if (second_bucket* b = bucket(now)) {
     ++errors[kind];
     ++b->errors;
-    live.errors.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -218,8 +218,31 @@ void worker::arm_recv(conn_state& c) {
   c.recv_armed = true;
 }
 
+// ringrpc answers in completion order, so the sequence numbers in flight need not be
+// contiguous: when a new one would land on a slot still taken, the window doubles.
+void grow_window(conn_state& c, std::uint64_t seq) {
+  for (std::size_t n = c.window.size() * 2;; n *= 2) {
+    std::vector<slot> bigger(n);
+    bool fits = bigger[seq & (n - 1)].seq == no_seq;
+    for (const slot& s : c.window) {
+      if (s.seq == no_seq) continue;
+      slot& to = bigger[s.seq & (n - 1)];
+      if (to.seq != no_seq || (s.seq & (n - 1)) == (seq & (n - 1))) {
+        fits = false;
+        break;
+      }
+      to = s;
+    }
+    if (fits) {
+      c.window.swap(bigger);
+      return;
+    }
+  }
+}
+
 void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
   const std::uint64_t seq = c.next_seq++;
+  if (c.window[seq & (c.window.size() - 1)].seq != no_seq) grow_window(c, seq);
   slot& s = c.window[seq & (c.window.size() - 1)];
   s.seq = seq;
   s.intended_ns = intended;
@@ -284,6 +307,7 @@ bool worker::parse(conn_state& c, std::span<const std::byte> bytes, std::size_t&
     --c.in_flight;
     if (!s.timed_out) {
       if (r.status == reply_status::ok) {
+        live.calls_ok.fetch_add(1, std::memory_order_relaxed);
         if (second_bucket* b = bucket(now)) {
           ++calls_ok;
           ++b->ok;
@@ -291,7 +315,6 @@ bool worker::parse(conn_state& c, std::span<const std::byte> bytes, std::size_t&
           latency.record(lat);
           b->latency.record(lat);
           if (_run.schedule != nullptr) service.record(static_cast<std::uint64_t>(now - s.sent_ns));
-          live.calls_ok.fetch_add(1, std::memory_order_relaxed);
           last_completion_ns = now;
         }
       } else {

@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     });
     if (tty) std::fprintf(stderr, "\n");
 
-    r.config["url"] = url;
+    r.config["target"] = url;
     r.config["connections"] = std::to_string(cfg.connections);
     r.config["depth"] = std::to_string(cfg.depth);
     r.config["threads"] = std::to_string(cfg.threads);
