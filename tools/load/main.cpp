@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   app.add_option("-R,--rate", rate, "open loop: total calls/s (k, M), latency from scheduled send time");
   app.add_option("--rate-steps", rate_steps, "open loop in steps, e.g. 10k,20k,40k");
   app.add_option("--step-time", step_time, "duration of each rate step")->capture_default_str();
-  app.add_option("--connect-timeout", connect_timeout, "")->capture_default_str();
+  app.add_option("--connect-timeout", connect_timeout, "give up connecting after this long")->capture_default_str();
   app.add_option("--timeout", call_timeout, "per-call timeout, 0 = none")->capture_default_str();
   app.add_option("--mix", mix, "weighted kinds: echo:9,sleep:1 | GET:8,SET:1,PING:1 | 'GET /a:3,POST /b:1'");
   app.add_option("--key-space", key_space, "redis: keys key:0 .. key:N-1")->capture_default_str();
