@@ -38,10 +38,9 @@ void server_core::start() {
       _readers.push_back(std::make_unique<reader>(*this, i));
       _readers.back()->start(_features);
     }
-    for (unsigned i = 0; i < handlers; ++i) {
-      _executed.push_back(std::make_unique<counter>());
-      _handlers.emplace_back([this, i] { handler_loop(i); });
-    }
+    // Every counter exists before any handler starts: they read the vector while it runs.
+    for (unsigned i = 0; i < handlers; ++i) _executed.push_back(std::make_unique<counter>());
+    for (unsigned i = 0; i < handlers; ++i) _handlers.emplace_back([this, i] { handler_loop(i); });
     _acceptor = std::make_unique<acceptor>(*this);
     _state.store(server_state::running, std::memory_order_release);
     _acceptor->start(_features);
