@@ -63,8 +63,14 @@ int connect_to(const target& t, std::chrono::nanoseconds timeout) {
       if (err == EINPROGRESS) {
         pollfd p{fd, POLLOUT, 0};
         const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
-        if (::poll(&p, 1, ms) == 0) {
+        int n = 0;
+        do {
+          n = ::poll(&p, 1, ms);
+        } while (n < 0 && errno == EINTR);
+        if (n == 0) {
           err = ETIMEDOUT;
+        } else if (n < 0) {
+          err = errno;
         } else {
           socklen_t len = sizeof(err);
           ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -124,6 +130,7 @@ struct shared_run {
   std::int64_t measure_from = 0;
   std::int64_t measure_until = never;  // closed loop with a duration; open loop: schedule end
   const rate_schedule* schedule = nullptr;
+  std::size_t first_measured_step = 0;  // 1 when a warm-up step was put in front
   std::vector<unsigned> kind_table;  // weighted mix, indexed by a cheap random number
   std::atomic<bool> stop{false};
 };
@@ -148,6 +155,9 @@ class worker final {
   std::vector<second_bucket> seconds;
   std::uint64_t calls_ok = 0;
   std::int64_t last_completion_ns = 0;
+  bool quota_used_up = false;
+  std::vector<std::uint64_t> step_ok;  // open loop: successful calls by the step they were due in
+  std::vector<detail::latency_histogram> step_latency;
   std::string failure;  // set if the thread could not run at all
   std::atomic<bool> finished{false};
 
@@ -170,7 +180,7 @@ class worker final {
   shared_run& _run;
   const engine_config& _cfg;
   std::vector<conn_state> _conns;
-  std::uint64_t _quota;  // calls this thread may issue (max_calls share); 0: unlimited
+  std::uint64_t _quota;  // calls this thread may issue (its share of max_calls, or no limit)
   std::uint64_t _issued = 0;
   detail::ring* _ring = nullptr;
   detail::provided_buffers* _buffers = nullptr;
@@ -189,9 +199,8 @@ const request_kind& worker::pick_kind() noexcept {
 
 bool worker::issuing(std::int64_t now) const noexcept {
   if (_run.stop.load(std::memory_order_relaxed)) return false;
-  if (_quota != 0 && _issued >= _quota) return false;
-  if (_run.schedule == nullptr && now >= _run.measure_until) return false;
-  return true;
+  if (_issued >= _quota) return false;
+  return now < _run.measure_until;  // closed loop: the duration; open loop: the schedule's end
 }
 
 second_bucket* worker::bucket(std::int64_t now) {
@@ -292,15 +301,15 @@ bool worker::parse(conn_state& c, std::span<const std::byte> bytes, std::size_t&
     const reply r = c.codec->parse_reply(bytes.subspan(used));
     if (r.status == reply_status::incomplete) return true;
     if (r.status == reply_status::protocol_error) {
-      count_error("protocol", now);
-      lose(c, "closed", now);
+      lose(c, "protocol", now);  // every call in flight on it failed because of the bad bytes
       return false;
     }
     used += r.consumed;
     slot& s = c.window[r.seq & (c.window.size() - 1)];
     if (s.seq != r.seq) {
-      count_error("protocol", now);  // an answer to something never asked
-      lose(c, "closed", now);
+      // An answer to something never asked (or already forgotten): the stream is not ours.
+      if (c.in_flight == 0) count_error("protocol", now);
+      lose(c, "protocol", now);
       return false;
     }
     s.seq = no_seq;
@@ -314,7 +323,14 @@ bool worker::parse(conn_state& c, std::span<const std::byte> bytes, std::size_t&
           const auto lat = static_cast<std::uint64_t>(now - s.intended_ns);
           latency.record(lat);
           b->latency.record(lat);
-          if (_run.schedule != nullptr) service.record(static_cast<std::uint64_t>(now - s.sent_ns));
+          if (_run.schedule != nullptr) {
+            service.record(static_cast<std::uint64_t>(now - s.sent_ns));
+            const std::size_t step = _run.schedule->step_at(s.intended_ns);
+            if (step >= _run.first_measured_step && step - _run.first_measured_step < step_ok.size()) {
+              ++step_ok[step - _run.first_measured_step];
+              step_latency[step - _run.first_measured_step].record(lat);
+            }
+          }
           last_completion_ns = now;
         }
       } else {
@@ -342,7 +358,15 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
         std::size_t used = c.rx_start;
         if (parse(c, c.rx, used, now)) {
           c.rx_start = used;
-          if (c.rx_start == c.rx.size()) c.rx.clear(), c.rx_start = 0;
+          if (c.rx_start == c.rx.size()) {
+            c.rx.clear();
+            c.rx_start = 0;
+          } else if (c.rx_start > c.rx.size() / 2) {
+            // Drop what was parsed, so a stream whose reads keep ending mid-reply does not grow
+            // the buffer with everything it ever received.
+            c.rx.erase(c.rx.begin(), c.rx.begin() + static_cast<std::ptrdiff_t>(c.rx_start));
+            c.rx_start = 0;
+          }
         }
       }
     }
@@ -416,10 +440,13 @@ void worker::run() {
     bufs = std::make_unique<detail::provided_buffers>(ring->raw(), 0, 512, 32 * 1024);
   } catch (const std::exception& e) {
     failure = e.what();
+    for (conn_state& c : _conns) ::close(c.fd);
     return;
   }
   _ring = ring.get();
   _buffers = bufs.get();
+  step_ok.assign(_cfg.steps.size(), 0);
+  for (std::size_t i = 0; i < _cfg.steps.size(); ++i) step_latency.emplace_back(1000, 60'000'000'000ull, 3);
   const std::int64_t start = now_ns();
   for (conn_state& c : _conns) {
     c.window.assign(std::bit_ceil(std::max(2u, _cfg.depth)), slot{});
@@ -483,6 +510,7 @@ void worker::run() {
     }
 
     if (!issuing(now)) {
+      quota_used_up = _issued >= _quota;
       bool idle = true;
       for (const conn_state& c : _conns) idle = idle && (c.in_flight == 0 || c.dead);
       if (drain_until == 0) {
@@ -490,7 +518,10 @@ void worker::run() {
       }
       if (idle || now >= drain_until) {
         for (const conn_state& c : _conns) {
-          if (!c.dead && c.in_flight > 0) errors["unfinished"] += c.in_flight;
+          if (c.dead) continue;
+          for (const slot& s : c.window) {
+            if (s.seq != no_seq && !s.timed_out) ++errors["unfinished"];  // timeouts counted already
+          }
         }
         break;
       }
@@ -539,7 +570,10 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   std::unique_ptr<rate_schedule> schedule;
   if (!cfg.steps.empty()) {
     std::vector<rate_step> steps;
-    if (cfg.warmup.count() > 0) steps.push_back({cfg.steps.front().rate, cfg.warmup.count()});
+    if (cfg.warmup.count() > 0) {
+      steps.push_back({cfg.steps.front().rate, cfg.warmup.count()});
+      run.first_measured_step = 1;
+    }
     steps.insert(steps.end(), cfg.steps.begin(), cfg.steps.end());
     schedule = std::make_unique<rate_schedule>(steps, cfg.connections, run.start_ns);
     run.schedule = schedule.get();
@@ -550,7 +584,8 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
 
   std::vector<std::unique_ptr<worker>> workers;
   for (unsigned t = 0; t < threads; ++t) {
-    const std::uint64_t quota = cfg.max_calls == 0 ? 0 : cfg.max_calls / threads + (t < cfg.max_calls % threads ? 1 : 0);
+    const std::uint64_t quota = cfg.max_calls == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                                   : cfg.max_calls / threads + (t < cfg.max_calls % threads ? 1 : 0);
     workers.push_back(std::make_unique<worker>(run, std::move(per_thread[t]), quota));
   }
   for (auto& w : workers) w->start();
@@ -587,7 +622,11 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     for (const auto& [k, v] : w->errors) r.errors[k] += v;
     last = std::max(last, w->last_completion_ns);
   }
-  const std::int64_t window_end = run.measure_until == never ? last : run.measure_until;
+  // A run that reached its call count early (-n with -T) ends at its last completion.
+  bool all_quotas = true;
+  for (auto& w : workers) all_quotas = all_quotas && w->quota_used_up;
+  const std::int64_t window_end =
+      run.measure_until == never || (all_quotas && last < run.measure_until) ? last : run.measure_until;
   r.measured_s = static_cast<double>(std::max<std::int64_t>(window_end - run.measure_from, 1)) / 1e9;
   // Per-second series: exact merges across threads.
   std::size_t secs = 0;
@@ -611,27 +650,20 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     std::int64_t total_ns = 0;
     for (const auto& s : cfg.steps) total_ns += s.duration_ns;
     r.requested_rate = total_ns > 0 ? total_rate / static_cast<double>(total_ns) : 0;
-    // Each step: what was asked and what the seconds inside it achieved.
-    std::int64_t step_start = run.measure_from;
-    for (const auto& s : cfg.steps) {
+    // Each step: what was asked and what the calls due in it achieved.
+    for (std::size_t i = 0; i < cfg.steps.size(); ++i) {
       step_result sr;
-      sr.requested_rate = s.rate;
+      sr.requested_rate = cfg.steps[i].rate;
       detail::latency_histogram h{1000, 60'000'000'000ull, 3};
       std::uint64_t ok = 0;
-      const auto first = static_cast<std::size_t>((step_start - run.measure_from) / 1'000'000'000);
-      const auto count = static_cast<std::size_t>(s.duration_ns / 1'000'000'000);
-      for (std::size_t i = first; i < first + count && i < secs; ++i) {
-        for (auto& w : workers) {
-          if (i < w->seconds.size()) {
-            ok += w->seconds[i].ok;
-            h.merge(w->seconds[i].latency);
-          }
-        }
+      for (auto& w : workers) {
+        ok += w->step_ok[i];
+        h.merge(w->step_latency[i]);
       }
-      sr.achieved_rate = count > 0 ? static_cast<double>(ok) / static_cast<double>(count) : 0;
+      const double secs = static_cast<double>(cfg.steps[i].duration_ns) / 1e9;
+      sr.achieved_rate = secs > 0 ? static_cast<double>(ok) / secs : 0;
       sr.p99_ns = h.value_at_percentile(99);
       r.steps.push_back(sr);
-      step_start += s.duration_ns;
     }
   }
   return r;

@@ -75,11 +75,18 @@ void print_live(bool tty, double elapsed, const std::vector<live_counters*>& liv
 int run_merge(const std::vector<std::string>& files, const std::vector<double>& percentiles) {
   run_result merged;
   double first_start = 1e300, last_end = 0;
+  bool first = true;
   for (const auto& f : files) {
     std::ifstream in(f);
     if (!in) throw std::runtime_error("cannot open " + f);
     ringrpc::detail::interval_log_reader reader(in);
     for (auto& iv : reader.read_all()) {
+      // Merge in the logs' own layout (which other HdrHistogram tools may choose too).
+      if (first) {
+        merged.latency_ns = iv.histogram;
+        merged.latency_ns.reset();
+        first = false;
+      }
       merged.latency_ns.merge(iv.histogram);
       merged.calls_ok += iv.histogram.count();
       first_start = std::min(first_start, iv.start_s);
@@ -142,7 +149,13 @@ int main(int argc, char** argv) {
   std::string plot_out = "ringrpc-load.svg";
   plot->add_option("files", plot_files, "JSON results")->required();
   plot->add_option("-o,--output", plot_out, "SVG file")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and friends exit 0; every usage error exits 2, as documented.
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
 
   try {
     const auto percentiles = percentiles_text.empty() ? default_percentiles() : parse_percentiles(percentiles_text);
