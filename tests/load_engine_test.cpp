@@ -44,6 +44,14 @@
 namespace ringrpc::load {
 namespace {
 
+// Sanitizer builds run the engine several times slower; durations and bounds scale with them so
+// the tests check behaviour, not speed.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr int slow = 5;
+#else
+constexpr int slow = 1;
+#endif
+
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
@@ -455,7 +463,7 @@ void expect_clean_closed_loop(const timed_run& t, const char* what) {
   EXPECT_NEAR(t.r.measured_s, 1.0, 0.01);
   EXPECT_EQ(t.r.latency_ns.count(), t.r.calls_ok);
   EXPECT_EQ(t.r.service_ns.count(), 0u) << "closed loop records no separate service time";
-  EXPECT_LT(t.wall_s, 1.0 + 2.5) << "a closed loop ends at its duration plus a bounded drain";
+  EXPECT_LT(t.wall_s, (1.0 + 2.5) * slow) << "a closed loop ends at its duration plus a bounded drain";
 }
 
 TEST(load_engine, closed_loop_echo) {
@@ -540,7 +548,7 @@ TEST(load_engine, max_calls_below_thread_count_ends) {
         }
         return 0;
       },
-      4s);
+      4s * slow);
   if (!rc) {
     GTEST_SKIP() << "engine bug: max_calls=3 with 4 threads never ends: engine.cpp:553 gives thread 3 a "
                     "quota of 0, which issuing() (engine.cpp:192) treats as unlimited";
@@ -569,12 +577,12 @@ TEST(load_engine, garbage_replies_are_protocol_errors) {
     tcp_server srv(garbage_server(k.junk));
     auto cfg = config_for(url_of(k.url_scheme, srv.port(), k.path));
     cfg.depth = 2;
-    cfg.duration = 600ms;
+    cfg.duration = 600ms * slow;
     const auto t = run_load(cfg);
     EXPECT_GT(err(t.r, "protocol"), 0u) << errors_text(t.r);
     EXPECT_EQ(t.r.calls_ok, 0u) << "garbage must never count as a successful call";
     EXPECT_EQ(t.r.latency_ns.count(), 0u);
-    EXPECT_LT(t.wall_s, 0.6 + 2.5) << "the run still ends on time";
+    EXPECT_LT(t.wall_s, (0.6 + 2.5) * slow) << "the run still ends on time";
     EXPECT_GT(srv.accepted(), cfg.connections) << "the engine reconnects after a protocol error";
   }
 }
@@ -647,12 +655,12 @@ TEST(load_engine, server_closing_mid_reply_reconnects) {
     tcp_server srv(close_mid_reply_server(k.partial));
     auto cfg = config_for(url_of(k.scheme, srv.port(), k.path));
     cfg.depth = 3;
-    cfg.duration = 600ms;
+    cfg.duration = 600ms * slow;
     const auto t = run_load(cfg);
     EXPECT_GT(err(t.r, "closed") + err(t.r, "protocol"), 0u) << errors_text(t.r);
     EXPECT_EQ(t.r.calls_ok, 0u);
     EXPECT_GT(srv.accepted(), cfg.connections + 2) << "the engine reconnects (about every 100 ms)";
-    EXPECT_LT(t.wall_s, 0.6 + 2.5);
+    EXPECT_LT(t.wall_s, (0.6 + 2.5) * slow);
   }
 }
 
@@ -673,12 +681,12 @@ TEST(load_engine, oversized_reply_claims_are_refused_at_once) {
     auto cfg = config_for(url_of(k.scheme, srv.port(), k.path));
     cfg.connections = 1;
     cfg.call_timeout = 300ms;  // had the claim been believed, calls would time out instead
-    cfg.duration = 600ms;
+    cfg.duration = 600ms * slow;
     const auto t = run_load(cfg);
     EXPECT_GT(err(t.r, "protocol"), 0u) << errors_text(t.r);
     EXPECT_EQ(err(t.r, "timeout"), 0u) << "the claim alone must be refused: " << errors_text(t.r);
     EXPECT_EQ(t.r.calls_ok, 0u);
-    EXPECT_LT(t.wall_s, 0.6 + 2.5);
+    EXPECT_LT(t.wall_s, (0.6 + 2.5) * slow);
   }
 }
 
@@ -688,7 +696,7 @@ TEST(load_engine, oversized_reply_claims_are_refused_at_once) {
 TEST(load_engine, ringrpc_unknown_method) {
   auto srv = start_ringrpc(1);
   auto cfg = config_for(url_of("ringrpc", srv->port(), "/no_such_method"));
-  cfg.duration = 600ms;
+  cfg.duration = 600ms * slow;
   const auto t = run_load(cfg);
   EXPECT_GT(err(t.r, "unknown_method"), 0u) << errors_text(t.r);
   EXPECT_EQ(t.r.calls_ok, 0u);
@@ -699,7 +707,7 @@ TEST(load_engine, http_503) {
   tcp_server srv(http_server(http_503));
   auto cfg = config_for(url_of("http", srv.port(), "/"));
   cfg.depth = 4;
-  cfg.duration = 600ms;
+  cfg.duration = 600ms * slow;
   const auto t = run_load(cfg);
   EXPECT_GT(err(t.r, "http_503"), 0u) << errors_text(t.r);
   EXPECT_EQ(t.r.calls_ok, 0u);
@@ -711,7 +719,7 @@ TEST(load_engine, redis_err) {
   tcp_server srv(redis_server("-ERR nope\r\n"));
   auto cfg = config_for(url_of("redis", srv.port()));
   cfg.depth = 4;
-  cfg.duration = 600ms;
+  cfg.duration = 600ms * slow;
   const auto t = run_load(cfg);
   EXPECT_GT(err(t.r, "resp_err"), 0u) << errors_text(t.r);
   EXPECT_EQ(t.r.calls_ok, 0u);
@@ -755,7 +763,7 @@ TEST(load_engine, open_loop_ends_with_its_schedule) {
         if (t.r.calls_ok == 0 || !t.r.open_loop) return 1;
         return 0;
       },
-      4500ms);
+      4500ms * slow);
   if (!rc) {
     GTEST_SKIP() << "engine bug: an open-loop run (1 s at 500/s) did not return within 4.5 s: "
                     "worker::issuing() (engine.cpp:190-195) never turns false when the schedule ends "

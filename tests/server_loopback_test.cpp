@@ -77,8 +77,8 @@ TEST(server_loopback, many_connections_pipelined_byte_exact) {
     const std::string& p = payloads[static_cast<std::size_t>(k % 64)];
     l->c->call_async("echo", bytes_of(p), [&, l, &p = p](const call_outcome& o) {
       if (!o.ok() || std::string_view(reinterpret_cast<const char*>(o.payload.data()), o.payload.size()) != p) ++bad;
-      ++done;
       issue(l);
+      ++done;  // last: once the count is complete the test may free the lanes
     });
   };
   for (auto& l : lanes) {

@@ -103,11 +103,15 @@ TEST(client_lifetime, client_destroyed_inside_its_own_callback) {
   s.start();
   auto c = std::make_unique<client>(client::connect("127.0.0.1", s.port()));
   std::promise<void> done;
+  std::promise<void> issued;  // the contract: no call may still be returning when it is closed
+  auto issued_f = issued.get_future().share();
   client* raw = c.release();
-  raw->call_async("echo", bytes_of("x"), [raw, &done](const call_outcome&) {
+  raw->call_async("echo", bytes_of("x"), [raw, &done, issued_f](const call_outcome&) {
+    issued_f.wait();
     delete raw;  // closes the client and drops the runtime's last handle on its own thread
     done.set_value();
   });
+  issued.set_value();
   EXPECT_EQ(done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
 }
 
