@@ -369,7 +369,7 @@ engine_config config_for(const std::string& url) {
   cfg.threads = 1;
   cfg.connections = 2;
   cfg.depth = 1;
-  cfg.duration = 1s;
+  cfg.duration = 1s * slow;
   cfg.warmup = 0s;
   cfg.connect_timeout = 1s;
   return cfg;
