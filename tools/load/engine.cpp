@@ -113,6 +113,7 @@ struct conn_state {
   bool write_in_flight = false;
   bool recv_armed = false;
   bool dead = false;
+  bool peer_closing = false;  // the server said it closes after its last reply: send no more
   std::int64_t reconnect_at = 0;
 };
 
@@ -133,6 +134,8 @@ struct shared_run {
   std::size_t first_measured_step = 0;  // 1 when a warm-up step was put in front
   std::vector<unsigned> kind_table;  // weighted mix, indexed by a cheap random number
   std::atomic<bool> stop{false};
+  std::atomic<std::size_t> ready{0};  // workers whose ring is set up (or failed)
+  std::atomic<bool> go{false};        // the fields above are final; start issuing
 };
 
 class worker final {
@@ -258,7 +261,7 @@ void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
   s.sent_ns = now;
   s.timed_out = false;
   ++c.in_flight;
-  ++_issued;
+  if (now >= _run.measure_from) ++_issued;  // -n counts measured calls; warm-up calls are extra
   c.codec->write_request(c.tx_pending, seq, pick_kind());
 }
 
@@ -314,6 +317,12 @@ bool worker::parse(conn_state& c, std::span<const std::byte> bytes, std::size_t&
     }
     s.seq = no_seq;
     --c.in_flight;
+    if (r.close_after) c.peer_closing = true;
+    if (!s.timed_out && _cfg.call_timeout.count() > 0 && now - s.sent_ns >= _cfg.call_timeout.count()) {
+      // Arrived after its deadline but before the periodic check noticed: still a timeout.
+      s.timed_out = true;
+      count_error("timeout", now);
+    }
     if (!s.timed_out) {
       if (r.status == reply_status::ok) {
         live.calls_ok.fetch_add(1, std::memory_order_relaxed);
@@ -337,7 +346,7 @@ bool worker::parse(conn_state& c, std::span<const std::byte> bytes, std::size_t&
         count_error(r.error.empty() ? std::string("error_reply") : r.error, now);
       }
     }
-    if (_run.schedule == nullptr && issuing(now)) issue(c, now, now);
+    if (_run.schedule == nullptr && issuing(now) && !c.peer_closing) issue(c, now, now);
   }
   return true;
 }
@@ -378,7 +387,9 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
   if (cqe.res == -ENOBUFS) {
     arm_recv(c);  // buffers are given back before the next submit
   } else {
+    const bool announced = c.peer_closing;
     lose(c, "closed", now);
+    if (announced) c.reconnect_at = now;  // an orderly close (HTTP Connection: close): no back-off
   }
 }
 
@@ -417,7 +428,7 @@ void worker::expire(std::int64_t now) {
 
 void worker::schedule_open_loop(std::int64_t now, std::int64_t& next_wake) {
   for (conn_state& c : _conns) {
-    if (c.dead) continue;
+    if (c.dead || c.peer_closing) continue;
     while (c.in_flight < _cfg.depth && issuing(now)) {
       const std::int64_t due = _run.schedule->due_ns(c.index, c.next_due);
       if (due < 0) break;
@@ -441,10 +452,13 @@ void worker::run() {
   } catch (const std::exception& e) {
     failure = e.what();
     for (conn_state& c : _conns) ::close(c.fd);
+    _run.ready.fetch_add(1, std::memory_order_release);
     return;
   }
   _ring = ring.get();
   _buffers = bufs.get();
+  _run.ready.fetch_add(1, std::memory_order_release);
+  while (!_run.go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
   step_ok.assign(_cfg.steps.size(), 0);
   for (std::size_t i = 0; i < _cfg.steps.size(); ++i) step_latency.emplace_back(1000, 60'000'000'000ull, 3);
   const std::int64_t start = now_ns();
@@ -492,6 +506,7 @@ void worker::run() {
         continue;
       }
       c.dead = false;
+      c.peer_closing = false;
       c.codec = _run.proto->new_connection();
       c.next_seq = 0;
       arm_recv(c);
@@ -565,6 +580,18 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     per_thread[i % threads].push_back(std::move(c));
   }
 
+  std::vector<std::unique_ptr<worker>> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    const std::uint64_t quota = cfg.max_calls == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                                   : cfg.max_calls / threads + (t < cfg.max_calls % threads ? 1 : 0);
+    workers.push_back(std::make_unique<worker>(run, std::move(per_thread[t]), quota));
+  }
+  for (auto& w : workers) w->start();
+  // The clock starts once every thread has its ring: set-up time is not charged to the
+  // schedule or the warm-up.
+  while (run.ready.load(std::memory_order_acquire) < workers.size()) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
   run.start_ns = now_ns();
   run.measure_from = run.start_ns + cfg.warmup.count();
   std::unique_ptr<rate_schedule> schedule;
@@ -582,13 +609,7 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     run.measure_until = run.measure_from + cfg.duration.count();
   }
 
-  std::vector<std::unique_ptr<worker>> workers;
-  for (unsigned t = 0; t < threads; ++t) {
-    const std::uint64_t quota = cfg.max_calls == 0 ? std::numeric_limits<std::uint64_t>::max()
-                                                   : cfg.max_calls / threads + (t < cfg.max_calls % threads ? 1 : 0);
-    workers.push_back(std::make_unique<worker>(run, std::move(per_thread[t]), quota));
-  }
-  for (auto& w : workers) w->start();
+  run.go.store(true, std::memory_order_release);
   std::vector<live_counters*> live;
   for (auto& w : workers) live.push_back(&w->live);
 

@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
     }
 
     std::fprintf(stderr, "ringrpc-load %s: %u connection(s) x depth %u on %u thread(s), %s%s\n", url.c_str(),
-                 cfg.connections, cfg.depth, cfg.threads,
+                 cfg.connections, cfg.depth, std::min(cfg.threads, cfg.connections),
                  cfg.steps.empty() ? "closed loop" : "open loop",
                  cfg.warmup.count() > 0 ? (", " + std::to_string(cfg.warmup.count() / 1'000'000) + " ms warm-up excluded").c_str() : "");
     const bool tty = isatty(STDERR_FILENO) != 0;

@@ -75,6 +75,7 @@ class response_parser final {
 
   std::size_t position() const noexcept { return _pos; }
   int code() const noexcept { return _code; }
+  bool closes() const noexcept { return _close; }
   const std::string& error() const noexcept { return _error; }
 
  private:
@@ -102,6 +103,7 @@ class response_parser final {
     }
     _has_length = false;
     _chunked = false;
+    _close = false;
     if (_pos >= max_head_bytes) return fail("header section too long");
     std::string_view l;
     if (const auto s = line(l, max_head_bytes - _pos, "header section"); s != step::done) return s;
@@ -131,6 +133,8 @@ class response_parser final {
         if (_has_length && v != _length) return fail("conflicting Content-Length headers");
         _has_length = true;
         _length = v;
+      } else if (iequals(name, "connection")) {
+        _close = iequals(trim(value), "close");
       } else if (iequals(name, "transfer-encoding")) {
         if (!ends_chunked(value)) return fail("unsupported Transfer-Encoding '" + std::string(value) + "'");
         _chunked = true;
@@ -181,6 +185,7 @@ class response_parser final {
   int _code = 0;
   bool _has_length = false;
   bool _chunked = false;
+  bool _close = false;  // Connection: close
   std::uint64_t _length = 0;
   std::string _error;
 };
@@ -232,6 +237,7 @@ class http_codec final : public connection_codec {
       return r;
     }
     r.consumed = p.position();
+    r.close_after = p.closes();
     r.seq = _pending.front().seq;
     _pending.pop_front();
     if (p.code() < 400) {

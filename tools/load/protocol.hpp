@@ -54,6 +54,9 @@ struct reply {
   std::size_t consumed = 0;   ///< bytes of the input this reply used (0 unless ok/error_reply)
   std::uint64_t seq = 0;      ///< which request it answers (the seq passed to write_request)
   std::string error;          ///< error_reply: a short kind, e.g. "http_503", "resp_err", "server_busy"; protocol_error: what was wrong
+  /// The server announced it closes the connection after this reply (HTTP `Connection:
+  /// close`): send nothing more on it and reconnect once it has closed, without an error.
+  bool close_after = false;
 };
 
 /// Per-connection codec state. Owned by one engine thread.
