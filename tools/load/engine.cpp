@@ -681,8 +681,8 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
         ok += w->step_ok[i];
         h.merge(w->step_latency[i]);
       }
-      const double secs = static_cast<double>(cfg.steps[i].duration_ns) / 1e9;
-      sr.achieved_rate = secs > 0 ? static_cast<double>(ok) / secs : 0;
+      const double step_s = static_cast<double>(cfg.steps[i].duration_ns) / 1e9;
+      sr.achieved_rate = step_s > 0 ? static_cast<double>(ok) / step_s : 0;
       sr.p99_ns = h.value_at_percentile(99);
       r.steps.push_back(sr);
     }
