@@ -1,12 +1,6 @@
 #include "ringrpc/client.hpp"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -15,6 +9,7 @@
 #include <thread>
 
 #include "client_loop.hpp"
+#include "tcp_connect.hpp"
 
 namespace ringrpc {
 
@@ -61,51 +56,14 @@ bool client_runtime::in_runtime_thread() const noexcept { return _loop->in_loop_
 
 namespace {
 
-// Blocking connect bounded by `timeout`, leaving a non-blocking socket (io_uring does not need
-// blocking mode, and a stray blocking call on it must never stall the loop).
 int connect_socket(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout) {
-  const std::string where = host + ":" + std::to_string(port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  if (const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0) {
-    throw std::system_error(EHOSTUNREACH, std::system_category(),
-                            "cannot resolve " + where + ": " + gai_strerror(rc));
+  const int fd = detail::connect_tcp(host, port, timeout);
+  if (fd < 0) {
+    throw std::system_error(-fd, std::system_category(),
+                            (fd == -EHOSTUNREACH ? "cannot resolve or reach " : "connect ") + host +
+                                ":" + std::to_string(port));
   }
-  int last_err = ECONNREFUSED;
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-      last_err = errno;
-      continue;
-    }
-    int err = 0;
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-      err = errno;
-      if (err == EINPROGRESS) {
-        pollfd p{fd, POLLOUT, 0};
-        const int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
-        if (n == 0) {
-          err = ETIMEDOUT;
-        } else {
-          socklen_t len = sizeof(err);
-          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        }
-      }
-    }
-    if (err == 0) {
-      freeaddrinfo(res);
-      const int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      return fd;
-    }
-    last_err = err;
-    ::close(fd);
-  }
-  freeaddrinfo(res);
-  throw std::system_error(last_err, std::system_category(), "connect " + where);
+  return fd;
 }
 
 std::int64_t deadline_after(std::chrono::microseconds timeout) {

@@ -189,9 +189,7 @@ void client_loop::accept_work(pending* p) {
 
 void client_loop::arm_recv(client_conn* c) noexcept {
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_recv_multishot(sqe, c->fd, nullptr, 0, 0);
-  sqe->flags |= IOSQE_BUFFER_SELECT;
-  sqe->buf_group = _buffers->group_id();
+  _buffers->prep_recv_multishot(sqe, c->fd);
   io_uring_sqe_set_data64(sqe, make_tag(op::recv, c));
   c->recv_armed = true;
 }

@@ -29,6 +29,14 @@ class provided_buffers {
     return {_memory.get() + static_cast<std::size_t>(id) * _size, len};
   }
 
+  /// Prepares a multishot receive on `fd` whose data lands in buffers of this ring. Re-arm it
+  /// when a completion comes without IORING_CQE_F_MORE.
+  void prep_recv_multishot(io_uring_sqe* sqe, int fd) const noexcept {
+    io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = _group;
+  }
+
   void recycle(std::uint16_t id) noexcept;
   void commit() noexcept;
 

@@ -1,10 +1,5 @@
 #include "engine.hpp"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +17,7 @@
 #include "cqe_tag.hpp"
 #include "provided_buffers.hpp"
 #include "ring.hpp"
+#include "tcp_connect.hpp"
 #include "uring_probe.hpp"
 
 namespace ringrpc::load {
@@ -42,51 +38,8 @@ std::int64_t now_ns() noexcept {
 constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
 constexpr std::uint64_t no_seq = std::numeric_limits<std::uint64_t>::max();
 
-// Connects with a bounded wait; returns the fd or -errno.
 int connect_to(const target& t, std::chrono::nanoseconds timeout) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(t.host.c_str(), std::to_string(t.port).c_str(), &hints, &res) != 0) return -EHOSTUNREACH;
-  int err = ECONNREFUSED;
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      err = errno;
-      continue;
-    }
-    err = 0;
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-      err = errno;
-      if (err == EINPROGRESS) {
-        pollfd p{fd, POLLOUT, 0};
-        const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
-        int n = 0;
-        do {
-          n = ::poll(&p, 1, ms);
-        } while (n < 0 && errno == EINTR);
-        if (n == 0) {
-          err = ETIMEDOUT;
-        } else if (n < 0) {
-          err = errno;
-        } else {
-          socklen_t len = sizeof(err);
-          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        }
-      }
-    }
-    if (err == 0) {
-      freeaddrinfo(res);
-      const int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      return fd;
-    }
-    ::close(fd);
-  }
-  freeaddrinfo(res);
-  return -err;
+  return detail::connect_tcp(t.host, t.port, timeout);
 }
 
 // Send and receive times of one call in flight, found by the low bits of its sequence number.
@@ -223,9 +176,7 @@ void worker::count_error(const std::string& kind, std::int64_t now) {
 
 void worker::arm_recv(conn_state& c) {
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_recv_multishot(sqe, c.fd, nullptr, 0, 0);
-  sqe->flags |= IOSQE_BUFFER_SELECT;
-  sqe->buf_group = _buffers->group_id();
+  _buffers->prep_recv_multishot(sqe, c.fd);
   io_uring_sqe_set_data64(sqe, make_tag(op::recv, &c));
   c.recv_armed = true;
 }
