@@ -1,9 +1,9 @@
 #pragma once
-/// \file The ringrpc server: register methods, start, stop.
+/// \file The ringrpc server: register endpoints (or plain methods), start, stop.
 ///
-/// Threads (see docs/architecture.md): one acceptor, `readers` reader rings, `handlers` handler
-/// threads and one responder ring. Method handlers run on handler threads, several at once, so
-/// they must be thread-safe.
+/// Threads (see docs/architecture.md): one acceptor, `readers` reader rings, thread pools (the
+/// "default" pool has `handlers` threads) and one responder ring. Where an endpoint's work runs
+/// is its dispatch policy's choice (docs/execution.md).
 
 #include <chrono>
 #include <cstddef>
@@ -13,14 +13,16 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "ringrpc/call_context.hpp"
+#include "ringrpc/endpoint.hpp"
 #include "ringrpc/status.hpp"
+#include "ringrpc/thread_pool.hpp"
 
 namespace ringrpc {
 
 namespace detail {
-struct call;
-class frame_encoder;
 class server_core;
 }  // namespace detail
 
@@ -31,14 +33,22 @@ struct server_options {
   std::uint16_t port = 0;                  ///< 0 picks a free port; see server::port()
   int backlog = 1024;                      ///< listen backlog [ipc.server.listen.queue.size]
   unsigned readers = 0;                    ///< reader rings [ipc.server.read.threadpool.size]
-  unsigned handlers = 0;                   ///< handler threads [handler.count]
-  unsigned handler_queue_size = 1024;      ///< call queue = handlers x this [ipc.server.handler.queue.size]
+  unsigned handlers = 0;                   ///< threads of the "default" pool [handler.count]
+  unsigned handler_queue_size = 1024;      ///< its queue = handlers x this [ipc.server.handler.queue.size]
+  /// Policy of endpoints registered through add_method() (and of the built-in methods).
+  dispatch_policy default_policy = dispatch_policy::all;
   std::uint32_t max_frame_bytes = 16u << 20;  ///< largest frame body accepted [ipc.maximum.data.length]
   /// Past this many reply bytes queued but unwritten on one connection, the server stops
   /// reading that connection until half of it has drained.
   std::size_t max_queued_reply_bytes = 4u << 20;
   /// Past this many calls accepted but not yet answered on one connection, reading pauses.
   unsigned max_inflight_per_connection = 4096;
+  /// Connections with no traffic either way for this long are closed; 0 = never.
+  /// [ipc.client.connection.maxidletime]
+  std::chrono::milliseconds idle_timeout{0};
+  /// Connections open at once; further ones are accepted and closed at once, and counted.
+  /// 0 = no limit. [Dubbo: accepts]
+  unsigned max_connections = 0;
   /// SO_SNDBUF for accepted sockets; 0 keeps the kernel's default (and its auto-tuning).
   int socket_send_buffer_bytes = 0;
   unsigned recv_buffer_bytes = 16 * 1024;  ///< size of each provided receive buffer
@@ -47,49 +57,16 @@ struct server_options {
   std::chrono::milliseconds drain_timeout{5000};
 };
 
-/// One call, as a method handler sees it. Valid only during the handler invocation.
-class call_context {
- public:
-  std::uint64_t call_id() const noexcept;
-  std::string_view method() const noexcept;
-  /// The request payload; the bytes live until the handler returns.
-  std::span<const std::byte> payload() const noexcept;
-  /// True when the caller set a deadline.
-  bool has_deadline() const noexcept;
-  /// Time left before the caller's deadline (negative once passed); max() when none was set.
-  std::chrono::nanoseconds remaining() const noexcept;
-  /// True for one-way messages, whose reply is discarded.
-  bool one_way() const noexcept;
-
-  /// Answers with status ok and `payload`. The last of reply()/fail() wins; with neither, the
-  /// caller gets ok with an empty payload.
-  void reply(std::span<const std::byte> payload);
-  void reply(std::string_view payload) {
-    reply(std::span<const std::byte>(reinterpret_cast<const std::byte*>(payload.data()), payload.size()));
-  }
-  /// Answers with an error status and a message for the caller.
-  void fail(status code, std::string_view message);
-
-  call_context(detail::call& c, detail::frame_encoder& enc) noexcept : _call(c), _encoder(enc) {}
-
- private:
-  friend class detail::server_core;
-  detail::call& _call;
-  detail::frame_encoder& _encoder;
-  bool _answered = false;
-};
-
-/// A method: runs on a handler thread; an exception becomes an `internal` error reply whose
-/// message is what() (the server keeps running).
-using method_handler = std::function<void(call_context&)>;
-
 /// Counters of a running server, merged from per-thread counters when read.
 struct server_stats {
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_open = 0;
   std::uint64_t calls_received = 0;     ///< frames that became calls (requests and one-ways)
   std::uint64_t calls_completed = 0;    ///< replies written or discarded for vanished peers
-  std::uint64_t calls_rejected_busy = 0;  ///< SERVER_BUSY because the call queue was full
+  std::uint64_t calls_rejected_busy = 0;  ///< SERVER_BUSY: a pool or an inbox was full
+  std::uint64_t calls_rejected_stopping = 0;  ///< SHUTTING_DOWN: server draining or endpoint stopped
+  std::uint64_t calls_unknown = 0;      ///< UNKNOWN_METHOD: no such endpoint
+  std::uint64_t calls_cancelled = 0;    ///< cancel frames that found their call still running
   std::uint64_t bad_frames = 0;         ///< frames that failed verification or limits
   std::uint64_t partial_writes = 0;     ///< writes the kernel took partly; remainder requeued at head
   std::uint64_t reads_paused = 0;       ///< times a connection was paused for back-pressure
@@ -97,8 +74,8 @@ struct server_stats {
   std::uint64_t bytes_out = 0;
 };
 
-/// An RPC server. Register methods, then start(); stop() (or the destructor) drains and joins.
-/// Not copyable. add_method() must happen before start(); the other members are thread-safe.
+/// An RPC server. Register endpoints, then start(); stop() (or the destructor) drains and joins.
+/// Not copyable. add_pool() must happen before start(); the other members are thread-safe.
 class server {
  public:
   explicit server(server_options options = {});
@@ -106,8 +83,30 @@ class server {
   server(const server&) = delete;
   server& operator=(const server&) = delete;
 
-  /// Registers `name`. Throws std::invalid_argument on a duplicate or empty name, or after start.
+  /// A named pool endpoints can share (endpoint_options::pool). The "default" pool exists
+  /// already (fixed, `handlers` threads). Throws std::invalid_argument on a duplicate name or
+  /// bad options, std::logic_error after start().
+  void add_pool(std::string name, pool_options options);
+
+  /// Registers an endpoint under `name` (no dots; calls to "name" and "name.x" reach it). Before
+  /// start() it starts with the server; after, on_start() runs here before it can get anything.
+  /// Throws std::invalid_argument on an empty, dotted or taken name or an unknown pool.
+  void register_endpoint(std::string name, std::shared_ptr<endpoint> ep, endpoint_options options = {});
+  /// Stops and removes the endpoint: new calls for it get SHUTTING_DOWN at once, those already
+  /// accepted are handled, then on_stop() runs (on this thread if it is idle, else on the thread
+  /// that finishes its last message); this returns without waiting. False if there is none.
+  bool unregister_endpoint(std::string_view name);
+
+  /// A plain function as an endpoint of its own named `name`, with `default_policy` and the
+  /// default pool, concurrent. Same errors as register_endpoint (dots are allowed here).
   void add_method(std::string name, method_handler handler);
+
+  /// Local one-way messages (Spark's send / postToAll): delivered to receive() through the
+  /// endpoint's policy. False when the endpoint is unknown or stopped, or its pool or inbox
+  /// refused the message (counted in the pool's `rejected`).
+  bool post(std::string_view endpoint_name, std::span<const std::byte> payload);
+  /// Posts to every running endpoint; returns how many took it.
+  std::size_t post_to_all(std::span<const std::byte> payload);
 
   /// Binds, listens and starts every thread. Throws std::system_error with a clear message when
   /// the address is taken or io_uring is unavailable (see docs/architecture.md).
@@ -122,6 +121,7 @@ class server {
 
   const server_options& options() const noexcept;
   server_stats stats() const;
+  std::vector<pool_stats> pool_stats_all() const;
 
  private:
   std::unique_ptr<detail::server_core> _core;

@@ -1,0 +1,74 @@
+#pragma once
+// A named pool of worker threads running intrusive tasks, in four kinds (fixed, cached, limited,
+// eager; see ringrpc/thread_pool.hpp). Submission never blocks and never allocates: it either
+// takes the task or refuses it at once, so the I/O thread can answer SERVER_BUSY immediately.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "ringrpc/thread_pool.hpp"
+
+namespace ringrpc::detail {
+
+/// Work for a pool. Embedded in the object it runs (a call, an inbox, an event), so submitting
+/// allocates nothing. `run` is called exactly once per accepted submission, on a worker thread.
+struct pool_task {
+  void (*run)(pool_task* self) noexcept = nullptr;
+  /// What the overload report shows while this task runs (e.g. the method name). Must stay
+  /// valid until `run` returns; the pool copies the view, not the bytes.
+  std::string_view label;
+  pool_task* next = nullptr;  // the pool's own link (unbounded overflow); do not touch
+};
+
+/// Called on the thread that was refused, at most once per report interval per pool, with a
+/// one-line summary of the pool and what each busy worker has been running for how long.
+using pool_report_sink = std::function<void(std::string_view report)>;
+
+/// Called by a worker after each burst of tasks (and every 32 tasks within a long burst), so
+/// work can be flushed in batches (the server wakes its responder here).
+using pool_burst_hook = std::function<void()>;
+
+class thread_pool {
+ public:
+  /// Validates `options` (std::invalid_argument naming the field and the allowed values).
+  /// threads == 0 is resolved from the CPU affinity mask here.
+  thread_pool(std::string name, pool_options options, pool_burst_hook after_burst = {},
+              pool_report_sink report = {},
+              std::chrono::milliseconds report_interval = std::chrono::seconds(10));
+  ~thread_pool();  ///< shutdown_and_join()
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  /// Starts the initial threads (fixed: `threads`; others: `core_threads`).
+  void start();
+
+  /// Any thread. True: `t` will run exactly once. False: refused now (pool saturated per its
+  /// kind and queue, or shut down); the caller answers the work itself. Refusals are counted.
+  /// Does not wake a worker unless it must start one: call wake() once per batch of accepted
+  /// submissions (a loop turn), so a burst costs one wake-up.
+  bool try_submit(pool_task* t) noexcept;
+  /// Wakes up to `n` parked workers for work submitted since the last wake.
+  void wake(unsigned n) noexcept;
+  /// try_submit() followed by wake(1).
+  bool submit_now(pool_task* t) noexcept;
+
+  /// Runs everything already accepted, then stops and joins every thread. Later submissions are
+  /// refused. Idempotent.
+  void shutdown_and_join();
+
+  const std::string& name() const noexcept;
+  const pool_options& options() const noexcept;  ///< with threads resolved
+  pool_stats stats() const;
+  /// The text the report sink gets: state and, per busy worker, label and running time.
+  std::string describe() const;
+
+ private:
+  struct impl;
+  impl* _impl;
+};
+
+}  // namespace ringrpc::detail
