@@ -1,6 +1,8 @@
 #include <charconv>
 #include <chrono>
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -24,14 +26,32 @@ std::optional<std::uint64_t> parse_micros(call_context& ctx) {
   return us;
 }
 
+/// The echo service: replies with the request's payload. An endpoint like any user's, so it
+/// follows the server's default dispatch policy.
+class echo_endpoint final : public endpoint {
+ public:
+  void receive_and_reply(call_context& call) override { call.reply(call.payload()); }
+};
+
 }  // namespace
 
 void add_builtin_methods(server& s) {
-  s.add_method("echo", [](call_context& ctx) { ctx.reply(ctx.payload()); });
+  endpoint_options echo;
+  echo.policy = s.options().default_policy;
+  s.register_endpoint("echo", std::make_shared<echo_endpoint>(), echo);
   s.add_method("sleep", [](call_context& ctx) {
     const auto us = parse_micros(ctx);
     if (!us) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(*us));
+    // Sleep in slices so a cancelled call (cancel frame, vanished client, server stopping)
+    // gives its thread back early.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(*us);
+    for (auto now = std::chrono::steady_clock::now(); now < until; now = std::chrono::steady_clock::now()) {
+      if (ctx.cancelled()) {
+        ctx.fail(status::cancelled, "sleep cancelled");
+        return;
+      }
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(1)));
+    }
     ctx.reply(ctx.payload());
   });
   s.add_method("burn", [](call_context& ctx) {

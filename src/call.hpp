@@ -1,24 +1,42 @@
 #pragma once
 // A call in flight through the server pipeline, and the pool that recycles them.
 
+#include <atomic>
 #include <cstdint>
+#include <string>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "frame_codec.hpp"
+#include "ringrpc/status.hpp"
 #include "mpmc_queue.hpp"
 #include "mpsc_queue.hpp"
+#include "thread_pool.hpp"
 
 namespace ringrpc::detail {
 
 struct connection;
+class endpoint_slot;
+
+/// What a call object carries to its endpoint. Connection events and local posts travel as
+/// calls too, so they share the inbox order and the pools' machinery.
+enum class call_purpose : std::uint8_t {
+  request,         // a call from a client: exactly one reply or error goes back
+  one_way,         // a one-way message from a client: nothing goes back
+  local_message,   // server::post(): no connection, nothing goes back
+  connected,       // endpoint events about `conn`
+  disconnected,
+  network_error,
+};
 
 /// Created by a reader for each request it accepts (and for each error it must answer), owned
 /// by whichever stage holds it: call queue -> handler -> responder -> pool. It holds one
 /// reference on its connection for its whole life.
-struct call {
-  mpsc_node node;             // link in the responder's inbox; must stay the first member
+///
+/// As an mpsc_node it sits in the responder's inbox or a serial endpoint's inbox (never both at
+/// once); as a pool_task it waits in a thread pool.
+struct call : mpsc_node, pool_task {
   call* wq_next = nullptr;    // link in the connection's write queue
   connection* conn = nullptr;
   std::uint64_t id = 0;
@@ -30,9 +48,17 @@ struct call {
   std::span<const std::byte> payload;  // inside `request`
   std::vector<std::byte> request;      // the whole frame, prefix included (8-aligned start)
   std::vector<std::byte> reply;        // the whole answer frame, ready to write
+  endpoint_slot* target = nullptr;     // the endpoint it is for
+  call_purpose purpose = call_purpose::request;
+  status answer_status = status::ok;  // what reply holds, for the metrics
+  /// Set when the server gives up on the call while stopping; cancel frames and vanished
+  /// peers are tracked on the connection instead (see connection::is_cancelled).
+  std::atomic<bool> abandoned{false};
+  std::string event_text;  // network_error: what happened
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
-  static call* from_node(mpsc_node* n) noexcept { return reinterpret_cast<call*>(n); }
+  static call* from_node(mpsc_node* n) noexcept { return static_cast<call*>(n); }
+  static call* from_task(pool_task* t) noexcept { return static_cast<call*>(t); }
 };
 
 /// Recycles calls so the steady state allocates nothing: buffers keep their capacity between
@@ -59,6 +85,8 @@ class call_pool {
     if (c->reply.capacity() > keep_bytes) std::vector<std::byte>().swap(c->reply);
     c->conn = nullptr;
     c->payload = {};
+    c->target = nullptr;
+    c->abandoned.store(false, std::memory_order_relaxed);
     if (!_free.try_push(c)) delete c;
   }
 

@@ -4,8 +4,12 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "call.hpp"
 #include "frame_assembler.hpp"
@@ -36,6 +40,38 @@ struct connection {
   std::atomic<bool> backlogged{false};        // responder: too many reply bytes queued
   std::atomic<bool> paused{false};            // reader stopped reading for back-pressure
   std::atomic<bool> write_failed{false};      // responder: the peer cannot take replies
+  std::atomic<bool> gone{false};  // reader: EOF, reset or closed; running handlers may give up
+  std::uint64_t id = 0;           // set at hand-off, before anyone else sees the connection
+  std::string peer;               // "address:port", likewise
+
+  /// Cancel frames name calls by id; the set stays tiny (ids leave it when their call is
+  /// released), so handlers polling cancelled() pay one relaxed load while nobody cancels.
+  bool is_cancelled(std::uint64_t call_id) noexcept {
+    if (gone.load(std::memory_order_relaxed) || write_failed.load(std::memory_order_relaxed)) {
+      return true;
+    }
+    if (cancel_count.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard lock(cancel_mu);
+    return std::find(cancelled_ids.begin(), cancelled_ids.end(), call_id) != cancelled_ids.end();
+  }
+  void note_cancel(std::uint64_t call_id) {
+    std::lock_guard lock(cancel_mu);
+    // A cancel for a call that already finished would linger; keep the set bounded.
+    if (cancelled_ids.size() >= max_cancelled_ids) cancelled_ids.erase(cancelled_ids.begin());
+    cancelled_ids.push_back(call_id);
+    cancel_count.store(static_cast<std::uint32_t>(cancelled_ids.size()), std::memory_order_release);
+  }
+  void forget_cancel(std::uint64_t call_id) noexcept {
+    if (cancel_count.load(std::memory_order_acquire) == 0) return;
+    std::lock_guard lock(cancel_mu);
+    std::erase(cancelled_ids, call_id);
+    cancel_count.store(static_cast<std::uint32_t>(cancelled_ids.size()), std::memory_order_release);
+  }
+
+  static constexpr std::size_t max_cancelled_ids = 256;
+  std::atomic<std::uint32_t> cancel_count{0};
+  std::mutex cancel_mu;
+  std::vector<std::uint64_t> cancelled_ids;
 
   // --- reader thread
   frame_assembler assembler;
@@ -46,6 +82,7 @@ struct connection {
   bool closing = false;   // no further frames are accepted; finish when the recv has ended
   bool cancel_sent = false;
   bool finished = false;  // the reader has let go; only the release is pending
+  std::string failure;    // why the connection failed, if it did (for on_network_error)
 
   // --- responder thread
   static constexpr std::size_t max_iov = 64;

@@ -683,6 +683,15 @@ void event_bus::stop() {
   if (_impl->monitor.joinable()) _impl->monitor.join();
 }
 
+bool event_bus::wants(event_kind kind) const noexcept {
+  const detail::queue_list* qs = _impl->list.load(std::memory_order_acquire);
+  if (qs == nullptr || !valid_kind(kind)) return false;
+  for (const detail::event_queue* q : *qs) {
+    if (q->accepts(kind)) return true;
+  }
+  return false;
+}
+
 void event_bus::post(event e) noexcept {
   const detail::queue_list* qs = _impl->list.load(std::memory_order_acquire);
   if (qs == nullptr || !valid_kind(e.kind)) return;

@@ -2,6 +2,7 @@
 // Lets handler threads sleep while the call queue is empty, without a mutex.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace ringrpc::detail {
@@ -20,6 +21,10 @@ class parking {
   void cancel_wait() noexcept { _waiters.fetch_sub(1, std::memory_order_relaxed); }
   /// Sleeps until wake() moves the epoch past `epoch` (returns at once if it already has).
   void wait(std::uint32_t epoch) noexcept;
+  /// Like wait(), but gives up after `timeout` (CLOCK_MONOTONIC). False when the time ran out
+  /// without the epoch moving; true otherwise (also on a spurious wake-up: callers re-check
+  /// their queue and their deadline either way).
+  bool wait_for(std::uint32_t epoch, std::chrono::nanoseconds timeout) noexcept;
   /// Wakes up to `n` sleepers, if any sleep.
   void wake(int n) noexcept {
     std::atomic_thread_fence(std::memory_order_seq_cst);  // publication before the waiter check

@@ -4,10 +4,14 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <pthread.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <exception>
 #include <string>
+
+#include <arpa/inet.h>
 
 #include "cqe_tag.hpp"
 #include "server_core.hpp"
@@ -17,6 +21,27 @@ namespace ringrpc::detail {
 namespace {
 constexpr std::uint16_t buffer_group = 0;
 constexpr unsigned ring_entries = 1024;
+std::string peer_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown";
+  char host[INET6_ADDRSTRLEN] = {};
+  std::uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 reader::reader(server_core& core, unsigned index) : _core(core), _index(index) {}
@@ -52,6 +77,9 @@ void reader::connection_destroyed() noexcept {
 }
 
 void reader::run(const uring_features& features, std::promise<void>& ready) {
+  // Named so tools (top -H, the dispatch-policy tests) can tell the I/O threads apart.
+  const std::string name = "ringrpc-reader" + std::to_string(_index);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   std::unique_ptr<ring> r;
   std::unique_ptr<provided_buffers> bufs;
   try {
@@ -77,6 +105,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
                    std::strerror(-rc));
       std::terminate();
     }
+    refresh_table();
     _ring->for_each_cqe([this](const io_uring_cqe& cqe) { handle(cqe); });
 
     if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
@@ -140,6 +169,8 @@ void reader::on_handoff(int fd) {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
   }
   auto* c = new connection(fd, this, _core.options().max_frame_bytes);
+  c->id = (++_next_connection << 8) | (_index & 0xff);
+  c->peer = peer_address(fd);
   _alive.fetch_add(1, std::memory_order_relaxed);
   c->live_next = _live;
   if (_live) _live->live_prev = c;
@@ -149,6 +180,7 @@ void reader::on_handoff(int fd) {
     start_close(c);
     return;
   }
+  post_event(c, call_purpose::connected);
   arm_recv(c);
 }
 
@@ -185,9 +217,14 @@ void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
   c->recv_armed = false;
   if (cqe.res == 0) {
     c->eof = true;
+    // The protocol has no half-close: a peer that stopped sending has gone, as far as
+    // handlers polling cancelled() are concerned.
+    c->gone.store(true, std::memory_order_relaxed);
   } else if (cqe.res < 0 && cqe.res != -ENOBUFS && cqe.res != -ECANCELED) {
     c->eof = true;  // reset by peer and friends: nothing more will arrive
     c->closing = true;
+    c->gone.store(true, std::memory_order_relaxed);
+    if (c->failure.empty()) c->failure = std::string("receive failed: ") + std::strerror(-cqe.res);
   } else if (!c->closing && !_quiesced) {
     // -ENOBUFS: every provided buffer was in use. No byte was lost (the data stays in the
     // socket); re-arm once this turn has given its buffers back. -ECANCELED: we paused, but a
@@ -214,6 +251,7 @@ void reader::deliver(connection* c, std::span<const std::byte> data) {
                               " bytes exceeds the server's max_frame_bytes (" +
                               std::to_string(c->assembler.max_body_bytes()) + ")";
       answer(new_call(c), 0, wire::Kind::Error, status::frame_too_large, msg);
+      if (c->failure.empty()) c->failure = msg;
       start_close(c);
       return;
     }
@@ -267,53 +305,23 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
       _bad_frames.add();
       answer(k, 0, wire::Kind::Error, status::bad_request,
              "undecodable frame without a readable call id; closing the connection");
+      if (c->failure.empty()) c->failure = "undecodable frame without a readable call id";
       start_close(c);
       return false;
   }
 
   switch (v.kind) {
     case wire::Kind::Request:
-    case wire::Kind::OneWay: {
-      _received.add();
-      const bool one_way = v.kind == wire::Kind::OneWay;
-      if (_core.draining()) {
-        answer(k, v.call_id, one_way ? wire::Kind::OneWay : wire::Kind::Error,
-               status::shutting_down, "server is shutting down");
-        break;
-      }
-      const auto m = _core.methods().find(v.method);
-      if (!m) {
-        answer(k, v.call_id, one_way ? wire::Kind::OneWay : wire::Kind::Error,
-               status::unknown_method, "no method named '" + std::string(v.method) + "'");
-        break;
-      }
-      k->id = v.call_id;
-      k->kind = v.kind;
-      k->method = *m;
-      k->method_name = _core.methods().name(*m);
-      k->payload = v.payload;
-      k->received_ns = now_ns();
-      // A budget beyond what the clock can express (e.g. UINT64_MAX) means "no deadline".
-      constexpr std::uint64_t max_budget_us = 100ull * 365 * 24 * 3600 * 1'000'000;
-      k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
-                           ? 0
-                           : k->received_ns + static_cast<std::int64_t>(v.timeout_us) * 1000;
-      if (_core.call_queue().try_push(k)) {
-        _enqueued.add();
-        ++_pushed_this_turn;
-      } else {
-        _busy.add();
-        answer(k, v.call_id, one_way ? wire::Kind::OneWay : wire::Kind::Error, status::server_busy,
-               "call queue full (" + std::to_string(_core.call_queue().capacity()) +
-                   " = handlers x handler_queue_size)",
-               10);
-      }
-      break;
-    }
+    case wire::Kind::OneWay: dispatch(k, v); break;
     case wire::Kind::Ping: answer(k, v.call_id, wire::Kind::Pong, status::ok, {}); break;
     case wire::Kind::Cancel:
-      // Advisory: the call may already be running; its reply still comes.
-      answer(k, v.call_id, wire::Kind::OneWay, status::ok, {});
+      // The call's handler sees cancelled(); a call still queued is answered CANCELLED unrun.
+      // Either way exactly one answer for it still comes.
+      _cancels.add();
+      c->note_cancel(v.call_id);
+      // Nothing goes back for the cancel itself. Id 0: releasing this call must not forget
+      // the cancel it just recorded.
+      answer(k, 0, wire::Kind::OneWay, status::ok, {});
       break;
     default:
       _bad_frames.add();
@@ -322,6 +330,108 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
       break;
   }
   return !should_pause(c);
+}
+
+void reader::dispatch(call* k, const frame_view& v) {
+  _received.add();
+  const bool one_way = v.kind == wire::Kind::OneWay;
+  const auto refuse_kind = one_way ? wire::Kind::OneWay : wire::Kind::Error;
+  if (_core.draining()) {
+    _stopping.add();
+    answer(k, v.call_id, refuse_kind, status::shutting_down, "server is shutting down");
+    return;
+  }
+  endpoint_slot* slot = _table->find(v.method);
+  if (slot == nullptr) {
+    _unknown.add();
+    answer(k, v.call_id, refuse_kind, status::unknown_method,
+           "no method named '" + std::string(v.method) + "'");
+    return;
+  }
+  k->id = v.call_id;
+  k->kind = v.kind;
+  k->purpose = one_way ? call_purpose::one_way : call_purpose::request;
+  k->target = slot;
+  k->method_name = v.method;  // inside k->request
+  k->payload = v.payload;
+  k->received_ns = now_ns();
+  // A budget beyond what the clock can express (e.g. UINT64_MAX) means "no deadline".
+  constexpr std::uint64_t max_budget_us = 100ull * 365 * 24 * 3600 * 1'000'000;
+  k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
+                       ? 0
+                       : k->received_ns + static_cast<std::int64_t>(v.timeout_us) * 1000;
+  switch (slot->admit(k)) {
+    case endpoint_slot::admit_result::submitted:
+      _enqueued.add();
+      note_submitted(slot->pool());
+      return;
+    case endpoint_slot::admit_result::taken:
+      // Ran here (direct) or joined an inbox: either way its reply may be queued already.
+      _enqueued.add();
+      ++_posted_this_turn;
+      return;
+    case endpoint_slot::admit_result::answered:
+      _enqueued.add();
+      return;
+    case endpoint_slot::admit_result::busy: {
+      _busy.add();
+      thread_pool* p = slot->pool();
+      answer(k, v.call_id, refuse_kind, status::server_busy,
+             p == nullptr || slot->serial()
+                 ? "endpoint '" + slot->name() + "' has " +
+                       std::to_string(slot->options().inbox_capacity) + " messages waiting (inbox_capacity)"
+                 : "pool '" + p->name() + "' is full (" + _core.pool_state(*p) + ")",
+             10);
+      return;
+    }
+    case endpoint_slot::admit_result::stopped:
+      _stopping.add();
+      answer(k, v.call_id, refuse_kind, status::shutting_down,
+             "endpoint '" + slot->name() + "' is stopped");
+      return;
+  }
+}
+
+void reader::post_event(connection* c, call_purpose purpose, std::string_view text) {
+  if (!_table) return;
+  for (endpoint_slot* slot : _table->all) {
+    call* k = _core.pool().get();  // not counted as a call: nothing is answered or written
+    k->conn = c;
+    retain(c);
+    k->purpose = purpose;
+    k->target = slot;
+    k->id = 0;
+    k->payload = {};
+    k->method_name = {};
+    k->event_text.assign(text);
+    switch (slot->admit(k)) {
+      case endpoint_slot::admit_result::submitted: note_submitted(slot->pool()); break;
+      case endpoint_slot::admit_result::busy:
+      case endpoint_slot::admit_result::stopped:
+        _core.pool().put(k);
+        release(c);
+        break;
+      default: break;
+    }
+  }
+}
+
+void reader::note_submitted(thread_pool* p) noexcept {
+  for (auto& [pool, n] : _to_wake) {
+    if (pool == p) {
+      ++n;
+      return;
+    }
+  }
+  _to_wake.emplace_back(p, 1);
+}
+
+void reader::refresh_table() noexcept {
+  auto& d = _core.endpoints();
+  const auto v = d.version();
+  if (_table && v == _table_version) return;
+  _table = d.current();
+  _table_version = v;
 }
 
 call* reader::new_call(connection* c) noexcept {
@@ -333,6 +443,7 @@ call* reader::new_call(connection* c) noexcept {
   k->payload = {};
   k->deadline_ns = 0;
   k->id = 0;
+  k->purpose = call_purpose::request;
   _created.add();
   return k;
 }
@@ -373,7 +484,10 @@ void reader::maybe_finish(connection* c) noexcept {
   if (c->live_next) c->live_next->live_prev = c->live_prev;
   c->live_prev = c->live_next = nullptr;
   c->finished = true;
+  c->gone.store(true, std::memory_order_relaxed);
   _finished.add();
+  if (!c->failure.empty()) post_event(c, call_purpose::network_error, c->failure);
+  post_event(c, call_purpose::disconnected);
   // The reader's own reference goes at the end of the turn: callers up the stack may still
   // touch the connection, and calls it posted may be released by the responder meanwhile.
   _to_release.push_back(c);
@@ -391,10 +505,8 @@ void reader::end_of_turn() noexcept {
   _rearm.clear();
   for (connection* c : _to_release) release(c);
   _to_release.clear();
-  if (_pushed_this_turn != 0) {
-    _core.handler_parking().wake(static_cast<int>(_pushed_this_turn));
-    _pushed_this_turn = 0;
-  }
+  for (auto& [pool, n] : _to_wake) pool->wake(n);
+  _to_wake.clear();
   if (_posted_this_turn != 0) {
     _core.replies().notify();
     _posted_this_turn = 0;

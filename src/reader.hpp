@@ -10,6 +10,7 @@
 #include "call.hpp"
 #include "connection.hpp"
 #include "counter.hpp"
+#include "dispatcher.hpp"
 #include "frame_codec.hpp"
 #include "provided_buffers.hpp"
 #include "ring.hpp"
@@ -51,6 +52,9 @@ class reader {
   std::uint64_t calls_created() const noexcept { return _created.get(); }
   std::uint64_t calls_enqueued() const noexcept { return _enqueued.get(); }
   std::uint64_t rejected_busy() const noexcept { return _busy.get(); }
+  std::uint64_t rejected_stopping() const noexcept { return _stopping.get(); }
+  std::uint64_t unknown() const noexcept { return _unknown.get(); }
+  std::uint64_t cancels() const noexcept { return _cancels.get(); }
   std::uint64_t bad_frames() const noexcept { return _bad_frames.get(); }
   std::uint64_t pauses() const noexcept { return _pauses.get(); }
   std::uint64_t bytes_in() const noexcept { return _bytes_in.get(); }
@@ -71,6 +75,10 @@ class reader {
   void start_close(connection* c) noexcept;
   void maybe_finish(connection* c) noexcept;
   call* new_call(connection* c) noexcept;
+  void dispatch(call* k, const frame_view& v);
+  void post_event(connection* c, call_purpose purpose, std::string_view text = {});
+  void note_submitted(thread_pool* p) noexcept;
+  void refresh_table() noexcept;
   void answer(call* c, std::uint64_t id, wire::Kind kind, status code, std::string_view message,
               std::uint32_t retry_after_ms = 0) noexcept;
   void end_of_turn() noexcept;
@@ -91,11 +99,14 @@ class reader {
   connection* _live = nullptr;  // intrusive list of this reader's connections
   std::vector<connection*> _rearm;
   std::vector<connection*> _to_release;
-  std::uint32_t _pushed_this_turn = 0;
+  std::shared_ptr<const dispatcher::table> _table;  // the routing table this thread uses
+  std::uint64_t _table_version = 0;
+  std::vector<std::pair<thread_pool*, unsigned>> _to_wake;  // pools given work this turn
+  std::uint64_t _next_connection = 0;
   std::uint32_t _posted_this_turn = 0;
   frame_encoder _encoder;
-  counter _accepted, _finished, _received, _created, _enqueued, _busy, _bad_frames, _pauses,
-      _bytes_in;
+  counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
+      _cancels, _bad_frames, _pauses, _bytes_in;
 };
 
 }  // namespace ringrpc::detail

@@ -184,6 +184,7 @@ void responder::unlink_writing(connection* c) noexcept {
 
 void responder::release_call(call* k) {
   connection* c = k->conn;
+  c->forget_cancel(k->id);
   c->outstanding.fetch_sub(1, std::memory_order_seq_cst);
   _released.add();
   maybe_resume(c);

@@ -35,7 +35,7 @@ class responder {
     _waker.notify();
   }
 
-  void post(call* c) noexcept { _inbox.push(&c->node); }
+  void post(call* c) noexcept { _inbox.push(c); }
   void notify() noexcept { _waker.notify(); }
 
   std::uint64_t released() const noexcept { return _released.get(); }

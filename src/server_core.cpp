@@ -8,9 +8,78 @@
 
 namespace ringrpc::detail {
 
-server_core::server_core(server_options options) : _options(std::move(options)) {}
+namespace {
+
+// One encoder per thread: replies are encoded on whichever thread answers (pool workers,
+// readers running direct endpoints, threads answering deferred replies).
+frame_encoder& thread_encoder() {
+  thread_local frame_encoder encoder;
+  return encoder;
+}
+
+void encode_error(call* c, status code, std::string_view message) {
+  frame_view f;
+  f.call_id = c->id;
+  f.kind = wire::Kind::Error;
+  f.code = code == status::ok ? status::internal : code;
+  f.message = message;
+  thread_encoder().encode_into(f, c->reply);
+  c->answer_status = f.code;
+}
+
+bool from_client(const call* c) noexcept {
+  return c->purpose == call_purpose::request || c->purpose == call_purpose::one_way;
+}
+
+}  // namespace
+
+namespace {
+// Consecutive calls on one thread share a clock read: a call starts when the previous one
+// ended, unless the thread was idle in between (the pools' burst hook and each reader turn
+// forget the mark). That halves the clock reads per call the metrics would otherwise cost.
+thread_local std::int64_t last_end_ns = 0;
+}  // namespace
+
+std::int64_t execution_clock_start() noexcept { return last_end_ns != 0 ? last_end_ns : now_ns(); }
+void execution_clock_mark(std::int64_t ns) noexcept { last_end_ns = ns; }
+void execution_clock_idle() noexcept { last_end_ns = 0; }
+
+std::size_t sharded_counter::slot_of_this_thread() noexcept {
+  static std::atomic<std::size_t> next{0};
+  thread_local const std::size_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine % 16;
+}
+
+server_core::server_core(server_options options)
+    : _options(std::move(options)),
+      _slow_call_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(_options.slow_call_threshold).count()) {}
 
 server_core::~server_core() { stop(); }
+
+std::unique_ptr<thread_pool> server_core::make_pool(const std::string& name,
+                                                    const pool_options& options, bool quiet) {
+  pool_report_sink sink;
+  if (!quiet) {
+    sink = [](std::string_view report) {
+      std::fprintf(stderr, "ringrpc: %.*s\n", static_cast<int>(report.size()), report.data());
+    };
+  }
+  return std::make_unique<thread_pool>(
+      name, options,
+      [this] {
+        execution_clock_idle();
+        if (_responder) _responder->notify();
+      },
+      std::move(sink));
+}
+
+std::string server_core::pool_state(const thread_pool& p) const {
+  const auto s = p.stats();
+  std::string out = std::to_string(s.active) + "/" + std::to_string(s.max_threads) +
+                    " threads busy, " + std::to_string(s.queued) + " queued";
+  if (s.queue_capacity > 0) out += " of " + std::to_string(s.queue_capacity);
+  return out;
+}
 
 void server_core::start() {
   if (_state.load() != server_state::configured) {
@@ -27,23 +96,26 @@ void server_core::start() {
   const unsigned cpus = usable_cpus();
   const unsigned readers = _options.readers != 0 ? _options.readers : cpus;
   const unsigned handlers = _options.handlers != 0 ? _options.handlers : cpus;
-  const std::size_t capacity = static_cast<std::size_t>(handlers) * _options.handler_queue_size;
-  _call_queue = std::make_unique<mpmc_queue<call*>>(capacity);
-  _pool = std::make_unique<call_pool>(capacity + 4096);
+  _pool = std::make_unique<call_pool>(static_cast<std::size_t>(handlers) * _options.handler_queue_size + 4096);
 
   try {
     _responder = std::make_unique<responder>(*this);
     _responder->start(_features);
+    // Pools and endpoints (on_start) before the readers: a call can only reach a started one.
+    _dispatcher.start();
     for (unsigned i = 0; i < readers; ++i) {
       _readers.push_back(std::make_unique<reader>(*this, i));
       _readers.back()->start(_features);
     }
-    // Every counter exists before any handler starts: they read the vector while it runs.
-    for (unsigned i = 0; i < handlers; ++i) _executed.push_back(std::make_unique<counter>());
-    for (unsigned i = 0; i < handlers; ++i) _handlers.emplace_back([this, i] { handler_loop(i); });
     _acceptor = std::make_unique<acceptor>(*this);
     _state.store(server_state::running, std::memory_order_release);
     _acceptor->start(_features);
+    _bus.start();
+    post_event(event_kind::server_started, [&] {
+      event e;
+      e.detail = _options.host + ":" + std::to_string(port());
+      return e;
+    });
   } catch (...) {
     _state.store(server_state::running, std::memory_order_release);
     stop();
@@ -64,13 +136,15 @@ void server_core::stop() {
   auto expected = server_state::running;
   if (!_state.compare_exchange_strong(expected, server_state::draining)) return;
   const auto deadline = std::chrono::steady_clock::now() + _options.drain_timeout;
+  post_event(event_kind::server_stopping, [] { return event{}; });
 
   // 1. No new connections.
   if (_acceptor) _acceptor->stop_and_join();
   // 2. New frames are answered SHUTTING_DOWN by the readers from now on (state is draining);
-  //    calls already queued run to completion.
-  bool drained = wait_until([&] { return calls_executed() == calls_enqueued(); }, deadline);
-  // 3. Stop reading, then wait until every call ever created has been answered and written.
+  //    calls already admitted run to completion.
+  bool drained = wait_until([&] { return _settled.get() == calls_enqueued(); }, deadline);
+  // 3. Stop reading, then wait until every call ever created has been answered and written
+  //    (deferred replies included).
   for (auto& r : _readers) r->quiesce();
   wait_until(
       [&] {
@@ -91,89 +165,239 @@ void server_core::stop() {
   if (!drained) {
     std::fprintf(stderr, "ringrpc: drain timeout (%lld ms) passed; cancelling what is left\n",
                  static_cast<long long>(_options.drain_timeout.count()));
+    // Calls still queued run as SHUTTING_DOWN answers (execute checks the flag); running ones
+    // see cancelled(); unanswered deferred replies are answered here.
     _abandon.store(true, std::memory_order_release);
-    // Calls still queued will not run. Answer them here, so each gets SHUTTING_DOWN before the
-    // sockets close; then give the responder a bounded moment to write those answers.
-    frame_encoder encoder;
-    std::uint64_t answered_here = 0;
-    call* c = nullptr;
-    while (_call_queue->try_pop(c)) {
-      execute(c, encoder);
-      ++answered_here;
-    }
-    _responder->notify();
-    wait_until(
-        [&] {
-          const auto released = _responder->released();
-          const auto running = calls_enqueued() - calls_executed() - answered_here;
-          return released + running >= calls_created();
-        },
-        std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    abandon_deferred();
+    if (_responder) _responder->notify();
+    wait_until([&] { return _responder->released() == calls_created(); },
+               std::chrono::steady_clock::now() + std::chrono::seconds(1));
   }
-  // 4. Close every connection; handlers finish what is queued (answering SHUTTING_DOWN when
-  //    abandoning), then every thread is joined.
+  // 4. Close every connection (endpoints hear on_disconnected); readers exit once every
+  //    connection is gone, which needs the pools still running.
   for (auto& r : _readers) r->close_all();
   if (_responder) _responder->shut_down_writers();
-  _handlers_stop.store(true, std::memory_order_release);
-  _parking.wake_all();
-  for (auto& t : _handlers) t.join();
-  _handlers.clear();
   for (auto& r : _readers) r->join();
+  // 5. on_stop for each endpoint, once it is idle; then the pools' threads are joined.
+  if (!_dispatcher.stop_endpoints(std::max(deadline, std::chrono::steady_clock::now() +
+                                                         std::chrono::seconds(1)))) {
+    std::fprintf(stderr, "ringrpc: an endpoint is still busy; stopping its pool regardless\n");
+  }
+  _dispatcher.shut_down_pools();
   if (_responder) _responder->stop_and_join();
   _state.store(server_state::stopped, std::memory_order_release);
+  post_event(event_kind::server_stopped, [] { return event{}; });
+  _bus.stop();  // delivers what is queued, then joins its threads
 }
 
-void server_core::handler_loop(unsigned index) {
-  frame_encoder encoder;
-  counter& executed = *_executed[index];
-  for (;;) {
-    call* c = nullptr;
-    unsigned batch = 0;
-    while (_call_queue->try_pop(c)) {
-      execute(c, encoder);
-      executed.add();
-      // Wake the responder once per batch, not per reply; a long batch still gets its first
-      // replies on the wire early.
-      if (++batch == 32) {
-        _responder->notify();
-        batch = 0;
+void server_core::run_call(endpoint_slot& slot, call* c) noexcept {
+  switch (c->purpose) {
+    case call_purpose::request:
+    case call_purpose::one_way:
+    case call_purpose::local_message: execute(slot, c); return;
+    case call_purpose::connected:
+    case call_purpose::disconnected:
+    case call_purpose::network_error: {
+      const peer_info peer{c->conn->id, c->conn->peer};
+      endpoint& ep = slot.target();
+      switch (c->purpose) {
+        case call_purpose::connected:
+          guarded(slot, "on_connected", [&] { ep.on_connected(peer); });
+          break;
+        case call_purpose::disconnected:
+          guarded(slot, "on_disconnected", [&] { ep.on_disconnected(peer); });
+          break;
+        default:
+          guarded(slot, "on_network_error", [&] { ep.on_network_error(peer, c->event_text); });
+          break;
       }
-    }
-    if (batch != 0) _responder->notify();
-    const auto epoch = _parking.prepare_wait();
-    if (!_call_queue->empty_approx()) {
-      _parking.cancel_wait();
-      continue;
-    }
-    if (_handlers_stop.load(std::memory_order_acquire)) {
-      _parking.cancel_wait();
+      connection* conn = c->conn;
+      _pool->put(c);
+      release(conn);
       return;
     }
-    _parking.wait(epoch);
   }
 }
 
-void server_core::execute(call* c, frame_encoder& encoder) noexcept {
-  const bool one_way = c->kind == wire::Kind::OneWay;
-  call_context ctx(*c, encoder);
+void server_core::execute(endpoint_slot& slot, call* c) noexcept {
+  // Once the handler has deferred, the call may be answered and recycled by another thread
+  // before the handler even returns: read what is needed afterwards now.
+  const bool client = from_client(c);
+  const bool request = c->purpose == call_purpose::request;
+  const std::string_view method = c->method_name;
+  const std::int64_t received = c->received_ns;
+  const std::int64_t start = std::max(execution_clock_start(), received);
+  call_context ctx(*c, this);
   if (abandoning()) {
     ctx.fail(status::shutting_down, "server stopped before the call could run");
-  } else if (c->deadline_ns != 0 && now_ns() > c->deadline_ns) {
+  } else if (c->deadline_ns != 0 && start > c->deadline_ns) {
     ctx.fail(status::deadline_exceeded,
-             "deadline passed after " + std::to_string((now_ns() - c->received_ns) / 1000) +
+             "deadline passed after " + std::to_string((start - received) / 1000) +
                  " us in the server's queue; not run");
+  } else if (c->conn != nullptr && c->conn->is_cancelled(c->id)) {
+    ctx.fail(status::cancelled, "cancelled by the caller before it ran");
   } else {
+    endpoint& ep = slot.target();
     try {
-      _methods.handler(c->method)(ctx);
-      if (!ctx._answered) ctx.reply(std::span<const std::byte>{});
+      if (c->purpose == call_purpose::request) {
+        ep.receive_and_reply(ctx);
+      } else {
+        ep.receive(ctx);
+      }
     } catch (const std::exception& e) {
-      ctx.fail(status::internal, e.what());
+      report_error(slot, "handler", e.what());
+      if (!ctx._deferred) ctx.fail(status::internal, e.what());
     } catch (...) {
-      ctx.fail(status::internal, "handler threw a non-standard exception");
+      report_error(slot, "handler", "a non-standard exception");
+      if (!ctx._deferred) ctx.fail(status::internal, "handler threw a non-standard exception");
     }
   }
-  if (one_way) c->reply.clear();
+  const std::int64_t end = now_ns();
+  execution_clock_mark(end);
+  if (client) _settled.add();
+  if (ctx._deferred) return;  // the deferred_reply owns the call now
+  if (!ctx._answered && request) ctx.reply(std::span<const std::byte>{});
+  if (_options.metrics && client) {
+    _metrics.local().completed(method, c->answer_status, start - received, end - start);
+  }
+  if (end - start > _slow_call_ns && _slow_call_ns > 0 && client) note_slow_call(c, end - start);
+  finish(c);
+}
+
+void server_core::note_slow_call(call* c, std::int64_t processing_ns) noexcept {
+  post_event(event_kind::slow_call, [&] {
+    event e;
+    e.peer = c->conn != nullptr ? c->conn->peer : std::string();
+    e.name = std::string(c->method_name);
+    e.duration_ns = static_cast<std::uint64_t>(processing_ns);
+    e.value = static_cast<std::uint64_t>(_slow_call_ns);
+    e.id = c->id;
+    return e;
+  });
+}
+
+void server_core::record_completion(call* c, std::int64_t start, std::int64_t end) noexcept {
+  if (!_options.metrics || !from_client(c)) return;
+  _metrics.local().completed(c->method_name, c->answer_status, start - c->received_ns, end - start);
+}
+
+void server_core::finish(call* c) noexcept {
+  if (c->conn == nullptr) {  // a local post: nobody to answer
+    _pool->put(c);
+    return;
+  }
+  if (c->purpose != call_purpose::request) c->reply.clear();
   _responder->post(c);
+}
+
+void server_core::refuse(call* c, status code, const std::string& message) noexcept {
+  if (c->purpose == call_purpose::request) encode_error(c, code, message);
+  if (code == status::server_busy) _refused_busy.add();
+  if (from_client(c)) _settled.add();
+  finish(c);
+  _responder->notify();
+}
+
+void server_core::report_error(endpoint_slot& slot, const char* what,
+                               std::string_view message) noexcept {
+  try {
+    slot.target().on_error(message);
+  } catch (...) {
+    std::fprintf(stderr, "ringrpc: endpoint '%s': on_error threw while handling an error of %s\n",
+                 slot.name().c_str(), what);
+  }
+}
+
+void server_core::endpoint_stopped(endpoint_slot&) noexcept {}
+
+std::shared_ptr<deferred_state> server_core::defer(call* c) {
+  auto s = std::make_shared<deferred_state>();
+  s->c = c;
+  s->core = this;
+  std::lock_guard lock(_deferred_mu);
+  s->listed = true;
+  _deferred.insert(s.get());
+  return s;
+}
+
+void server_core::deferred_answered(deferred_state& s, call* c) noexcept {
+  const std::int64_t now = now_ns();
+  record_completion(c, c->received_ns, now);
+  {
+    std::lock_guard lock(_deferred_mu);
+    if (s.listed) {
+      s.listed = false;
+      _deferred.erase(&s);
+    }
+  }
+}
+
+void server_core::abandon_deferred() noexcept {
+  std::vector<std::shared_ptr<deferred_state>> pending;
+  {
+    std::lock_guard lock(_deferred_mu);
+    // A listed state is alive: its handle unlists it (under this mutex) before letting go.
+    for (deferred_state* s : _deferred) {
+      s->listed = false;
+      pending.push_back(s->shared_from_this());
+    }
+    _deferred.clear();
+  }
+  for (auto& s : pending) {
+    std::lock_guard lock(s->mu);
+    if (s->c == nullptr) continue;
+    call* c = std::exchange(s->c, nullptr);
+    c->abandoned.store(true, std::memory_order_relaxed);
+    if (c->purpose == call_purpose::request) {
+      encode_error(c, status::shutting_down, "server stopped before the deferred reply came");
+    }
+    finish(c);
+  }
+}
+
+namespace {
+
+bool post_to(server_core& core, call_pool& pool, endpoint_slot* slot,
+             std::span<const std::byte> payload) {
+  call* c = pool.get();
+  c->conn = nullptr;
+  c->purpose = call_purpose::local_message;
+  c->target = slot;
+  c->id = 0;
+  c->deadline_ns = 0;
+  c->received_ns = now_ns();
+  c->method_name = slot->name();
+  c->reply.clear();
+  c->request.assign(payload.begin(), payload.end());
+  c->payload = c->request;
+  switch (slot->admit(c)) {
+    case endpoint_slot::admit_result::submitted: slot->pool()->wake(1); return true;
+    case endpoint_slot::admit_result::taken: return true;
+    case endpoint_slot::admit_result::answered: return false;
+    case endpoint_slot::admit_result::busy:
+    case endpoint_slot::admit_result::stopped: break;
+  }
+  (void)core;
+  pool.put(c);
+  return false;
+}
+
+}  // namespace
+
+bool server_core::post_local(std::string_view endpoint_name, std::span<const std::byte> payload) {
+  if (state() != server_state::running) return false;
+  auto table = _dispatcher.current();
+  auto it = table->by_name.find(endpoint_name);
+  if (it == table->by_name.end()) return false;
+  return post_to(*this, *_pool, it->second, payload);
+}
+
+std::size_t server_core::post_local_to_all(std::span<const std::byte> payload) {
+  if (state() != server_state::running) return 0;
+  auto table = _dispatcher.current();
+  std::size_t n = 0;
+  for (endpoint_slot* slot : table->all) n += post_to(*this, *_pool, slot, payload) ? 1 : 0;
+  return n;
 }
 
 std::uint64_t server_core::calls_created() const noexcept {
@@ -188,12 +412,6 @@ std::uint64_t server_core::calls_enqueued() const noexcept {
   return n;
 }
 
-std::uint64_t server_core::calls_executed() const noexcept {
-  std::uint64_t n = 0;
-  for (const auto& e : _executed) n += e->get();
-  return n;
-}
-
 server_stats server_core::stats() const {
   server_stats s;
   for (const auto& r : _readers) {
@@ -201,10 +419,14 @@ server_stats server_core::stats() const {
     s.connections_open += r->accepted() - r->finished();
     s.calls_received += r->calls_received();
     s.calls_rejected_busy += r->rejected_busy();
+    s.calls_rejected_stopping += r->rejected_stopping();
+    s.calls_unknown += r->unknown();
+    s.cancel_requests += r->cancels();
     s.bad_frames += r->bad_frames();
     s.reads_paused += r->pauses();
     s.bytes_in += r->bytes_in();
   }
+  s.calls_rejected_busy += _refused_busy.get();
   if (_responder) {
     s.calls_completed = _responder->released();
     s.partial_writes = _responder->partial_writes();

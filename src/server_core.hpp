@@ -1,20 +1,24 @@
 #pragma once
 // The server's parts and how they are wired; the public ringrpc::server is a facade over this.
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "acceptor.hpp"
 #include "call.hpp"
 #include "counter.hpp"
-#include "method_table.hpp"
-#include "mpmc_queue.hpp"
-#include "parking.hpp"
+#include "dispatcher.hpp"
 #include "reader.hpp"
 #include "responder.hpp"
+#include "ringrpc/event_bus.hpp"
+#include "server_metrics.hpp"
 #include "ringrpc/server.hpp"
 #include "uring_probe.hpp"
 
@@ -27,9 +31,45 @@ inline std::int64_t now_ns() noexcept {
       .count();
 }
 
+/// The start of a call's run on this thread: the end of the previous call when the thread went
+/// straight from one to the next, else now. See server_core.cpp.
+std::int64_t execution_clock_start() noexcept;
+void execution_clock_mark(std::int64_t ns) noexcept;
+/// The thread is about to wait for work (or starts a new loop turn): forget the mark.
+void execution_clock_idle() noexcept;
+
 /// Lifecycle: configured -> running -> draining (no new calls run; new ones get SHUTTING_DOWN)
 /// -> stopped.
 enum class server_state { configured, running, draining, stopped };
+
+/// A counter many threads add to (pool workers come and go): each thread writes its own
+/// cache line, the reader sums them.
+class sharded_counter {
+ public:
+  void add(std::uint64_t n = 1) noexcept {
+    _slots[slot_of_this_thread()].v.fetch_add(n, std::memory_order_relaxed);
+  }
+  std::uint64_t get() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& s : _slots) n += s.v.load(std::memory_order_relaxed);
+    return n;
+  }
+
+ private:
+  static std::size_t slot_of_this_thread() noexcept;
+  struct alignas(64) slot {
+    std::atomic<std::uint64_t> v{0};
+  };
+  std::array<slot, 16> _slots{};
+};
+
+/// The state a deferred_reply shares with the server (see call_context::defer).
+struct deferred_state : std::enable_shared_from_this<deferred_state> {
+  std::mutex mu;
+  call* c = nullptr;  // null once answered
+  server_core* core = nullptr;
+  bool listed = false;  // in the core's pending list (guarded by the core's mutex)
+};
 
 class server_core {
  public:
@@ -41,10 +81,7 @@ class server_core {
 
   // --- used by the stages
   const server_options& options() const noexcept { return _options; }
-  const method_table& methods() const noexcept { return _methods; }
-  method_table& methods_for_setup() noexcept { return _methods; }
-  mpmc_queue<call*>& call_queue() noexcept { return *_call_queue; }
-  parking& handler_parking() noexcept { return _parking; }
+  dispatcher& endpoints() noexcept { return _dispatcher; }
   call_pool& pool() noexcept { return *_pool; }
   responder& replies() noexcept { return *_responder; }
   reader& reader_at(std::size_t i) noexcept { return *_readers[i]; }
@@ -53,35 +90,89 @@ class server_core {
   bool draining() const noexcept { return state() >= server_state::draining; }
   /// Set once the drain deadline passed: queued calls are answered SHUTTING_DOWN unrun.
   bool abandoning() const noexcept { return _abandon.load(std::memory_order_acquire); }
+  thread_pool& ordered_pool() noexcept { return _dispatcher.ordered_pool(); }
 
-  /// Runs one call on the calling handler thread and hands it to the responder.
-  void execute(call* c, frame_encoder& encoder) noexcept;
+  /// A pool wired to this server: its workers wake the responder after each burst, and its
+  /// refusals are reported (rate-limited) on stderr.
+  std::unique_ptr<thread_pool> make_pool(const std::string& name, const pool_options& options,
+                                         bool quiet = false);
+  /// "3/4 threads busy, 1024/1024 queued", for refusal messages.
+  std::string pool_state(const thread_pool& p) const;
+
+  /// Runs one admitted call (or event) for `slot` on this thread and lets go of the call.
+  void run_call(endpoint_slot& slot, call* c) noexcept;
+  /// Answers an admitted call without running it (and settles it for stop()).
+  void refuse(call* c, status code, const std::string& message) noexcept;
+  /// Runs `fn`; an exception goes to the endpoint's on_error (whose own exception is dropped).
+  template <class Fn>
+  void guarded(endpoint_slot& slot, const char* what, Fn&& fn) noexcept;
+  void endpoint_stopped(endpoint_slot& slot) noexcept;
+
+  // Deferred replies.
+  std::shared_ptr<deferred_state> defer(call* c);
+  /// Sends the answer encoded in c->reply (or releases c when nothing goes back).
+  void finish(call* c) noexcept;
+  void deferred_answered(deferred_state& s, call* c) noexcept;
+  metrics_registry& metrics() noexcept { return _metrics; }
+  event_bus& events() noexcept { return _bus; }
+  /// Posts an event built by `make` only if some queue wants `kind` (no allocation otherwise).
+  template <class Make>
+  void post_event(event_kind kind, Make&& make) noexcept {
+    if (!_bus.wants(kind)) return;
+    try {
+      event e = make();
+      e.kind = kind;
+      _bus.post(std::move(e));
+    } catch (...) {
+      // Out of memory building an event: the event is lost, the server goes on.
+    }
+  }
+
+  /// server::post / post_to_all.
+  bool post_local(std::string_view endpoint_name, std::span<const std::byte> payload);
+  std::size_t post_local_to_all(std::span<const std::byte> payload);
 
   std::uint16_t port() const noexcept { return _acceptor ? _acceptor->port() : 0; }
   server_stats stats() const;
 
  private:
-  void handler_loop(unsigned index);
+  void execute(endpoint_slot& slot, call* c) noexcept;
+  void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept;
+  void abandon_deferred() noexcept;
+  void record_completion(call* c, std::int64_t start, std::int64_t end) noexcept;
+  void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
   std::uint64_t calls_created() const noexcept;
   std::uint64_t calls_enqueued() const noexcept;
-  std::uint64_t calls_executed() const noexcept;
   template <class Pred>
   bool wait_until(Pred pred, std::chrono::steady_clock::time_point deadline);
 
   server_options _options;
-  method_table _methods;
   uring_features _features;
-  std::unique_ptr<mpmc_queue<call*>> _call_queue;
+  dispatcher _dispatcher{*this};
   std::unique_ptr<call_pool> _pool;
-  parking _parking;
   std::unique_ptr<responder> _responder;
   std::vector<std::unique_ptr<reader>> _readers;
   std::unique_ptr<acceptor> _acceptor;
-  std::vector<std::thread> _handlers;
-  std::vector<std::unique_ptr<counter>> _executed;  // one per handler thread
+  metrics_registry _metrics;
+  event_bus _bus;
+  std::int64_t _slow_call_ns = 0;
+  sharded_counter _settled;  // admitted client calls that ran or were refused
+  sharded_counter _refused_busy;  // admitted, then refused with their inbox (serial endpoints)
   std::atomic<server_state> _state{server_state::configured};
   std::atomic<bool> _abandon{false};
-  std::atomic<bool> _handlers_stop{false};
+  std::mutex _deferred_mu;
+  std::unordered_set<deferred_state*> _deferred;  // unanswered deferred replies
 };
+
+template <class Fn>
+void server_core::guarded(endpoint_slot& slot, const char* what, Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    report_error(slot, what, e.what());
+  } catch (...) {
+    report_error(slot, what, "a non-standard exception");
+  }
+}
 
 }  // namespace ringrpc::detail

@@ -20,16 +20,21 @@ struct pool_task {
   void (*run)(pool_task* self) noexcept = nullptr;
   /// What the overload report shows while this task runs (e.g. the method name). Must stay
   /// valid until `run` returns; the pool copies the view, not the bytes.
+  /// Moreover describe() (another thread) may read the bytes while the task runs and a little
+  /// after `run` returns, so they must outlive the pool: use names owned by the server (method
+  /// or endpoint names), never bytes owned by the task itself.
   std::string_view label;
   pool_task* next = nullptr;  // the pool's own link (unbounded overflow); do not touch
 };
 
 /// Called on the thread that was refused, at most once per report interval per pool, with a
 /// one-line summary of the pool and what each busy worker has been running for how long.
+/// Must be thread-safe (refusals happen on any thread); an exception it throws is dropped.
 using pool_report_sink = std::function<void(std::string_view report)>;
 
 /// Called by a worker after each burst of tasks (and every 32 tasks within a long burst), so
 /// work can be flushed in batches (the server wakes its responder here).
+/// Must not throw (it runs on a worker, which has nowhere to report it).
 using pool_burst_hook = std::function<void()>;
 
 class thread_pool {
@@ -48,6 +53,8 @@ class thread_pool {
 
   /// Any thread. True: `t` will run exactly once. False: refused now (pool saturated per its
   /// kind and queue, or shut down); the caller answers the work itself. Refusals are counted.
+  /// (Refusals before start() or once shutdown_and_join() began are not: they are not
+  /// SERVER_BUSY. A pool task may submit to its own pool.)
   /// Does not wake a worker unless it must start one: call wake() once per batch of accepted
   /// submissions (a loop turn), so a burst costs one wake-up.
   bool try_submit(pool_task* t) noexcept;
@@ -58,6 +65,7 @@ class thread_pool {
 
   /// Runs everything already accepted, then stops and joins every thread. Later submissions are
   /// refused. Idempotent.
+  /// Not from one of the pool's own workers (that throws std::logic_error).
   void shutdown_and_join();
 
   const std::string& name() const noexcept;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <system_error>
 
 #include "ringrpc/server.hpp"
@@ -29,8 +30,15 @@ int main(int argc, char** argv) {
   std::int64_t drain_ms = o.drain_timeout.count();
   app.add_option("--drain-timeout-ms", drain_ms, "how long a stop waits for accepted calls")
       ->capture_default_str();
+  std::string dispatch = "all";
+  app.add_option("--dispatch", dispatch,
+                 "where the built-in methods run: all (handler pool), direct (reader thread), "
+                 "message, execution, connection; see docs/execution.md")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"all", "direct", "message", "execution", "connection"}));
   CLI11_PARSE(app, argc, argv);
   o.drain_timeout = std::chrono::milliseconds(drain_ms);
+  ringrpc::parse_dispatch_policy(dispatch, o.default_policy);
 
   // Block the stop signals in every thread; main waits for them synchronously below, so no
   // handler runs at an arbitrary point of a ring loop.

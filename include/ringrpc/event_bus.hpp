@@ -201,6 +201,9 @@ class event_bus {
   /// one compare-and-swap per queue; a wake-up system call only when a dispatch thread sleeps.
   /// If the allocation fails, the event counts as dropped by every queue.
   void post(event e) noexcept;
+  /// Whether some queue would take an event of `kind` now: lets a hot path skip building an
+  /// event nobody listens to (one load per queue, no allocation).
+  bool wants(event_kind kind) const noexcept;
 
   /// Counters of every queue, in the order they were added.
   std::vector<event_queue_stats> stats() const;

@@ -1,0 +1,766 @@
+// The execution model over loopback: endpoints and their inbox guarantees, dispatch policies,
+// pools, overload answers, deadlines, cancellation, deferred replies and the phased stop.
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <latch>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ringrpc/client.hpp"
+#include "ringrpc/server.hpp"
+#include "test_support.hpp"
+
+namespace ringrpc {
+namespace {
+
+using namespace std::chrono_literals;
+using test::bytes_of;
+
+std::string thread_name() {
+  char name[32] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+call_options within(std::chrono::microseconds t) {
+  call_options o;
+  o.timeout = t;
+  return o;
+}
+
+/// A gate handlers wait at until the test opens it.
+class gate {
+ public:
+  void wait() {
+    std::unique_lock lock(_mu);
+    ++_waiting;
+    _cv.notify_all();
+    _cv.wait(lock, [&] { return _open; });
+    --_waiting;
+  }
+  void wait_for_waiters(int n) {
+    std::unique_lock lock(_mu);
+    _cv.wait(lock, [&] { return _waiting >= n; });
+  }
+  void open() {
+    std::lock_guard lock(_mu);
+    _open = true;
+    _cv.notify_all();
+  }
+
+ private:
+  std::mutex _mu;
+  std::condition_variable _cv;
+  int _waiting = 0;
+  bool _open = false;
+};
+
+/// Records what the endpoint saw and checks Spark's lifecycle rules as it goes.
+class recording_endpoint : public endpoint {
+ public:
+  std::atomic<bool> started{false}, stopped{false};
+  std::atomic<int> active{0}, max_active{0}, handled{0}, errors{0}, after_stop{0};
+  std::atomic<int> stop_saw_active{-1};
+  std::mutex mu;
+  std::vector<std::string> seen;  // payloads in handling order
+  std::function<void(call_context&)> body;
+
+  void on_start() override {
+    EXPECT_EQ(handled.load(), 0);
+    started = true;
+  }
+  void on_stop() override {
+    stop_saw_active = active.load();
+    stopped = true;
+  }
+  void receive_and_reply(call_context& call) override {
+    if (!started || stopped) after_stop++;
+    const int now = ++active;
+    for (int m = max_active.load(); now > m && !max_active.compare_exchange_weak(m, now);) {
+    }
+    {
+      std::lock_guard lock(mu);
+      seen.emplace_back(reinterpret_cast<const char*>(call.payload().data()), call.payload().size());
+    }
+    struct leave {
+      recording_endpoint* self;
+      ~leave() {
+        self->active--;
+        self->handled++;
+      }
+    } guard{this};
+    if (body) body(call);
+    else call.reply(call.payload());
+  }
+  void on_error(std::string_view) override { errors++; }
+};
+
+struct running_server {
+  explicit running_server(server_options o = make_options()) : s(o) {}
+  static server_options make_options() {
+    server_options o;
+    o.readers = 1;
+    o.handlers = 2;
+    o.drain_timeout = 3s;
+    return o;
+  }
+  server s;
+};
+
+// --- endpoints and inboxes
+
+TEST(endpoints, on_start_first_on_stop_last_and_alone) {
+  running_server rs;
+  auto ep = std::make_shared<recording_endpoint>();
+  ep->body = [](call_context& c) {
+    std::this_thread::sleep_for(200us);
+    c.reply(c.payload());
+  };
+  rs.s.register_endpoint("rec", ep);
+  rs.s.start();
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  std::atomic<int> answered{0}, ok{0}, shutting{0};
+  for (int i = 0; i < 200; ++i) {
+    c.call_async("rec.x", bytes_of("p"), [&](const call_outcome& o) {
+      if (o.ok()) ok++;
+      else if (o.code == status::shutting_down) shutting++;
+      answered++;
+      answered.notify_one();
+    }, within(10s));
+    if (i == 100) {
+      EXPECT_TRUE(rs.s.unregister_endpoint("rec"));
+    }
+  }
+  for (int v = answered.load(); v != 200; v = answered.load()) answered.wait(v);
+  // Every call got exactly one answer: run, or refused because the endpoint was stopping.
+  EXPECT_EQ(ok + shutting, 200);
+  EXPECT_EQ(ok.load(), ep->handled.load());
+  for (int i = 0; i < 2000 && !ep->stopped; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(ep->stopped);
+  EXPECT_EQ(ep->stop_saw_active.load(), 0);
+  EXPECT_EQ(ep->after_stop.load(), 0);
+  const auto r = c.call("rec.x", "late", within(5s));
+  EXPECT_EQ(r.code, status::shutting_down) << r.message;
+  EXPECT_FALSE(rs.s.unregister_endpoint("rec"));
+}
+
+TEST(endpoints, serial_endpoint_runs_one_at_a_time_in_arrival_order) {
+  running_server rs;
+  pool_options p;
+  p.threads = 4;
+  rs.s.add_pool("wide", p);
+  auto ep = std::make_shared<recording_endpoint>();
+  ep->body = [](call_context& c) {
+    std::this_thread::sleep_for(20us);
+    c.reply(c.payload());
+  };
+  endpoint_options eo;
+  eo.concurrency = endpoint_concurrency::serial;
+  eo.pool = "wide";
+  rs.s.register_endpoint("serial", ep, eo);
+  rs.s.start();
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  std::vector<std::future<call_result>> fs;
+  for (int i = 0; i < 500; ++i) fs.push_back(c.call_future("serial", bytes_of(std::to_string(i)), within(10s)));
+  for (auto& f : fs) ASSERT_TRUE(f.get().ok());
+  EXPECT_EQ(ep->max_active.load(), 1);
+  std::lock_guard lock(ep->mu);
+  ASSERT_EQ(ep->seen.size(), 500u);
+  for (int i = 0; i < 500; ++i) ASSERT_EQ(ep->seen[i], std::to_string(i));
+}
+
+TEST(endpoints, concurrent_endpoint_runs_on_several_threads_at_once) {
+  gate g;  // declared first: it must outlive the server whose handlers wait at it
+  running_server rs;
+  pool_options p;
+  p.threads = 3;
+  rs.s.add_pool("three", p);
+  auto ep = std::make_shared<recording_endpoint>();
+  ep->body = [&](call_context& c) {
+    g.wait();
+    c.reply(c.payload());
+  };
+  endpoint_options eo;
+  eo.pool = "three";
+  rs.s.register_endpoint("conc", ep, eo);
+  rs.s.start();
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  std::vector<std::future<call_result>> fs;
+  for (int i = 0; i < 3; ++i) fs.push_back(c.call_future("conc", bytes_of("x"), within(10s)));
+  g.wait_for_waiters(3);  // three handlers are inside at the same time
+  g.open();
+  for (auto& f : fs) EXPECT_TRUE(f.get().ok());
+  EXPECT_EQ(ep->max_active.load(), 3);
+}
+
+// SPARK-32738: an error in a serial endpoint's handler once left its inbox marked busy, and the
+// endpoint never ran again. Here every message after a throwing one still runs.
+TEST(endpoints, handler_errors_go_to_on_error_and_never_wedge_the_inbox) {
+  running_server rs;
+  auto ep = std::make_shared<recording_endpoint>();
+  ep->body = [](call_context& c) {
+    const auto n = std::stoi(std::string(reinterpret_cast<const char*>(c.payload().data()), c.payload().size()));
+    if (n % 3 == 0) throw std::runtime_error("boom " + std::to_string(n));
+    if (n % 3 == 1) throw 42;  // not a std::exception
+    c.reply(c.payload());
+  };
+  endpoint_options eo;
+  eo.concurrency = endpoint_concurrency::serial;
+  rs.s.register_endpoint("fragile", ep, eo);
+  rs.s.start();
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  std::vector<std::future<call_result>> fs;
+  for (int i = 0; i < 90; ++i) fs.push_back(c.call_future("fragile", bytes_of(std::to_string(i)), within(10s)));
+  for (int i = 0; i < 90; ++i) {
+    const auto r = fs[i].get();
+    if (i % 3 == 2) {
+      EXPECT_TRUE(r.ok()) << i;
+    } else {
+      EXPECT_EQ(r.code, status::internal) << i;
+      if (i % 3 == 0) {
+        EXPECT_EQ(r.message, "boom " + std::to_string(i));
+      }
+    }
+  }
+  EXPECT_EQ(ep->errors.load(), 60);
+  EXPECT_TRUE(c.call("fragile", "2", within(5s)).ok());
+}
+
+TEST(endpoints, unknown_and_stopped_endpoints_get_an_error_and_are_counted) {
+  running_server rs;
+  rs.s.register_endpoint("gone", std::make_shared<recording_endpoint>());
+  rs.s.start();
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  auto r = c.call("nobody.here", "x", within(5s));
+  EXPECT_EQ(r.code, status::unknown_method);
+  EXPECT_NE(r.message.find("nobody.here"), std::string::npos);
+  EXPECT_TRUE(c.call("gone.x", "x", within(5s)).ok());
+  EXPECT_TRUE(rs.s.unregister_endpoint("gone"));
+  r = c.call("gone.x", "x", within(5s));
+  EXPECT_EQ(r.code, status::shutting_down);
+  EXPECT_NE(r.message.find("'gone' is stopped"), std::string::npos) << r.message;
+  const auto st = rs.s.stats();
+  EXPECT_EQ(st.calls_unknown, 1u);
+  EXPECT_EQ(st.calls_rejected_stopping, 1u);
+  EXPECT_FALSE(rs.s.post("gone", bytes_of("x")));
+}
+
+TEST(endpoints, register_at_runtime_and_validation) {
+  running_server rs;
+  rs.s.start();
+  EXPECT_THROW(rs.s.register_endpoint("a.b", std::make_shared<recording_endpoint>()), std::invalid_argument);
+  EXPECT_THROW(rs.s.register_endpoint("", std::make_shared<recording_endpoint>()), std::invalid_argument);
+  endpoint_options eo;
+  eo.pool = "missing";
+  EXPECT_THROW(rs.s.register_endpoint("x", std::make_shared<recording_endpoint>(), eo), std::invalid_argument);
+  EXPECT_THROW(rs.s.add_pool("late", {}), std::logic_error);
+  auto ep = std::make_shared<recording_endpoint>();
+  rs.s.register_endpoint("late", ep);
+  EXPECT_TRUE(ep->started);
+  EXPECT_THROW(rs.s.register_endpoint("late", std::make_shared<recording_endpoint>()), std::invalid_argument);
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  EXPECT_EQ(c.call("late.hello", "hi", within(5s)).payload_string(), "hi");
+}
+
+class message_endpoint : public endpoint {
+ public:
+  std::atomic<int> messages{0};
+  std::promise<std::string> first;
+  void receive(call_context& m) override {
+    if (messages++ == 0) {
+      first.set_value(std::string(reinterpret_cast<const char*>(m.payload().data()), m.payload().size()));
+    }
+  }
+};
+
+TEST(endpoints, post_and_post_to_all_reach_receive) {
+  running_server rs;
+  auto a = std::make_shared<message_endpoint>();
+  auto b = std::make_shared<message_endpoint>();
+  rs.s.register_endpoint("a", a);
+  rs.s.register_endpoint("b", b);
+  EXPECT_FALSE(rs.s.post("a", bytes_of("before start")));
+  rs.s.start();
+  auto fa = a->first.get_future();
+  EXPECT_TRUE(rs.s.post("a", bytes_of("hello a")));
+  EXPECT_EQ(fa.get(), "hello a");
+  EXPECT_EQ(rs.s.post_to_all(bytes_of("all")), 2u);
+  auto fb = b->first.get_future();
+  EXPECT_EQ(fb.get(), "all");
+  EXPECT_FALSE(rs.s.post("nobody", bytes_of("x")));
+  // One-way messages from a client land in receive() too.
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  c.send_one_way("a.note", bytes_of("one way"));
+  for (int i = 0; i < 5000 && a->messages < 3; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(a->messages.load(), 3);
+}
+
+// --- deferred replies
+
+TEST(deferred, answered_later_from_another_thread_and_dropped_handles_fail) {
+  running_server rs;
+  std::mutex mu;
+  std::vector<deferred_reply> parked;
+  rs.s.add_method("later", [&](call_context& c) {
+    auto d = c.defer();
+    if (c.payload().size() == 4) return;  // "drop": the handle dies here unanswered
+    std::lock_guard lock(mu);
+    parked.push_back(std::move(d));
+  });
+  rs.s.start();
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  auto f1 = c.call_future("later", bytes_of("parked"), within(10s));
+  auto f2 = c.call_future("later", bytes_of("drop"), within(10s));
+  EXPECT_EQ(f2.get().code, status::internal);
+  for (;;) {
+    std::lock_guard lock(mu);
+    if (!parked.empty()) break;
+  }
+  std::thread answerer([&] {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(parked[0].payload().data()), 6), "parked");
+    EXPECT_TRUE(parked[0].reply(bytes_of("done later")));
+    EXPECT_FALSE(parked[0].reply(bytes_of("twice")));
+  });
+  answerer.join();
+  EXPECT_EQ(f1.get().payload_string(), "done later");
+}
+
+TEST(deferred, stop_answers_unanswered_deferred_replies_shutting_down) {
+  server_options o = running_server::make_options();
+  o.drain_timeout = 200ms;
+  server s(o);
+  std::vector<deferred_reply> parked;
+  std::mutex mu;
+  s.add_method("never", [&](call_context& c) {
+    std::lock_guard lock(mu);
+    parked.push_back(c.defer());
+  });
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  auto f = c.call_future("never", bytes_of("x"), within(10s));
+  for (;;) {
+    std::lock_guard lock(mu);
+    if (!parked.empty()) break;
+  }
+  s.stop();
+  const auto r = f.get();
+  EXPECT_EQ(r.code, status::shutting_down) << to_string(r.error) << " " << r.message;
+  std::lock_guard lock(mu);
+  EXPECT_FALSE(parked[0].reply(bytes_of("too late")));  // safe after stop
+}
+
+// --- dispatch policies
+
+class where_endpoint : public endpoint {
+ public:
+  std::mutex mu;
+  std::string call_thread, connected_thread;
+  std::promise<void> disconnected;
+  bool disconnected_set = false;
+  std::vector<std::string> events;
+  void receive_and_reply(call_context& c) override {
+    std::lock_guard lock(mu);
+    call_thread = thread_name();
+    c.reply("ok");
+  }
+  void on_connected(const peer_info& p) override {
+    std::lock_guard lock(mu);
+    connected_thread = thread_name();
+    events.push_back("connected " + p.address);
+  }
+  void on_disconnected(const peer_info& p) override {
+    std::lock_guard lock(mu);
+    events.push_back("disconnected " + p.address);
+    if (!disconnected_set) {
+      disconnected_set = true;
+      disconnected.set_value();
+    }
+  }
+};
+
+struct placement {
+  dispatch_policy policy;
+  const char* call_on;       // thread name prefix expected for calls
+  const char* connected_on;  // and for connection events
+};
+
+TEST(policies, each_policy_runs_events_where_the_table_says) {
+  // Pool workers are named "POOL/N" (truncated to 15 bytes), readers "ringrpc-readerN".
+  const placement table[] = {
+      {dispatch_policy::all, "default/", "default/"},
+      {dispatch_policy::direct, "ringrpc-reader", "ringrpc-reader"},
+      {dispatch_policy::message, "default/", "ringrpc-reader"},
+      {dispatch_policy::execution, "default/", "ringrpc-reader"},
+      {dispatch_policy::connection, "default/", "conn-even"},
+  };
+  for (const auto& row : table) {
+    SCOPED_TRACE(std::string(to_string(row.policy)));
+    running_server rs;
+    auto ep = std::make_shared<where_endpoint>();
+    endpoint_options eo;
+    eo.policy = row.policy;
+    rs.s.register_endpoint("where", ep, eo);
+    rs.s.start();
+    auto done = ep->disconnected.get_future();
+    {
+      auto c = client::connect("127.0.0.1", rs.s.port());
+      ASSERT_TRUE(c.call("where", "x", within(5s)).ok());
+    }
+    ASSERT_EQ(done.wait_for(5s), std::future_status::ready);
+    std::lock_guard lock(ep->mu);
+    EXPECT_EQ(ep->call_thread.rfind(row.call_on, 0), 0u) << ep->call_thread;
+    EXPECT_EQ(ep->connected_thread.rfind(row.connected_on, 0), 0u) << ep->connected_thread;
+    ASSERT_EQ(ep->events.size(), 2u);
+    EXPECT_EQ(ep->events[0].rfind("connected 127.0.0.1:", 0), 0u);
+    EXPECT_EQ(ep->events[1], "dis" + ep->events[0]);
+  }
+}
+
+TEST(policies, slow_endpoint_with_its_own_pool_cannot_starve_another) {
+  gate g;  // declared first: it must outlive the server whose handlers wait at it
+  running_server rs;
+  std::atomic<int> slow_running{0};
+  auto slow = std::make_shared<recording_endpoint>();
+  slow->body = [&](call_context& c) {
+    slow_running++;
+    g.wait();
+    c.reply("slow");
+  };
+  endpoint_options eo;
+  pool_options own;
+  own.threads = 1;
+  own.queue = 100;
+  eo.own_pool = own;
+  rs.s.register_endpoint("slow", slow, eo);
+  rs.s.register_endpoint("fast", std::make_shared<recording_endpoint>());
+  rs.s.start();
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  std::vector<std::future<call_result>> slow_calls;
+  for (int i = 0; i < 20; ++i) slow_calls.push_back(c.call_future("slow", bytes_of("s"), within(20s)));
+  g.wait_for_waiters(1);
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(c.call("fast", "f", within(5s)).ok()) << i;
+  EXPECT_EQ(slow_running.load(), 1);  // still stuck on its own single thread
+  g.open();
+  for (auto& f : slow_calls) EXPECT_TRUE(f.get().ok());
+}
+
+// --- overload: every refusal path answers at once
+
+void expect_busy(const call_result& r) {
+  EXPECT_EQ(r.error, call_error::server_status) << to_string(r.error);
+  EXPECT_EQ(r.code, status::server_busy) << r.message;
+  EXPECT_GT(r.retry_after_ms, 0u);
+}
+
+TEST(overload, full_default_pool_queue_answers_busy) {
+  gate g;  // declared first: it must outlive the server whose handlers wait at it
+  server_options o = running_server::make_options();
+  o.handlers = 1;
+  o.handler_queue_size = 2;
+  server s(o);
+  s.add_method("block", [&](call_context& c) {
+    g.wait();
+    c.reply("done");
+  });
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  std::vector<std::future<call_result>> held;
+  held.push_back(c.call_future("block", bytes_of("x"), within(20s)));
+  g.wait_for_waiters(1);
+  for (int i = 0; i < 2; ++i) held.push_back(c.call_future("block", bytes_of("x"), within(20s)));
+  for (int i = 0; i < 5; ++i) {
+    const auto r = c.call("block", "x", within(20s));
+    expect_busy(r);
+    EXPECT_NE(r.message.find("pool 'default'"), std::string::npos) << r.message;
+  }
+  g.open();
+  for (auto& f : held) EXPECT_TRUE(f.get().ok());
+  const auto pools = s.pool_stats_all();
+  bool found = false;
+  for (const auto& p : pools) {
+    if (p.name == "default") {
+      found = true;
+      EXPECT_EQ(p.rejected, 5u);
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(s.stats().calls_rejected_busy, 5u);
+}
+
+TEST(overload, hand_off_pool_without_idle_thread_answers_busy) {
+  gate g;  // declared first: it must outlive the server whose handlers wait at it
+  running_server rs;
+  pool_options p;
+  p.kind = pool_kind::cached;
+  p.threads = 2;
+  p.core_threads = 1;
+  p.queue = 0;
+  rs.s.add_pool("handoff", p);
+  auto ep = std::make_shared<recording_endpoint>();
+  ep->body = [&](call_context& c) {
+    g.wait();
+    c.reply("x");
+  };
+  endpoint_options eo;
+  eo.pool = "handoff";
+  rs.s.register_endpoint("h", ep, eo);
+  rs.s.start();
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  auto f1 = c.call_future("h", bytes_of("1"), within(20s));
+  auto f2 = c.call_future("h", bytes_of("2"), within(20s));
+  g.wait_for_waiters(2);  // grew to its maximum of two
+  expect_busy(c.call("h", "3", within(20s)));
+  g.open();
+  EXPECT_TRUE(f1.get().ok());
+  EXPECT_TRUE(f2.get().ok());
+}
+
+TEST(overload, full_serial_inbox_answers_busy) {
+  gate g;  // declared first: it must outlive the server whose handlers wait at it
+  running_server rs;
+  auto ep = std::make_shared<recording_endpoint>();
+  ep->body = [&](call_context& c) {
+    g.wait();
+    c.reply("x");
+  };
+  endpoint_options eo;
+  eo.concurrency = endpoint_concurrency::serial;
+  eo.inbox_capacity = 3;
+  rs.s.register_endpoint("inbox", ep, eo);
+  rs.s.start();
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  std::vector<std::future<call_result>> held;
+  held.push_back(c.call_future("inbox", bytes_of("running"), within(20s)));
+  g.wait_for_waiters(1);
+  for (int i = 0; i < 3; ++i) held.push_back(c.call_future("inbox", bytes_of("queued"), within(20s)));
+  // The running one left the inbox; three wait in it; the next is refused.
+  for (;;) {
+    const auto r = c.call("inbox", "over", within(20s));
+    if (!r.ok()) {
+      expect_busy(r);
+      EXPECT_NE(r.message.find("inbox_capacity"), std::string::npos) << r.message;
+      break;
+    }
+  }
+  g.open();
+  for (auto& f : held) EXPECT_TRUE(f.get().ok());
+}
+
+// Dubbo's batch-loop flaw: when the pool refused the work that would drain a queue, only the
+// triggering message got an error and the rest waited for their timeouts.
+TEST(overload, serial_inbox_refused_by_its_pool_answers_every_queued_call) {
+  gate g;  // declared first: it must outlive the server whose handlers wait at it
+  running_server rs;
+  pool_options tiny;
+  tiny.threads = 1;
+  tiny.queue = 1;
+  rs.s.add_pool("tiny", tiny);
+  auto blocker = std::make_shared<recording_endpoint>();
+  blocker->body = [&](call_context& c) {
+    g.wait();
+    c.reply("x");
+  };
+  endpoint_options bo;
+  bo.pool = "tiny";
+  rs.s.register_endpoint("blocker", blocker, bo);
+  auto serial = std::make_shared<recording_endpoint>();
+  endpoint_options so;
+  so.pool = "tiny";
+  so.concurrency = endpoint_concurrency::serial;
+  rs.s.register_endpoint("serial", serial, so);
+  rs.s.start();
+  auto c = client::connect("127.0.0.1", rs.s.port());
+  auto b1 = c.call_future("blocker", bytes_of("1"), within(20s));
+  g.wait_for_waiters(1);
+  auto b2 = c.call_future("blocker", bytes_of("2"), within(20s));  // fills the queue
+  std::vector<std::future<call_result>> fs;
+  for (int i = 0; i < 20; ++i) fs.push_back(c.call_future("serial", bytes_of("s"), within(20s)));
+  int busy = 0;
+  for (auto& f : fs) {
+    const auto r = f.get();  // every one answered now, none waits for its timeout
+    ASSERT_EQ(r.error, call_error::server_status) << to_string(r.error);
+    EXPECT_EQ(r.code, status::server_busy);
+    ++busy;
+  }
+  EXPECT_EQ(busy, 20);
+  EXPECT_EQ(serial->handled.load(), 0);
+  g.open();
+  EXPECT_TRUE(b1.get().ok());
+  EXPECT_TRUE(b2.get().ok());
+  EXPECT_TRUE(c.call("serial", "after", within(5s)).ok());  // and the inbox still works
+}
+
+TEST(overload, shutdown_answers_shutting_down) {
+  gate g;  // declared first: it must outlive the server whose handlers wait at it
+  server_options o = running_server::make_options();
+  o.drain_timeout = 2s;
+  server s(o);
+  s.add_method("block", [&](call_context& c) {
+    g.wait();
+    c.reply("done");
+  });
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  auto held = c.call_future("block", bytes_of("x"), within(20s));
+  g.wait_for_waiters(1);
+  const auto port = s.port();
+  std::thread stopper([&] { s.stop(); });
+  // The listener closes once stop() has begun draining; from then on a new call on an open
+  // connection is refused at once.
+  for (int i = 0; i < 5000; ++i) {
+    try {
+      client::connect("127.0.0.1", port).close();
+    } catch (const std::system_error&) {
+      break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  const call_result r = c.call("block", "late", within(20s));
+  EXPECT_EQ(r.code, status::shutting_down) << to_string(r.error) << " " << r.message;
+  g.open();
+  EXPECT_TRUE(held.get().ok());
+  stopper.join();
+}
+
+// --- deadlines and cancellation
+
+TEST(deadlines, expired_in_queue_is_not_run_and_remaining_is_visible) {
+  gate g;  // declared first: it must outlive the server whose handlers wait at it
+  server_options o = running_server::make_options();
+  o.handlers = 1;
+  server s(o);
+  std::atomic<int> ran{0};
+  std::atomic<long long> remaining_us{0};
+  s.add_method("block", [&](call_context& c) {
+    g.wait();
+    c.reply("x");
+  });
+  s.add_method("count", [&](call_context& c) {
+    ran++;
+    remaining_us = std::chrono::duration_cast<std::chrono::microseconds>(c.remaining()).count();
+    c.reply("x");
+  });
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  auto held = c.call_future("block", bytes_of("x"), within(20s));
+  g.wait_for_waiters(1);
+  // Sent with a 30 ms budget on a raw socket, so the client does not give up first.
+  test::raw_socket raw(s.port());
+  ASSERT_TRUE(raw.send_frame(test::request(7, "count", "x", 30'000)));
+  std::this_thread::sleep_for(100ms);
+  g.open();
+  detail::frame_view f;
+  std::vector<std::byte> storage;
+  ASSERT_TRUE(raw.read_frame(f, storage));
+  EXPECT_EQ(f.code, status::deadline_exceeded);
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_TRUE(held.get().ok());
+  ASSERT_TRUE(c.call("count", "x", within(5s)).ok());
+  EXPECT_GT(remaining_us.load(), 0);
+  EXPECT_LE(remaining_us.load(), 5'000'000);
+}
+
+TEST(cancellation, cancel_frame_and_vanished_client_set_the_flag) {
+  running_server rs;
+  std::atomic<int> saw_cancel{0};
+  std::atomic<int> entered{0};
+  rs.s.add_method("spin", [&](call_context& c) {
+    entered++;
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < until) {
+      if (c.cancelled()) {
+        saw_cancel++;
+        c.fail(status::cancelled, "gave up");
+        return;
+      }
+      std::this_thread::sleep_for(100us);
+    }
+    c.reply("finished");
+  });
+  rs.s.start();
+  {  // a cancel frame
+    test::raw_socket raw(rs.s.port());
+    ASSERT_TRUE(raw.send_frame(test::request(1, "spin", "x")));
+    while (entered < 1) std::this_thread::sleep_for(1ms);
+    detail::frame_view cancel;
+    cancel.call_id = 1;
+    cancel.kind = wire::Kind::Cancel;
+    ASSERT_TRUE(raw.send_frame(cancel));
+    detail::frame_view f;
+    std::vector<std::byte> storage;
+    ASSERT_TRUE(raw.read_frame(f, storage));
+    EXPECT_EQ(f.call_id, 1u);
+    EXPECT_EQ(f.code, status::cancelled);
+  }
+  EXPECT_EQ(saw_cancel.load(), 1);
+  {  // a client that vanishes
+    test::raw_socket raw(rs.s.port());
+    ASSERT_TRUE(raw.send_frame(test::request(2, "spin", "x")));
+    while (entered < 2) std::this_thread::sleep_for(1ms);
+  }
+  for (int i = 0; i < 5000 && saw_cancel < 2; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(saw_cancel.load(), 2);
+  EXPECT_EQ(rs.s.stats().cancel_requests, 1u);
+}
+
+// --- graceful stop under load
+
+TEST(graceful_stop, every_call_gets_exactly_one_answer_under_load) {
+  server_options o = running_server::make_options();
+  o.handlers = 3;
+  o.drain_timeout = 5s;
+  server s(o);
+  add_builtin_methods(s);
+  auto rec = std::make_shared<recording_endpoint>();
+  endpoint_options eo;
+  eo.concurrency = endpoint_concurrency::serial;
+  s.register_endpoint("rec", rec, eo);
+  s.start();
+  constexpr int clients = 4;
+  std::atomic<bool> stop_sending{false};
+  std::atomic<long> sent{0}, answered{0}, duplicates{0};
+  std::vector<std::thread> threads;
+  auto rt = client_runtime::create();
+  std::vector<client> conns;
+  for (int i = 0; i < clients; ++i) conns.push_back(client::connect("127.0.0.1", s.port(), {}, rt));
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      int n = 0;
+      while (!stop_sending) {
+        auto seen = std::make_shared<std::atomic<int>>(0);
+        const char* method = (n % 3 == 0) ? "rec" : (n % 3 == 1 ? "echo" : "sleep");
+        sent++;
+        conns[i].call_async(method, bytes_of(n % 3 == 2 ? "200" : "x"), [&, seen](const call_outcome&) {
+          if ((*seen)++ != 0) duplicates++;
+          answered++;
+        }, within(30s));
+        if (++n % 64 == 0) std::this_thread::sleep_for(200us);
+      }
+    });
+  }
+  std::this_thread::sleep_for(300ms);
+  s.stop();  // mid-way: clients are still sending
+  stop_sending = true;
+  for (auto& t : threads) t.join();
+  // Everything sent before or during stop is answered (ok, SHUTTING_DOWN or connection closed
+  // for what was still in the socket when it closed); nothing hangs.
+  for (int i = 0; i < 10000 && answered.load() != sent.load(); ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(answered.load(), sent.load());
+  EXPECT_EQ(duplicates.load(), 0);
+  EXPECT_TRUE(rec->stopped);
+  EXPECT_EQ(rec->stop_saw_active.load(), 0);
+  EXPECT_EQ(rec->after_stop.load(), 0);
+  for (auto& cn : conns) cn.close();
+}
+
+}  // namespace
+}  // namespace ringrpc
