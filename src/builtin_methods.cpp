@@ -31,6 +31,7 @@ std::optional<std::uint64_t> parse_micros(call_context& ctx) {
 class echo_endpoint final : public endpoint {
  public:
   void receive_and_reply(call_context& call) override { call.reply(call.payload()); }
+  bool hears_connection_events() const override { return false; }
 };
 
 }  // namespace

@@ -352,6 +352,11 @@ void read_server(context& ctx, const toml::table& t, server_options& s) {
   // power of two.
   r.integer("recv_buffers_per_reader", s.recv_buffers_per_reader, 1, 32768);
   r.millis("drain_timeout_ms", s.drain_timeout, 0, k_day_ms);
+  r.boolean("metrics", s.metrics);
+  std::int64_t slow_us = s.slow_call_threshold.count();
+  r.integer("slow_call_threshold_us", slow_us, 0, k_day_ms * 1000);
+  s.slow_call_threshold = std::chrono::microseconds(slow_us);
+  r.integer("sample_completions_every", s.sample_completions_every, 0, 1'000'000'000);
   r.finish();
 }
 
@@ -532,6 +537,9 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   js["recv_buffer_bytes"] = s.recv_buffer_bytes;
   js["recv_buffers_per_reader"] = s.recv_buffers_per_reader;
   js["drain_timeout_ms"] = s.drain_timeout.count();
+  js["metrics"] = s.metrics;
+  js["slow_call_threshold_us"] = s.slow_call_threshold.count();
+  js["sample_completions_every"] = s.sample_completions_every;
 
   json& jp = root["pools"] = json::object();
   for (const auto& [name, p] : cfg.pools) jp[name] = pool_json(p);

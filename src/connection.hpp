@@ -43,6 +43,9 @@ struct connection {
   std::atomic<bool> gone{false};  // reader: EOF, reset or closed; running handlers may give up
   std::uint64_t id = 0;           // set at hand-off, before anyone else sees the connection
   std::string peer;               // "address:port", likewise
+  std::int64_t accepted_ns = 0;   // likewise (steady clock)
+  std::atomic<std::int64_t> last_write_ns{0};   // responder: last write completion
+  std::atomic<std::size_t> queued_bytes{0};     // responder: reply bytes not yet written
 
   /// Cancel frames name calls by id; the set stays tiny (ids leave it when their call is
   /// released), so handlers polling cancelled() pay one relaxed load while nobody cancels.
@@ -82,6 +85,8 @@ struct connection {
   bool closing = false;   // no further frames are accepted; finish when the recv has ended
   bool cancel_sent = false;
   bool finished = false;  // the reader has let go; only the release is pending
+  std::int64_t last_read_ns = 0;  // reader turn in which bytes last arrived
+  const char* close_reason = nullptr;  // why the reader closed it ("idle", ...); null: peer did
   std::string failure;    // why the connection failed, if it did (for on_network_error)
 
   // --- responder thread

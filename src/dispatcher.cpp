@@ -164,6 +164,7 @@ void dispatcher::publish_locked() {
     if (slot == nullptr) continue;  // still starting
     t->by_name.emplace(name, slot);
     t->all.push_back(slot);
+    if (slot->target().hears_connection_events()) t->hearing.push_back(slot);
   }
   for (auto& [name, slot] : _retired) t->by_name.emplace(name, slot);  // live names win
   _table = std::move(t);

@@ -34,6 +34,7 @@ class dispatcher {
     };
     std::unordered_map<std::string, endpoint_slot*, view_hash, std::equal_to<>> by_name;
     std::vector<endpoint_slot*> all;
+    std::vector<endpoint_slot*> hearing;  // those that want connection events
 
     /// "name" or "name.method" -> the endpoint registered as "name" (an exact match wins, so
     /// add_method may use dotted names).

@@ -55,7 +55,17 @@ endpoint_slot::endpoint_slot(server_core& core, std::string name, std::shared_pt
 
 endpoint_slot::~endpoint_slot() = default;
 
-void endpoint_slot::start() { _endpoint->on_start(); }
+void endpoint_slot::start() {
+  _endpoint->on_start();
+  _core.post_event(event_kind::endpoint_started, [&] {
+    event e;
+    e.name = _name;
+    e.detail = "policy " + std::string(to_string(_options.policy)) + ", pool " +
+               (_pool != nullptr ? _pool->name() : std::string("(reader thread)")) +
+               (serial() ? ", serial" : ", concurrent");
+    return e;
+  });
+}
 
 void endpoint_slot::begin_stop() noexcept {
   auto expected = state::running;

@@ -13,6 +13,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include "cqe_tag.hpp"
 #include "server_core.hpp"
 
@@ -37,7 +40,9 @@ std::string peer_address(int fd) {
     const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
     ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
     port = ntohs(a->sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
+    std::string out = "[";  // appended, not `"[" + std::string`: GCC 12 -O3 -Wrestrict
+    out.append(host).append("]:").append(std::to_string(port));
+    return out;
   }
   return "unknown";
 }
@@ -95,6 +100,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
   _buffers = bufs.get();
   _waker.arm(*_ring);
   _ring_fd.store(_ring->fd(), std::memory_order_release);
+  if (_core.options().idle_timeout.count() > 0) arm_idle_timer();
   ready.set_value();
 
   bool block = false;  // the first turn only submits: nobody was told we sleep yet
@@ -105,8 +111,17 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
                    std::strerror(-rc));
       std::terminate();
     }
+    // One clock read per turn: the frames reaped together were received together. It stamps
+    // calls (queue time, deadlines) and connections (idle check).
+    _turn_ns = now_ns();
+    execution_clock_idle();
     refresh_table();
     _ring->for_each_cqe([this](const io_uring_cqe& cqe) { handle(cqe); });
+    if (_idle_timer_fired) {
+      _idle_timer_fired = false;
+      close_idle_connections();
+      if (!_closing_all) arm_idle_timer();
+    }
 
     if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
       _quiesced = true;
@@ -134,6 +149,8 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
     // flight to this ring holds a reference and must be received, or it would leak.
     if (_closing_all && _live == nullptr && _alive.load(std::memory_order_acquire) == 0) break;
 
+    // A turn that held the thread this long delayed every connection of this reader.
+    if (const std::int64_t busy = now_ns() - _turn_ns; busy > stall_threshold_ns) _stalls.add();
     _waker.prepare_sleep();
     block = !((_quiesce.load() && !_quiesced) || (_close_all.load() && !_closing_all) ||
               (_closing_all && _live == nullptr && _alive.load() == 0));
@@ -152,6 +169,7 @@ void reader::handle(const io_uring_cqe& cqe) {
     case op::handoff: on_handoff(cqe.res); break;
     case op::recv: on_recv(tag_ptr<connection>(cqe.user_data), cqe); break;
     case op::resume: on_resume(tag_ptr<connection>(cqe.user_data)); break;
+    case op::timeout: _idle_timer_fired = true; break;  // acted on after this turn's receives
     default: break;  // cancel results: -ENOENT / -EALREADY mean the recv had already ended
   }
 }
@@ -168,19 +186,34 @@ void reader::on_handoff(int fd) {
   if (const int sndbuf = _core.options().socket_send_buffer_bytes; sndbuf > 0) {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
   }
+  if (!_core.admit_connection()) {
+    refuse_connection(fd);
+    return;
+  }
   auto* c = new connection(fd, this, _core.options().max_frame_bytes);
   c->id = (++_next_connection << 8) | (_index & 0xff);
   c->peer = peer_address(fd);
+  c->accepted_ns = _turn_ns;
+  c->last_read_ns = _turn_ns;
   _alive.fetch_add(1, std::memory_order_relaxed);
-  c->live_next = _live;
-  if (_live) _live->live_prev = c;
-  _live = c;
+  {
+    std::lock_guard lock(_live_mu);  // /connections reads the list from the admin thread
+    c->live_next = _live;
+    if (_live) _live->live_prev = c;
+    _live = c;
+  }
   _accepted.add();
+  _core.post_event(event_kind::connection_opened, [&] {
+    event e;
+    e.peer = c->peer;
+    e.id = c->id;
+    return e;
+  });
   if (_quiesced) {
     start_close(c);
     return;
   }
-  post_event(c, call_purpose::connected);
+  notify_endpoints(c, call_purpose::connected);
   arm_recv(c);
 }
 
@@ -205,6 +238,7 @@ void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
     if (cqe.res > 0) {
       _bytes_in.add(static_cast<std::uint64_t>(cqe.res));
+      c->last_read_ns = _turn_ns;
       deliver(c, _buffers->bytes(id, static_cast<std::size_t>(cqe.res)));
     }
     // The bytes were copied into calls or the connection's assembly buffer: the kernel may
@@ -271,6 +305,18 @@ bool reader::pause(connection* c) noexcept {
   // visible, nobody would send the resume, so look again and undo the pause ourselves.
   if (!should_pause(c) && c->paused.exchange(false, std::memory_order_seq_cst)) return false;
   _pauses.add();
+  _core.post_event(event_kind::limit_hit, [&] {
+    event e;
+    e.peer = c->peer;
+    const bool calls = c->outstanding.load(std::memory_order_relaxed) >=
+                       _core.options().max_inflight_per_connection;
+    e.name = calls ? "max_inflight_per_connection" : "max_queued_reply_bytes";
+    e.value = calls ? _core.options().max_inflight_per_connection
+                    : _core.options().max_queued_reply_bytes;
+    e.detail = "reading paused";
+    e.id = c->id;
+    return e;
+  });
   cancel_recv(c);
   return true;
 }
@@ -338,6 +384,13 @@ void reader::dispatch(call* k, const frame_view& v) {
   const auto refuse_kind = one_way ? wire::Kind::OneWay : wire::Kind::Error;
   if (_core.draining()) {
     _stopping.add();
+    _core.post_event(event_kind::call_rejected, [&] {
+      event e;
+      e.peer = k->conn->peer;
+      e.detail = "shutting_down";
+      e.id = v.call_id;
+      return e;
+    });
     answer(k, v.call_id, refuse_kind, status::shutting_down, "server is shutting down");
     return;
   }
@@ -354,7 +407,7 @@ void reader::dispatch(call* k, const frame_view& v) {
   k->target = slot;
   k->method_name = v.method;  // inside k->request
   k->payload = v.payload;
-  k->received_ns = now_ns();
+  k->received_ns = _turn_ns;
   // A budget beyond what the clock can express (e.g. UINT64_MAX) means "no deadline".
   constexpr std::uint64_t max_budget_us = 100ull * 365 * 24 * 3600 * 1'000'000;
   k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
@@ -376,6 +429,14 @@ void reader::dispatch(call* k, const frame_view& v) {
     case endpoint_slot::admit_result::busy: {
       _busy.add();
       thread_pool* p = slot->pool();
+      _core.post_event(event_kind::call_rejected, [&] {
+        event e;
+        e.peer = k->conn->peer;
+        e.name = p == nullptr || slot->serial() ? slot->name() : p->name();
+        e.detail = p == nullptr || slot->serial() ? "inbox_full" : "pool_full";
+        e.id = v.call_id;
+        return e;
+      });
       answer(k, v.call_id, refuse_kind, status::server_busy,
              p == nullptr || slot->serial()
                  ? "endpoint '" + slot->name() + "' has " +
@@ -386,15 +447,23 @@ void reader::dispatch(call* k, const frame_view& v) {
     }
     case endpoint_slot::admit_result::stopped:
       _stopping.add();
+      _core.post_event(event_kind::call_rejected, [&] {
+        event e;
+        e.peer = k->conn->peer;
+        e.name = slot->name();
+        e.detail = "endpoint_stopped";
+        e.id = v.call_id;
+        return e;
+      });
       answer(k, v.call_id, refuse_kind, status::shutting_down,
              "endpoint '" + slot->name() + "' is stopped");
       return;
   }
 }
 
-void reader::post_event(connection* c, call_purpose purpose, std::string_view text) {
+void reader::notify_endpoints(connection* c, call_purpose purpose, std::string_view text) {
   if (!_table) return;
-  for (endpoint_slot* slot : _table->all) {
+  for (endpoint_slot* slot : _table->hearing) {
     call* k = _core.pool().get();  // not counted as a call: nothing is answered or written
     k->conn = c;
     retain(c);
@@ -413,6 +482,77 @@ void reader::post_event(connection* c, call_purpose purpose, std::string_view te
         break;
       default: break;
     }
+  }
+}
+
+void reader::arm_idle_timer() noexcept {
+  // Check a few times per timeout: a connection closes between 1 and 1.25 idle_timeouts after
+  // its last traffic. One timer per ring, one pass over this ring's connections per tick,
+  // nothing per call.
+  const auto idle = std::chrono::duration_cast<std::chrono::nanoseconds>(_core.options().idle_timeout);
+  const auto tick = std::max<std::int64_t>(idle.count() / 4, 10'000'000);
+  _idle_ts.tv_sec = tick / 1'000'000'000;
+  _idle_ts.tv_nsec = tick % 1'000'000'000;
+  io_uring_sqe* sqe = _ring->get_sqe();
+  io_uring_prep_timeout(sqe, &_idle_ts, 0, 0);
+  io_uring_sqe_set_data64(sqe, make_tag(op::timeout));
+}
+
+void reader::close_idle_connections() noexcept {
+  const std::int64_t idle =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(_core.options().idle_timeout).count();
+  for (connection* c = _live; c != nullptr;) {
+    connection* next = c->live_next;  // start_close may unlink c
+    const std::int64_t last = std::max(c->last_read_ns, c->last_write_ns.load(std::memory_order_relaxed));
+    // A connection waiting for a slow handler is not idle: its peer is owed an answer.
+    if (!c->closing && c->outstanding.load(std::memory_order_relaxed) == 0 &&
+        c->queued_bytes.load(std::memory_order_relaxed) == 0 && _turn_ns - last > idle) {
+      c->close_reason = "idle";
+      _idle_closed.add();
+      ::shutdown(c->fd, SHUT_RDWR);
+      start_close(c);
+    }
+    c = next;
+  }
+}
+
+void reader::refuse_connection(int fd) noexcept {
+  _refused.add();
+  const unsigned max = _core.options().max_connections;
+  // Say why before closing, as an error frame with call id 0, so the client can tell a full
+  // server from a crash. The socket's buffer is empty: this small send cannot block.
+  frame_view f;
+  f.call_id = 0;
+  f.kind = wire::Kind::Error;
+  f.code = status::server_busy;
+  const std::string msg = "server has max_connections (" + std::to_string(max) + ") open";
+  f.message = msg;
+  f.retry_after_ms = 100;
+  std::vector<std::byte> frame;
+  _encoder.encode_into(f, frame);
+  (void)::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ::close(fd);
+  _core.post_event(event_kind::limit_hit, [&] {
+    event e;
+    e.name = "max_connections";
+    e.value = max;
+    e.detail = "connection refused";
+    return e;
+  });
+}
+
+void reader::snapshot_connections(std::vector<connection_info>& out) const {
+  std::lock_guard lock(_live_mu);
+  for (const connection* c = _live; c != nullptr; c = c->live_next) {
+    connection_info i;
+    i.id = c->id;
+    i.peer = c->peer;
+    i.accepted_ns = c->accepted_ns;
+    i.calls_in_flight = c->outstanding.load(std::memory_order_relaxed);
+    i.queued_reply_bytes = c->queued_bytes.load(std::memory_order_relaxed);
+    i.paused = c->paused.load(std::memory_order_relaxed);
+    i.reader = _index;
+    out.push_back(std::move(i));
   }
 }
 
@@ -480,14 +620,28 @@ void reader::maybe_finish(connection* c) noexcept {
   if (!c->closing && !(c->eof && !kept_frames)) return;
   if (c->eof && !c->closing && c->assembler.buffered() > 0) _bad_frames.add();  // truncated frame
   c->closing = true;
-  if (c->live_prev) c->live_prev->live_next = c->live_next; else _live = c->live_next;
-  if (c->live_next) c->live_next->live_prev = c->live_prev;
-  c->live_prev = c->live_next = nullptr;
+  {
+    std::lock_guard lock(_live_mu);
+    if (c->live_prev) c->live_prev->live_next = c->live_next; else _live = c->live_next;
+    if (c->live_next) c->live_next->live_prev = c->live_prev;
+    c->live_prev = c->live_next = nullptr;
+  }
   c->finished = true;
   c->gone.store(true, std::memory_order_relaxed);
   _finished.add();
-  if (!c->failure.empty()) post_event(c, call_purpose::network_error, c->failure);
-  post_event(c, call_purpose::disconnected);
+  _core.release_connection_slot();
+  _core.post_event(event_kind::connection_closed, [&] {
+    event e;
+    e.peer = c->peer;
+    e.id = c->id;
+    e.detail = c->close_reason != nullptr ? c->close_reason
+               : !c->failure.empty()      ? c->failure
+                                          : "closed by peer";
+    e.duration_ns = static_cast<std::uint64_t>(_turn_ns - c->accepted_ns);
+    return e;
+  });
+  if (!c->failure.empty()) notify_endpoints(c, call_purpose::network_error, c->failure);
+  notify_endpoints(c, call_purpose::disconnected);
   // The reader's own reference goes at the end of the turn: callers up the stack may still
   // touch the connection, and calls it posted may be released by the responder meanwhile.
   _to_release.push_back(c);

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "call.hpp"
@@ -19,6 +22,17 @@
 namespace ringrpc::detail {
 
 class server_core;
+
+/// One connection as /connections shows it.
+struct connection_info {
+  std::uint64_t id = 0;
+  std::string peer;
+  std::int64_t accepted_ns = 0;
+  std::uint32_t calls_in_flight = 0;
+  std::size_t queued_reply_bytes = 0;
+  bool paused = false;
+  unsigned reader = 0;
+};
 
 /// One thread, one ring, one provided-buffer ring. Each connection has one multishot recv
 /// armed; completed frames become calls on the shared call queue, or are answered at once
@@ -55,6 +69,11 @@ class reader {
   std::uint64_t rejected_stopping() const noexcept { return _stopping.get(); }
   std::uint64_t unknown() const noexcept { return _unknown.get(); }
   std::uint64_t cancels() const noexcept { return _cancels.get(); }
+  std::uint64_t refused() const noexcept { return _refused.get(); }
+  std::uint64_t idle_closed() const noexcept { return _idle_closed.get(); }
+  std::uint64_t stalls() const noexcept { return _stalls.get(); }
+  /// The connections of this reader now (any thread; for /connections).
+  void snapshot_connections(std::vector<connection_info>& out) const;
   std::uint64_t bad_frames() const noexcept { return _bad_frames.get(); }
   std::uint64_t pauses() const noexcept { return _pauses.get(); }
   std::uint64_t bytes_in() const noexcept { return _bytes_in.get(); }
@@ -76,7 +95,10 @@ class reader {
   void maybe_finish(connection* c) noexcept;
   call* new_call(connection* c) noexcept;
   void dispatch(call* k, const frame_view& v);
-  void post_event(connection* c, call_purpose purpose, std::string_view text = {});
+  void notify_endpoints(connection* c, call_purpose purpose, std::string_view text = {});
+  void arm_idle_timer() noexcept;
+  void close_idle_connections() noexcept;
+  void refuse_connection(int fd) noexcept;
   void note_submitted(thread_pool* p) noexcept;
   void refresh_table() noexcept;
   void answer(call* c, std::uint64_t id, wire::Kind kind, status code, std::string_view message,
@@ -106,7 +128,13 @@ class reader {
   std::uint32_t _posted_this_turn = 0;
   frame_encoder _encoder;
   counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
-      _cancels, _bad_frames, _pauses, _bytes_in;
+      _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls;
+  std::int64_t _turn_ns = 0;  // clock at the start of this loop turn
+  bool _idle_timer_fired = false;
+  __kernel_timespec _idle_ts{};
+  mutable std::mutex _live_mu;  // guards the links of _live (the reader alone mutates them)
+  /// A loop turn longer than this counts as an event-loop stall.
+  static constexpr std::int64_t stall_threshold_ns = 10'000'000;
 };
 
 }  // namespace ringrpc::detail

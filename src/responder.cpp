@@ -56,6 +56,7 @@ void responder::run(const uring_features&) {
       std::fprintf(stderr, "ringrpc: responder: io_uring_enter failed: %s\n", std::strerror(-rc));
       std::terminate();
     }
+    _turn_ns = now_ns();  // one clock read per turn: write times for the idle check
     _ring->for_each_cqe([this](const io_uring_cqe& cqe) { handle(cqe); });
     take_inbox();
     // Replies that arrived during this turn leave in one gathered write per connection.
@@ -108,6 +109,7 @@ void responder::take_inbox() {
       continue;
     }
     c->replies.push_back(k);
+    c->queued_bytes.store(c->replies.bytes(), std::memory_order_relaxed);
     link_writing(c);
     if (c->replies.bytes() > cap && !c->backlogged.load(std::memory_order_relaxed)) {
       c->backlogged.store(true, std::memory_order_seq_cst);
@@ -154,6 +156,8 @@ void responder::on_write(connection* c, int res) {
     if (c->replies.consume(static_cast<std::size_t>(res), [this](call* k) { release_call(k); })) {
       _partial_writes.add();
     }
+    c->queued_bytes.store(c->replies.bytes(), std::memory_order_relaxed);
+    c->last_write_ns.store(_turn_ns, std::memory_order_relaxed);
     if (c->backlogged.load(std::memory_order_relaxed) &&
         c->replies.bytes() <= _core.options().max_queued_reply_bytes / 2) {
       c->backlogged.store(false, std::memory_order_seq_cst);

@@ -64,6 +64,7 @@ class responder {
   std::vector<connection*> _dirty;
   std::size_t _writes_in_flight = 0;
   std::size_t _resumes_in_flight = 0;
+  std::int64_t _turn_ns = 0;
   counter _released;
   counter _partial_writes;
   counter _bytes_out;

@@ -3,6 +3,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "log.hpp"
+#include "ringrpc/config.hpp"
 #include "server_core.hpp"
 
 namespace ringrpc {
@@ -177,6 +179,7 @@ class function_endpoint final : public endpoint {
   explicit function_endpoint(method_handler fn) : _fn(std::move(fn)) {}
   void receive_and_reply(call_context& call) override { _fn(call); }
   void receive(call_context& message) override { _fn(message); }
+  bool hears_connection_events() const override { return false; }
 
  private:
   method_handler _fn;
@@ -187,6 +190,13 @@ class function_endpoint final : public endpoint {
 server::server(server_options options)
     : _core(std::make_unique<detail::server_core>(std::move(options))) {}
 
+server::server(const server_config& config)
+    : _core(std::make_unique<detail::server_core>(config.server)) {
+  validate(config);
+  log::configure(config.logging);
+  _core->configure(config);
+}
+
 server::~server() = default;
 
 void server::add_pool(std::string name, pool_options options) {
@@ -194,6 +204,7 @@ void server::add_pool(std::string name, pool_options options) {
 }
 
 void server::register_endpoint(std::string name, std::shared_ptr<endpoint> ep, endpoint_options options) {
+  if (const endpoint_options* o = _core->endpoint_override(name)) options = *o;
   _core->endpoints().register_endpoint(std::move(name), std::move(ep), std::move(options), false);
 }
 
@@ -205,6 +216,7 @@ void server::add_method(std::string name, method_handler handler) {
   if (!handler) throw std::invalid_argument("method '" + name + "' has no handler");
   endpoint_options o;
   o.policy = _core->options().default_policy;
+  if (const endpoint_options* c = _core->endpoint_override(name)) o = *c;
   _core->endpoints().register_endpoint(std::move(name),
                                        std::make_shared<function_endpoint>(std::move(handler)),
                                        std::move(o), true);
@@ -224,5 +236,8 @@ std::uint16_t server::port() const noexcept { return _core->port(); }
 const server_options& server::options() const noexcept { return _core->options(); }
 server_stats server::stats() const { return _core->stats(); }
 std::vector<pool_stats> server::pool_stats_all() const { return _core->endpoints().stats(); }
+event_bus& server::events() noexcept { return _core->events(); }
+std::uint16_t server::admin_port() const noexcept { return _core->admin_port(); }
+std::string server::metrics_text() const { return _core->metrics_text(); }
 
 }  // namespace ringrpc

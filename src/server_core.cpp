@@ -4,7 +4,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "admin_server.hpp"
 #include "cpu_affinity.hpp"
+#include "log.hpp"
 
 namespace ringrpc::detail {
 
@@ -34,6 +36,14 @@ bool from_client(const call* c) noexcept {
 }  // namespace
 
 namespace {
+
+std::unique_ptr<event_bus> make_bus(std::chrono::milliseconds warning_interval) {
+  event_bus_options o;
+  o.logger = log::event_bus_logger();
+  o.warning_interval = warning_interval;
+  return std::make_unique<event_bus>(std::move(o));
+}
+
 // Consecutive calls on one thread share a clock read: a call starts when the previous one
 // ended, unless the thread was idle in between (the pools' burst hook and each reader turn
 // forget the mark). That halves the clock reads per call the metrics would otherwise cost.
@@ -52,16 +62,45 @@ std::size_t sharded_counter::slot_of_this_thread() noexcept {
 
 server_core::server_core(server_options options)
     : _options(std::move(options)),
+      _bus(make_bus(std::chrono::minutes(1))),
       _slow_call_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(_options.slow_call_threshold).count()) {}
 
 server_core::~server_core() { stop(); }
+
+void server_core::configure(const server_config& config) {
+  if (state() != server_state::configured) throw std::logic_error("configure() after start()");
+  _options = config.server;
+  _slow_call_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(_options.slow_call_threshold).count();
+  for (const auto& [name, p] : config.pools) _dispatcher.add_pool(name, p);
+  for (const auto& [name, e] : config.endpoints) _endpoint_overrides[name] = e;
+  _admin_options = config.admin;
+  _events_config = config.events;
+  // Nobody can have used the bus yet (this runs right after construction): rebuild it with the
+  // configured warning interval.
+  _bus = make_bus(_events_config.warning_interval);
+  _log_level = config.logging.level;
+  _config = config;
+}
+
+const endpoint_options* server_core::endpoint_override(std::string_view name) const noexcept {
+  auto it = _endpoint_overrides.find(name);
+  return it == _endpoint_overrides.end() ? nullptr : &it->second;
+}
+
+std::uint16_t server_core::admin_port() const noexcept { return _admin ? _admin->port() : 0; }
 
 std::unique_ptr<thread_pool> server_core::make_pool(const std::string& name,
                                                     const pool_options& options, bool quiet) {
   pool_report_sink sink;
   if (!quiet) {
-    sink = [](std::string_view report) {
-      std::fprintf(stderr, "ringrpc: %.*s\n", static_cast<int>(report.size()), report.data());
+    sink = [this, name](std::string_view report) {
+      log::warn("pool_exhausted", {{"pool", name}, {"msg", report}});
+      post_event(event_kind::pool_exhausted, [&] {
+        event e;
+        e.name = name;
+        e.detail = std::string(report);
+        return e;
+      });
     };
   }
   return std::make_unique<thread_pool>(
@@ -92,6 +131,10 @@ void server_core::start() {
   }
   if (_options.max_queued_reply_bytes == 0) throw std::invalid_argument("max_queued_reply_bytes must be >= 1");
   _features = probe_io_uring();
+  // The structured log hears the server's events through its own queue: posting threads
+  // (readers among them) never write a log line themselves.
+  _bus->add_queue("log", _events_config.capacity_of("log"));
+  _bus->subscribe("log", log::make_event_log_listener(), log::logged_event_kinds(_log_level));
 
   const unsigned cpus = usable_cpus();
   const unsigned readers = _options.readers != 0 ? _options.readers : cpus;
@@ -110,7 +153,10 @@ void server_core::start() {
     _acceptor = std::make_unique<acceptor>(*this);
     _state.store(server_state::running, std::memory_order_release);
     _acceptor->start(_features);
-    _bus.start();
+    _started_at = std::chrono::system_clock::now();
+    _started_ns = now_ns();
+    if (_admin_options.enabled) start_admin();
+    _bus->start();
     post_event(event_kind::server_started, [&] {
       event e;
       e.detail = _options.host + ":" + std::to_string(port());
@@ -163,8 +209,8 @@ void server_core::stop() {
                            },
                            deadline);
   if (!drained) {
-    std::fprintf(stderr, "ringrpc: drain timeout (%lld ms) passed; cancelling what is left\n",
-                 static_cast<long long>(_options.drain_timeout.count()));
+    log::warn("drain_timeout", {{"drain_timeout_ms", static_cast<std::int64_t>(_options.drain_timeout.count())},
+                                {"msg", "cancelling what is left"}});
     // Calls still queued run as SHUTTING_DOWN answers (execute checks the flag); running ones
     // see cancelled(); unanswered deferred replies are answered here.
     _abandon.store(true, std::memory_order_release);
@@ -181,13 +227,14 @@ void server_core::stop() {
   // 5. on_stop for each endpoint, once it is idle; then the pools' threads are joined.
   if (!_dispatcher.stop_endpoints(std::max(deadline, std::chrono::steady_clock::now() +
                                                          std::chrono::seconds(1)))) {
-    std::fprintf(stderr, "ringrpc: an endpoint is still busy; stopping its pool regardless\n");
+    log::warn("endpoint_stop_timeout", {{"msg", "an endpoint is still busy; stopping its pool regardless"}});
   }
   _dispatcher.shut_down_pools();
   if (_responder) _responder->stop_and_join();
   _state.store(server_state::stopped, std::memory_order_release);
   post_event(event_kind::server_stopped, [] { return event{}; });
-  _bus.stop();  // delivers what is queued, then joins its threads
+  _bus->stop();  // delivers what is queued, then joins its threads
+  if (_admin) _admin->stop();  // last: readiness said "draining" until the end
 }
 
 void server_core::run_call(endpoint_slot& slot, call* c) noexcept {
@@ -261,6 +308,21 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
     _metrics.local().completed(method, c->answer_status, start - received, end - start);
   }
   if (end - start > _slow_call_ns && _slow_call_ns > 0 && client) note_slow_call(c, end - start);
+  if (const unsigned every = _options.sample_completions_every; every != 0 && client) {
+    thread_local unsigned seen = 0;
+    if (++seen >= every) {
+      seen = 0;
+      post_event(event_kind::call_completed, [&] {
+        event e;
+        e.peer = c->conn->peer;
+        e.name = std::string(method);
+        e.duration_ns = static_cast<std::uint64_t>(end - start);
+        e.detail = std::string(to_string(c->answer_status));
+        e.id = c->id;
+        return e;
+      });
+    }
+  }
   finish(c);
 }
 
@@ -303,12 +365,17 @@ void server_core::report_error(endpoint_slot& slot, const char* what,
   try {
     slot.target().on_error(message);
   } catch (...) {
-    std::fprintf(stderr, "ringrpc: endpoint '%s': on_error threw while handling an error of %s\n",
-                 slot.name().c_str(), what);
+    log::error("endpoint_on_error_threw", {{"endpoint", slot.name()}, {"during", what}});
   }
 }
 
-void server_core::endpoint_stopped(endpoint_slot&) noexcept {}
+void server_core::endpoint_stopped(endpoint_slot& slot) noexcept {
+  post_event(event_kind::endpoint_stopped, [&] {
+    event e;
+    e.name = slot.name();
+    return e;
+  });
+}
 
 std::shared_ptr<deferred_state> server_core::defer(call* c) {
   auto s = std::make_shared<deferred_state>();
@@ -416,6 +483,9 @@ server_stats server_core::stats() const {
   server_stats s;
   for (const auto& r : _readers) {
     s.connections_accepted += r->accepted();
+    s.connections_refused += r->refused();
+    s.connections_idle_closed += r->idle_closed();
+    s.event_loop_stalls += r->stalls();
     s.connections_open += r->accepted() - r->finished();
     s.calls_received += r->calls_received();
     s.calls_rejected_busy += r->rejected_busy();

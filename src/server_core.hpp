@@ -4,7 +4,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -17,6 +19,7 @@
 #include "dispatcher.hpp"
 #include "reader.hpp"
 #include "responder.hpp"
+#include "ringrpc/config.hpp"
 #include "ringrpc/event_bus.hpp"
 #include "server_metrics.hpp"
 #include "ringrpc/server.hpp"
@@ -71,10 +74,18 @@ struct deferred_state : std::enable_shared_from_this<deferred_state> {
   bool listed = false;  // in the core's pending list (guarded by the core's mutex)
 };
 
+class admin_server;
+class metrics_snapshot;
+
 class server_core {
  public:
   explicit server_core(server_options options);
   ~server_core();
+
+  /// Before start(): what a configuration file adds to the server options.
+  void configure(const server_config& config);
+  /// The options the configuration gives endpoint `name`, if it names it.
+  const endpoint_options* endpoint_override(std::string_view name) const noexcept;
 
   void start();
   void stop();
@@ -114,15 +125,15 @@ class server_core {
   void finish(call* c) noexcept;
   void deferred_answered(deferred_state& s, call* c) noexcept;
   metrics_registry& metrics() noexcept { return _metrics; }
-  event_bus& events() noexcept { return _bus; }
+  event_bus& events() noexcept { return *_bus; }
   /// Posts an event built by `make` only if some queue wants `kind` (no allocation otherwise).
   template <class Make>
   void post_event(event_kind kind, Make&& make) noexcept {
-    if (!_bus.wants(kind)) return;
+    if (!_bus->wants(kind)) return;
     try {
       event e = make();
       e.kind = kind;
-      _bus.post(std::move(e));
+      _bus->post(std::move(e));
     } catch (...) {
       // Out of memory building an event: the event is lost, the server goes on.
     }
@@ -133,12 +144,32 @@ class server_core {
   std::size_t post_local_to_all(std::span<const std::byte> payload);
 
   std::uint16_t port() const noexcept { return _acceptor ? _acceptor->port() : 0; }
+  std::uint16_t admin_port() const noexcept;
   server_stats stats() const;
+
+  /// max_connections: true if one more connection may open (then release it when it closes).
+  bool admit_connection() noexcept {
+    const unsigned max = _options.max_connections;
+    if (_open_connections.fetch_add(1, std::memory_order_relaxed) >= max && max != 0) {
+      _open_connections.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+  void release_connection_slot() noexcept { _open_connections.fetch_sub(1, std::memory_order_relaxed); }
+
+  // Status pages (status_pages.cpp).
+  void fill_metrics(metrics_snapshot& out) const;
+  std::string metrics_text() const;
+  std::string metrics_json() const;
+  std::string status_json() const;
+  std::string connections_json() const;
 
  private:
   void execute(endpoint_slot& slot, call* c) noexcept;
   void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept;
   void abandon_deferred() noexcept;
+  void start_admin();
   void record_completion(call* c, std::int64_t start, std::int64_t end) noexcept;
   void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
   std::uint64_t calls_created() const noexcept;
@@ -154,7 +185,16 @@ class server_core {
   std::vector<std::unique_ptr<reader>> _readers;
   std::unique_ptr<acceptor> _acceptor;
   metrics_registry _metrics;
-  event_bus _bus;
+  std::unique_ptr<event_bus> _bus;
+  admin_options _admin_options;
+  event_bus_config _events_config;
+  log_level _log_level = log_level::info;
+  std::optional<server_config> _config;  // as given, for /status
+  std::map<std::string, endpoint_options, std::less<>> _endpoint_overrides;
+  std::unique_ptr<admin_server> _admin;
+  std::chrono::system_clock::time_point _started_at{};
+  std::int64_t _started_ns = 0;
+  std::atomic<unsigned> _open_connections{0};
   std::int64_t _slow_call_ns = 0;
   sharded_counter _settled;  // admitted client calls that ran or were refused
   sharded_counter _refused_busy;  // admitted, then refused with their inbox (serial endpoints)

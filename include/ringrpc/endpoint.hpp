@@ -45,6 +45,10 @@ class endpoint {
     (void)peer;
     (void)what;
   }
+  /// False: this endpoint never hears on_connected / on_disconnected / on_network_error, and
+  /// costs nothing per connection (each connection event is otherwise a task on its policy's
+  /// thread). Read once, at registration.
+  virtual bool hears_connection_events() const { return true; }
   /// An exception escaped one of this endpoint's handlers; `what` is its what() or a
   /// description. Must not throw (what it throws is dropped).
   virtual void on_error(std::string_view what) { (void)what; }

@@ -26,6 +26,9 @@ namespace detail {
 class server_core;
 }  // namespace detail
 
+class event_bus;
+struct server_config;
+
 /// Knobs of one server. Zero for a count means "derive from the CPUs this process may use"
 /// (its affinity mask, so `taskset` is honoured). Names in brackets are Hadoop IPC's.
 struct server_options {
@@ -69,6 +72,8 @@ struct server_options {
 struct server_stats {
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_open = 0;
+  std::uint64_t connections_refused = 0;      ///< closed at once: max_connections were open
+  std::uint64_t connections_idle_closed = 0;  ///< closed after idle_timeout without traffic
   std::uint64_t calls_received = 0;     ///< frames that became calls (requests and one-ways)
   std::uint64_t calls_completed = 0;    ///< replies written or discarded for vanished peers
   std::uint64_t calls_rejected_busy = 0;  ///< SERVER_BUSY: a pool or an inbox was full
@@ -80,6 +85,7 @@ struct server_stats {
   std::uint64_t reads_paused = 0;       ///< times a connection was paused for back-pressure
   std::uint64_t bytes_in = 0;
   std::uint64_t bytes_out = 0;
+  std::uint64_t event_loop_stalls = 0;  ///< reader turns that held their thread over 10 ms
 };
 
 /// An RPC server. Register endpoints, then start(); stop() (or the destructor) drains and joins.
@@ -87,6 +93,11 @@ struct server_stats {
 class server {
  public:
   explicit server(server_options options = {});
+  /// Everything from a configuration file (ringrpc/config.hpp): the server options, the pools,
+  /// per-endpoint options (they replace what register_endpoint is given for that name, so the
+  /// operator's file wins), the admin server, the event queues' capacities and logging
+  /// (log configuration is process-wide).
+  explicit server(const server_config& config);
   ~server();  ///< stop()s if still running
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -130,6 +141,14 @@ class server {
   const server_options& options() const noexcept;
   server_stats stats() const;
   std::vector<pool_stats> pool_stats_all() const;
+
+  /// The server's event bus (ringrpc/event_bus.hpp): add queues and subscribe listeners, before
+  /// or after start(). A "log" queue feeding the structured log exists already.
+  event_bus& events() noexcept;
+  /// The admin HTTP server's bound port (0 when it is disabled). Valid after start().
+  std::uint16_t admin_port() const noexcept;
+  /// The /metrics page: every metric in the Prometheus text exposition format.
+  std::string metrics_text() const;
 
  private:
   std::unique_ptr<detail::server_core> _core;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -17,6 +18,7 @@
 #include "engine.hpp"
 #include "protocol.hpp"
 #include "report.hpp"
+#include "typed_json.hpp"
 #include "units.hpp"
 
 namespace {
@@ -51,6 +53,46 @@ std::vector<request_kind> parse_mix(const std::string& text, const target& t) {
   }
   if (kinds.empty()) throw std::invalid_argument("--mix is empty");
   return kinds;
+}
+
+// --method: the request JSON converted once, here, with the method's schema (from --schema or
+// the server's reflection endpoint). Returns the wire method name ("Greeter.SayHello" even when
+// the service was given qualified).
+std::string typed_payload(const target& t, const std::string& method, const std::string& json,
+                          const std::string& schema_file, const std::vector<std::string>& includes,
+                          std::chrono::nanoseconds connect_timeout, std::vector<std::byte>& payload) {
+  using namespace ringrpc::tools;
+  try {
+    const auto dot = method.rfind('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == method.size()) {
+      throw std::invalid_argument("--method '" + method + "' is not Service.Method");
+    }
+    auto schema = [&] {
+      if (!schema_file.empty()) return typed_schema::from_file(schema_file, includes);
+      ringrpc::client_options o;
+      o.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(connect_timeout);
+      auto c = ringrpc::client::connect(t.host, t.port, o);
+      ringrpc::call_options co;
+      co.timeout = std::chrono::seconds(10);
+      return fetch_schema(c, method.substr(0, dot), co);
+    }();
+    const method_info& m = schema.method(method);
+    std::string text = json;
+    if (!text.empty() && text[0] == '@') {
+      std::ifstream in(text.substr(1), std::ios::binary);
+      if (!in) throw std::invalid_argument("cannot read --data " + text);
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const auto bytes = schema.to_binary(m.request, text);
+    payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
+                   reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
+    return m.full_name;
+  } catch (const tool_error& e) {
+    throw std::invalid_argument(std::string("--method ") + method + ": " + e.what());
+  } catch (const std::system_error& e) {
+    throw std::invalid_argument("cannot connect to " + t.host + ":" + std::to_string(t.port) +
+                                " for the schema of --method " + method + ": " + e.what());
+  }
 }
 
 double epoch_now_s() {
@@ -118,7 +160,9 @@ int main(int argc, char** argv) {
                "  ringrpc-load plot A.json B.json -o x.svg   overlay runs' latency spectra and rates"};
   app.require_subcommand(0, 1);
   std::string url, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
-              connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path;
+              connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
+              typed_method, typed_data = "{}", schema_file;
+  std::vector<std::string> schema_includes;
   ringrpc::load::engine_config cfg;
   std::uint64_t count = 0, key_space = 100000;
   app.add_option("url", url, "target URL");
@@ -136,6 +180,11 @@ int main(int argc, char** argv) {
   app.add_option("--connect-timeout", connect_timeout, "give up connecting after this long")->capture_default_str();
   app.add_option("--timeout", call_timeout, "per-call timeout, 0 = none")->capture_default_str();
   app.add_option("--mix", mix, "weighted kinds: echo:9,sleep:1 | GET:8,SET:1,PING:1 | 'GET /a:3,POST /b:1'");
+  app.add_option("--method", typed_method, "ringrpc: a typed method, Service.Method; the payload is --data");
+  app.add_option("--data", typed_data, "--method: the request as JSON, or @FILE")->capture_default_str();
+  app.add_option("--schema", schema_file, "--method: a .fbs or .bfbs schema instead of the server's reflection");
+  app.add_option("-I,--include", schema_includes, "--method: search path for a --schema .fbs's includes")
+      ->allow_extra_args(false);
   app.add_option("--key-space", key_space, "redis: keys key:0 .. key:N-1")->capture_default_str();
   app.add_option("-p,--percentiles", percentiles_text, "e.g. 50,99,99.9 [50,90,99,99.9,99.99]");
   app.add_option("--json", json_path, "write the full results as JSON");
@@ -163,9 +212,32 @@ int main(int argc, char** argv) {
     if (plot->parsed()) return run_plot(plot_files, plot_out);
     if (url.empty()) throw std::invalid_argument("no target URL (see --help)");
 
-    cfg.where = parse_target(url);
+    const bool typed = !typed_method.empty();
+    if (!typed && (app.count("--data") || app.count("--schema") || app.count("--include"))) {
+      throw std::invalid_argument("--data, --schema and -I go with --method");
+    }
+    std::string url_with_method = url;
+    if (typed) {
+      if (app.count("--size") || !payload_file.empty() || !mix.empty()) {
+        throw std::invalid_argument("--method makes the payload from --data; it excludes -s, --payload-file and --mix");
+      }
+      const auto sep = url.find("://");
+      std::string scheme = url.substr(0, sep == std::string::npos ? 0 : sep);
+      for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (scheme != "ringrpc") throw std::invalid_argument("--method works with ringrpc:// targets only");
+      // The method may be left out of the URL: ringrpc://HOST:PORT --method Service.Method.
+      if (url.find('/', sep + 3) == std::string::npos) url_with_method += "/" + typed_method;
+    }
+    cfg.where = parse_target(url_with_method);
     codec_options co;
-    if (!payload_file.empty()) {
+    if (typed) {
+      if (cfg.where.path != typed_method) {
+        throw std::invalid_argument("the URL names method '" + cfg.where.path + "' and --method '" + typed_method +
+                                    "'; give it once");
+      }
+      cfg.where.path = typed_payload(cfg.where, typed_method, typed_data, schema_file, schema_includes,
+                                     parse_duration(connect_timeout), co.payload);
+    } else if (!payload_file.empty()) {
       std::ifstream in(payload_file, std::ios::binary);
       if (!in) throw std::invalid_argument("cannot read --payload-file " + payload_file);
       const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -213,6 +285,7 @@ int main(int argc, char** argv) {
     r.config["depth"] = std::to_string(cfg.depth);
     r.config["threads"] = std::to_string(cfg.threads);
     r.config["payload_bytes"] = std::to_string(co.payload.size());
+    if (typed) r.config["method"] = cfg.where.path;
     r.config["loop"] = cfg.steps.empty() ? "closed" : "open";
     if (!mix.empty()) r.config["mix"] = mix;
     if (!rate.empty()) r.config["rate"] = rate;

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Echo throughput and latency of ringrpc-server run several ways, with the same driver, as
+# ratios to the first variant. Rounds alternate the variants (A B C A B C ...) so drift on a
+# shared machine spreads over all of them; the table shows each variant's median round.
+#
+#   bench/server_variants.sh                       # dispatch policies: direct, all, execution
+#   VARIANTS="on:--metrics=true off:--metrics=false --log-level=off" bench/server_variants.sh
+#
+# Environment (all optional):
+#   VARIANTS     space-separated LABEL:FLAGS (FLAGS comma-separated, '=' between flag and value)
+#                [direct:--dispatch=direct all:--dispatch=all execution:--dispatch=execution]
+#   DURATION     measured seconds per run [5]      CONNECTIONS  [64]      DEPTH  [16]
+#   ROUNDS       rounds [3]                        BUILD_DIR    [build/release]
+#   SERVER_CPU / LOAD_CPU   CPUs for the server / ringrpc-load [0 / 1]
+#
+# Only 127.0.0.1 is used; every process runs under `timeout` and is stopped by PID.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+cd "$(ringrpc_root)"
+
+read -r -a variants <<<"${VARIANTS:-direct:--dispatch=direct all:--dispatch=all execution:--dispatch=execution}"
+duration=${DURATION:-5}
+connections=${CONNECTIONS:-64}
+depth=${DEPTH:-16}
+rounds=${ROUNDS:-3}
+build_dir=${BUILD_DIR:-build/release}
+server_cpu=${SERVER_CPU:-0}
+load_cpu=${LOAD_CPU:-1}
+server_bin=$build_dir/tools/ringrpc-server
+load_bin=$build_dir/tools/ringrpc-load
+[[ -x $server_bin && -x $load_bin ]] || build_release "$build_dir"
+
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# run_variant LABEL FLAGS ROUND: one server, one measured load run; appends "label calls p50 p99".
+run_variant() {
+  local label=$1 round=$3
+  local -a flags=()
+  IFS=',' read -r -a flags <<<"$2"
+  local out=$work/server.out
+  timeout $((duration + 30)) taskset -c "$server_cpu" "$server_bin" --port 0 "${flags[@]}" >"$out" 2>"$work/server.err" &
+  server_pid=$!
+  local port=
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$out")
+    [[ -n $port ]] && break
+    sleep 0.05
+  done
+  [[ -n $port ]] || { echo "server did not start: $(cat "$work/server.err")" >&2; exit 1; }
+  timeout $((duration + 20)) taskset -c "$load_cpu" "$load_bin" -c "$connections" -d "$depth" \
+    -T "${duration}s" --json "$work/$label.$round.json" "ringrpc://127.0.0.1:$port/echo" >/dev/null
+  kill -TERM "$server_pid"
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+  python3 - "$work/$label.$round.json" "$label" >>"$work/results" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+lat = j["latency_us"]
+print(sys.argv[2], j["calls_per_sec"], lat["p50"], lat["p99"])
+PY
+}
+
+for ((r = 1; r <= rounds; r++)); do
+  for v in "${variants[@]}"; do
+    run_variant "${v%%:*}" "${v#*:}" "$r"
+  done
+done
+
+python3 - "$work/results" "${variants[@]%%:*}" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+labels = sys.argv[2:]
+med = {}
+for lab in labels:
+    runs = sorted((float(r[1]), float(r[2]), float(r[3])) for r in rows if r[0] == lab)
+    med[lab] = runs[len(runs) // 2]  # the median round by throughput
+base = med[labels[0]]
+print(f"{'variant':<12}{'calls/s':>12}{'ratio':>8}{'p50 us':>10}{'p99 us':>10}{'p99 ratio':>11}")
+for lab in labels:
+    c, p50, p99 = med[lab]
+    print(f"{lab:<12}{c:>12,.0f}{c / base[0]:>8.2f}{p50:>10.0f}{p99:>10.0f}{p99 / base[2]:>11.2f}")
+PY

@@ -1,0 +1,293 @@
+#pragma once
+/// \file Typed services: what the headers `ringrpc-gen` writes from a FlatBuffers schema build
+/// on. docs/services.md shows the whole path from a `.fbs` file to a server and a client.
+///
+/// A generated `Greeter` (from `rpc_service Greeter { SayHello(HelloRequest): HelloReply; }`)
+/// has `Greeter::stub`, a typed client over a ringrpc::client, and `Greeter::service`, an
+/// endpoint whose virtual `SayHello(call_context&, const HelloRequest&)` you override; both
+/// trade in result<T>.
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <future>
+#include <memory>
+#include <new>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ringrpc/call_context.hpp"
+#include "ringrpc/client.hpp"
+#include "ringrpc/endpoint.hpp"
+#include "ringrpc/server.hpp"
+#include "ringrpc/status.hpp"
+
+namespace ringrpc {
+
+/// The stable id of a method: 32-bit FNV-1a of the UTF-8 bytes of "Service.Method"
+/// (docs/protocol.md, "Method ids"). method_id("Greeter.SayHello") == 0x978de4cc.
+constexpr std::uint32_t method_id(std::string_view full_name) noexcept {
+  std::uint32_t h = 0x811c9dc5u;
+  for (const char c : full_name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x01000193u;
+  }
+  return h;
+}
+
+/// Why a typed call has no reply, or what a typed method answers instead of one.
+struct rpc_error {
+  call_error kind = call_error::server_status;  ///< server_status: `code` says which
+  status code = status::internal;               ///< the server's status when kind is server_status
+  std::string message;
+  std::uint32_t retry_after_ms = 0;             ///< the server's hint with server_busy
+
+  rpc_error() = default;
+  /// An answer from a method: the caller gets `code` (ok becomes internal) and `message`.
+  rpc_error(status c, std::string m) : code(c), message(std::move(m)) {}
+  rpc_error(call_error k, status c, std::string m, std::uint32_t retry_after = 0)
+      : kind(k), code(c), message(std::move(m)), retry_after_ms(retry_after) {}
+
+  /// One line for logs: "server_status: bad_request: name is empty", "timeout: ...".
+  std::string describe() const {
+    std::string s(to_string(kind));
+    if (kind == call_error::server_status) (s += ": ") += to_string(code);
+    if (!message.empty()) (s += ": ") += message;
+    return s;
+  }
+};
+
+/// Thrown by result<T>::value() when the result is an error. A typed method may throw it too:
+/// the caller then gets its status and message (any other exception becomes `internal`).
+class rpc_exception : public std::runtime_error {
+ public:
+  explicit rpc_exception(rpc_error e) : std::runtime_error(e.describe()), _error(std::move(e)) {}
+  rpc_exception(status code, std::string message) : rpc_exception(rpc_error(code, std::move(message))) {}
+  const rpc_error& error() const noexcept { return _error; }
+
+ private:
+  rpc_error _error;
+};
+
+/// Either a FlatBuffers message whose root is T, owned and verified, or an rpc_error.
+/// Typed methods return one (`return {fbb, CreateHelloReply(fbb, ...)};` or
+/// `return ringrpc::rpc_error(status::bad_request, "...");`); typed calls produce one, after
+/// verifying the reply against T. Movable, not copyable.
+template <class T>
+class result {
+ public:
+  /// Finishes `fbb` with `root` and takes over its bytes (`fbb` is left empty, reusable).
+  result(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<T> root) {
+    fbb.Finish(root);
+    _built = fbb.Release();
+  }
+  /// Implicit, so a method can `return rpc_error(status::bad_request, "...");`.
+  result(rpc_error error) : _error(std::move(error)) {}
+
+  /// `bytes` as a T, or a protocol_error naming `what` when they fail FlatBuffers
+  /// verification. The vector's storage is new'd, hence aligned enough for any scalar.
+  static result verified(std::vector<std::byte> bytes, std::string_view what, std::string_view type) {
+    flatbuffers::Verifier v(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    if (!v.VerifyBuffer<T>(nullptr)) {
+      return rpc_error(call_error::protocol_error, status::ok,
+                       std::string(what) + ": reply is not a valid " + std::string(type) +
+                           " (FlatBuffers verification failed)");
+    }
+    result r;
+    r._received = std::move(bytes);
+    return r;
+  }
+
+  bool ok() const noexcept { return !_error.has_value(); }
+  explicit operator bool() const noexcept { return ok(); }
+
+  /// The message. Precondition: ok().
+  const T& operator*() const noexcept {
+    assert(ok());
+    return *flatbuffers::GetRoot<T>(data());
+  }
+  const T* operator->() const noexcept { return &**this; }
+  /// The message, or throws rpc_exception carrying the error.
+  const T& value() const {
+    if (_error) throw rpc_exception(*_error);
+    return **this;
+  }
+  /// Precondition: !ok().
+  const rpc_error& error() const noexcept {
+    assert(!ok());
+    return *_error;
+  }
+  /// The message's bytes (a finished FlatBuffers buffer); empty for an error.
+  std::span<const std::byte> bytes() const noexcept {
+    if (_built.size() != 0) return {reinterpret_cast<const std::byte*>(_built.data()), _built.size()};
+    return _received;
+  }
+
+ private:
+  result() = default;
+  const std::uint8_t* data() const noexcept { return reinterpret_cast<const std::uint8_t*>(bytes().data()); }
+
+  flatbuffers::DetachedBuffer _built;  // what a method built
+  std::vector<std::byte> _received;    // what a call received
+  std::optional<rpc_error> _error;
+};
+
+/// Registers a generated service implementation under its service name (no dots; calls to
+/// "Service.Method" reach it). Same errors as server::register_endpoint.
+template <class Service>
+void register_service(server& s, std::shared_ptr<Service> impl, endpoint_options options = {}) {
+  s.register_endpoint(Service::service_name, std::move(impl), std::move(options));
+}
+
+namespace detail {
+
+/// What generated code knows about one method.
+struct typed_method {
+  const char* full_name;     ///< "Greeter.SayHello"
+  const char* request_type;  ///< "example.HelloRequest"
+  const char* reply_type;    ///< "example.HelloReply"
+};
+
+template <class Reply>
+result<Reply> to_result(call_result&& r, const typed_method& m) {
+  if (!r.ok()) return rpc_error(r.error, r.code, std::move(r.message), r.retry_after_ms);
+  return result<Reply>::verified(std::move(r.payload), m.full_name, m.reply_type);
+}
+
+template <class Reply>
+result<Reply> to_result(const call_outcome& o, const typed_method& m) {
+  if (!o.ok()) return rpc_error(o.error, o.code, std::string(o.message), o.retry_after_ms);
+  return result<Reply>::verified(std::vector<std::byte>(o.payload.begin(), o.payload.end()), m.full_name,
+                                 m.reply_type);
+}
+
+template <class Request>
+std::span<const std::byte> finish(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<Request> root) {
+  fbb.Finish(root);
+  return {reinterpret_cast<const std::byte*>(fbb.GetBufferPointer()), fbb.GetSize()};
+}
+
+template <class Reply, class Request>
+result<Reply> typed_call(client& c, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
+                   flatbuffers::Offset<Request> request, const call_options& options) {
+  call_result r = c.call(m.full_name, finish(fbb, request), options);
+  fbb.Clear();
+  return to_result<Reply>(std::move(r), m);
+}
+
+template <class Reply, class Request>
+void typed_call_async(client& c, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
+                flatbuffers::Offset<Request> request, std::function<void(result<Reply>)> done,
+                const call_options& options) {
+  c.call_async(m.full_name, finish(fbb, request),
+               [m, done = std::move(done)](const call_outcome& o) { done(to_result<Reply>(o, m)); }, options);
+  // The client encoded the request into its own frame before returning.
+  fbb.Clear();
+}
+
+template <class Reply, class Request>
+std::future<result<Reply>> typed_call_future(client& c, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
+                                       flatbuffers::Offset<Request> request, const call_options& options) {
+  // Through call_async rather than client::call_future: the reply is verified and wrapped on
+  // the runtime thread, and no thread waits just to convert one future into another.
+  auto promise = std::make_shared<std::promise<result<Reply>>>();
+  auto future = promise->get_future();
+  typed_call_async<Reply>(c, m, fbb, request,
+                    [promise](result<Reply> r) { promise->set_value(std::move(r)); }, options);
+  return future;
+}
+
+/// A request payload at an address aligned for `alignment`: FlatBuffers reads scalars in
+/// place, and the payload inside a frame is only guaranteed 4-byte alignment. Copies only
+/// when the payload is misaligned.
+class aligned_payload {
+ public:
+  aligned_payload(std::span<const std::byte> payload, std::size_t alignment) : _alignment(alignment) {
+    if (reinterpret_cast<std::uintptr_t>(payload.data()) % alignment == 0 || payload.empty()) {
+      _data = reinterpret_cast<const std::uint8_t*>(payload.data());
+    } else {
+      _copy = static_cast<std::byte*>(::operator new(payload.size(), std::align_val_t(alignment)));
+      std::memcpy(_copy, payload.data(), payload.size());
+      _data = reinterpret_cast<const std::uint8_t*>(_copy);
+    }
+    _size = payload.size();
+  }
+  ~aligned_payload() {
+    if (_copy) ::operator delete(_copy, std::align_val_t(_alignment));
+  }
+  aligned_payload(const aligned_payload&) = delete;
+  aligned_payload& operator=(const aligned_payload&) = delete;
+  const std::uint8_t* data() const noexcept { return _data; }
+  std::size_t size() const noexcept { return _size; }
+
+ private:
+  std::size_t _alignment;
+  std::byte* _copy = nullptr;
+  const std::uint8_t* _data = nullptr;
+  std::size_t _size = 0;
+};
+
+/// endpoint::on_error must not throw; what it throws anyway is dropped, as the server does.
+inline void report_error(endpoint& ep, const std::string& what) noexcept {
+  try {
+    ep.on_error(what);
+  } catch (...) {
+  }
+}
+
+/// Runs one typed method for `call`: verifies the request, calls `method`, answers with its
+/// result. Exceptions are answered here (rpc_exception: its status; anything else: internal
+/// with what(), also reported to ep.on_error) so the caller's message can name the method.
+template <class Request, class Reply, class Method>
+void serve(endpoint& ep, call_context& call, const typed_method& m, std::size_t alignment, Method&& method) {
+  const aligned_payload payload(call.payload(), alignment);
+  flatbuffers::Verifier verifier(payload.data(), payload.size());
+  if (!verifier.VerifyBuffer<Request>(nullptr)) {
+    call.fail(status::bad_request, std::string(m.full_name) + ": request is not a valid " + m.request_type +
+                                       " (FlatBuffers verification failed)");
+    return;
+  }
+  try {
+    result<Reply> r = method(call, *flatbuffers::GetRoot<Request>(payload.data()));
+    if (r.ok()) {
+      call.reply(r.bytes());
+    } else {
+      const auto& e = r.error();
+      call.fail(e.code == status::ok ? status::internal : e.code, e.message);
+    }
+  } catch (const rpc_exception& e) {
+    const auto& err = e.error();
+    call.fail(err.code == status::ok ? status::internal : err.code, err.message);
+  } catch (const std::exception& e) {
+    // Reported before answering, so a caller that sees the answer can rely on the report.
+    report_error(ep, std::string(m.full_name) + ": " + e.what());
+    call.fail(status::internal, e.what());
+  } catch (...) {
+    report_error(ep, std::string(m.full_name) + ": handler threw a non-standard exception");
+    call.fail(status::internal, "handler threw a non-standard exception");
+  }
+}
+
+/// The answer for a method name the service does not have.
+inline void unknown_method(call_context& call, std::string_view service) {
+  call.fail(status::unknown_method,
+            "service '" + std::string(service) + "' has no method named '" + std::string(call.method()) + "'");
+}
+
+/// The answer of a method the implementation did not override.
+inline rpc_error not_implemented(const typed_method& m) {
+  return rpc_error(status::unknown_method, std::string(m.full_name) + " is not implemented by this server");
+}
+
+}  // namespace detail
+}  // namespace ringrpc

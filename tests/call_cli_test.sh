@@ -1,0 +1,210 @@
+#!/bin/sh
+# ringrpc-call against gen_test_server (gen_test.fbs's services): list, describe, call, with the
+# schema from reflection and from --schema, and every documented exit status (docs/services.md):
+# 0 ok, 1 server error status, 2 usage/schema/JSON, 3 connection/timeout. Then ringrpc-load
+# --method, which converts its JSON the same way.
+# Usage: call_cli_test.sh ringrpc-call gen_test_server ringrpc-load gen_test.fbs
+# Exit 77 (skipped) when the server cannot start because io_uring is unavailable.
+set -u
+
+call=${1:?usage: $0 ringrpc-call gen_test_server ringrpc-load gen_test.fbs}
+server=${2:?}
+load=${3:?}
+schema=${4:?}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/call_cli.XXXXXX") || exit 1
+pids=
+failures=0
+
+cleanup() {
+  # Only ever the servers this script started, by their PIDs.
+  for p in $pids; do
+    kill -TERM "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+ok() { echo "ok: $*"; }
+
+# start_server NAME [ARGS]: starts gen_test_server and sets $sport to its port.
+start_server() {
+  var=$1
+  shift
+  out="$work/server.$var.out"
+  "$server" "$@" >"$out" 2>"$work/server.$var.err" &
+  spid=$!
+  pids="$pids $spid"
+  sport=
+  i=0
+  while [ $i -lt 100 ] && [ -z "$sport" ]; do
+    sport=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$out")
+    if [ -z "$sport" ] && ! kill -0 "$spid" 2>/dev/null; then
+      cat "$work/server.$var.err" >&2
+      if grep -qi 'io_uring' "$work/server.$var.err"; then exit 77; fi
+      echo "gen_test_server $* exited before listening" >&2
+      exit 1
+    fi
+    [ -n "$sport" ] || sleep 0.1
+    i=$((i + 1))
+  done
+  [ -n "$sport" ] || { echo "gen_test_server printed no port" >&2; exit 1; }
+}
+
+# run NAME ARGS...: ringrpc-call (bounded) with stdout/stderr in $work/NAME.{out,err}, status in $rc.
+run() {
+  name=$1
+  shift
+  timeout 30 "$call" "$@" <"${stdin:-/dev/null}" >"$work/$name.out" 2>"$work/$name.err"
+  rc=$?
+}
+
+# expect NAME STATUS STREAM PATTERN ARGS...: exit STATUS and PATTERN (grep -E) in out or err.
+expect() {
+  name=$1
+  want=$2
+  stream=$3
+  pattern=$4
+  shift 4
+  run "$name" "$@"
+  if [ $rc -ne "$want" ]; then
+    fail "ringrpc-call $* exited $rc, expected $want"
+    cat "$work/$name.out" "$work/$name.err" >&2
+  elif ! grep -Eq -- "$pattern" "$work/$name.$stream"; then
+    fail "ringrpc-call $*: $stream does not match /$pattern/:"
+    cat "$work/$name.$stream" >&2
+  else
+    ok "ringrpc-call $* -> $rc"
+  fi
+}
+
+# --- usage, before any server ----------------------------------------------------------------
+run help --help
+if [ $rc -ne 0 ] || ! grep -q 'Exit status' "$work/help.out"; then fail "--help exited $rc or lacks the exit statuses"; fi
+expect noargs 2 err 'required'
+expect badaddr 2 err "address '127.0.0.1' is not HOST:PORT" 127.0.0.1 list
+expect badport 2 err 'port is not in 1..65535' 127.0.0.1:99999 list
+expect badcmd 2 err "unknown command 'frobnicate'" 127.0.0.1:1 frobnicate
+expect noname 2 err 'call needs a name' 127.0.0.1:1 call
+expect notmethod 2 err "'Echo' is not Service.Method" 127.0.0.1:1 call Echo --schema "$schema"
+expect badtimeout 2 err 'duration' 127.0.0.1:1 list --timeout 10q
+expect noschema 2 err 'cannot read schema' 127.0.0.1:1 list --schema "$work/missing.fbs"
+printf 'table T { x: nosuchtype; }\n' >"$work/broken.fbs"
+expect badschema 2 err 'does not parse.*nosuchtype' 127.0.0.1:1 list --schema "$work/broken.fbs"
+expect refused 3 err 'Connection refused' 127.0.0.1:1 list
+
+# --- a local schema needs no server for list and describe ------------------------------------
+expect locallist 0 out '^TestService\.Echo +ringrpc\.test\.EchoRequest -> ringrpc\.test\.EchoReply$' \
+  127.0.0.1:1 list --schema "$schema"
+expect localdescribe 0 out '^struct ringrpc\.test\.Point \{$' 127.0.0.1:1 describe TestService.Echo --schema "$schema"
+
+# --- against a server with reflection --------------------------------------------------------
+start_server reflecting
+addr=127.0.0.1:$sport
+echo "gen_test_server listening on port $sport"
+
+expect list 0 out '^Counter\.Next +ringrpc\.test\.Empty -> ringrpc\.test\.EchoReply$' "$addr" list
+if [ "$(wc -l <"$work/list.out")" -ne 5 ]; then fail "list printed $(wc -l <"$work/list.out") lines, expected 5"; fi
+
+expect describe 0 out 'Echo\(ringrpc\.test\.EchoRequest\): ringrpc\.test\.EchoReply;  // TestService\.Echo, id 0x[0-9a-f]{8}' \
+  "$addr" describe TestService.Echo
+for want in '^table ringrpc\.test\.EchoRequest \{$' '^  color: ringrpc\.test\.Color = Green;$' \
+  '^enum ringrpc\.test\.Color : ubyte \{ Red = 0, Green = 1, Blue = 2 \}$' '^  /// Echoes every field\.$'; do
+  grep -Eq -- "$want" "$work/describe.out" || fail "describe TestService.Echo lacks /$want/"
+done
+expect describetype 0 out '^struct ringrpc\.test\.Point \{$' "$addr" describe ringrpc.test.Point
+expect describeservice 0 out '^  Next\(ringrpc\.test\.Empty\)' "$addr" describe Counter
+expect describenone 2 err "declares nothing named 'Nope'" "$addr" describe Nope
+
+expect call 0 out '^  "text": "hi",$' "$addr" call TestService.Echo \
+  -d '{"text": "hi", "number": 5, "point": {"x": 1, "y": 2.5}, "color": "Blue", "values": [1.5]}'
+for want in '"number": 5' '"y": 2.5' '"color": "Blue"' '"calls": 1'; do
+  grep -q -- "$want" "$work/call.out" || fail "the reply lacks $want"
+done
+expect compact 0 out '^\{"text": "hi","color": "Green","calls": 1\}$' "$addr" call TestService.Echo --compact -d '{text: "hi"}'
+expect defaults 0 out '"number": 0' "$addr" call TestService.Echo --compact --emit-defaults -d '{"text": "hi"}'
+printf '{"text": "from a file"}' >"$work/req.json"
+expect datafile 0 out '"from a file"' "$addr" call TestService.Echo --compact -d @"$work/req.json"
+stdin="$work/req.json"
+expect datastdin 0 out '"from a file"' "$addr" call TestService.Echo --compact -d @-
+stdin=
+expect qualified 0 out '"calls": 1' "$addr" call ringrpc.test.TestService.Echo
+expect emptydata 0 out '"color": "Green"' "$addr" call TestService.Echo
+
+# Errors: the server's (1), the schema's and the JSON's (2), the transport's (3).
+expect servererror 1 err '^ringrpc-call: TestService\.Fail failed: bad_request: boom$' \
+  "$addr" call TestService.Fail -d '{"code": 2, "message": "boom"}'
+expect unimplemented 1 err 'unknown_method: TestService\.Unimplemented is not implemented' \
+  "$addr" call TestService.Unimplemented
+expect unknownmethod 2 err "unknown method 'TestService\.Nope'; TestService has Echo, Fail, Sleep, Unimplemented" \
+  "$addr" call TestService.Nope
+expect unknownservice 2 err "the server serves no service named 'Nope'" "$addr" call Nope.Echo
+expect badjson 2 err 'the JSON is not a valid ringrpc\.test\.EchoRequest' "$addr" call TestService.Echo -d '{"text":'
+expect wrongfield 2 err 'unknown field: nme' "$addr" call TestService.Echo -d '{"nme": "x"}'
+expect wrongtype 2 err 'not a valid ringrpc\.test\.EchoRequest' "$addr" call TestService.Echo -d '{"number": "many"}'
+expect timeout 3 err 'TestService\.Sleep timed out after 200 ms' "$addr" call TestService.Sleep -d '{"ms": 3000}' --timeout 200ms
+
+# --schema instead of reflection, .fbs and the .bfbs reflection serves.
+expect schemacall 0 out '"calls": 1' "$addr" call TestService.Echo --schema "$schema" -d '{"text": "x"}'
+
+# --- a server without reflection -------------------------------------------------------------
+start_server bare --no-reflection
+bare=$sport
+expect noreflection 2 err 'the server has no reflection endpoint .*; give the schema with --schema FILE' \
+  127.0.0.1:"$bare" list
+expect noreflectioncall 2 err 'no reflection endpoint' 127.0.0.1:"$bare" call TestService.Echo
+expect bareschema 0 out '"text": "x"' 127.0.0.1:"$bare" call TestService.Echo --compact --schema "$schema" -d '{"text": "x"}'
+
+# --- ringrpc-load --method: the JSON converted once, from reflection or --schema --------------
+# run_load NAME ARGS...: ringrpc-load (bounded), status in $rc.
+run_load() {
+  name=$1
+  shift
+  timeout 60 "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
+  rc=$?
+}
+run_load typed -n 200 -c 2 -d 2 --method TestService.Echo --data '{"text": "load"}' "ringrpc://$addr"
+if [ $rc -ne 0 ] || ! grep -q 'method=TestService.Echo' "$work/typed.out" || ! grep -Eq 'calls ok +200$' "$work/typed.out"; then
+  fail "ringrpc-load --method TestService.Echo exited $rc"
+  cat "$work/typed.out" "$work/typed.err" >&2
+else
+  ok "ringrpc-load --method TestService.Echo: 200 calls ok"
+fi
+run_load typederr -n 20 -c 1 --method TestService.Fail --data '{"code": 2}' "ringrpc://$addr/TestService.Fail"
+if [ $rc -ne 3 ] || ! grep -Eq 'bad_request +20$' "$work/typederr.out"; then
+  fail "ringrpc-load --method TestService.Fail exited $rc, expected 3 with 20 bad_request"
+  cat "$work/typederr.out" "$work/typederr.err" >&2
+else
+  ok "ringrpc-load --method TestService.Fail: 20 bad_request errors, exit 3"
+fi
+run_load typedschema -n 20 -c 1 --method TestService.Echo --schema "$schema" "ringrpc://127.0.0.1:$bare"
+[ $rc -eq 0 ] || { fail "ringrpc-load --method --schema exited $rc"; cat "$work/typedschema.err" >&2; }
+# expect_load_usage ARGS...: ringrpc-load refuses ARGS before running, with status 2 and a message.
+expect_load_usage() {
+  run_load typedbad -n 5 "$@"
+  if [ $rc -eq 2 ] && [ -s "$work/typedbad.err" ]; then
+    ok "ringrpc-load $* -> 2: $(head -n 1 "$work/typedbad.err")"
+  else
+    fail "ringrpc-load $* exited $rc, expected 2"
+    cat "$work/typedbad.err" >&2
+  fi
+}
+expect_load_usage --method TestService.Nope "ringrpc://$addr"
+expect_load_usage --method TestService.Echo --data '{"nme": 1}' "ringrpc://$addr"
+expect_load_usage --method TestService.Echo "ringrpc://127.0.0.1:$bare"
+expect_load_usage --data '{}' "ringrpc://$addr/echo"
+expect_load_usage --method TestService.Echo -s 10 "ringrpc://$addr"
+expect_load_usage --method TestService.Echo "ringrpc://$addr/echo"
+expect_load_usage --method TestService.Echo "echo://$addr"
+
+if [ $failures -ne 0 ]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "all ringrpc-call checks passed"

@@ -1,0 +1,255 @@
+// ringrpc-call: one typed call from the command line, JSON in and out (in the spirit of
+// grpcurl). The schema comes from the server's reflection endpoint or from --schema.
+//
+//   ringrpc-call HOST:PORT list
+//   ringrpc-call HOST:PORT describe NAME
+//   ringrpc-call HOST:PORT call Service.Method -d '{"name":"x"}'
+//
+// Exit status: 0 ok, 1 the server answered with an error status, 2 usage, schema or JSON
+// problem, 3 connection problem, timeout or invalid reply (docs/services.md).
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "ringrpc/client.hpp"
+#include "typed_json.hpp"
+#include "units.hpp"
+
+namespace {
+
+using namespace ringrpc::tools;
+
+struct address {
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+address parse_address(const std::string& text) {
+  const auto colon = text.rfind(':');
+  address a;
+  if (colon == std::string::npos || colon == 0) {
+    throw tool_error(exit_usage, "address '" + text + "' is not HOST:PORT");
+  }
+  a.host = text.substr(0, colon);
+  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') a.host = a.host.substr(1, a.host.size() - 2);
+  unsigned port = 0;
+  const char* first = text.data() + colon + 1;
+  const char* last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(first, last, port);
+  if (ec != std::errc{} || end != last || port == 0 || port > 65535) {
+    throw tool_error(exit_usage, "address '" + text + "': port is not in 1..65535");
+  }
+  a.port = static_cast<std::uint16_t>(port);
+  return a;
+}
+
+// -d TEXT, -d @FILE, -d @- (standard input).
+std::string read_data(const std::string& data) {
+  if (data.empty() || data[0] != '@') return data;
+  const std::string path = data.substr(1);
+  if (path == "-") return {std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw tool_error(exit_usage, "cannot read -d " + data);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class session {
+ public:
+  session(address where, std::string schema_file, std::vector<std::string> includes, ringrpc::call_options call,
+          std::chrono::milliseconds connect_timeout)
+      : _where(std::move(where)),
+        _schema_file(std::move(schema_file)),
+        _includes(std::move(includes)),
+        _call(call),
+        _connect_timeout(connect_timeout) {}
+
+  ringrpc::client& connection() {
+    if (!_client) {
+      ringrpc::client_options o;
+      o.connect_timeout = _connect_timeout;
+      try {
+        _client.emplace(ringrpc::client::connect(_where.host, _where.port, o));
+      } catch (const std::system_error& e) {
+        throw tool_error(exit_transport, e.what());  // "connect HOST:PORT: Connection refused"
+      }
+    }
+    return *_client;
+  }
+
+  /// The schema declaring `service`: the --schema file, or the server's.
+  typed_schema schema_for(std::string_view service) {
+    if (!_schema_file.empty()) return typed_schema::from_file(_schema_file, _includes);
+    return fetch_schema(connection(), service, _call);
+  }
+
+  bool local_schema() const { return !_schema_file.empty(); }
+  const ringrpc::call_options& call_options() const { return _call; }
+
+ private:
+  address _where;
+  std::string _schema_file;
+  std::vector<std::string> _includes;
+  ringrpc::call_options _call;
+  std::chrono::milliseconds _connect_timeout;
+  std::optional<ringrpc::client> _client;
+};
+
+int run_list(session& s) {
+  std::vector<method_info> methods;
+  std::vector<std::string> empty_services;
+  if (s.local_schema()) {
+    methods = s.schema_for({}).methods();
+  } else {
+    const std::string text = fetch_list(s.connection(), s.call_options());
+    try {
+      const auto doc = nlohmann::json::parse(text);
+      for (const auto& svc : doc.at("services")) {
+        if (svc.at("methods").empty()) empty_services.push_back(svc.at("name").get<std::string>());
+        for (const auto& m : svc.at("methods")) {
+          method_info mi;
+          mi.full_name = m.at("method").get<std::string>();
+          mi.request = m.at("request").get<std::string>();
+          mi.reply = m.at("reply").get<std::string>();
+          methods.push_back(std::move(mi));
+        }
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw tool_error(exit_transport, std::string("reflection.list answered something that is not its JSON: ") + e.what());
+    }
+  }
+  std::sort(methods.begin(), methods.end(), [](const auto& a, const auto& b) { return a.full_name < b.full_name; });
+  std::size_t width = 0;
+  for (const auto& m : methods) width = std::max(width, m.full_name.size());
+  for (const auto& m : methods) {
+    std::printf("%-*s  %s -> %s\n", static_cast<int>(width), m.full_name.c_str(), m.request.c_str(), m.reply.c_str());
+  }
+  for (const auto& name : empty_services) std::printf("%s (no methods)\n", name.c_str());
+  return 0;
+}
+
+int run_describe(session& s, const std::string& name) {
+  // A method or a service names the schema to fetch; a type name might be in any of them.
+  std::vector<std::string> candidates;
+  if (!s.local_schema()) {
+    const auto dot = name.rfind('.');
+    if (dot != std::string::npos) candidates.push_back(name.substr(0, dot));
+    candidates.push_back(name);
+  }
+  if (s.local_schema()) {
+    const std::string text = s.schema_for({}).describe(name);
+    if (text.empty()) throw tool_error(exit_usage, "the schema declares nothing named '" + name + "'");
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  for (const auto& service : candidates) {
+    try {
+      const std::string text = s.schema_for(service).describe(name);
+      if (!text.empty()) {
+        std::fputs(text.c_str(), stdout);
+        return 0;
+      }
+    } catch (const tool_error& e) {
+      if (e.exit_code() != exit_usage || std::string(e.what()).find("serves no service") == std::string::npos) throw;
+    }
+  }
+  // A type: look through every served schema.
+  const auto doc = nlohmann::json::parse(fetch_list(s.connection(), s.call_options()), nullptr, false);
+  if (!doc.is_discarded() && doc.contains("services")) {
+    for (const auto& svc : doc["services"]) {
+      const std::string text = s.schema_for(svc.value("name", "")).describe(name);
+      if (!text.empty()) {
+        std::fputs(text.c_str(), stdout);
+        return 0;
+      }
+    }
+  }
+  throw tool_error(exit_usage, "the server declares nothing named '" + name + "'");
+}
+
+int run_call(session& s, const std::string& name, const std::string& data, typed_schema::json_style style) {
+  const auto dot = name.rfind('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == name.size()) {
+    throw tool_error(exit_usage, "'" + name + "' is not Service.Method");
+  }
+  typed_schema schema = s.schema_for(name.substr(0, dot));
+  const method_info& m = schema.method(name);
+  const auto request = schema.to_binary(m.request, read_data(data));
+  const ringrpc::call_result r = s.connection().call(
+      m.full_name, std::span(reinterpret_cast<const std::byte*>(request.data()), request.size()), s.call_options());
+  if (!r.ok()) throw call_failure(m.full_name, r, s.call_options().timeout);
+  const std::string json =
+      schema.to_json(m.reply, {reinterpret_cast<const std::uint8_t*>(r.payload.data()), r.payload.size()}, style);
+  std::printf("%s\n", json.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringrpc-call: one typed ringrpc call from the command line, JSON in and out.\n"
+               "  ringrpc-call HOST:PORT list                      methods the server serves\n"
+               "  ringrpc-call HOST:PORT describe NAME             a service, method or type in schema syntax\n"
+               "  ringrpc-call HOST:PORT call Service.Method -d JSON\n"
+               "The schema comes from the server's reflection, or from --schema (then list and describe\n"
+               "need no server). Exit status: 0 ok, 1 the server answered an error, 2 usage, schema or\n"
+               "JSON problem, 3 connection problem, timeout or invalid reply."};
+  std::string target, command, name, data = "{}", schema_file, timeout = "10s", connect_timeout = "3s";
+  std::vector<std::string> includes;
+  bool compact = false, emit_defaults = false;
+  app.add_option("address", target, "HOST:PORT of the server")->required();
+  app.add_option("command", command, "list, describe or call")->required();
+  app.add_option("name", name, "describe: a service, method or type; call: Service.Method");
+  app.add_option("-d,--data", data, "call: the request as JSON; @FILE reads a file, @- standard input")
+      ->capture_default_str();
+  app.add_option("--schema", schema_file, "a .fbs or .bfbs schema to use instead of the server's reflection");
+  app.add_option("-I,--include", includes, "search path for includes of a --schema .fbs (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--timeout", timeout, "deadline of each call (us ms s m)")->capture_default_str();
+  app.add_option("--connect-timeout", connect_timeout, "give up connecting after this long")->capture_default_str();
+  app.add_flag("--compact", compact, "print the reply on one line");
+  app.add_flag("--emit-defaults", emit_defaults, "also print fields equal to their default value");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : exit_usage;
+  }
+
+  try {
+    ringrpc::call_options call;
+    std::chrono::milliseconds connect;
+    try {
+      call.timeout = std::chrono::duration_cast<std::chrono::microseconds>(ringrpc::load::parse_duration(timeout));
+      connect = std::chrono::duration_cast<std::chrono::milliseconds>(ringrpc::load::parse_duration(connect_timeout));
+    } catch (const std::invalid_argument& e) {
+      throw tool_error(exit_usage, e.what());
+    }
+    if (call.timeout.count() <= 0) throw tool_error(exit_usage, "--timeout must be positive");
+    session s(parse_address(target), schema_file, includes, call, connect);
+    if (command == "list") {
+      if (!name.empty()) throw tool_error(exit_usage, "list takes no name");
+      return run_list(s);
+    }
+    if (command == "describe" || command == "call") {
+      if (name.empty()) throw tool_error(exit_usage, command + " needs a name (see --help)");
+      if (command == "describe") return run_describe(s, name);
+      return run_call(s, name, data, {compact, emit_defaults});
+    }
+    throw tool_error(exit_usage, "unknown command '" + command + "' (list, describe or call)");
+  } catch (const tool_error& e) {
+    std::fprintf(stderr, "ringrpc-call: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringrpc-call: %s\n", e.what());
+    return exit_transport;
+  }
+}

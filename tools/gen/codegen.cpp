@@ -1,0 +1,369 @@
+#include "codegen.hpp"
+
+#include <flatbuffers/idl.h>
+#include <flatbuffers/reflection_generated.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <tuple>
+
+#include "ringrpc/service.hpp"
+
+namespace ringrpc::gen {
+namespace {
+
+// Names the generated classes declare themselves or inherit from ringrpc::endpoint; a method
+// of the same name would not compile, or would silently hide one of them.
+const std::set<std::string, std::less<>> reserved_member_names = {
+    "stub", "service", "service_name", "schema", "payload_alignment", "ringrpc_dispatch", "_client",
+    "receive_and_reply", "receive", "on_start", "on_stop", "on_connected", "on_disconnected",
+    "on_network_error", "on_error", "endpoint",
+};
+
+const std::set<std::string, std::less<>> cpp_keywords = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case",
+    "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval",
+    "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype",
+    "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern",
+    "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new",
+    "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public",
+    "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
+    "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true",
+    "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
+    "wchar_t", "while", "xor", "xor_eq",
+};
+
+std::string hex32(std::uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+std::string qualified(const flatbuffers::Definition& d) {
+  return d.defined_namespace ? d.defined_namespace->GetFullyQualifiedName(d.name) : d.name;
+}
+
+// Identifiers flatc's C++ generator declares for a type, in the type's namespace: a service of
+// one of these names would be a redefinition.
+std::vector<std::string> flatc_names_for(const std::string& type) {
+  return {type,
+          type + "Builder",
+          type + "T",
+          "Create" + type,
+          "Create" + type + "Direct",
+          "Get" + type,
+          "GetMutable" + type,
+          "GetSizePrefixed" + type,
+          "Verify" + type + "Buffer",
+          "VerifySizePrefixed" + type + "Buffer",
+          "Finish" + type + "Buffer",
+          "FinishSizePrefixed" + type + "Buffer",
+          "EnumName" + type,
+          "EnumNames" + type,
+          "EnumValues" + type};
+}
+
+std::string ns_key(const flatbuffers::Namespace* ns) {
+  std::string s;
+  if (ns) {
+    for (const auto& c : ns->components) s += c + ".";
+  }
+  return s;
+}
+
+void check_identifier(const std::string& what, const std::string& name, std::vector<std::string>& problems) {
+  if (cpp_keywords.count(name)) problems.push_back(what + " is a C++ keyword; rename it");
+  if (name.rfind("ringrpc_", 0) == 0 || name.rfind('_', 0) == 0) {
+    problems.push_back(what + " starts with 'ringrpc_' or '_', which generated code reserves");
+  }
+}
+
+std::string join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+void doc_lines(std::ostream& out, const std::vector<std::string>& doc, const std::string& indent) {
+  for (const auto& line : doc) out << indent << "///" << line << "\n";
+}
+
+std::string sanitize(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    out += ok ? c : '_';
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<id_collision> find_id_collisions(const std::vector<std::string>& full_names) {
+  std::vector<id_collision> out;
+  std::map<std::uint32_t, std::string> seen;
+  for (const auto& name : full_names) {
+    const std::uint32_t id = method_id(name);
+    const auto [it, inserted] = seen.emplace(id, name);
+    if (!inserted && it->second != name) out.push_back({it->second, name, id});
+  }
+  return out;
+}
+
+std::vector<service_desc> collect_services(const flatbuffers::Parser& parser, const std::string& schema_file) {
+  std::vector<std::string> problems;
+  std::vector<std::string> all_methods;
+  std::map<std::string, std::string> service_by_name;  // unqualified -> qualified
+
+  // Types per namespace, for clashes between a service and flatc's own declarations.
+  std::map<std::string, std::set<std::string>> flatc_names;
+  for (const auto* s : parser.structs_.vec) {
+    for (auto& n : flatc_names_for(s->name)) flatc_names[ns_key(s->defined_namespace)].insert(n);
+  }
+  for (const auto* e : parser.enums_.vec) {
+    for (auto& n : flatc_names_for(e->name)) flatc_names[ns_key(e->defined_namespace)].insert(n);
+  }
+
+  std::vector<service_desc> out;
+  for (const auto* svc : parser.services_.vec) {
+    const std::string full = qualified(*svc);
+    const auto [prev, fresh] = service_by_name.emplace(svc->name, full);
+    if (!fresh) {
+      problems.push_back("services " + prev->second + " and " + full + " would both be served as '" + svc->name +
+                         "' (the endpoint name is the unqualified service name); rename one");
+    }
+    for (const auto* call : svc->calls.vec) all_methods.push_back(svc->name + "." + call->name);
+    const bool ours = svc->file == schema_file;
+    if (!ours) continue;
+
+    service_desc d;
+    d.name = svc->name;
+    if (svc->defined_namespace) d.name_space = svc->defined_namespace->components;
+    d.doc = svc->doc_comment;
+    check_identifier("service " + full, svc->name, problems);
+    if (svc->name == "ringrpc" || svc->name == "flatbuffers" || svc->name == "std") {
+      problems.push_back("service " + full + " has the name of a namespace the generated code uses; rename it");
+    }
+    if (flatc_names[ns_key(svc->defined_namespace)].count(svc->name)) {
+      problems.push_back("service " + full + " has the name of a declaration flatc generates for a type of the " +
+                         "same namespace; rename the service or the type");
+    }
+
+    std::set<std::string> stub_members;
+    for (const auto* call : svc->calls.vec) {
+      method_desc m;
+      m.name = call->name;
+      m.full_name = svc->name + "." + call->name;
+      m.id = method_id(m.full_name);
+      m.request_type = qualified(*call->request);
+      m.reply_type = qualified(*call->response);
+      m.doc = call->doc_comment;
+      if (const auto* streaming = call->attributes.Lookup("streaming");
+          streaming != nullptr && streaming->constant != "none") {
+        problems.push_back("method " + m.full_name + " is a streaming method (streaming: \"" + streaming->constant +
+                           "\"); ringrpc-gen supports unary methods only, for now");
+      }
+      check_identifier("method " + m.full_name, m.name, problems);
+      if (reserved_member_names.count(m.name)) {
+        problems.push_back("method " + m.full_name + " has a name the generated classes use themselves ('" + m.name +
+                           "'); rename it");
+      }
+      for (const std::string& member : {m.name, m.name + "_async", m.name + "_future"}) {
+        if (!stub_members.insert(member).second) {
+          problems.push_back("method " + m.full_name + " would generate stub member '" + member +
+                             "' twice (another method is named " + member + "); rename one");
+        }
+      }
+      d.methods.push_back(std::move(m));
+    }
+    out.push_back(std::move(d));
+  }
+
+  for (const auto& c : find_id_collisions(all_methods)) {
+    problems.push_back("method id collision: " + c.first + " and " + c.second + " both have id " + hex32(c.id) +
+                       " (FNV-1a of the name, docs/protocol.md); rename one of them");
+  }
+  if (!problems.empty()) throw schema_error(join(problems));
+  return out;
+}
+
+std::size_t max_alignment(const flatbuffers::Parser& parser) {
+  std::size_t a = 8;
+  for (const auto* s : parser.structs_.vec) a = std::max(a, s->minalign);
+  return a;
+}
+
+void check_bfbs_matches(std::span<const std::uint8_t> bfbs, const flatbuffers::Parser& parser) {
+  flatbuffers::Verifier v(bfbs.data(), bfbs.size());
+  if (!reflection::VerifySchemaBuffer(v)) {
+    throw schema_error("the binary schema is not valid (expected the output of flatc --binary --schema)\n");
+  }
+  using entry = std::tuple<std::string, std::string, std::string, std::string>;
+  std::set<entry> from_bfbs, from_parser;
+  const auto* schema = reflection::GetSchema(bfbs.data());
+  if (const auto* services = schema->services()) {
+    for (const auto* s : *services) {
+      from_bfbs.insert({s->name()->str(), "", "", ""});
+      if (!s->calls()) continue;
+      for (const auto* c : *s->calls()) {
+        from_bfbs.insert({s->name()->str(), c->name()->str(), c->request()->name()->str(), c->response()->name()->str()});
+      }
+    }
+  }
+  for (const auto* s : parser.services_.vec) {
+    from_parser.insert({qualified(*s), "", "", ""});
+    for (const auto* c : s->calls.vec) {
+      from_parser.insert({qualified(*s), c->name, qualified(*c->request), qualified(*c->response)});
+    }
+  }
+  if (from_bfbs != from_parser) {
+    throw schema_error("flatc's binary schema declares other services or methods than the schema parsed here; "
+                       "are flatc and libflatbuffers the same version?\n");
+  }
+}
+
+std::string generate_header(const header_input& in) {
+  std::ostringstream o;
+  std::uint32_t content_hash = 0x811c9dc5u;
+  for (const auto b : in.bfbs) content_hash = (content_hash ^ b) * 0x01000193u;
+  // Unique per schema content, so headers of two schemas with one file name can meet in a
+  // program without an ODR clash.
+  const std::string data_name = sanitize(in.schema_name) + "_" + hex32(content_hash).substr(2);
+
+  o << "// Generated by ringrpc-gen from " << in.schema_name << ". Do not edit.\n"
+    << "// Typed client stubs and server bases for its rpc_services; docs/services.md explains them.\n"
+    << "// Method ids are 32-bit FNV-1a of \"Service.Method\" (docs/protocol.md, \"Method ids\").\n"
+    << "#pragma once\n\n"
+    << "#include <cstddef>\n#include <cstdint>\n#include <functional>\n#include <future>\n#include <string_view>\n\n"
+    << "#include <ringrpc/reflection.hpp>\n#include <ringrpc/service.hpp>\n\n"
+    << "#include \"" << in.flatc_header << "\"\n\n"
+    << "namespace ringrpc_schema_data {\n"
+    << "// " << in.schema_name << " as a binary schema (flatc --binary --schema --bfbs-comments), for reflection.\n"
+    << "alignas(8) inline constexpr std::uint8_t " << data_name << "[] = {";
+  for (std::size_t i = 0; i < in.bfbs.size(); ++i) {
+    if (i % 16 == 0) o << "\n   ";
+    char buf[8];
+    std::snprintf(buf, sizeof buf, " 0x%02x,", in.bfbs[i]);
+    o << buf;
+  }
+  o << "\n};\n}  // namespace ringrpc_schema_data\n";
+
+  for (const auto& s : in.services) {
+    std::string ns;
+    for (const auto& c : s.name_space) ns += (ns.empty() ? "" : "::") + c;
+    auto cpp_type = [](std::string schema_name) {
+      for (std::size_t p; (p = schema_name.find('.')) != std::string::npos;) schema_name.replace(p, 1, "::");
+      return "::" + schema_name;
+    };
+    o << "\n";
+    if (!ns.empty()) o << "namespace " << ns << " {\n\n";
+    doc_lines(o, s.doc, "");
+    o << "struct " << s.name << " {\n"
+      << "  /// The endpoint name: calls to \"" << s.name << ".Method\" reach the service registered under it.\n"
+      << "  static constexpr char service_name[] = \"" << s.name << "\";\n";
+    for (const auto& m : s.methods) {
+      o << "  static constexpr char " << m.name << "_method[] = \"" << m.full_name << "\";\n"
+        << "  static constexpr std::uint32_t " << m.name << "_id = " << hex32(m.id) << "u;\n";
+    }
+    o << "\n  /// The schema declaring this service, for ringrpc::add_reflection.\n"
+      << "  static ::ringrpc::schema_blob schema() noexcept {\n"
+      << "    return {service_name, ::ringrpc_schema_data::" << data_name << "};\n"
+      << "  }\n\n"
+      << "  class stub;\n  class service;\n\n"
+      << " private:\n"
+      << "  static constexpr std::size_t payload_alignment = " << in.alignment << ";\n";
+    for (const auto& m : s.methods) {
+      o << "  static constexpr ::ringrpc::detail::typed_method " << m.name << "_info{" << m.name << "_method, \""
+        << m.request_type << "\", \"" << m.reply_type << "\"};\n";
+    }
+    o << "};\n";
+    for (const auto& m : s.methods) {
+      o << "static_assert(" << s.name << "::" << m.name << "_id == ::ringrpc::method_id(" << s.name << "::" << m.name
+        << "_method));\n";
+    }
+
+    // The client stub.
+    o << "\n/// Typed calls to " << s.name << " over one connection, which must outlive the stub. Each call\n"
+      << "/// finishes `request` with `root`, sends it and clears `request` for the next one; the reply\n"
+      << "/// is verified as the reply type before it is handed over.\n"
+      << "class " << s.name << "::stub {\n"
+      << " public:\n"
+      << "  explicit stub(::ringrpc::client& connection) noexcept : _client(&connection) {}\n";
+    for (const auto& m : s.methods) {
+      const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
+      const std::string args = "::flatbuffers::FlatBufferBuilder& request, ::flatbuffers::Offset<" + req + "> root";
+      o << "\n";
+      doc_lines(o, m.doc, "  ");
+      o << "  ::ringrpc::result<" << rep << "> " << m.name << "(" << args
+        << ", ::ringrpc::call_options options = {}) const {\n"
+        << "    return ::ringrpc::detail::typed_call<" << rep << ">(*_client, " << m.name << "_info, request, root, options);\n"
+        << "  }\n"
+        << "  /// Asynchronous " << m.name << ": `done` runs once, on the client runtime's thread.\n"
+        << "  void " << m.name << "_async(" << args << ", std::function<void(::ringrpc::result<" << rep
+        << ">)> done,\n"
+        << "      ::ringrpc::call_options options = {}) const {\n"
+        << "    ::ringrpc::detail::typed_call_async<" << rep << ">(*_client, " << m.name
+        << "_info, request, root, std::move(done), options);\n"
+        << "  }\n"
+        << "  std::future<::ringrpc::result<" << rep << ">> " << m.name << "_future(" << args
+        << ",\n      ::ringrpc::call_options options = {}) const {\n"
+        << "    return ::ringrpc::detail::typed_call_future<" << rep << ">(*_client, " << m.name
+        << "_info, request, root, options);\n"
+        << "  }\n";
+    }
+    o << "\n private:\n  ::ringrpc::client* _client;\n};\n";
+
+    // The server base.
+    o << "\n/// Derive, override the methods you serve (the others answer unknown_method), and register\n"
+      << "/// with ::ringrpc::register_service(server, std::make_shared<Impl>()). Requests are verified\n"
+      << "/// before a method runs; an rpc_exception thrown answers its status, any other exception\n"
+      << "/// `internal` with what().\n"
+      << "class " << s.name << "::service : public ::ringrpc::endpoint {\n"
+      << " public:\n"
+      << "  static constexpr const char* service_name = " << s.name << "::service_name;\n";
+    for (const auto& m : s.methods) {
+      const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
+      o << "\n";
+      doc_lines(o, m.doc, "  ");
+      o << "  virtual ::ringrpc::result<" << rep << "> " << m.name << "(::ringrpc::call_context& /*call*/, const "
+        << req << "& /*request*/) {\n"
+        << "    return ::ringrpc::detail::not_implemented(" << m.name << "_info);\n"
+        << "  }\n";
+    }
+    o << "\n  void receive_and_reply(::ringrpc::call_context& call) override { ringrpc_dispatch(call); }\n"
+      << "  /// One-way messages run the method too; the answer is dropped.\n"
+      << "  void receive(::ringrpc::call_context& message) override { ringrpc_dispatch(message); }\n"
+      << "\n private:\n"
+      << "  void ringrpc_dispatch(::ringrpc::call_context& call) {\n";
+    if (s.methods.empty()) {
+      o << "    ::ringrpc::detail::unknown_method(call, service_name);\n";
+    } else {
+      o << "    const std::string_view method = call.method();\n"
+        << "    switch (::ringrpc::method_id(method)) {\n";
+      for (const auto& m : s.methods) {
+        const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
+        o << "      case " << m.name << "_id:\n"
+          << "        // The id only narrows the search; the name decides.\n"
+          << "        if (method == " << m.name << "_method) {\n"
+          << "          ::ringrpc::detail::serve<" << req << ", " << rep << ">(*this, call, " << m.name
+          << "_info, payload_alignment,\n"
+          << "              [this](::ringrpc::call_context& c, const " << req << "& r) { return this->" << m.name
+          << "(c, r); });\n"
+          << "          return;\n"
+          << "        }\n"
+          << "        break;\n";
+      }
+      o << "      default:\n        break;\n    }\n"
+        << "    ::ringrpc::detail::unknown_method(call, service_name);\n";
+    }
+    o << "  }\n};\n";
+    if (!ns.empty()) o << "\n}  // namespace " << ns << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace ringrpc::gen
