@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Echo throughput and latency of ringrpc-server run several ways, with the same driver, as
 # ratios to the first variant. Rounds alternate the variants (A B C A B C ...) so drift on a
-# shared machine spreads over all of them; the table shows each variant's median round.
+# shared machine spreads over all of them; each ratio is taken within a round, and the table
+# shows the median ratio over rounds (with its spread) and each variant's median round.
 #
 #   bench/server_variants.sh                       # dispatch policies: direct, all, execution
 #   VARIANTS="on:--metrics=true off:--metrics=false --log-level=off" bench/server_variants.sh
@@ -55,7 +56,7 @@ run_variant() {
   done
   [[ -n $port ]] || { echo "server did not start: $(cat "$work/server.err")" >&2; exit 1; }
   timeout $((duration + 20)) taskset -c "$load_cpu" "$load_bin" -c "$connections" -d "$depth" \
-    -T "${duration}s" --json "$work/$label.$round.json" "ringrpc://127.0.0.1:$port/echo" >/dev/null
+    -T "${duration}s" --json "$work/$label.$round.json" "ringrpc://127.0.0.1:$port/echo" >/dev/null 2>&1
   kill -TERM "$server_pid"
   wait "$server_pid" 2>/dev/null || true
   server_pid=
@@ -77,13 +78,17 @@ python3 - "$work/results" "${variants[@]%%:*}" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 labels = sys.argv[2:]
-med = {}
+by = {lab: [(float(r[1]), float(r[2]), float(r[3])) for r in rows if r[0] == lab] for lab in labels}
+n = min(len(v) for v in by.values())
+# Ratios are taken within each round (neighbouring runs share the machine's mood), then the
+# median over rounds; the throughput column is each variant's median round.
+print(f"{'variant':<12}{'calls/s':>12}{'ratio':>8}{'min':>7}{'max':>7}{'p50 us':>9}{'p99 us':>9}{'p99 ratio':>11}")
 for lab in labels:
-    runs = sorted((float(r[1]), float(r[2]), float(r[3])) for r in rows if r[0] == lab)
-    med[lab] = runs[len(runs) // 2]  # the median round by throughput
-base = med[labels[0]]
-print(f"{'variant':<12}{'calls/s':>12}{'ratio':>8}{'p50 us':>10}{'p99 us':>10}{'p99 ratio':>11}")
-for lab in labels:
-    c, p50, p99 = med[lab]
-    print(f"{lab:<12}{c:>12,.0f}{c / base[0]:>8.2f}{p50:>10.0f}{p99:>10.0f}{p99 / base[2]:>11.2f}")
+    runs = by[lab]
+    med = sorted(runs)[len(runs) // 2]
+    ratios = [runs[i][0] / by[labels[0]][i][0] for i in range(n)]
+    p99r = [runs[i][2] / by[labels[0]][i][2] for i in range(n)]
+    print(f"{lab:<12}{med[0]:>12,.0f}{statistics.median(ratios):>8.3f}{min(ratios):>7.2f}{max(ratios):>7.2f}"
+          f"{med[1]:>9.0f}{med[2]:>9.0f}{statistics.median(p99r):>11.2f}")
+print(f"({n} rounds; ratio = median over rounds of calls/s relative to {labels[0]} in the same round)")
 PY

@@ -114,7 +114,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
     // One clock read per turn: the frames reaped together were received together. It stamps
     // calls (queue time, deadlines) and connections (idle check).
     _turn_ns = now_ns();
-    execution_clock_idle();
+    time_next_call();
     refresh_table();
     _ring->for_each_cqe([this](const io_uring_cqe& cqe) { handle(cqe); });
     if (_idle_timer_fired) {

@@ -34,12 +34,11 @@ inline std::int64_t now_ns() noexcept {
       .count();
 }
 
-/// The start of a call's run on this thread: the end of the previous call when the thread went
-/// straight from one to the next, else now. See server_core.cpp.
-std::int64_t execution_clock_start() noexcept;
-void execution_clock_mark(std::int64_t ns) noexcept;
-/// The thread is about to wait for work (or starts a new loop turn): forget the mark.
-void execution_clock_idle() noexcept;
+
+
+/// The next call this thread runs is timed for the histograms (the thread was idle: see
+/// server_core.cpp).
+void time_next_call() noexcept;
 
 /// Lifecycle: configured -> running -> draining (no new calls run; new ones get SHUTTING_DOWN)
 /// -> stopped.
@@ -170,7 +169,7 @@ class server_core {
   void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept;
   void abandon_deferred() noexcept;
   void start_admin();
-  void record_completion(call* c, std::int64_t start, std::int64_t end) noexcept;
+  void record_completion(call* c) noexcept;
   void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
   std::uint64_t calls_created() const noexcept;
   std::uint64_t calls_enqueued() const noexcept;

@@ -35,17 +35,19 @@ method_metrics& thread_metrics::find(std::string_view name) noexcept {
   return *(_last = _methods[n].get());
 }
 
-void thread_metrics::completed(std::string_view method, status code, std::int64_t queue_ns,
-                               std::int64_t processing_ns) noexcept {
+void thread_metrics::completed(std::string_view method, status code) noexcept {
+  // Only per method: the totals are their sum, made when read.
   const auto s = std::min<std::size_t>(static_cast<std::size_t>(code), status_count - 1);
-  by_status[s].add();
+  find(method).by_status[s].add();
+}
+
+void thread_metrics::timed(std::string_view method, std::int64_t queue_ns,
+                           std::int64_t processing_ns) noexcept {
   const auto q = static_cast<std::uint64_t>(std::max<std::int64_t>(queue_ns, 0));
   const auto p = static_cast<std::uint64_t>(std::max<std::int64_t>(processing_ns, 0));
   queue_time.record(q);
   processing_time.record(p);
-  method_metrics& m = find(method);
-  m.by_status[s].add();
-  m.processing.record(p);
+  find(method).processing.record(p);
 }
 
 metrics_registry::metrics_registry() : _generation(next_generation.fetch_add(1)) {}
@@ -81,13 +83,16 @@ call_metrics_snapshot metrics_registry::snapshot() const {
   std::map<std::string, call_metrics_snapshot::method> methods;
   std::lock_guard lock(_mu);
   for (const auto& b : _blocks) {
-    for (std::size_t i = 0; i < status_count; ++i) s.by_status[i] += b->by_status[i].get();
     b->queue_time.add_to(s.queue_time);
     b->processing_time.add_to(s.processing_time);
     auto merge = [&](const method_metrics& m) {
       auto& out = methods[m.name];
       out.name = m.name;
-      for (std::size_t i = 0; i < status_count; ++i) out.by_status[i] += m.by_status[i].get();
+      for (std::size_t i = 0; i < status_count; ++i) {
+        const std::uint64_t n = m.by_status[i].get();
+        out.by_status[i] += n;
+        s.by_status[i] += n;
+      }
       m.processing.add_to(out.processing);
     };
     const std::size_t n = b->method_count();

@@ -40,11 +40,11 @@ class thread_metrics {
   thread_metrics(const thread_metrics&) = delete;
   thread_metrics& operator=(const thread_metrics&) = delete;
 
-  /// A call finished with `code` after `queue_ns` waiting and `processing_ns` running.
-  void completed(std::string_view method, status code, std::int64_t queue_ns,
-                 std::int64_t processing_ns) noexcept;
+  /// A call finished with `code`: counted for every call.
+  void completed(std::string_view method, status code) noexcept;
+  /// A (sampled) call waited `queue_ns` and ran `processing_ns`.
+  void timed(std::string_view method, std::int64_t queue_ns, std::int64_t processing_ns) noexcept;
 
-  std::array<counter, status_count> by_status;
   metric_histogram queue_time;
   metric_histogram processing_time;
 

@@ -62,7 +62,8 @@ struct server_options {
   /// Per-call metrics (status counts, queue and processing time, per method). Off saves a
   /// clock read and a few stores per call; server_stats' counters are kept either way.
   bool metrics = true;
-  /// Calls running longer than this post a slow_call event; 0 = off.
+  /// Calls that spend longer than this in the server (queue included) post a slow_call event;
+  /// 0 = off. Checked on the coarse clock: thresholds below a few ms are not meaningful.
   std::chrono::microseconds slow_call_threshold{0};
   /// Post a call_completed event for one call in this many (per thread); 0 = never.
   unsigned sample_completions_every = 0;
