@@ -11,26 +11,8 @@ namespace ringrpc {
 
 namespace {
 
-void encode_reply(detail::call& c, std::span<const std::byte> payload) {
-  thread_local detail::frame_encoder encoder;
-  detail::frame_view f;
-  f.call_id = c.id;
-  f.kind = wire::Kind::Reply;
-  f.payload = payload;
-  encoder.encode_into(f, c.reply);
-  c.answer_status = status::ok;
-}
-
-void encode_failure(detail::call& c, status code, std::string_view message) {
-  thread_local detail::frame_encoder encoder;
-  detail::frame_view f;
-  f.call_id = c.id;
-  f.kind = wire::Kind::Error;
-  f.code = code == status::ok ? status::internal : code;
-  f.message = message;
-  encoder.encode_into(f, c.reply);
-  c.answer_status = f.code;
-}
+using detail::encode_error;
+using detail::encode_reply;
 
 bool call_cancelled(const detail::call& c) noexcept {
   if (c.abandoned.load(std::memory_order_relaxed)) return true;
@@ -64,7 +46,7 @@ void call_context::reply(std::span<const std::byte> payload) {
 
 void call_context::fail(status code, std::string_view message) {
   if (_deferred) return;
-  encode_failure(_call, code, message);
+  encode_error(_call, code, message);
   _answered = true;
 }
 
@@ -90,30 +72,31 @@ deferred_reply::~deferred_reply() {
   if (_state) fail(status::internal, "deferred reply dropped without an answer");
 }
 
-bool deferred_reply::reply(std::span<const std::byte> payload) {
-  if (!_state) return false;
-  auto state = std::move(_state);
+namespace {
+
+/// The one answer of a deferred call: the first caller takes the call, encodes with `encode`,
+/// and hands it to the responder; later callers (and the stopping server's answer) find none.
+template <class Encode>
+bool answer_deferred(std::shared_ptr<detail::deferred_state> state, Encode&& encode) {
+  if (!state) return false;
   std::unique_lock lock(state->mu);
   detail::call* c = std::exchange(state->c, nullptr);
   if (c == nullptr) return false;
-  if (c->purpose == detail::call_purpose::request) encode_reply(*c, payload);
+  if (c->purpose == detail::call_purpose::request) encode(*c);
   state->core->deferred_answered(*state, c);
   state->core->finish(c);
   state->core->replies().notify();
   return true;
 }
 
+}  // namespace
+
+bool deferred_reply::reply(std::span<const std::byte> payload) {
+  return answer_deferred(std::move(_state), [&](detail::call& c) { encode_reply(c, payload); });
+}
+
 bool deferred_reply::fail(status code, std::string_view message) {
-  if (!_state) return false;
-  auto state = std::move(_state);
-  std::unique_lock lock(state->mu);
-  detail::call* c = std::exchange(state->c, nullptr);
-  if (c == nullptr) return false;
-  if (c->purpose == detail::call_purpose::request) encode_failure(*c, code, message);
-  state->core->deferred_answered(*state, c);
-  state->core->finish(c);
-  state->core->replies().notify();
-  return true;
+  return answer_deferred(std::move(_state), [&](detail::call& c) { encode_error(c, code, message); });
 }
 
 std::span<const std::byte> deferred_reply::payload() const noexcept {

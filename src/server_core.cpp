@@ -14,23 +14,6 @@ namespace ringrpc::detail {
 
 namespace {
 
-// One encoder per thread: replies are encoded on whichever thread answers (pool workers,
-// readers running direct endpoints, threads answering deferred replies).
-frame_encoder& thread_encoder() {
-  thread_local frame_encoder encoder;
-  return encoder;
-}
-
-void encode_error(call* c, status code, std::string_view message) {
-  frame_view f;
-  f.call_id = c->id;
-  f.kind = wire::Kind::Error;
-  f.code = code == status::ok ? status::internal : code;
-  f.message = message;
-  thread_encoder().encode_into(f, c->reply);
-  c->answer_status = f.code;
-}
-
 bool from_client(const call* c) noexcept {
   return c->purpose == call_purpose::request || c->purpose == call_purpose::one_way;
 }
@@ -380,7 +363,7 @@ void server_core::finish(call* c) noexcept {
 }
 
 void server_core::refuse(call* c, status code, const std::string& message) noexcept {
-  if (c->purpose == call_purpose::request) encode_error(c, code, message);
+  if (c->purpose == call_purpose::request) encode_error(*c, code, message);
   if (code == status::server_busy) _refused_busy.add();
   if (from_client(c)) _settled.add();
   finish(c);
@@ -442,7 +425,7 @@ void server_core::abandon_deferred() noexcept {
     call* c = std::exchange(s->c, nullptr);
     c->abandoned.store(true, std::memory_order_relaxed);
     if (c->purpose == call_purpose::request) {
-      encode_error(c, status::shutting_down, "server stopped before the deferred reply came");
+      encode_error(*c, status::shutting_down, "server stopped before the deferred reply came");
     }
     finish(c);
   }
@@ -450,7 +433,7 @@ void server_core::abandon_deferred() noexcept {
 
 namespace {
 
-bool post_to(server_core& core, call_pool& pool, endpoint_slot* slot,
+bool post_to(call_pool& pool, endpoint_slot* slot,
              std::span<const std::byte> payload) {
   call* c = pool.get();
   c->conn = nullptr;
@@ -470,7 +453,6 @@ bool post_to(server_core& core, call_pool& pool, endpoint_slot* slot,
     case endpoint_slot::admit_result::busy:
     case endpoint_slot::admit_result::stopped: break;
   }
-  (void)core;
   pool.put(c);
   return false;
 }
@@ -482,14 +464,14 @@ bool server_core::post_local(std::string_view endpoint_name, std::span<const std
   auto table = _dispatcher.current();
   auto it = table->by_name.find(endpoint_name);
   if (it == table->by_name.end()) return false;
-  return post_to(*this, *_pool, it->second, payload);
+  return post_to(*_pool, it->second, payload);
 }
 
 std::size_t server_core::post_local_to_all(std::span<const std::byte> payload) {
   if (state() != server_state::running) return 0;
   auto table = _dispatcher.current();
   std::size_t n = 0;
-  for (endpoint_slot* slot : table->all) n += post_to(*this, *_pool, slot, payload) ? 1 : 0;
+  for (endpoint_slot* slot : table->all) n += post_to(*_pool, slot, payload) ? 1 : 0;
   return n;
 }
 

@@ -65,6 +65,30 @@ class sharded_counter {
   std::array<slot, 16> _slots{};
 };
 
+/// Encodes a call's answer into c.reply on whichever thread answers (pool workers, readers
+/// running direct endpoints, threads answering deferred replies), with that thread's encoder.
+inline frame_encoder& thread_encoder() {
+  thread_local frame_encoder encoder;
+  return encoder;
+}
+inline void encode_reply(call& c, std::span<const std::byte> payload) {
+  frame_view f;
+  f.call_id = c.id;
+  f.kind = wire::Kind::Reply;
+  f.payload = payload;
+  thread_encoder().encode_into(f, c.reply);
+  c.answer_status = status::ok;
+}
+inline void encode_error(call& c, status code, std::string_view message) {
+  frame_view f;
+  f.call_id = c.id;
+  f.kind = wire::Kind::Error;
+  f.code = code == status::ok ? status::internal : code;
+  f.message = message;
+  thread_encoder().encode_into(f, c.reply);
+  c.answer_status = f.code;
+}
+
 /// The state a deferred_reply shares with the server (see call_context::defer).
 struct deferred_state : std::enable_shared_from_this<deferred_state> {
   std::mutex mu;
