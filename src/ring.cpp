@@ -16,6 +16,7 @@ ring::ring(unsigned entries, const uring_features& features) {
     throw std::system_error(-rc, std::system_category(),
                             "io_uring_queue_init(" + std::to_string(entries) + " entries)");
   }
+  _defer_taskrun = (p.flags & IORING_SETUP_DEFER_TASKRUN) != 0;
 }
 
 ring::~ring() { io_uring_queue_exit(&_ring); }

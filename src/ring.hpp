@@ -33,8 +33,13 @@ class ring {
   /// (negative: no limit). One syscall for both. Returns -errno on failure, -ETIME on timeout.
   int submit_and_wait(std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1)) noexcept;
 
-  /// Submits without waiting.
-  int submit() noexcept { return io_uring_submit(&_ring); }
+  /// Submits without waiting, and reaps what has completed meanwhile. With DEFER_TASKRUN the
+  /// kernel posts completions only when the owner enters with GETEVENTS, which a plain
+  /// io_uring_submit() never does: a loop that stays busy would otherwise see no completion
+  /// until it next sleeps (replies that arrived would time out unread).
+  int submit() noexcept {
+    return _defer_taskrun ? io_uring_submit_and_get_events(&_ring) : io_uring_submit(&_ring);
+  }
 
   /// Calls f(const io_uring_cqe&) for every completion ready now, then marks them all seen
   /// with a single CQ head update. Returns how many there were.
@@ -55,6 +60,7 @@ class ring {
 
  private:
   io_uring _ring{};
+  bool _defer_taskrun = false;
 };
 
 }  // namespace ringrpc::detail
