@@ -55,6 +55,10 @@ struct call : mpsc_node, pool_task {
   /// peers are tracked on the connection instead (see connection::is_cancelled).
   std::atomic<bool> abandoned{false};
   std::string event_text;  // network_error: what happened
+  // Bytes charged to the server's memory budget for this call (request by the reader, reply by
+  // the responder when it queued it); released when the call is.
+  std::size_t request_charged = 0;
+  std::size_t reply_charged = 0;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   static call* from_node(mpsc_node* n) noexcept { return static_cast<call*>(n); }
@@ -80,18 +84,21 @@ class call_pool {
   }
 
   void put(call* c) noexcept {
-    // A call that carried a huge frame gives the memory back rather than pinning it.
+    // A call that carried a big frame gives the memory back rather than pinning it.
     if (c->request.capacity() > keep_bytes) std::vector<std::byte>().swap(c->request);
     if (c->reply.capacity() > keep_bytes) std::vector<std::byte>().swap(c->reply);
     c->conn = nullptr;
     c->payload = {};
     c->target = nullptr;
     c->abandoned.store(false, std::memory_order_relaxed);
+    c->request_charged = c->reply_charged = 0;
     if (!_free.try_push(c)) delete c;
   }
 
  private:
-  static constexpr std::size_t keep_bytes = 64 * 1024;
+  // Idle calls in the pool keep at most this much per buffer: capacity x 2 x keep_bytes is all
+  // the pool can pin after a burst of big calls (documented in docs/operations.md).
+  static constexpr std::size_t keep_bytes = 8 * 1024;
   mpmc_queue<call*> _free;
 };
 

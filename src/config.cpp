@@ -342,9 +342,13 @@ void read_server(context& ctx, const toml::table& t, server_options& s) {
   r.integer("handler_queue_size", s.handler_queue_size, 1, 1'048'576);
   r.enumeration("default_policy", s.default_policy, policies);
   r.integer("max_frame_bytes", s.max_frame_bytes, 16, std::int64_t{1} << 30);
+  r.integer("max_buffered_bytes", s.max_buffered_bytes, 0, std::int64_t{1} << 50);
   r.integer("max_queued_reply_bytes", s.max_queued_reply_bytes, 1, std::int64_t{1} << 40);
-  r.integer("max_inflight_per_connection", s.max_inflight_per_connection, 1, 1'048'576);
+  r.integer("max_inflight_per_connection", s.max_inflight_per_connection, 0, 1'048'576);
+  r.integer("max_inflight_bytes_per_connection", s.max_inflight_bytes_per_connection, 1, std::int64_t{1} << 40);
   r.millis("idle_timeout_ms", s.idle_timeout, 0, 30 * k_day_ms);
+  r.millis("write_stall_timeout_ms", s.write_stall_timeout, 0, 30 * k_day_ms);
+  r.millis("frame_stall_timeout_ms", s.frame_stall_timeout, 0, 30 * k_day_ms);
   r.integer("max_connections", s.max_connections, 0, 16'777'216);
   r.integer("socket_send_buffer_bytes", s.socket_send_buffer_bytes, 0, std::int64_t{1} << 30);
   r.integer("recv_buffer_bytes", s.recv_buffer_bytes, 256, 16'777'216);
@@ -529,9 +533,13 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   js["handler_queue_size"] = s.handler_queue_size;
   js["default_policy"] = name_of(policies, s.default_policy);
   js["max_frame_bytes"] = s.max_frame_bytes;
+  js["max_buffered_bytes"] = s.max_buffered_bytes;
   js["max_queued_reply_bytes"] = s.max_queued_reply_bytes;
   js["max_inflight_per_connection"] = s.max_inflight_per_connection;
+  js["max_inflight_bytes_per_connection"] = s.max_inflight_bytes_per_connection;
   js["idle_timeout_ms"] = s.idle_timeout.count();
+  js["write_stall_timeout_ms"] = s.write_stall_timeout.count();
+  js["frame_stall_timeout_ms"] = s.frame_stall_timeout.count();
   js["max_connections"] = s.max_connections;
   js["socket_send_buffer_bytes"] = s.socket_send_buffer_bytes;
   js["recv_buffer_bytes"] = s.recv_buffer_bytes;

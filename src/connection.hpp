@@ -46,6 +46,11 @@ struct connection {
   std::int64_t accepted_ns = 0;   // likewise (steady clock)
   std::atomic<std::int64_t> last_write_ns{0};   // responder: last write completion
   std::atomic<std::size_t> queued_bytes{0};     // responder: reply bytes not yet written
+  /// Responder: when replies began waiting with no byte accepted since (0: none wait). The
+  /// reader's sweep sheds a connection whose peer has not read for write_stall_timeout.
+  std::atomic<std::int64_t> write_stalled_since_ns{0};
+  /// Request bytes of calls accepted and not yet released (reader adds, responder subtracts).
+  std::atomic<std::size_t> request_bytes{0};
 
   /// Cancel frames name calls by id; the set stays tiny (ids leave it when their call is
   /// released), so handlers polling cancelled() pay one relaxed load while nobody cancels.
@@ -85,6 +90,8 @@ struct connection {
   bool closing = false;   // no further frames are accepted; finish when the recv has ended
   bool cancel_sent = false;
   bool finished = false;  // the reader has let go; only the release is pending
+  bool budget_paused = false;  // not read while the server's memory budget is exhausted
+  std::size_t assembler_charged = 0;  // assembler capacity charged to the memory budget
   std::int64_t last_read_ns = 0;  // reader turn in which bytes last arrived
   const char* close_reason = nullptr;  // why the reader closed it ("idle", ...); null: peer did
   std::string failure;    // why the connection failed, if it did (for on_network_error)
@@ -109,9 +116,11 @@ inline void release(connection* c) noexcept {
 
 inline void retain(connection* c) noexcept { c->refs.fetch_add(1, std::memory_order_relaxed); }
 
-/// Reading must pause while the connection has too much in flight or too much unwritten.
-inline bool over_limits(const connection* c, unsigned max_inflight) noexcept {
+/// Reading must pause while the connection has too many calls or request bytes in flight, or
+/// too many reply bytes unwritten.
+inline bool over_limits(const connection* c, unsigned max_inflight, std::size_t max_inflight_bytes) noexcept {
   return c->outstanding.load(std::memory_order_seq_cst) >= max_inflight ||
+         c->request_bytes.load(std::memory_order_seq_cst) >= max_inflight_bytes ||
          c->backlogged.load(std::memory_order_seq_cst);
 }
 

@@ -5,8 +5,9 @@
 #include <cstdint>
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <span>
-#include <vector>
 
 #include "frame_codec.hpp"
 
@@ -16,24 +17,33 @@ namespace ringrpc::detail {
 ///
 /// Bytes are only copied when a frame spans slices (or delivery is paused): a frame that lies
 /// whole inside a slice is handed to the sink in place, and a frame that spans slices is
-/// completed with just the bytes it lacks. The length prefix is checked against
-/// the limit before anything is reserved for the body, so a hostile prefix costs nothing.
+/// completed with just the bytes it lacks. Memory follows the bytes that arrived, never what a
+/// length prefix claims: the buffer grows geometrically from a small start as bytes come in, so
+/// a peer claiming 16 MiB and sending 100 bytes costs a few KiB. A buffer above `keep_bytes` is
+/// freed as soon as it holds nothing, so one huge frame does not pin its memory afterwards.
 class frame_assembler {
  public:
   enum class result {
     ok,               ///< everything consumed or kept for later
     paused,           ///< the sink asked to stop; the rest is kept, call drain() later
     frame_too_large,  ///< a prefix exceeded the limit; the stream cannot be trusted any more
+    no_memory,        ///< the buffer could not grow; what was kept is dropped, like the stream
   };
 
+  /// Smallest buffer allocated, and the largest one kept while empty.
+  static constexpr std::size_t initial_bytes = 512;
+  static constexpr std::size_t keep_bytes = 4096;
+
   explicit frame_assembler(std::uint32_t max_body_bytes) noexcept : _max_body(max_body_bytes) {}
+  frame_assembler(const frame_assembler&) = delete;
+  frame_assembler& operator=(const frame_assembler&) = delete;
 
   /// Feeds one slice. `sink(std::span<const std::byte> frame)` gets each complete frame, prefix
   /// included, and returns false to pause delivery. The span is valid only during the call.
   template <class Sink>
   result feed(std::span<const std::byte> data, Sink&& sink) {
     if (_paused) {
-      append(data);
+      if (!append(data)) return out_of_memory();
       return drain(sink);
     }
     if (_end > _start) {
@@ -43,41 +53,43 @@ class frame_assembler {
           _end - _start < frame_prefix_bytes ? frame_prefix_bytes - (_end - _start) : 0;
       if (header_missing > 0) {
         const std::size_t take = std::min(header_missing, data.size());
-        append(data.first(take));
+        if (!append(data.first(take))) return out_of_memory();
         data = data.subspan(take);
         if (_end - _start < frame_prefix_bytes) return result::ok;
       }
-      const std::uint32_t body = read_frame_length(_buf.data() + _start);
+      const std::uint32_t body = read_frame_length(_buf.get() + _start);
       if (body > _max_body) {
         _rejected = body;
-        _start = _end = 0;
+        reset();
         return result::frame_too_large;
       }
       const std::size_t whole = frame_prefix_bytes + body;
-      _need = whole;
       const std::size_t take = std::min(whole - (_end - _start), data.size());
-      append(data.first(take));
+      if (!append(data.first(take))) return out_of_memory();
       data = data.subspan(take);
       if (_end - _start < whole) return result::ok;
-      const bool go_on = sink(std::span<const std::byte>(_buf.data() + _start, whole));
+      const bool go_on = sink(std::span<const std::byte>(_buf.get() + _start, whole));
       _start = _end = 0;
-      _need = 0;
       if (!go_on) {
-        append(data);
+        if (!append(data)) return out_of_memory();
         _paused = true;
         return result::paused;
       }
+      release_if_big();
     }
     std::size_t used = 0;
     const result r = deliver(data, used, sink);
-    append(data.subspan(used));
+    if (!append(data.subspan(used))) return out_of_memory();
     return r;
   }
 
-  /// Keeps a slice without delivering anything (the owner has paused this stream).
-  void hold(std::span<const std::byte> data) {
-    append(data);
+  /// Keeps a slice without delivering anything (the owner has paused this stream). False when
+  /// the buffer could not grow (nothing is kept then: treat it like no_memory).
+  bool hold(std::span<const std::byte> data) {
     _paused = true;
+    if (append(data)) return true;
+    out_of_memory();
+    return false;
   }
 
   /// Delivers frames kept from earlier slices (after a pause).
@@ -85,12 +97,11 @@ class frame_assembler {
   result drain(Sink&& sink) {
     _paused = false;
     std::size_t used = 0;
-    const result r = deliver(std::span<const std::byte>(_buf.data() + _start, _end - _start), used, sink);
+    const result r = deliver(std::span<const std::byte>(_buf.get() + _start, _end - _start), used, sink);
     _start += used;
     if (_start == _end) {
       _start = _end = 0;
-      // A connection that once carried a huge frame should not pin that memory forever.
-      if (_buf.size() > shrink_above) std::vector<std::byte>().swap(_buf);
+      release_if_big();
     }
     return r;
   }
@@ -101,17 +112,24 @@ class frame_assembler {
   /// Bytes held back: an incomplete frame, or complete ones not delivered because of a pause.
   std::size_t buffered() const noexcept { return _end - _start; }
 
+  /// Bytes allocated for the buffer now (what a memory budget should count).
+  std::size_t capacity() const noexcept { return _cap; }
+
   /// After frame_too_large: the offending length prefix.
   std::uint32_t rejected_length() const noexcept { return _rejected; }
 
   std::uint32_t max_body_bytes() const noexcept { return _max_body; }
 
- private:
-  static constexpr std::size_t shrink_above = 256 * 1024;
+  /// Drops everything kept and frees the buffer.
+  void reset() noexcept {
+    _start = _end = 0;
+    _buf.reset();
+    _cap = 0;
+  }
 
+ private:
   template <class Sink>
   result deliver(std::span<const std::byte> data, std::size_t& used, Sink& sink) {
-    _need = 0;
     while (data.size() - used >= frame_prefix_bytes) {
       const std::uint32_t body = read_frame_length(data.data() + used);
       if (body > _max_body) {
@@ -120,10 +138,7 @@ class frame_assembler {
         return result::frame_too_large;
       }
       const std::size_t whole = frame_prefix_bytes + body;
-      if (data.size() - used < whole) {
-        _need = whole;
-        break;
-      }
+      if (data.size() - used < whole) break;
       const bool go_on = sink(data.subspan(used, whole));
       used += whole;
       if (!go_on) {
@@ -134,29 +149,48 @@ class frame_assembler {
     return result::ok;
   }
 
-  void append(std::span<const std::byte> data) {
-    if (data.empty()) return;
+  result out_of_memory() noexcept {
+    reset();
+    return result::no_memory;
+  }
+
+  void release_if_big() noexcept {
+    if (_start == _end && _cap > keep_bytes) reset();
+  }
+
+  // Appends, growing by doubling: the bytes copied over a frame's life stay below twice its
+  // size, and the allocation never runs ahead of what arrived by more than that factor.
+  bool append(std::span<const std::byte> data) noexcept {
+    if (data.empty()) return true;
     if (_start > 0 && _start == _end) _start = _end = 0;
-    if (_start > 0 && _end + data.size() > _buf.size()) {
+    if (_end + data.size() > _cap && _start > 0) {
       // Slide the kept bytes to the front before growing, so a long-lived connection's buffer
       // stays one frame in size.
-      std::memmove(_buf.data(), _buf.data() + _start, _end - _start);
+      std::memmove(_buf.get(), _buf.get() + _start, _end - _start);
       _end -= _start;
       _start = 0;
     }
-    std::size_t want = _end + data.size();
-    // Reserve the whole pending frame at once; _need <= prefix + max body, checked before set.
-    if (want < _start + _need) want = _start + _need;
-    if (want > _buf.size()) _buf.resize(want);
-    std::memcpy(_buf.data() + _end, data.data(), data.size());
+    const std::size_t want = _end + data.size();
+    if (want > _cap) {
+      std::size_t cap = std::max(_cap * 2, initial_bytes);
+      while (cap < want) cap *= 2;
+      // Uninitialised on purpose: zero-filling would touch (and so commit) every page at once.
+      std::unique_ptr<std::byte[]> grown(new (std::nothrow) std::byte[cap]);
+      if (!grown) return false;
+      if (_end > 0) std::memcpy(grown.get(), _buf.get(), _end);
+      _buf = std::move(grown);
+      _cap = cap;
+    }
+    std::memcpy(_buf.get() + _end, data.data(), data.size());
     _end += data.size();
+    return true;
   }
 
   std::uint32_t _max_body;
   std::uint32_t _rejected = 0;
-  std::size_t _need = 0;
   bool _paused = false;
-  std::vector<std::byte> _buf;
+  std::unique_ptr<std::byte[]> _buf;
+  std::size_t _cap = 0;
   std::size_t _start = 0;
   std::size_t _end = 0;
 };

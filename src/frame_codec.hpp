@@ -48,7 +48,11 @@ class frame_encoder {
   void encode_into(const frame_view& f, std::vector<std::byte>& out) {
     auto bytes = encode(f);
     out.assign(bytes.begin(), bytes.end());
+    // Each thread keeps one encoder for its life: one huge frame must not pin its builder.
+    if (bytes.size() > keep_bytes) _fbb.Reset();
   }
+
+  static constexpr std::size_t keep_bytes = 64 * 1024;
 
  private:
   flatbuffers::FlatBufferBuilder _fbb;

@@ -49,7 +49,8 @@ std::string peer_address(int fd) {
 
 }  // namespace
 
-reader::reader(server_core& core, unsigned index) : _core(core), _index(index) {}
+reader::reader(server_core& core, unsigned index)
+    : _core(core), _index(index), _account(core.budget()) {}
 
 reader::~reader() {
   close_all();
@@ -100,7 +101,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
   _buffers = bufs.get();
   _waker.arm(*_ring);
   _ring_fd.store(_ring->fd(), std::memory_order_release);
-  if (_core.options().idle_timeout.count() > 0) arm_idle_timer();
+  arm_sweep_timer();
   ready.set_value();
 
   bool block = false;  // the first turn only submits: nobody was told we sleep yet
@@ -116,12 +117,21 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
     _turn_ns = now_ns();
     time_next_call();
     refresh_table();
-    _ring->for_each_cqe([this](const io_uring_cqe& cqe) { handle(cqe); });
-    if (_idle_timer_fired) {
-      _idle_timer_fired = false;
-      close_idle_connections();
-      if (!_closing_all) arm_idle_timer();
+    _ring->for_each_cqe([this](const io_uring_cqe& cqe) {
+      try {
+        handle(cqe);
+      } catch (const std::bad_alloc&) {
+        // handle() fails the one call or connection an allocation was for; what reaches here
+        // (an event's bookkeeping) is lost, and the loop goes on: never terminate the server.
+        _core.note_out_of_memory();
+      }
+    });
+    if (_sweep_due) {
+      _sweep_due = false;
+      sweep();
+      if (!_closing_all) arm_sweep_timer();
     }
+    apply_budget();
 
     if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
       _quiesced = true;
@@ -169,7 +179,7 @@ void reader::handle(const io_uring_cqe& cqe) {
     case op::handoff: on_handoff(cqe.res); break;
     case op::recv: on_recv(tag_ptr<connection>(cqe.user_data), cqe); break;
     case op::resume: on_resume(tag_ptr<connection>(cqe.user_data)); break;
-    case op::timeout: _idle_timer_fired = true; break;  // acted on after this turn's receives
+    case op::timeout: _sweep_due = true; break;  // acted on after this turn's receives
     default: break;  // cancel results: -ENOENT / -EALREADY mean the recv had already ended
   }
 }
@@ -190,9 +200,20 @@ void reader::on_handoff(int fd) {
     refuse_connection(fd);
     return;
   }
-  auto* c = new connection(fd, this, _core.options().max_frame_bytes);
+  auto* c = new (std::nothrow) connection(fd, this, _core.options().max_frame_bytes);
+  if (c == nullptr) {
+    // Out of memory for one more connection: refuse it, keep serving the others.
+    _core.note_out_of_memory();
+    _core.release_connection_slot();
+    ::close(fd);
+    return;
+  }
   c->id = (++_next_connection << 8) | (_index & 0xff);
-  c->peer = peer_address(fd);
+  try {
+    c->peer = peer_address(fd);
+  } catch (const std::bad_alloc&) {
+    c->peer.clear();  // an unnamed peer is better than a refused one
+  }
   c->accepted_ns = _turn_ns;
   c->last_read_ns = _turn_ns;
   _alive.fetch_add(1, std::memory_order_relaxed);
@@ -239,7 +260,12 @@ void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
     if (cqe.res > 0) {
       _bytes_in.add(static_cast<std::uint64_t>(cqe.res));
       c->last_read_ns = _turn_ns;
-      deliver(c, _buffers->bytes(id, static_cast<std::size_t>(cqe.res)));
+      try {
+        deliver(c, _buffers->bytes(id, static_cast<std::size_t>(cqe.res)));
+      } catch (const std::bad_alloc&) {
+        out_of_memory(c, "out of memory receiving from this connection");
+      }
+      charge_assembler(c);
     }
     // The bytes were copied into calls or the connection's assembly buffer: the kernel may
     // reuse this buffer as soon as the batch is committed.
@@ -272,8 +298,8 @@ void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
 
 void reader::deliver(connection* c, std::span<const std::byte> data) {
   if (c->closing) return;
-  if (c->paused.load(std::memory_order_relaxed)) {
-    c->assembler.hold(data);
+  if (c->paused.load(std::memory_order_relaxed) || c->budget_paused) {
+    if (!c->assembler.hold(data)) out_of_memory(c, "out of memory keeping a paused connection's bytes");
     return;
   }
   auto sink = [this, c](std::span<const std::byte> f) { return on_frame(c, f); };
@@ -289,14 +315,21 @@ void reader::deliver(connection* c, std::span<const std::byte> data) {
       start_close(c);
       return;
     }
+    if (r == frame_assembler::result::no_memory) {
+      out_of_memory(c, "out of memory assembling a frame; closing the connection");
+      return;
+    }
     if (r != frame_assembler::result::paused || c->closing) return;
+    if (c->budget_paused) return;  // kept; apply_budget() drains it on relief
     if (pause(c)) return;
     r = c->assembler.drain(sink);
   }
 }
 
 bool reader::should_pause(connection* c) const noexcept {
-  return over_limits(c, _core.options().max_inflight_per_connection);
+  const auto& o = _core.options();
+  return over_limits(c, o.max_inflight_per_connection, o.max_inflight_bytes_per_connection) ||
+         c->budget_paused;
 }
 
 bool reader::pause(connection* c) noexcept {
@@ -308,11 +341,17 @@ bool reader::pause(connection* c) noexcept {
   _core.post_event(event_kind::limit_hit, [&] {
     event e;
     e.peer = c->peer;
-    const bool calls = c->outstanding.load(std::memory_order_relaxed) >=
-                       _core.options().max_inflight_per_connection;
-    e.name = calls ? "max_inflight_per_connection" : "max_queued_reply_bytes";
-    e.value = calls ? _core.options().max_inflight_per_connection
-                    : _core.options().max_queued_reply_bytes;
+    const auto& o = _core.options();
+    if (c->outstanding.load(std::memory_order_relaxed) >= o.max_inflight_per_connection) {
+      e.name = "max_inflight_per_connection";
+      e.value = o.max_inflight_per_connection;
+    } else if (c->request_bytes.load(std::memory_order_relaxed) >= o.max_inflight_bytes_per_connection) {
+      e.name = "max_inflight_bytes_per_connection";
+      e.value = o.max_inflight_bytes_per_connection;
+    } else {
+      e.name = "max_queued_reply_bytes";
+      e.value = o.max_queued_reply_bytes;
+    }
     e.detail = "reading paused";
     e.id = c->id;
     return e;
@@ -323,9 +362,16 @@ bool reader::pause(connection* c) noexcept {
 
 void reader::on_resume(connection* c) {
   if (!c->finished) {
-    deliver(c, {});
-    if (!c->paused.load(std::memory_order_relaxed) && !c->recv_armed && !c->eof && !c->closing &&
-        !_quiesced) {
+    if (!c->budget_paused) {
+      try {
+        deliver(c, {});
+      } catch (const std::bad_alloc&) {
+        out_of_memory(c, "out of memory delivering kept frames");
+      }
+      charge_assembler(c);
+    }
+    if (!c->paused.load(std::memory_order_relaxed) && !c->budget_paused && !c->recv_armed &&
+        !c->eof && !c->closing && !_quiesced) {
       arm_recv(c);
     }
     maybe_finish(c);
@@ -336,7 +382,18 @@ void reader::on_resume(connection* c) {
 bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
   if (c->closing) return false;
   call* k = new_call(c);
-  k->request.assign(frame.begin(), frame.end());
+  try {
+    k->request.assign(frame.begin(), frame.end());
+  } catch (const std::bad_alloc&) {
+    // Not even the id can be read without the copy: the connection goes, the server stays.
+    std::vector<std::byte>().swap(k->request);
+    answer(k, 0, wire::Kind::Error, status::server_busy, "server is out of memory; closing the connection");
+    out_of_memory(c, "out of memory copying a frame");
+    return false;
+  }
+  k->request_charged = frame.size();
+  _account.charge(static_cast<std::int64_t>(frame.size()));
+  c->request_bytes.fetch_add(frame.size(), std::memory_order_relaxed);
   frame_view v;
   switch (decode_frame(k->request, v)) {
     case decode_outcome::ok: break;
@@ -358,7 +415,18 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
 
   switch (v.kind) {
     case wire::Kind::Request:
-    case wire::Kind::OneWay: dispatch(k, v); break;
+    case wire::Kind::OneWay:
+      _unposted = k;
+      try {
+        dispatch(k, v);
+      } catch (const std::bad_alloc&) {
+        // Building a refusal's message (or an event) ran out of memory: this call still gets
+        // exactly one answer, unless it already has one.
+        _core.note_out_of_memory();
+        if (_unposted == k) answer(k, v.call_id, wire::Kind::Error, status::internal, "server is out of memory");
+      }
+      _unposted = nullptr;
+      break;
     case wire::Kind::Ping: answer(k, v.call_id, wire::Kind::Pong, status::ok, {}); break;
     case wire::Kind::Cancel:
       // The call's handler sees cancelled(); a call still queued is answered CANCELLED unrun.
@@ -382,6 +450,24 @@ void reader::dispatch(call* k, const frame_view& v) {
   _received.add();
   const bool one_way = v.kind == wire::Kind::OneWay;
   const auto refuse_kind = one_way ? wire::Kind::OneWay : wire::Kind::Error;
+  if (_core.budget().exhausted()) {
+    // Memory, not a pool, is short: refuse before the call holds anything more.
+    _busy.add();
+    _rejected_memory.add();
+    _core.post_event(event_kind::call_rejected, [&] {
+      event e;
+      e.peer = k->conn->peer;
+      e.name = "max_buffered_bytes";
+      e.detail = "memory_budget";
+      e.id = v.call_id;
+      return e;
+    });
+    answer(k, v.call_id, refuse_kind, status::server_busy,
+           "server memory budget is exhausted (max_buffered_bytes " +
+               std::to_string(_core.budget().limit()) + ")",
+           50);
+    return;
+  }
   if (_core.draining()) {
     _stopping.add();
     _core.post_event(event_kind::call_rejected, [&] {
@@ -413,7 +499,11 @@ void reader::dispatch(call* k, const frame_view& v) {
   k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
                        ? 0
                        : k->received_ns + static_cast<std::int64_t>(v.timeout_us) * 1000;
-  switch (slot->admit(k)) {
+  const auto admitted = slot->admit(k);
+  if (admitted != endpoint_slot::admit_result::busy && admitted != endpoint_slot::admit_result::stopped) {
+    _unposted = nullptr;  // another thread may own (and recycle) k from here on
+  }
+  switch (admitted) {
     case endpoint_slot::admit_result::submitted:
       _enqueued.add();
       note_submitted(slot->pool());
@@ -485,28 +575,56 @@ void reader::notify_endpoints(connection* c, call_purpose purpose, std::string_v
   }
 }
 
-void reader::arm_idle_timer() noexcept {
-  // Check a few times per timeout: a connection closes between 1 and 1.25 idle_timeouts after
-  // its last traffic. One timer per ring, one pass over this ring's connections per tick,
-  // nothing per call.
-  const auto idle = std::chrono::duration_cast<std::chrono::nanoseconds>(_core.options().idle_timeout);
-  const auto tick = std::max<std::int64_t>(idle.count() / 4, 10'000'000);
-  _idle_ts.tv_sec = tick / 1'000'000'000;
-  _idle_ts.tv_nsec = tick % 1'000'000'000;
+void reader::arm_sweep_timer() noexcept {
+  // One timer per ring and one pass over this ring's connections per tick, nothing per call.
+  // The tick is a fraction of the shortest timeout in force (a connection closes between 1 and
+  // 1.25 timeouts after the fact), at most 1 s, and 50 ms while the budget keeps connections
+  // paused, so reading resumes promptly when memory frees up.
+  const auto& o = _core.options();
+  std::int64_t tick = 1'000'000'000;
+  for (const auto t : {o.idle_timeout, o.write_stall_timeout, o.frame_stall_timeout}) {
+    if (t.count() > 0) {
+      tick = std::min<std::int64_t>(tick, std::chrono::duration_cast<std::chrono::nanoseconds>(t).count() / 4);
+    }
+  }
+  if (_budget_paused > 0) tick = std::min<std::int64_t>(tick, 50'000'000);
+  tick = std::max<std::int64_t>(tick, 10'000'000);
+  _sweep_ts.tv_sec = tick / 1'000'000'000;
+  _sweep_ts.tv_nsec = tick % 1'000'000'000;
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_timeout(sqe, &_idle_ts, 0, 0);
+  io_uring_prep_timeout(sqe, &_sweep_ts, 0, 0);
   io_uring_sqe_set_data64(sqe, make_tag(op::timeout));
 }
 
-void reader::close_idle_connections() noexcept {
-  const std::int64_t idle =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(_core.options().idle_timeout).count();
+void reader::sweep() noexcept {
+  const auto& o = _core.options();
+  const auto ns = [](std::chrono::milliseconds m) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(m).count();
+  };
+  const std::int64_t idle = ns(o.idle_timeout);
+  const std::int64_t write_stall = ns(o.write_stall_timeout);
+  const std::int64_t frame_stall = ns(o.frame_stall_timeout);
   for (connection* c = _live; c != nullptr;) {
-    connection* next = c->live_next;  // start_close may unlink c
-    const std::int64_t last = std::max(c->last_read_ns, c->last_write_ns.load(std::memory_order_relaxed));
-    // A connection waiting for a slow handler is not idle: its peer is owed an answer.
-    if (!c->closing && c->outstanding.load(std::memory_order_relaxed) == 0 &&
-        c->queued_bytes.load(std::memory_order_relaxed) == 0 && _turn_ns - last > idle) {
+    connection* next = c->live_next;  // shed() may unlink c
+    if (c->closing) {
+      c = next;
+      continue;
+    }
+    const std::int64_t last_write = c->last_write_ns.load(std::memory_order_relaxed);
+    const std::int64_t stalled_since = c->write_stalled_since_ns.load(std::memory_order_relaxed);
+    if (write_stall > 0 && stalled_since != 0 && _turn_ns - stalled_since > write_stall) {
+      // Replies wait and the peer has taken no byte: it holds their memory and its calls'.
+      shed(c, "write stalled: the peer read nothing while replies waited", _write_stalled);
+    } else if (frame_stall > 0 && c->assembler.buffered() > 0 && !c->assembler.holding() &&
+               !c->paused.load(std::memory_order_relaxed) && _turn_ns - c->last_read_ns > frame_stall) {
+      // Part of a frame, and no byte of the rest for a long time: a slow-drip peer. (A
+      // connection we paused ourselves is not the peer's fault, unless the budget paused it:
+      // then shedding the holder is how the budget gets its memory back.)
+      shed(c, "frame stalled: part of a frame and no further byte", _frame_stalled);
+    } else if (idle > 0 && c->outstanding.load(std::memory_order_relaxed) == 0 &&
+               c->queued_bytes.load(std::memory_order_relaxed) == 0 &&
+               _turn_ns - std::max(c->last_read_ns, last_write) > idle) {
+      // A connection waiting for a slow handler is not idle: its peer is owed an answer.
       c->close_reason = "idle";
       _idle_closed.add();
       ::shutdown(c->fd, SHUT_RDWR);
@@ -514,6 +632,79 @@ void reader::close_idle_connections() noexcept {
     }
     c = next;
   }
+}
+
+void reader::shed(connection* c, const char* reason, counter& count) noexcept {
+  count.add();
+  c->close_reason = reason;
+  // Shutting down fails the responder's write in flight (it then drops the queued replies)
+  // and ends our receive; handlers polling cancelled() see the peer gone.
+  c->gone.store(true, std::memory_order_relaxed);
+  ::shutdown(c->fd, SHUT_RDWR);
+  start_close(c);
+}
+
+void reader::charge_assembler(connection* c) noexcept {
+  const std::size_t now = c->assembler.capacity();
+  if (now == c->assembler_charged) return;
+  _account.charge(static_cast<std::int64_t>(now) - static_cast<std::int64_t>(c->assembler_charged));
+  c->assembler_charged = now;
+}
+
+void reader::apply_budget() noexcept {
+  memory_budget& b = _core.budget();
+  if (_budget_paused > 0 && b.relieved()) {
+    // Read the paused ones again: frames they kept are delivered first.
+    for (connection* c = _live; c != nullptr;) {
+      connection* next = c->live_next;  // delivery may finish c
+      if (c->budget_paused) {
+        c->budget_paused = false;
+        --_budget_paused;
+        retain(c);  // on_resume() drops one reference, as for a responder's resume message
+        on_resume(c);
+      }
+      c = next;
+    }
+    return;
+  }
+  if (!b.exhausted()) return;
+  // Exhausted: stop reading the connections holding more than an even share of the budget,
+  // so the ones holding the most wait and the rest can still be answered SERVER_BUSY.
+  const std::size_t open = std::max<std::size_t>(_core.open_connections(), 1);
+  const std::size_t share = std::max<std::size_t>(b.limit() / open, 64 * 1024);
+  for (connection* c = _live; c != nullptr; c = c->live_next) {
+    if (c->budget_paused || c->closing) continue;
+    const std::size_t held = c->assembler.capacity() + c->request_bytes.load(std::memory_order_relaxed) +
+                             c->queued_bytes.load(std::memory_order_relaxed);
+    if (held < share) continue;
+    c->budget_paused = true;
+    ++_budget_paused;
+    _budget_pauses.add();
+    cancel_recv(c);
+    _core.post_event(event_kind::limit_hit, [&] {
+      event e;
+      e.peer = c->peer;
+      e.name = "max_buffered_bytes";
+      e.value = b.limit();
+      e.detail = "reading paused: the server's memory budget is exhausted";
+      e.id = c->id;
+      return e;
+    });
+  }
+}
+
+void reader::out_of_memory(connection* c, const char* what) noexcept {
+  _core.note_out_of_memory();
+  if (c->failure.empty()) {
+    try {
+      c->failure = what;
+    } catch (...) {
+    }
+  }
+  c->assembler.reset();
+  c->gone.store(true, std::memory_order_relaxed);
+  ::shutdown(c->fd, SHUT_RDWR);
+  start_close(c);
 }
 
 void reader::refuse_connection(int fd) noexcept {
@@ -601,8 +792,16 @@ void reader::answer(call* k, std::uint64_t id, wire::Kind kind, status code,
     f.code = code;
     f.message = message;
     f.retry_after_ms = retry_after_ms;
-    _encoder.encode_into(f, k->reply);
+    try {
+      _encoder.encode_into(f, k->reply);
+    } catch (const std::bad_alloc&) {
+      // No memory for even an error frame: the peer learns by the connection closing.
+      k->reply.clear();
+      _core.note_out_of_memory();
+      ::shutdown(k->conn->fd, SHUT_RDWR);
+    }
   }
+  if (_unposted == k) _unposted = nullptr;
   _core.replies().post(k);
   ++_posted_this_turn;
 }
@@ -628,6 +827,12 @@ void reader::maybe_finish(connection* c) noexcept {
   }
   c->finished = true;
   c->gone.store(true, std::memory_order_relaxed);
+  c->assembler.reset();  // nothing more is framed: give its memory back now
+  charge_assembler(c);
+  if (c->budget_paused) {
+    c->budget_paused = false;
+    --_budget_paused;
+  }
   _finished.add();
   _core.release_connection_slot();
   _core.post_event(event_kind::connection_closed, [&] {
@@ -650,7 +855,7 @@ void reader::maybe_finish(connection* c) noexcept {
 void reader::end_of_turn() noexcept {
   _buffers->commit();
   for (connection* c : _rearm) {
-    if (!c->closing && !c->recv_armed && !c->eof && !_quiesced &&
+    if (!c->closing && !c->recv_armed && !c->eof && !_quiesced && !c->budget_paused &&
         !c->paused.load(std::memory_order_relaxed)) {
       arm_recv(c);
     }

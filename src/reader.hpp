@@ -15,6 +15,7 @@
 #include "counter.hpp"
 #include "dispatcher.hpp"
 #include "frame_codec.hpp"
+#include "memory_budget.hpp"
 #include "provided_buffers.hpp"
 #include "ring.hpp"
 #include "ring_waker.hpp"
@@ -77,6 +78,10 @@ class reader {
   std::uint64_t bad_frames() const noexcept { return _bad_frames.get(); }
   std::uint64_t pauses() const noexcept { return _pauses.get(); }
   std::uint64_t bytes_in() const noexcept { return _bytes_in.get(); }
+  std::uint64_t budget_pauses() const noexcept { return _budget_pauses.get(); }
+  std::uint64_t rejected_memory() const noexcept { return _rejected_memory.get(); }
+  std::uint64_t write_stalled() const noexcept { return _write_stalled.get(); }
+  std::uint64_t frame_stalled() const noexcept { return _frame_stalled.get(); }
 
  private:
   void run(const uring_features& features, std::promise<void>& ready);
@@ -96,8 +101,12 @@ class reader {
   call* new_call(connection* c) noexcept;
   void dispatch(call* k, const frame_view& v);
   void notify_endpoints(connection* c, call_purpose purpose, std::string_view text = {});
-  void arm_idle_timer() noexcept;
-  void close_idle_connections() noexcept;
+  void arm_sweep_timer() noexcept;
+  void sweep() noexcept;
+  void shed(connection* c, const char* reason, counter& count) noexcept;
+  void charge_assembler(connection* c) noexcept;
+  void apply_budget() noexcept;
+  void out_of_memory(connection* c, const char* what) noexcept;
   void refuse_connection(int fd) noexcept;
   void note_submitted(thread_pool* p) noexcept;
   void refresh_table() noexcept;
@@ -128,10 +137,14 @@ class reader {
   std::uint32_t _posted_this_turn = 0;
   frame_encoder _encoder;
   counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
-      _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls;
+      _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls, _budget_pauses,
+      _rejected_memory, _write_stalled, _frame_stalled;
+  memory_budget::account _account;  // this reader's share of the server's memory budget
+  std::size_t _budget_paused = 0;   // connections of ours paused for the budget
+  call* _unposted = nullptr;  // the call on_frame is dispatching, until someone owns it
   std::int64_t _turn_ns = 0;  // clock at the start of this loop turn
-  bool _idle_timer_fired = false;
-  __kernel_timespec _idle_ts{};
+  bool _sweep_due = false;
+  __kernel_timespec _sweep_ts{};
   mutable std::mutex _live_mu;  // guards the links of _live (the reader alone mutates them)
   /// A loop turn longer than this counts as an event-loop stall.
   static constexpr std::int64_t stall_threshold_ns = 10'000'000;

@@ -18,7 +18,8 @@ namespace {
 constexpr unsigned ring_entries = 1024;
 }
 
-responder::responder(server_core& core) : _core(core) {}
+responder::responder(server_core& core)
+    : _core(core), _account(std::make_unique<memory_budget::account>(core.budget())) {}
 
 responder::~responder() { stop_and_join(); }
 
@@ -108,7 +109,10 @@ void responder::take_inbox() {
       release_call(k);  // one-way, or nobody left to read it
       continue;
     }
+    if (c->replies.empty()) c->write_stalled_since_ns.store(_turn_ns, std::memory_order_relaxed);
     c->replies.push_back(k);
+    k->reply_charged = k->reply.size();
+    _account->charge(static_cast<std::int64_t>(k->reply_charged));
     c->queued_bytes.store(c->replies.bytes(), std::memory_order_relaxed);
     link_writing(c);
     if (c->replies.bytes() > cap && !c->backlogged.load(std::memory_order_relaxed)) {
@@ -149,6 +153,8 @@ void responder::on_write(connection* c, int res) {
     c->write_failed.store(true, std::memory_order_relaxed);
     ::shutdown(c->fd, SHUT_RDWR);
     c->replies.clear([this](call* k) { release_call(k); });
+    c->queued_bytes.store(0, std::memory_order_relaxed);
+    c->write_stalled_since_ns.store(0, std::memory_order_relaxed);
     c->backlogged.store(false, std::memory_order_seq_cst);
     maybe_resume(c);
   } else {
@@ -158,6 +164,8 @@ void responder::on_write(connection* c, int res) {
     }
     c->queued_bytes.store(c->replies.bytes(), std::memory_order_relaxed);
     c->last_write_ns.store(_turn_ns, std::memory_order_relaxed);
+    // The peer took bytes: whatever still waits has waited only since now.
+    c->write_stalled_since_ns.store(c->replies.empty() ? 0 : _turn_ns, std::memory_order_relaxed);
     if (c->backlogged.load(std::memory_order_relaxed) &&
         c->replies.bytes() <= _core.options().max_queued_reply_bytes / 2) {
       c->backlogged.store(false, std::memory_order_seq_cst);
@@ -189,6 +197,8 @@ void responder::unlink_writing(connection* c) noexcept {
 void responder::release_call(call* k) {
   connection* c = k->conn;
   c->forget_cancel(k->id);
+  _account->release(static_cast<std::int64_t>(k->request_charged + k->reply_charged));
+  c->request_bytes.fetch_sub(k->request_charged, std::memory_order_seq_cst);
   c->outstanding.fetch_sub(1, std::memory_order_seq_cst);
   _released.add();
   maybe_resume(c);
@@ -198,7 +208,8 @@ void responder::release_call(call* k) {
 
 void responder::maybe_resume(connection* c) {
   if (!c->paused.load(std::memory_order_seq_cst)) return;
-  if (over_limits(c, _core.options().max_inflight_per_connection)) return;
+  const auto& o = _core.options();
+  if (over_limits(c, o.max_inflight_per_connection, o.max_inflight_bytes_per_connection)) return;
   if (!c->paused.exchange(false, std::memory_order_seq_cst)) return;  // someone else resumed it
   retain(c);  // carried by the message, dropped by the reader
   io_uring_sqe* sqe = _ring->get_sqe();

@@ -8,6 +8,7 @@
 #include "call.hpp"
 #include "connection.hpp"
 #include "counter.hpp"
+#include "memory_budget.hpp"
 #include "ring.hpp"
 #include "ring_waker.hpp"
 
@@ -66,6 +67,7 @@ class responder {
   std::size_t _resumes_in_flight = 0;
   std::int64_t _turn_ns = 0;
   counter _released;
+  std::unique_ptr<memory_budget::account> _account;  // replies queued and calls released
   counter _partial_writes;
   counter _bytes_out;
 };

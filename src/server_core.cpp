@@ -1,6 +1,9 @@
 #include "server_core.hpp"
 
+#include <sys/resource.h>
 #include <time.h>
+
+#include <algorithm>
 
 #include <cstdio>
 #include <stdexcept>
@@ -119,10 +122,10 @@ void server_core::start() {
   }
   if (_options.max_frame_bytes < 16) throw std::invalid_argument("max_frame_bytes must be >= 16");
   if (_options.handler_queue_size == 0) throw std::invalid_argument("handler_queue_size must be >= 1");
-  if (_options.max_inflight_per_connection == 0) {
-    throw std::invalid_argument("max_inflight_per_connection must be >= 1");
-  }
   if (_options.max_queued_reply_bytes == 0) throw std::invalid_argument("max_queued_reply_bytes must be >= 1");
+  if (_options.max_inflight_bytes_per_connection == 0) {
+    throw std::invalid_argument("max_inflight_bytes_per_connection must be >= 1");
+  }
   _features = probe_io_uring();
   // The structured log hears the server's events through its own queue: posting threads
   // (readers among them) never write a log line themselves.
@@ -132,7 +135,10 @@ void server_core::start() {
   const unsigned cpus = usable_cpus();
   const unsigned readers = _options.readers != 0 ? _options.readers : cpus;
   const unsigned handlers = _options.handlers != 0 ? _options.handlers : cpus;
-  _pool = std::make_unique<call_pool>(static_cast<std::size_t>(handlers) * _options.handler_queue_size + 4096);
+  const std::size_t queue = static_cast<std::size_t>(handlers) * _options.handler_queue_size;
+  resolve_limits(queue);
+  _budget = std::make_unique<memory_budget>(_options.max_buffered_bytes);
+  _pool = std::make_unique<call_pool>(queue + 4096);
 
   try {
     _responder = std::make_unique<responder>(*this);
@@ -159,6 +165,26 @@ void server_core::start() {
     _state.store(server_state::running, std::memory_order_release);
     stop();
     throw;
+  }
+}
+
+void server_core::resolve_limits(std::size_t default_queue) {
+  // Derived defaults (0 in the options), each explained in docs/operations.md.
+  if (_options.max_buffered_bytes == 0) _options.max_buffered_bytes = default_memory_budget();
+  if (_options.max_inflight_per_connection == 0) {
+    _options.max_inflight_per_connection =
+        static_cast<unsigned>(std::clamp<std::size_t>(default_queue, 1, 256));
+  }
+  if (_options.max_connections == 0) {
+    rlimit files{};
+    if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+      // Keep some fds for the rings, eventfds, the listener, the admin server and log files.
+      constexpr rlim_t reserve = 64;
+      _options.max_connections =
+          static_cast<unsigned>(std::clamp<rlim_t>(files.rlim_cur > reserve * 2 ? files.rlim_cur - reserve
+                                                                                 : files.rlim_cur / 2,
+                                                   1, 16'777'216));
+    }
   }
 }
 
@@ -503,8 +529,18 @@ server_stats server_core::stats() const {
     s.bad_frames += r->bad_frames();
     s.reads_paused += r->pauses();
     s.bytes_in += r->bytes_in();
+    s.budget_pauses += r->budget_pauses();
+    s.calls_rejected_memory += r->rejected_memory();
+    s.connections_write_stalled += r->write_stalled();
+    s.connections_frame_stalled += r->frame_stalled();
   }
   s.calls_rejected_busy += _refused_busy.get();
+  s.out_of_memory = _out_of_memory.get();
+  if (_budget) {
+    s.buffered_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->used(), 0));
+    s.buffered_bytes_peak = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->peak(), 0));
+    s.buffered_bytes_limit = _budget->limit();
+  }
   if (_responder) {
     s.calls_completed = _responder->released();
     s.partial_writes = _responder->partial_writes();

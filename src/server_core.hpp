@@ -17,6 +17,7 @@
 #include "call.hpp"
 #include "counter.hpp"
 #include "dispatcher.hpp"
+#include "memory_budget.hpp"
 #include "reader.hpp"
 #include "responder.hpp"
 #include "ringrpc/config.hpp"
@@ -117,6 +118,9 @@ class server_core {
   const server_options& options() const noexcept { return _options; }
   dispatcher& endpoints() noexcept { return _dispatcher; }
   call_pool& pool() noexcept { return *_pool; }
+  memory_budget& budget() noexcept { return *_budget; }
+  /// Allocations that failed (a call or a connection was failed instead of the server).
+  void note_out_of_memory() noexcept { _out_of_memory.add(); }
   responder& replies() noexcept { return *_responder; }
   reader& reader_at(std::size_t i) noexcept { return *_readers[i]; }
   std::size_t reader_count() const noexcept { return _readers.size(); }
@@ -180,6 +184,7 @@ class server_core {
     return true;
   }
   void release_connection_slot() noexcept { _open_connections.fetch_sub(1, std::memory_order_relaxed); }
+  unsigned open_connections() const noexcept { return _open_connections.load(std::memory_order_relaxed); }
 
   // Status pages (status_pages.cpp).
   void fill_metrics(metrics_snapshot& out) const;
@@ -192,6 +197,7 @@ class server_core {
   void execute(endpoint_slot& slot, call* c) noexcept;
   void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept;
   void abandon_deferred() noexcept;
+  void resolve_limits(std::size_t default_queue);
   void start_admin();
   void record_completion(call* c) noexcept;
   void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
@@ -203,6 +209,7 @@ class server_core {
   server_options _options;
   uring_features _features;
   dispatcher _dispatcher{*this};
+  std::unique_ptr<memory_budget> _budget;
   std::unique_ptr<call_pool> _pool;
   std::unique_ptr<responder> _responder;
   std::vector<std::unique_ptr<reader>> _readers;
@@ -220,7 +227,8 @@ class server_core {
   std::atomic<unsigned> _open_connections{0};
   std::int64_t _slow_call_ns = 0;
   sharded_counter _settled;  // admitted client calls that ran or were refused
-  sharded_counter _refused_busy;  // admitted, then refused with their inbox (serial endpoints)
+  sharded_counter _refused_busy;
+  sharded_counter _out_of_memory;  // admitted, then refused with their inbox (serial endpoints)
   std::atomic<server_state> _state{server_state::configured};
   std::atomic<bool> _abandon{false};
   std::mutex _deferred_mu;

@@ -491,7 +491,7 @@ TEST(ConfigDescribe, Json) {
   const server_config cfg = load_config_file(RINGRPC_EXAMPLE_CONFIG);
   const auto j = nlohmann::json::parse(describe(cfg, config_text_format::json));
   EXPECT_EQ(j["server"]["port"], 7000);
-  EXPECT_EQ(j["server"]["idle_timeout_ms"], 0);
+  EXPECT_EQ(j["server"]["idle_timeout_ms"], 300000);
   EXPECT_EQ(j["pools"]["background"]["kind"], "cached");
   EXPECT_EQ(j["endpoints"]["ledger"]["own_pool"]["threads"], 2);
   EXPECT_EQ(j["events"]["queues"]["log"], 2048);

@@ -472,6 +472,7 @@ TEST(overload, full_default_pool_queue_answers_busy) {
   server_options o = running_server::make_options();
   o.handlers = 1;
   o.handler_queue_size = 2;
+  o.max_inflight_per_connection = 64;  // one connection fills the pool here, on purpose
   server s(o);
   s.add_method("block", [&](call_context& c) {
     g.wait();

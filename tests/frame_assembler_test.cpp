@@ -442,3 +442,51 @@ TEST(FrameAssembler, RandomizedSlicingAndPausing) {
 }
 
 }  // namespace
+
+// Memory follows the bytes that arrived: a prefix claiming 16 MiB followed by 100 bytes must
+// not reserve the claimed frame (the old code resized to the claimed length at once).
+TEST(FrameAssembler, ClaimedLengthReservesNothing) {
+  frame_assembler a(16u << 20);
+  collector c;
+  bytes head = raw_frame(16u << 20, 0x5a);
+  head.resize(104);  // the prefix and 100 bytes of the body
+  EXPECT_EQ(a.feed(sub(head, 0, 4), c), result::ok);
+  EXPECT_EQ(a.capacity(), frame_assembler::initial_bytes);
+  EXPECT_EQ(a.feed(sub(head, 4, 100), c), result::ok);
+  EXPECT_EQ(a.buffered(), 104u);
+  EXPECT_LE(a.capacity(), 2 * frame_assembler::initial_bytes);
+  EXPECT_TRUE(c.frames.empty());
+}
+
+// The buffer grows by doubling as a spanning frame arrives, never past twice what it holds,
+// and a big buffer is freed once its frame has been delivered.
+TEST(FrameAssembler, GrowsWithArrivalsAndShrinksWhenDone) {
+  const bytes big = raw_frame(3u << 20, 0x11);
+  frame_assembler a(16u << 20);
+  collector c;
+  const std::size_t slice = 16 * 1024;
+  for (std::size_t off = 0; off < big.size(); off += slice) {
+    const std::size_t n = std::min(slice, big.size() - off);
+    ASSERT_EQ(a.feed(sub(big, off, n), c), result::ok);
+    if (a.buffered() > 0) {
+      ASSERT_LE(a.capacity(), std::max<std::size_t>(2 * a.buffered(), frame_assembler::initial_bytes))
+          << "at offset " << off;
+    }
+  }
+  ASSERT_EQ(c.frames.size(), 1u);
+  EXPECT_EQ(c.frames[0], big);
+  EXPECT_EQ(a.buffered(), 0u);
+  EXPECT_EQ(a.capacity(), 0u) << "a buffer of a finished huge frame must not stay pinned";
+}
+
+// The same after a pause: once everything kept is drained, the big buffer goes.
+TEST(FrameAssembler, BigBufferFreedAfterDrain) {
+  const bytes big = raw_frame(1u << 20, 0x22);
+  frame_assembler a(16u << 20);
+  collector c;
+  EXPECT_TRUE(a.hold(big));
+  EXPECT_GE(a.capacity(), big.size());
+  EXPECT_EQ(a.drain(c), result::ok);
+  ASSERT_EQ(c.frames.size(), 1u);
+  EXPECT_EQ(a.capacity(), 0u);
+}

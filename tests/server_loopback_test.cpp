@@ -186,6 +186,7 @@ TEST(server_loopback, handler_exception_becomes_internal_error) {
 TEST(server_loopback, full_call_queue_answers_server_busy_at_once) {
   server_options o = small_options(1, 1);
   o.handler_queue_size = 1;  // capacity rounds up to 2
+  o.max_inflight_per_connection = 64;  // one connection fills the queue here, on purpose
   server srv(o);
   add_builtin_methods(srv);
   srv.start();

@@ -41,16 +41,36 @@ struct server_options {
   /// Policy of endpoints registered through add_method() (and of the built-in methods).
   dispatch_policy default_policy = dispatch_policy::all;
   std::uint32_t max_frame_bytes = 16u << 20;  ///< largest frame body accepted [ipc.maximum.data.length]
+  /// The server-wide budget, in bytes, for what peers make it hold: partial frames, admitted
+  /// requests and unwritten replies. At it, new calls get SERVER_BUSY naming this knob and the
+  /// connections holding the most stop being read; reading resumes below 90% of it.
+  /// 0 = a quarter of the memory the process may use (cgroup memory.max, else MemTotal, and
+  /// no more than RLIMIT_AS allows). See docs/operations.md.
+  std::size_t max_buffered_bytes = 0;
   /// Past this many reply bytes queued but unwritten on one connection, the server stops
-  /// reading that connection until half of it has drained.
+  /// reading that connection until half of it has drained. Replies of calls already admitted
+  /// are still queued (nothing is lost); a peer that stops reading altogether is shed after
+  /// write_stall_timeout.
   std::size_t max_queued_reply_bytes = 4u << 20;
   /// Past this many calls accepted but not yet answered on one connection, reading pauses.
-  unsigned max_inflight_per_connection = 4096;
-  /// Connections with no traffic either way for this long are closed; 0 = never.
+  /// 0 = min(256, the default pool's queue), so one connection cannot fill the queue it feeds.
+  unsigned max_inflight_per_connection = 0;
+  /// Past this many request bytes accepted but not yet answered on one connection, reading
+  /// pauses (a cap in bytes beside the count).
+  std::size_t max_inflight_bytes_per_connection = 32u << 20;
+  /// Connections with no traffic either way for this long are closed; 0 = never. The default
+  /// closes what a vanished peer would otherwise hold forever.
   /// [ipc.client.connection.maxidletime]
-  std::chrono::milliseconds idle_timeout{0};
+  std::chrono::milliseconds idle_timeout{300'000};
+  /// A connection whose replies wait while its peer accepts no byte for this long is closed
+  /// and its calls cancelled; 0 = never.
+  std::chrono::milliseconds write_stall_timeout{30'000};
+  /// A connection holding part of a frame that gets no further byte for this long is closed
+  /// (slow-drip peers); 0 = never.
+  std::chrono::milliseconds frame_stall_timeout{30'000};
   /// Connections open at once; further ones are accepted and closed at once, and counted.
-  /// 0 = no limit. [Dubbo: accepts]
+  /// 0 = derive from RLIMIT_NOFILE (its soft limit less 64 fds for everything else).
+  /// [Dubbo: accepts]
   unsigned max_connections = 0;
   /// SO_SNDBUF for accepted sockets; 0 keeps the kernel's default (and its auto-tuning).
   int socket_send_buffer_bytes = 0;
@@ -87,6 +107,14 @@ struct server_stats {
   std::uint64_t bytes_in = 0;
   std::uint64_t bytes_out = 0;
   std::uint64_t event_loop_stalls = 0;  ///< reader turns that held their thread over 10 ms
+  std::uint64_t buffered_bytes = 0;        ///< held for peers now (the memory budget's use)
+  std::uint64_t buffered_bytes_peak = 0;   ///< the most held at once since start
+  std::uint64_t buffered_bytes_limit = 0;  ///< max_buffered_bytes in force
+  std::uint64_t budget_pauses = 0;         ///< connections paused because the budget was exhausted
+  std::uint64_t calls_rejected_memory = 0; ///< SERVER_BUSY: the memory budget was exhausted
+  std::uint64_t connections_write_stalled = 0;  ///< shed: replies waited, peer read nothing
+  std::uint64_t connections_frame_stalled = 0;  ///< shed: a partial frame got no further byte
+  std::uint64_t out_of_memory = 0;  ///< allocations that failed: a call or a connection failed
 };
 
 /// An RPC server. Register endpoints, then start(); stop() (or the destructor) drains and joins.
