@@ -65,7 +65,7 @@ class frame_assembler {
       }
       const std::size_t whole = frame_prefix_bytes + body;
       const std::size_t take = std::min(whole - (_end - _start), data.size());
-      if (!append(data.first(take))) return out_of_memory();
+      if (!append(data.first(take), whole)) return out_of_memory();
       data = data.subspan(take);
       if (_end - _start < whole) return result::ok;
       const bool go_on = sink(std::span<const std::byte>(_buf.get() + _start, whole));
@@ -160,7 +160,9 @@ class frame_assembler {
 
   // Appends, growing by doubling: the bytes copied over a frame's life stay below twice its
   // size, and the allocation never runs ahead of what arrived by more than that factor.
-  bool append(std::span<const std::byte> data) noexcept {
+  // `frame_bytes`, when the kept bytes are one frame of that known size, caps the growth at it
+  // (a 16 MiB frame gets 16 MiB, not the next power of two).
+  bool append(std::span<const std::byte> data, std::size_t frame_bytes = 0) noexcept {
     if (data.empty()) return true;
     if (_start > 0 && _start == _end) _start = _end = 0;
     if (_end + data.size() > _cap && _start > 0) {
@@ -174,6 +176,7 @@ class frame_assembler {
     if (want > _cap) {
       std::size_t cap = std::max(_cap * 2, initial_bytes);
       while (cap < want) cap *= 2;
+      if (frame_bytes >= want && cap > frame_bytes) cap = frame_bytes;
       // Uninitialised on purpose: zero-filling would touch (and so commit) every page at once.
       std::unique_ptr<std::byte[]> grown(new (std::nothrow) std::byte[cap]);
       if (!grown) return false;

@@ -596,6 +596,34 @@ void reader::arm_sweep_timer() noexcept {
   io_uring_sqe_set_data64(sqe, make_tag(op::timeout));
 }
 
+// A connection we do not read (paused) hears nothing of its peer: look at the socket instead.
+// Reset or failed: it is dead. Closed by the peer (CLOSE_WAIT): nothing more can arrive than
+// what its receive buffer holds, so a budget-paused one may read again to finish.
+bool reader::peer_left(connection* c) noexcept {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (::getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) {
+    if (c->failure.empty()) {
+      try {
+        c->failure = std::string("connection failed: ") + std::strerror(err);
+      } catch (...) {
+      }
+    }
+    return true;
+  }
+  tcp_info info{};
+  len = sizeof(info);
+  if (::getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
+  if (info.tcpi_state == TCP_CLOSE) return true;
+  if (info.tcpi_state == TCP_CLOSE_WAIT && c->budget_paused) {
+    c->budget_paused = false;
+    --_budget_paused;
+    retain(c);  // dropped by on_resume(), as for a resume message
+    on_resume(c);
+  }
+  return false;
+}
+
 void reader::sweep() noexcept {
   const auto& o = _core.options();
   const auto ns = [](std::chrono::milliseconds m) {
@@ -607,6 +635,18 @@ void reader::sweep() noexcept {
   for (connection* c = _live; c != nullptr;) {
     connection* next = c->live_next;  // shed() may unlink c
     if (c->closing) {
+      c = next;
+      continue;
+    }
+    if ((c->budget_paused || c->paused.load(std::memory_order_relaxed)) && !c->recv_armed &&
+        peer_left(c)) {
+      c->eof = true;
+      c->gone.store(true, std::memory_order_relaxed);
+      start_close(c);
+      c = next;
+      continue;
+    }
+    if (c->closing || c->finished) {  // peer_left() may have resumed and finished it
       c = next;
       continue;
     }

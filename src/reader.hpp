@@ -104,6 +104,7 @@ class reader {
   void arm_sweep_timer() noexcept;
   void sweep() noexcept;
   void shed(connection* c, const char* reason, counter& count) noexcept;
+  bool peer_left(connection* c) noexcept;
   void charge_assembler(connection* c) noexcept;
   void apply_budget() noexcept;
   void out_of_memory(connection* c, const char* what) noexcept;

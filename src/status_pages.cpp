@@ -122,6 +122,23 @@ void server_core::fill_metrics(metrics_snapshot& m) const {
   m.counter("ringrpc_event_loop_stalls_total", "Reader loop turns that held their thread over 10 ms.")
       .add(static_cast<double>(st.event_loop_stalls));
 
+  // The memory budget (max_buffered_bytes) and the peers shed to keep it.
+  m.gauge("ringrpc_buffered_bytes", "Bytes held for peers: partial frames, admitted requests, unwritten replies.")
+      .add(static_cast<double>(st.buffered_bytes));
+  m.gauge("ringrpc_buffered_bytes_peak", "The most bytes held for peers at once since start.")
+      .add(static_cast<double>(st.buffered_bytes_peak));
+  m.gauge("ringrpc_buffered_bytes_limit", "max_buffered_bytes: the server-wide memory budget.")
+      .add(static_cast<double>(st.buffered_bytes_limit));
+  m.counter("ringrpc_budget_pauses_total", "Connections that stopped being read because the memory budget was exhausted.")
+      .add(static_cast<double>(st.budget_pauses));
+  m.counter("ringrpc_calls_rejected_memory_total", "Calls answered SERVER_BUSY because the memory budget was exhausted.")
+      .add(static_cast<double>(st.calls_rejected_memory));
+  auto& shed = m.counter("ringrpc_connections_shed_total", "Connections closed because their peer stalled.");
+  shed.add(static_cast<double>(st.connections_write_stalled), {{"reason", "write_stall"}});
+  shed.add(static_cast<double>(st.connections_frame_stalled), {{"reason", "frame_stall"}});
+  m.counter("ringrpc_out_of_memory_total", "Allocations that failed; one call or connection failed instead of the server.")
+      .add(static_cast<double>(st.out_of_memory));
+
   // Event bus.
   auto& dropped = m.counter("ringrpc_event_queue_dropped_total", "Events dropped by a full event queue.");
   auto& depth = m.gauge("ringrpc_event_queue_depth", "Events waiting in each event queue.");

@@ -17,6 +17,8 @@ raw_socket::raw_socket(std::uint16_t port, int rcvbuf, std::chrono::milliseconds
   tv.tv_sec = timeout.count() / 1000;
   tv.tv_usec = (timeout.count() % 1000) * 1000;
   ::setsockopt(_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  // Sends time out too: a test whose server stopped reading must fail, not hang.
+  ::setsockopt(_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   const int one = 1;
   ::setsockopt(_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   sockaddr_in addr{};
