@@ -94,6 +94,8 @@ bool parse_request_line(std::string_view line, request_line& out) {
 struct connection {
   enum class phase { reading, writing, lingering };
   int fd = -1;
+  bool probe_only = false;  // beyond max_connections: probe routes only, short read timeout
+  clock_type::time_point accepted;
   phase state = phase::reading;
   std::string in;
   std::string out;
@@ -113,13 +115,13 @@ admin_server::admin_server(admin_server_options options) : _options(std::move(op
 
 admin_server::~admin_server() { stop(); }
 
-void admin_server::route(std::string path, handler h) {
+void admin_server::route(std::string path, handler h, route_kind kind) {
   if (_started) throw std::logic_error("admin_server: route() after start()");
-  _routes.insert_or_assign(std::move(path), std::move(h));
+  _routes.insert_or_assign(std::move(path), route_entry{std::move(h), kind});
 }
 
-void admin_server::route(std::string path, std::function<http_response()> h) {
-  route(std::move(path), handler([h = std::move(h)](const http_request&) { return h(); }));
+void admin_server::route(std::string path, std::function<http_response()> h, route_kind kind) {
+  route(std::move(path), handler([h = std::move(h)](const http_request&) { return h(); }), kind);
 }
 
 std::string admin_server::address() const {
@@ -247,6 +249,10 @@ void admin_server::run() {
     req.path = rl.target.substr(0, q);
     if (q != std::string_view::npos) req.query = rl.target.substr(q + 1);
     const auto it = _routes.find(req.path);
+    if (it != _routes.end() && c.probe_only && it->second.kind != route_kind::probe) {
+      respond(c, plain(503, "too many admin connections; only health probes are answered now"), head, false);
+      return;
+    }
     if (it == _routes.end()) {
       std::string known;
       for (const auto& [path, unused] : _routes) known += " " + path;
@@ -255,7 +261,7 @@ void admin_server::run() {
     }
     http_response r;
     try {
-      r = it->second(req);
+      r = it->second.h(req);
     } catch (const std::exception& e) {
       r = plain(500, std::string("page failed: ") + e.what());
     } catch (...) {
@@ -308,17 +314,34 @@ void admin_server::run() {
     c.deadline = clock_type::now() + k_linger;
   };
 
+  const std::string busy = serialize(plain(503, "too many admin connections"), false, false);
+  // Closes a connection refused or evicted, with a best-effort 503: a fresh socket's send
+  // buffer takes it without blocking.
+  auto turn_away = [&](int& fd) {
+    [[maybe_unused]] const auto n = ::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
+    close_fd(fd);
+  };
+
+  clock_type::time_point accept_paused_until{};
+  std::chrono::milliseconds backoff = _options.accept_backoff;
+
   for (;;) {
     const auto now = clock_type::now();
     int timeout_ms = -1;
-    for (const auto& c : conns) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(c.deadline - now).count();
+    auto wake_by = [&](clock_type::time_point t) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(t - now).count();
       const int ms = static_cast<int>(std::clamp<long long>(left, 0, 60'000));
       timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
-    }
+    };
+    for (const auto& c : conns) wake_by(c.deadline);
+    const bool accepting = now >= accept_paused_until;
+    if (!accepting) wake_by(accept_paused_until);
     fds.clear();
     fds.push_back({_stop_fd, POLLIN, 0});
-    fds.push_back({_listen_fd, POLLIN, 0});
+    // A negative fd is skipped by poll: while accepting is paused the listener, readable all
+    // along, must not end every poll at once.
+    fds.push_back({accepting ? _listen_fd : -1, POLLIN, 0});
     for (const auto& c : conns) {
       fds.push_back({c.fd, static_cast<short>(c.state == connection::phase::writing ? POLLOUT : POLLIN), 0});
     }
@@ -342,7 +365,8 @@ void admin_server::run() {
     for (auto& c : conns) {
       if (c.fd < 0 || after < c.deadline) continue;
       if (c.state == connection::phase::reading) {
-        respond(c, plain(408, "request not received within " + std::to_string(_options.read_timeout.count()) + " ms"),
+        const auto limit = c.probe_only ? _options.probe_read_timeout : _options.read_timeout;
+        respond(c, plain(408, "request not received within " + std::to_string(limit.count()) + " ms"),
                 false, false);
         write_some(c);
       } else {
@@ -353,19 +377,61 @@ void admin_server::run() {
 
     if ((fds[1].revents & POLLIN) != 0) {
       for (;;) {
-        const int fd = ::accept4(_listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;  // EAGAIN, or a connection that died in the queue
-        if (conns.size() >= _options.max_connections) {
-          // Best effort: a fresh socket's send buffer takes this without blocking.
-          const std::string busy = serialize(plain(503, "too many admin connections"), false, false);
-          [[maybe_unused]] const auto n = ::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL);
-          ::shutdown(fd, SHUT_WR);
-          ::close(fd);
-          continue;
+        int fd = ::accept4(_listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+          const int e = errno;
+          if (e == EINTR || e == ECONNABORTED || e == EPROTO) continue;  // that one died in the queue
+          if (e == EAGAIN || e == EWOULDBLOCK) {
+            backoff = _options.accept_backoff;
+            break;
+          }
+          // EMFILE, ENFILE, ENOBUFS, ENOMEM (and anything unforeseen): the pending connection
+          // stays queued and the listener readable; wait for fds or memory to come back.
+          _accept_failures.fetch_add(1, std::memory_order_relaxed);
+          accept_paused_until = clock_type::now() + backoff;
+          backoff = std::min(backoff * 2, _options.max_accept_backoff);
+          break;
         }
+        backoff = _options.accept_backoff;
+        const auto accepted = clock_type::now();
+        std::size_t regular = 0;
+        std::size_t probes = 0;
+        for (const auto& c : conns) (c.probe_only ? probes : regular) += 1;
         connection c;
+        c.accepted = accepted;
+        if (regular < _options.max_connections) {
+          c.deadline = accepted + _options.read_timeout;
+        } else {
+          if (_options.probe_connections == 0) {
+            turn_away(fd);
+            continue;
+          }
+          if (probes >= _options.probe_connections) {
+            // Make room by the oldest probe-only connection, preferring one that has still
+            // not sent its request over one already answered.
+            connection* victim = nullptr;
+            for (auto& o : conns) {
+              if (!o.probe_only || o.fd < 0) continue;
+              const bool o_reading = o.state == connection::phase::reading;
+              const bool v_reading = victim != nullptr && victim->state == connection::phase::reading;
+              if (victim == nullptr || (o_reading && !v_reading) ||
+                  (o_reading == v_reading && o.accepted < victim->accepted)) {
+                victim = &o;
+              }
+            }
+            if (victim != nullptr) {
+              if (victim->state == connection::phase::reading) {
+                turn_away(victim->fd);
+              } else {
+                close_fd(victim->fd);
+              }
+            }
+            std::erase_if(conns, [](const connection& x) { return x.fd < 0; });
+          }
+          c.probe_only = true;
+          c.deadline = accepted + _options.probe_read_timeout;
+        }
         c.fd = fd;
-        c.deadline = clock_type::now() + _options.read_timeout;
         conns.push_back(std::move(c));
       }
     }

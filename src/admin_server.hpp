@@ -3,8 +3,10 @@
 // non-blocking sockets and poll(2). It is off the RPC path: it shares nothing with the rings and
 // only calls the page callbacks it was given, on its own thread. One request per connection
 // (Connection: close), GET and HEAD only, bounded request size and time, so a slow or hostile
-// client costs one slot for at most the read timeout and never holds up the other clients.
+// client costs one slot for at most the read timeout and never holds up the other clients;
+// health probes are answered even while every slot is taken.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -35,7 +37,25 @@ struct admin_server_options {
   std::chrono::milliseconds read_timeout{2000};
   /// Time to write a response to a client that does not read; then the connection is dropped.
   std::chrono::milliseconds write_timeout{10'000};
-  unsigned max_connections = 32;  ///< beyond this, new connections get 503 and are closed
+  unsigned max_connections = 32;  ///< connections for any page at once
+  /// Beyond max_connections, this many more may wait, each for at most probe_read_timeout,
+  /// and are served only probe routes (/healthz, /readyz); other pages get 503. When these are
+  /// taken too, the oldest of them is answered 503 and closed to make room: the newest
+  /// connection always gets its chance, so clients that connect and say nothing cannot make a
+  /// health check fail.
+  unsigned probe_connections = 32;
+  std::chrono::milliseconds probe_read_timeout{250};
+  /// accept() failing for want of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM) pauses accepting
+  /// this long, doubling up to max_accept_backoff while it goes on, instead of spinning on a
+  /// listener that stays readable.
+  std::chrono::milliseconds accept_backoff{10};
+  std::chrono::milliseconds max_accept_backoff{200};
+};
+
+/// How a route is served when every connection slot is taken.
+enum class route_kind {
+  page,   ///< only in one of max_connections slots
+  probe,  ///< also beyond them (cheap answers such as /healthz and /readyz)
 };
 
 class admin_server {
@@ -51,8 +71,11 @@ class admin_server {
 
   /// Serves GET (and HEAD) of exactly `path` ("/metrics"). Before start() only; a second
   /// route for a path replaces the first. Throws std::logic_error after start().
-  void route(std::string path, handler h);
-  void route(std::string path, std::function<http_response()> h);
+  void route(std::string path, handler h, route_kind kind = route_kind::page);
+  void route(std::string path, std::function<http_response()> h, route_kind kind = route_kind::page);
+
+  /// Times accept() failed for want of resources (EMFILE and the like), for tests and reports.
+  std::uint64_t accept_failures() const noexcept { return _accept_failures.load(std::memory_order_relaxed); }
 
   /// Binds, listens and starts the thread. Throws std::system_error naming host:port when the
   /// address cannot be bound.
@@ -69,7 +92,12 @@ class admin_server {
   void run();
 
   admin_server_options _options;
-  std::map<std::string, handler, std::less<>> _routes;
+  struct route_entry {
+    handler h;
+    route_kind kind = route_kind::page;
+  };
+  std::map<std::string, route_entry, std::less<>> _routes;
+  std::atomic<std::uint64_t> _accept_failures{0};
   int _listen_fd = -1;
   int _stop_fd = -1;  // eventfd: stop() writes it to end the poll
   std::uint16_t _port = 0;

@@ -3,9 +3,15 @@
 
 #include "ringrpc/config.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <bit>
+#include <cerrno>
 #include <charconv>
-#include <fstream>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
@@ -14,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
+
+#include "cpu_affinity.hpp"
 
 namespace ringrpc {
 
@@ -84,7 +92,9 @@ std::string list_names(const enum_name<E> (&names)[N]) {
 // Limits shared by the file and validate(). Where the server or the kernel has a hard limit the
 // range is that limit; elsewhere it is generous, only there to catch a misplaced digit.
 constexpr std::int64_t k_day_ms = 86'400'000;
-constexpr std::int64_t k_max_event_queue = std::int64_t{1} << 30;  // event_bus::add_queue
+// event_bus::add_queue takes up to 2^30, but the ring is allocated whole at start: 2^24 cells
+// are 384 MiB, and 2^30 would fail later as a bare std::bad_alloc.
+constexpr std::int64_t k_max_event_queue = std::int64_t{1} << 24;
 
 // A TOML basic string: what a value looks like in an error message and in describe().
 std::string toml_quoted(std::string_view s) {
@@ -460,8 +470,42 @@ void check_pool_threads(const context& ctx, const std::string& path, const pool_
   }
 }
 
+// What a thread count of 0 stands for, as the server will resolve it.
+std::uint64_t effective_threads(unsigned n) { return n != 0 ? n : detail::usable_cpus(); }
+
+std::string count_text(const char* key, unsigned n) {
+  return n != 0 ? std::string(key) + " (" + std::to_string(n) + ")"
+                : std::string(key) + " (0: one per CPU, " + std::to_string(detail::usable_cpus()) + " here)";
+}
+
+// Each knob may be in range while their product is not: the server allocates these products
+// at start, and a product past what any machine has would end start-up in a bare bad_alloc.
+void check_products(const context& ctx, const server_config& cfg) {
+  const server_options& s = cfg.server;
+  const std::uint64_t slots = effective_threads(s.handlers) * s.handler_queue_size;
+  if (slots > static_cast<std::uint64_t>(max_default_queue_slots)) {
+    const std::string key = "server.handler_queue_size";
+    fail(ctx, ctx.line_of(key) != 0 ? ctx.line_of(key) : ctx.line_of("server.handlers"), key,
+         count_text("server.handlers", s.handlers) + " x server.handler_queue_size (" +
+             std::to_string(s.handler_queue_size) + ") = " + std::to_string(slots) +
+             " call-queue slots; allowed: at most " + std::to_string(max_default_queue_slots));
+  }
+  const std::uint64_t buffers = std::bit_ceil(std::max<std::uint64_t>(s.recv_buffers_per_reader, 1));
+  const std::uint64_t bytes = effective_threads(s.readers) * buffers * s.recv_buffer_bytes;
+  if (bytes > max_receive_buffer_bytes) {
+    const std::string key = "server.recv_buffers_per_reader";
+    fail(ctx, ctx.line_of(key) != 0 ? ctx.line_of(key) : ctx.line_of("server.recv_buffer_bytes"), key,
+         count_text("server.readers", s.readers) + " x server.recv_buffers_per_reader (" +
+             std::to_string(s.recv_buffers_per_reader) + ", rounded up to " + std::to_string(buffers) +
+             ") x server.recv_buffer_bytes (" + std::to_string(s.recv_buffer_bytes) + ") = " +
+             std::to_string(bytes) + " bytes of receive buffers; allowed: at most " +
+             std::to_string(max_receive_buffer_bytes) + " (4 GiB)");
+  }
+}
+
 // Checks that need the whole config: references between sections.
 void cross_check(const context& ctx, const server_config& cfg, event_queue_names known) {
+  check_products(ctx, cfg);
   for (const auto& [name, p] : cfg.pools) {
     const std::string path = join_key("pools", name);
     if (std::string why = check_pool_name(name); !why.empty()) {
@@ -653,13 +697,60 @@ server_config parse_config(std::string_view toml_text, std::string_view source_n
   return cfg;
 }
 
+namespace {
+
+std::string_view file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+struct fd_closer {
+  int fd;
+  ~fd_closer() { ::close(fd); }
+};
+
+}  // namespace
+
 server_config load_config_file(const std::string& path, event_queue_names known_queues) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw config_error(path, 0, "", "cannot open the configuration file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw config_error(path, 0, "", "cannot read the configuration file");
-  return parse_config(text.str(), path, known_queues);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below anyway).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    throw config_error(path, 0, "", std::string("cannot open the configuration file: ") + std::strerror(errno));
+  }
+  const fd_closer closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    throw config_error(path, 0, "", std::string("cannot read the configuration file: ") + std::strerror(errno));
+  }
+  // Devices and pipes have no end a reader can rely on (/dev/zero never ends, a FIFO may never
+  // be written): only a regular file is read.
+  if (!S_ISREG(st.st_mode)) {
+    throw config_error(path, 0, "",
+                       std::string("is ") + std::string(file_kind(st.st_mode)) +
+                           "; the configuration must be a regular file");
+  }
+  const std::string too_big = "the configuration file is larger than " + std::to_string(max_config_file_bytes) +
+                              " bytes (1 MiB), the most that is read";
+  if (static_cast<std::uint64_t>(st.st_size) > max_config_file_bytes) throw config_error(path, 0, "", too_big);
+  // Read at most one byte past the limit: the file may grow after fstat.
+  std::string text(max_config_file_bytes + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw config_error(path, 0, "", std::string("cannot read the configuration file: ") + std::strerror(errno));
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got > max_config_file_bytes) throw config_error(path, 0, "", too_big);
+  text.resize(got);
+  return parse_config(text, path, known_queues);
 }
 
 config_override parse_override(std::string_view key_equals_value) {

@@ -66,9 +66,52 @@ void append_number(std::string& out, std::uint64_t v) {
   out.append(buf.data(), r.ptr);
 }
 
-// HELP text escapes only backslash and line feed; label values also the double quote.
+// Length of the valid UTF-8 sequence at s[i], or 0 if there is none.
+std::size_t utf8_length(std::string_view s, std::size_t i) noexcept {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  std::size_t n = 0;
+  std::uint32_t cp = 0;
+  if (b0 < 0x80) return 1;
+  if ((b0 & 0xe0) == 0xc0) {
+    n = 2;
+    cp = b0 & 0x1f;
+  } else if ((b0 & 0xf0) == 0xe0) {
+    n = 3;
+    cp = b0 & 0x0f;
+  } else if ((b0 & 0xf8) == 0xf0) {
+    n = 4;
+    cp = b0 & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b & 0x3f);
+  }
+  static constexpr std::uint32_t min_for_length[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < min_for_length[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+// HELP text escapes only backslash and line feed; label values also the double quote. The
+// format is UTF-8 and a scraper rejects the whole page over one bad byte, so a byte that is not
+// part of valid UTF-8 becomes U+FFFD.
 void append_escaped(std::string& out, std::string_view s, bool quote) {
-  for (const char c : s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      const std::size_t n = utf8_length(s, i);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";
+        ++i;
+      } else {
+        out.append(s.substr(i, n));
+        i += n;
+      }
+      continue;
+    }
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
@@ -78,6 +121,7 @@ void append_escaped(std::string& out, std::string_view s, bool quote) {
     } else {
       out += c;
     }
+    ++i;
   }
 }
 

@@ -32,9 +32,16 @@ struct method_metrics {
 /// One thread's numbers. Written by that thread only.
 class thread_metrics {
  public:
-  /// Methods tracked by name per thread; calls to further names count under "(other)", so a
-  /// client inventing method names cannot grow the metrics without bound.
+  /// Names tracked per thread; calls to further names count under "(other)". A name without a
+  /// dot reached an endpoint registered under exactly that name, so these are the server's own.
   static constexpr std::size_t max_methods = 64;
+  /// Of those, dotted names ("NAME.anything"), which the caller picks: the router sends any
+  /// suffix to endpoint NAME. Past this many, or when longer than max_name_bytes or not UTF-8,
+  /// a dotted name counts under NAME. The page then labels each by the endpoint it reaches
+  /// (status_pages.cpp), so a caller inventing names can neither grow the series nor put
+  /// arbitrary bytes into a label.
+  static constexpr std::size_t max_dotted_methods = 16;
+  static constexpr std::size_t max_name_bytes = 128;
 
   thread_metrics();
   thread_metrics(const thread_metrics&) = delete;
@@ -55,6 +62,7 @@ class thread_metrics {
 
  private:
   method_metrics& find(std::string_view name) noexcept;
+  method_metrics& add(std::string_view name) noexcept;
 
   struct view_hash {
     using is_transparent = void;
@@ -63,9 +71,13 @@ class thread_metrics {
   std::unordered_map<std::string, method_metrics*, view_hash, std::equal_to<>> _index;  // owner only
   std::array<std::unique_ptr<method_metrics>, max_methods> _methods;
   std::atomic<std::size_t> _published{0};
+  std::size_t _dotted = 0;  // owner only
   std::unique_ptr<method_metrics> _other;
   method_metrics* _last = nullptr;  // owner only: consecutive calls usually name the same method
 };
+
+/// True when `s` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool is_utf8(std::string_view s) noexcept;
 
 /// Merged view of every thread's block.
 struct call_metrics_snapshot {

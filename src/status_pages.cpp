@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,42 @@ histogram_value to_histogram(const metric_histogram::snapshot& s) {
 }
 
 std::string status_label(std::size_t i) { return std::string(to_string(static_cast<status>(i))); }
+
+// Series of the per-method families, at most: a server registering more endpoints than this
+// has the rest counted under (other).
+constexpr std::size_t k_max_method_labels = 256;
+constexpr std::string_view k_other_label = "(other)";
+
+// The method label is the name of the endpoint a call reached, as registered (an exact name,
+// dotted ones of add_method included), never the rest of what the caller wrote: "echo.<any
+// bytes>" is echo's. Names no longer registered, and the per-thread "(other)", are (other).
+std::vector<call_metrics_snapshot::method> by_label(const dispatcher::table* table,
+                                                    const std::vector<call_metrics_snapshot::method>& methods) {
+  std::map<std::string, call_metrics_snapshot::method, std::less<>> merged;
+  call_metrics_snapshot::method other;
+  other.name = k_other_label;
+  for (const auto& m : methods) {
+    const endpoint_slot* slot = table != nullptr && m.name != k_other_label ? table->find(m.name) : nullptr;
+    call_metrics_snapshot::method* into = &other;
+    if (slot != nullptr) {
+      auto it = merged.find(slot->name());
+      if (it == merged.end() && merged.size() < k_max_method_labels && slot->name() != k_other_label) {
+        it = merged.try_emplace(slot->name()).first;
+        it->second.name = slot->name();
+      }
+      if (it != merged.end()) into = &it->second;
+    }
+    for (std::size_t i = 0; i < status_count; ++i) into->by_status[i] += m.by_status[i];
+    into->processing.add(m.processing);
+  }
+  std::vector<call_metrics_snapshot::method> out;
+  out.reserve(merged.size() + 1);
+  for (auto& [name, m] : merged) out.push_back(std::move(m));
+  bool any_other = other.processing.count() != 0;
+  for (const auto n : other.by_status) any_other = any_other || n != 0;
+  if (any_other) out.push_back(std::move(other));
+  return out;
+}
 
 }  // namespace
 
@@ -70,7 +107,7 @@ void server_core::fill_metrics(metrics_snapshot& m) const {
                                  "Calls by method and status [Hadoop: RpcDetailedMetrics].");
     auto& per_method_time = m.histogram("ringrpc_rpc_method_processing_time_seconds",
                                         "Processing time by method [Hadoop: RpcDetailedMetrics].");
-    for (const auto& meth : calls.methods) {
+    for (const auto& meth : by_label(_dispatcher.current().get(), calls.methods)) {
       for (std::size_t i = 0; i < status_count; ++i) {
         if (meth.by_status[i] == 0) continue;
         per_method.add(static_cast<double>(meth.by_status[i]),
@@ -226,19 +263,21 @@ void server_core::start_admin() {
   _admin->route("/metrics.json", [this, json_page] { return json_page(metrics_json()); });
   _admin->route("/status", [this, json_page] { return json_page(status_json()); });
   _admin->route("/connections", [this, json_page] { return json_page(connections_json()); });
-  // Liveness: the process answers. Readiness: it takes new calls (false while draining).
+  // Liveness: the process answers. Readiness: it takes new calls (false while draining). Both
+  // are probes: answered even while idle clients hold every slot, or an orchestrator restarts
+  // a healthy server.
   _admin->route("/healthz", [] {
     http_response r;
     r.body = "ok\n";
     return r;
-  });
+  }, route_kind::probe);
   _admin->route("/readyz", [this] {
     http_response r;
     const bool ready = state() == server_state::running;
     r.status = ready ? 200 : 503;
     r.body = ready ? "ready\n" : "draining\n";
     return r;
-  });
+  }, route_kind::probe);
   _admin->start();
 }
 

@@ -5,8 +5,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -17,6 +21,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 using namespace ringrpc::detail;
 using ::testing::HasSubstr;
@@ -279,4 +284,97 @@ TEST_F(AdminServer, TakenPortIsAClearError) {
     EXPECT_THAT(e.what(), HasSubstr("admin server: cannot listen on 127.0.0.1:" + std::to_string(server.port())));
     EXPECT_EQ(e.code().value(), EADDRINUSE);
   }
+}
+
+TEST(AdminServerProbes, HealthIsAnsweredWhileIdleClientsHoldEverySlot) {
+  admin_server_options o;  // the defaults: 32 slots, a 2 s read timeout
+  admin_server s(o);
+  s.route("/healthz", [] { return http_response{200, "text/plain", "ok\n"}; }, route_kind::probe);
+  s.route("/readyz", [] { return http_response{200, "text/plain", "ready\n"}; }, route_kind::probe);
+  s.route("/metrics", [] { return http_response{200, "text/plain", "m\n"}; });
+  s.start();
+  std::vector<int> idle;
+  auto open_idle = [&](int n) {
+    for (int i = 0; i < n; ++i) idle.push_back(connect_to(s.port()));  // connect, say nothing
+    std::this_thread::sleep_for(100ms);  // all accepted
+  };
+  open_idle(45);  // more than the 32 slots: before, every probe got 503 until they timed out
+  int healthy = 0;
+  for (int i = 0; i < 20; ++i) healthy += status_of(get(s.port(), i % 2 == 0 ? "/healthz" : "/readyz")) == 200;
+  EXPECT_EQ(healthy, 20);
+  // A page that is not a probe still waits for a slot.
+  EXPECT_EQ(status_of(get(s.port(), "/metrics")), 503);
+  open_idle(60);  // more than the slots and the probe room together
+  healthy = 0;
+  for (int i = 0; i < 20; ++i) healthy += status_of(get(s.port(), "/healthz")) == 200;
+  EXPECT_EQ(healthy, 20);
+  for (const int fd : idle) ::close(fd);
+}
+
+namespace {
+
+// CPU seconds this process has used.
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The child of OutOfFileDescriptorsBacksOff: 0 when it passed, else which check failed.
+int run_out_of_fds_child() {
+  const rlimit low{48, 48};
+  if (::setrlimit(RLIMIT_NOFILE, &low) != 0) return 2;
+  admin_server s;
+  s.route("/healthz", [] { return http_response{200, "text/plain", "ok\n"}; }, route_kind::probe);
+  s.start();
+  const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // before the fds run out
+  if (client < 0) return 3;
+  std::vector<int> fillers;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fillers.push_back(fd);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(s.port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // The kernel completes the handshake into the backlog; accept() then fails with EMFILE.
+  if (::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 4;
+  send_all(client, "GET /healthz HTTP/1.1\r\n\r\n");
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(1s);
+  const double used = cpu_seconds() - before;
+  // Before: the listener stayed readable and the loop spun a whole core (~1 s in 1 s).
+  if (used > 0.3) {
+    std::fprintf(stderr, "admin thread used %.3f s of CPU in 1 s while out of fds\n", used);
+    return 5;
+  }
+  if (s.accept_failures() == 0) return 6;  // the fds did not run out: the test proved nothing
+  for (const int fd : fillers) ::close(fd);
+  timeval tv{};
+  tv.tv_sec = 5;
+  ::setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  // Once fds are back, the waiting connection is served.
+  if (status_of(read_all(client)) != 200) return 7;
+  ::close(client);
+  return 0;
+}
+
+}  // namespace
+
+TEST(AdminServerAccept, OutOfFileDescriptorsBacksOffInsteadOfSpinning) {
+  // A child, so lowering RLIMIT_NOFILE and exhausting it touches nothing else of the test run.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(run_out_of_fds_child());
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL() << "the child did not finish within 30 s";
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2 setrlimit, 3 socket, 4 connect, 5 CPU spin, 6 no EMFILE, 7 not served";
 }

@@ -6,7 +6,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -315,6 +321,93 @@ TEST(ConfigErrors, MissingFile) {
   } catch (const config_error& e) {
     EXPECT_THAT(e.what(), HasSubstr("/nonexistent/ringrpc.toml: cannot open"));
   }
+}
+
+// load_config_file on `path`, expecting a config_error; returns its message.
+std::string load_error(const std::string& path) {
+  try {
+    (void)load_config_file(path);
+  } catch (const config_error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error loading " << path;
+  return {};
+}
+
+TEST(ConfigFile, DevicesAreRefusedWithoutBeingRead) {
+  // Before: /dev/zero was read until memory ran out. The cap (1 GiB more than the address space
+  // in use, which a sanitizer's reservations make huge) makes that a quick failure here.
+  rlim_t in_use_kib = 0;
+  {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmSize:", 0) == 0) in_use_kib = std::stoull(line.substr(7));
+    }
+  }
+  rlimit old{};
+  ::getrlimit(RLIMIT_AS, &old);
+  rlimit capped = old;
+  capped.rlim_cur = std::min<rlim_t>(old.rlim_cur, in_use_kib * 1024 + (rlim_t{1} << 30));
+  ::setrlimit(RLIMIT_AS, &capped);
+  const std::string e = load_error("/dev/zero");
+  ::setrlimit(RLIMIT_AS, &old);
+  EXPECT_THAT(e, HasSubstr("/dev/zero: is a character device; the configuration must be a regular file"));
+}
+
+TEST(ConfigFile, AFifoIsRefusedAtOnce) {
+  const auto path = std::filesystem::temp_directory_path() / ("ringrpc_cfg_" + std::to_string(::getpid()) + ".fifo");
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e = load_error(path.string());  // before: blocked forever waiting for a writer
+  const auto took = std::chrono::steady_clock::now() - t0;
+  std::filesystem::remove(path);
+  EXPECT_THAT(e, HasSubstr("is a FIFO"));
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+TEST(ConfigFile, DirectoriesAndHugeFilesAreRefused) {
+  EXPECT_THAT(load_error(std::filesystem::temp_directory_path().string()), HasSubstr("is a directory"));
+  const auto path = std::filesystem::temp_directory_path() / ("ringrpc_cfg_" + std::to_string(::getpid()) + ".toml");
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "# " << std::string(max_config_file_bytes, 'x') << "\n";
+  }
+  EXPECT_THAT(load_error(path.string()), HasSubstr("larger than 1048576 bytes (1 MiB)"));
+  {
+    // Just under the limit still loads.
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << "[server]\nport = 7\n# " << std::string(max_config_file_bytes - 64, 'x') << "\n";
+  }
+  EXPECT_EQ(load_config_file(path.string()).server.port, 7);
+  std::filesystem::remove(path);
+}
+
+TEST(ConfigErrors, ProductsOfKnobsHaveMaxima) {
+  // Each in range, the product not: before, this passed and start-up died in std::bad_alloc.
+  const config_error q = parse_error("[server]\nhandlers = 4096\nhandler_queue_size = 1048576\n");
+  EXPECT_EQ(q.key(), "server.handler_queue_size");
+  EXPECT_EQ(q.line(), 3u);
+  EXPECT_THAT(q.what(), HasSubstr("server.handlers (4096) x server.handler_queue_size (1048576) = 4294967296 "
+                                  "call-queue slots; allowed: at most 16777216"));
+  (void)parse_config("[server]\nhandlers = 16\nhandler_queue_size = 1048576\n", "ok.toml");  // 2^24 exactly
+
+  const config_error b = parse_error("[server]\nreaders = 1024\nrecv_buffers_per_reader = 32768\n");
+  EXPECT_EQ(b.key(), "server.recv_buffers_per_reader");
+  EXPECT_THAT(b.what(), HasSubstr("bytes of receive buffers; allowed: at most 4294967296 (4 GiB)"));
+
+  server_config cfg;
+  const config_error o = override_error(cfg, {{"server.handlers", "4096"}, {"server.handler_queue_size", "1048576"}});
+  EXPECT_THAT(o.what(), HasSubstr("command line: server.handler_queue_size: "));
+  EXPECT_EQ(cfg.server.handlers, server_config{}.server.handlers);  // unchanged
+
+  server_config code;
+  code.server.handlers = 4096;
+  code.server.handler_queue_size = 1 << 20;
+  EXPECT_THROW(validate(code), config_error);
+
+  // Event queues are allocated whole at start too.
+  EXPECT_EQ(parse_error("[events]\ndefault_capacity = 1073741824\n").key(), "events.default_capacity");
 }
 
 // --- the shipped example ------------------------------------------------------------------------

@@ -281,3 +281,90 @@ TEST_F(Log, DefaultIsQuiet) {
   EXPECT_LT(static_cast<int>(log::level_of(event_kind::call_rejected)), static_cast<int>(log_level::info));
   EXPECT_LT(static_cast<int>(log::level_of(event_kind::connection_closed)), static_cast<int>(log_level::info));
 }
+
+// --- rate limiting: lines a peer can cause --------------------------------------------------------
+
+TEST(RateLimiter, LetsNPerWindowThroughAndReportsTheRestOnce) {
+  using clock = log::rate_limiter::clock;
+  const clock::time_point t0{std::chrono::seconds(100)};
+  log::rate_limiter l(3, std::chrono::milliseconds(1000));
+  int written = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const auto d = l.admit(t0 + std::chrono::microseconds(i));
+    if (d.write) ++written;
+    EXPECT_EQ(d.suppressed_before, 0u);
+  }
+  EXPECT_EQ(written, 3);
+  EXPECT_EQ(l.suppressed_total(), 997u);
+  // Nothing is reported while its window is open.
+  EXPECT_EQ(l.take_suppressed(t0 + std::chrono::milliseconds(500)), 0u);
+  // The first line of the next window carries the count, exactly once.
+  const auto next = l.admit(t0 + std::chrono::milliseconds(1001));
+  EXPECT_TRUE(next.write);
+  EXPECT_EQ(next.suppressed_before, 997u);
+  EXPECT_EQ(l.admit(t0 + std::chrono::milliseconds(1002)).suppressed_before, 0u);
+  // A burst that ends with no later line is reported by take_suppressed once the window ends.
+  for (int i = 0; i < 10; ++i) (void)l.admit(t0 + std::chrono::milliseconds(1003));
+  EXPECT_EQ(l.take_suppressed(t0 + std::chrono::milliseconds(1500)), 0u);
+  EXPECT_EQ(l.take_suppressed(t0 + std::chrono::milliseconds(2002)), 9u);
+  EXPECT_EQ(l.take_suppressed(t0 + std::chrono::milliseconds(2003)), 0u);
+  EXPECT_EQ(l.suppressed_total(), 1006u);
+}
+
+TEST_F(Log, AFloodOfLimitHitsWritesAFewLinesAndOneSuppressedCount) {
+  log::configure(opts(log_level::info), cap.sink());
+  {
+    auto listener = log::make_event_log_listener();  // 10 lines per second per kind
+    event refused;
+    refused.kind = event_kind::limit_hit;
+    refused.name = "max_connections";
+    refused.value = 100;
+    refused.peer = "127.0.0.1:4000";
+    event paused = refused;
+    paused.name = "max_inflight_per_connection";
+    event stopping;
+    stopping.kind = event_kind::server_stopping;
+    for (int i = 0; i < 20'000; ++i) listener->on_event(refused);
+    for (int i = 0; i < 100; ++i) listener->on_event(paused);
+    for (int i = 0; i < 3; ++i) listener->on_event(stopping);  // lifecycle: never thinned
+  }
+  const auto lines = cap.lines();
+  std::size_t refused_lines = 0, paused_lines = 0, stopping_lines = 0;
+  std::vector<std::string> suppressed;
+  for (const auto& l : lines) {
+    if (l.find("event=limit_hit limit=max_connections") != std::string::npos) ++refused_lines;
+    if (l.find("event=limit_hit limit=max_inflight_per_connection") != std::string::npos) ++paused_lines;
+    if (l.find("event=server_stopping") != std::string::npos) ++stopping_lines;
+    if (l.find("event=log_suppressed") != std::string::npos) suppressed.push_back(l);
+  }
+  EXPECT_EQ(refused_lines, 10u);
+  EXPECT_EQ(paused_lines, 10u);  // each limit has its own budget
+  EXPECT_EQ(stopping_lines, 3u);
+  ASSERT_EQ(suppressed.size(), 2u) << ::testing::PrintToString(lines);
+  std::string all = suppressed[0] + "\n" + suppressed[1];
+  EXPECT_THAT(all, HasSubstr("level=warn event=log_suppressed of=limit_hit limit=max_connections suppressed=19990"));
+  EXPECT_THAT(all, HasSubstr("level=warn event=log_suppressed of=limit_hit limit=max_inflight_per_connection suppressed=90"));
+  EXPECT_LE(lines.size(), 25u);
+}
+
+TEST_F(Log, SuppressedCountIsWrittenWhenTheNextWindowOpens) {
+  log::configure(opts(log_level::info), cap.sink());
+  log::event_log_options o;
+  o.lines_per_interval = 2;
+  o.interval = std::chrono::milliseconds(50);
+  auto listener = log::make_event_log_listener(o);
+  event slow;
+  slow.kind = event_kind::slow_call;
+  slow.name = std::string(4096, 'x');  // a peer's method name: clipped in the line
+  slow.duration_ns = 2'000'000;
+  slow.value = 1'000'000;
+  for (int i = 0; i < 50; ++i) listener->on_event(slow);
+  EXPECT_EQ(cap.lines().size(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  listener->on_event(slow);
+  const auto lines = cap.lines();
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_THAT(lines[2], HasSubstr("level=warn event=log_suppressed of=slow_call suppressed=48 interval_ms=50"));
+  EXPECT_THAT(lines[3], HasSubstr("event=slow_call"));
+  EXPECT_LT(lines[3].size(), 512u);
+}

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -139,6 +140,54 @@ TEST(admin, metrics_move_with_calls_and_pass_promtool) {
     GTEST_SKIP() << "promtool not installed (Debian: prometheus); exposition not linted";
   }
   const auto [rc, out] = promtool_check(promtool, after);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+TEST(admin, hostile_method_names_neither_grow_the_metrics_nor_break_the_page) {
+  server s(admin_config());
+  add_builtin_methods(s);
+  s.add_method("a.b", [](call_context& ctx) { ctx.reply("ab"); });  // a dotted name of its own
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  ASSERT_TRUE(c.call("echo", "x", within(5s)).ok());
+  ASSERT_TRUE(c.call("a.b", "x", within(5s)).ok());
+  const auto [code0, baseline] = http_get(s.admin_port(), "/metrics");
+  ASSERT_EQ(code0, 200);
+
+  // "echo.<anything>" reaches echo: these are all answered, and each is a name the caller made up.
+  std::vector<std::string> names = {
+      "echo." + std::string(4096, 'n'), "echo.\xff", "echo.\xc3\x28", "echo.\"quoted\"",
+      "echo.back\\slash",           "echo.new\nline", "echo.\xed\xa0\x80",
+  };
+  for (int i = 0; i < 500; ++i) names.push_back("echo.n" + std::to_string(i));
+  int answered = 0;
+  for (const auto& n : names) answered += c.call(n, "p", within(5s)).ok();
+  EXPECT_EQ(answered, static_cast<int>(names.size()));
+  EXPECT_EQ(c.call("nothing.\xff", "x", within(5s)).code, status::unknown_method);
+
+  const auto [code1, page] = http_get(s.admin_port(), "/metrics");
+  ASSERT_EQ(code1, 200);
+  // Bounded: the same series as before the flood, bigger only by digits.
+  EXPECT_LT(page.size(), baseline.size() + 4096) << "the page grew from " << baseline.size() << " to " << page.size();
+  EXPECT_EQ(page.find("nnnnnnnn"), std::string::npos);
+  EXPECT_EQ(page.find("\xff"), std::string::npos);
+  EXPECT_EQ(page.find("quoted"), std::string::npos);
+  EXPECT_EQ(page.find("echo.n1"), std::string::npos);
+  // Every call to echo.* counts under echo, exactly.
+  EXPECT_EQ(sample(page, "ringrpc_rpc_method_calls_total{method=\"echo\",status=\"ok\"}"), 1 + 507);
+  EXPECT_EQ(sample(page, "ringrpc_rpc_method_calls_total{method=\"a.b\",status=\"ok\"}"), 1);
+  std::regex method_label(R"re(method="([^"]*)")re");
+  std::set<std::string> labels;
+  for (auto it = std::sregex_iterator(page.begin(), page.end(), method_label); it != std::sregex_iterator(); ++it) {
+    labels.insert((*it)[1].str());
+  }
+  for (const auto& l : labels) {
+    EXPECT_TRUE(l == "echo" || l == "a.b" || l == "(other)") << "unexpected method label: " << l;
+  }
+
+  const std::string promtool = find_promtool();
+  if (promtool.empty()) GTEST_SKIP() << "promtool not installed (Debian: prometheus); exposition not linted";
+  const auto [rc, out] = promtool_check(promtool, page);
   EXPECT_EQ(rc, 0) << out;
 }
 

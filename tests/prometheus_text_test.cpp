@@ -360,3 +360,26 @@ TEST(PrometheusText, ScrapedExpositionPassesPromtool) {
   const tool_result bad = promtool_check(promtool, "# TYPE calls counter\ncalls 1\n");
   EXPECT_NE(bad.output, "");
 }
+
+TEST(PrometheusText, LabelValuesAreAlwaysValidUtf8) {
+  // The format is UTF-8 and one bad byte makes a scraper reject the whole page.
+  metrics_snapshot s;
+  s.counter("x_total", "X \xff.")
+      .add(1, {{"method", "echo.\xff"}})
+      .add(2, {{"method", "bad\xc3\x28"}})
+      .add(3, {{"method", "surrogate\xed\xa0\x80"}})
+      .add(4, {{"method", "ok \xc3\xa9 \xf0\x9f\x99\x82"}})
+      .add(5, {{"method", "q\"b\\n\n"}});
+  EXPECT_EQ(to_prometheus_text(s),
+            "# HELP x_total X \xEF\xBF\xBD.\n"
+            "# TYPE x_total counter\n"
+            "x_total{method=\"echo.\xEF\xBF\xBD\"} 1\n"
+            "x_total{method=\"bad\xEF\xBF\xBD(\"} 2\n"
+            "x_total{method=\"surrogate\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"} 3\n"
+            "x_total{method=\"ok \xc3\xa9 \xf0\x9f\x99\x82\"} 4\n"
+            "x_total{method=\"q\\\"b\\\\n\\n\"} 5\n");
+  const std::string promtool = find_promtool();
+  if (promtool.empty()) GTEST_SKIP() << "promtool not installed (Debian: prometheus)";
+  const tool_result r = promtool_check(promtool, to_prometheus_text(s));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}

@@ -1,20 +1,51 @@
 // ringrpc-server: the ringrpc server with the built-in echo, sleep and burn methods, configured
 // from a TOML file (--config) and/or flags; flags override the file.
+//
+// Exit status (docs/operations.md, "Signals and exit codes"): 0 stopped by SIGINT/SIGTERM after
+// a full drain (also --help); 1 a failure after start-up; 2 any start-up failure (usage, an
+// unusable configuration, a port in use, io_uring unavailable, out of memory), always as one
+// line on stderr prefixed "ringrpc-server: "; 3 a second SIGINT/SIGTERM cut the drain short.
 
 #include <signal.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "log.hpp"
 #include "ringrpc/config.hpp"
+#include "ringrpc/event_bus.hpp"
 #include "ringrpc/server.hpp"
 
 namespace {
+
+constexpr int exit_ok = 0;
+constexpr int exit_failure = 1;
+constexpr int exit_startup = 2;
+constexpr int exit_forced = 3;
+
+constexpr const char* exit_codes_help =
+    "Signals: SIGINT/SIGTERM stop accepting, drain and exit 0; a second one during the drain\n"
+    "exits 3 at once. SIGHUP re-reads --config and applies [logging] (level, format, file);\n"
+    "other changes wait for a restart. SIGPIPE is ignored.\n"
+    "Exit status: 0 drained after SIGINT/SIGTERM (or --help); 1 failed after start-up;\n"
+    "2 start-up failed (usage, configuration, bind, io_uring, memory; one line on stderr);\n"
+    "3 a second SIGINT/SIGTERM cut the drain short.";
 
 /// A flag that, when given, overrides one configuration key.
 struct flag_override {
@@ -22,15 +53,151 @@ struct flag_override {
   std::optional<std::string> value;
 };
 
+/// What the configuration is made of, kept so SIGHUP can make it again the same way.
+struct config_sources {
+  std::string file;
+  std::vector<flag_override> flags;
+  std::vector<std::string> sets;
+
+  ringrpc::server_config load() const {
+    ringrpc::server_config cfg;
+    if (!file.empty()) cfg = ringrpc::load_config_file(file);
+    std::vector<ringrpc::config_override> overrides;
+    for (const auto& f : flags) {
+      if (!f.value) continue;
+      overrides.emplace_back(f.key, *f.value);
+      if (f.key == "admin.port" || f.key == "admin.host") overrides.emplace_back("admin.enabled", "true");
+    }
+    for (const auto& s : sets) overrides.push_back(ringrpc::parse_override(s));
+    ringrpc::apply_overrides(cfg, overrides);
+    return cfg;
+  }
+};
+
+/// Log lines written while the server starts, kept until it is known whether it did.
+class held_lines {
+ public:
+  void add(std::string_view line) {
+    std::lock_guard lock(_mu);
+    if (_lines.size() < 1000) _lines.emplace_back(line);
+  }
+  /// Writes them where the log goes: stderr, or the end of `file`.
+  void replay(const std::string& file) {
+    std::lock_guard lock(_mu);
+    if (_lines.empty()) return;
+    FILE* out = file.empty() ? stderr : std::fopen(file.c_str(), "ae");
+    if (out == nullptr) return;
+    for (const auto& l : _lines) std::fprintf(out, "%s\n", l.c_str());
+    if (out != stderr) std::fclose(out);
+    _lines.clear();
+  }
+
+ private:
+  std::mutex _mu;
+  std::vector<std::string> _lines;
+};
+
+// An exception's message on one line: start-up failures are one line each, whatever threw.
+std::string one_line(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+int startup_failure(const std::string& what) {
+  std::fprintf(stderr, "ringrpc-server: %s\n", one_line(what).c_str());
+  return exit_startup;
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "signal";
+  }
+}
+
+// The top-level sections whose text differs: what a reload found changed.
+std::vector<std::string> changed_sections(const ringrpc::server_config& a, const ringrpc::server_config& b) {
+  const auto ja = nlohmann::json::parse(ringrpc::describe(a, ringrpc::config_text_format::json));
+  const auto jb = nlohmann::json::parse(ringrpc::describe(b, ringrpc::config_text_format::json));
+  std::vector<std::string> out;
+  for (const auto& [name, value] : ja.items()) {
+    if (!jb.contains(name) || jb[name] != value) out.push_back(name);
+  }
+  return out;
+}
+
+/// SIGHUP: the file is read again with the same flags on top. Only [logging] is applied live
+/// (log::configure replaces level, format and destination whole, which also reopens a rotated
+/// log file); every other section is read by the server once, at start.
+class reloader {
+ public:
+  reloader(ringrpc::server& srv, const config_sources& sources, ringrpc::server_config in_effect)
+      : _srv(srv), _sources(sources), _cfg(std::move(in_effect)),
+        _subscribed(ringrpc::log::logged_event_kinds(_cfg.logging.level)) {}
+
+  void reload() noexcept {
+    namespace log = ringrpc::log;
+    if (_sources.file.empty()) {
+      log::info("sighup", {{"msg", "no --config file: nothing to reload"}});
+      return;
+    }
+    try {
+      ringrpc::server_config next = _sources.load();
+      std::string waiting;
+      for (const auto& s : changed_sections(_cfg, next)) {
+        if (s == "logging") continue;
+        if (!waiting.empty()) waiting += ",";
+        waiting += s;
+      }
+      log::configure(next.logging);
+      // The server subscribed its log listener to the kinds of the start-up level; a lower
+      // level needs the kinds it adds, and only those (a kind in two listeners logs twice).
+      ringrpc::event_kind_set extra;
+      const ringrpc::event_kind_set wanted = log::logged_event_kinds(next.logging.level);
+      for (std::size_t i = 0; i < ringrpc::event_kind_count; ++i) {
+        const auto k = static_cast<ringrpc::event_kind>(i);
+        if (wanted.contains(k) && !_subscribed.contains(k)) {
+          extra.add(k);
+          _subscribed.add(k);
+        }
+      }
+      if (!extra.empty()) _srv.events().subscribe("log", log::make_event_log_listener(), extra);
+      _cfg.logging = next.logging;
+      log::info("config_reloaded", {{"file", _sources.file},
+                                    {"level", ringrpc::to_string(next.logging.level)},
+                                    {"applied", "logging"},
+                                    {"restart_needed_for", waiting.empty() ? std::string_view("none") : waiting}});
+    } catch (const std::exception& e) {
+      log::warn("config_reload_failed", {{"file", _sources.file}, {"msg", one_line(e.what())}, {"kept", "the configuration in effect"}});
+    }
+  }
+
+ private:
+  ringrpc::server& _srv;
+  const config_sources& _sources;
+  ringrpc::server_config _cfg;
+  ringrpc::event_kind_set _subscribed;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Writing to a pipe whose reader went away (stderr piped into a logger that died) must fail
+  // that write, not kill the server.
+  ::signal(SIGPIPE, SIG_IGN);
+
   CLI::App app{"ringrpc-server: io_uring RPC server with built-in echo, sleep and burn methods.\n"
-               "Prints 'listening on HOST:PORT' once ready; SIGINT/SIGTERM drain and exit 0.\n"
+               "Prints 'listening on HOST:PORT' once ready.\n"
                "Every knob is a key of the --config file (docs/configuration.md); flags win."};
-  std::string config_file;
-  app.add_option("-c,--config", config_file, "TOML configuration file")->check(CLI::ExistingFile);
-  std::vector<flag_override> flags = {
+  app.footer(exit_codes_help);
+  config_sources sources;
+  app.add_option("-c,--config", sources.file,
+                 "TOML configuration file (a regular file of at most 1 MiB)");
+  sources.flags = {
       {"server.host", {}},          {"server.port", {}},
       {"server.readers", {}},       {"server.handlers", {}},
       {"server.handler_queue_size", {}}, {"server.max_frame_bytes", {}},
@@ -40,6 +207,7 @@ int main(int argc, char** argv) {
       {"server.metrics", {}},       {"admin.host", {}},
       {"admin.port", {}},           {"logging.level", {}},
   };
+  auto& flags = sources.flags;
   auto flag = [&](const char* names, std::size_t i, const char* help) {
     app.add_option_function<std::string>(names, [&flags, i](const std::string& v) { flags[i].value = v; }, help);
   };
@@ -61,60 +229,121 @@ int main(int argc, char** argv) {
   flag("--admin-host", 13, "address of the status pages [admin.host]");
   flag("--admin-port", 14, "serve /metrics, /status, ... on this port (0 picks one) [admin.port]");
   flag("--log-level", 15, "trace, debug, info, warn, error, critical, off [logging.level]");
-  std::vector<std::string> sets;
-  app.add_option("--set", sets, "KEY=VALUE: any configuration key, e.g. --set pools.slow.threads=4");
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--set", sources.sets, "KEY=VALUE: any configuration key, e.g. --set pools.slow.threads=4");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return startup_failure(std::string(e.what()) + " (see --help)");
+  }
 
   ringrpc::server_config cfg;
   try {
-    if (!config_file.empty()) cfg = ringrpc::load_config_file(config_file);
-    std::vector<ringrpc::config_override> overrides;
-    for (const auto& f : flags) {
-      if (!f.value) continue;
-      overrides.emplace_back(f.key, *f.value);
-      if (f.key == "admin.port" || f.key == "admin.host") overrides.emplace_back("admin.enabled", "true");
-    }
-    for (const auto& s : sets) overrides.push_back(ringrpc::parse_override(s));
-    ringrpc::apply_overrides(cfg, overrides);
-  } catch (const ringrpc::config_error& e) {
-    std::fprintf(stderr, "ringrpc-server: %s\n", e.what());
-    return 2;
+    cfg = sources.load();
+  } catch (const std::exception& e) {
+    return startup_failure(e.what());
   }
 
-  // Block the stop signals in every thread; main waits for them synchronously below, so no
-  // handler runs at an arbitrary point of a ring loop.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Block the signals in every thread (the server's threads inherit the mask); main waits for
+  // them synchronously below, so no handler runs at an arbitrary point of a ring loop.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  std::optional<ringrpc::server> srv;
+  // A failed start is one line: the server's own lines of a start it then undoes
+  // (server_stopping, server_stopped) are held back until start() has succeeded, and dropped
+  // if it has not.
+  auto held = std::make_shared<held_lines>();
   try {
-    ringrpc::server srv(cfg);
-    ringrpc::add_builtin_methods(srv);
-    srv.start();
-    std::printf("listening on %s:%u\n", cfg.server.host.c_str(), static_cast<unsigned>(srv.port()));
-    if (cfg.admin.enabled) {
-      std::printf("admin on http://%s:%u/\n", cfg.admin.host.c_str(), static_cast<unsigned>(srv.admin_port()));
+    srv.emplace(cfg);  // configures the log (a log file that cannot be opened fails here)
+    ringrpc::log::configure(cfg.logging, [held](std::string_view line) { held->add(line); });
+    ringrpc::add_builtin_methods(*srv);
+    srv->start();
+    ringrpc::log::configure(cfg.logging);
+    held->replay(cfg.logging.file);
+  } catch (const std::bad_alloc&) {
+    ringrpc::log::configure(cfg.logging, [](std::string_view) {});
+    return startup_failure(
+        "cannot start: out of memory: the configuration asks for more than this process may "
+        "allocate (see server.handlers x server.handler_queue_size, pools.*.queue, [events] "
+        "capacities and receive buffers in docs/configuration.md)");
+  } catch (const ringrpc::config_error& e) {
+    ringrpc::log::configure(cfg.logging, [](std::string_view) {});
+    return startup_failure(e.what());
+  } catch (const std::system_error& e) {
+    ringrpc::log::configure(cfg.logging, [](std::string_view) {});
+    std::string what = std::string("cannot start: ") + e.what();
+    if (e.code() == std::errc::resource_unavailable_try_again || e.code() == std::errc::not_enough_memory) {
+      what += " (out of memory or threads: lower server.readers, server.handlers or pool threads, "
+              "or raise the process's limits)";
     }
-    std::fflush(stdout);
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    srv.stop();
-    const auto s = srv.stats();
+    return startup_failure(what);
+  } catch (const std::exception& e) {
+    ringrpc::log::configure(cfg.logging, [](std::string_view) {});
+    return startup_failure(std::string("cannot start: ") + e.what());
+  }
+  std::printf("listening on %s:%u\n", cfg.server.host.c_str(), static_cast<unsigned>(srv->port()));
+  if (cfg.admin.enabled) {
+    std::printf("admin on http://%s:%u/\n", cfg.admin.host.c_str(), static_cast<unsigned>(srv->admin_port()));
+  }
+  std::fflush(stdout);
+
+  reloader hup(*srv, sources, cfg);
+  int sig = 0;
+  for (;;) {
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    hup.reload();
+  }
+
+  // stop() blocks this thread for up to the drain timeout; another thread keeps listening, so
+  // an operator who does not want to wait can say so again.
+  std::atomic<bool> stopped{false};
+  std::thread watcher([&signals, &stopped] {
+    const timespec tick{0, 100'000'000};
+    while (!stopped.load()) {
+      const int s = sigtimedwait(&signals, nullptr, &tick);
+      if (s < 0) continue;  // EAGAIN (tick) or EINTR
+      if (s == SIGHUP) {
+        ringrpc::log::info("sighup", {{"msg", "ignored: the server is stopping"}});
+        continue;
+      }
+      std::fprintf(stderr,
+                   "ringrpc-server: second %s during the drain: exiting now (status %d); calls in "
+                   "flight are not answered\n",
+                   signal_name(s), exit_forced);
+      ringrpc::log::flush();
+      std::fflush(stdout);
+      std::fflush(stderr);
+      // _exit: the server's threads are mid-drain; running destructors now would wait for them.
+      ::_exit(exit_forced);
+    }
+  });
+  int rc = exit_ok;
+  try {
+    srv->stop();
+    const auto s = srv->stats();
     std::fprintf(stderr,
-                 "ringrpc-server: stopped on signal %d: %llu connections, %llu calls, %llu busy, "
+                 "ringrpc-server: stopped on %s: %llu connections, %llu calls, %llu busy, "
                  "%llu bad frames\n",
-                 sig, static_cast<unsigned long long>(s.connections_accepted),
+                 signal_name(sig), static_cast<unsigned long long>(s.connections_accepted),
                  static_cast<unsigned long long>(s.calls_received),
                  static_cast<unsigned long long>(s.calls_rejected_busy),
                  static_cast<unsigned long long>(s.bad_frames));
-  } catch (const ringrpc::config_error& e) {
-    std::fprintf(stderr, "ringrpc-server: %s\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ringrpc-server: %s\n", e.what());
-    return 1;
+    std::fprintf(stderr, "ringrpc-server: %s\n", one_line(e.what()).c_str());
+    rc = exit_failure;
   }
-  return 0;
+  stopped.store(true);
+  watcher.join();
+  return rc;
 }

@@ -98,7 +98,20 @@ using event_queue_names = std::span<const std::string_view>;
 server_config parse_config(std::string_view toml_text, std::string_view source_name,
                            event_queue_names known_queues = {});
 
-/// Reads and parses the file at `path`. Throws config_error (also when it cannot be read).
+/// Maxima of products of knobs that are each in range (docs/configuration.md, "Limits of
+/// products"): `handlers x handler_queue_size` (the default pool's queue, which the thread pool
+/// caps at 2^24) and `readers x recv_buffers_per_reader (rounded up to 2^n) x recv_buffer_bytes`.
+/// A thread count of 0 counts as the CPUs this process may run on.
+inline constexpr std::uint64_t max_default_queue_slots = std::uint64_t{1} << 24;
+inline constexpr std::uint64_t max_receive_buffer_bytes = std::uint64_t{4} << 30;
+
+/// The largest configuration file load_config_file reads: 1 MiB.
+inline constexpr std::size_t max_config_file_bytes = std::size_t{1} << 20;
+
+/// Reads and parses the file at `path`, which must be a regular file of at most
+/// max_config_file_bytes (devices such as /dev/zero and FIFOs are refused without reading, so a
+/// bad path fails at once instead of hanging or exhausting memory). Throws config_error (also
+/// when it cannot be opened or read).
 server_config load_config_file(const std::string& path, event_queue_names known_queues = {});
 
 /// One command-line override: full key and its value as typed, e.g. {"server.handlers", "8"},
