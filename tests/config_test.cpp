@@ -399,7 +399,8 @@ TEST(ConfigErrors, ProductsOfKnobsHaveMaxima) {
   server_config cfg;
   const config_error o = override_error(cfg, {{"server.handlers", "4096"}, {"server.handler_queue_size", "1048576"}});
   EXPECT_THAT(o.what(), HasSubstr("command line: server.handler_queue_size: "));
-  EXPECT_EQ(cfg.server.handlers, server_config{}.server.handlers);  // unchanged
+  const server_config defaults;
+  EXPECT_EQ(cfg.server.handlers, defaults.server.handlers);  // unchanged
 
   server_config code;
   code.server.handlers = 4096;

@@ -206,6 +206,8 @@ int main(int argc, char** argv) {
       {"server.max_connections", {}}, {"server.slow_call_threshold_us", {}},
       {"server.metrics", {}},       {"admin.host", {}},
       {"admin.port", {}},           {"logging.level", {}},
+      {"server.max_buffered_bytes", {}}, {"server.write_stall_timeout_ms", {}},
+      {"server.frame_stall_timeout_ms", {}},
   };
   auto& flags = sources.flags;
   auto flag = [&](const char* names, std::size_t i, const char* help) {
@@ -223,12 +225,21 @@ int main(int argc, char** argv) {
        "where the built-in methods run: all, direct, message, execution, connection "
        "(docs/execution.md) [server.default_policy]");
   flag("--idle-timeout-ms", 9, "close connections idle this long; 0 = never [server.idle_timeout_ms]");
-  flag("--max-connections", 10, "connections open at once; 0 = no limit [server.max_connections]");
+  flag("--max-connections", 10,
+       "connections open at once; 0 = RLIMIT_NOFILE less 64 [server.max_connections]");
   flag("--slow-call-us", 11, "log calls running longer; 0 = off [server.slow_call_threshold_us]");
   flag("--metrics", 12, "per-call metrics: true or false [server.metrics]");
   flag("--admin-host", 13, "address of the status pages [admin.host]");
   flag("--admin-port", 14, "serve /metrics, /status, ... on this port (0 picks one) [admin.port]");
   flag("--log-level", 15, "trace, debug, info, warn, error, critical, off [logging.level]");
+  flag("--max-buffered-bytes", 16,
+       "memory budget for what peers make the server hold; 0 = a quarter of the memory the "
+       "process may use [server.max_buffered_bytes]");
+  flag("--write-stall-timeout-ms", 17,
+       "close connections that read nothing while replies wait; 0 = never [server.write_stall_timeout_ms]");
+  flag("--frame-stall-timeout-ms", 18,
+       "close connections whose partial frame gets no byte this long; 0 = never "
+       "[server.frame_stall_timeout_ms]");
   app.add_option("--set", sources.sets, "KEY=VALUE: any configuration key, e.g. --set pools.slow.threads=4");
   try {
     app.parse(argc, argv);
