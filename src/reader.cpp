@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <malloc.h>
 #include <pthread.h>
 
 #include <cerrno>
@@ -624,7 +625,21 @@ bool reader::peer_left(connection* c) noexcept {
   return false;
 }
 
+// glibc keeps freed memory in its arenas: after a burst of big frames the bytes are free but
+// still resident, which is memory peers made us keep. Once the budget's use has fallen well
+// below its recent high, hand it back. Reader 0 alone does it, at most once per tick.
+void reader::give_back_memory() noexcept {
+  constexpr std::int64_t trim_step = 32 << 20;
+  const std::int64_t used = _core.budget().used();
+  _trim_mark = std::max(_trim_mark, used);
+  if (_trim_mark - used > trim_step) {
+    ::malloc_trim(0);
+    _trim_mark = used;
+  }
+}
+
 void reader::sweep() noexcept {
+  if (_index == 0) give_back_memory();
   const auto& o = _core.options();
   const auto ns = [](std::chrono::milliseconds m) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(m).count();

@@ -105,6 +105,7 @@ class reader {
   void sweep() noexcept;
   void shed(connection* c, const char* reason, counter& count) noexcept;
   bool peer_left(connection* c) noexcept;
+  void give_back_memory() noexcept;
   void charge_assembler(connection* c) noexcept;
   void apply_budget() noexcept;
   void out_of_memory(connection* c, const char* what) noexcept;
@@ -142,7 +143,8 @@ class reader {
       _rejected_memory, _write_stalled, _frame_stalled;
   memory_budget::account _account;  // this reader's share of the server's memory budget
   std::size_t _budget_paused = 0;   // connections of ours paused for the budget
-  call* _unposted = nullptr;  // the call on_frame is dispatching, until someone owns it
+  call* _unposted = nullptr;
+  std::int64_t _trim_mark = 0;  // the budget's high since memory was last handed back  // the call on_frame is dispatching, until someone owns it
   std::int64_t _turn_ns = 0;  // clock at the start of this loop turn
   bool _sweep_due = false;
   __kernel_timespec _sweep_ts{};
