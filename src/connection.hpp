@@ -87,6 +87,7 @@ struct connection {
   connection* live_next = nullptr;
   bool recv_armed = false;
   bool eof = false;
+  bool half_closed = false;  // the peer ended its stream cleanly (FIN), not a reset
   bool closing = false;   // no further frames are accepted; finish when the recv has ended
   bool cancel_sent = false;
   bool finished = false;  // the reader has let go; only the release is pending

@@ -277,10 +277,11 @@ void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
   // The multishot receive has ended; decide whether to re-arm it.
   c->recv_armed = false;
   if (cqe.res == 0) {
+    // End of the peer's stream: a half-close (shutdown(SHUT_WR)) or a close. Either way every
+    // complete request already received is answered (docs/protocol.md); a peer that closed
+    // altogether makes the reply's write fail, and that cancels what is still running.
     c->eof = true;
-    // The protocol has no half-close: a peer that stopped sending has gone, as far as
-    // handlers polling cancelled() are concerned.
-    c->gone.store(true, std::memory_order_relaxed);
+    c->half_closed = true;
   } else if (cqe.res < 0 && cqe.res != -ENOBUFS && cqe.res != -ECANCELED) {
     c->eof = true;  // reset by peer and friends: nothing more will arrive
     c->closing = true;
@@ -414,9 +415,21 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
       return false;
   }
 
+  if (v.call_id == 0 && v.kind != wire::Kind::Cancel) {
+    // Id 0 is reserved for connection-level answers: a client could not tell ours apart.
+    _bad_frames.add();
+    answer(k, 0, wire::Kind::Error, status::bad_request,
+           "call id 0 is reserved for connection-level errors; closing the connection");
+    if (c->failure.empty()) c->failure = "a frame with the reserved call id 0";
+    start_close(c);
+    return false;
+  }
   switch (v.kind) {
     case wire::Kind::Request:
     case wire::Kind::OneWay:
+      // A cancel names a call in flight; one left over from an earlier call with this id
+      // (a cancel that raced the answer) must not cancel this new one.
+      c->forget_cancel(v.call_id);
       _unposted = k;
       try {
         dispatch(k, v);
@@ -495,8 +508,8 @@ void reader::dispatch(call* k, const frame_view& v) {
   k->method_name = v.method;  // inside k->request
   k->payload = v.payload;
   k->received_ns = _turn_ns;
-  // A budget beyond what the clock can express (e.g. UINT64_MAX) means "no deadline".
-  constexpr std::uint64_t max_budget_us = 100ull * 365 * 24 * 3600 * 1'000'000;
+  // A budget beyond 10^15 us (31 years; e.g. UINT64_MAX) means "no deadline", as documented.
+  constexpr std::uint64_t max_budget_us = 1'000'000'000'000'000ull;
   k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
                        ? 0
                        : k->received_ns + static_cast<std::int64_t>(v.timeout_us) * 1000;
@@ -881,7 +894,11 @@ void reader::maybe_finish(connection* c) noexcept {
     c->live_prev = c->live_next = nullptr;
   }
   c->finished = true;
-  c->gone.store(true, std::memory_order_relaxed);
+  // After a clean end of stream the calls in flight still owe their answers: only a failure,
+  // a shed or a stop makes them give up.
+  if (!c->half_closed || !c->failure.empty() || c->close_reason != nullptr || _closing_all) {
+    c->gone.store(true, std::memory_order_relaxed);
+  }
   c->assembler.reset();  // nothing more is framed: give its memory back now
   charge_assembler(c);
   if (c->budget_paused) {

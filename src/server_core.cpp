@@ -158,7 +158,8 @@ void server_core::start() {
     _bus->start();
     post_event(event_kind::server_started, [&] {
       event e;
-      e.detail = _options.host + ":" + std::to_string(port());
+      const bool v6 = _options.host.find(':') != std::string::npos;
+      e.detail = (v6 ? "[" + _options.host + "]" : _options.host) + ":" + std::to_string(port());
       return e;
     });
   } catch (...) {

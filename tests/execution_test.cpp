@@ -718,10 +718,13 @@ TEST(cancellation, cancel_frame_and_vanished_client_set_the_flag) {
     EXPECT_EQ(f.code, status::cancelled);
   }
   EXPECT_EQ(saw_cancel.load(), 1);
-  {  // a client that vanishes
+  {  // a client that vanishes: its connection is reset (a plain FIN is a half-close, after
+     // which calls in flight are still answered; see edges_test)
     test::raw_socket raw(rs.s.port());
     ASSERT_TRUE(raw.send_frame(test::request(2, "spin", "x")));
     while (entered < 2) std::this_thread::sleep_for(1ms);
+    const linger reset{1, 0};
+    ::setsockopt(raw.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
   }
   for (int i = 0; i < 5000 && saw_cancel < 2; ++i) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(saw_cancel.load(), 2);

@@ -217,6 +217,21 @@ if [ -n "$pid" ]; then
   pid=
 fi
 
+# --- IPv6: the start-up line is a HOST:PORT a client can use as it is ---------------------------
+if [ -e /proc/net/if_inet6 ]; then
+  "$server" --host ::1 --port 0 >"$work/v6.out" 2>"$work/v6.err" </dev/null &
+  pid=$!
+  wait_listening v6
+  if grep -Eq '^listening on \[::1\]:[0-9]+$' "$work/v6.out"; then
+    ok "IPv6 start-up line: $(cat "$work/v6.out")"
+  else
+    fail "IPv6 start-up line lacks brackets: $(cat "$work/v6.out")"
+  fi
+  kill -TERM "$pid"
+  wait "$pid"
+  pid=
+fi
+
 if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed" >&2
   exit 1

@@ -302,7 +302,10 @@ int main(int argc, char** argv) {
     ringrpc::log::configure(cfg.logging, [](std::string_view) {});
     return startup_failure(std::string("cannot start: ") + e.what());
   }
-  std::printf("listening on %s:%u\n", cfg.server.host.c_str(), static_cast<unsigned>(srv->port()));
+  // An IPv6 literal gets brackets, so the line is a HOST:PORT a client can be given as it is.
+  const bool v6 = cfg.server.host.find(':') != std::string::npos;
+  std::printf(v6 ? "listening on [%s]:%u\n" : "listening on %s:%u\n", cfg.server.host.c_str(),
+              static_cast<unsigned>(srv->port()));
   if (cfg.admin.enabled) {
     std::printf("admin on http://%s:%u/\n", cfg.admin.host.c_str(), static_cast<unsigned>(srv->admin_port()));
   }

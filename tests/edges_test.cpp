@@ -1,0 +1,144 @@
+// Every edge behaves as docs/protocol.md says: half-close, stale cancels, the reserved call id 0,
+// huge timeouts, unknown kinds. A loopback server and raw sockets that send exact bytes.
+
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "ringrpc/server.hpp"
+#include "test_support.hpp"
+
+namespace ringrpc {
+namespace {
+
+using namespace std::chrono_literals;
+using test::raw_socket;
+
+class edges : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_options o;
+    o.readers = 1;
+    o.handlers = 2;
+    srv = std::make_unique<server>(o);
+    add_builtin_methods(*srv);
+    srv->start();
+  }
+
+  detail::frame_view read(raw_socket& s) {
+    detail::frame_view v;
+    storage.emplace_back();
+    EXPECT_TRUE(s.read_frame(v, storage.back()));
+    return v;
+  }
+
+  std::unique_ptr<server> srv;
+  std::vector<std::vector<std::byte>> storage;
+};
+
+// Requests sent before shutdown(SHUT_WR) are answered; they used to come back Cancelled.
+TEST_F(edges, requests_before_a_half_close_are_answered) {
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 20; ++id) ASSERT_TRUE(s.send_frame(test::request(id, "echo", "e")));
+  for (std::uint64_t id = 21; id <= 24; ++id) {
+    ASSERT_TRUE(s.send_frame(test::request(id, "sleep", "50000")));  // 50 ms each
+  }
+  ASSERT_EQ(::shutdown(s.fd(), SHUT_WR), 0);
+  std::vector<bool> seen(25, false);
+  for (int i = 0; i < 24; ++i) {
+    const auto v = read(s);
+    ASSERT_EQ(v.kind, wire::Kind::Reply) << "call " << v.call_id << ": " << to_string(v.code) << " "
+                                         << v.message;
+    ASSERT_GE(v.call_id, 1u);
+    ASSERT_LE(v.call_id, 24u);
+    EXPECT_FALSE(seen[v.call_id]) << "answered twice: " << v.call_id;
+    seen[v.call_id] = true;
+  }
+  EXPECT_TRUE(s.wait_eof()) << "the server closes once everything is answered";
+}
+
+// A cancel for an id not in flight must not cancel a later call that reuses the id.
+TEST_F(edges, a_stale_cancel_does_not_cancel_a_new_call) {
+  raw_socket s(srv->port());
+  detail::frame_view cancel;
+  cancel.call_id = 77;
+  cancel.kind = wire::Kind::Cancel;
+  ASSERT_TRUE(s.send_frame(cancel));  // nothing named 77 is in flight
+  ASSERT_TRUE(s.send_frame(test::request(77, "sleep", "20000")));
+  const auto v = read(s);
+  EXPECT_EQ(v.call_id, 77u);
+  EXPECT_EQ(v.kind, wire::Kind::Reply) << to_string(v.code) << " " << v.message;
+  // A cancel for a call in flight still cancels it.
+  ASSERT_TRUE(s.send_frame(test::request(78, "sleep", "5000000")));  // 5 s
+  std::this_thread::sleep_for(50ms);
+  cancel.call_id = 78;
+  ASSERT_TRUE(s.send_frame(cancel));
+  const auto w = read(s);
+  EXPECT_EQ(w.call_id, 78u);
+  EXPECT_EQ(w.code, status::cancelled) << w.message;
+}
+
+// Id 0 is reserved for connection-level answers: a request with it gets BadRequest with id 0
+// and the connection closes (a client could not tell that answer from a connection error).
+// An empty 8-byte body decodes to exactly that and used to get UNKNOWN_METHOD with id 0.
+TEST_F(edges, call_id_zero_is_refused_and_closes) {
+  {
+    raw_socket s(srv->port());
+    ASSERT_TRUE(s.send_frame(test::request(0, "echo", "zero")));
+    const auto v = read(s);
+    EXPECT_EQ(v.call_id, 0u);
+    EXPECT_EQ(v.code, status::bad_request);
+    EXPECT_NE(v.message.find("call id 0 is reserved"), std::string_view::npos) << v.message;
+    EXPECT_TRUE(s.wait_eof());
+  }
+  {
+    raw_socket s(srv->port());
+    // A frame with no field set at all: every field takes its default, call id 0 included.
+    detail::frame_encoder enc;
+    const auto empty = enc.encode(detail::frame_view{});
+    ASSERT_LE(empty.size(), 4u + 16u);
+    ASSERT_TRUE(s.send_all(empty));
+    const auto v = read(s);
+    EXPECT_EQ(v.call_id, 0u);
+    EXPECT_EQ(v.code, status::bad_request) << v.message;
+    EXPECT_TRUE(s.wait_eof());
+  }
+}
+
+// timeout_us above 10^15 (31 years), UINT64_MAX included, means no deadline: the call runs.
+TEST_F(edges, huge_timeouts_mean_no_deadline) {
+  raw_socket s(srv->port());
+  for (const std::uint64_t t : {std::uint64_t{1'000'000'000'000'001}, std::uint64_t{9'300'000'000'000'000},
+                                ~std::uint64_t{0}}) {
+    ASSERT_TRUE(s.send_frame(test::request(5, "echo", "t", t)));
+    const auto v = read(s);
+    EXPECT_EQ(v.kind, wire::Kind::Reply) << t << ": " << to_string(v.code) << " " << v.message;
+  }
+  // A budget that fits still works as one.
+  ASSERT_TRUE(s.send_frame(test::request(6, "sleep", "200000", 1000)));  // 1 ms budget, 200 ms job
+  std::this_thread::sleep_for(5ms);
+  const auto v = read(s);
+  EXPECT_TRUE(v.kind == wire::Kind::Reply || v.code == status::deadline_exceeded) << v.message;
+}
+
+// A kind past the schema's last is BadRequest "unknown frame kind" for that id; the
+// connection stays open.
+TEST_F(edges, unknown_kind_is_bad_request_and_stays_open) {
+  raw_socket s(srv->port());
+  detail::frame_view f = test::request(9, "echo", "k");
+  f.kind = static_cast<wire::Kind>(7);
+  ASSERT_TRUE(s.send_frame(f));
+  const auto v = read(s);
+  EXPECT_EQ(v.call_id, 9u);
+  EXPECT_EQ(v.code, status::bad_request);
+  EXPECT_EQ(v.message, "unknown frame kind");
+  ASSERT_TRUE(s.send_frame(test::request(10, "echo", "still open")));
+  EXPECT_EQ(read(s).kind, wire::Kind::Reply);
+}
+
+}  // namespace
+}  // namespace ringrpc
