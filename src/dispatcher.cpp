@@ -221,6 +221,35 @@ std::vector<pool_stats> dispatcher::stats() const {
   return out;
 }
 
+std::vector<std::string> dispatcher::busy_pools() const {
+  std::lock_guard lock(_mu);
+  std::vector<std::string> out;
+  auto add = [&](const thread_pool& p) {
+    if (p.stats().active > 0) out.push_back(p.describe());
+  };
+  for (auto& [name, p] : _pools) add(*p);
+  for (auto& s : _slots) {
+    if (s->own_pool()) add(*s->own_pool());
+  }
+  if (_ordered) add(*_ordered);
+  return out;
+}
+
+std::size_t dispatcher::run_queued_here() {
+  std::vector<thread_pool*> pools;
+  {
+    std::lock_guard lock(_mu);
+    for (auto& [name, p] : _pools) pools.push_back(p.get());
+    for (auto& s : _slots) {
+      if (s->own_pool()) pools.push_back(s->own_pool());
+    }
+    if (_ordered) pools.push_back(_ordered.get());
+  }
+  std::size_t n = 0;
+  for (auto* p : pools) n += p->run_queued_here();  // outside the lock: tasks may post more
+  return n;
+}
+
 std::vector<std::string> dispatcher::describe_endpoints() const {
   std::lock_guard lock(_mu);
   std::vector<std::string> out;

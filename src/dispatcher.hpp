@@ -71,6 +71,10 @@ class dispatcher {
 
   thread_pool& ordered_pool() noexcept { return *_ordered; }
   std::vector<pool_stats> stats() const;
+  /// describe() of every pool with a thread running a task now (for stop()'s progress lines).
+  std::vector<std::string> busy_pools() const;
+  /// thread_pool::run_queued_here() on every pool; returns how many tasks ran.
+  std::size_t run_queued_here();
   /// "endpoint NAME: policy P, pool Q, serial" lines, for reports and status pages.
   std::vector<std::string> describe_endpoints() const;
 

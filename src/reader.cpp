@@ -172,6 +172,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
   bufs.reset();
   _buffers = nullptr;
   _ring = nullptr;
+  _exited.store(true, std::memory_order_release);
 }
 
 void reader::handle(const io_uring_cqe& cqe) {

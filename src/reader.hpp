@@ -57,6 +57,8 @@ class reader {
   /// Shuts every connection down; the thread exits once none of them exists any more.
   void close_all() noexcept;
   void join();
+  /// True once the thread has left its loop (every connection of this reader is gone).
+  bool exited() const noexcept { return _exited.load(std::memory_order_acquire); }
   /// Called by ~connection on whichever thread drops the last reference.
   void connection_destroyed() noexcept;
 
@@ -126,6 +128,7 @@ class reader {
   std::atomic<bool> _quiesce{false};
   std::atomic<bool> _close_all{false};
   std::atomic<bool> _quiesce_acked{false};
+  std::atomic<bool> _exited{false};
   std::atomic<std::size_t> _alive{0};  // connections of ours not yet destroyed
   bool _quiesced = false;
   bool _closing_all = false;

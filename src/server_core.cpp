@@ -1,5 +1,6 @@
 #include "server_core.hpp"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -50,6 +51,22 @@ std::int64_t coarse_now_ns() noexcept {
 
 void time_next_call() noexcept { timing_tick = timing_sample - 1; }
 
+namespace {
+// The server whose user code (a handler, an event) this thread is running, if any: stop()
+// called from there cannot wait for that very code to finish.
+thread_local const server_core* running_user_code_of = nullptr;
+// The server this thread is stopping: stop() from on_stop or a listener during it returns.
+thread_local const server_core* stopping = nullptr;
+
+struct user_code_scope {
+  const server_core* previous;
+  explicit user_code_scope(const server_core* s) noexcept : previous(running_user_code_of) {
+    running_user_code_of = s;
+  }
+  ~user_code_scope() { running_user_code_of = previous; }
+};
+}  // namespace
+
 std::size_t sharded_counter::slot_of_this_thread() noexcept {
   static std::atomic<std::size_t> next{0};
   thread_local const std::size_t mine = next.fetch_add(1, std::memory_order_relaxed);
@@ -61,7 +78,20 @@ server_core::server_core(server_options options)
       _bus(make_bus(std::chrono::minutes(1))),
       _slow_call_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(_options.slow_call_threshold).count()) {}
 
-server_core::~server_core() { stop(); }
+server_core::~server_core() {
+  stop();
+  join_async_stop();
+}
+
+void server_core::join_async_stop() noexcept {
+  std::thread t;
+  {
+    std::lock_guard lock(_async_stop_mu);
+    if (!_async_stop.joinable() || _async_stop.get_id() == std::this_thread::get_id()) return;
+    t = std::move(_async_stop);
+  }
+  t.join();
+}
 
 void server_core::configure(const server_config& config) {
   if (state() != server_state::configured) throw std::logic_error("configure() after start()");
@@ -199,6 +229,34 @@ bool server_core::wait_until(Pred pred, std::chrono::steady_clock::time_point de
 }
 
 void server_core::stop() {
+  if (stopping == this) return;  // from on_stop() or a listener while this thread stops us
+  if (running_user_code_of == this) {
+    // A handler cannot wait for itself: stop on a thread of its own, which drains as usual
+    // (this handler's call included) while the handler returns. ~server joins it.
+    std::lock_guard lock(_async_stop_mu);
+    if (!_async_stop.joinable() && state() == server_state::running) {
+      try {
+        _async_stop = std::thread([this] {
+          pthread_setname_np(pthread_self(), "ringrpc-stop");
+          stop_blocking();
+        });
+      } catch (const std::system_error& e) {
+        log::warn("stop_failed", {{"msg", std::string("cannot start the stopping thread: ") + e.what()}});
+      }
+    }
+    return;
+  }
+  stop_blocking();
+  join_async_stop();  // a stop a handler asked for has finished too when this returns
+}
+
+void server_core::stop_blocking() {
+  // Several threads may call stop(): one stops, the others wait until it has finished.
+  std::lock_guard serial(_stop_mu);
+  stopping = this;
+  struct clear_stopping {
+    ~clear_stopping() { stopping = nullptr; }
+  } clear;
   auto expected = server_state::running;
   if (!_state.compare_exchange_strong(expected, server_state::draining)) return;
   const auto deadline = std::chrono::steady_clock::now() + _options.drain_timeout;
@@ -235,14 +293,44 @@ void server_core::stop() {
     // see cancelled(); unanswered deferred replies are answered here.
     _abandon.store(true, std::memory_order_release);
     abandon_deferred();
+    // Calls queued behind handlers that do not finish are answered from here, unrun.
+    _dispatcher.run_queued_here();
     if (_responder) _responder->notify();
-    wait_until([&] { return _responder->released() == calls_created(); },
-               std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    // Everything but the calls whose handlers are still running gets its answer written; those
+    // cannot be abandoned safely (their user code still holds them), so they are waited for
+    // below, with a line per second saying which.
+    wait_until(
+        [&] {
+          std::uint64_t running = 0;
+          for (const auto& p : _dispatcher.stats()) running += p.active;
+          return _responder->released() + running >= calls_created();
+        },
+        std::chrono::steady_clock::now() + std::chrono::seconds(1));
   }
   // 4. Close every connection (endpoints hear on_disconnected); readers exit once every
   //    connection is gone, which needs the pools still running.
   for (auto& r : _readers) r->close_all();
   if (_responder) _responder->shut_down_writers();
+  const auto waiting_since = std::chrono::steady_clock::now();
+  for (;;) {
+    const bool all_exited = wait_until(
+        [&] {
+          for (auto& r : _readers) {
+            if (!r->exited()) return false;
+          }
+          return true;
+        },
+        std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    if (all_exited) break;
+    // Only user code that ignores cancelled() keeps a connection alive now.
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - waiting_since);
+    for (const std::string& busy : _dispatcher.busy_pools()) {
+      log::warn("stop_waiting_for_handler", {{"waited_ms", static_cast<std::int64_t>(waited.count())},
+                                             {"pool", busy},
+                                             {"msg", "a handler ignores cancelled(); stop waits for it"}});
+    }
+  }
   for (auto& r : _readers) r->join();
   // 5. on_stop for each endpoint, once it is idle; then the pools' threads are joined.
   if (!_dispatcher.stop_endpoints(std::max(deadline, std::chrono::steady_clock::now() +
@@ -258,6 +346,7 @@ void server_core::stop() {
 }
 
 void server_core::run_call(endpoint_slot& slot, call* c) noexcept {
+  const user_code_scope scope(this);
   switch (c->purpose) {
     case call_purpose::request:
     case call_purpose::one_way:

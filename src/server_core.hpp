@@ -198,6 +198,8 @@ class server_core {
   void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept;
   void abandon_deferred() noexcept;
   void resolve_limits(std::size_t default_queue);
+  void join_async_stop() noexcept;
+  void stop_blocking();
   void start_admin();
   void record_completion(call* c) noexcept;
   void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
@@ -231,6 +233,9 @@ class server_core {
   sharded_counter _out_of_memory;  // admitted, then refused with their inbox (serial endpoints)
   std::atomic<server_state> _state{server_state::configured};
   std::atomic<bool> _abandon{false};
+  std::mutex _stop_mu;        // one stop() at a time; later callers wait for it
+  std::mutex _async_stop_mu;  // guards _async_stop
+  std::thread _async_stop;    // stop() called from a handler runs here
   std::mutex _deferred_mu;
   std::unordered_set<deferred_state*> _deferred;  // unanswered deferred replies
 };

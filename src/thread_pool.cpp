@@ -662,6 +662,21 @@ struct thread_pool::impl {
     closed.store(false, std::memory_order_seq_cst);
   }
 
+  std::size_t run_queued_here() noexcept {
+    // Reserving pools keep nothing waiting that no idle worker has claimed: leave them alone.
+    if (!ring || reserve_mode) return 0;
+    std::size_t n = 0;
+    entry e = 0;
+    while (pop(e)) {
+      auto* t = reinterpret_cast<pool_task*>(e & ~reserved_bit);
+      if (exact_count && (e & reserved_bit) == 0) queued_count.fetch_sub(1, std::memory_order_relaxed);
+      t->run(t);
+      ++n;
+    }
+    if (n != 0) hook();
+    return n;
+  }
+
   void shutdown_and_join() {
     if (current == this) {
       throw std::logic_error(
@@ -848,6 +863,7 @@ bool thread_pool::submit_now(pool_task* t) noexcept {
 }
 
 void thread_pool::shutdown_and_join() { _impl->shutdown_and_join(); }
+std::size_t thread_pool::run_queued_here() noexcept { return _impl->run_queued_here(); }
 
 const std::string& thread_pool::name() const noexcept { return _impl->name; }
 

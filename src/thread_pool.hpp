@@ -68,6 +68,11 @@ class thread_pool {
   /// Not from one of the pool's own workers (that throws std::logic_error).
   void shutdown_and_join();
 
+  /// Runs every task waiting in the queue on the calling thread, now, instead of behind busy
+  /// workers (a stopping server answers them this way while a handler will not finish).
+  /// Pools that hand work to reserved idle workers (queue 0, eager) are left alone.
+  std::size_t run_queued_here() noexcept;
+
   const std::string& name() const noexcept;
   const pool_options& options() const noexcept;  ///< with threads resolved
   pool_stats stats() const;

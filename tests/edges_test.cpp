@@ -9,6 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <atomic>
+#include <system_error>
+#include <thread>
+
+#include "ringrpc/client.hpp"
 #include "ringrpc/server.hpp"
 #include "test_support.hpp"
 
@@ -138,6 +143,81 @@ TEST_F(edges, unknown_kind_is_bad_request_and_stays_open) {
   EXPECT_EQ(v.message, "unknown frame kind");
   ASSERT_TRUE(s.send_frame(test::request(10, "echo", "still open")));
   EXPECT_EQ(read(s).kind, wire::Kind::Reply);
+}
+
+}  // namespace
+}  // namespace ringrpc
+
+namespace ringrpc {
+namespace {
+
+using namespace std::chrono_literals;
+using test::bytes_of;
+
+call_options within(std::chrono::microseconds t) {
+  call_options o;
+  o.timeout = t;
+  return o;
+}
+
+// stop() from a handler used to wait for that very handler forever. Now it stops on a thread
+// of its own: the handler's own call is answered, and stop() elsewhere waits for the end.
+TEST(stop_edges, stop_from_a_handler_stops_the_server) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 2;
+  server s(o);
+  s.add_method("quit", [&](call_context& c) {
+    s.stop();
+    c.reply("bye");
+  });
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  const auto r = c.call("quit", std::string_view("now"), within(10s));
+  ASSERT_TRUE(r.ok()) << to_string(r.error) << " " << r.message;
+  EXPECT_EQ(r.payload_string(), "bye");
+  s.stop();  // returns once the stop the handler asked for has finished
+  EXPECT_THROW(client::connect("127.0.0.1", s.port()), std::system_error);
+}
+
+// After drain_timeout, stop() answers everything but the calls whose handlers still run user
+// code, and waits only for those (they cannot be abandoned safely).
+TEST(stop_edges, after_the_drain_timeout_only_running_handlers_are_waited_for) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  o.drain_timeout = 100ms;
+  server s(o);
+  std::atomic<bool> stubborn_running{false}, stubborn_done{false};
+  std::atomic<int> entered{0};
+  s.add_method("stubborn", [&](call_context& c) {
+    entered++;
+    stubborn_running = true;
+    std::this_thread::sleep_for(1500ms);  // ignores cancelled() on purpose
+    stubborn_done = true;
+    c.reply("late");
+  });
+  add_builtin_methods(s);
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  auto stubborn = c.call_future("stubborn", bytes_of("x"), within(20s));
+  while (!stubborn_running) std::this_thread::sleep_for(1ms);
+  // The pool's only thread is taken: this one waits in its queue.
+  auto queued = c.call_future("stubborn", bytes_of("q"), within(20s));
+  std::this_thread::sleep_for(20ms);
+  std::atomic<bool> stop_returned{false};
+  std::thread stopper([&] {
+    s.stop();
+    stop_returned = true;
+  });
+  const auto q = queued.get();
+  EXPECT_FALSE(stubborn_done.load()) << "the queued call waited for the stubborn handler";
+  EXPECT_EQ(q.code, status::shutting_down) << to_string(q.error) << " " << q.message;
+  EXPECT_FALSE(stop_returned.load());
+  stopper.join();
+  EXPECT_TRUE(stubborn_done.load()) << "stop() returned while a handler still ran";
+  (void)stubborn.get();
+  EXPECT_EQ(entered.load(), 1) << "the queued call ran instead of being answered";
 }
 
 }  // namespace

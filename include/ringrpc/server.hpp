@@ -161,7 +161,11 @@ class server {
   void start();
 
   /// Stops accepting, answers every accepted call (or fails it with `shutting_down` after the
-  /// drain timeout), flushes replies, closes connections and joins all threads. Idempotent.
+  /// drain timeout), flushes replies, closes connections and joins all threads. Idempotent;
+  /// concurrent callers wait for the one that stops. From a handler or an event of this server
+  /// it only starts the stop (on a thread of its own) and returns at once. After the drain
+  /// timeout it waits only for handlers still running user code, which cannot be abandoned
+  /// safely, logging each of them every second (docs/execution.md). ~server() stops likewise.
   void stop();
 
   /// The bound port (useful with port 0). Valid after start().
