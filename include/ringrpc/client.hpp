@@ -133,7 +133,8 @@ class client {
 
   /// Asynchronous call: `done` runs exactly once, on the runtime thread; except that a call
   /// refused at once (client_busy, or client_closed after close()) runs `done` before
-  /// call_async returns, on the calling thread.
+  /// call_async returns, on the calling thread. So a callback that retries at once on
+  /// client_busy recurses: back off (or give up) instead.
   void call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
                   call_options options = {});
   /// Future-returning call.
