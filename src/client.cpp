@@ -21,6 +21,7 @@ std::string_view to_string(call_error e) noexcept {
     case call_error::connection_closed: return "connection_closed";
     case call_error::protocol_error: return "protocol_error";
     case call_error::client_closed: return "client_closed";
+    case call_error::client_busy: return "client_busy";
   }
   return "unknown";
 }
@@ -66,6 +67,26 @@ int connect_socket(const std::string& host, std::uint16_t port, std::chrono::mil
   return fd;
 }
 
+// The calling thread's encoder keeps its buffer between calls; a request with a big payload
+// gets an encoder of its own, so that the thread does not keep that size for good.
+void encode_request(const detail::frame_view& f, std::vector<std::byte>& out) {
+  constexpr std::size_t keep_bytes = 64 * 1024;
+  if (f.payload.size() > keep_bytes) {
+    detail::frame_encoder once;
+    once.encode_into(f, out);
+    return;
+  }
+  thread_local detail::frame_encoder encoder;
+  encoder.encode_into(f, out);
+}
+
+std::string busy_message(const detail::client_conn& c) {
+  return "client_busy: " + std::to_string(c.max_pending_calls) +
+         " calls or " + std::to_string(c.max_pending_bytes) +
+         " request bytes already queued or in flight on this connection "
+         "(client_options::max_pending_calls / max_pending_bytes)";
+}
+
 std::int64_t deadline_after(std::chrono::microseconds timeout) {
   if (timeout.count() <= 0) return 0;
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -79,8 +100,7 @@ client client::connect(const std::string& host, std::uint16_t port, client_optio
                        std::shared_ptr<client_runtime> runtime) {
   if (!runtime) runtime = client_runtime::create();
   const int fd = connect_socket(host, port, options.connect_timeout);
-  auto* conn = new detail::client_conn(fd, options.max_frame_bytes);
-  conn->default_timeout = options.default_timeout;
+  auto* conn = new detail::client_conn(fd, options);
   detail::client_loop& loop = *runtime->_loop;
   detail::pending* p = loop.get_pending();
   p->kind = detail::pending::what::attach;
@@ -124,16 +144,26 @@ void client::call_async(std::string_view method, std::span<const std::byte> payl
   p->conn = _conn;
   p->id = _conn->next_id.fetch_add(1, std::memory_order_relaxed);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : _conn->default_timeout;
-  p->deadline_ns = deadline_after(timeout);
-  p->done = std::move(done);
   detail::frame_view f;
   f.call_id = p->id;
   f.kind = wire::Kind::Request;
   f.method = method;
   f.timeout_us = timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0;
   f.payload = payload;
-  thread_local detail::frame_encoder encoder;
-  encoder.encode_into(f, p->frame);
+  encode_request(f, p->frame);
+  if (!_conn->admit(p->frame.size())) {
+    // Refused before the loop ever sees it: the pool takes the pending back from any thread.
+    loop.recycle(p);
+    const std::string why = busy_message(*_conn);
+    call_outcome o;
+    o.error = call_error::client_busy;
+    o.message = why;
+    if (done) done(o);
+    return;
+  }
+  p->counted = true;
+  p->deadline_ns = deadline_after(timeout);
+  p->done = std::move(done);
   loop.post(p);
 }
 
@@ -173,8 +203,8 @@ call_result client::call(std::string_view method, std::span<const std::byte> pay
   return std::move(w->result);
 }
 
-void client::send_one_way(std::string_view method, std::span<const std::byte> payload) {
-  if (_conn == nullptr) return;
+bool client::send_one_way(std::string_view method, std::span<const std::byte> payload) {
+  if (_conn == nullptr) return false;
   detail::client_loop& loop = *_runtime->_loop;
   detail::pending* p = loop.get_pending();
   p->kind = detail::pending::what::one_way;
@@ -185,9 +215,14 @@ void client::send_one_way(std::string_view method, std::span<const std::byte> pa
   f.kind = wire::Kind::OneWay;
   f.method = method;
   f.payload = payload;
-  thread_local detail::frame_encoder encoder;
-  encoder.encode_into(f, p->frame);
+  encode_request(f, p->frame);
+  if (!_conn->admit(p->frame.size())) {
+    loop.recycle(p);
+    return false;
+  }
+  p->counted = true;
   loop.post(p);
+  return true;
 }
 
 void client::close() {

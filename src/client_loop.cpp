@@ -19,6 +19,9 @@ constexpr unsigned ring_entries = 512;
 constexpr std::uint16_t buffer_group = 0;
 constexpr unsigned buffer_count = 256;
 constexpr unsigned buffer_bytes = 16 * 1024;
+// Buffers grown past this for one big frame are given back once it is done: a connection that
+// carried one huge reply must not pin its size for the rest of its life.
+constexpr std::size_t keep_bytes = 64 * 1024;
 
 std::int64_t steady_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -69,16 +72,17 @@ client_loop::~client_loop() {
 pending* client_loop::get_pending() {
   pending* p = nullptr;
   if (!_free.try_pop(p)) p = new pending();
-  p->written = p->finished = false;
+  p->written = p->finished = p->counted = false;
   p->deadline_ns = 0;
   p->detached = nullptr;
   return p;
 }
 
 void client_loop::put_pending(pending* p) noexcept {
+  uncount(p);
   p->done = nullptr;
   p->conn = nullptr;
-  if (p->frame.capacity() > 64 * 1024) std::vector<std::byte>().swap(p->frame);
+  if (p->frame.capacity() > keep_bytes) std::vector<std::byte>().swap(p->frame);
   if (!_free.try_push(p)) delete p;
 }
 
@@ -152,6 +156,7 @@ void client_loop::accept_work(pending* p) {
       return;
     case pending::what::call:
     case pending::what::one_way:
+    case pending::what::cancel:  // queued by the loop itself, never posted
       break;
   }
   if (c->dead) {
@@ -181,9 +186,13 @@ void client_loop::accept_work(pending* p) {
     }
   }
   c->wq.push_back(p);
+  mark_dirty(c);
+}
+
+void client_loop::mark_dirty(client_conn* c) {
   if (!c->dirty) {
+    _dirty.push_back(c);  // first: if it throws, the flag must not claim the connection is listed
     c->dirty = true;
-    _dirty.push_back(c);
   }
 }
 
@@ -198,12 +207,16 @@ void client_loop::on_recv(client_conn* c, const io_uring_cqe& cqe) {
   if (cqe.flags & IORING_CQE_F_BUFFER) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
     if (cqe.res > 0 && !c->dead) {
-      auto r = c->assembler.feed(_buffers->bytes(id, static_cast<std::size_t>(cqe.res)),
-                                 [this, c](std::span<const std::byte> f) { return on_frame(c, f); });
+      auto r = c->assembler->feed(_buffers->bytes(id, static_cast<std::size_t>(cqe.res)),
+                                  [this, c](std::span<const std::byte> f) { return on_frame(c, f); });
       if (r == frame_assembler::result::frame_too_large) {
         fail_connection(c, call_error::protocol_error,
                         "reply frame exceeds the client's max_frame_bytes");
+      } else if (r != frame_assembler::result::ok && r != frame_assembler::result::paused &&
+                 !c->dead) {
+        fail_connection(c, call_error::protocol_error, "could not buffer a reply frame");
       }
+      release_receive_memory(c);
     }
     _buffers->recycle(id);
   }
@@ -218,8 +231,18 @@ void client_loop::on_recv(client_conn* c, const io_uring_cqe& cqe) {
   maybe_free(c);
 }
 
+void client_loop::release_receive_memory(client_conn* c) noexcept {
+  if (c->assembler_grown && c->assembler->buffered() == 0) {
+    c->assembler.emplace(c->max_frame_bytes);
+    c->assembler_grown = false;
+  }
+  if (_scratch.capacity() > keep_bytes) std::vector<std::byte>().swap(_scratch);
+}
+
 bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
   if (c->dead) return false;
+  // A frame larger than a few receive buffers was assembled in the assembler's own buffer.
+  if (frame.size() > keep_bytes) c->assembler_grown = true;
   _scratch.assign(frame.begin(), frame.end());  // decoding needs an aligned start
   frame_view v;
   if (decode_frame(_scratch, v) != decode_outcome::ok) {
@@ -271,7 +294,7 @@ void client_loop::on_write(client_conn* c, int res) {
   c->write_in_flight = false;
   auto written = [this](pending* p) {
     p->written = true;
-    if (p->kind == pending::what::one_way || p->finished) put_pending(p);
+    if (p->kind != pending::what::call || p->finished) put_pending(p);
   };
   if (res < 0 || c->dead) {
     if (res < 0 && !c->dead) fail_connection(c, call_error::connection_closed, std::strerror(-res));
@@ -285,6 +308,9 @@ void client_loop::on_write(client_conn* c, int res) {
 
 void client_loop::complete(pending* p, const call_outcome& o) noexcept {
   p->finished = true;
+  // Before the callback: a caller woken by it may make its next call at once and must find
+  // the room this one held.
+  if (p->written) uncount(p);
   if (p->done) {
     try {
       p->done(o);
@@ -296,6 +322,37 @@ void client_loop::complete(pending* p, const call_outcome& o) noexcept {
   }
   p->done = nullptr;
   if (p->written) put_pending(p);
+}
+
+void client_loop::uncount(pending* p) noexcept {
+  if (!p->counted) return;
+  p->counted = false;
+  p->conn->pending_bytes.fetch_sub(p->frame.size(), std::memory_order_relaxed);
+  p->conn->pending_calls.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void client_loop::send_cancel(client_conn* c, std::uint64_t id) noexcept {
+  // Advice to the server, not needed for correctness here: if memory is short, skip it.
+  pending* p = nullptr;
+  try {
+    p = get_pending();
+    p->kind = pending::what::cancel;
+    p->conn = c;
+    p->id = id;
+    frame_view f;
+    f.call_id = id;
+    f.kind = wire::Kind::Cancel;
+    _encoder.encode_into(f, p->frame);
+  } catch (...) {
+    if (p != nullptr) put_pending(p);
+    return;
+  }
+  c->wq.push_back(p);
+  try {
+    mark_dirty(c);
+  } catch (...) {
+    // Goes out with the next write on this connection instead.
+  }
 }
 
 void client_loop::fail_connection(client_conn* c, call_error e, std::string_view why) noexcept {
@@ -311,7 +368,7 @@ void client_loop::fail_connection(client_conn* c, call_error e, std::string_view
   if (!c->write_in_flight) {
     c->wq.clear([this](pending* p) {
       p->written = true;
-      if (p->kind == pending::what::one_way || p->finished) put_pending(p);
+      if (p->kind != pending::what::call || p->finished) put_pending(p);
     });
   }
 }
@@ -338,6 +395,9 @@ void client_loop::expire_deadlines() noexcept {
       if (p == nullptr || p->deadline_ns != d.at) continue;  // answered already
       c->inflight.take(d.id);
       complete(p, failure(call_error::timeout, "deadline passed before the reply arrived"));
+      // The server would otherwise run (or keep running) a call nobody waits for; its late
+      // answer, Cancelled or not, is dropped as an unknown id.
+      if (!c->dead) send_cancel(c, d.id);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,10 +29,11 @@ namespace ringrpc::detail {
 
 struct client_conn;
 
-/// A unit of work handed to the loop: a call, a one-way message, or a connection command.
-/// Pooled; owned by the loop from post() until it is recycled.
+/// A unit of work handed to the loop: a call, a one-way message, a cancel frame the loop
+/// sends by itself, or a connection command. Pooled; owned by the loop from post() until it is
+/// recycled.
 struct pending {
-  enum class what : std::uint8_t { call, one_way, attach, detach };
+  enum class what : std::uint8_t { call, one_way, cancel, attach, detach };
 
   mpsc_node node;  // must stay the first member
   pending* wq_next = nullptr;
@@ -43,23 +45,54 @@ struct pending {
   std::vector<std::byte> frame;
   bool written = false;    // the frame left completely (or never will)
   bool finished = false;   // the callback has run
+  bool counted = false;    // holds one of its connection's max_pending_calls (and its bytes)
   std::promise<void>* detached = nullptr;  // detach: fulfilled once the connection is closed
 
   std::span<const std::byte> wq_bytes() const noexcept { return frame; }
   static pending* from_node(mpsc_node* n) noexcept { return reinterpret_cast<pending*>(n); }
 };
 
-/// One connection. `open` and `next_id` are shared with calling threads; the rest belongs to
-/// the loop thread.
+/// One connection. `open`, `next_id` and the pending counters are shared with calling
+/// threads; the rest belongs to the loop thread.
 struct client_conn {
-  client_conn(int fd_, std::uint32_t max_frame) : fd(fd_), assembler(max_frame) {}
+  client_conn(int fd_, const client_options& o)
+      : fd(fd_),
+        default_timeout(o.default_timeout),
+        max_pending_calls(o.max_pending_calls),
+        max_pending_bytes(o.max_pending_bytes),
+        max_frame_bytes(o.max_frame_bytes) {
+    assembler.emplace(max_frame_bytes);
+  }
 
   const int fd;
   std::atomic<bool> open{true};
   std::atomic<std::uint64_t> next_id{1};
-  std::chrono::microseconds default_timeout{0};
+  const std::chrono::microseconds default_timeout;
+  const std::uint32_t max_pending_calls;
+  const std::size_t max_pending_bytes;
+  // Taken by the calling thread before a call is posted, given back by the loop (uncount()).
+  std::atomic<std::uint32_t> pending_calls{0};
+  std::atomic<std::size_t> pending_bytes{0};
 
-  frame_assembler assembler;
+  /// Reserves room for one request of `bytes`; false (nothing reserved) when the connection
+  /// is at one of its limits.
+  bool admit(std::size_t bytes) noexcept {
+    if (pending_calls.fetch_add(1, std::memory_order_relaxed) >= max_pending_calls) {
+      pending_calls.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (pending_bytes.fetch_add(bytes, std::memory_order_relaxed) >= max_pending_bytes) {
+      pending_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+      pending_calls.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+
+  const std::uint32_t max_frame_bytes;
+  // Optional only so that it can be re-created in place (release_receive_memory()).
+  std::optional<frame_assembler> assembler;
+  bool assembler_grown = false;  // it held a frame much larger than a receive buffer
   write_queue<pending> wq;
   inflight_table<pending> inflight;
   struct deadline {
@@ -87,6 +120,8 @@ class client_loop {
   bool in_loop_thread() const noexcept { return std::this_thread::get_id() == _thread_id; }
 
   pending* get_pending();
+  /// Returns a pending that was never posted (e.g. a refused call). Any thread.
+  void recycle(pending* p) noexcept { put_pending(p); }
   /// Queues work for the loop; wakes it unless called from the loop itself.
   void post(pending* p) noexcept {
     _inbox.push(&p->node);
@@ -104,6 +139,10 @@ class client_loop {
   void start_write(client_conn* c) noexcept;
   void on_write(client_conn* c, int res);
   void complete(pending* p, const call_outcome& o) noexcept;
+  void uncount(pending* p) noexcept;
+  void send_cancel(client_conn* c, std::uint64_t id) noexcept;
+  void mark_dirty(client_conn* c);
+  void release_receive_memory(client_conn* c) noexcept;
   void fail_connection(client_conn* c, call_error e, std::string_view why) noexcept;
   void expire_deadlines() noexcept;
   std::int64_t next_deadline() const noexcept;
@@ -118,6 +157,7 @@ class client_loop {
   std::vector<client_conn*> _conns;
   std::vector<client_conn*> _dirty;
   std::vector<std::byte> _scratch;  // aligned copy of one incoming frame for decoding
+  frame_encoder _encoder;           // cancel frames (a few dozen bytes each)
   std::atomic<bool> _stop{false};
   std::thread _thread;
   std::thread::id _thread_id;

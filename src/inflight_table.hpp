@@ -1,85 +1,116 @@
 #pragma once
-// Calls awaiting their reply on one client connection, found by call id without hashing.
+// Calls awaiting their reply on one client connection, found by call id.
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 namespace ringrpc::detail {
 
-/// Call ids on a connection are handed out in increasing order and calls finish roughly in
-/// order, so the ids in flight form a narrow window: indexing a power-of-two array by the low
-/// bits of the id finds each one directly. When two live ids would share a slot the table
-/// doubles, so the steady state never allocates. Item needs a `std::uint64_t id`.
+/// Open-addressing table of pointers keyed by `std::uint64_t id` (Item needs that member), with
+/// linear probing. Its size follows the number of items only: it doubles when more than half
+/// full and halves when less than an eighth full, whatever the ids are. (An array indexed by
+/// the id's low bits had to double whenever one old call was still waiting as the ids wrapped
+/// around it, so one stuck call among millions grew it without bound.)
+///
+/// Ids are hashed (Fibonacci hashing) so that sequential ids spread evenly; removal shifts the
+/// following entries back instead of leaving tombstones, so lookups stay short however long
+/// the table lives. Owned by one thread. Ids must be unique among the items present.
 template <class Item>
 class inflight_table {
  public:
-  explicit inflight_table(std::size_t capacity = 64) : _slots(std::bit_ceil(capacity), nullptr) {}
+  static constexpr std::size_t min_slots = 64;
+
+  inflight_table() : _slots(min_slots, nullptr), _shift(64 - std::countr_zero(min_slots)) {}
 
   void insert(Item* item) {
-    while (_slots[item->id & mask()] != nullptr) grow();
-    _slots[item->id & mask()] = item;
+    if ((_size + 1) * 2 > _slots.size()) rehash(_slots.size() * 2);
+    place(_slots, _shift, item);
     ++_size;
   }
 
   Item* find(std::uint64_t id) const noexcept {
-    Item* it = _slots[id & mask()];
-    return it != nullptr && it->id == id ? it : nullptr;
+    for (std::size_t i = home(id, _shift);; i = (i + 1) & mask()) {
+      Item* it = _slots[i];
+      if (it == nullptr || it->id == id) return it;
+    }
   }
 
   /// Removes and returns the item with `id`, or null.
   Item* take(std::uint64_t id) noexcept {
-    Item*& slot = _slots[id & mask()];
-    Item* it = slot;
-    if (it == nullptr || it->id != id) return nullptr;
-    slot = nullptr;
+    std::size_t i = home(id, _shift);
+    for (;; i = (i + 1) & mask()) {
+      if (_slots[i] == nullptr) return nullptr;
+      if (_slots[i]->id == id) break;
+    }
+    Item* found = _slots[i];
+    // Backward-shift deletion: an entry further along the run may move into the hole when the
+    // hole lies between its home slot and where it sits now.
+    std::size_t hole = i;
+    for (std::size_t j = (i + 1) & mask(); _slots[j] != nullptr; j = (j + 1) & mask()) {
+      const std::size_t h = home(_slots[j]->id, _shift);
+      if (((j - h) & mask()) >= ((j - hole) & mask())) {
+        _slots[hole] = _slots[j];
+        hole = j;
+      }
+    }
+    _slots[hole] = nullptr;
     --_size;
-    return it;
+    if (_slots.size() > min_slots && _size * 8 < _slots.size()) {
+      try {
+        rehash(_slots.size() / 2);
+      } catch (const std::bad_alloc&) {
+        // Keeping the larger table is correct, only wasteful.
+      }
+    }
+    return found;
   }
 
   std::size_t size() const noexcept { return _size; }
+  /// Slots allocated (for tests and diagnostics): at most 4x the largest size() since the table
+  /// last shrank, never below min_slots.
+  std::size_t capacity() const noexcept { return _slots.size(); }
 
-  /// Removes every item, passing each to `f`.
+  /// Removes every item, passing each to `f`, and gives back the memory of a grown table.
   template <class F>
   void drain(F&& f) {
-    for (auto& slot : _slots) {
-      if (slot != nullptr) {
-        Item* it = slot;
-        slot = nullptr;
-        --_size;
-        f(it);
-      }
+    std::vector<Item*> slots(min_slots, nullptr);
+    slots.swap(_slots);
+    _shift = 64 - std::countr_zero(min_slots);
+    _size = 0;
+    for (Item* it : slots) {
+      if (it != nullptr) f(it);
     }
   }
 
  private:
   std::size_t mask() const noexcept { return _slots.size() - 1; }
 
-  // Rare (the window of live ids outgrew the table): doubles until every live id has a slot.
-  void grow() {
-    std::vector<Item*> live;
+  static std::size_t home(std::uint64_t id, unsigned shift) noexcept {
+    return static_cast<std::size_t>((id * 0x9e3779b97f4a7c15ull) >> shift);
+  }
+
+  static void place(std::vector<Item*>& slots, unsigned shift, Item* item) noexcept {
+    const std::size_t m = slots.size() - 1;
+    std::size_t i = home(item->id, shift);
+    while (slots[i] != nullptr) i = (i + 1) & m;
+    slots[i] = item;
+  }
+
+  void rehash(std::size_t n) {
+    std::vector<Item*> fresh(n, nullptr);
+    const unsigned shift = 64 - static_cast<unsigned>(std::countr_zero(n));
     for (Item* it : _slots) {
-      if (it != nullptr) live.push_back(it);
+      if (it != nullptr) place(fresh, shift, it);
     }
-    for (std::size_t n = _slots.size() * 2;; n *= 2) {
-      std::vector<Item*> fresh(n, nullptr);
-      bool fits = true;
-      for (Item* it : live) {
-        Item*& slot = fresh[it->id & (n - 1)];
-        if (slot != nullptr) {
-          fits = false;
-          break;
-        }
-        slot = it;
-      }
-      if (fits) {
-        _slots.swap(fresh);
-        return;
-      }
-    }
+    _slots.swap(fresh);
+    _shift = shift;
   }
 
   std::vector<Item*> _slots;
+  unsigned _shift;  // 64 - log2(slots): the top bits of the hash pick the home slot
   std::size_t _size = 0;
 };
 

@@ -4,6 +4,12 @@
 /// A client_runtime is one I/O thread with one io_uring; any number of clients (connections)
 /// can share it. Calls may be made from any thread. Callbacks run on the runtime's thread: keep
 /// them short and never block in them (a synchronous call() from a callback is refused).
+///
+/// Limits: each connection takes at most client_options::max_pending_calls calls (and one-way
+/// messages) and about max_pending_bytes of request bytes that are queued or in flight; beyond
+/// that a call fails at once with call_error::client_busy instead of queueing without bound.
+/// A call whose local deadline passes is failed with call_error::timeout and a Cancel frame is
+/// sent for it, so the server drops it if still queued and its handler sees cancelled().
 
 #include <chrono>
 #include <cstddef>
@@ -33,6 +39,8 @@ enum class call_error {
   connection_closed,  ///< the connection closed or failed with the call in flight
   protocol_error,     ///< the server sent something that is not a valid ringrpc frame
   client_closed,      ///< close() was called, or the call was made after it
+  client_busy,        ///< refused at once: the connection's max_pending_calls or
+                      ///< max_pending_bytes was reached (nothing was sent; retrying later is safe)
 };
 
 /// Stable lower-case name, e.g. "timeout".
@@ -67,14 +75,27 @@ using call_callback = std::function<void(const call_outcome&)>;
 struct call_options {
   /// Time budget. Sent to the server (which will not start the call after it passes) and
   /// enforced here: the callback gets call_error::timeout at the latest this long after the
-  /// call was made. Zero: the client's default_timeout.
+  /// call was made, and a Cancel frame tells the server to give up on it (a late reply is
+  /// dropped). Zero: the client's default_timeout.
   std::chrono::microseconds timeout{0};
 };
 
 struct client_options {
   std::chrono::milliseconds connect_timeout{3000};
   std::chrono::microseconds default_timeout{0};  ///< zero: calls have no deadline
-  std::uint32_t max_frame_bytes = 64u << 20;     ///< largest reply body accepted
+  /// Largest reply body accepted; a larger length prefix fails the connection with
+  /// protocol_error before anything is reserved for it.
+  std::uint32_t max_frame_bytes = 64u << 20;
+  /// Calls and one-way messages that may be queued or in flight on the connection at once. A
+  /// call counts from call_async() until its callback has run and its request has left for
+  /// the socket (a timed-out call still waiting to be written keeps counting). Beyond it,
+  /// calls fail at once with client_busy. The default matches the server's own per-connection
+  /// window (server_options::max_inflight_per_connection): more would only wait in buffers.
+  std::uint32_t max_pending_calls = 4096;
+  /// Request bytes (encoded frames) that may be queued or in flight on the connection. Checked
+  /// before a call is added, so a single request larger than this is still accepted when less
+  /// is pending; beyond it, client_busy.
+  std::size_t max_pending_bytes = 64u << 20;
 };
 
 /// One I/O thread with its own ring. Shared by the clients created with it; lives as long as
@@ -110,7 +131,10 @@ class client {
   client& operator=(client&&) noexcept;
   ~client();  ///< close()s
 
-  /// Asynchronous call: `done` runs exactly once, on the runtime thread.
+  /// Asynchronous call: `done` runs exactly once, on the runtime thread; except that a call
+  /// refused at once (client_busy, or client_closed after close()) runs `done` before
+  /// call_async returns, on the calling thread. So a callback that retries at once on
+  /// client_busy recurses: back off (or give up) instead.
   void call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
                   call_options options = {});
   /// Future-returning call.
@@ -123,13 +147,15 @@ class client {
     return call(method, std::span(reinterpret_cast<const std::byte*>(payload.data()), payload.size()),
                 options);
   }
-  /// One-way message: queued for sending, never answered.
-  void send_one_way(std::string_view method, std::span<const std::byte> payload);
+  /// One-way message: queued for sending, never answered. False when it was refused (the
+  /// client is closed, or the connection's pending limits were reached) and nothing was sent.
+  bool send_one_way(std::string_view method, std::span<const std::byte> payload);
 
   /// Fails every pending call with client_closed and closes the socket. Idempotent; waits for
   /// the runtime to finish unless called from the runtime thread. Calls may come from many
   /// threads at once, but close() (and the destructor) must not race with them: stop the
-  /// calling threads first.
+  /// calling threads first. No Cancel frames are sent: a ringrpc server treats a closed
+  /// connection as the cancellation of every call on it (docs/protocol.md, Cancelled).
   void close();
 
   /// False once the connection failed or was closed.

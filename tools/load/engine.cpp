@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -21,6 +22,95 @@
 #include "uring_probe.hpp"
 
 namespace ringrpc::load {
+
+void receive_buffer::append(std::span<const std::byte> bytes) {
+  if (bytes.empty()) return;
+  const std::size_t kept = _end - _start;
+  if (_end + bytes.size() > _cap) {
+    if (kept + bytes.size() <= _cap) {
+      std::memmove(_buf.get(), _buf.get() + _start, kept);  // room enough once slid to the front
+    } else {
+      std::size_t cap = std::max(initial_bytes, _cap);
+      while (cap < kept + bytes.size()) cap *= 2;
+      auto bigger = std::make_unique_for_overwrite<std::byte[]>(cap);
+      if (kept > 0) std::memcpy(bigger.get(), _buf.get() + _start, kept);
+      _buf = std::move(bigger);
+      _cap = cap;
+    }
+    _start = 0;
+    _end = kept;
+  }
+  std::memcpy(_buf.get() + _end, bytes.data(), bytes.size());
+  _end += bytes.size();
+}
+
+void receive_buffer::consume(std::size_t n) noexcept {
+  _start += n;
+  const std::size_t kept = _end - _start;
+  if (kept == 0) {
+    _start = _end = 0;
+    if (_cap > keep_bytes) clear();
+  } else if (_cap > keep_bytes && kept * 4 <= _cap) {
+    // Mostly parsed: move the tail into a buffer its size, if memory allows.
+    const std::size_t cap = std::max(initial_bytes, std::bit_ceil(kept));
+    std::unique_ptr<std::byte[]> smaller(new (std::nothrow) std::byte[cap]);
+    if (!smaller) return;
+    std::memcpy(smaller.get(), _buf.get() + _start, kept);
+    _buf = std::move(smaller);
+    _cap = cap;
+    _start = 0;
+    _end = kept;
+  }
+}
+
+void receive_buffer::clear() noexcept {
+  _start = _end = 0;
+  if (_cap > keep_bytes) {
+    _buf.reset();
+    _cap = 0;
+  }
+}
+
+call_window::call_window(std::size_t max_in_flight) {
+  const std::size_t n = std::bit_ceil(std::max<std::size_t>(4, 2 * max_in_flight));
+  _slots.assign(n, slot{});
+  _shift = 64 - static_cast<unsigned>(std::countr_zero(n));
+}
+
+call_window::slot& call_window::insert(std::uint64_t seq) noexcept {
+  std::size_t i = home(seq);
+  while (_slots[i].seq != no_seq) i = (i + 1) & mask();
+  _slots[i] = slot{};
+  _slots[i].seq = seq;
+  ++_size;
+  return _slots[i];
+}
+
+call_window::slot* call_window::find(std::uint64_t seq) noexcept {
+  for (std::size_t i = home(seq);; i = (i + 1) & mask()) {
+    if (_slots[i].seq == seq) return &_slots[i];
+    if (_slots[i].seq == no_seq) return nullptr;
+  }
+}
+
+void call_window::erase(slot& s) noexcept {
+  // Backward-shift deletion: no tombstones, so probes stay short for the whole run.
+  std::size_t hole = static_cast<std::size_t>(&s - _slots.data());
+  for (std::size_t j = (hole + 1) & mask(); _slots[j].seq != no_seq; j = (j + 1) & mask()) {
+    const std::size_t h = home(_slots[j].seq);
+    if (((j - h) & mask()) >= ((j - hole) & mask())) {
+      _slots[hole] = _slots[j];
+      hole = j;
+    }
+  }
+  _slots[hole] = slot{};
+  --_size;
+}
+
+void call_window::clear() noexcept {
+  for (slot& s : _slots) s = slot{};
+  _size = 0;
+}
 
 namespace {
 
@@ -36,30 +126,22 @@ std::int64_t now_ns() noexcept {
 }
 
 constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
-constexpr std::uint64_t no_seq = std::numeric_limits<std::uint64_t>::max();
 
 int connect_to(const target& t, std::chrono::nanoseconds timeout) {
   return detail::connect_tcp(t.host, t.port, timeout);
 }
 
-// Send and receive times of one call in flight, found by the low bits of its sequence number.
-struct slot {
-  std::uint64_t seq = no_seq;
-  std::int64_t intended_ns = 0;
-  std::int64_t sent_ns = 0;
-  bool timed_out = false;
-};
+using slot = call_window::slot;
 
 struct conn_state {
   unsigned index = 0;  // among all connections: the schedule spreads calls by it
   int fd = -1;
   std::unique_ptr<connection_codec> codec;
-  std::vector<slot> window;
+  call_window window;
   std::uint64_t next_seq = 0;
   std::uint64_t next_due = 0;  // open loop: number of the next scheduled call
   unsigned in_flight = 0;
-  std::vector<std::byte> rx;
-  std::size_t rx_start = 0;
+  receive_buffer rx;
   std::vector<std::byte> tx_pending;
   std::vector<std::byte> tx_inflight;
   std::size_t tx_off = 0;
@@ -181,33 +263,11 @@ void worker::arm_recv(conn_state& c) {
   c.recv_armed = true;
 }
 
-// ringrpc answers in completion order, so the sequence numbers in flight need not be
-// contiguous: when a new one would land on a slot still taken, the window doubles.
-void grow_window(conn_state& c, std::uint64_t seq) {
-  for (std::size_t n = c.window.size() * 2;; n *= 2) {
-    std::vector<slot> bigger(n);
-    bool fits = bigger[seq & (n - 1)].seq == no_seq;
-    for (const slot& s : c.window) {
-      if (s.seq == no_seq) continue;
-      slot& to = bigger[s.seq & (n - 1)];
-      if (to.seq != no_seq || (s.seq & (n - 1)) == (seq & (n - 1))) {
-        fits = false;
-        break;
-      }
-      to = s;
-    }
-    if (fits) {
-      c.window.swap(bigger);
-      return;
-    }
-  }
-}
-
 void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
   const std::uint64_t seq = c.next_seq++;
-  if (c.window[seq & (c.window.size() - 1)].seq != no_seq) grow_window(c, seq);
-  slot& s = c.window[seq & (c.window.size() - 1)];
-  s.seq = seq;
+  // ringrpc answers in completion order, so the sequence numbers in flight need not be
+  // contiguous; the window is keyed by them and sized by the depth.
+  slot& s = c.window.insert(seq);
   s.intended_ns = intended;
   s.sent_ns = now;
   s.timed_out = false;
@@ -259,14 +319,15 @@ bool worker::parse(conn_state& c, std::span<const std::byte> bytes, std::size_t&
       return false;
     }
     used += r.consumed;
-    slot& s = c.window[r.seq & (c.window.size() - 1)];
-    if (s.seq != r.seq) {
+    slot* found = c.window.find(r.seq);
+    if (found == nullptr) {
       // An answer to something never asked (or already forgotten): the stream is not ours.
       if (c.in_flight == 0) count_error("protocol", now);
       lose(c, "protocol", now);
       return false;
     }
-    s.seq = no_seq;
+    slot s = *found;
+    c.window.erase(*found);
     --c.in_flight;
     if (r.close_after) c.peer_closing = true;
     if (!s.timed_out && _cfg.call_timeout.count() > 0 && now - s.sent_ns >= _cfg.call_timeout.count()) {
@@ -307,27 +368,14 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
     if (cqe.res > 0 && !c.dead) {
       auto bytes = _buffers->bytes(id, static_cast<std::size_t>(cqe.res));
-      if (c.rx_start == c.rx.size()) {
+      if (c.rx.empty()) {
         // Nothing kept: parse straight from the kernel's buffer, keep only a partial tail.
-        c.rx.clear();
-        c.rx_start = 0;
         std::size_t used = 0;
-        if (parse(c, bytes, used, now)) c.rx.insert(c.rx.end(), bytes.begin() + static_cast<std::ptrdiff_t>(used), bytes.end());
+        if (parse(c, bytes, used, now)) c.rx.append(bytes.subspan(used));
       } else {
-        c.rx.insert(c.rx.end(), bytes.begin(), bytes.end());
-        std::size_t used = c.rx_start;
-        if (parse(c, c.rx, used, now)) {
-          c.rx_start = used;
-          if (c.rx_start == c.rx.size()) {
-            c.rx.clear();
-            c.rx_start = 0;
-          } else if (c.rx_start > c.rx.size() / 2) {
-            // Drop what was parsed, so a stream whose reads keep ending mid-reply does not grow
-            // the buffer with everything it ever received.
-            c.rx.erase(c.rx.begin(), c.rx.begin() + static_cast<std::ptrdiff_t>(c.rx_start));
-            c.rx_start = 0;
-          }
-        }
+        c.rx.append(bytes);
+        std::size_t used = 0;
+        if (parse(c, c.rx.data(), used, now)) c.rx.consume(used);
       }
     }
     _buffers->recycle(id);
@@ -347,16 +395,13 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
 void worker::lose(conn_state& c, const std::string& why, std::int64_t now) {
   if (c.dead) return;
   c.dead = true;
-  for (slot& s : c.window) {
-    if (s.seq != no_seq) {
-      if (!s.timed_out) count_error(why, now);
-      s.seq = no_seq;
-    }
-  }
+  c.window.for_each([&](const slot& s) {
+    if (!s.timed_out) count_error(why, now);
+  });
+  c.window.clear();
   c.in_flight = 0;
   c.tx_pending.clear();
   c.rx.clear();
-  c.rx_start = 0;
   ::shutdown(c.fd, SHUT_RDWR);
   c.reconnect_at = now + 100'000'000;  // 100 ms: do not hammer a server that is going away
 }
@@ -366,14 +411,14 @@ void worker::expire(std::int64_t now) {
   if (limit <= 0) return;
   for (conn_state& c : _conns) {
     if (c.in_flight == 0) continue;
-    for (slot& s : c.window) {
-      if (s.seq != no_seq && !s.timed_out && now - s.sent_ns >= limit) {
+    c.window.for_each([&](slot& s) {
+      if (!s.timed_out && now - s.sent_ns >= limit) {
         // Counted once; the slot stays taken until the late reply arrives, so a server that
         // stopped answering also stops receiving new calls on this connection.
         s.timed_out = true;
         count_error("timeout", now);
       }
-    }
+    });
   }
 }
 
@@ -414,7 +459,7 @@ void worker::run() {
   for (std::size_t i = 0; i < _cfg.steps.size(); ++i) step_latency.emplace_back(1000, 60'000'000'000ull, 3);
   const std::int64_t start = now_ns();
   for (conn_state& c : _conns) {
-    c.window.assign(std::bit_ceil(std::max(2u, _cfg.depth)), slot{});
+    c.window = call_window(_cfg.depth);
     arm_recv(c);
     if (_run.schedule == nullptr) {
       for (unsigned d = 0; d < _cfg.depth && issuing(start); ++d) issue(c, start, start);
@@ -485,9 +530,9 @@ void worker::run() {
       if (idle || now >= drain_until) {
         for (const conn_state& c : _conns) {
           if (c.dead) continue;
-          for (const slot& s : c.window) {
-            if (s.seq != no_seq && !s.timed_out) ++errors["unfinished"];  // timeouts counted already
-          }
+          c.window.for_each([&](const slot& s) {
+            if (!s.timed_out) ++errors["unfinished"];  // timeouts counted already
+          });
         }
         break;
       }
