@@ -71,6 +71,10 @@ class reader {
   std::uint64_t cancels() const noexcept { return _cancels.get(); }
   std::uint64_t refused() const noexcept { return _refused.get(); }
   std::uint64_t idle_closed() const noexcept { return _idle_closed.get(); }
+  /// Closed by the liveness check: the socket had failed or ended, its receive never said so.
+  std::uint64_t dead_closed() const noexcept { return _dead_closed.get(); }
+  /// Receives the liveness check cancelled (and re-armed) because bytes waited undelivered.
+  std::uint64_t liveness_kicked() const noexcept { return _liveness_kicked.get(); }
   std::uint64_t stalls() const noexcept { return _stalls.get(); }
   /// The connections of this reader now (any thread; for /connections).
   void snapshot_connections(std::vector<connection_info>& out) const;
@@ -96,8 +100,9 @@ class reader {
   call* new_call(connection* c) noexcept;
   void dispatch(call* k, const frame_view& v);
   void notify_endpoints(connection* c, call_purpose purpose, std::string_view text = {});
-  void arm_idle_timer() noexcept;
+  void arm_timer() noexcept;
   void close_idle_connections() noexcept;
+  void check_liveness() noexcept;
   void refuse_connection(int fd) noexcept;
   void note_submitted(thread_pool* p) noexcept;
   void refresh_table() noexcept;
@@ -128,10 +133,12 @@ class reader {
   std::uint32_t _posted_this_turn = 0;
   frame_encoder _encoder;
   counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
-      _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls;
+      _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls,
+      _dead_closed, _liveness_kicked;
   std::int64_t _turn_ns = 0;  // clock at the start of this loop turn
-  bool _idle_timer_fired = false;
+  bool _timer_fired = false;
   __kernel_timespec _idle_ts{};
+  std::int64_t _next_liveness_ns = 0;  // when check_liveness() runs next
   mutable std::mutex _live_mu;  // guards the links of _live (the reader alone mutates them)
   /// A loop turn longer than this counts as an event-loop stall.
   static constexpr std::int64_t stall_threshold_ns = 10'000'000;
