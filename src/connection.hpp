@@ -92,6 +92,7 @@ struct connection {
   bool cancel_sent = false;
   bool finished = false;  // the reader has let go; only the release is pending
   bool budget_paused = false;  // not read while the server's memory budget is exhausted
+  bool liveness_checked = false;  // looked at once in this silence (reader::check_liveness)
   std::size_t assembler_charged = 0;  // assembler capacity charged to the memory budget
   std::int64_t last_read_ns = 0;  // reader turn in which bytes last arrived
   const char* close_reason = nullptr;  // why the reader closed it ("idle", ...); null: peer did

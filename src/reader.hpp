@@ -84,6 +84,7 @@ class reader {
   std::uint64_t rejected_memory() const noexcept { return _rejected_memory.get(); }
   std::uint64_t write_stalled() const noexcept { return _write_stalled.get(); }
   std::uint64_t frame_stalled() const noexcept { return _frame_stalled.get(); }
+  std::uint64_t dead_closed() const noexcept { return _dead_closed.get(); }
 
  private:
   void run(const uring_features& features, std::promise<void>& ready);
@@ -107,6 +108,7 @@ class reader {
   void sweep() noexcept;
   void shed(connection* c, const char* reason, counter& count) noexcept;
   bool peer_left(connection* c) noexcept;
+  bool check_liveness(connection* c) noexcept;
   void give_back_memory() noexcept;
   void charge_assembler(connection* c) noexcept;
   void apply_budget() noexcept;
@@ -143,11 +145,11 @@ class reader {
   frame_encoder _encoder;
   counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
       _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls, _budget_pauses,
-      _rejected_memory, _write_stalled, _frame_stalled;
+      _rejected_memory, _write_stalled, _frame_stalled, _dead_closed, _liveness_kicked;
   memory_budget::account _account;  // this reader's share of the server's memory budget
   std::size_t _budget_paused = 0;   // connections of ours paused for the budget
-  call* _unposted = nullptr;
-  std::int64_t _trim_mark = 0;  // the budget's high since memory was last handed back  // the call on_frame is dispatching, until someone owns it
+  call* _unposted = nullptr;    // the call on_frame is dispatching, until someone owns it
+  std::int64_t _trim_mark = 0;  // the budget's high since memory was last handed back
   std::int64_t _turn_ns = 0;  // clock at the start of this loop turn
   bool _sweep_due = false;
   __kernel_timespec _sweep_ts{};

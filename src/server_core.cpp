@@ -609,6 +609,7 @@ server_stats server_core::stats() const {
     s.connections_accepted += r->accepted();
     s.connections_refused += r->refused();
     s.connections_idle_closed += r->idle_closed();
+    s.connections_dead_closed += r->dead_closed();
     s.event_loop_stalls += r->stalls();
     s.connections_open += r->accepted() - r->finished();
     s.calls_received += r->calls_received();

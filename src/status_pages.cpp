@@ -147,6 +147,9 @@ void server_core::fill_metrics(metrics_snapshot& m) const {
       .add(static_cast<double>(st.connections_refused));
   m.counter("ringrpc_connections_idle_closed_total", "Connections closed after idle_timeout.")
       .add(static_cast<double>(st.connections_idle_closed));
+  m.counter("ringrpc_connections_dead_closed_total",
+            "Connections the liveness check closed: reset or ended, but their receive never completed.")
+      .add(static_cast<double>(st.connections_dead_closed));
   m.counter("ringrpc_received_bytes_total", "Bytes read from clients [Hadoop: ReceivedBytes].")
       .add(static_cast<double>(st.bytes_in));
   m.counter("ringrpc_sent_bytes_total", "Bytes written to clients [Hadoop: SentBytes].")

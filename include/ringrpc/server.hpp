@@ -95,6 +95,9 @@ struct server_stats {
   std::uint64_t connections_open = 0;
   std::uint64_t connections_refused = 0;      ///< closed at once: max_connections were open
   std::uint64_t connections_idle_closed = 0;  ///< closed after idle_timeout without traffic
+  /// Closed by the reader's liveness check: the socket had been reset (or had ended) but its
+  /// receive never completed to say so (docs/architecture.md).
+  std::uint64_t connections_dead_closed = 0;
   std::uint64_t calls_received = 0;     ///< frames that became calls (requests and one-ways)
   std::uint64_t calls_completed = 0;    ///< replies written or discarded for vanished peers
   std::uint64_t calls_rejected_busy = 0;  ///< SERVER_BUSY: a pool or an inbox was full
