@@ -513,6 +513,11 @@ void reader::dispatch(call* k, const frame_view& v) {
   k->method_name = v.method;  // inside k->request
   k->payload = v.payload;
   k->received_ns = _turn_ns;
+  // Fair share: calls of a connection that already has more than fair_share_calls in flight
+  // wait behind everyone else's (docs/execution.md). One relaxed load of a counter this
+  // connection's calls already touch; no state shared between connections.
+  const std::uint32_t in_flight = k->conn->outstanding.load(std::memory_order_relaxed);
+  k->over_share = in_flight > _core.options().fair_share_calls;
   // A budget beyond 10^15 us (31 years; e.g. UINT64_MAX) means "no deadline", as documented.
   constexpr std::uint64_t max_budget_us = 1'000'000'000'000'000ull;
   k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
@@ -538,6 +543,17 @@ void reader::dispatch(call* k, const frame_view& v) {
     case endpoint_slot::admit_result::busy: {
       _busy.add();
       thread_pool* p = slot->pool();
+      if (k->over_share && p != nullptr && !slot->serial()) {
+        // Its share's queue is full: back off longer the more it already has in flight.
+        const unsigned share = std::max(1u, _core.options().fair_share_calls);
+        const std::uint32_t retry = 10 * std::min<std::uint32_t>(100, in_flight / share);
+        answer(k, v.call_id, refuse_kind, status::server_busy,
+               "connection is over its fair share of pool '" + p->name() + "' (" +
+                   std::to_string(in_flight) + " calls in flight; fair_share_calls " +
+                   std::to_string(share) + ")",
+               retry);
+        return;
+      }
       _core.post_event(event_kind::call_rejected, [&] {
         event e;
         e.peer = k->conn->peer;
@@ -581,6 +597,7 @@ void reader::notify_endpoints(connection* c, call_purpose purpose, std::string_v
     k->id = 0;
     k->payload = {};
     k->method_name = {};
+    k->over_share = false;
     k->event_text.assign(text);
     switch (slot->admit(k)) {
       case endpoint_slot::admit_result::submitted: note_submitted(slot->pool()); break;

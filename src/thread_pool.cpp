@@ -103,6 +103,13 @@ namespace {
 
 using entry = std::uintptr_t;  // pool_task* | reserved bit
 constexpr entry reserved_bit = 1;
+// Entries of the over-share queue (pool_task::over_share): counted there, not in queued_count.
+constexpr entry over_share_bit = 2;
+constexpr entry tag_bits = reserved_bit | over_share_bit;
+// Fair share: a worker takes from the over-share queue first on one pop in this many (and
+// whenever the main queue is empty), so callers within their share are served ahead of a
+// caller's backlog while the backlog still drains with whatever capacity is spare.
+constexpr unsigned over_share_every = 4;
 
 constexpr unsigned burst_hook_every = 32;
 constexpr unsigned max_pool_threads = 4096;
@@ -317,6 +324,7 @@ struct thread_pool::impl {
   const bool asymmetric;    // membarrier is the heavy side of the submit/shutdown handshake
 
   std::optional<mpmc_queue<entry>> ring;  // created in start(): a probe pool allocates nothing
+  std::optional<mpmc_queue<entry>> over_share;  // bounded pools: calls beyond a caller's share
   std::unique_ptr<worker_slot[]> slots;
   parking park;
 
@@ -327,6 +335,7 @@ struct thread_pool::impl {
   alignas(64) std::atomic<int> available{0};   // reserve_mode only; see the comment on top
   alignas(64) std::atomic<unsigned> threads{0};
   alignas(64) std::atomic<std::int64_t> queued_count{0};  // exact_count only
+  alignas(64) std::atomic<std::int64_t> over_share_count{0};  // exact bound of over_share
   alignas(64) std::atomic<std::uint64_t> rejected{0};
   std::atomic<std::int64_t> last_report{never};
   std::atomic<unsigned> largest{0};
@@ -394,6 +403,17 @@ struct thread_pool::impl {
 
   bool push(pool_task* t) noexcept {
     const entry e = reinterpret_cast<entry>(t);
+    if (t->over_share && over_share) {
+      // A caller beyond its share waits in a queue of its own, as large as the main one: it
+      // can never take a slot from callers within their share.
+      if (over_share_count.fetch_add(1, std::memory_order_relaxed) >= opts.queue) {
+        over_share_count.fetch_sub(1, std::memory_order_relaxed);
+        return false;
+      }
+      if (over_share->try_push(e | over_share_bit)) return true;
+      over_share_count.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
     if (unbounded) {
       if (overflow_size.load(std::memory_order_relaxed) == 0 && ring->try_push(e)) return true;
       std::lock_guard lock(overflow_mu);
@@ -489,7 +509,20 @@ struct thread_pool::impl {
 
   // ---- workers ------------------------------------------------------------------------------
 
+  bool pop_over_share(entry& e) noexcept {
+    if (!over_share || !over_share->try_pop(e)) return false;
+    over_share_count.fetch_sub(1, std::memory_order_relaxed);
+    return true;
+  }
+
   bool pop(entry& e) noexcept {
+    thread_local unsigned pops = 0;
+    if (over_share && ++pops % over_share_every == 0 && pop_over_share(e)) return true;
+    if (pop_main(e)) return true;
+    return pop_over_share(e);
+  }
+
+  bool pop_main(entry& e) noexcept {
     if (ring->try_pop(e)) return true;
     if (!unbounded || overflow_size.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard lock(overflow_mu);
@@ -503,7 +536,8 @@ struct thread_pool::impl {
   }
 
   bool has_work() const noexcept {
-    return !ring->empty_approx() || (unbounded && overflow_size.load(std::memory_order_relaxed) != 0);
+    return !ring->empty_approx() || (unbounded && overflow_size.load(std::memory_order_relaxed) != 0) ||
+           (over_share && !over_share->empty_approx());
   }
 
   void hook() noexcept {
@@ -545,8 +579,9 @@ struct thread_pool::impl {
     for (;;) {
       entry e = 0;
       while (pop(e)) {
-        auto* t = reinterpret_cast<pool_task*>(e & ~reserved_bit);
+        auto* t = reinterpret_cast<pool_task*>(e & ~tag_bits);
         const bool reserved = (e & reserved_bit) != 0;
+        const bool counted = exact_count && (e & tag_bits) == 0;
         if (reserve_mode) {
           if (idle && !reserved) {
             available.fetch_sub(1, std::memory_order_seq_cst);
@@ -556,7 +591,7 @@ struct thread_pool::impl {
           // Pass the baton: a batch of reserved entries needs only one wake() from the caller.
           if (idle && has_work()) park.wake(1);
         }
-        if (exact_count && !reserved) queued_count.fetch_sub(1, std::memory_order_relaxed);
+        if (counted) queued_count.fetch_sub(1, std::memory_order_relaxed);
         idle = false;
         run_one(s, t, seq);
         if (++batch == burst_hook_every) {
@@ -642,6 +677,7 @@ struct thread_pool::impl {
         capacity = static_cast<std::size_t>(opts.queue);
       }
       ring.emplace(capacity);
+      if (!hand_off && !unbounded) over_share.emplace(capacity);
     }
     if (unbounded) {
       std::fprintf(stderr, "ringrpc: pool '%s' has an unbounded queue; memory is its only limit\n",
@@ -668,8 +704,8 @@ struct thread_pool::impl {
     std::size_t n = 0;
     entry e = 0;
     while (pop(e)) {
-      auto* t = reinterpret_cast<pool_task*>(e & ~reserved_bit);
-      if (exact_count && (e & reserved_bit) == 0) queued_count.fetch_sub(1, std::memory_order_relaxed);
+      auto* t = reinterpret_cast<pool_task*>(e & ~tag_bits);
+      if (exact_count && (e & tag_bits) == 0) queued_count.fetch_sub(1, std::memory_order_relaxed);
       t->run(t);
       ++n;
     }
@@ -724,11 +760,13 @@ struct thread_pool::impl {
 
   std::uint64_t count_queued() const noexcept {
     if (!ring) return 0;
+    const auto extra = over_share_count.load(std::memory_order_relaxed);
+    const std::uint64_t over = extra > 0 ? static_cast<std::uint64_t>(extra) : 0;
     if (exact_count) {
       const auto q = queued_count.load(std::memory_order_relaxed);
-      return q > 0 ? static_cast<std::uint64_t>(q) : 0;
+      return (q > 0 ? static_cast<std::uint64_t>(q) : 0) + over;
     }
-    return ring->size_approx() + overflow_size.load(std::memory_order_relaxed);
+    return ring->size_approx() + overflow_size.load(std::memory_order_relaxed) + over;
   }
 
   pool_stats stats() const {

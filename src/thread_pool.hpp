@@ -25,6 +25,9 @@ struct pool_task {
   /// or endpoint names), never bytes owned by the task itself.
   std::string_view label;
   pool_task* next = nullptr;  // the pool's own link (unbounded overflow); do not touch
+  /// Set by the submitter for work of a caller beyond its fair share: a bounded pool queues it
+  /// apart and serves it one pop in four, or when nothing else waits (docs/execution.md).
+  bool over_share = false;
 };
 
 /// Called on the thread that was refused, at most once per report interval per pool, with a

@@ -473,6 +473,7 @@ TEST(overload, full_default_pool_queue_answers_busy) {
   o.handlers = 1;
   o.handler_queue_size = 2;
   o.max_inflight_per_connection = 64;  // one connection fills the pool here, on purpose
+  o.fair_share_calls = 1000;           // so its backlog shares the one queue (no fair share)
   server s(o);
   s.add_method("block", [&](call_context& c) {
     g.wait();

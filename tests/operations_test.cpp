@@ -270,6 +270,7 @@ TEST(events, the_server_posts_lifecycle_connections_rejections_slow_calls_and_sa
   o.handlers = 1;
   o.handler_queue_size = 1;
   o.max_inflight_per_connection = 64;  // one connection fills the pool here, on purpose
+  o.fair_share_calls = 1000;           // so its backlog shares the one queue (no fair share)
   o.slow_call_threshold = 2ms;
   o.sample_completions_every = 1;
   auto rec = std::make_shared<recorder>();

@@ -743,3 +743,93 @@ TEST(ThreadPool, BurstHookRunsOnTheWorkerEvery32TasksAndAtTheEndOfABurst) {
 }
 
 }  // namespace
+
+// --- fair share: work beyond a caller's share waits behind the rest -----------------------------
+
+// Records the order tasks ran in.
+struct ordered_task : pool_task {
+  std::vector<std::string>* order = nullptr;
+  std::mutex* mu = nullptr;
+  std::string name;
+  ordered_task(std::vector<std::string>& o, std::mutex& m, std::string n, bool over) : order(&o), mu(&m), name(std::move(n)) {
+    run = &run_fn;
+    label = "ordered";
+    over_share = over;
+  }
+  static void run_fn(pool_task* p) noexcept {
+    auto* t = static_cast<ordered_task*>(p);
+    std::lock_guard lock(*t->mu);
+    t->order->push_back(t->name);
+  }
+};
+
+// One worker held at a gate; eight tasks of a greedy caller (over its share) queue first, then
+// four of polite callers. Once the gate opens, the polite ones run ahead of the backlog: each
+// ring keeps its own order, and at most one over-share task runs per three others while both
+// wait. (The old single FIFO ran all eight greedy tasks first.)
+TEST(ThreadPoolFairShare, WorkWithinItsShareRunsAheadOfABacklog) {
+  gate g;
+  event_count started;
+  thread_pool pool("fair", make(pool_kind::fixed, 1, 0, 64));
+  open_on_exit guard{g};
+  pool.start();
+  blocking_task blocker(g, started);
+  ASSERT_TRUE(submit(pool, blocker));
+  ASSERT_TRUE(started.wait_for(1));
+  std::vector<std::string> order;
+  std::mutex mu;
+  std::vector<std::unique_ptr<ordered_task>> tasks;
+  // Names appended, not `"G" + std::to_string(i)`: GCC 12 -O3 warns falsely (-Wrestrict).
+  auto name = [](char kind, int i) { return std::string(1, kind).append(std::to_string(i)); };
+  for (int i = 1; i <= 8; ++i) tasks.push_back(std::make_unique<ordered_task>(order, mu, name('G', i), true));
+  for (int i = 1; i <= 4; ++i) tasks.push_back(std::make_unique<ordered_task>(order, mu, name('P', i), false));
+  for (auto& t : tasks) ASSERT_TRUE(pool.try_submit(t.get()));
+  EXPECT_EQ(pool.stats().queued, 12u);
+  g.open();
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(mu);
+    return order.size() == 12;
+  }));
+  std::lock_guard lock(mu);
+  std::vector<std::string> greedy, polite;
+  std::size_t last_polite = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (order[i][0] == 'P') {
+      polite.push_back(order[i]);
+      last_polite = i;
+    } else {
+      greedy.push_back(order[i]);
+    }
+  }
+  EXPECT_EQ(polite, (std::vector<std::string>{"P1", "P2", "P3", "P4"}));
+  EXPECT_EQ(greedy, (std::vector<std::string>{"G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8"}));
+  // Four polite tasks and at most one greedy one per pop in four: all polite within 6 runs.
+  EXPECT_LE(last_polite, 5u) << "order: " << ::testing::PrintToString(order);
+}
+
+// The backlog's queue is bounded like the main one, and full backlogs never take the slots of
+// work within its share.
+TEST(ThreadPoolFairShare, OverShareQueueIsBoundedApart) {
+  gate g;
+  event_count started;
+  thread_pool pool("fair", make(pool_kind::fixed, 1, 0, 4));
+  open_on_exit guard{g};
+  pool.start();
+  blocking_task blocker(g, started);
+  ASSERT_TRUE(submit(pool, blocker));
+  ASSERT_TRUE(started.wait_for(1));
+  std::vector<std::string> order;
+  std::mutex mu;
+  std::vector<std::unique_ptr<ordered_task>> greedy, polite;
+  for (int i = 0; i < 5; ++i) greedy.push_back(std::make_unique<ordered_task>(order, mu, "G", true));
+  for (int i = 0; i < 5; ++i) polite.push_back(std::make_unique<ordered_task>(order, mu, "P", false));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(pool.try_submit(greedy[i].get())) << i;
+  EXPECT_FALSE(pool.try_submit(greedy[4].get())) << "the over-share queue holds 4";
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(pool.try_submit(polite[i].get())) << i;
+  EXPECT_FALSE(pool.try_submit(polite[4].get())) << "the main queue holds 4";
+  g.open();
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(mu);
+    return order.size() == 8;
+  }));
+}

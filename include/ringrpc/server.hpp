@@ -55,6 +55,11 @@ struct server_options {
   /// Past this many calls accepted but not yet answered on one connection, reading pauses.
   /// 0 = min(256, the default pool's queue), so one connection cannot fill the queue it feeds.
   unsigned max_inflight_per_connection = 0;
+  /// Fair share of the pools' queues: a connection's calls beyond this many in flight wait in
+  /// a queue of their own, served one pop in four or when nothing else waits, so a caller with
+  /// a deep pipeline cannot delay the others; when that queue is full they get SERVER_BUSY
+  /// with a retry-after that grows with their backlog. See docs/execution.md.
+  unsigned fair_share_calls = 2;
   /// Past this many request bytes accepted but not yet answered on one connection, reading
   /// pauses (a cap in bytes beside the count).
   std::size_t max_inflight_bytes_per_connection = 32u << 20;

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Fair share: eight polite callers beside one greedy one, against a one-handler server.
+#
+#   polite  8 connections, open loop at RATE calls/s in total, `sleep` calls of 500 us
+#   greedy  1 connection, 256 calls in flight, the same calls, as fast as it is answered
+#
+# Each round measures the polite callers' latency alone, then beside the greedy caller, with
+# fair share on (the default, fair_share_calls = 2) and off (fair_share_calls = 1000000, which
+# is the old single FIFO). Rounds alternate; the table gives the median over rounds of each
+# ratio to the same round's "alone" p99, with min and max, and the greedy caller's calls/s.
+# Server pinned to CPU 0, load to CPU 1 (when there are two). Loopback only, bounded in time.
+#
+#   ROUNDS=3 SECONDS_EACH=8 RATE=400 bench/fairness.sh [build/release]
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+build=${1:-build/release}
+server=$build/tools/ringrpc-server
+load=$build/tools/ringrpc-load
+rounds=${ROUNDS:-3}
+secs=${SECONDS_EACH:-8}
+rate=${RATE:-400}
+for b in "$server" "$load"; do
+  [[ -x $b ]] || { echo "fairness.sh: $b is missing; build first (ninja -C $build)" >&2; exit 2; }
+done
+work=$(mktemp -d "${TMPDIR:-/tmp}/fairness.XXXXXX")
+server_pid=
+greedy_pid=
+cleanup() {
+  for p in $greedy_pid $server_pid; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+cpu_server=() cpu_load=()
+if (($(nproc) >= 2)); then cpu_server=(taskset -c 0) cpu_load=(taskset -c 1); fi
+printf '500' >"$work/us500"
+
+start_server() {  # start_server FAIR_SHARE_CALLS
+  "${cpu_server[@]}" "$server" --port 0 --readers 1 --handlers 1 --log-level error \
+    --set "server.fair_share_calls=$1" >"$work/server.out" 2>"$work/server.err" &
+  server_pid=$!
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/server.out")
+    [[ -n $port ]] && return 0
+    sleep 0.1
+  done
+  echo "fairness.sh: the server did not start" >&2
+  cat "$work/server.err" >&2
+  exit 1
+}
+stop_server() { kill "$server_pid"; wait "$server_pid" || true; server_pid=; }
+
+polite() {  # polite OUT.json
+  "${cpu_load[@]}" "$load" -c 8 -R "$rate" -T "${secs}s" --warmup 1s --timeout 10s \
+    --payload-file "$work/us500" --json "$1" "ringrpc://127.0.0.1:$port/sleep" >/dev/null
+}
+greedy_start() {  # greedy_start OUT.json
+  "${cpu_load[@]}" "$load" -c 1 -d 256 -T "$((secs + 3))s" --warmup 0s --timeout 30s \
+    --payload-file "$work/us500" --json "$1" "ringrpc://127.0.0.1:$port/sleep" >/dev/null &
+  greedy_pid=$!
+  sleep 1
+}
+greedy_wait() { wait "$greedy_pid" || true; greedy_pid=; }
+
+for r in $(seq "$rounds"); do
+  for mode in on off; do
+    share=2
+    [[ $mode == off ]] && share=1000000
+    start_server "$share"
+    polite "$work/alone-$mode-$r.json"
+    greedy_start "$work/greedy-$mode-$r.json"
+    polite "$work/beside-$mode-$r.json"
+    greedy_wait
+    stop_server
+  done
+done
+
+python3 - "$work" "$rounds" "$rate" <<'EOF'
+import json, statistics, sys
+work, rounds, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def load(name):
+    with open(f"{work}/{name}.json") as f:
+        return json.load(f)
+def p(j, key):
+    lat = j["latency_us"]
+    return lat.get(key) or lat.get("p" + key.lstrip("p"))
+print(f"polite: 8 connections, {rate} calls/s of 500 us sleep; greedy: 1 connection at depth 256")
+print(f"{'fair share':<11}{'alone p99':>10}{'beside p99':>11}{'p99 x':>7}{'min':>6}{'max':>6}"
+      f"{'alone p50':>10}{'beside p50':>11}{'greedy c/s':>11}{'errors':>7}")
+for mode in ("on", "off"):
+    ratios, a99, b99, a50, b50, g, errs = [], [], [], [], [], [], 0
+    for r in range(1, rounds + 1):
+        alone, beside, greedy = load(f"alone-{mode}-{r}"), load(f"beside-{mode}-{r}"), load(f"greedy-{mode}-{r}")
+        a99.append(p(alone, "p99")); b99.append(p(beside, "p99"))
+        a50.append(p(alone, "p50")); b50.append(p(beside, "p50"))
+        ratios.append(b99[-1] / a99[-1])
+        g.append(greedy["calls_per_sec"])
+        errs += sum(beside["errors"].values()) if isinstance(beside["errors"], dict) else beside["errors"]
+    med = statistics.median
+    print(f"{mode:<11}{med(a99):>10.0f}{med(b99):>11.0f}{med(ratios):>7.2f}{min(ratios):>6.2f}"
+          f"{max(ratios):>6.2f}{med(a50):>10.0f}{med(b50):>11.0f}{med(g):>11.0f}{errs:>7}")
+EOF
