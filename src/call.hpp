@@ -92,6 +92,7 @@ class call_pool {
     c->target = nullptr;
     c->abandoned.store(false, std::memory_order_relaxed);
     c->request_charged = c->reply_charged = 0;
+    c->over_share = false;
     if (!_free.try_push(c)) delete c;
   }
 

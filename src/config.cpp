@@ -361,6 +361,8 @@ void read_server(context& ctx, const toml::table& t, server_options& s) {
   r.millis("write_stall_timeout_ms", s.write_stall_timeout, 0, 30 * k_day_ms);
   r.millis("frame_stall_timeout_ms", s.frame_stall_timeout, 0, 30 * k_day_ms);
   r.integer("max_connections", s.max_connections, 0, 16'777'216);
+  r.integer("max_connections_per_address", s.max_connections_per_address, 0, 16'777'216);
+  r.integer("accept_rate_per_address", s.accept_rate_per_address, 0, 16'777'216);
   r.integer("socket_send_buffer_bytes", s.socket_send_buffer_bytes, 0, std::int64_t{1} << 30);
   r.integer("recv_buffer_bytes", s.recv_buffer_bytes, 256, 16'777'216);
   // The kernel's provided-buffer ring holds at most 32768 entries; the count is rounded up to a
@@ -587,6 +589,8 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   js["write_stall_timeout_ms"] = s.write_stall_timeout.count();
   js["frame_stall_timeout_ms"] = s.frame_stall_timeout.count();
   js["max_connections"] = s.max_connections;
+  js["max_connections_per_address"] = s.max_connections_per_address;
+  js["accept_rate_per_address"] = s.accept_rate_per_address;
   js["socket_send_buffer_bytes"] = s.socket_send_buffer_bytes;
   js["recv_buffer_bytes"] = s.recv_buffer_bytes;
   js["recv_buffers_per_reader"] = s.recv_buffers_per_reader;

@@ -43,6 +43,7 @@ struct connection {
   std::atomic<bool> gone{false};  // reader: EOF, reset or closed; running handlers may give up
   std::uint64_t id = 0;           // set at hand-off, before anyone else sees the connection
   std::string peer;               // "address:port", likewise
+  std::string peer_host;          // the address alone, counted in peer_limits while open
   std::int64_t accepted_ns = 0;   // likewise (steady clock)
   std::atomic<std::int64_t> last_write_ns{0};   // responder: last write completion
   std::atomic<std::size_t> queued_bytes{0};     // responder: reply bytes not yet written
@@ -51,6 +52,9 @@ struct connection {
   std::atomic<std::int64_t> write_stalled_since_ns{0};
   /// Request bytes of calls accepted and not yet released (reader adds, responder subtracts).
   std::atomic<std::size_t> request_bytes{0};
+  /// Calls admitted over the fair share and not yet released (reader adds, responder
+  /// subtracts): while any are, later calls of this connection follow them (no reordering).
+  std::atomic<std::int32_t> over_share_pending{0};
 
   /// Cancel frames name calls by id; the set stays tiny (ids leave it when their call is
   /// released), so handlers polling cancelled() pay one relaxed load while nobody cancels.

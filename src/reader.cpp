@@ -51,6 +51,14 @@ std::string peer_address(int fd) {
   return "unknown";
 }
 
+// "1.2.3.4:80" -> "1.2.3.4", "[::1]:80" -> "::1": the address a peer's limits are kept for.
+std::string host_of(const std::string& peer) {
+  const auto colon = peer.rfind(':');
+  std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
 }  // namespace
 
 reader::reader(server_core& core, unsigned index)
@@ -205,20 +213,44 @@ void reader::on_handoff(int fd) {
     refuse_connection(fd);
     return;
   }
+  std::string peer, host;
+  try {
+    peer = peer_address(fd);
+    host = host_of(peer);
+    const auto verdict = _core.peers().admit(host, _turn_ns);
+    if (verdict != peer_limits::verdict::admitted) {
+      // One host may not take every slot, nor open them as fast as it likes.
+      _core.release_connection_slot();
+      _refused_per_address.add();
+      const auto& o = _core.options();
+      if (verdict == peer_limits::verdict::too_many) {
+        refuse_connection(fd, "max_connections_per_address", o.max_connections_per_address,
+                          "server has max_connections_per_address (" +
+                              std::to_string(o.max_connections_per_address) + ") open from " + host);
+      } else {
+        refuse_connection(fd, "accept_rate_per_address", o.accept_rate_per_address,
+                          "more than accept_rate_per_address (" +
+                              std::to_string(o.accept_rate_per_address) + ") new connections a second from " +
+                              host);
+      }
+      return;
+    }
+  } catch (const std::bad_alloc&) {
+    peer.clear();  // an unnamed, uncounted peer is better than a refused one
+    host.clear();
+  }
   auto* c = new (std::nothrow) connection(fd, this, _core.options().max_frame_bytes);
   if (c == nullptr) {
     // Out of memory for one more connection: refuse it, keep serving the others.
     _core.note_out_of_memory();
     _core.release_connection_slot();
+    if (!host.empty()) _core.peers().release(host);
     ::close(fd);
     return;
   }
   c->id = (++_next_connection << 8) | (_index & 0xff);
-  try {
-    c->peer = peer_address(fd);
-  } catch (const std::bad_alloc&) {
-    c->peer.clear();  // an unnamed peer is better than a refused one
-  }
+  c->peer = std::move(peer);
+  c->peer_host = std::move(host);
   c->accepted_ns = _turn_ns;
   c->last_read_ns = _turn_ns;
   _alive.fetch_add(1, std::memory_order_relaxed);
@@ -516,8 +548,12 @@ void reader::dispatch(call* k, const frame_view& v) {
   // Fair share: calls of a connection that already has more than fair_share_calls in flight
   // wait behind everyone else's (docs/execution.md). One relaxed load of a counter this
   // connection's calls already touch; no state shared between connections.
+  // Once some of a connection's calls wait over its share, its later ones follow them there,
+  // so one caller's calls are not reordered between the two queues.
   const std::uint32_t in_flight = k->conn->outstanding.load(std::memory_order_relaxed);
-  k->over_share = in_flight > _core.options().fair_share_calls;
+  k->over_share = in_flight > _core.options().fair_share_calls ||
+                  k->conn->over_share_pending.load(std::memory_order_relaxed) > 0;
+  if (k->over_share) k->conn->over_share_pending.fetch_add(1, std::memory_order_relaxed);
   // A budget beyond 10^15 us (31 years; e.g. UINT64_MAX) means "no deadline", as documented.
   constexpr std::uint64_t max_budget_us = 1'000'000'000'000'000ull;
   k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
@@ -851,23 +887,35 @@ void reader::out_of_memory(connection* c, const char* what) noexcept {
 void reader::refuse_connection(int fd) noexcept {
   _refused.add();
   const unsigned max = _core.options().max_connections;
+  try {
+    refuse_connection(fd, "max_connections", max,
+                      "server has max_connections (" + std::to_string(max) + ") open");
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+  }
+}
+
+void reader::refuse_connection(int fd, const char* knob, unsigned value, const std::string& why) noexcept {
   // Say why before closing, as an error frame with call id 0, so the client can tell a full
   // server from a crash. The socket's buffer is empty: this small send cannot block.
   frame_view f;
   f.call_id = 0;
   f.kind = wire::Kind::Error;
   f.code = status::server_busy;
-  const std::string msg = "server has max_connections (" + std::to_string(max) + ") open";
-  f.message = msg;
+  f.message = why;
   f.retry_after_ms = 100;
-  std::vector<std::byte> frame;
-  _encoder.encode_into(f, frame);
-  (void)::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  try {
+    std::vector<std::byte> frame;
+    _encoder.encode_into(f, frame);
+    (void)::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  } catch (const std::bad_alloc&) {
+    // Closed without the reason, then.
+  }
   ::close(fd);
   _core.post_event(event_kind::limit_hit, [&] {
     event e;
-    e.name = "max_connections";
-    e.value = max;
+    e.name = knob;
+    e.value = value;
     e.detail = "connection refused";
     return e;
   });
@@ -916,6 +964,7 @@ call* reader::new_call(connection* c) noexcept {
   k->deadline_ns = 0;
   k->id = 0;
   k->purpose = call_purpose::request;
+  k->over_share = false;
   _created.add();
   return k;
 }
@@ -980,6 +1029,7 @@ void reader::maybe_finish(connection* c) noexcept {
   }
   _finished.add();
   _core.release_connection_slot();
+  if (!c->peer_host.empty()) _core.peers().release(c->peer_host);
   _core.post_event(event_kind::connection_closed, [&] {
     event e;
     e.peer = c->peer;

@@ -73,6 +73,7 @@ class reader {
   std::uint64_t unknown() const noexcept { return _unknown.get(); }
   std::uint64_t cancels() const noexcept { return _cancels.get(); }
   std::uint64_t refused() const noexcept { return _refused.get(); }
+  std::uint64_t refused_per_address() const noexcept { return _refused_per_address.get(); }
   std::uint64_t idle_closed() const noexcept { return _idle_closed.get(); }
   std::uint64_t stalls() const noexcept { return _stalls.get(); }
   /// The connections of this reader now (any thread; for /connections).
@@ -114,6 +115,7 @@ class reader {
   void apply_budget() noexcept;
   void out_of_memory(connection* c, const char* what) noexcept;
   void refuse_connection(int fd) noexcept;
+  void refuse_connection(int fd, const char* knob, unsigned value, const std::string& why) noexcept;
   void note_submitted(thread_pool* p) noexcept;
   void refresh_table() noexcept;
   void answer(call* c, std::uint64_t id, wire::Kind kind, status code, std::string_view message,
@@ -145,7 +147,8 @@ class reader {
   frame_encoder _encoder;
   counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
       _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls, _budget_pauses,
-      _rejected_memory, _write_stalled, _frame_stalled, _dead_closed, _liveness_kicked;
+      _rejected_memory, _write_stalled, _frame_stalled, _dead_closed, _liveness_kicked,
+      _refused_per_address;
   memory_budget::account _account;  // this reader's share of the server's memory budget
   std::size_t _budget_paused = 0;   // connections of ours paused for the budget
   call* _unposted = nullptr;    // the call on_frame is dispatching, until someone owns it

@@ -197,6 +197,7 @@ void responder::unlink_writing(connection* c) noexcept {
 void responder::release_call(call* k) {
   connection* c = k->conn;
   c->forget_cancel(k->id);
+  if (k->over_share) c->over_share_pending.fetch_sub(1, std::memory_order_relaxed);
   _account->release(static_cast<std::int64_t>(k->request_charged + k->reply_charged));
   c->request_bytes.fetch_sub(k->request_charged, std::memory_order_seq_cst);
   c->outstanding.fetch_sub(1, std::memory_order_seq_cst);

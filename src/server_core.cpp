@@ -168,6 +168,9 @@ void server_core::start() {
   const std::size_t queue = static_cast<std::size_t>(handlers) * _options.handler_queue_size;
   resolve_limits(queue);
   _budget = std::make_unique<memory_budget>(_options.max_buffered_bytes);
+  _peers = std::make_unique<peer_limits>(_options.max_connections_per_address,
+                                         _options.accept_rate_per_address,
+                                         _options.accept_rate_per_address);
   _pool = std::make_unique<call_pool>(queue + 4096);
 
   try {
@@ -216,6 +219,10 @@ void server_core::resolve_limits(std::size_t default_queue) {
                                                                                  : files.rlim_cur / 2,
                                                    1, 16'777'216));
     }
+  }
+  if (_options.max_connections_per_address == 0 && _options.max_connections != 0) {
+    _options.max_connections_per_address =
+        std::max(1u, _options.max_connections - _options.max_connections / 10);
   }
 }
 
@@ -608,6 +615,7 @@ server_stats server_core::stats() const {
   for (const auto& r : _readers) {
     s.connections_accepted += r->accepted();
     s.connections_refused += r->refused();
+    s.connections_refused_per_address += r->refused_per_address();
     s.connections_idle_closed += r->idle_closed();
     s.connections_dead_closed += r->dead_closed();
     s.event_loop_stalls += r->stalls();

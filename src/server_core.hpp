@@ -18,6 +18,7 @@
 #include "counter.hpp"
 #include "dispatcher.hpp"
 #include "memory_budget.hpp"
+#include "peer_limits.hpp"
 #include "reader.hpp"
 #include "responder.hpp"
 #include "ringrpc/config.hpp"
@@ -119,6 +120,7 @@ class server_core {
   dispatcher& endpoints() noexcept { return _dispatcher; }
   call_pool& pool() noexcept { return *_pool; }
   memory_budget& budget() noexcept { return *_budget; }
+  peer_limits& peers() noexcept { return *_peers; }
   /// Allocations that failed (a call or a connection was failed instead of the server).
   void note_out_of_memory() noexcept { _out_of_memory.add(); }
   responder& replies() noexcept { return *_responder; }
@@ -212,6 +214,7 @@ class server_core {
   uring_features _features;
   dispatcher _dispatcher{*this};
   std::unique_ptr<memory_budget> _budget;
+  std::unique_ptr<peer_limits> _peers;
   std::unique_ptr<call_pool> _pool;
   std::unique_ptr<responder> _responder;
   std::vector<std::unique_ptr<reader>> _readers;

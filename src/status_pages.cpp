@@ -143,8 +143,10 @@ void server_core::fill_metrics(metrics_snapshot& m) const {
       .add(static_cast<double>(st.connections_open));
   m.counter("ringrpc_connections_accepted_total", "Connections accepted.")
       .add(static_cast<double>(st.connections_accepted));
-  m.counter("ringrpc_connections_refused_total", "Connections closed at once: max_connections open.")
-      .add(static_cast<double>(st.connections_refused));
+  auto& refused = m.counter("ringrpc_connections_refused_total",
+                            "Connections closed at once: max_connections, or a per-address limit.");
+  refused.add(static_cast<double>(st.connections_refused), {{"reason", "max_connections"}});
+  refused.add(static_cast<double>(st.connections_refused_per_address), {{"reason", "per_address"}});
   m.counter("ringrpc_connections_idle_closed_total", "Connections closed after idle_timeout.")
       .add(static_cast<double>(st.connections_idle_closed));
   m.counter("ringrpc_connections_dead_closed_total",

@@ -222,3 +222,81 @@ TEST(stop_edges, after_the_drain_timeout_only_running_handlers_are_waited_for) {
 
 }  // namespace
 }  // namespace ringrpc
+
+namespace ringrpc {
+namespace {
+
+// One host cannot take every slot: past max_connections_per_address its connections get the
+// reason in an error frame (call id 0) and are closed; others and later ones still get in.
+TEST(per_address, connections_per_address_are_capped) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  o.max_connections_per_address = 3;
+  server s(o);
+  add_builtin_methods(s);
+  s.start();
+  std::vector<std::unique_ptr<test::raw_socket>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<test::raw_socket>(s.port()));
+    ASSERT_TRUE(held.back()->send_frame(test::request(1, "echo", "in")));
+    detail::frame_view v;
+    std::vector<std::byte> storage;
+    ASSERT_TRUE(held.back()->read_frame(v, storage));
+    EXPECT_EQ(v.kind, wire::Kind::Reply);
+  }
+  {
+    test::raw_socket fourth(s.port());
+    detail::frame_view v;
+    std::vector<std::byte> storage;
+    ASSERT_TRUE(fourth.read_frame(v, storage));
+    EXPECT_EQ(v.call_id, 0u);
+    EXPECT_EQ(v.code, status::server_busy);
+    EXPECT_NE(v.message.find("max_connections_per_address (3) open from 127.0.0.1"), std::string_view::npos)
+        << v.message;
+    EXPECT_TRUE(fourth.wait_eof());
+  }
+  EXPECT_EQ(s.stats().connections_refused_per_address, 1u);
+  held.pop_back();  // one closes: room for another
+  bool admitted = false;
+  for (int i = 0; i < 500 && !admitted; ++i) {
+    test::raw_socket again(s.port());
+    if (!again.send_frame(test::request(2, "echo", "again"))) continue;
+    detail::frame_view v;
+    std::vector<std::byte> storage;
+    admitted = again.read_frame(v, storage) && v.kind == wire::Kind::Reply;
+    if (!admitted) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(admitted);
+}
+
+// Past accept_rate_per_address new connections a second, a connect-close loop is refused.
+TEST(per_address, accept_rate_per_address_limits_a_connect_loop) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  o.accept_rate_per_address = 5;
+  server s(o);
+  add_builtin_methods(s);
+  s.start();
+  int refused = 0;
+  for (int i = 0; i < 40; ++i) {
+    test::raw_socket sock(s.port(), 0, std::chrono::milliseconds(2000));
+    if (!sock.send_frame(test::request(1, "echo", "x"))) {
+      ++refused;
+      continue;
+    }
+    detail::frame_view v;
+    std::vector<std::byte> storage;
+    if (sock.read_frame(v, storage) && v.call_id == 0 && v.code == status::server_busy) {
+      EXPECT_NE(v.message.find("accept_rate_per_address"), std::string_view::npos) << v.message;
+      ++refused;
+    }
+  }
+  // 40 connects in far less than the 7 s that 5 a second (plus a burst of 5) would need.
+  EXPECT_GE(refused, 20) << "refused " << refused << " of 40";
+  EXPECT_EQ(s.stats().connections_refused_per_address, static_cast<std::uint64_t>(refused));
+}
+
+}  // namespace
+}  // namespace ringrpc

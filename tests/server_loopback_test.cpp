@@ -93,9 +93,12 @@ TEST(server_loopback, many_connections_pipelined_byte_exact) {
   EXPECT_EQ(srv.stats().calls_rejected_busy, 0u);
 }
 
+// One handler and one queue (fair share off: a connection past its share has its later calls
+// queued apart, which may overtake its earlier ones; see docs/execution.md).
 TEST(server_loopback, replies_keep_request_order_with_one_handler) {
   server_options o = small_options(1, 1);
   o.handler_queue_size = 4096;  // every call fits: a SERVER_BUSY answer would overtake the queue
+  o.fair_share_calls = 1u << 20;
   server srv(o);
   add_builtin_methods(srv);
   srv.start();

@@ -77,6 +77,12 @@ struct server_options {
   /// 0 = derive from RLIMIT_NOFILE (its soft limit less 64 fds for everything else).
   /// [Dubbo: accepts]
   unsigned max_connections = 0;
+  /// Connections open at once from one source address; further ones are refused like those
+  /// past max_connections. 0 = 90% of max_connections, so one host cannot take every slot.
+  unsigned max_connections_per_address = 0;
+  /// New connections per second from one source address (a token bucket holding one second's
+  /// worth); faster ones are refused. 0 = no limit.
+  unsigned accept_rate_per_address = 0;
   /// SO_SNDBUF for accepted sockets; 0 keeps the kernel's default (and its auto-tuning).
   int socket_send_buffer_bytes = 0;
   unsigned recv_buffer_bytes = 16 * 1024;  ///< size of each provided receive buffer
@@ -99,6 +105,8 @@ struct server_stats {
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_open = 0;
   std::uint64_t connections_refused = 0;      ///< closed at once: max_connections were open
+  /// Closed at once: max_connections_per_address open, or accept_rate_per_address exceeded.
+  std::uint64_t connections_refused_per_address = 0;
   std::uint64_t connections_idle_closed = 0;  ///< closed after idle_timeout without traffic
   /// Closed by the reader's liveness check: the socket had been reset (or had ended) but its
   /// receive never completed to say so (docs/architecture.md).
