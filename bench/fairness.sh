@@ -8,7 +8,9 @@
 # fair share on (the default, fair_share_calls = 2) and off (fair_share_calls = 1000000, which
 # is the old single FIFO). Rounds alternate; the table gives the median over rounds of each
 # ratio to the same round's "alone" p99, with min and max, and the greedy caller's calls/s.
-# Server pinned to CPU 0, load to CPU 1 (when there are two). Loopback only, bounded in time.
+# Server pinned to CPU 0, both load processes to CPU 1 (when there are two), the greedy one at
+# nice 19 so that its busy ring does not delay the polite clients' own threads. Loopback only,
+# bounded in time.
 #
 #   ROUNDS=3 SECONDS_EACH=8 RATE=400 bench/fairness.sh [build/release]
 set -euo pipefail
@@ -56,7 +58,9 @@ polite() {  # polite OUT.json
     --payload-file "$work/us500" --json "$1" "ringrpc://127.0.0.1:$port/sleep" >/dev/null
 }
 greedy_start() {  # greedy_start OUT.json
-  "${cpu_load[@]}" "$load" -c 1 -d 256 -T "$((secs + 3))s" --warmup 0s --timeout 30s \
+  # Niced: both load processes share one CPU, and the polite callers' own latency must not be
+  # the greedy client's time slices.
+  "${cpu_load[@]}" nice -n 19 "$load" -c 1 -d 256 -T "$((secs + 3))s" --warmup 0s --timeout 30s \
     --payload-file "$work/us500" --json "$1" "ringrpc://127.0.0.1:$port/sleep" >/dev/null &
   greedy_pid=$!
   sleep 1

@@ -5,7 +5,11 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -296,6 +300,52 @@ TEST(per_address, accept_rate_per_address_limits_a_connect_loop) {
   // 40 connects in far less than the 7 s that 5 a second (plus a burst of 5) would need.
   EXPECT_GE(refused, 20) << "refused " << refused << " of 40";
   EXPECT_EQ(s.stats().connections_refused_per_address, static_cast<std::uint64_t>(refused));
+}
+
+}  // namespace
+}  // namespace ringrpc
+
+namespace ringrpc {
+namespace {
+
+// Fair share through the whole server: one handler; a greedy connection queues ten calls, then a
+// polite one sends one. The polite call runs within the next few, not after the backlog.
+TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  server s(o);
+  std::mutex mu;
+  std::condition_variable cv;
+  int tickets = 0;  // how many calls may finish
+  std::vector<std::string> order;
+  s.add_method("step", [&](call_context& c) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return tickets > 0; });
+    --tickets;
+    order.emplace_back(reinterpret_cast<const char*>(c.payload().data()), c.payload().size());
+    c.reply("ok");
+  });
+  s.start();
+  auto greedy = client::connect("127.0.0.1", s.port());
+  auto polite = client::connect("127.0.0.1", s.port());
+  std::vector<std::future<call_result>> calls;
+  for (int i = 0; i < 10; ++i) calls.push_back(greedy.call_future("step", bytes_of("g"), within(20s)));
+  // Wait until the server holds them all (one running, nine queued).
+  for (int i = 0; i < 2000 && s.pool_stats_all()[0].queued < 9; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(s.pool_stats_all()[0].queued, 9u);
+  calls.push_back(polite.call_future("step", bytes_of("p"), within(20s)));
+  for (int i = 0; i < 2000 && s.pool_stats_all()[0].queued < 10; ++i) std::this_thread::sleep_for(1ms);
+  {
+    std::lock_guard lock(mu);
+    tickets = 11;
+  }
+  cv.notify_all();
+  for (auto& f : calls) EXPECT_TRUE(f.get().ok());
+  std::lock_guard lock(mu);
+  ASSERT_EQ(order.size(), 11u);
+  const auto at = std::find(order.begin(), order.end(), "p") - order.begin();
+  EXPECT_LE(at, 3) << "the polite call ran " << at + 1 << "th of 11";
 }
 
 }  // namespace
