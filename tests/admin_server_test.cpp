@@ -62,6 +62,7 @@ std::string read_all(int fd) {
   char buf[65536];
   for (;;) {
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;  // SO_RCVTIMEO sockets see it without a handler
     if (n <= 0) break;
     out.append(buf, static_cast<std::size_t>(n));
   }

@@ -402,6 +402,7 @@ class scripted_server {
   bool read_exact(std::byte* p, std::size_t n) {
     while (n > 0) {
       const ssize_t r = ::recv(_fd, p, n, 0);
+      if (r < 0 && errno == EINTR) continue;
       if (r <= 0) return false;
       p += r;
       n -= static_cast<std::size_t>(r);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,12 +20,14 @@
 #include <thread>
 #include <vector>
 
+#include "admin_server.hpp"
 #include "log.hpp"
 #include "ringrpc/client.hpp"
 #include "ringrpc/config.hpp"
 #include "ringrpc/event_bus.hpp"
 #include "ringrpc/server.hpp"
 #include "test_support.hpp"
+#include "uring_probe.hpp"
 
 namespace ringrpc {
 namespace {
@@ -37,7 +41,8 @@ call_options within(std::chrono::microseconds t) {
   return o;
 }
 
-/// GET over a fresh loopback connection; returns (status, body).
+/// GET over a fresh loopback connection; returns (status, body), status 0 when no whole
+/// response head arrived (connection failed, closed early, or the 5 s receive timeout).
 std::pair<int, std::string> http_get(std::uint16_t port, const std::string& path) {
   test::raw_socket s(port);
   const std::string req = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
@@ -46,6 +51,10 @@ std::pair<int, std::string> http_get(std::uint16_t port, const std::string& path
   char buf[4096];
   for (;;) {
     const ssize_t n = ::recv(s.fd(), buf, sizeof buf, 0);
+    // EINTR is not the end of the response. A socket with SO_RCVTIMEO gets it even without a
+    // signal handler: closing an io_uring ring this thread created (every server and client
+    // start probes with a few) interrupts this thread's blocking recv ~20 ms later.
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     all.append(buf, static_cast<std::size_t>(n));
   }
@@ -189,6 +198,44 @@ TEST(admin, hostile_method_names_neither_grow_the_metrics_nor_break_the_page) {
   if (promtool.empty()) GTEST_SKIP() << "promtool not installed (Debian: prometheus); exposition not linted";
   const auto [rc, out] = promtool_check(promtool, page);
   EXPECT_EQ(rc, 0) << out;
+}
+
+// http_get is how the tests below poll /readyz while stop() runs: an interrupted recv is not a
+// missing answer. Its socket has SO_RCVTIMEO, so recv fails with EINTR even for a handler with
+// SA_RESTART, and even with no handler at all when io_uring tears down a ring this thread created
+// (server and client start-up probe with a few): the task work it queues interrupts the blocking
+// recv some 20 ms later. That is how the draining test below saw status 0 under load.
+void on_sigusr1(int) {}
+
+TEST(admin, http_get_reads_a_slow_answer_through_interrupted_receives) {
+  detail::admin_server admin;
+  admin.route("/slow", [] {
+    std::this_thread::sleep_for(300ms);
+    return detail::http_response{200, "text/plain; charset=utf-8", "slow\n"};
+  });
+  admin.start();
+
+  struct sigaction sa {}, old {};
+  sa.sa_handler = on_sigusr1;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old), 0);
+  const pthread_t self = ::pthread_self();
+  std::thread interrupter([self] {
+    std::this_thread::sleep_for(100ms);  // the GET is waiting for the page by now
+    ::pthread_kill(self, SIGUSR1);
+  });
+  const auto [code, body] = http_get(admin.port(), "/slow");
+  interrupter.join();
+  ::sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(code, 200);
+  EXPECT_EQ(body, "slow\n");
+
+  // No signal at all: rings created and closed on this thread, as every server start does.
+  (void)detail::probe_io_uring();
+  const auto [code2, body2] = http_get(admin.port(), "/slow");
+  EXPECT_EQ(code2, 200);
+  EXPECT_EQ(body2, "slow\n");
 }
 
 TEST(admin, status_connections_health_and_readiness_while_draining) {

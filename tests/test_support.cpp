@@ -26,7 +26,19 @@ raw_socket::raw_socket(std::uint16_t port, int rcvbuf, std::chrono::milliseconds
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
-    throw std::runtime_error(std::string("connect: ") + std::strerror(errno));
+    int err = errno;
+    if (err == EINTR) {
+      // An interrupted connect goes on in the background (connect(2)); wait for its outcome.
+      // Sockets with a timeout see EINTR even without a signal handler (io_uring teardown).
+      pollfd p{_fd, POLLOUT, 0};
+      int rc = 0;
+      while ((rc = ::poll(&p, 1, timeout.count() > 0 ? static_cast<int>(timeout.count()) : -1)) < 0 &&
+             errno == EINTR) {
+      }
+      socklen_t len = sizeof err;
+      err = rc == 1 && ::getsockopt(_fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : ETIMEDOUT;
+    }
+    if (err != 0) throw std::runtime_error(std::string("connect: ") + std::strerror(err));
   }
 }
 
