@@ -112,6 +112,8 @@ constexpr entry tag_bits = reserved_bit | over_share_bit;
 constexpr unsigned over_share_every = 4;
 
 constexpr unsigned burst_hook_every = 32;
+// Tasks averaging longer than this get the hook after each one (see worker_main).
+constexpr std::int64_t slow_task_ns = 20'000;
 constexpr unsigned max_pool_threads = 4096;
 constexpr int max_bounded_queue = 1 << 24;
 constexpr std::size_t unbounded_ring_capacity = 1024;
@@ -572,6 +574,20 @@ struct thread_pool::impl {
     bool idle = first == nullptr;
     std::int64_t idle_since = idle && shrinks ? now_ns() : 0;
     unsigned batch = 0;
+    // The hook flushes finished work (the server's replies) in batches. Every burst_hook_every
+    // tasks is right for short tasks; for long ones it would hold a reply back for that many
+    // task durations while the worker stays busy (32 x 500 us = 16 ms). So each batch is timed
+    // (one precise clock read per batch) and, while tasks average over slow_task_ns, the hook
+    // runs after every task: its cost is then small beside the task's.
+    unsigned flush_every = burst_hook_every;
+    std::int64_t batch_started = now_ns();
+    auto batch_done = [&]() noexcept {
+      hook();
+      const std::int64_t now = now_ns();
+      flush_every = now - batch_started >= static_cast<std::int64_t>(batch) * slow_task_ns ? 1 : burst_hook_every;
+      batch_started = now;
+      batch = 0;
+    };
     if (first) {
       run_one(s, first, seq);
       batch = 1;
@@ -592,17 +608,12 @@ struct thread_pool::impl {
           if (idle && has_work()) park.wake(1);
         }
         if (counted) queued_count.fetch_sub(1, std::memory_order_relaxed);
+        if (idle) batch_started = now_ns();  // a burst begins: time it from here, not from sleep
         idle = false;
         run_one(s, t, seq);
-        if (++batch == burst_hook_every) {
-          hook();
-          batch = 0;
-        }
+        if (++batch >= flush_every) batch_done();
       }
-      if (batch != 0) {
-        hook();
-        batch = 0;
-      }
+      if (batch != 0) batch_done();
       if (!idle) {
         idle = true;
         if (reserve_mode) available.fetch_add(1, std::memory_order_seq_cst);

@@ -35,8 +35,9 @@ struct pool_task {
 /// Must be thread-safe (refusals happen on any thread); an exception it throws is dropped.
 using pool_report_sink = std::function<void(std::string_view report)>;
 
-/// Called by a worker after each burst of tasks (and every 32 tasks within a long burst), so
-/// work can be flushed in batches (the server wakes its responder here).
+/// Called by a worker after each burst of tasks (every 32 tasks within a long burst of short ones,
+/// after each task while they take over 20 us), so work can be flushed in batches (the server
+/// wakes its responder here).
 /// Must not throw (it runs on a worker, which has nowhere to report it).
 using pool_burst_hook = std::function<void()>;
 
