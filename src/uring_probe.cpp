@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <system_error>
+#include <thread>
 
 namespace ringrpc::detail {
 namespace {
@@ -45,7 +47,30 @@ bool ring_accepts(unsigned flags) {
 
 }  // namespace
 
+namespace {
+uring_features probe_here();
+}  // namespace
+
 uring_features probe_io_uring() {
+  // The throw-away rings are created on a thread of their own. Tearing down a ring marks the
+  // thread that created it for task work a little later, and a blocking socket call with a
+  // timeout (SO_RCVTIMEO) on that thread then fails with EINTR with no signal in sight: the
+  // embedder's thread that starts a server or client must not inherit that.
+  uring_features f;
+  std::exception_ptr failure;
+  std::thread([&] {
+    try {
+      f = probe_here();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }).join();
+  if (failure) std::rethrow_exception(failure);
+  return f;
+}
+
+namespace {
+uring_features probe_here() {
   uring_features f;
   read_kernel_version(f.kernel_major, f.kernel_minor);
 
@@ -110,6 +135,7 @@ uring_features probe_io_uring() {
   }
   return f;
 }
+}  // namespace
 
 std::string io_uring_unavailable_reason() {
   try {

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -346,6 +348,34 @@ TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
   ASSERT_EQ(order.size(), 11u);
   const auto at = std::find(order.begin(), order.end(), "p") - order.begin();
   EXPECT_LE(at, 3) << "the polite call ran " << at + 1 << "th of 11";
+}
+
+}  // namespace
+}  // namespace ringrpc
+
+#include "uring_probe.hpp"
+
+namespace ringrpc {
+namespace {
+
+// Starting a server or client probes io_uring with throw-away rings. Torn down on the caller's
+// thread, a ring leaves that thread with pending task work, and its next blocking receive with
+// a timeout failed with EINTR, with no signal sent. The probe now runs on a thread of its own.
+TEST(probe, the_callers_thread_gets_no_spurious_eintr) {
+  for (int round = 0; round < 5; ++round) {
+    (void)detail::probe_io_uring();
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    timeval tv{0, 100'000};
+    ::setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char b = 0;
+    const ssize_t n = ::recv(sv[0], &b, 1, 0);
+    const int err = errno;
+    ::close(sv[0]);
+    ::close(sv[1]);
+    EXPECT_EQ(n, -1);
+    EXPECT_TRUE(err == EAGAIN || err == EWOULDBLOCK) << "round " << round << ": " << std::strerror(err);
+  }
 }
 
 }  // namespace
