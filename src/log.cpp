@@ -2,6 +2,7 @@
 // serializes writers and owns the sinks.
 
 #include "log.hpp"
+#include "utf8.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -159,35 +160,6 @@ void append_text_value(std::string& out, std::string_view v) {
   out += '"';
 }
 
-// Length of the valid UTF-8 sequence at s[i], or 0 if there is none.
-std::size_t utf8_length(std::string_view s, std::size_t i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  std::size_t n = 0;
-  std::uint32_t cp = 0;
-  if (b0 < 0x80) return 1;
-  if ((b0 & 0xe0) == 0xc0) {
-    n = 2;
-    cp = b0 & 0x1f;
-  } else if ((b0 & 0xf0) == 0xe0) {
-    n = 3;
-    cp = b0 & 0x0f;
-  } else if ((b0 & 0xf8) == 0xf0) {
-    n = 4;
-    cp = b0 & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (b & 0x3f);
-  }
-  static constexpr std::uint32_t min_for_length[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < min_for_length[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
-}
-
 // A JSON string; bytes that are not UTF-8 become U+FFFD so the line stays valid JSON.
 void append_json_string(std::string& out, std::string_view v) {
   out += '"';
@@ -195,7 +167,7 @@ void append_json_string(std::string& out, std::string_view v) {
     const char c = v[i];
     const auto u = static_cast<unsigned char>(c);
     if (u >= 0x80) {
-      const std::size_t n = utf8_length(v, i);
+      const std::size_t n = detail::utf8_length(v, i);
       if (n == 0) {
         out += "\\ufffd";
         ++i;

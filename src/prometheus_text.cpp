@@ -1,6 +1,7 @@
 // Prometheus text exposition (format 0.0.4) and JSON renderings of a metrics snapshot.
 
 #include "prometheus_text.hpp"
+#include "utf8.hpp"
 
 #include <algorithm>
 #include <array>
@@ -64,35 +65,6 @@ void append_number(std::string& out, std::uint64_t v) {
   std::array<char, 24> buf;
   const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), v);
   out.append(buf.data(), r.ptr);
-}
-
-// Length of the valid UTF-8 sequence at s[i], or 0 if there is none.
-std::size_t utf8_length(std::string_view s, std::size_t i) noexcept {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  std::size_t n = 0;
-  std::uint32_t cp = 0;
-  if (b0 < 0x80) return 1;
-  if ((b0 & 0xe0) == 0xc0) {
-    n = 2;
-    cp = b0 & 0x1f;
-  } else if ((b0 & 0xf0) == 0xe0) {
-    n = 3;
-    cp = b0 & 0x0f;
-  } else if ((b0 & 0xf8) == 0xf0) {
-    n = 4;
-    cp = b0 & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (b & 0x3f);
-  }
-  static constexpr std::uint32_t min_for_length[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < min_for_length[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
 }
 
 // HELP text escapes only backslash and line feed; label values also the double quote. The

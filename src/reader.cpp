@@ -653,7 +653,7 @@ void reader::arm_sweep_timer() noexcept {
   // 1.25 timeouts after the fact), at most 1 s, and 50 ms while the budget keeps connections
   // paused, so reading resumes promptly when memory frees up.
   const auto& o = _core.options();
-  std::int64_t tick = 1'000'000'000;
+  std::int64_t tick = liveness_after_ns;  // the liveness check wants a tick this often
   for (const auto t : {o.idle_timeout, o.write_stall_timeout, o.frame_stall_timeout}) {
     if (t.count() > 0) {
       tick = std::min<std::int64_t>(tick, std::chrono::duration_cast<std::chrono::nanoseconds>(t).count() / 4);
@@ -964,7 +964,6 @@ call* reader::new_call(connection* c) noexcept {
   k->deadline_ns = 0;
   k->id = 0;
   k->purpose = call_purpose::request;
-  k->over_share = false;
   _created.add();
   return k;
 }

@@ -19,40 +19,6 @@ thread_local local_cache cache;
 
 thread_metrics::thread_metrics() : _other(std::make_unique<method_metrics>("(other)")) {}
 
-bool is_utf8(std::string_view s) noexcept {
-  for (std::size_t i = 0; i < s.size();) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    std::size_t n = 0;
-    std::uint32_t cp = 0;
-    if (b0 < 0x80) {
-      ++i;
-      continue;
-    }
-    if ((b0 & 0xe0) == 0xc0) {
-      n = 2;
-      cp = b0 & 0x1f;
-    } else if ((b0 & 0xf0) == 0xe0) {
-      n = 3;
-      cp = b0 & 0x0f;
-    } else if ((b0 & 0xf8) == 0xf0) {
-      n = 4;
-      cp = b0 & 0x07;
-    } else {
-      return false;
-    }
-    if (i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (b & 0x3f);
-    }
-    static constexpr std::uint32_t min_for_length[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_for_length[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += n;
-  }
-  return true;
-}
-
 method_metrics& thread_metrics::find(std::string_view name) noexcept {
   if (_last != nullptr && _last->name == name) return *_last;
   if (auto it = _index.find(name); it != _index.end()) return *(_last = it->second);

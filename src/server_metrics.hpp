@@ -16,6 +16,7 @@
 #include "counter.hpp"
 #include "metric_histogram.hpp"
 #include "ringrpc/status.hpp"
+#include "utf8.hpp"
 
 namespace ringrpc::detail {
 
@@ -75,9 +76,6 @@ class thread_metrics {
   std::unique_ptr<method_metrics> _other;
   method_metrics* _last = nullptr;  // owner only: consecutive calls usually name the same method
 };
-
-/// True when `s` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
-bool is_utf8(std::string_view s) noexcept;
 
 /// Merged view of every thread's block.
 struct call_metrics_snapshot {
