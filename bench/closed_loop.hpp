@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "latency_histogram.hpp"
+#include "base/latency_histogram.hpp"
 
 namespace ringrpc::tools {
 

@@ -8,8 +8,8 @@
 //
 // items/s counts frames.
 
-#include "frame_assembler.hpp"
-#include "frame_codec.hpp"
+#include "wire/frame_assembler.hpp"
+#include "wire/frame_codec.hpp"
 
 #include <benchmark/benchmark.h>
 

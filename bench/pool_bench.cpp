@@ -21,9 +21,9 @@
 #include <functional>
 #include <thread>
 
-#include "mpmc_queue.hpp"
-#include "parking.hpp"
-#include "thread_pool.hpp"
+#include "base/mpmc_queue.hpp"
+#include "base/parking.hpp"
+#include "exec/thread_pool.hpp"
 
 namespace {
 

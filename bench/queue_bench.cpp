@@ -31,7 +31,7 @@
 // Items/s are reported on producer threads only, so the total is items
 // moved end-to-end per wall-clock second (UseRealTime).
 
-#include "mpmc_queue.hpp"
+#include "base/mpmc_queue.hpp"
 
 #include <benchmark/benchmark.h>
 #include <boost/lockfree/queue.hpp>

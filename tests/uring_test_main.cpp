@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "uring_probe.hpp"
+#include "uring/uring_probe.hpp"
 
 int main(int argc, char** argv) {
   if (const auto why = ringrpc::detail::io_uring_unavailable_reason(); !why.empty()) {

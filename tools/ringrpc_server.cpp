@@ -27,7 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "log.hpp"
+#include "ops/log.hpp"
 #include "ringrpc/config.hpp"
 #include "ringrpc/event_bus.hpp"
 #include "ringrpc/server.hpp"

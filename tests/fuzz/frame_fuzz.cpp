@@ -20,8 +20,8 @@
 #include <span>
 #include <vector>
 
-#include "frame_assembler.hpp"
-#include "frame_codec.hpp"
+#include "wire/frame_assembler.hpp"
+#include "wire/frame_codec.hpp"
 
 namespace {
 

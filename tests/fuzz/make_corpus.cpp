@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "frame_codec.hpp"
+#include "wire/frame_codec.hpp"
 
 namespace {
 

@@ -15,11 +15,11 @@
 #include <system_error>
 #include <thread>
 
-#include "cqe_tag.hpp"
-#include "provided_buffers.hpp"
-#include "ring.hpp"
-#include "tcp_connect.hpp"
-#include "uring_probe.hpp"
+#include "uring/cqe_tag.hpp"
+#include "uring/provided_buffers.hpp"
+#include "uring/ring.hpp"
+#include "client/tcp_connect.hpp"
+#include "uring/uring_probe.hpp"
 
 namespace ringrpc::load {
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "frame_codec.hpp"
+#include "wire/frame_codec.hpp"
 #include "ringrpc/status.hpp"
 
 namespace ringrpc::load {

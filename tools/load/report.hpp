@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "latency_histogram.hpp"
+#include "base/latency_histogram.hpp"
 
 namespace ringrpc::load {
 

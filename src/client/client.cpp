@@ -1,0 +1,247 @@
+#include "ringrpc/client.hpp"
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include "client/client_loop.hpp"
+#include "client/tcp_connect.hpp"
+
+namespace ringrpc {
+
+std::string_view to_string(call_error e) noexcept {
+  switch (e) {
+    case call_error::none: return "none";
+    case call_error::server_status: return "server_status";
+    case call_error::timeout: return "timeout";
+    case call_error::connection_closed: return "connection_closed";
+    case call_error::protocol_error: return "protocol_error";
+    case call_error::client_closed: return "client_closed";
+    case call_error::client_busy: return "client_busy";
+  }
+  return "unknown";
+}
+
+call_result call_result::from(const call_outcome& o) {
+  call_result r;
+  r.error = o.error;
+  r.code = o.code;
+  r.message.assign(o.message);
+  r.payload.assign(o.payload.begin(), o.payload.end());
+  r.retry_after_ms = o.retry_after_ms;
+  return r;
+}
+
+// --- client_runtime
+
+client_runtime::client_runtime() : _loop(std::make_unique<detail::client_loop>()) {}
+client_runtime::~client_runtime() {
+  if (_loop && _loop->in_loop_thread()) {
+    // The last handle went away inside a callback: the loop cannot join its own thread, so a
+    // helper thread does it once the callback has returned.
+    std::thread([loop = std::move(_loop)]() mutable { loop.reset(); }).detach();
+  }
+}
+
+std::shared_ptr<client_runtime> client_runtime::create() {
+  return std::shared_ptr<client_runtime>(new client_runtime());
+}
+
+bool client_runtime::in_runtime_thread() const noexcept { return _loop->in_loop_thread(); }
+
+// --- client
+
+namespace {
+
+int connect_socket(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout) {
+  const int fd = detail::connect_tcp(host, port, timeout);
+  if (fd < 0) {
+    throw std::system_error(-fd, std::system_category(),
+                            (fd == -EHOSTUNREACH ? "cannot resolve or reach " : "connect ") + host +
+                                ":" + std::to_string(port));
+  }
+  return fd;
+}
+
+// The calling thread's encoder keeps its buffer between calls; a request with a big payload
+// gets an encoder of its own, so that the thread does not keep that size for good.
+void encode_request(const detail::frame_view& f, std::vector<std::byte>& out) {
+  constexpr std::size_t keep_bytes = 64 * 1024;
+  if (f.payload.size() > keep_bytes) {
+    detail::frame_encoder once;
+    once.encode_into(f, out);
+    return;
+  }
+  thread_local detail::frame_encoder encoder;
+  encoder.encode_into(f, out);
+}
+
+std::string busy_message(const detail::client_conn& c) {
+  return "client_busy: " + std::to_string(c.max_pending_calls) +
+         " calls or " + std::to_string(c.max_pending_bytes) +
+         " request bytes already queued or in flight on this connection "
+         "(client_options::max_pending_calls / max_pending_bytes)";
+}
+
+std::int64_t deadline_after(std::chrono::microseconds timeout) {
+  if (timeout.count() <= 0) return 0;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch() + timeout)
+      .count();
+}
+
+}  // namespace
+
+client client::connect(const std::string& host, std::uint16_t port, client_options options,
+                       std::shared_ptr<client_runtime> runtime) {
+  if (!runtime) runtime = client_runtime::create();
+  const int fd = connect_socket(host, port, options.connect_timeout);
+  auto* conn = new detail::client_conn(fd, options);
+  detail::client_loop& loop = *runtime->_loop;
+  detail::pending* p = loop.get_pending();
+  p->kind = detail::pending::what::attach;
+  p->conn = conn;
+  loop.post(p);
+  return client(std::move(runtime), conn);
+}
+
+client::client(client&& o) noexcept : _runtime(std::move(o._runtime)), _conn(o._conn) {
+  o._conn = nullptr;
+}
+
+client& client::operator=(client&& o) noexcept {
+  if (this != &o) {
+    close();
+    _runtime = std::move(o._runtime);
+    _conn = o._conn;
+    o._conn = nullptr;
+  }
+  return *this;
+}
+
+client::~client() { close(); }
+
+bool client::connected() const noexcept {
+  return _conn != nullptr && _conn->open.load(std::memory_order_acquire);
+}
+
+void client::call_async(std::string_view method, std::span<const std::byte> payload,
+                        call_callback done, call_options options) {
+  if (_conn == nullptr) {
+    call_outcome o;
+    o.error = call_error::client_closed;
+    o.message = "client is closed";
+    if (done) done(o);
+    return;
+  }
+  detail::client_loop& loop = *_runtime->_loop;
+  detail::pending* p = loop.get_pending();
+  p->kind = detail::pending::what::call;
+  p->conn = _conn;
+  p->id = _conn->next_id.fetch_add(1, std::memory_order_relaxed);
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : _conn->default_timeout;
+  detail::frame_view f;
+  f.call_id = p->id;
+  f.kind = wire::Kind::Request;
+  f.method = method;
+  f.timeout_us = timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0;
+  f.payload = payload;
+  encode_request(f, p->frame);
+  if (!_conn->admit(p->frame.size())) {
+    // Refused before the loop ever sees it: the pool takes the pending back from any thread.
+    loop.recycle(p);
+    const std::string why = busy_message(*_conn);
+    call_outcome o;
+    o.error = call_error::client_busy;
+    o.message = why;
+    if (done) done(o);
+    return;
+  }
+  p->counted = true;
+  p->deadline_ns = deadline_after(timeout);
+  p->done = std::move(done);
+  loop.post(p);
+}
+
+std::future<call_result> client::call_future(std::string_view method,
+                                             std::span<const std::byte> payload,
+                                             call_options options) {
+  auto promise = std::make_shared<std::promise<call_result>>();
+  auto future = promise->get_future();
+  call_async(
+      method, payload,
+      [promise](const call_outcome& o) { promise->set_value(call_result::from(o)); }, options);
+  return future;
+}
+
+call_result client::call(std::string_view method, std::span<const std::byte> payload,
+                         call_options options) {
+  if (_runtime && _runtime->in_runtime_thread()) {
+    throw std::logic_error("ringrpc::client::call: synchronous call from the runtime thread "
+                           "would wait forever; use call_async");
+  }
+  // Shared, not on this stack frame: the callback still touches the flag to wake us after we
+  // could already have seen it set and returned.
+  struct waiter {
+    call_result result;
+    std::atomic<bool> done{false};
+  };
+  auto w = std::make_shared<waiter>();
+  call_async(
+      method, payload,
+      [w](const call_outcome& o) {
+        w->result = call_result::from(o);
+        w->done.store(true, std::memory_order_release);
+        w->done.notify_one();
+      },
+      options);
+  w->done.wait(false, std::memory_order_acquire);
+  return std::move(w->result);
+}
+
+bool client::send_one_way(std::string_view method, std::span<const std::byte> payload) {
+  if (_conn == nullptr) return false;
+  detail::client_loop& loop = *_runtime->_loop;
+  detail::pending* p = loop.get_pending();
+  p->kind = detail::pending::what::one_way;
+  p->conn = _conn;
+  p->id = _conn->next_id.fetch_add(1, std::memory_order_relaxed);
+  detail::frame_view f;
+  f.call_id = p->id;
+  f.kind = wire::Kind::OneWay;
+  f.method = method;
+  f.payload = payload;
+  encode_request(f, p->frame);
+  if (!_conn->admit(p->frame.size())) {
+    loop.recycle(p);
+    return false;
+  }
+  p->counted = true;
+  loop.post(p);
+  return true;
+}
+
+void client::close() {
+  if (_conn == nullptr) return;
+  detail::client_loop& loop = *_runtime->_loop;
+  detail::pending* p = loop.get_pending();
+  p->kind = detail::pending::what::detach;
+  p->conn = _conn;
+  _conn = nullptr;
+  if (_runtime->in_runtime_thread()) {
+    loop.post(p);  // handled at the end of this loop turn
+  } else {
+    std::promise<void> freed;
+    auto f = freed.get_future();
+    p->detached = &freed;
+    loop.post(p);
+    f.wait();
+  }
+  _runtime.reset();
+}
+
+}  // namespace ringrpc

@@ -1,0 +1,414 @@
+#include "client/client_loop.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+
+#include "uring/cqe_tag.hpp"
+#include "uring/uring_probe.hpp"
+
+namespace ringrpc::detail {
+
+namespace {
+
+constexpr unsigned ring_entries = 512;
+constexpr std::uint16_t buffer_group = 0;
+constexpr unsigned buffer_count = 256;
+constexpr unsigned buffer_bytes = 16 * 1024;
+// Buffers grown past this for one big frame are given back once it is done: a connection that
+// carried one huge reply must not pin its size for the rest of its life.
+constexpr std::size_t keep_bytes = 64 * 1024;
+
+std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+call_outcome failure(call_error e, std::string_view why) noexcept {
+  call_outcome o;
+  o.error = e;
+  o.message = why;
+  return o;
+}
+
+}  // namespace
+
+client_loop::client_loop() {
+  const uring_features features = probe_io_uring();  // throws with the reason
+  std::promise<void> ready;
+  auto started = ready.get_future();
+  _thread = std::thread([this, features, &ready] {
+    std::unique_ptr<ring> r;
+    std::unique_ptr<provided_buffers> bufs;
+    try {
+      r = std::make_unique<ring>(ring_entries, features);
+      bufs = std::make_unique<provided_buffers>(r->raw(), buffer_group, buffer_count, buffer_bytes);
+    } catch (...) {
+      ready.set_exception(std::current_exception());
+      return;
+    }
+    _ring = r.get();
+    _buffers = bufs.get();
+    run(ready);
+    bufs.reset();
+  });
+  _thread_id = _thread.get_id();
+  started.get();
+}
+
+client_loop::~client_loop() {
+  _stop.store(true, std::memory_order_release);
+  _waker.notify();
+  if (_thread.joinable()) _thread.join();
+  pending* p = nullptr;
+  while (_free.try_pop(p)) delete p;
+}
+
+pending* client_loop::get_pending() {
+  pending* p = nullptr;
+  if (!_free.try_pop(p)) p = new pending();
+  p->written = p->finished = p->counted = false;
+  p->deadline_ns = 0;
+  p->detached = nullptr;
+  return p;
+}
+
+void client_loop::put_pending(pending* p) noexcept {
+  uncount(p);
+  p->done = nullptr;
+  p->conn = nullptr;
+  if (p->frame.capacity() > keep_bytes) std::vector<std::byte>().swap(p->frame);
+  if (!_free.try_push(p)) delete p;
+}
+
+void client_loop::run(std::promise<void>& ready) {
+  _waker.arm(*_ring);
+  ready.set_value();
+  bool block = false;  // the first turn only submits: nobody was told we sleep yet
+  for (;;) {
+    std::chrono::nanoseconds wait{-1};
+    if (const std::int64_t due = next_deadline(); due != 0) {
+      wait = std::chrono::nanoseconds(std::max<std::int64_t>(due - steady_ns(), 0));
+    }
+    const int rc = block ? _ring->submit_and_wait(wait) : _ring->submit();
+    if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY) {
+      std::fprintf(stderr, "ringrpc: client loop: io_uring_enter failed: %s\n", std::strerror(-rc));
+      std::terminate();
+    }
+    _ring->for_each_cqe([this](const io_uring_cqe& cqe) { handle(cqe); });
+    _buffers->commit();
+    take_inbox();
+    expire_deadlines();
+    for (client_conn* c : _dirty) {
+      c->dirty = false;
+      if (!c->write_in_flight && !c->dead) start_write(c);
+    }
+    _dirty.clear();
+
+    if (_stop.load(std::memory_order_acquire)) {
+      // Every client is gone (they own the runtime); wait for their last completions.
+      for (client_conn* c : std::vector<client_conn*>(_conns)) {
+        if (!c->detached) {
+          c->detached = true;
+          fail_connection(c, call_error::client_closed, "client runtime stopped");
+        }
+      }
+      if (_conns.empty() && _inbox.empty()) break;
+    }
+    _waker.prepare_sleep();
+    block = _inbox.empty() && !(_stop.load() && _conns.empty());
+    if (!block) _waker.cancel_sleep();
+  }
+}
+
+void client_loop::handle(const io_uring_cqe& cqe) {
+  switch (tag_op(cqe.user_data)) {
+    case op::wake: _waker.arm(*_ring); break;
+    case op::recv: on_recv(tag_ptr<client_conn>(cqe.user_data), cqe); break;
+    case op::send: on_write(tag_ptr<client_conn>(cqe.user_data), cqe.res); break;
+    default: break;
+  }
+}
+
+void client_loop::take_inbox() {
+  while (mpsc_node* n = _inbox.pop()) accept_work(pending::from_node(n));
+}
+
+void client_loop::accept_work(pending* p) {
+  client_conn* c = p->conn;
+  switch (p->kind) {
+    case pending::what::attach:
+      _conns.push_back(c);
+      arm_recv(c);
+      put_pending(p);
+      return;
+    case pending::what::detach:
+      c->detached = true;
+      c->on_freed = p->detached;
+      fail_connection(c, call_error::client_closed, "client closed");
+      put_pending(p);
+      maybe_free(c);
+      return;
+    case pending::what::call:
+    case pending::what::one_way:
+    case pending::what::cancel:  // queued by the loop itself, never posted
+      break;
+  }
+  if (c->dead) {
+    p->written = true;  // it never will be: complete() may recycle it right away
+    if (p->kind == pending::what::call) {
+      complete(p, failure(c->detached ? call_error::client_closed : call_error::connection_closed,
+                          "connection is closed"));
+    } else {
+      put_pending(p);
+    }
+    return;
+  }
+  if (p->kind == pending::what::call) {
+    c->inflight.insert(p);
+    if (p->deadline_ns != 0) {
+      // Answered calls leave their entries behind (removal from a heap is costly); drop them
+      // in one pass when they outnumber the live ones, so the heap stays O(calls in flight).
+      if (c->deadlines.size() > 2 * c->inflight.size() + 64) {
+        std::erase_if(c->deadlines, [c](const client_conn::deadline& d) {
+          const pending* q = c->inflight.find(d.id);
+          return q == nullptr || q->deadline_ns != d.at;
+        });
+        std::make_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
+      }
+      c->deadlines.push_back({p->deadline_ns, p->id});
+      std::push_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
+    }
+  }
+  c->wq.push_back(p);
+  mark_dirty(c);
+}
+
+void client_loop::mark_dirty(client_conn* c) {
+  if (!c->dirty) {
+    _dirty.push_back(c);  // first: if it throws, the flag must not claim the connection is listed
+    c->dirty = true;
+  }
+}
+
+void client_loop::arm_recv(client_conn* c) noexcept {
+  io_uring_sqe* sqe = _ring->get_sqe();
+  _buffers->prep_recv_multishot(sqe, c->fd);
+  io_uring_sqe_set_data64(sqe, make_tag(op::recv, c));
+  c->recv_armed = true;
+}
+
+void client_loop::on_recv(client_conn* c, const io_uring_cqe& cqe) {
+  if (cqe.flags & IORING_CQE_F_BUFFER) {
+    const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+    if (cqe.res > 0 && !c->dead) {
+      auto r = c->assembler->feed(_buffers->bytes(id, static_cast<std::size_t>(cqe.res)),
+                                  [this, c](std::span<const std::byte> f) { return on_frame(c, f); });
+      if (r == frame_assembler::result::frame_too_large) {
+        fail_connection(c, call_error::protocol_error,
+                        "reply frame exceeds the client's max_frame_bytes");
+      } else if (r != frame_assembler::result::ok && r != frame_assembler::result::paused &&
+                 !c->dead) {
+        fail_connection(c, call_error::protocol_error, "could not buffer a reply frame");
+      }
+      release_receive_memory(c);
+    }
+    _buffers->recycle(id);
+  }
+  if (cqe.flags & IORING_CQE_F_MORE) return;
+  c->recv_armed = false;
+  if (cqe.res == -ENOBUFS && !c->dead) {
+    arm_recv(c);  // buffers come back when this batch is committed, before the next submit
+  } else if (!c->dead) {
+    fail_connection(c, call_error::connection_closed,
+                    cqe.res == 0 ? "server closed the connection" : std::strerror(-cqe.res));
+  }
+  maybe_free(c);
+}
+
+void client_loop::release_receive_memory(client_conn* c) noexcept {
+  if (c->assembler_grown && c->assembler->buffered() == 0) {
+    c->assembler.emplace(c->max_frame_bytes);
+    c->assembler_grown = false;
+  }
+  if (_scratch.capacity() > keep_bytes) std::vector<std::byte>().swap(_scratch);
+}
+
+bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
+  if (c->dead) return false;
+  // A frame larger than a few receive buffers was assembled in the assembler's own buffer.
+  if (frame.size() > keep_bytes) c->assembler_grown = true;
+  _scratch.assign(frame.begin(), frame.end());  // decoding needs an aligned start
+  frame_view v;
+  if (decode_frame(_scratch, v) != decode_outcome::ok) {
+    fail_connection(c, call_error::protocol_error, "server sent a frame that failed verification");
+    return false;
+  }
+  if (v.kind == wire::Kind::Error && v.call_id == 0) {
+    // A connection-level error (e.g. our frame was too large): the server closes next.
+    call_outcome o;
+    o.error = call_error::server_status;
+    o.code = v.code;
+    o.message = v.message;
+    c->dead = true;
+    c->open.store(false, std::memory_order_release);
+    c->inflight.drain([&](pending* p) { complete(p, o); });
+    ::shutdown(c->fd, SHUT_RDWR);
+    return false;
+  }
+  pending* p = c->inflight.take(v.call_id);
+  if (p == nullptr) return true;  // timed out earlier, or a pong/cancel echo we do not track
+  call_outcome o;
+  if (v.kind == wire::Kind::Reply || v.kind == wire::Kind::Pong) {
+    o.payload = v.payload;
+  } else if (v.kind == wire::Kind::Error) {
+    o.error = call_error::server_status;
+    o.code = v.code == status::ok ? status::internal : v.code;
+    o.message = v.message;
+    o.retry_after_ms = v.retry_after_ms;
+  } else {
+    o.error = call_error::protocol_error;
+    o.message = "server answered with an unexpected frame kind";
+  }
+  complete(p, o);
+  return true;
+}
+
+void client_loop::start_write(client_conn* c) noexcept {
+  const std::size_t n = c->wq.gather(c->iov, client_conn::max_iov);
+  if (n == 0) return;
+  c->msg.msg_iov = c->iov;
+  c->msg.msg_iovlen = n;
+  io_uring_sqe* sqe = _ring->get_sqe();
+  io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
+  io_uring_sqe_set_data64(sqe, make_tag(op::send, c));
+  c->write_in_flight = true;
+}
+
+void client_loop::on_write(client_conn* c, int res) {
+  c->write_in_flight = false;
+  auto written = [this](pending* p) {
+    p->written = true;
+    if (p->kind != pending::what::call || p->finished) put_pending(p);
+  };
+  if (res < 0 || c->dead) {
+    if (res < 0 && !c->dead) fail_connection(c, call_error::connection_closed, std::strerror(-res));
+    c->wq.clear(written);
+  } else {
+    c->wq.consume(static_cast<std::size_t>(res), written);
+    if (!c->wq.empty()) start_write(c);
+  }
+  maybe_free(c);
+}
+
+void client_loop::complete(pending* p, const call_outcome& o) noexcept {
+  p->finished = true;
+  // Before the callback: a caller woken by it may make its next call at once and must find
+  // the room this one held.
+  if (p->written) uncount(p);
+  if (p->done) {
+    try {
+      p->done(o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ringrpc: a call callback threw: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "ringrpc: a call callback threw\n");
+    }
+  }
+  p->done = nullptr;
+  if (p->written) put_pending(p);
+}
+
+void client_loop::uncount(pending* p) noexcept {
+  if (!p->counted) return;
+  p->counted = false;
+  p->conn->pending_bytes.fetch_sub(p->frame.size(), std::memory_order_relaxed);
+  p->conn->pending_calls.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void client_loop::send_cancel(client_conn* c, std::uint64_t id) noexcept {
+  // Advice to the server, not needed for correctness here: if memory is short, skip it.
+  pending* p = nullptr;
+  try {
+    p = get_pending();
+    p->kind = pending::what::cancel;
+    p->conn = c;
+    p->id = id;
+    frame_view f;
+    f.call_id = id;
+    f.kind = wire::Kind::Cancel;
+    _encoder.encode_into(f, p->frame);
+  } catch (...) {
+    if (p != nullptr) put_pending(p);
+    return;
+  }
+  c->wq.push_back(p);
+  try {
+    mark_dirty(c);
+  } catch (...) {
+    // Goes out with the next write on this connection instead.
+  }
+}
+
+void client_loop::fail_connection(client_conn* c, call_error e, std::string_view why) noexcept {
+  if (!c->dead) {
+    c->dead = true;
+    c->open.store(false, std::memory_order_release);
+    // Ends the receive and any write at once; the fd itself closes when both have completed.
+    ::shutdown(c->fd, SHUT_RDWR);
+  }
+  const call_outcome o = failure(e, why);
+  c->inflight.drain([&](pending* p) { complete(p, o); });
+  c->deadlines.clear();
+  if (!c->write_in_flight) {
+    c->wq.clear([this](pending* p) {
+      p->written = true;
+      if (p->kind != pending::what::call || p->finished) put_pending(p);
+    });
+  }
+}
+
+std::int64_t client_loop::next_deadline() const noexcept {
+  std::int64_t best = 0;
+  for (const client_conn* c : _conns) {
+    if (!c->deadlines.empty() && (best == 0 || c->deadlines.front().at < best)) {
+      best = c->deadlines.front().at;
+    }
+  }
+  return best;
+}
+
+void client_loop::expire_deadlines() noexcept {
+  const std::int64_t now = steady_ns();
+  for (client_conn* c : _conns) {
+    auto& h = c->deadlines;
+    while (!h.empty() && h.front().at <= now) {
+      const auto d = h.front();
+      std::pop_heap(h.begin(), h.end(), std::greater<>{});
+      h.pop_back();
+      pending* p = c->inflight.find(d.id);
+      if (p == nullptr || p->deadline_ns != d.at) continue;  // answered already
+      c->inflight.take(d.id);
+      complete(p, failure(call_error::timeout, "deadline passed before the reply arrived"));
+      // The server would otherwise run (or keep running) a call nobody waits for; its late
+      // answer, Cancelled or not, is dropped as an unknown id.
+      if (!c->dead) send_cancel(c, d.id);
+    }
+  }
+}
+
+void client_loop::maybe_free(client_conn* c) noexcept {
+  if (!c->detached || c->recv_armed || c->write_in_flight) return;
+  std::erase(_conns, c);
+  std::erase(_dirty, c);
+  ::close(c->fd);
+  if (c->on_freed) c->on_freed->set_value();
+  delete c;
+}
+
+}  // namespace ringrpc::detail

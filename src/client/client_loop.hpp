@@ -1,0 +1,166 @@
+#pragma once
+// The client runtime's I/O thread: one ring serving any number of client connections.
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wire/frame_assembler.hpp"
+#include "wire/frame_codec.hpp"
+#include "client/inflight_table.hpp"
+#include "base/mpmc_queue.hpp"
+#include "base/mpsc_queue.hpp"
+#include "uring/provided_buffers.hpp"
+#include "uring/ring.hpp"
+#include "uring/ring_waker.hpp"
+#include "ringrpc/client.hpp"
+#include "base/write_queue.hpp"
+
+namespace ringrpc::detail {
+
+struct client_conn;
+
+/// A unit of work handed to the loop: a call, a one-way message, a cancel frame the loop
+/// sends by itself, or a connection command. Pooled; owned by the loop from post() until it is
+/// recycled.
+struct pending {
+  enum class what : std::uint8_t { call, one_way, cancel, attach, detach };
+
+  mpsc_node node;  // must stay the first member
+  pending* wq_next = nullptr;
+  what kind = what::call;
+  client_conn* conn = nullptr;
+  std::uint64_t id = 0;
+  std::int64_t deadline_ns = 0;  // 0 = none
+  call_callback done;
+  std::vector<std::byte> frame;
+  bool written = false;    // the frame left completely (or never will)
+  bool finished = false;   // the callback has run
+  bool counted = false;    // holds one of its connection's max_pending_calls (and its bytes)
+  std::promise<void>* detached = nullptr;  // detach: fulfilled once the connection is closed
+
+  std::span<const std::byte> wq_bytes() const noexcept { return frame; }
+  static pending* from_node(mpsc_node* n) noexcept { return reinterpret_cast<pending*>(n); }
+};
+
+/// One connection. `open`, `next_id` and the pending counters are shared with calling
+/// threads; the rest belongs to the loop thread.
+struct client_conn {
+  client_conn(int fd_, const client_options& o)
+      : fd(fd_),
+        default_timeout(o.default_timeout),
+        max_pending_calls(o.max_pending_calls),
+        max_pending_bytes(o.max_pending_bytes),
+        max_frame_bytes(o.max_frame_bytes) {
+    assembler.emplace(max_frame_bytes);
+  }
+
+  const int fd;
+  std::atomic<bool> open{true};
+  std::atomic<std::uint64_t> next_id{1};
+  const std::chrono::microseconds default_timeout;
+  const std::uint32_t max_pending_calls;
+  const std::size_t max_pending_bytes;
+  // Taken by the calling thread before a call is posted, given back by the loop (uncount()).
+  std::atomic<std::uint32_t> pending_calls{0};
+  std::atomic<std::size_t> pending_bytes{0};
+
+  /// Reserves room for one request of `bytes`; false (nothing reserved) when the connection
+  /// is at one of its limits.
+  bool admit(std::size_t bytes) noexcept {
+    if (pending_calls.fetch_add(1, std::memory_order_relaxed) >= max_pending_calls) {
+      pending_calls.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (pending_bytes.fetch_add(bytes, std::memory_order_relaxed) >= max_pending_bytes) {
+      pending_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+      pending_calls.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+
+  const std::uint32_t max_frame_bytes;
+  // Optional only so that it can be re-created in place (release_receive_memory()).
+  std::optional<frame_assembler> assembler;
+  bool assembler_grown = false;  // it held a frame much larger than a receive buffer
+  write_queue<pending> wq;
+  inflight_table<pending> inflight;
+  struct deadline {
+    std::int64_t at;
+    std::uint64_t id;
+    bool operator>(const deadline& o) const noexcept { return at > o.at; }
+  };
+  std::vector<deadline> deadlines;  // min-heap; entries of finished calls are skipped lazily
+  bool recv_armed = false;
+  bool write_in_flight = false;
+  bool dirty = false;
+  bool dead = false;      // no more traffic: pending calls failed, new ones fail at once
+  bool detached = false;  // the client let go; free once no request names this connection
+  std::promise<void>* on_freed = nullptr;
+  static constexpr std::size_t max_iov = 64;
+  msghdr msg{};
+  iovec iov[max_iov];
+};
+
+class client_loop {
+ public:
+  client_loop();  ///< probes io_uring and starts the thread; throws std::system_error
+  ~client_loop();
+
+  bool in_loop_thread() const noexcept { return std::this_thread::get_id() == _thread_id; }
+
+  pending* get_pending();
+  /// Returns a pending that was never posted (e.g. a refused call). Any thread.
+  void recycle(pending* p) noexcept { put_pending(p); }
+  /// Queues work for the loop; wakes it unless called from the loop itself.
+  void post(pending* p) noexcept {
+    _inbox.push(&p->node);
+    if (!in_loop_thread()) _waker.notify();
+  }
+
+ private:
+  void run(std::promise<void>& ready);
+  void handle(const io_uring_cqe& cqe);
+  void take_inbox();
+  void accept_work(pending* p);
+  void arm_recv(client_conn* c) noexcept;
+  void on_recv(client_conn* c, const io_uring_cqe& cqe);
+  bool on_frame(client_conn* c, std::span<const std::byte> frame);
+  void start_write(client_conn* c) noexcept;
+  void on_write(client_conn* c, int res);
+  void complete(pending* p, const call_outcome& o) noexcept;
+  void uncount(pending* p) noexcept;
+  void send_cancel(client_conn* c, std::uint64_t id) noexcept;
+  void mark_dirty(client_conn* c);
+  void release_receive_memory(client_conn* c) noexcept;
+  void fail_connection(client_conn* c, call_error e, std::string_view why) noexcept;
+  void expire_deadlines() noexcept;
+  std::int64_t next_deadline() const noexcept;
+  void maybe_free(client_conn* c) noexcept;
+  void put_pending(pending* p) noexcept;
+
+  ring* _ring = nullptr;
+  provided_buffers* _buffers = nullptr;
+  ring_waker _waker;
+  mpsc_queue _inbox;
+  mpmc_queue<pending*> _free{16384};
+  std::vector<client_conn*> _conns;
+  std::vector<client_conn*> _dirty;
+  std::vector<std::byte> _scratch;  // aligned copy of one incoming frame for decoding
+  frame_encoder _encoder;           // cancel frames (a few dozen bytes each)
+  std::atomic<bool> _stop{false};
+  std::thread _thread;
+  std::thread::id _thread_id;
+};
+
+}  // namespace ringrpc::detail

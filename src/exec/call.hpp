@@ -1,0 +1,106 @@
+#pragma once
+// A call in flight through the server pipeline, and the pool that recycles them.
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "wire/frame_codec.hpp"
+#include "ringrpc/status.hpp"
+#include "base/mpmc_queue.hpp"
+#include "base/mpsc_queue.hpp"
+#include "exec/thread_pool.hpp"
+
+namespace ringrpc::detail {
+
+struct connection;
+class endpoint_slot;
+
+/// What a call object carries to its endpoint. Connection events and local posts travel as
+/// calls too, so they share the inbox order and the pools' machinery.
+enum class call_purpose : std::uint8_t {
+  request,         // a call from a client: exactly one reply or error goes back
+  one_way,         // a one-way message from a client: nothing goes back
+  local_message,   // server::post(): no connection, nothing goes back
+  connected,       // endpoint events about `conn`
+  disconnected,
+  network_error,
+};
+
+/// Created by a reader for each request it accepts (and for each error it must answer), owned
+/// by whichever stage holds it: call queue -> handler -> responder -> pool. It holds one
+/// reference on its connection for its whole life.
+///
+/// As an mpsc_node it sits in the responder's inbox or a serial endpoint's inbox (never both at
+/// once); as a pool_task it waits in a thread pool.
+struct call : mpsc_node, pool_task {
+  call* wq_next = nullptr;    // link in the connection's write queue
+  connection* conn = nullptr;
+  std::uint64_t id = 0;
+  std::uint32_t method = 0;  // index into the server's method table
+  std::string_view method_name;  // points into that table, which outlives every call
+  wire::Kind kind = wire::Kind::Request;
+  std::int64_t received_ns = 0;
+  std::int64_t deadline_ns = 0;  // steady clock; 0 = none
+  std::span<const std::byte> payload;  // inside `request`
+  std::vector<std::byte> request;      // the whole frame, prefix included (8-aligned start)
+  std::vector<std::byte> reply;        // the whole answer frame, ready to write
+  endpoint_slot* target = nullptr;     // the endpoint it is for
+  call_purpose purpose = call_purpose::request;
+  status answer_status = status::ok;  // what reply holds, for the metrics
+  /// Set when the server gives up on the call while stopping; cancel frames and vanished
+  /// peers are tracked on the connection instead (see connection::is_cancelled).
+  std::atomic<bool> abandoned{false};
+  std::string event_text;  // network_error: what happened
+  // Bytes charged to the server's memory budget for this call (request by the reader, reply by
+  // the responder when it queued it); released when the call is.
+  std::size_t request_charged = 0;
+  std::size_t reply_charged = 0;
+
+  std::span<const std::byte> wq_bytes() const noexcept { return reply; }
+  static call* from_node(mpsc_node* n) noexcept { return static_cast<call*>(n); }
+  static call* from_task(pool_task* t) noexcept { return static_cast<call*>(t); }
+};
+
+/// Recycles calls so the steady state allocates nothing: buffers keep their capacity between
+/// uses. Any thread may get() or put(). When empty it allocates; when full it frees.
+class call_pool {
+ public:
+  explicit call_pool(std::size_t capacity) : _free(capacity) {}
+  ~call_pool() {
+    call* c = nullptr;
+    while (_free.try_pop(c)) delete c;
+  }
+  call_pool(const call_pool&) = delete;
+  call_pool& operator=(const call_pool&) = delete;
+
+  call* get() {
+    call* c = nullptr;
+    if (_free.try_pop(c)) return c;
+    return new call();
+  }
+
+  void put(call* c) noexcept {
+    // A call that carried a big frame gives the memory back rather than pinning it.
+    if (c->request.capacity() > keep_bytes) std::vector<std::byte>().swap(c->request);
+    if (c->reply.capacity() > keep_bytes) std::vector<std::byte>().swap(c->reply);
+    c->conn = nullptr;
+    c->payload = {};
+    c->target = nullptr;
+    c->abandoned.store(false, std::memory_order_relaxed);
+    c->request_charged = c->reply_charged = 0;
+    c->over_share = false;
+    if (!_free.try_push(c)) delete c;
+  }
+
+ private:
+  // Idle calls in the pool keep at most this much per buffer: capacity x 2 x keep_bytes is all
+  // the pool can pin after a burst of big calls (documented in docs/operations.md).
+  static constexpr std::size_t keep_bytes = 8 * 1024;
+  mpmc_queue<call*> _free;
+};
+
+}  // namespace ringrpc::detail

@@ -1,0 +1,223 @@
+#include "exec/endpoint_slot.hpp"
+
+#include <climits>
+#include <exception>
+#include <string>
+#include <thread>
+
+#include "server/server_core.hpp"
+
+namespace ringrpc::detail {
+
+namespace {
+
+bool is_message(call_purpose p) noexcept {
+  return p == call_purpose::request || p == call_purpose::one_way || p == call_purpose::local_message;
+}
+
+// Slices of work a serial endpoint runs before it lets the pool's other work in.
+constexpr unsigned drain_slice = 64;
+
+}  // namespace
+
+run_place place_for(dispatch_policy policy, call_purpose purpose) noexcept {
+  switch (purpose) {
+    case call_purpose::request:
+      return policy == dispatch_policy::direct ? run_place::caller : run_place::pool;
+    case call_purpose::one_way:
+    case call_purpose::local_message:
+      return policy == dispatch_policy::direct || policy == dispatch_policy::execution
+                 ? run_place::caller
+                 : run_place::pool;
+    case call_purpose::connected:
+    case call_purpose::disconnected:
+    case call_purpose::network_error:
+      if (policy == dispatch_policy::all) return run_place::pool;
+      if (policy == dispatch_policy::connection) return run_place::ordered;
+      return run_place::caller;
+  }
+  return run_place::caller;
+}
+
+endpoint_slot::endpoint_slot(server_core& core, std::string name, std::shared_ptr<endpoint> ep,
+                             endpoint_options options, thread_pool* pool,
+                             std::unique_ptr<thread_pool> own_pool)
+    : _core(core),
+      _name(std::move(name)),
+      _endpoint(std::move(ep)),
+      _options(std::move(options)),
+      _pool(pool),
+      _own_pool(std::move(own_pool)) {
+  _drain.slot = this;
+  _drain.run = &endpoint_slot::drain_task;
+  _drain.label = _name;
+}
+
+endpoint_slot::~endpoint_slot() = default;
+
+void endpoint_slot::start() {
+  _endpoint->on_start();
+  _core.post_event(event_kind::endpoint_started, [&] {
+    event e;
+    e.name = _name;
+    e.detail = "policy " + std::string(to_string(_options.policy)) + ", pool " +
+               (_pool != nullptr ? _pool->name() : std::string("(reader thread)")) +
+               (serial() ? ", serial" : ", concurrent");
+    return e;
+  });
+}
+
+void endpoint_slot::begin_stop() noexcept {
+  auto expected = state::running;
+  if (!_state.compare_exchange_strong(expected, state::stopping, std::memory_order_seq_cst)) return;
+  maybe_run_on_stop();
+}
+
+bool endpoint_slot::enter() noexcept {
+  // Paired with begin_stop(): either this sees the stop, or the stop sees this message in
+  // flight and leaves on_stop() to whoever finishes it (both sides seq_cst).
+  _inflight.fetch_add(1, std::memory_order_seq_cst);
+  if (_state.load(std::memory_order_seq_cst) != state::running) {
+    leave();
+    return false;
+  }
+  return true;
+}
+
+void endpoint_slot::leave() noexcept {
+  if (_inflight.fetch_sub(1, std::memory_order_seq_cst) == 1) maybe_run_on_stop();
+}
+
+void endpoint_slot::maybe_run_on_stop() noexcept {
+  if (_state.load(std::memory_order_seq_cst) != state::stopping) return;
+  if (_inflight.load(std::memory_order_seq_cst) != 0) return;
+  if (_stop_claimed.exchange(true, std::memory_order_acq_rel)) return;
+  _core.guarded(*this, "on_stop", [&] { _endpoint->on_stop(); });
+  _state.store(state::stopped, std::memory_order_release);
+  _core.endpoint_stopped(*this);
+}
+
+endpoint_slot::admit_result endpoint_slot::admit(call* c) noexcept {
+  if (!enter()) return admit_result::stopped;
+  if (serial()) return admit_serial(c);
+  switch (place_for(_options.policy, c->purpose)) {
+    case run_place::caller: run(c); return admit_result::taken;
+    case run_place::pool:
+      c->run = &endpoint_slot::run_task;
+      c->label = _name;  // outlives the call: the report may read it after the call is gone
+      if (_pool->try_submit(c)) return admit_result::submitted;
+      if (!is_message(c->purpose)) {
+        // Connection events are never dropped: with the pool full, run it here instead.
+        run(c);
+        return admit_result::taken;
+      }
+      break;
+    case run_place::ordered:
+      c->run = &endpoint_slot::run_task;
+      c->label = _name;
+      if (_core.ordered_pool().submit_now(c)) return admit_result::taken;
+      run(c);  // the ordered thread is gone only while stopping: run it here
+      return admit_result::taken;
+  }
+  leave();
+  _busy.fetch_add(1, std::memory_order_relaxed);
+  return admit_result::busy;
+}
+
+endpoint_slot::admit_result endpoint_slot::admit_serial(call* c) noexcept {
+  if (is_message(c->purpose)) {
+    if (_inbox_count.fetch_add(1, std::memory_order_acq_rel) >= _options.inbox_capacity) {
+      _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
+      leave();
+      _busy.fetch_add(1, std::memory_order_relaxed);
+      return admit_result::busy;
+    }
+  } else {
+    _inbox_count.fetch_add(1, std::memory_order_acq_rel);  // events bypass the capacity
+  }
+  _inbox.push(c);
+  // Whoever flips `_scheduled` owns the inbox until it clears it again.
+  if (_scheduled.exchange(true, std::memory_order_acq_rel)) return admit_result::taken;
+  return schedule_drain();
+}
+
+endpoint_slot::admit_result endpoint_slot::schedule_drain() noexcept {
+  if (_pool == nullptr) {
+    drain(UINT_MAX);
+    return admit_result::taken;
+  }
+  _drain.run = &endpoint_slot::drain_task;
+  if (_pool->try_submit(&_drain)) return admit_result::submitted;
+  refuse_queued();
+  return admit_result::answered;
+}
+
+call* endpoint_slot::pop_inbox() noexcept {
+  // A producer counts before it links its node; between the two, pop() sees nothing although
+  // the count says there is something. That window is a few instructions, unless the producer
+  // was preempted: then yield rather than spin (one core may run every thread).
+  for (unsigned spins = 0;; ++spins) {
+    if (mpsc_node* n = _inbox.pop()) return call::from_node(n);
+    if (_inbox_count.load(std::memory_order_acquire) == 0) return nullptr;
+    if (spins > 64) std::this_thread::yield();
+  }
+}
+
+void endpoint_slot::drain(unsigned limit) noexcept {
+  for (;;) {
+    unsigned n = 0;
+    while (call* k = pop_inbox()) {
+      _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
+      run(k);
+      if (++n >= limit && _inbox_count.load(std::memory_order_acquire) != 0) {
+        // Let the pool's other work in: queue the rest of this inbox behind it.
+        if (_pool->submit_now(&_drain)) return;
+        n = 0;  // the pool is full; we are already one of its threads, so go on here
+      }
+    }
+    _scheduled.store(false, std::memory_order_seq_cst);
+    // A producer that pushed after our last pop but saw `_scheduled` still set relies on us.
+    if (_inbox_count.load(std::memory_order_seq_cst) == 0) return;
+    if (_scheduled.exchange(true, std::memory_order_acq_rel)) return;
+  }
+}
+
+void endpoint_slot::refuse_queued() noexcept {
+  // We own the inbox (we won `_scheduled`) but the pool will not run its drain. Every message
+  // in it gets its answer now, not just the one that found the pool full (Dubbo's batch loop
+  // left the rest waiting for their timeouts); events still run, here.
+  for (;;) {
+    while (call* k = pop_inbox()) {
+      _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
+      if (!is_message(k->purpose)) {
+        run(k);
+        continue;
+      }
+      _busy.fetch_add(1, std::memory_order_relaxed);
+      _core.refuse(k, status::server_busy,
+                   "pool '" + _pool->name() + "' is full; endpoint '" + _name +
+                       "' cannot run its inbox (" + _core.pool_state(*_pool) + ")");
+      leave();
+    }
+    _scheduled.store(false, std::memory_order_seq_cst);
+    if (_inbox_count.load(std::memory_order_seq_cst) == 0) return;
+    if (_scheduled.exchange(true, std::memory_order_acq_rel)) return;
+    if (_pool->submit_now(&_drain)) return;
+  }
+}
+
+void endpoint_slot::run(call* c) noexcept {
+  _core.run_call(*this, c);
+  leave();
+}
+
+void endpoint_slot::run_task(pool_task* t) noexcept {
+  call* c = call::from_task(t);
+  c->target->run(c);
+}
+
+void endpoint_slot::drain_task(pool_task* t) noexcept {
+  static_cast<drain_work*>(t)->slot->drain(drain_slice);
+}
+
+}  // namespace ringrpc::detail

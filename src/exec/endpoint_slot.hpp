@@ -1,0 +1,108 @@
+#pragma once
+// One registered endpoint: its options, its pool and its inbox (Spark's Inbox, fixed).
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "exec/call.hpp"
+#include "base/counter.hpp"
+#include "base/mpsc_queue.hpp"
+#include "ringrpc/endpoint.hpp"
+#include "exec/thread_pool.hpp"
+
+namespace ringrpc::detail {
+
+class server_core;
+
+/// Where one kind of work for an endpoint runs, by its dispatch policy (docs/execution.md).
+enum class run_place : std::uint8_t { caller, pool, ordered };
+run_place place_for(dispatch_policy policy, call_purpose purpose) noexcept;
+
+/// Spark's guarantees, kept without a lock per message:
+/// - on_start() runs before the slot is published, so nothing can reach the endpoint earlier;
+/// - every admitted message holds `_inflight` until it has run; on_stop() runs once the slot
+///   is stopping and `_inflight` is zero, exactly once, so nothing of the endpoint runs during
+///   or after it;
+/// - a serial endpoint's messages go through an MPSC inbox drained by one thread at a time
+///   (whoever wins `_scheduled`), in arrival order; an exception in a handler is caught per
+///   message, so the drain always ends by clearing `_scheduled` (SPARK-32738 cannot happen).
+class endpoint_slot {
+ public:
+  enum class admit_result : std::uint8_t {
+    submitted,  // handed to `pool()`: the caller wakes it once per batch
+    taken,      // ran on the calling thread, or joined an inbox someone else drains
+    answered,   // refused, and every refused call has been answered already
+    busy,       // refused: the caller answers SERVER_BUSY
+    stopped,    // the endpoint is stopping or stopped: the caller answers SHUTTING_DOWN
+  };
+
+  endpoint_slot(server_core& core, std::string name, std::shared_ptr<endpoint> ep,
+                endpoint_options options, thread_pool* pool, std::unique_ptr<thread_pool> own_pool);
+  ~endpoint_slot();
+  endpoint_slot(const endpoint_slot&) = delete;
+  endpoint_slot& operator=(const endpoint_slot&) = delete;
+
+  const std::string& name() const noexcept { return _name; }
+  endpoint& target() noexcept { return *_endpoint; }
+  const endpoint_options& options() const noexcept { return _options; }
+  thread_pool* pool() const noexcept { return _pool; }
+  thread_pool* own_pool() const noexcept { return _own_pool.get(); }
+  bool serial() const noexcept { return _options.concurrency == endpoint_concurrency::serial; }
+
+  /// Runs on_start(); an exception propagates (the endpoint is not registered).
+  void start();
+  /// Refuses new messages; on_stop() runs now if nothing is in flight, else on the thread that
+  /// finishes the last one. Idempotent.
+  void begin_stop() noexcept;
+  bool stopping() const noexcept { return _state.load(std::memory_order_acquire) != state::running; }
+  bool stopped() const noexcept { return _state.load(std::memory_order_acquire) == state::stopped; }
+
+  /// Takes `c` (whose purpose and target are set) for this endpoint, per its policy. On busy or
+  /// stopped the call is still the caller's.
+  admit_result admit(call* c) noexcept;
+
+  /// Runs one admitted call on the current thread (pool worker, reader or inbox drain) and
+  /// lets go of it.
+  void run(call* c) noexcept;
+
+  std::uint64_t rejected_busy() const noexcept { return _busy.load(std::memory_order_relaxed); }
+
+ private:
+  enum class state : std::uint8_t { running, stopping, stopped };
+
+  bool enter() noexcept;
+  void leave() noexcept;
+  void maybe_run_on_stop() noexcept;
+  admit_result admit_serial(call* c) noexcept;
+  admit_result schedule_drain() noexcept;
+  void drain(unsigned limit) noexcept;
+  void refuse_queued() noexcept;
+  call* pop_inbox() noexcept;
+  static void run_task(pool_task* t) noexcept;
+  static void drain_task(pool_task* t) noexcept;
+
+  server_core& _core;
+  const std::string _name;
+  const std::shared_ptr<endpoint> _endpoint;
+  const endpoint_options _options;
+  thread_pool* const _pool;  // null when everything runs on the caller (direct)
+  const std::unique_ptr<thread_pool> _own_pool;
+
+  std::atomic<state> _state{state::running};
+  std::atomic<bool> _stop_claimed{false};
+  alignas(64) std::atomic<std::int64_t> _inflight{0};
+
+  // Serial endpoints only.
+  struct drain_work : pool_task {
+    endpoint_slot* slot = nullptr;
+  };
+  drain_work _drain;
+  mpsc_queue _inbox;
+  alignas(64) std::atomic<std::uint32_t> _inbox_count{0};
+  alignas(64) std::atomic<bool> _scheduled{false};
+  std::atomic<std::uint64_t> _busy{0};
+};
+
+}  // namespace ringrpc::detail

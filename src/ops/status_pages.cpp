@@ -1,0 +1,289 @@
+// What the admin HTTP server shows: /metrics (Prometheus text), /metrics.json, /healthz,
+// /readyz, /status and /connections. Everything here runs on the admin thread and reads the
+// per-thread counters without stopping anyone.
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ops/admin_server.hpp"
+#include "ops/prometheus_text.hpp"
+#include "server/server_core.hpp"
+
+#ifndef RINGRPC_VERSION
+#define RINGRPC_VERSION "unknown"
+#endif
+
+namespace ringrpc::detail {
+
+namespace {
+
+histogram_value to_histogram(const metric_histogram::snapshot& s) {
+  std::vector<source_bucket> b;
+  for (std::size_t i = 0; i < metric_histogram::buckets; ++i) {
+    if (s.counts[i] != 0) b.push_back({metric_histogram::lower_of(i), s.counts[i]});
+  }
+  return histogram_from_buckets(b, static_cast<double>(s.sum));
+}
+
+std::string status_label(std::size_t i) { return std::string(to_string(static_cast<status>(i))); }
+
+// Series of the per-method families, at most: a server registering more endpoints than this
+// has the rest counted under (other).
+constexpr std::size_t k_max_method_labels = 256;
+constexpr std::string_view k_other_label = "(other)";
+
+// The method label is the name of the endpoint a call reached, as registered (an exact name,
+// dotted ones of add_method included), never the rest of what the caller wrote: "echo.<any
+// bytes>" is echo's. Names no longer registered, and the per-thread "(other)", are (other).
+std::vector<call_metrics_snapshot::method> by_label(const dispatcher::table* table,
+                                                    const std::vector<call_metrics_snapshot::method>& methods) {
+  std::map<std::string, call_metrics_snapshot::method, std::less<>> merged;
+  call_metrics_snapshot::method other;
+  other.name = k_other_label;
+  for (const auto& m : methods) {
+    const endpoint_slot* slot = table != nullptr && m.name != k_other_label ? table->find(m.name) : nullptr;
+    call_metrics_snapshot::method* into = &other;
+    if (slot != nullptr) {
+      auto it = merged.find(slot->name());
+      if (it == merged.end() && merged.size() < k_max_method_labels && slot->name() != k_other_label) {
+        it = merged.try_emplace(slot->name()).first;
+        it->second.name = slot->name();
+      }
+      if (it != merged.end()) into = &it->second;
+    }
+    for (std::size_t i = 0; i < status_count; ++i) into->by_status[i] += m.by_status[i];
+    into->processing.add(m.processing);
+  }
+  std::vector<call_metrics_snapshot::method> out;
+  out.reserve(merged.size() + 1);
+  for (auto& [name, m] : merged) out.push_back(std::move(m));
+  bool any_other = other.processing.count() != 0;
+  for (const auto n : other.by_status) any_other = any_other || n != 0;
+  if (any_other) out.push_back(std::move(other));
+  return out;
+}
+
+}  // namespace
+
+void server_core::fill_metrics(metrics_snapshot& m) const {
+  const server_stats st = stats();
+  const double uptime = _started_ns == 0 ? 0.0 : static_cast<double>(now_ns() - _started_ns) / 1e9;
+  m.gauge("ringrpc_uptime_seconds", "Seconds since the server started.").add(uptime);
+
+  // Calls. Names follow Hadoop's RpcMetrics where there is one (in the HELP text).
+  m.counter("ringrpc_rpc_calls_received_total",
+            "Requests and one-way messages read from clients [Hadoop: RpcQueueTimeNumOps counts the ones that ran].")
+      .add(static_cast<double>(st.calls_received));
+  auto& rejected = m.counter("ringrpc_rpc_calls_rejected_total",
+                             "Calls answered at once without running, by path.");
+  rejected.add(static_cast<double>(st.calls_rejected_busy), {{"path", "server_busy"}});
+  rejected.add(static_cast<double>(st.calls_rejected_stopping), {{"path", "shutting_down"}});
+  rejected.add(static_cast<double>(st.calls_unknown), {{"path", "unknown_method"}});
+  rejected.add(static_cast<double>(st.bad_frames), {{"path", "bad_frame"}});
+  m.counter("ringrpc_rpc_cancel_requests_total", "Cancel frames received.")
+      .add(static_cast<double>(st.cancel_requests));
+  m.counter("ringrpc_rpc_replies_written_total",
+            "Answers written to clients (or dropped because the client had gone).")
+      .add(static_cast<double>(st.calls_completed));
+
+  if (_options.metrics) {
+    const call_metrics_snapshot calls = _metrics.snapshot();
+    auto& completed = m.counter("ringrpc_rpc_calls_completed_total",
+                                "Calls that reached their endpoint, by the status of the answer.");
+    for (std::size_t i = 0; i < status_count; ++i) {
+      completed.add(static_cast<double>(calls.by_status[i]), {{"status", status_label(i)}});
+    }
+    m.histogram("ringrpc_rpc_queue_time_seconds",
+                "Time from receipt to the start of running [Hadoop: RpcQueueTime].")
+        .add(to_histogram(calls.queue_time));
+    m.histogram("ringrpc_rpc_processing_time_seconds",
+                "Time the endpoint ran [Hadoop: RpcProcessingTime].")
+        .add(to_histogram(calls.processing_time));
+    auto& per_method = m.counter("ringrpc_rpc_method_calls_total",
+                                 "Calls by method and status [Hadoop: RpcDetailedMetrics].");
+    auto& per_method_time = m.histogram("ringrpc_rpc_method_processing_time_seconds",
+                                        "Processing time by method [Hadoop: RpcDetailedMetrics].");
+    for (const auto& meth : by_label(_dispatcher.current().get(), calls.methods)) {
+      for (std::size_t i = 0; i < status_count; ++i) {
+        if (meth.by_status[i] == 0) continue;
+        per_method.add(static_cast<double>(meth.by_status[i]),
+                       {{"method", meth.name}, {"status", status_label(i)}});
+      }
+      per_method_time.add(to_histogram(meth.processing), {{"method", meth.name}});
+    }
+  }
+
+  // Pools.
+  std::uint64_t queued = 0;
+  auto& threads = m.gauge("ringrpc_pool_threads", "Threads alive in each pool.");
+  auto& active = m.gauge("ringrpc_pool_active_threads", "Threads running a task, per pool.");
+  auto& max_threads = m.gauge("ringrpc_pool_max_threads", "Maximum threads, per pool.");
+  auto& pool_queued = m.gauge("ringrpc_pool_queued_tasks", "Tasks waiting, per pool.");
+  auto& pool_rejected = m.counter("ringrpc_pool_rejected_total", "Work refused, per pool.");
+  auto& pool_completed = m.counter("ringrpc_pool_completed_total", "Tasks run, per pool.");
+  for (const pool_stats& p : _dispatcher.stats()) {
+    const std::vector<metric_label> l{{"pool", p.name}, {"kind", std::string(to_string(p.kind))}};
+    threads.add(p.threads, l);
+    active.add(p.active, l);
+    max_threads.add(p.max_threads, l);
+    pool_queued.add(static_cast<double>(p.queued), l);
+    pool_rejected.add(static_cast<double>(p.rejected), l);
+    pool_completed.add(static_cast<double>(p.completed), l);
+    queued += p.queued;
+  }
+  m.gauge("ringrpc_call_queue_length", "Calls waiting in all pools [Hadoop: CallQueueLength].")
+      .add(static_cast<double>(queued));
+
+  // Connections and bytes.
+  m.gauge("ringrpc_open_connections", "Connections open now [Hadoop: NumOpenConnections].")
+      .add(static_cast<double>(st.connections_open));
+  m.counter("ringrpc_connections_accepted_total", "Connections accepted.")
+      .add(static_cast<double>(st.connections_accepted));
+  auto& refused = m.counter("ringrpc_connections_refused_total",
+                            "Connections closed at once: max_connections, or a per-address limit.");
+  refused.add(static_cast<double>(st.connections_refused), {{"reason", "max_connections"}});
+  refused.add(static_cast<double>(st.connections_refused_per_address), {{"reason", "per_address"}});
+  m.counter("ringrpc_connections_idle_closed_total", "Connections closed after idle_timeout.")
+      .add(static_cast<double>(st.connections_idle_closed));
+  m.counter("ringrpc_connections_dead_closed_total",
+            "Connections the liveness check closed: reset or ended, but their receive never completed.")
+      .add(static_cast<double>(st.connections_dead_closed));
+  m.counter("ringrpc_received_bytes_total", "Bytes read from clients [Hadoop: ReceivedBytes].")
+      .add(static_cast<double>(st.bytes_in));
+  m.counter("ringrpc_sent_bytes_total", "Bytes written to clients [Hadoop: SentBytes].")
+      .add(static_cast<double>(st.bytes_out));
+  m.counter("ringrpc_partial_writes_total",
+            "Writes the kernel took in part; the rest was requeued at the head.")
+      .add(static_cast<double>(st.partial_writes));
+  m.counter("ringrpc_reads_paused_total", "Times a connection stopped being read for back-pressure.")
+      .add(static_cast<double>(st.reads_paused));
+  m.counter("ringrpc_event_loop_stalls_total", "Reader loop turns that held their thread over 10 ms.")
+      .add(static_cast<double>(st.event_loop_stalls));
+
+  // The memory budget (max_buffered_bytes) and the peers shed to keep it.
+  m.gauge("ringrpc_buffered_bytes", "Bytes held for peers: partial frames, admitted requests, unwritten replies.")
+      .add(static_cast<double>(st.buffered_bytes));
+  m.gauge("ringrpc_buffered_bytes_peak", "The most bytes held for peers at once since start.")
+      .add(static_cast<double>(st.buffered_bytes_peak));
+  m.gauge("ringrpc_buffered_bytes_limit", "max_buffered_bytes: the server-wide memory budget.")
+      .add(static_cast<double>(st.buffered_bytes_limit));
+  m.counter("ringrpc_budget_pauses_total", "Connections that stopped being read because the memory budget was exhausted.")
+      .add(static_cast<double>(st.budget_pauses));
+  m.counter("ringrpc_calls_rejected_memory_total", "Calls answered SERVER_BUSY because the memory budget was exhausted.")
+      .add(static_cast<double>(st.calls_rejected_memory));
+  auto& shed = m.counter("ringrpc_connections_shed_total", "Connections closed because their peer stalled.");
+  shed.add(static_cast<double>(st.connections_write_stalled), {{"reason", "write_stall"}});
+  shed.add(static_cast<double>(st.connections_frame_stalled), {{"reason", "frame_stall"}});
+  m.counter("ringrpc_out_of_memory_total", "Allocations that failed; one call or connection failed instead of the server.")
+      .add(static_cast<double>(st.out_of_memory));
+
+  // Event bus.
+  auto& dropped = m.counter("ringrpc_event_queue_dropped_total", "Events dropped by a full event queue.");
+  auto& depth = m.gauge("ringrpc_event_queue_depth", "Events waiting in each event queue.");
+  for (const auto& q : _bus->stats()) {
+    dropped.add(static_cast<double>(q.dropped), {{"queue", q.name}});
+    depth.add(static_cast<double>(q.depth), {{"queue", q.name}});
+  }
+}
+
+std::string server_core::metrics_text() const {
+  metrics_snapshot m;
+  fill_metrics(m);
+  return to_prometheus_text(m);
+}
+
+std::string server_core::metrics_json() const {
+  metrics_snapshot m;
+  fill_metrics(m);
+  return to_json(m);
+}
+
+std::string server_core::status_json() const {
+  nlohmann::json j;
+  j["version"] = RINGRPC_VERSION;
+  j["state"] = draining() ? "draining" : state() == server_state::running ? "running" : "stopped";
+  j["uptime_seconds"] = _started_ns == 0 ? 0.0 : static_cast<double>(now_ns() - _started_ns) / 1e9;
+  j["listen"] = _options.host + ":" + std::to_string(port());
+  server_config in_effect;
+  if (_config) in_effect = *_config;
+  in_effect.server = _options;
+  in_effect.admin = _admin_options;
+  j["config"] = nlohmann::json::parse(describe(in_effect, config_text_format::json));
+  nlohmann::json eps = nlohmann::json::array();
+  for (const auto& line : _dispatcher.describe_endpoints()) eps.push_back(line);
+  j["endpoints"] = eps;
+  nlohmann::json pools = nlohmann::json::array();
+  for (const pool_stats& p : _dispatcher.stats()) {
+    pools.push_back({{"name", p.name}, {"kind", to_string(p.kind)}, {"threads", p.threads},
+                     {"active", p.active}, {"max_threads", p.max_threads},
+                     {"queued", p.queued}, {"queue_capacity", p.queue_capacity},
+                     {"rejected", p.rejected}});
+  }
+  j["pools"] = pools;
+  return j.dump(2) + "\n";
+}
+
+std::string server_core::connections_json() const {
+  std::vector<connection_info> all;
+  for (const auto& r : _readers) r->snapshot_connections(all);
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.accepted_ns < b.accepted_ns; });
+  const std::int64_t now = now_ns();
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& c : all) {
+    arr.push_back({{"id", c.id},
+                   {"peer", c.peer},
+                   {"age_seconds", static_cast<double>(now - c.accepted_ns) / 1e9},
+                   {"calls_in_flight", c.calls_in_flight},
+                   {"queued_reply_bytes", c.queued_reply_bytes},
+                   {"paused", c.paused},
+                   {"reader", c.reader}});
+  }
+  nlohmann::json j;
+  j["count"] = all.size();
+  j["connections"] = arr;
+  return j.dump(2) + "\n";
+}
+
+void server_core::start_admin() {
+  admin_server_options o;
+  o.host = _admin_options.host;
+  o.port = _admin_options.port;
+  _admin = std::make_unique<admin_server>(o);
+  auto json_page = [](std::string body) {
+    http_response r;
+    r.content_type = "application/json";
+    r.body = std::move(body);
+    return r;
+  };
+  _admin->route("/metrics", [this] {
+    http_response r;
+    r.content_type = std::string(prometheus_content_type);
+    r.body = metrics_text();
+    return r;
+  });
+  _admin->route("/metrics.json", [this, json_page] { return json_page(metrics_json()); });
+  _admin->route("/status", [this, json_page] { return json_page(status_json()); });
+  _admin->route("/connections", [this, json_page] { return json_page(connections_json()); });
+  // Liveness: the process answers. Readiness: it takes new calls (false while draining). Both
+  // are probes: answered even while idle clients hold every slot, or an orchestrator restarts
+  // a healthy server.
+  _admin->route("/healthz", [] {
+    http_response r;
+    r.body = "ok\n";
+    return r;
+  }, route_kind::probe);
+  _admin->route("/readyz", [this] {
+    http_response r;
+    const bool ready = state() == server_state::running;
+    r.status = ready ? 200 : 503;
+    r.body = ready ? "ready\n" : "draining\n";
+    return r;
+  }, route_kind::probe);
+  _admin->start();
+}
+
+}  // namespace ringrpc::detail

@@ -1,0 +1,133 @@
+#pragma once
+// One accepted client connection, shared by its reader, the handlers and the responder.
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "exec/call.hpp"
+#include "wire/frame_assembler.hpp"
+#include "base/write_queue.hpp"
+
+namespace ringrpc::detail {
+
+class reader;
+
+/// Lifetime: reference counted. The reader holds one reference from hand-off until it has seen
+/// the final completion of the connection's receive; every call holds one; a resume message in
+/// flight holds one. Whoever drops the last reference closes the socket and frees the object,
+/// so the fd is never reused while any request of ours could still name it.
+///
+/// Fields are grouped by the thread that owns them; only the atomics are shared.
+struct connection {
+  connection(int fd_, reader* owner_, std::uint32_t max_frame) noexcept
+      : fd(fd_), owner(owner_), assembler(max_frame) {}
+  ~connection();  // closes the socket and tells the owning reader (connection.cpp)
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  // --- shared
+  const int fd;
+  reader* const owner;
+  std::atomic<std::uint32_t> refs{1};
+  std::atomic<std::uint32_t> outstanding{0};  // calls accepted and not yet released
+  std::atomic<bool> backlogged{false};        // responder: too many reply bytes queued
+  std::atomic<bool> paused{false};            // reader stopped reading for back-pressure
+  std::atomic<bool> write_failed{false};      // responder: the peer cannot take replies
+  std::atomic<bool> gone{false};  // reader: EOF, reset or closed; running handlers may give up
+  std::uint64_t id = 0;           // set at hand-off, before anyone else sees the connection
+  std::string peer;               // "address:port", likewise
+  std::string peer_host;          // the address alone, counted in peer_limits while open
+  std::int64_t accepted_ns = 0;   // likewise (steady clock)
+  std::atomic<std::int64_t> last_write_ns{0};   // responder: last write completion
+  std::atomic<std::size_t> queued_bytes{0};     // responder: reply bytes not yet written
+  /// Responder: when replies began waiting with no byte accepted since (0: none wait). The
+  /// reader's sweep sheds a connection whose peer has not read for write_stall_timeout.
+  std::atomic<std::int64_t> write_stalled_since_ns{0};
+  /// Request bytes of calls accepted and not yet released (reader adds, responder subtracts).
+  std::atomic<std::size_t> request_bytes{0};
+  /// Calls admitted over the fair share and not yet released (reader adds, responder
+  /// subtracts): while any are, later calls of this connection follow them (no reordering).
+  std::atomic<std::int32_t> over_share_pending{0};
+
+  /// Cancel frames name calls by id; the set stays tiny (ids leave it when their call is
+  /// released), so handlers polling cancelled() pay one relaxed load while nobody cancels.
+  bool is_cancelled(std::uint64_t call_id) noexcept {
+    if (gone.load(std::memory_order_relaxed) || write_failed.load(std::memory_order_relaxed)) {
+      return true;
+    }
+    if (cancel_count.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard lock(cancel_mu);
+    return std::find(cancelled_ids.begin(), cancelled_ids.end(), call_id) != cancelled_ids.end();
+  }
+  void note_cancel(std::uint64_t call_id) {
+    std::lock_guard lock(cancel_mu);
+    // A cancel for a call that already finished would linger; keep the set bounded.
+    if (cancelled_ids.size() >= max_cancelled_ids) cancelled_ids.erase(cancelled_ids.begin());
+    cancelled_ids.push_back(call_id);
+    cancel_count.store(static_cast<std::uint32_t>(cancelled_ids.size()), std::memory_order_release);
+  }
+  void forget_cancel(std::uint64_t call_id) noexcept {
+    if (cancel_count.load(std::memory_order_acquire) == 0) return;
+    std::lock_guard lock(cancel_mu);
+    std::erase(cancelled_ids, call_id);
+    cancel_count.store(static_cast<std::uint32_t>(cancelled_ids.size()), std::memory_order_release);
+  }
+
+  static constexpr std::size_t max_cancelled_ids = 256;
+  std::atomic<std::uint32_t> cancel_count{0};
+  std::mutex cancel_mu;
+  std::vector<std::uint64_t> cancelled_ids;
+
+  // --- reader thread
+  frame_assembler assembler;
+  connection* live_prev = nullptr;  // the reader's list of its connections
+  connection* live_next = nullptr;
+  bool recv_armed = false;
+  bool eof = false;
+  bool half_closed = false;  // the peer ended its stream cleanly (FIN), not a reset
+  bool closing = false;   // no further frames are accepted; finish when the recv has ended
+  bool cancel_sent = false;
+  bool finished = false;  // the reader has let go; only the release is pending
+  bool budget_paused = false;  // not read while the server's memory budget is exhausted
+  bool liveness_checked = false;  // looked at once in this silence (reader::check_liveness)
+  std::size_t assembler_charged = 0;  // assembler capacity charged to the memory budget
+  std::int64_t last_read_ns = 0;  // reader turn in which bytes last arrived
+  const char* close_reason = nullptr;  // why the reader closed it ("idle", ...); null: peer did
+  std::string failure;    // why the connection failed, if it did (for on_network_error)
+
+  // --- responder thread
+  static constexpr std::size_t max_iov = 64;
+  write_queue<call> replies;
+  bool write_in_flight = false;
+  bool dirty = false;  // listed for a write at the end of this responder turn
+  bool shut_down = false;  // the responder shut the socket down while stopping
+  connection* writing_prev = nullptr;  // the responder's list of connections with replies queued
+  connection* writing_next = nullptr;
+  bool writing_linked = false;
+  msghdr msg{};
+  iovec iov[max_iov];
+};
+
+/// Drops one reference; the last one closes and frees the connection.
+inline void release(connection* c) noexcept {
+  if (c->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete c;
+}
+
+inline void retain(connection* c) noexcept { c->refs.fetch_add(1, std::memory_order_relaxed); }
+
+/// Reading must pause while the connection has too many calls or request bytes in flight, or
+/// too many reply bytes unwritten.
+inline bool over_limits(const connection* c, unsigned max_inflight, std::size_t max_inflight_bytes) noexcept {
+  return c->outstanding.load(std::memory_order_seq_cst) >= max_inflight ||
+         c->request_bytes.load(std::memory_order_seq_cst) >= max_inflight_bytes ||
+         c->backlogged.load(std::memory_order_seq_cst);
+}
+
+}  // namespace ringrpc::detail

@@ -1,0 +1,164 @@
+#pragma once
+// A reader ring: receives from its connections, cuts frames, verifies them, dispatches calls.
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+#include <thread>
+
+#include "exec/call.hpp"
+#include "server/connection.hpp"
+#include "base/counter.hpp"
+#include "exec/dispatcher.hpp"
+#include "wire/frame_codec.hpp"
+#include "server/memory_budget.hpp"
+#include "uring/provided_buffers.hpp"
+#include "uring/ring.hpp"
+#include "uring/ring_waker.hpp"
+
+namespace ringrpc::detail {
+
+class server_core;
+
+/// One connection as /connections shows it.
+struct connection_info {
+  std::uint64_t id = 0;
+  std::string peer;
+  std::int64_t accepted_ns = 0;
+  std::uint32_t calls_in_flight = 0;
+  std::size_t queued_reply_bytes = 0;
+  bool paused = false;
+  unsigned reader = 0;
+};
+
+/// One thread, one ring, one provided-buffer ring. Each connection has one multishot recv
+/// armed; completed frames become calls on the shared call queue, or are answered at once
+/// (unknown method, bad frame, busy, shutting down) through the responder. Calls pushed in one
+/// loop turn wake the handlers once.
+class reader {
+ public:
+  reader(server_core& core, unsigned index);
+  ~reader();
+
+  /// Starts the thread and returns once its ring exists (its fd is needed for hand-offs).
+  void start(const uring_features& features);
+  int ring_fd() const noexcept { return _ring_fd.load(std::memory_order_acquire); }
+
+  /// Draining: wake up so frames already received are answered SHUTTING_DOWN.
+  void notify() noexcept { _waker.notify(); }
+  /// Stop reading: cancel every receive (nothing new gets in).
+  void quiesce() noexcept;
+  /// True once the reader thread has acted on quiesce(): frames it read before are answered.
+  bool quiesced() const noexcept { return _quiesce_acked.load(std::memory_order_acquire); }
+  /// Shuts every connection down; the thread exits once none of them exists any more.
+  void close_all() noexcept;
+  void join();
+  /// True once the thread has left its loop (every connection of this reader is gone).
+  bool exited() const noexcept { return _exited.load(std::memory_order_acquire); }
+  /// Called by ~connection on whichever thread drops the last reference.
+  void connection_destroyed() noexcept;
+
+  // Stats (any thread).
+  std::uint64_t accepted() const noexcept { return _accepted.get(); }
+  std::uint64_t finished() const noexcept { return _finished.get(); }
+  std::uint64_t calls_received() const noexcept { return _received.get(); }
+  std::uint64_t calls_created() const noexcept { return _created.get(); }
+  std::uint64_t calls_enqueued() const noexcept { return _enqueued.get(); }
+  std::uint64_t rejected_busy() const noexcept { return _busy.get(); }
+  std::uint64_t rejected_stopping() const noexcept { return _stopping.get(); }
+  std::uint64_t unknown() const noexcept { return _unknown.get(); }
+  std::uint64_t cancels() const noexcept { return _cancels.get(); }
+  std::uint64_t refused() const noexcept { return _refused.get(); }
+  std::uint64_t refused_per_address() const noexcept { return _refused_per_address.get(); }
+  std::uint64_t idle_closed() const noexcept { return _idle_closed.get(); }
+  std::uint64_t stalls() const noexcept { return _stalls.get(); }
+  /// The connections of this reader now (any thread; for /connections).
+  void snapshot_connections(std::vector<connection_info>& out) const;
+  std::uint64_t bad_frames() const noexcept { return _bad_frames.get(); }
+  std::uint64_t pauses() const noexcept { return _pauses.get(); }
+  std::uint64_t bytes_in() const noexcept { return _bytes_in.get(); }
+  std::uint64_t budget_pauses() const noexcept { return _budget_pauses.get(); }
+  std::uint64_t rejected_memory() const noexcept { return _rejected_memory.get(); }
+  std::uint64_t write_stalled() const noexcept { return _write_stalled.get(); }
+  std::uint64_t frame_stalled() const noexcept { return _frame_stalled.get(); }
+  std::uint64_t dead_closed() const noexcept { return _dead_closed.get(); }
+
+ private:
+  void run(const uring_features& features, std::promise<void>& ready);
+  void handle(const io_uring_cqe& cqe);
+  void on_handoff(int fd);
+  void on_recv(connection* c, const io_uring_cqe& cqe);
+  void on_resume(connection* c);
+  bool on_frame(connection* c, std::span<const std::byte> frame);
+  void deliver(connection* c, std::span<const std::byte> data);
+  void drain_kept(connection* c);
+  bool should_pause(connection* c) const noexcept;
+  bool pause(connection* c) noexcept;
+  void arm_recv(connection* c) noexcept;
+  void cancel_recv(connection* c) noexcept;
+  void start_close(connection* c) noexcept;
+  void maybe_finish(connection* c) noexcept;
+  call* new_call(connection* c) noexcept;
+  void dispatch(call* k, const frame_view& v);
+  void notify_endpoints(connection* c, call_purpose purpose, std::string_view text = {});
+  void arm_sweep_timer() noexcept;
+  void sweep() noexcept;
+  void shed(connection* c, const char* reason, counter& count) noexcept;
+  bool peer_left(connection* c) noexcept;
+  bool check_liveness(connection* c) noexcept;
+  void give_back_memory() noexcept;
+  void charge_assembler(connection* c) noexcept;
+  void apply_budget() noexcept;
+  void out_of_memory(connection* c, const char* what) noexcept;
+  void refuse_connection(int fd) noexcept;
+  void refuse_connection(int fd, const char* knob, unsigned value, const std::string& why) noexcept;
+  void note_submitted(thread_pool* p) noexcept;
+  void refresh_table() noexcept;
+  void answer(call* c, std::uint64_t id, wire::Kind kind, status code, std::string_view message,
+              std::uint32_t retry_after_ms = 0) noexcept;
+  void end_of_turn() noexcept;
+
+  server_core& _core;
+  const unsigned _index;
+  ring* _ring = nullptr;
+  provided_buffers* _buffers = nullptr;
+  std::thread _thread;
+  std::atomic<int> _ring_fd{-1};
+  ring_waker _waker;
+  std::atomic<bool> _quiesce{false};
+  std::atomic<bool> _close_all{false};
+  std::atomic<bool> _quiesce_acked{false};
+  std::atomic<bool> _exited{false};
+  std::atomic<std::size_t> _alive{0};  // connections of ours not yet destroyed
+  bool _quiesced = false;
+  bool _closing_all = false;
+  connection* _live = nullptr;  // intrusive list of this reader's connections
+  std::vector<connection*> _rearm;
+  std::vector<connection*> _to_release;
+  std::shared_ptr<const dispatcher::table> _table;  // the routing table this thread uses
+  std::uint64_t _table_version = 0;
+  std::vector<std::pair<thread_pool*, unsigned>> _to_wake;  // pools given work this turn
+  std::uint64_t _next_connection = 0;
+  std::uint32_t _posted_this_turn = 0;
+  frame_encoder _encoder;
+  counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
+      _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls, _budget_pauses,
+      _rejected_memory, _write_stalled, _frame_stalled, _dead_closed, _liveness_kicked,
+      _refused_per_address;
+  memory_budget::account _account;  // this reader's share of the server's memory budget
+  std::size_t _budget_paused = 0;   // connections of ours paused for the budget
+  call* _unposted = nullptr;    // the call on_frame is dispatching, until someone owns it
+  std::int64_t _trim_mark = 0;  // the budget's high since memory was last handed back
+  std::int64_t _turn_ns = 0;  // clock at the start of this loop turn
+  bool _sweep_due = false;
+  __kernel_timespec _sweep_ts{};
+  mutable std::mutex _live_mu;  // guards the links of _live (the reader alone mutates them)
+  /// A loop turn longer than this counts as an event-loop stall.
+  static constexpr std::int64_t stall_threshold_ns = 10'000'000;
+};
+
+}  // namespace ringrpc::detail

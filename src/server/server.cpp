@@ -1,0 +1,226 @@
+#include "ringrpc/server.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+#include "ops/log.hpp"
+#include "ringrpc/config.hpp"
+#include "server/server_core.hpp"
+
+namespace ringrpc {
+
+namespace {
+
+using detail::encode_error;
+using detail::encode_reply;
+
+bool call_cancelled(const detail::call& c) noexcept {
+  if (c.abandoned.load(std::memory_order_relaxed)) return true;
+  return c.conn != nullptr && c.conn->is_cancelled(c.id);
+}
+
+std::chrono::nanoseconds call_remaining(const detail::call& c) noexcept {
+  if (c.deadline_ns == 0) return std::chrono::nanoseconds::max();
+  return std::chrono::nanoseconds(c.deadline_ns - detail::now_ns());
+}
+
+}  // namespace
+
+// --- call_context
+
+std::uint64_t call_context::call_id() const noexcept { return _call.id; }
+std::string_view call_context::method() const noexcept { return _call.method_name; }
+std::span<const std::byte> call_context::payload() const noexcept { return _call.payload; }
+bool call_context::has_deadline() const noexcept { return _call.deadline_ns != 0; }
+bool call_context::one_way() const noexcept { return _call.purpose != detail::call_purpose::request; }
+bool call_context::cancelled() const noexcept {
+  return call_cancelled(_call) || (_core != nullptr && _core->abandoning());
+}
+std::chrono::nanoseconds call_context::remaining() const noexcept { return call_remaining(_call); }
+
+void call_context::reply(std::span<const std::byte> payload) {
+  if (_deferred) return;
+  encode_reply(_call, payload);
+  _answered = true;
+}
+
+void call_context::fail(status code, std::string_view message) {
+  if (_deferred) return;
+  encode_error(_call, code, message);
+  _answered = true;
+}
+
+deferred_reply call_context::defer() {
+  if (_deferred) throw std::logic_error("call_context::defer() called twice");
+  if (_core == nullptr) throw std::logic_error("call_context::defer(): not a server call");
+  _deferred = true;
+  _call.reply.clear();
+  return deferred_reply(_core->defer(&_call));
+}
+
+// --- deferred_reply
+
+deferred_reply& deferred_reply::operator=(deferred_reply&& other) noexcept {
+  if (this != &other) {
+    if (_state) fail(status::internal, "deferred reply dropped without an answer");
+    _state = std::move(other._state);
+  }
+  return *this;
+}
+
+deferred_reply::~deferred_reply() {
+  if (_state) fail(status::internal, "deferred reply dropped without an answer");
+}
+
+namespace {
+
+/// The one answer of a deferred call: the first caller takes the call, encodes with `encode`,
+/// and hands it to the responder; later callers (and the stopping server's answer) find none.
+template <class Encode>
+bool answer_deferred(std::shared_ptr<detail::deferred_state> state, Encode&& encode) {
+  if (!state) return false;
+  std::unique_lock lock(state->mu);
+  detail::call* c = std::exchange(state->c, nullptr);
+  if (c == nullptr) return false;
+  if (c->purpose == detail::call_purpose::request) encode(*c);
+  state->core->deferred_answered(*state, c);
+  state->core->finish(c);
+  state->core->replies().notify();
+  return true;
+}
+
+}  // namespace
+
+bool deferred_reply::reply(std::span<const std::byte> payload) {
+  return answer_deferred(std::move(_state), [&](detail::call& c) { encode_reply(c, payload); });
+}
+
+bool deferred_reply::fail(status code, std::string_view message) {
+  return answer_deferred(std::move(_state), [&](detail::call& c) { encode_error(c, code, message); });
+}
+
+std::span<const std::byte> deferred_reply::payload() const noexcept {
+  if (!_state) return {};
+  std::lock_guard lock(_state->mu);
+  return _state->c ? _state->c->payload : std::span<const std::byte>{};
+}
+
+bool deferred_reply::cancelled() const noexcept {
+  if (!_state) return true;
+  std::lock_guard lock(_state->mu);
+  return _state->c == nullptr || call_cancelled(*_state->c);
+}
+
+std::chrono::nanoseconds deferred_reply::remaining() const noexcept {
+  if (!_state) return std::chrono::nanoseconds::zero();
+  std::lock_guard lock(_state->mu);
+  return _state->c ? call_remaining(*_state->c) : std::chrono::nanoseconds::zero();
+}
+
+deferred_reply::operator bool() const noexcept {
+  if (!_state) return false;
+  std::lock_guard lock(_state->mu);
+  return _state->c != nullptr;
+}
+
+// --- endpoint
+
+void endpoint::receive_and_reply(call_context& call) {
+  call.fail(status::unknown_method, "endpoint has no handler for calls to '" +
+                                        std::string(call.method()) + "'");
+}
+
+std::string_view to_string(dispatch_policy p) noexcept {
+  switch (p) {
+    case dispatch_policy::all: return "all";
+    case dispatch_policy::direct: return "direct";
+    case dispatch_policy::message: return "message";
+    case dispatch_policy::execution: return "execution";
+    case dispatch_policy::connection: return "connection";
+  }
+  return "unknown";
+}
+
+bool parse_dispatch_policy(std::string_view name, dispatch_policy& out) noexcept {
+  for (auto p : {dispatch_policy::all, dispatch_policy::direct, dispatch_policy::message,
+                 dispatch_policy::execution, dispatch_policy::connection}) {
+    if (to_string(p) == name) {
+      out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+// --- server
+
+namespace {
+
+/// add_method's adapter: one function serves both calls and one-way messages.
+class function_endpoint final : public endpoint {
+ public:
+  explicit function_endpoint(method_handler fn) : _fn(std::move(fn)) {}
+  void receive_and_reply(call_context& call) override { _fn(call); }
+  void receive(call_context& message) override { _fn(message); }
+  bool hears_connection_events() const override { return false; }
+
+ private:
+  method_handler _fn;
+};
+
+}  // namespace
+
+server::server(server_options options)
+    : _core(std::make_unique<detail::server_core>(std::move(options))) {}
+
+server::server(const server_config& config)
+    : _core(std::make_unique<detail::server_core>(config.server)) {
+  validate(config);
+  log::configure(config.logging);
+  _core->configure(config);
+}
+
+server::~server() = default;
+
+void server::add_pool(std::string name, pool_options options) {
+  _core->endpoints().add_pool(std::move(name), options);
+}
+
+void server::register_endpoint(std::string name, std::shared_ptr<endpoint> ep, endpoint_options options) {
+  if (const endpoint_options* o = _core->endpoint_override(name)) options = *o;
+  _core->endpoints().register_endpoint(std::move(name), std::move(ep), std::move(options), false);
+}
+
+bool server::unregister_endpoint(std::string_view name) {
+  return _core->endpoints().unregister_endpoint(name);
+}
+
+void server::add_method(std::string name, method_handler handler) {
+  if (!handler) throw std::invalid_argument("method '" + name + "' has no handler");
+  endpoint_options o;
+  o.policy = _core->options().default_policy;
+  if (const endpoint_options* c = _core->endpoint_override(name)) o = *c;
+  _core->endpoints().register_endpoint(std::move(name),
+                                       std::make_shared<function_endpoint>(std::move(handler)),
+                                       std::move(o), true);
+}
+
+bool server::post(std::string_view endpoint_name, std::span<const std::byte> payload) {
+  return _core->post_local(endpoint_name, payload);
+}
+
+std::size_t server::post_to_all(std::span<const std::byte> payload) {
+  return _core->post_local_to_all(payload);
+}
+
+void server::start() { _core->start(); }
+void server::stop() { _core->stop(); }
+std::uint16_t server::port() const noexcept { return _core->port(); }
+const server_options& server::options() const noexcept { return _core->options(); }
+server_stats server::stats() const { return _core->stats(); }
+std::vector<pool_stats> server::pool_stats_all() const { return _core->endpoints().stats(); }
+event_bus& server::events() noexcept { return _core->events(); }
+std::uint16_t server::admin_port() const noexcept { return _core->admin_port(); }
+std::string server::metrics_text() const { return _core->metrics_text(); }
+
+}  // namespace ringrpc

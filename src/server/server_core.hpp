@@ -1,0 +1,257 @@
+#pragma once
+// The server's parts and how they are wired; the public ringrpc::server is a facade over this.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "server/acceptor.hpp"
+#include "exec/call.hpp"
+#include "base/counter.hpp"
+#include "exec/dispatcher.hpp"
+#include "server/memory_budget.hpp"
+#include "server/peer_limits.hpp"
+#include "server/reader.hpp"
+#include "server/responder.hpp"
+#include "ringrpc/config.hpp"
+#include "ringrpc/event_bus.hpp"
+#include "server/server_metrics.hpp"
+#include "ringrpc/server.hpp"
+#include "uring/uring_probe.hpp"
+
+namespace ringrpc::detail {
+
+/// Steady-clock nanoseconds; the one clock of the pipeline (queue time, deadlines).
+inline std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+
+
+/// The next call this thread runs is timed for the histograms (the thread was idle: see
+/// server_core.cpp).
+void time_next_call() noexcept;
+
+/// Lifecycle: configured -> running -> draining (no new calls run; new ones get SHUTTING_DOWN)
+/// -> stopped.
+enum class server_state { configured, running, draining, stopped };
+
+/// A counter many threads add to (pool workers come and go): each thread writes its own
+/// cache line, the reader sums them.
+class sharded_counter {
+ public:
+  void add(std::uint64_t n = 1) noexcept {
+    _slots[slot_of_this_thread()].v.fetch_add(n, std::memory_order_relaxed);
+  }
+  std::uint64_t get() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& s : _slots) n += s.v.load(std::memory_order_relaxed);
+    return n;
+  }
+
+ private:
+  static std::size_t slot_of_this_thread() noexcept;
+  struct alignas(64) slot {
+    std::atomic<std::uint64_t> v{0};
+  };
+  std::array<slot, 16> _slots{};
+};
+
+/// Encodes a call's answer into c.reply on whichever thread answers (pool workers, readers
+/// running direct endpoints, threads answering deferred replies), with that thread's encoder.
+inline frame_encoder& thread_encoder() {
+  thread_local frame_encoder encoder;
+  return encoder;
+}
+inline void encode_reply(call& c, std::span<const std::byte> payload) {
+  frame_view f;
+  f.call_id = c.id;
+  f.kind = wire::Kind::Reply;
+  f.payload = payload;
+  thread_encoder().encode_into(f, c.reply);
+  c.answer_status = status::ok;
+}
+inline void encode_error(call& c, status code, std::string_view message) {
+  frame_view f;
+  f.call_id = c.id;
+  f.kind = wire::Kind::Error;
+  f.code = code == status::ok ? status::internal : code;
+  f.message = message;
+  thread_encoder().encode_into(f, c.reply);
+  c.answer_status = f.code;
+}
+
+/// The state a deferred_reply shares with the server (see call_context::defer).
+struct deferred_state : std::enable_shared_from_this<deferred_state> {
+  std::mutex mu;
+  call* c = nullptr;  // null once answered
+  server_core* core = nullptr;
+  bool listed = false;  // in the core's pending list (guarded by the core's mutex)
+};
+
+class admin_server;
+class metrics_snapshot;
+
+class server_core {
+ public:
+  explicit server_core(server_options options);
+  ~server_core();
+
+  /// Before start(): what a configuration file adds to the server options.
+  void configure(const server_config& config);
+  /// The options the configuration gives endpoint `name`, if it names it.
+  const endpoint_options* endpoint_override(std::string_view name) const noexcept;
+
+  void start();
+  void stop();
+
+  // --- used by the stages
+  const server_options& options() const noexcept { return _options; }
+  dispatcher& endpoints() noexcept { return _dispatcher; }
+  call_pool& pool() noexcept { return *_pool; }
+  memory_budget& budget() noexcept { return *_budget; }
+  peer_limits& peers() noexcept { return *_peers; }
+  /// Allocations that failed (a call or a connection was failed instead of the server).
+  void note_out_of_memory() noexcept { _out_of_memory.add(); }
+  responder& replies() noexcept { return *_responder; }
+  reader& reader_at(std::size_t i) noexcept { return *_readers[i]; }
+  std::size_t reader_count() const noexcept { return _readers.size(); }
+  server_state state() const noexcept { return _state.load(std::memory_order_acquire); }
+  bool draining() const noexcept { return state() >= server_state::draining; }
+  /// Set once the drain deadline passed: queued calls are answered SHUTTING_DOWN unrun.
+  bool abandoning() const noexcept { return _abandon.load(std::memory_order_acquire); }
+  thread_pool& ordered_pool() noexcept { return _dispatcher.ordered_pool(); }
+
+  /// A pool wired to this server: its workers wake the responder after each burst, and its
+  /// refusals are reported (rate-limited) on stderr.
+  std::unique_ptr<thread_pool> make_pool(const std::string& name, const pool_options& options,
+                                         bool quiet = false);
+  /// "3/4 threads busy, 1024/1024 queued", for refusal messages.
+  std::string pool_state(const thread_pool& p) const;
+
+  /// Runs one admitted call (or event) for `slot` on this thread and lets go of the call.
+  void run_call(endpoint_slot& slot, call* c) noexcept;
+  /// Answers an admitted call without running it (and settles it for stop()).
+  void refuse(call* c, status code, const std::string& message) noexcept;
+  /// Runs `fn`; an exception goes to the endpoint's on_error (whose own exception is dropped).
+  template <class Fn>
+  void guarded(endpoint_slot& slot, const char* what, Fn&& fn) noexcept;
+  void endpoint_stopped(endpoint_slot& slot) noexcept;
+
+  // Deferred replies.
+  std::shared_ptr<deferred_state> defer(call* c);
+  /// Sends the answer encoded in c->reply (or releases c when nothing goes back).
+  void finish(call* c) noexcept;
+  void deferred_answered(deferred_state& s, call* c) noexcept;
+  metrics_registry& metrics() noexcept { return _metrics; }
+  event_bus& events() noexcept { return *_bus; }
+  /// Posts an event built by `make` only if some queue wants `kind` (no allocation otherwise).
+  template <class Make>
+  void post_event(event_kind kind, Make&& make) noexcept {
+    if (!_bus->wants(kind)) return;
+    try {
+      event e = make();
+      e.kind = kind;
+      _bus->post(std::move(e));
+    } catch (...) {
+      // Out of memory building an event: the event is lost, the server goes on.
+    }
+  }
+
+  /// server::post / post_to_all.
+  bool post_local(std::string_view endpoint_name, std::span<const std::byte> payload);
+  std::size_t post_local_to_all(std::span<const std::byte> payload);
+
+  std::uint16_t port() const noexcept { return _acceptor ? _acceptor->port() : 0; }
+  std::uint16_t admin_port() const noexcept;
+  server_stats stats() const;
+
+  /// max_connections: true if one more connection may open (then release it when it closes).
+  bool admit_connection() noexcept {
+    const unsigned max = _options.max_connections;
+    if (_open_connections.fetch_add(1, std::memory_order_relaxed) >= max && max != 0) {
+      _open_connections.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+  void release_connection_slot() noexcept { _open_connections.fetch_sub(1, std::memory_order_relaxed); }
+  unsigned open_connections() const noexcept { return _open_connections.load(std::memory_order_relaxed); }
+
+  // Status pages (status_pages.cpp).
+  void fill_metrics(metrics_snapshot& out) const;
+  std::string metrics_text() const;
+  std::string metrics_json() const;
+  std::string status_json() const;
+  std::string connections_json() const;
+
+ private:
+  void execute(endpoint_slot& slot, call* c) noexcept;
+  void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept;
+  void abandon_deferred() noexcept;
+  void resolve_limits(std::size_t default_queue);
+  void join_async_stop() noexcept;
+  void stop_blocking();
+  void start_admin();
+  void record_completion(call* c) noexcept;
+  void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
+  std::uint64_t calls_created() const noexcept;
+  std::uint64_t calls_enqueued() const noexcept;
+  template <class Pred>
+  bool wait_until(Pred pred, std::chrono::steady_clock::time_point deadline);
+
+  server_options _options;
+  uring_features _features;
+  dispatcher _dispatcher{*this};
+  std::unique_ptr<memory_budget> _budget;
+  std::unique_ptr<peer_limits> _peers;
+  std::unique_ptr<call_pool> _pool;
+  std::unique_ptr<responder> _responder;
+  std::vector<std::unique_ptr<reader>> _readers;
+  std::unique_ptr<acceptor> _acceptor;
+  metrics_registry _metrics;
+  std::unique_ptr<event_bus> _bus;
+  admin_options _admin_options;
+  event_bus_config _events_config;
+  log_level _log_level = log_level::info;
+  std::optional<server_config> _config;  // as given, for /status
+  std::map<std::string, endpoint_options, std::less<>> _endpoint_overrides;
+  std::unique_ptr<admin_server> _admin;
+  std::chrono::system_clock::time_point _started_at{};
+  std::int64_t _started_ns = 0;
+  std::atomic<unsigned> _open_connections{0};
+  std::int64_t _slow_call_ns = 0;
+  sharded_counter _settled;  // admitted client calls that ran or were refused
+  sharded_counter _refused_busy;
+  sharded_counter _out_of_memory;  // admitted, then refused with their inbox (serial endpoints)
+  std::atomic<server_state> _state{server_state::configured};
+  std::atomic<bool> _abandon{false};
+  std::mutex _stop_mu;        // one stop() at a time; later callers wait for it
+  std::mutex _async_stop_mu;  // guards _async_stop
+  std::thread _async_stop;    // stop() called from a handler runs here
+  std::mutex _deferred_mu;
+  std::unordered_set<deferred_state*> _deferred;  // unanswered deferred replies
+};
+
+template <class Fn>
+void server_core::guarded(endpoint_slot& slot, const char* what, Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    report_error(slot, what, e.what());
+  } catch (...) {
+    report_error(slot, what, "a non-standard exception");
+  }
+}
+
+}  // namespace ringrpc::detail

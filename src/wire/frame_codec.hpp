@@ -1,0 +1,73 @@
+#pragma once
+// Encoding and verified decoding of ringrpc frames (u32 LE length prefix + FlatBuffers body).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <flatbuffers/flatbuffers.h>
+
+#include "wire/frame_generated.h"
+#include "ringrpc/status.hpp"
+
+namespace ringrpc::detail {
+
+/// Bytes of the length prefix in front of every frame body.
+inline constexpr std::size_t frame_prefix_bytes = 4;
+
+/// Reads the little-endian body length at the start of a frame. `p` needs 4 readable bytes.
+inline std::uint32_t read_frame_length(const std::byte* p) noexcept {
+  return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
+         static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+}
+
+/// The fields of one frame, as views. Views point into the buffer they were decoded from.
+struct frame_view {
+  std::uint64_t call_id = 0;
+  wire::Kind kind = wire::Kind::Request;
+  std::string_view method;
+  std::uint64_t timeout_us = 0;
+  std::span<const std::byte> payload;
+  status code = status::ok;
+  std::string_view message;
+  std::uint32_t retry_after_ms = 0;
+};
+
+/// Builds frames. Not thread-safe: keep one per thread. The returned span stays valid until the
+/// next encode on the same encoder.
+class frame_encoder {
+ public:
+  frame_encoder() : _fbb(256) {}
+
+  /// Encodes `f` as one complete frame, length prefix included.
+  std::span<const std::byte> encode(const frame_view& f);
+
+  /// Encodes into `out` (replacing its contents), reusing its capacity.
+  void encode_into(const frame_view& f, std::vector<std::byte>& out) {
+    auto bytes = encode(f);
+    out.assign(bytes.begin(), bytes.end());
+    // Each thread keeps one encoder for its life: one huge frame must not pin its builder.
+    if (bytes.size() > keep_bytes) _fbb.Reset();
+  }
+
+  static constexpr std::size_t keep_bytes = 64 * 1024;
+
+ private:
+  flatbuffers::FlatBufferBuilder _fbb;
+};
+
+/// What decoding a complete frame gave.
+enum class decode_outcome {
+  ok,                 ///< `view` holds every field
+  malformed_with_id,  ///< verification failed (or unknown kind) but `view.call_id` is readable
+  malformed,          ///< verification failed and nothing can be trusted
+};
+
+/// Verifies and decodes one complete frame: `frame` starts at the length prefix and holds exactly
+/// 4 + length bytes. It must be 8-byte aligned, because FlatBuffers aligns scalars relative to
+/// the start of a size-prefixed buffer and reading them unaligned is undefined behaviour.
+decode_outcome decode_frame(std::span<const std::byte> frame, frame_view& view) noexcept;
+
+}  // namespace ringrpc::detail

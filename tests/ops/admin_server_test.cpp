@@ -1,0 +1,381 @@
+// The status-page HTTP server over real loopback sockets: routes, status codes, limits, and
+// clients that stall or never read while others are served.
+
+#include "ops/admin_server.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+using namespace ringrpc::detail;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using namespace std::chrono_literals;
+
+namespace {
+
+int connect_to(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::system_error(errno, std::system_category(), "socket");
+  timeval tv{};
+  tv.tv_sec = 10;  // a hung server fails the test instead of hanging it
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw std::system_error(e, std::system_category(), "connect");
+  }
+  return fd;
+}
+
+void send_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n <= 0) return;  // the server may close early (431, 400): what it sent is still readable
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;  // SO_RCVTIMEO sockets see it without a handler
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+// One request on a fresh connection; the whole response (the server closes after it).
+std::string http_exchange(std::uint16_t port, std::string_view request) {
+  const int fd = connect_to(port);
+  send_all(fd, request);
+  std::string r = read_all(fd);
+  ::close(fd);
+  return r;
+}
+
+int status_of(const std::string& response) {
+  if (!response.starts_with("HTTP/1.1 ") || response.size() < 12) return -1;
+  return std::stoi(response.substr(9, 3));
+}
+
+std::string body_of(const std::string& response) {
+  const auto p = response.find("\r\n\r\n");
+  return p == std::string::npos ? std::string() : response.substr(p + 4);
+}
+
+std::string get(std::uint16_t port, std::string_view path) {
+  return http_exchange(port, "GET " + std::string(path) + " HTTP/1.1\r\nHost: localhost\r\n\r\n");
+}
+
+class AdminServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server.route("/hello", [] { return http_response{200, "text/plain; charset=utf-8", "hello\n"}; });
+    server.route("/echo-query", [](const http_request& r) {
+      return http_response{200, "text/plain", r.method + " " + r.path + " ? " + r.query};
+    });
+    server.route("/throws", []() -> http_response { throw std::runtime_error("boom"); });
+    server.route("/big", [] { return http_response{200, "application/octet-stream", std::string(8 << 20, 'x')}; });
+    server.route("/not-ready", [] { return http_response{503, "text/plain", "draining\n"}; });
+  }
+
+  static admin_server_options fast_options() {
+    admin_server_options o;
+    // Long enough that the timing checks below hold on a loaded machine under sanitizers, short
+    // enough to keep the tests quick.
+    o.read_timeout = 1500ms;
+    o.write_timeout = 3s;
+    return o;
+  }
+
+  admin_server server{fast_options()};
+};
+
+}  // namespace
+
+TEST_F(AdminServer, ServesARoute) {
+  server.start();
+  ASSERT_NE(server.port(), 0);
+  const std::string r = get(server.port(), "/hello");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(r, HasSubstr("\r\nContent-Type: text/plain; charset=utf-8\r\n"));
+  EXPECT_THAT(r, HasSubstr("\r\nContent-Length: 6\r\n"));
+  EXPECT_THAT(r, HasSubstr("\r\nConnection: close\r\n"));
+  EXPECT_EQ(body_of(r), "hello\n");
+  EXPECT_EQ(server.address(), "127.0.0.1:" + std::to_string(server.port()));
+}
+
+TEST_F(AdminServer, HeadHasHeadersButNoBody) {
+  server.start();
+  const std::string r = http_exchange(server.port(), "HEAD /hello HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(status_of(r), 200);
+  EXPECT_THAT(r, HasSubstr("Content-Length: 6\r\n"));
+  EXPECT_EQ(body_of(r), "");
+}
+
+TEST_F(AdminServer, QueryGoesToTheHandlerAndHttp10Works) {
+  server.start();
+  const std::string r = http_exchange(server.port(), "GET /echo-query?limit=5&x=y HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(status_of(r), 200);
+  EXPECT_EQ(body_of(r), "GET /echo-query ? limit=5&x=y");
+}
+
+TEST_F(AdminServer, HandlerStatusIsPassedThrough) {
+  server.start();
+  EXPECT_EQ(status_of(get(server.port(), "/not-ready")), 503);
+}
+
+TEST_F(AdminServer, UnknownPathIs404) {
+  server.start();
+  const std::string r = get(server.port(), "/nope");
+  EXPECT_EQ(status_of(r), 404);
+  EXPECT_THAT(body_of(r), HasSubstr("/hello"));  // lists the pages there are
+}
+
+TEST_F(AdminServer, OtherMethodsAre405) {
+  server.start();
+  for (const char* m : {"POST", "PUT", "DELETE", "OPTIONS"}) {
+    const std::string r = http_exchange(server.port(), std::string(m) + " /hello HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    EXPECT_EQ(status_of(r), 405) << m;
+    EXPECT_THAT(r, HasSubstr("\r\nAllow: GET, HEAD\r\n")) << m;
+  }
+}
+
+TEST_F(AdminServer, GarbageIs400) {
+  server.start();
+  EXPECT_EQ(status_of(http_exchange(server.port(), "hello\r\n\r\n")), 400);
+  EXPECT_EQ(status_of(http_exchange(server.port(), "GET /hello\r\n\r\n")), 400);          // no version
+  EXPECT_EQ(status_of(http_exchange(server.port(), "GET  /hello HTTP/1.1\r\n\r\n")), 400);  // two spaces
+  EXPECT_EQ(status_of(http_exchange(server.port(), "GET hello HTTP/1.1\r\n\r\n")), 400);   // not a path
+  EXPECT_EQ(status_of(http_exchange(server.port(), "GET /hello HTTP/9\r\n\r\n")), 400);
+  EXPECT_EQ(status_of(http_exchange(server.port(), "GET /hello HTTP/1.1\r\nno colon\r\n\r\n")), 400);
+  EXPECT_EQ(status_of(http_exchange(server.port(), std::string("\x16\x03\x01\x02\x00\x01\x00\r\n", 10))), 400);
+}
+
+TEST_F(AdminServer, BadRequestLineIsAnsweredWithoutWaitingForTheHeaders) {
+  server.start();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(status_of(http_exchange(server.port(), "NOT HTTP AT ALL\r\nmore")), 400);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);  // well before the read timeout
+}
+
+TEST_F(AdminServer, OversizeRequestIs431) {
+  server.start();
+  const std::string big = "GET /hello HTTP/1.1\r\nX-Filler: " + std::string(9000, 'a') + "\r\n\r\n";
+  EXPECT_EQ(status_of(http_exchange(server.port(), big)), 431);
+  // Without a terminating blank line at all, the limit still ends it.
+  EXPECT_EQ(status_of(http_exchange(server.port(), "GET /hello HTTP/1.1\r\nX: " + std::string(20000, 'b'))), 431);
+  // Just under the limit is fine.
+  const std::string fits = "GET /hello HTTP/1.1\r\nX: " + std::string(8000, 'c') + "\r\n\r\n";
+  ASSERT_LE(fits.size(), 8192u);
+  EXPECT_EQ(status_of(http_exchange(server.port(), fits)), 200);
+}
+
+TEST_F(AdminServer, HandlerExceptionIs500) {
+  server.start();
+  const std::string r = get(server.port(), "/throws");
+  EXPECT_EQ(status_of(r), 500);
+  EXPECT_THAT(body_of(r), HasSubstr("boom"));
+}
+
+TEST_F(AdminServer, SlowClientGets408AndDoesNotBlockOthers) {
+  server.start();
+  const int slow = connect_to(server.port());
+  send_all(slow, "GET /hel");  // and nothing more
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(status_of(get(server.port(), "/hello")), 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);  // served while the slow one waits
+  const std::string r = read_all(slow);  // the server gives up after read_timeout
+  ::close(slow);
+  EXPECT_EQ(status_of(r), 408);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 1400ms);
+}
+
+TEST_F(AdminServer, ClientThatNeverReadsDoesNotBlockOthers) {
+  server.start();
+  const int lazy = connect_to(server.port());
+  send_all(lazy, "GET /big HTTP/1.1\r\n\r\n");  // 8 MiB that it will not read
+  std::this_thread::sleep_for(50ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(status_of(get(server.port(), "/hello")), 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  ::close(lazy);
+}
+
+TEST_F(AdminServer, TooManyConnectionsGet503) {
+  admin_server_options o = fast_options();
+  o.max_connections = 2;
+  o.read_timeout = 2s;
+  admin_server small(o);
+  small.route("/hello", [] { return http_response{200, "text/plain", "hi"}; });
+  small.start();
+  const int a = connect_to(small.port());
+  const int b = connect_to(small.port());
+  std::this_thread::sleep_for(100ms);  // both accepted and holding their slots
+  EXPECT_EQ(status_of(get(small.port(), "/hello")), 503);
+  ::close(a);
+  ::close(b);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(status_of(get(small.port(), "/hello")), 200);
+}
+
+TEST_F(AdminServer, ManyConcurrentClients) {
+  server.start();
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 25; ++i) ok += status_of(get(server.port(), "/hello")) == 200 ? 1 : 0;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 200);
+}
+
+TEST_F(AdminServer, StopClosesTheListenerAndIsIdempotent) {
+  server.start();
+  const std::uint16_t port = server.port();
+  const int idle = connect_to(port);  // open connections do not hold stop() up
+  server.stop();
+  server.stop();
+  EXPECT_THROW(connect_to(port), std::system_error);
+  EXPECT_EQ(read_all(idle), "");
+  ::close(idle);
+}
+
+TEST_F(AdminServer, RouteAfterStartIsAnError) {
+  server.start();
+  EXPECT_THROW(server.route("/late", [] { return http_response{}; }), std::logic_error);
+}
+
+TEST_F(AdminServer, TakenPortIsAClearError) {
+  server.start();
+  admin_server_options o;
+  o.port = server.port();
+  admin_server second(o);
+  try {
+    second.start();
+    FAIL();
+  } catch (const std::system_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("admin server: cannot listen on 127.0.0.1:" + std::to_string(server.port())));
+    EXPECT_EQ(e.code().value(), EADDRINUSE);
+  }
+}
+
+TEST(AdminServerProbes, HealthIsAnsweredWhileIdleClientsHoldEverySlot) {
+  admin_server_options o;  // the defaults: 32 slots, a 2 s read timeout
+  admin_server s(o);
+  s.route("/healthz", [] { return http_response{200, "text/plain", "ok\n"}; }, route_kind::probe);
+  s.route("/readyz", [] { return http_response{200, "text/plain", "ready\n"}; }, route_kind::probe);
+  s.route("/metrics", [] { return http_response{200, "text/plain", "m\n"}; });
+  s.start();
+  std::vector<int> idle;
+  auto open_idle = [&](int n) {
+    for (int i = 0; i < n; ++i) idle.push_back(connect_to(s.port()));  // connect, say nothing
+    std::this_thread::sleep_for(100ms);  // all accepted
+  };
+  open_idle(45);  // more than the 32 slots: before, every probe got 503 until they timed out
+  int healthy = 0;
+  for (int i = 0; i < 20; ++i) healthy += status_of(get(s.port(), i % 2 == 0 ? "/healthz" : "/readyz")) == 200;
+  EXPECT_EQ(healthy, 20);
+  // A page that is not a probe still waits for a slot.
+  EXPECT_EQ(status_of(get(s.port(), "/metrics")), 503);
+  open_idle(60);  // more than the slots and the probe room together
+  healthy = 0;
+  for (int i = 0; i < 20; ++i) healthy += status_of(get(s.port(), "/healthz")) == 200;
+  EXPECT_EQ(healthy, 20);
+  for (const int fd : idle) ::close(fd);
+}
+
+namespace {
+
+// CPU seconds this process has used.
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The child of OutOfFileDescriptorsBacksOff: 0 when it passed, else which check failed.
+int run_out_of_fds_child() {
+  const rlimit low{48, 48};
+  if (::setrlimit(RLIMIT_NOFILE, &low) != 0) return 2;
+  admin_server s;
+  s.route("/healthz", [] { return http_response{200, "text/plain", "ok\n"}; }, route_kind::probe);
+  s.start();
+  const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // before the fds run out
+  if (client < 0) return 3;
+  std::vector<int> fillers;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fillers.push_back(fd);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(s.port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // The kernel completes the handshake into the backlog; accept() then fails with EMFILE.
+  if (::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 4;
+  send_all(client, "GET /healthz HTTP/1.1\r\n\r\n");
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(1s);
+  const double used = cpu_seconds() - before;
+  // Before: the listener stayed readable and the loop spun a whole core (~1 s in 1 s).
+  if (used > 0.3) {
+    std::fprintf(stderr, "admin thread used %.3f s of CPU in 1 s while out of fds\n", used);
+    return 5;
+  }
+  if (s.accept_failures() == 0) return 6;  // the fds did not run out: the test proved nothing
+  for (const int fd : fillers) ::close(fd);
+  timeval tv{};
+  tv.tv_sec = 5;
+  ::setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  // Once fds are back, the waiting connection is served.
+  if (status_of(read_all(client)) != 200) return 7;
+  ::close(client);
+  return 0;
+}
+
+}  // namespace
+
+TEST(AdminServerAccept, OutOfFileDescriptorsBacksOffInsteadOfSpinning) {
+  // A child, so lowering RLIMIT_NOFILE and exhausting it touches nothing else of the test run.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(run_out_of_fds_child());
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL() << "the child did not finish within 30 s";
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2 setrlimit, 3 socket, 4 connect, 5 CPU spin, 6 no EMFILE, 7 not served";
+}

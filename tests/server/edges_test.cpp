@@ -1,0 +1,382 @@
+// Every edge behaves as docs/protocol.md says: half-close, stale cancels, the reserved call id 0,
+// huge timeouts, unknown kinds. A loopback server and raw sockets that send exact bytes.
+
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <atomic>
+#include <system_error>
+#include <thread>
+
+#include "ringrpc/client.hpp"
+#include "ringrpc/server.hpp"
+#include "test_support.hpp"
+
+namespace ringrpc {
+namespace {
+
+using namespace std::chrono_literals;
+using test::raw_socket;
+
+class edges : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_options o;
+    o.readers = 1;
+    o.handlers = 2;
+    srv = std::make_unique<server>(o);
+    add_builtin_methods(*srv);
+    srv->start();
+  }
+
+  detail::frame_view read(raw_socket& s) {
+    detail::frame_view v;
+    storage.emplace_back();
+    EXPECT_TRUE(s.read_frame(v, storage.back()));
+    return v;
+  }
+
+  std::unique_ptr<server> srv;
+  std::vector<std::vector<std::byte>> storage;
+};
+
+// Requests sent before shutdown(SHUT_WR) are answered; they used to come back Cancelled.
+TEST_F(edges, requests_before_a_half_close_are_answered) {
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 20; ++id) ASSERT_TRUE(s.send_frame(test::request(id, "echo", "e")));
+  for (std::uint64_t id = 21; id <= 24; ++id) {
+    ASSERT_TRUE(s.send_frame(test::request(id, "sleep", "50000")));  // 50 ms each
+  }
+  ASSERT_EQ(::shutdown(s.fd(), SHUT_WR), 0);
+  std::vector<bool> seen(25, false);
+  for (int i = 0; i < 24; ++i) {
+    const auto v = read(s);
+    ASSERT_EQ(v.kind, wire::Kind::Reply) << "call " << v.call_id << ": " << to_string(v.code) << " "
+                                         << v.message;
+    ASSERT_GE(v.call_id, 1u);
+    ASSERT_LE(v.call_id, 24u);
+    EXPECT_FALSE(seen[v.call_id]) << "answered twice: " << v.call_id;
+    seen[v.call_id] = true;
+  }
+  EXPECT_TRUE(s.wait_eof()) << "the server closes once everything is answered";
+}
+
+// A cancel for an id not in flight must not cancel a later call that reuses the id.
+TEST_F(edges, a_stale_cancel_does_not_cancel_a_new_call) {
+  raw_socket s(srv->port());
+  detail::frame_view cancel;
+  cancel.call_id = 77;
+  cancel.kind = wire::Kind::Cancel;
+  ASSERT_TRUE(s.send_frame(cancel));  // nothing named 77 is in flight
+  ASSERT_TRUE(s.send_frame(test::request(77, "sleep", "20000")));
+  const auto v = read(s);
+  EXPECT_EQ(v.call_id, 77u);
+  EXPECT_EQ(v.kind, wire::Kind::Reply) << to_string(v.code) << " " << v.message;
+  // A cancel for a call in flight still cancels it.
+  ASSERT_TRUE(s.send_frame(test::request(78, "sleep", "5000000")));  // 5 s
+  std::this_thread::sleep_for(50ms);
+  cancel.call_id = 78;
+  ASSERT_TRUE(s.send_frame(cancel));
+  const auto w = read(s);
+  EXPECT_EQ(w.call_id, 78u);
+  EXPECT_EQ(w.code, status::cancelled) << w.message;
+}
+
+// Id 0 is reserved for connection-level answers: a request with it gets BadRequest with id 0
+// and the connection closes (a client could not tell that answer from a connection error).
+// An empty 8-byte body decodes to exactly that and used to get UNKNOWN_METHOD with id 0.
+TEST_F(edges, call_id_zero_is_refused_and_closes) {
+  {
+    raw_socket s(srv->port());
+    ASSERT_TRUE(s.send_frame(test::request(0, "echo", "zero")));
+    const auto v = read(s);
+    EXPECT_EQ(v.call_id, 0u);
+    EXPECT_EQ(v.code, status::bad_request);
+    EXPECT_NE(v.message.find("call id 0 is reserved"), std::string_view::npos) << v.message;
+    EXPECT_TRUE(s.wait_eof());
+  }
+  {
+    raw_socket s(srv->port());
+    // A frame with no field set at all: every field takes its default, call id 0 included.
+    detail::frame_encoder enc;
+    const auto empty = enc.encode(detail::frame_view{});
+    ASSERT_LE(empty.size(), 4u + 16u);
+    ASSERT_TRUE(s.send_all(empty));
+    const auto v = read(s);
+    EXPECT_EQ(v.call_id, 0u);
+    EXPECT_EQ(v.code, status::bad_request) << v.message;
+    EXPECT_TRUE(s.wait_eof());
+  }
+}
+
+// timeout_us above 10^15 (31 years), UINT64_MAX included, means no deadline: the call runs.
+TEST_F(edges, huge_timeouts_mean_no_deadline) {
+  raw_socket s(srv->port());
+  for (const std::uint64_t t : {std::uint64_t{1'000'000'000'000'001}, std::uint64_t{9'300'000'000'000'000},
+                                ~std::uint64_t{0}}) {
+    ASSERT_TRUE(s.send_frame(test::request(5, "echo", "t", t)));
+    const auto v = read(s);
+    EXPECT_EQ(v.kind, wire::Kind::Reply) << t << ": " << to_string(v.code) << " " << v.message;
+  }
+  // A budget that fits still works as one.
+  ASSERT_TRUE(s.send_frame(test::request(6, "sleep", "200000", 1000)));  // 1 ms budget, 200 ms job
+  std::this_thread::sleep_for(5ms);
+  const auto v = read(s);
+  EXPECT_TRUE(v.kind == wire::Kind::Reply || v.code == status::deadline_exceeded) << v.message;
+}
+
+// A kind past the schema's last is BadRequest "unknown frame kind" for that id; the
+// connection stays open.
+TEST_F(edges, unknown_kind_is_bad_request_and_stays_open) {
+  raw_socket s(srv->port());
+  detail::frame_view f = test::request(9, "echo", "k");
+  f.kind = static_cast<wire::Kind>(7);
+  ASSERT_TRUE(s.send_frame(f));
+  const auto v = read(s);
+  EXPECT_EQ(v.call_id, 9u);
+  EXPECT_EQ(v.code, status::bad_request);
+  EXPECT_EQ(v.message, "unknown frame kind");
+  ASSERT_TRUE(s.send_frame(test::request(10, "echo", "still open")));
+  EXPECT_EQ(read(s).kind, wire::Kind::Reply);
+}
+
+}  // namespace
+}  // namespace ringrpc
+
+namespace ringrpc {
+namespace {
+
+using namespace std::chrono_literals;
+using test::bytes_of;
+
+call_options within(std::chrono::microseconds t) {
+  call_options o;
+  o.timeout = t;
+  return o;
+}
+
+// stop() from a handler used to wait for that very handler forever. Now it stops on a thread
+// of its own: the handler's own call is answered, and stop() elsewhere waits for the end.
+TEST(stop_edges, stop_from_a_handler_stops_the_server) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 2;
+  server s(o);
+  s.add_method("quit", [&](call_context& c) {
+    s.stop();
+    c.reply("bye");
+  });
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  const auto r = c.call("quit", std::string_view("now"), within(10s));
+  ASSERT_TRUE(r.ok()) << to_string(r.error) << " " << r.message;
+  EXPECT_EQ(r.payload_string(), "bye");
+  s.stop();  // returns once the stop the handler asked for has finished
+  EXPECT_THROW(client::connect("127.0.0.1", s.port()), std::system_error);
+}
+
+// After drain_timeout, stop() answers everything but the calls whose handlers still run user
+// code, and waits only for those (they cannot be abandoned safely).
+TEST(stop_edges, after_the_drain_timeout_only_running_handlers_are_waited_for) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  o.drain_timeout = 100ms;
+  server s(o);
+  std::atomic<bool> stubborn_running{false}, stubborn_done{false};
+  std::atomic<int> entered{0};
+  s.add_method("stubborn", [&](call_context& c) {
+    entered++;
+    stubborn_running = true;
+    std::this_thread::sleep_for(1500ms);  // ignores cancelled() on purpose
+    stubborn_done = true;
+    c.reply("late");
+  });
+  add_builtin_methods(s);
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  auto stubborn = c.call_future("stubborn", bytes_of("x"), within(20s));
+  while (!stubborn_running) std::this_thread::sleep_for(1ms);
+  // The pool's only thread is taken: this one waits in its queue.
+  auto queued = c.call_future("stubborn", bytes_of("q"), within(20s));
+  std::this_thread::sleep_for(20ms);
+  std::atomic<bool> stop_returned{false};
+  std::thread stopper([&] {
+    s.stop();
+    stop_returned = true;
+  });
+  const auto q = queued.get();
+  EXPECT_FALSE(stubborn_done.load()) << "the queued call waited for the stubborn handler";
+  EXPECT_EQ(q.code, status::shutting_down) << to_string(q.error) << " " << q.message;
+  EXPECT_FALSE(stop_returned.load());
+  stopper.join();
+  EXPECT_TRUE(stubborn_done.load()) << "stop() returned while a handler still ran";
+  (void)stubborn.get();
+  EXPECT_EQ(entered.load(), 1) << "the queued call ran instead of being answered";
+}
+
+}  // namespace
+}  // namespace ringrpc
+
+namespace ringrpc {
+namespace {
+
+// One host cannot take every slot: past max_connections_per_address its connections get the
+// reason in an error frame (call id 0) and are closed; others and later ones still get in.
+TEST(per_address, connections_per_address_are_capped) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  o.max_connections_per_address = 3;
+  server s(o);
+  add_builtin_methods(s);
+  s.start();
+  std::vector<std::unique_ptr<test::raw_socket>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<test::raw_socket>(s.port()));
+    ASSERT_TRUE(held.back()->send_frame(test::request(1, "echo", "in")));
+    detail::frame_view v;
+    std::vector<std::byte> storage;
+    ASSERT_TRUE(held.back()->read_frame(v, storage));
+    EXPECT_EQ(v.kind, wire::Kind::Reply);
+  }
+  {
+    test::raw_socket fourth(s.port());
+    detail::frame_view v;
+    std::vector<std::byte> storage;
+    ASSERT_TRUE(fourth.read_frame(v, storage));
+    EXPECT_EQ(v.call_id, 0u);
+    EXPECT_EQ(v.code, status::server_busy);
+    EXPECT_NE(v.message.find("max_connections_per_address (3) open from 127.0.0.1"), std::string_view::npos)
+        << v.message;
+    EXPECT_TRUE(fourth.wait_eof());
+  }
+  EXPECT_EQ(s.stats().connections_refused_per_address, 1u);
+  held.pop_back();  // one closes: room for another
+  bool admitted = false;
+  for (int i = 0; i < 500 && !admitted; ++i) {
+    test::raw_socket again(s.port());
+    if (!again.send_frame(test::request(2, "echo", "again"))) continue;
+    detail::frame_view v;
+    std::vector<std::byte> storage;
+    admitted = again.read_frame(v, storage) && v.kind == wire::Kind::Reply;
+    if (!admitted) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(admitted);
+}
+
+// Past accept_rate_per_address new connections a second, a connect-close loop is refused.
+TEST(per_address, accept_rate_per_address_limits_a_connect_loop) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  o.accept_rate_per_address = 5;
+  server s(o);
+  add_builtin_methods(s);
+  s.start();
+  int refused = 0;
+  for (int i = 0; i < 40; ++i) {
+    test::raw_socket sock(s.port(), 0, std::chrono::milliseconds(2000));
+    if (!sock.send_frame(test::request(1, "echo", "x"))) {
+      ++refused;
+      continue;
+    }
+    detail::frame_view v;
+    std::vector<std::byte> storage;
+    if (sock.read_frame(v, storage) && v.call_id == 0 && v.code == status::server_busy) {
+      EXPECT_NE(v.message.find("accept_rate_per_address"), std::string_view::npos) << v.message;
+      ++refused;
+    }
+  }
+  // 40 connects in far less than the 7 s that 5 a second (plus a burst of 5) would need.
+  EXPECT_GE(refused, 20) << "refused " << refused << " of 40";
+  EXPECT_EQ(s.stats().connections_refused_per_address, static_cast<std::uint64_t>(refused));
+}
+
+}  // namespace
+}  // namespace ringrpc
+
+namespace ringrpc {
+namespace {
+
+// Fair share through the whole server: one handler; a greedy connection queues ten calls, then a
+// polite one sends one. The polite call runs within the next few, not after the backlog.
+TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  server s(o);
+  std::mutex mu;
+  std::condition_variable cv;
+  int tickets = 0;  // how many calls may finish
+  std::vector<std::string> order;
+  s.add_method("step", [&](call_context& c) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return tickets > 0; });
+    --tickets;
+    order.emplace_back(reinterpret_cast<const char*>(c.payload().data()), c.payload().size());
+    c.reply("ok");
+  });
+  s.start();
+  auto greedy = client::connect("127.0.0.1", s.port());
+  auto polite = client::connect("127.0.0.1", s.port());
+  std::vector<std::future<call_result>> calls;
+  for (int i = 0; i < 10; ++i) calls.push_back(greedy.call_future("step", bytes_of("g"), within(20s)));
+  // Wait until the server holds them all (one running, nine queued).
+  for (int i = 0; i < 2000 && s.pool_stats_all()[0].queued < 9; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(s.pool_stats_all()[0].queued, 9u);
+  calls.push_back(polite.call_future("step", bytes_of("p"), within(20s)));
+  for (int i = 0; i < 2000 && s.pool_stats_all()[0].queued < 10; ++i) std::this_thread::sleep_for(1ms);
+  {
+    std::lock_guard lock(mu);
+    tickets = 11;
+  }
+  cv.notify_all();
+  for (auto& f : calls) EXPECT_TRUE(f.get().ok());
+  std::lock_guard lock(mu);
+  ASSERT_EQ(order.size(), 11u);
+  const auto at = std::find(order.begin(), order.end(), "p") - order.begin();
+  EXPECT_LE(at, 3) << "the polite call ran " << at + 1 << "th of 11";
+}
+
+}  // namespace
+}  // namespace ringrpc
+
+#include "uring/uring_probe.hpp"
+
+namespace ringrpc {
+namespace {
+
+// Starting a server or client probes io_uring with throw-away rings. Torn down on the caller's
+// thread, a ring leaves that thread with pending task work, and its next blocking receive with
+// a timeout failed with EINTR, with no signal sent. The probe now runs on a thread of its own.
+TEST(probe, the_callers_thread_gets_no_spurious_eintr) {
+  for (int round = 0; round < 5; ++round) {
+    (void)detail::probe_io_uring();
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    timeval tv{0, 100'000};
+    ::setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char b = 0;
+    const ssize_t n = ::recv(sv[0], &b, 1, 0);
+    const int err = errno;
+    ::close(sv[0]);
+    ::close(sv[1]);
+    EXPECT_EQ(n, -1);
+    EXPECT_TRUE(err == EAGAIN || err == EWOULDBLOCK) << "round " << round << ": " << std::strerror(err);
+  }
+}
+
+}  // namespace
+}  // namespace ringrpc

@@ -1,0 +1,85 @@
+#!/bin/sh
+# Runs tests/wire/protocol_client.py (an independent Python client written from docs/protocol.md)
+# against a fresh ringrpc-server, then stops the server with SIGTERM and checks it exits 0.
+# Usage: protocol_client_test.sh PATH/TO/ringrpc-server PATH/TO/protocol_client.py
+# Exit 77 (skipped) when the server cannot start because io_uring is unavailable.
+set -u
+
+server=${1:?usage: $0 ringrpc-server protocol_client.py}
+client=${2:?usage: $0 ringrpc-server protocol_client.py}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/protocol_client.XXXXXX") || exit 1
+pid=
+
+# True while the server runs. `kill -0` alone also succeeds for an exited, not yet reaped child.
+alive() {
+  state=$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$pid/stat" 2>/dev/null)
+  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
+cleanup() {
+  # Only ever the server this script started, by its PID.
+  if [ -n "$pid" ] && alive; then
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+"$server" --port 0 --readers 1 --handlers 1 >"$work/stdout" 2>"$work/stderr" &
+pid=$!
+
+# Wait (at most 10 s) for "listening on HOST:PORT".
+port=
+i=0
+while [ $i -lt 100 ]; do
+  port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/stdout")
+  [ -n "$port" ] && break
+  if ! alive; then
+    wait "$pid"
+    rc=$?
+    pid=
+    echo "ringrpc-server exited with status $rc before listening:" >&2
+    cat "$work/stderr" >&2
+    if grep -qi 'io_uring' "$work/stderr"; then exit 77; fi
+    exit 1
+  fi
+  sleep 0.1
+  i=$((i + 1))
+done
+if [ -z "$port" ]; then
+  echo "ringrpc-server printed no 'listening on HOST:PORT' line within 10 s" >&2
+  cat "$work/stdout" "$work/stderr" >&2
+  exit 1
+fi
+echo "ringrpc-server (pid $pid) listening on port $port"
+
+timeout 90 python3 "$client" --port "$port"
+client_rc=$?
+if [ $client_rc -ne 0 ]; then
+  echo "protocol_client.py failed (status $client_rc; 124 = timed out)" >&2
+fi
+
+# Stop the server the way an operator would; it must drain and exit 0 within 15 s.
+kill -TERM "$pid"
+i=0
+while alive && [ $i -lt 150 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+if alive; then
+  echo "ringrpc-server did not exit within 15 s of SIGTERM; killing it" >&2
+  cat "$work/stderr" >&2
+  exit 1
+fi
+wait "$pid"
+server_rc=$?
+pid=
+cat "$work/stderr"
+if [ $server_rc -ne 0 ]; then
+  echo "ringrpc-server exited with status $server_rc after SIGTERM (expected 0)" >&2
+  exit 1
+fi
+exit $client_rc
