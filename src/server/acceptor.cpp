@@ -14,6 +14,7 @@
 #include <string>
 #include <system_error>
 
+#include "base/thread_name.hpp"
 #include "uring/cqe_tag.hpp"
 #include "server/server_core.hpp"
 
@@ -81,6 +82,7 @@ void acceptor::start(const uring_features& features) {
   std::promise<void> ready;
   auto started = ready.get_future();
   _thread = std::thread([this, features, &ready] {
+    name_this_thread("rr-accept");
     std::unique_ptr<ring> r;
     try {
       r = std::make_unique<ring>(ring_entries, features);

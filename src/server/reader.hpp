@@ -95,7 +95,6 @@ class reader {
   void on_resume(connection* c);
   bool on_frame(connection* c, std::span<const std::byte> frame);
   void deliver(connection* c, std::span<const std::byte> data);
-  void drain_kept(connection* c);
   bool should_pause(connection* c) const noexcept;
   bool pause(connection* c) noexcept;
   void arm_recv(connection* c) noexcept;

@@ -8,6 +8,7 @@
 #include <exception>
 #include <future>
 
+#include "base/thread_name.hpp"
 #include "uring/cqe_tag.hpp"
 #include "server/reader.hpp"
 #include "server/server_core.hpp"
@@ -27,6 +28,7 @@ void responder::start(const uring_features& features) {
   std::promise<void> ready;
   auto started = ready.get_future();
   _thread = std::thread([this, features, &ready] {
+    name_this_thread("rr-resp");
     std::unique_ptr<ring> r;
     try {
       r = std::make_unique<ring>(ring_entries, features);
@@ -36,7 +38,7 @@ void responder::start(const uring_features& features) {
     }
     _ring = r.get();
     ready.set_value();
-    run(features);
+    run();
     _ring = nullptr;
   });
   started.get();
@@ -48,7 +50,7 @@ void responder::stop_and_join() {
   if (_thread.joinable()) _thread.join();
 }
 
-void responder::run(const uring_features&) {
+void responder::run() {
   _waker.arm(*_ring);
   bool block = false;  // the first turn only submits: nobody was told we sleep yet
   for (;;) {

@@ -44,7 +44,7 @@ class responder {
   std::uint64_t bytes_out() const noexcept { return _bytes_out.get(); }
 
  private:
-  void run(const uring_features& features);
+  void run();
   void take_inbox();
   void start_write(connection* c);
   void on_write(connection* c, int res);

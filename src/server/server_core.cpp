@@ -12,6 +12,7 @@
 
 #include "ops/admin_server.hpp"
 #include "base/cpu_affinity.hpp"
+#include "base/thread_name.hpp"
 #include "ops/log.hpp"
 
 namespace ringrpc::detail {
@@ -244,7 +245,7 @@ void server_core::stop() {
     if (!_async_stop.joinable() && state() == server_state::running) {
       try {
         _async_stop = std::thread([this] {
-          pthread_setname_np(pthread_self(), "ringrpc-stop");
+          name_this_thread("rr-stop");
           stop_blocking();
         });
       } catch (const std::system_error& e) {

@@ -400,12 +400,12 @@ struct placement {
 };
 
 TEST(policies, each_policy_runs_events_where_the_table_says) {
-  // Pool workers are named "POOL/N" (truncated to 15 bytes), readers "ringrpc-readerN".
+  // Pool workers are named "POOL/N" (truncated to 15 bytes), readers "rr-read/N".
   const placement table[] = {
       {dispatch_policy::all, "default/", "default/"},
-      {dispatch_policy::direct, "ringrpc-reader", "ringrpc-reader"},
-      {dispatch_policy::message, "default/", "ringrpc-reader"},
-      {dispatch_policy::execution, "default/", "ringrpc-reader"},
+      {dispatch_policy::direct, "rr-read/", "rr-read/"},
+      {dispatch_policy::message, "default/", "rr-read/"},
+      {dispatch_policy::execution, "default/", "rr-read/"},
       {dispatch_policy::connection, "default/", "conn-even"},
   };
   for (const auto& row : table) {

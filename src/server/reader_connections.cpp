@@ -1,0 +1,261 @@
+// A connection's life on its reader: hand-off from the acceptor, admission (global and per-address
+// limits), the armed multishot receive, and the close that waits for that receive's last
+// completion before the connection is released.
+#include "server/reader.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "server/server_core.hpp"
+#include "uring/cqe_tag.hpp"
+
+namespace ringrpc::detail {
+
+namespace {
+
+std::string peer_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown";
+  char host[INET6_ADDRSTRLEN] = {};
+  std::uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+    std::string out = "[";  // appended, not `"[" + std::string`: GCC 12 -O3 -Wrestrict
+    out.append(host).append("]:").append(std::to_string(port));
+    return out;
+  }
+  return "unknown";
+}
+
+// "1.2.3.4:80" -> "1.2.3.4", "[::1]:80" -> "::1": the address a peer's limits are kept for.
+std::string host_of(const std::string& peer) {
+  const auto colon = peer.rfind(':');
+  std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+}  // namespace
+
+void reader::on_handoff(int fd) {
+  if (fd < 0) return;
+  if (_closing_all) {
+    ::close(fd);
+    return;
+  }
+  const int one = 1;
+  // Replies are already batched into one gathered write; Nagle would only add latency.
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (const int sndbuf = _core.options().socket_send_buffer_bytes; sndbuf > 0) {
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+  }
+  if (!_core.admit_connection()) {
+    refuse_connection(fd);
+    return;
+  }
+  std::string peer, host;
+  try {
+    peer = peer_address(fd);
+    host = host_of(peer);
+    const auto verdict = _core.peers().admit(host, _turn_ns);
+    if (verdict != peer_limits::verdict::admitted) {
+      // One host may not take every slot, nor open them as fast as it likes.
+      _core.release_connection_slot();
+      _refused_per_address.add();
+      const auto& o = _core.options();
+      if (verdict == peer_limits::verdict::too_many) {
+        refuse_connection(fd, "max_connections_per_address", o.max_connections_per_address,
+                          "server has max_connections_per_address (" +
+                              std::to_string(o.max_connections_per_address) + ") open from " + host);
+      } else {
+        refuse_connection(fd, "accept_rate_per_address", o.accept_rate_per_address,
+                          "more than accept_rate_per_address (" +
+                              std::to_string(o.accept_rate_per_address) + ") new connections a second from " +
+                              host);
+      }
+      return;
+    }
+  } catch (const std::bad_alloc&) {
+    peer.clear();  // an unnamed, uncounted peer is better than a refused one
+    host.clear();
+  }
+  auto* c = new (std::nothrow) connection(fd, this, _core.options().max_frame_bytes);
+  if (c == nullptr) {
+    // Out of memory for one more connection: refuse it, keep serving the others.
+    _core.note_out_of_memory();
+    _core.release_connection_slot();
+    if (!host.empty()) _core.peers().release(host);
+    ::close(fd);
+    return;
+  }
+  c->id = (++_next_connection << 8) | (_index & 0xff);
+  c->peer = std::move(peer);
+  c->peer_host = std::move(host);
+  c->accepted_ns = _turn_ns;
+  c->last_read_ns = _turn_ns;
+  _alive.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(_live_mu);  // /connections reads the list from the admin thread
+    c->live_next = _live;
+    if (_live) _live->live_prev = c;
+    _live = c;
+  }
+  _accepted.add();
+  _core.post_event(event_kind::connection_opened, [&] {
+    event e;
+    e.peer = c->peer;
+    e.id = c->id;
+    return e;
+  });
+  if (_quiesced) {
+    start_close(c);
+    return;
+  }
+  notify_endpoints(c, call_purpose::connected);
+  arm_recv(c);
+}
+
+void reader::arm_recv(connection* c) noexcept {
+  io_uring_sqe* sqe = _ring->get_sqe();
+  _buffers->prep_recv_multishot(sqe, c->fd);
+  io_uring_sqe_set_data64(sqe, make_tag(op::recv, c));
+  c->recv_armed = true;
+  c->cancel_sent = false;
+}
+
+void reader::cancel_recv(connection* c) noexcept {
+  if (!c->recv_armed || c->cancel_sent) return;
+  io_uring_sqe* sqe = _ring->get_sqe();
+  io_uring_prep_cancel64(sqe, make_tag(op::recv, c), 0);
+  io_uring_sqe_set_data64(sqe, make_tag(op::cancel));
+  c->cancel_sent = true;
+}
+
+void reader::notify_endpoints(connection* c, call_purpose purpose, std::string_view text) {
+  if (!_table) return;
+  for (endpoint_slot* slot : _table->hearing) {
+    call* k = _core.pool().get();  // not counted as a call: nothing is answered or written
+    k->conn = c;
+    retain(c);
+    k->purpose = purpose;
+    k->target = slot;
+    k->id = 0;
+    k->payload = {};
+    k->method_name = {};
+    k->over_share = false;
+    k->event_text.assign(text);
+    switch (slot->admit(k)) {
+      case endpoint_slot::admit_result::submitted: note_submitted(slot->pool()); break;
+      case endpoint_slot::admit_result::busy:
+      case endpoint_slot::admit_result::stopped:
+        _core.pool().put(k);
+        release(c);
+        break;
+      default: break;
+    }
+  }
+}
+
+void reader::refuse_connection(int fd) noexcept {
+  _refused.add();
+  const unsigned max = _core.options().max_connections;
+  try {
+    refuse_connection(fd, "max_connections", max,
+                      "server has max_connections (" + std::to_string(max) + ") open");
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+  }
+}
+
+void reader::refuse_connection(int fd, const char* knob, unsigned value, const std::string& why) noexcept {
+  // Say why before closing, as an error frame with call id 0, so the client can tell a full
+  // server from a crash. The socket's buffer is empty: this small send cannot block.
+  frame_view f;
+  f.call_id = 0;
+  f.kind = wire::Kind::Error;
+  f.code = status::server_busy;
+  f.message = why;
+  f.retry_after_ms = 100;
+  try {
+    std::vector<std::byte> frame;
+    _encoder.encode_into(f, frame);
+    (void)::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  } catch (const std::bad_alloc&) {
+    // Closed without the reason, then.
+  }
+  ::close(fd);
+  _core.post_event(event_kind::limit_hit, [&] {
+    event e;
+    e.name = knob;
+    e.value = value;
+    e.detail = "connection refused";
+    return e;
+  });
+}
+
+void reader::start_close(connection* c) noexcept {
+  c->closing = true;
+  cancel_recv(c);
+  maybe_finish(c);
+}
+
+void reader::maybe_finish(connection* c) noexcept {
+  if (c->recv_armed || c->finished) return;
+  // Frames held back by a pause must still be answered: wait for the resume that drains them.
+  const bool kept_frames = c->assembler.holding();
+  if (!c->closing && !(c->eof && !kept_frames)) return;
+  if (c->eof && !c->closing && c->assembler.buffered() > 0) _bad_frames.add();  // truncated frame
+  c->closing = true;
+  {
+    std::lock_guard lock(_live_mu);
+    if (c->live_prev) c->live_prev->live_next = c->live_next; else _live = c->live_next;
+    if (c->live_next) c->live_next->live_prev = c->live_prev;
+    c->live_prev = c->live_next = nullptr;
+  }
+  c->finished = true;
+  // After a clean end of stream the calls in flight still owe their answers: only a failure,
+  // a shed or a stop makes them give up.
+  if (!c->half_closed || !c->failure.empty() || c->close_reason != nullptr || _closing_all) {
+    c->gone.store(true, std::memory_order_relaxed);
+  }
+  c->assembler.reset();  // nothing more is framed: give its memory back now
+  charge_assembler(c);
+  if (c->budget_paused) {
+    c->budget_paused = false;
+    --_budget_paused;
+  }
+  _finished.add();
+  _core.release_connection_slot();
+  if (!c->peer_host.empty()) _core.peers().release(c->peer_host);
+  _core.post_event(event_kind::connection_closed, [&] {
+    event e;
+    e.peer = c->peer;
+    e.id = c->id;
+    e.detail = c->close_reason != nullptr ? c->close_reason
+               : !c->failure.empty()      ? c->failure
+                                          : "closed by peer";
+    e.duration_ns = static_cast<std::uint64_t>(_turn_ns - c->accepted_ns);
+    return e;
+  });
+  if (!c->failure.empty()) notify_endpoints(c, call_purpose::network_error, c->failure);
+  notify_endpoints(c, call_purpose::disconnected);
+  // The reader's own reference goes at the end of the turn: callers up the stack may still
+  // touch the connection, and calls it posted may be released by the responder meanwhile.
+  _to_release.push_back(c);
+}
+
+}  // namespace ringrpc::detail

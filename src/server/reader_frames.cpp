@@ -1,0 +1,389 @@
+// Bytes to calls: receive completions feed the connection's frame assembler, each whole frame is
+// verified and becomes a call dispatched to its endpoint, or is answered at once (bad frame,
+// unknown method, busy, shutting down). A connection over its share stops being read.
+#include "server/reader.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+
+#include "server/server_core.hpp"
+#include "uring/cqe_tag.hpp"
+
+namespace ringrpc::detail {
+
+void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
+  if (cqe.flags & IORING_CQE_F_BUFFER) {
+    const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+    if (cqe.res > 0) {
+      _bytes_in.add(static_cast<std::uint64_t>(cqe.res));
+      c->last_read_ns = _turn_ns;
+      c->liveness_checked = false;
+      try {
+        deliver(c, _buffers->bytes(id, static_cast<std::size_t>(cqe.res)));
+      } catch (const std::bad_alloc&) {
+        out_of_memory(c, "out of memory receiving from this connection");
+      }
+      charge_assembler(c);
+    }
+    // The bytes were copied into calls or the connection's assembly buffer: the kernel may
+    // reuse this buffer as soon as the batch is committed.
+    _buffers->recycle(id);
+  }
+  if (cqe.flags & IORING_CQE_F_MORE) return;
+
+  // The multishot receive has ended; decide whether to re-arm it.
+  c->recv_armed = false;
+  if (cqe.res == 0) {
+    // End of the peer's stream: a half-close (shutdown(SHUT_WR)) or a close. Either way every
+    // complete request already received is answered (docs/protocol.md); a peer that closed
+    // altogether makes the reply's write fail, and that cancels what is still running.
+    c->eof = true;
+    c->half_closed = true;
+  } else if (cqe.res < 0 && cqe.res != -ENOBUFS && cqe.res != -ECANCELED) {
+    c->eof = true;  // reset by peer and friends: nothing more will arrive
+    c->closing = true;
+    c->gone.store(true, std::memory_order_relaxed);
+    if (c->failure.empty()) c->failure = std::string("receive failed: ") + std::strerror(-cqe.res);
+  } else if (!c->closing && !_quiesced) {
+    // -ENOBUFS: every provided buffer was in use. No byte was lost (the data stays in the
+    // socket); re-arm once this turn has given its buffers back. -ECANCELED: we paused, but a
+    // resume may already have been handled while the cancel was in flight; end_of_turn()
+    // re-arms only if the connection is not paused (again) by then.
+    retain(c);
+    _rearm.push_back(c);
+  }
+  maybe_finish(c);
+}
+
+void reader::deliver(connection* c, std::span<const std::byte> data) {
+  if (c->closing) return;
+  if (c->paused.load(std::memory_order_relaxed) || c->budget_paused) {
+    if (!c->assembler.hold(data)) out_of_memory(c, "out of memory keeping a paused connection's bytes");
+    return;
+  }
+  auto sink = [this, c](std::span<const std::byte> f) { return on_frame(c, f); };
+  auto r = data.empty() ? c->assembler.drain(sink) : c->assembler.feed(data, sink);
+  for (;;) {
+    if (r == frame_assembler::result::frame_too_large) {
+      _bad_frames.add();
+      const std::string msg = "frame body of " + std::to_string(c->assembler.rejected_length()) +
+                              " bytes exceeds the server's max_frame_bytes (" +
+                              std::to_string(c->assembler.max_body_bytes()) + ")";
+      answer(new_call(c), 0, wire::Kind::Error, status::frame_too_large, msg);
+      if (c->failure.empty()) c->failure = msg;
+      start_close(c);
+      return;
+    }
+    if (r == frame_assembler::result::no_memory) {
+      out_of_memory(c, "out of memory assembling a frame; closing the connection");
+      return;
+    }
+    if (r != frame_assembler::result::paused || c->closing) return;
+    if (c->budget_paused) return;  // kept; apply_budget() drains it on relief
+    if (pause(c)) return;
+    r = c->assembler.drain(sink);
+  }
+}
+
+bool reader::should_pause(connection* c) const noexcept {
+  const auto& o = _core.options();
+  return over_limits(c, o.max_inflight_per_connection, o.max_inflight_bytes_per_connection) ||
+         c->budget_paused;
+}
+
+bool reader::pause(connection* c) noexcept {
+  c->paused.store(true, std::memory_order_seq_cst);
+  // The responder clears the flag when the pressure goes; if it went before the flag was
+  // visible, nobody would send the resume, so look again and undo the pause ourselves.
+  if (!should_pause(c) && c->paused.exchange(false, std::memory_order_seq_cst)) return false;
+  _pauses.add();
+  _core.post_event(event_kind::limit_hit, [&] {
+    event e;
+    e.peer = c->peer;
+    const auto& o = _core.options();
+    if (c->outstanding.load(std::memory_order_relaxed) >= o.max_inflight_per_connection) {
+      e.name = "max_inflight_per_connection";
+      e.value = o.max_inflight_per_connection;
+    } else if (c->request_bytes.load(std::memory_order_relaxed) >= o.max_inflight_bytes_per_connection) {
+      e.name = "max_inflight_bytes_per_connection";
+      e.value = o.max_inflight_bytes_per_connection;
+    } else {
+      e.name = "max_queued_reply_bytes";
+      e.value = o.max_queued_reply_bytes;
+    }
+    e.detail = "reading paused";
+    e.id = c->id;
+    return e;
+  });
+  cancel_recv(c);
+  return true;
+}
+
+void reader::on_resume(connection* c) {
+  if (!c->finished) {
+    if (!c->budget_paused) {
+      try {
+        deliver(c, {});
+      } catch (const std::bad_alloc&) {
+        out_of_memory(c, "out of memory delivering kept frames");
+      }
+      charge_assembler(c);
+    }
+    if (!c->paused.load(std::memory_order_relaxed) && !c->budget_paused && !c->recv_armed &&
+        !c->eof && !c->closing && !_quiesced) {
+      arm_recv(c);
+    }
+    maybe_finish(c);
+  }
+  _to_release.push_back(c);  // the reference the resume message carried
+}
+
+bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
+  if (c->closing) return false;
+  call* k = new_call(c);
+  try {
+    k->request.assign(frame.begin(), frame.end());
+  } catch (const std::bad_alloc&) {
+    // Not even the id can be read without the copy: the connection goes, the server stays.
+    std::vector<std::byte>().swap(k->request);
+    answer(k, 0, wire::Kind::Error, status::server_busy, "server is out of memory; closing the connection");
+    out_of_memory(c, "out of memory copying a frame");
+    return false;
+  }
+  k->request_charged = frame.size();
+  _account.charge(static_cast<std::int64_t>(frame.size()));
+  c->request_bytes.fetch_add(frame.size(), std::memory_order_relaxed);
+  frame_view v;
+  switch (decode_frame(k->request, v)) {
+    case decode_outcome::ok: break;
+    case decode_outcome::malformed_with_id:
+      _bad_frames.add();
+      answer(k, v.call_id, wire::Kind::Error, status::bad_request,
+             v.kind > wire::Kind::MAX ? "unknown frame kind"
+                                      : "frame failed FlatBuffers verification");
+      return !should_pause(c);
+    case decode_outcome::malformed:
+      // Without a trustworthy call id there is nobody to answer; the stream itself is suspect.
+      _bad_frames.add();
+      answer(k, 0, wire::Kind::Error, status::bad_request,
+             "undecodable frame without a readable call id; closing the connection");
+      if (c->failure.empty()) c->failure = "undecodable frame without a readable call id";
+      start_close(c);
+      return false;
+  }
+
+  if (v.call_id == 0 && v.kind != wire::Kind::Cancel) {
+    // Id 0 is reserved for connection-level answers: a client could not tell ours apart.
+    _bad_frames.add();
+    answer(k, 0, wire::Kind::Error, status::bad_request,
+           "call id 0 is reserved for connection-level errors; closing the connection");
+    if (c->failure.empty()) c->failure = "a frame with the reserved call id 0";
+    start_close(c);
+    return false;
+  }
+  switch (v.kind) {
+    case wire::Kind::Request:
+    case wire::Kind::OneWay:
+      // A cancel names a call in flight; one left over from an earlier call with this id
+      // (a cancel that raced the answer) must not cancel this new one.
+      c->forget_cancel(v.call_id);
+      _unposted = k;
+      try {
+        dispatch(k, v);
+      } catch (const std::bad_alloc&) {
+        // Building a refusal's message (or an event) ran out of memory: this call still gets
+        // exactly one answer, unless it already has one.
+        _core.note_out_of_memory();
+        if (_unposted == k) answer(k, v.call_id, wire::Kind::Error, status::internal, "server is out of memory");
+      }
+      _unposted = nullptr;
+      break;
+    case wire::Kind::Ping: answer(k, v.call_id, wire::Kind::Pong, status::ok, {}); break;
+    case wire::Kind::Cancel:
+      // The call's handler sees cancelled(); a call still queued is answered CANCELLED unrun.
+      // Either way exactly one answer for it still comes.
+      _cancels.add();
+      c->note_cancel(v.call_id);
+      // Nothing goes back for the cancel itself. Id 0: releasing this call must not forget
+      // the cancel it just recorded.
+      answer(k, 0, wire::Kind::OneWay, status::ok, {});
+      break;
+    default:
+      _bad_frames.add();
+      answer(k, v.call_id, wire::Kind::Error, status::bad_request,
+             "unexpected frame kind from a client");
+      break;
+  }
+  return !should_pause(c);
+}
+
+void reader::dispatch(call* k, const frame_view& v) {
+  _received.add();
+  const bool one_way = v.kind == wire::Kind::OneWay;
+  const auto refuse_kind = one_way ? wire::Kind::OneWay : wire::Kind::Error;
+  if (_core.budget().exhausted()) {
+    // Memory, not a pool, is short: refuse before the call holds anything more.
+    _busy.add();
+    _rejected_memory.add();
+    _core.post_event(event_kind::call_rejected, [&] {
+      event e;
+      e.peer = k->conn->peer;
+      e.name = "max_buffered_bytes";
+      e.detail = "memory_budget";
+      e.id = v.call_id;
+      return e;
+    });
+    answer(k, v.call_id, refuse_kind, status::server_busy,
+           "server memory budget is exhausted (max_buffered_bytes " +
+               std::to_string(_core.budget().limit()) + ")",
+           50);
+    return;
+  }
+  if (_core.draining()) {
+    _stopping.add();
+    _core.post_event(event_kind::call_rejected, [&] {
+      event e;
+      e.peer = k->conn->peer;
+      e.detail = "shutting_down";
+      e.id = v.call_id;
+      return e;
+    });
+    answer(k, v.call_id, refuse_kind, status::shutting_down, "server is shutting down");
+    return;
+  }
+  endpoint_slot* slot = _table->find(v.method);
+  if (slot == nullptr) {
+    _unknown.add();
+    answer(k, v.call_id, refuse_kind, status::unknown_method,
+           "no method named '" + std::string(v.method) + "'");
+    return;
+  }
+  k->id = v.call_id;
+  k->kind = v.kind;
+  k->purpose = one_way ? call_purpose::one_way : call_purpose::request;
+  k->target = slot;
+  k->method_name = v.method;  // inside k->request
+  k->payload = v.payload;
+  k->received_ns = _turn_ns;
+  // Fair share: calls of a connection that already has more than fair_share_calls in flight
+  // wait behind everyone else's (docs/execution.md). One relaxed load of a counter this
+  // connection's calls already touch; no state shared between connections.
+  // Once some of a connection's calls wait over its share, its later ones follow them there,
+  // so one caller's calls are not reordered between the two queues.
+  const std::uint32_t in_flight = k->conn->outstanding.load(std::memory_order_relaxed);
+  k->over_share = in_flight > _core.options().fair_share_calls ||
+                  k->conn->over_share_pending.load(std::memory_order_relaxed) > 0;
+  if (k->over_share) k->conn->over_share_pending.fetch_add(1, std::memory_order_relaxed);
+  // A budget beyond 10^15 us (31 years; e.g. UINT64_MAX) means "no deadline", as documented.
+  constexpr std::uint64_t max_budget_us = 1'000'000'000'000'000ull;
+  k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
+                       ? 0
+                       : k->received_ns + static_cast<std::int64_t>(v.timeout_us) * 1000;
+  const auto admitted = slot->admit(k);
+  if (admitted != endpoint_slot::admit_result::busy && admitted != endpoint_slot::admit_result::stopped) {
+    _unposted = nullptr;  // another thread may own (and recycle) k from here on
+  }
+  switch (admitted) {
+    case endpoint_slot::admit_result::submitted:
+      _enqueued.add();
+      note_submitted(slot->pool());
+      return;
+    case endpoint_slot::admit_result::taken:
+      // Ran here (direct) or joined an inbox: either way its reply may be queued already.
+      _enqueued.add();
+      ++_posted_this_turn;
+      return;
+    case endpoint_slot::admit_result::answered:
+      _enqueued.add();
+      return;
+    case endpoint_slot::admit_result::busy: {
+      _busy.add();
+      thread_pool* p = slot->pool();
+      if (k->over_share && p != nullptr && !slot->serial()) {
+        // Its share's queue is full: back off longer the more it already has in flight.
+        const unsigned share = std::max(1u, _core.options().fair_share_calls);
+        const std::uint32_t retry = 10 * std::min<std::uint32_t>(100, in_flight / share);
+        answer(k, v.call_id, refuse_kind, status::server_busy,
+               "connection is over its fair share of pool '" + p->name() + "' (" +
+                   std::to_string(in_flight) + " calls in flight; fair_share_calls " +
+                   std::to_string(share) + ")",
+               retry);
+        return;
+      }
+      _core.post_event(event_kind::call_rejected, [&] {
+        event e;
+        e.peer = k->conn->peer;
+        e.name = p == nullptr || slot->serial() ? slot->name() : p->name();
+        e.detail = p == nullptr || slot->serial() ? "inbox_full" : "pool_full";
+        e.id = v.call_id;
+        return e;
+      });
+      answer(k, v.call_id, refuse_kind, status::server_busy,
+             p == nullptr || slot->serial()
+                 ? "endpoint '" + slot->name() + "' has " +
+                       std::to_string(slot->options().inbox_capacity) + " messages waiting (inbox_capacity)"
+                 : "pool '" + p->name() + "' is full (" + _core.pool_state(*p) + ")",
+             10);
+      return;
+    }
+    case endpoint_slot::admit_result::stopped:
+      _stopping.add();
+      _core.post_event(event_kind::call_rejected, [&] {
+        event e;
+        e.peer = k->conn->peer;
+        e.name = slot->name();
+        e.detail = "endpoint_stopped";
+        e.id = v.call_id;
+        return e;
+      });
+      answer(k, v.call_id, refuse_kind, status::shutting_down,
+             "endpoint '" + slot->name() + "' is stopped");
+      return;
+  }
+}
+
+call* reader::new_call(connection* c) noexcept {
+  call* k = _core.pool().get();
+  k->conn = c;
+  retain(c);
+  c->outstanding.fetch_add(1, std::memory_order_relaxed);
+  k->reply.clear();
+  k->payload = {};
+  k->deadline_ns = 0;
+  k->id = 0;
+  k->purpose = call_purpose::request;
+  _created.add();
+  return k;
+}
+
+void reader::answer(call* k, std::uint64_t id, wire::Kind kind, status code,
+                    std::string_view message, std::uint32_t retry_after_ms) noexcept {
+  k->id = id;
+  k->kind = kind;
+  if (kind == wire::Kind::OneWay) {
+    k->reply.clear();  // one-way traffic is never answered; the call only needs releasing
+  } else {
+    frame_view f;
+    f.call_id = id;
+    f.kind = kind;
+    f.code = code;
+    f.message = message;
+    f.retry_after_ms = retry_after_ms;
+    try {
+      _encoder.encode_into(f, k->reply);
+    } catch (const std::bad_alloc&) {
+      // No memory for even an error frame: the peer learns by the connection closing.
+      k->reply.clear();
+      _core.note_out_of_memory();
+      ::shutdown(k->conn->fd, SHUT_RDWR);
+    }
+  }
+  if (_unposted == k) _unposted = nullptr;
+  _core.replies().post(k);
+  ++_posted_this_turn;
+}
+
+}  // namespace ringrpc::detail
