@@ -16,8 +16,6 @@ enum class op : std::uint8_t {
   wake = 7,            // read on the thread's eventfd: other threads queued work for us
   resume = 8,          // msg_ring from the responder: a paused connection may read again
   timeout = 9,         // a timer of the owning loop
-  connect = 10,        // client: non-blocking connect
-  ignore = 11,         // fire-and-forget requests whose result does not matter
 };
 
 // Layout: bits 0..7 are the op, bits 8..63 a pointer (or zero). User-space pointers on x86-64

@@ -102,7 +102,7 @@ uring_features probe_here() {
   const needed ops[] = {{IORING_OP_ACCEPT, "ACCEPT"},     {IORING_OP_RECV, "RECV"},
                         {IORING_OP_SENDMSG, "SENDMSG"},   {IORING_OP_MSG_RING, "MSG_RING"},
                         {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"}, {IORING_OP_READ, "READ"},
-                        {IORING_OP_CONNECT, "CONNECT"},   {IORING_OP_TIMEOUT, "TIMEOUT"}};
+                        {IORING_OP_SEND, "SEND"},         {IORING_OP_TIMEOUT, "TIMEOUT"}};
   for (const auto& op : ops) {
     if (!io_uring_opcode_supported(probe, op.opcode)) {
       io_uring_free_probe(probe);
