@@ -27,7 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ops/log.hpp"
+#include "log/log.hpp"
+#include "log/event_log.hpp"
 #include "ringrpc/config.hpp"
 #include "ringrpc/event_bus.hpp"
 #include "ringrpc/server.hpp"

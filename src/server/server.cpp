@@ -3,7 +3,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include "ops/log.hpp"
+#include "log/log.hpp"
+#include "log/event_log.hpp"
 #include "ringrpc/config.hpp"
 #include "server/server_core.hpp"
 

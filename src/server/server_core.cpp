@@ -13,7 +13,8 @@
 #include "ops/admin_server.hpp"
 #include "base/cpu_affinity.hpp"
 #include "base/thread_name.hpp"
-#include "ops/log.hpp"
+#include "log/log.hpp"
+#include "log/event_log.hpp"
 
 namespace ringrpc::detail {
 

@@ -1,7 +1,8 @@
 // Structured logging: the line format (text and JSON), quoting, levels, file output, the
 // event-bus listener, and concurrent writers never interleaving within a line.
 
-#include "ops/log.hpp"
+#include "log/log.hpp"
+#include "log/event_log.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

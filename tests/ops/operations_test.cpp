@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "ops/admin_server.hpp"
-#include "ops/log.hpp"
+#include "log/log.hpp"
+#include "log/event_log.hpp"
 #include "ringrpc/client.hpp"
 #include "ringrpc/config.hpp"
 #include "ringrpc/event_bus.hpp"
