@@ -22,7 +22,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "ringrpc/config.hpp"
+#include "ringrpc/log.hpp"
 
 namespace ringrpc::log {
 

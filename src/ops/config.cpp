@@ -663,12 +663,6 @@ void toml_table(std::string& out, const std::string& path, const nlohmann::order
 
 }  // namespace
 
-std::string_view to_string(log_level l) noexcept { return name_of(log_levels, l); }
-std::string_view to_string(log_format f) noexcept { return name_of(log_formats, f); }
-bool parse_log_level(std::string_view name, log_level& out) noexcept { return value_of(log_levels, name, out); }
-bool parse_log_format(std::string_view name, log_format& out) noexcept {
-  return value_of(log_formats, name, out);
-}
 
 std::size_t event_bus_config::capacity_of(std::string_view name) const {
   const auto it = queue_capacities.find(name);

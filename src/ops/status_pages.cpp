@@ -11,6 +11,7 @@
 
 #include "ops/admin_server.hpp"
 #include "ops/prometheus_text.hpp"
+#include "ops/status_pages.hpp"
 #include "server/server_core.hpp"
 
 #ifndef RINGRPC_VERSION
@@ -69,9 +70,9 @@ std::vector<call_metrics_snapshot::method> by_label(const dispatcher::table* tab
 
 }  // namespace
 
-void server_core::fill_metrics(metrics_snapshot& m) const {
-  const server_stats st = stats();
-  const double uptime = _started_ns == 0 ? 0.0 : static_cast<double>(now_ns() - _started_ns) / 1e9;
+void fill_metrics(const server_core& core, metrics_snapshot& m) {
+  const server_stats st = core.stats();
+  const double uptime = core.started_ns() == 0 ? 0.0 : static_cast<double>(now_ns() - core.started_ns()) / 1e9;
   m.gauge("ringrpc_uptime_seconds", "Seconds since the server started.").add(uptime);
 
   // Calls. Names follow Hadoop's RpcMetrics where there is one (in the HELP text).
@@ -90,8 +91,8 @@ void server_core::fill_metrics(metrics_snapshot& m) const {
             "Answers written to clients (or dropped because the client had gone).")
       .add(static_cast<double>(st.calls_completed));
 
-  if (_options.metrics) {
-    const call_metrics_snapshot calls = _metrics.snapshot();
+  if (core.options().metrics) {
+    const call_metrics_snapshot calls = core.metrics().snapshot();
     auto& completed = m.counter("ringrpc_rpc_calls_completed_total",
                                 "Calls that reached their endpoint, by the status of the answer.");
     for (std::size_t i = 0; i < status_count; ++i) {
@@ -107,7 +108,7 @@ void server_core::fill_metrics(metrics_snapshot& m) const {
                                  "Calls by method and status [Hadoop: RpcDetailedMetrics].");
     auto& per_method_time = m.histogram("ringrpc_rpc_method_processing_time_seconds",
                                         "Processing time by method [Hadoop: RpcDetailedMetrics].");
-    for (const auto& meth : by_label(_dispatcher.current().get(), calls.methods)) {
+    for (const auto& meth : by_label(core.endpoints().current().get(), calls.methods)) {
       for (std::size_t i = 0; i < status_count; ++i) {
         if (meth.by_status[i] == 0) continue;
         per_method.add(static_cast<double>(meth.by_status[i]),
@@ -125,7 +126,7 @@ void server_core::fill_metrics(metrics_snapshot& m) const {
   auto& pool_queued = m.gauge("ringrpc_pool_queued_tasks", "Tasks waiting, per pool.");
   auto& pool_rejected = m.counter("ringrpc_pool_rejected_total", "Work refused, per pool.");
   auto& pool_completed = m.counter("ringrpc_pool_completed_total", "Tasks run, per pool.");
-  for (const pool_stats& p : _dispatcher.stats()) {
+  for (const pool_stats& p : core.endpoints().stats()) {
     const std::vector<metric_label> l{{"pool", p.name}, {"kind", std::string(to_string(p.kind))}};
     threads.add(p.threads, l);
     active.add(p.active, l);
@@ -184,40 +185,39 @@ void server_core::fill_metrics(metrics_snapshot& m) const {
   // Event bus.
   auto& dropped = m.counter("ringrpc_event_queue_dropped_total", "Events dropped by a full event queue.");
   auto& depth = m.gauge("ringrpc_event_queue_depth", "Events waiting in each event queue.");
-  for (const auto& q : _bus->stats()) {
+  for (const auto& q : core.events().stats()) {
     dropped.add(static_cast<double>(q.dropped), {{"queue", q.name}});
     depth.add(static_cast<double>(q.depth), {{"queue", q.name}});
   }
 }
 
-std::string server_core::metrics_text() const {
+std::string metrics_text(const server_core& core) {
   metrics_snapshot m;
-  fill_metrics(m);
+  fill_metrics(core, m);
   return to_prometheus_text(m);
 }
 
-std::string server_core::metrics_json() const {
+std::string metrics_json(const server_core& core) {
   metrics_snapshot m;
-  fill_metrics(m);
+  fill_metrics(core, m);
   return to_json(m);
 }
 
-std::string server_core::status_json() const {
+std::string status_json(const server_core& core, const server_config* given) {
   nlohmann::json j;
   j["version"] = RINGRPC_VERSION;
-  j["state"] = draining() ? "draining" : state() == server_state::running ? "running" : "stopped";
-  j["uptime_seconds"] = _started_ns == 0 ? 0.0 : static_cast<double>(now_ns() - _started_ns) / 1e9;
-  j["listen"] = _options.host + ":" + std::to_string(port());
+  j["state"] = core.draining() ? "draining" : core.state() == server_state::running ? "running" : "stopped";
+  j["uptime_seconds"] = core.started_ns() == 0 ? 0.0 : static_cast<double>(now_ns() - core.started_ns()) / 1e9;
+  j["listen"] = core.options().host + ":" + std::to_string(core.port());
   server_config in_effect;
-  if (_config) in_effect = *_config;
-  in_effect.server = _options;
-  in_effect.admin = _admin_options;
+  if (given != nullptr) in_effect = *given;
+  in_effect.server = core.options();
   j["config"] = nlohmann::json::parse(describe(in_effect, config_text_format::json));
   nlohmann::json eps = nlohmann::json::array();
-  for (const auto& line : _dispatcher.describe_endpoints()) eps.push_back(line);
+  for (const auto& line : core.endpoints().describe_endpoints()) eps.push_back(line);
   j["endpoints"] = eps;
   nlohmann::json pools = nlohmann::json::array();
-  for (const pool_stats& p : _dispatcher.stats()) {
+  for (const pool_stats& p : core.endpoints().stats()) {
     pools.push_back({{"name", p.name}, {"kind", to_string(p.kind)}, {"threads", p.threads},
                      {"active", p.active}, {"max_threads", p.max_threads},
                      {"queued", p.queued}, {"queue_capacity", p.queue_capacity},
@@ -227,9 +227,9 @@ std::string server_core::status_json() const {
   return j.dump(2) + "\n";
 }
 
-std::string server_core::connections_json() const {
+std::string connections_json(const server_core& core) {
   std::vector<connection_info> all;
-  for (const auto& r : _readers) r->snapshot_connections(all);
+  core.snapshot_connections(all);
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.accepted_ns < b.accepted_ns; });
   const std::int64_t now = now_ns();
   nlohmann::json arr = nlohmann::json::array();
@@ -248,10 +248,15 @@ std::string server_core::connections_json() const {
   return j.dump(2) + "\n";
 }
 
-void server_core::start_admin() {
+admin_pages::admin_pages(const server_core& core, server_config config)
+    : _core(core), _config(std::move(config)) {}
+
+admin_pages::~admin_pages() { stop(); }
+
+void admin_pages::start() {
   admin_server_options o;
-  o.host = _admin_options.host;
-  o.port = _admin_options.port;
+  o.host = _config.admin.host;
+  o.port = _config.admin.port;
   _admin = std::make_unique<admin_server>(o);
   auto json_page = [](std::string body) {
     http_response r;
@@ -259,15 +264,16 @@ void server_core::start_admin() {
     r.body = std::move(body);
     return r;
   };
-  _admin->route("/metrics", [this] {
+  const server_core& core = _core;
+  _admin->route("/metrics", [&core] {
     http_response r;
     r.content_type = std::string(prometheus_content_type);
-    r.body = metrics_text();
+    r.body = metrics_text(core);
     return r;
   });
-  _admin->route("/metrics.json", [this, json_page] { return json_page(metrics_json()); });
-  _admin->route("/status", [this, json_page] { return json_page(status_json()); });
-  _admin->route("/connections", [this, json_page] { return json_page(connections_json()); });
+  _admin->route("/metrics.json", [&core, json_page] { return json_page(metrics_json(core)); });
+  _admin->route("/status", [this, json_page] { return json_page(status_json(_core, &_config)); });
+  _admin->route("/connections", [&core, json_page] { return json_page(connections_json(core)); });
   // Liveness: the process answers. Readiness: it takes new calls (false while draining). Both
   // are probes: answered even while idle clients hold every slot, or an orchestrator restarts
   // a healthy server.
@@ -276,14 +282,20 @@ void server_core::start_admin() {
     r.body = "ok\n";
     return r;
   }, route_kind::probe);
-  _admin->route("/readyz", [this] {
+  _admin->route("/readyz", [&core] {
     http_response r;
-    const bool ready = state() == server_state::running;
+    const bool ready = core.state() == server_state::running;
     r.status = ready ? 200 : 503;
     r.body = ready ? "ready\n" : "draining\n";
     return r;
   }, route_kind::probe);
   _admin->start();
 }
+
+void admin_pages::stop() noexcept {
+  if (_admin) _admin->stop();
+}
+
+std::uint16_t admin_pages::port() const noexcept { return _admin ? _admin->port() : 0; }
 
 }  // namespace ringrpc::detail

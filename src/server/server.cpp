@@ -3,9 +3,6 @@
 #include <limits>
 #include <stdexcept>
 
-#include "log/log.hpp"
-#include "log/event_log.hpp"
-#include "ringrpc/config.hpp"
 #include "server/server_core.hpp"
 
 namespace ringrpc {
@@ -174,13 +171,6 @@ class function_endpoint final : public endpoint {
 server::server(server_options options)
     : _core(std::make_unique<detail::server_core>(std::move(options))) {}
 
-server::server(const server_config& config)
-    : _core(std::make_unique<detail::server_core>(config.server)) {
-  validate(config);
-  log::configure(config.logging);
-  _core->configure(config);
-}
-
 server::~server() = default;
 
 void server::add_pool(std::string name, pool_options options) {
@@ -221,7 +211,5 @@ const server_options& server::options() const noexcept { return _core->options()
 server_stats server::stats() const { return _core->stats(); }
 std::vector<pool_stats> server::pool_stats_all() const { return _core->endpoints().stats(); }
 event_bus& server::events() noexcept { return _core->events(); }
-std::uint16_t server::admin_port() const noexcept { return _core->admin_port(); }
-std::string server::metrics_text() const { return _core->metrics_text(); }
 
 }  // namespace ringrpc

@@ -10,7 +10,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/admin_server.hpp"
 #include "base/cpu_affinity.hpp"
 #include "base/thread_name.hpp"
 #include "log/log.hpp"
@@ -95,19 +94,28 @@ void server_core::join_async_stop() noexcept {
   t.join();
 }
 
-void server_core::configure(const server_config& config) {
-  if (state() != server_state::configured) throw std::logic_error("configure() after start()");
-  _options = config.server;
-  _slow_call_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(_options.slow_call_threshold).count();
-  for (const auto& [name, p] : config.pools) _dispatcher.add_pool(name, p);
-  for (const auto& [name, e] : config.endpoints) _endpoint_overrides[name] = e;
-  _admin_options = config.admin;
-  _events_config = config.events;
+void server_core::set_endpoint_override(std::string name, endpoint_options options) {
+  if (state() != server_state::configured) throw std::logic_error("set_endpoint_override() after start()");
+  _endpoint_overrides[std::move(name)] = std::move(options);
+}
+
+void server_core::set_event_log(std::size_t queue_capacity, log_level level,
+                                std::chrono::milliseconds warning_interval) {
+  if (state() != server_state::configured) throw std::logic_error("set_event_log() after start()");
+  _log_queue_capacity = queue_capacity;
+  _log_level = level;
   // Nobody can have used the bus yet (this runs right after construction): rebuild it with the
   // configured warning interval.
-  _bus = make_bus(_events_config.warning_interval);
-  _log_level = config.logging.level;
-  _config = config;
+  _bus = make_bus(warning_interval);
+}
+
+void server_core::attach(std::unique_ptr<server_attachment> part) {
+  if (state() != server_state::configured) throw std::logic_error("attach() after start()");
+  _attachments.push_back(std::move(part));
+}
+
+void server_core::snapshot_connections(std::vector<connection_info>& out) const {
+  for (const auto& r : _readers) r->snapshot_connections(out);
 }
 
 const endpoint_options* server_core::endpoint_override(std::string_view name) const noexcept {
@@ -115,7 +123,6 @@ const endpoint_options* server_core::endpoint_override(std::string_view name) co
   return it == _endpoint_overrides.end() ? nullptr : &it->second;
 }
 
-std::uint16_t server_core::admin_port() const noexcept { return _admin ? _admin->port() : 0; }
 
 std::unique_ptr<thread_pool> server_core::make_pool(const std::string& name,
                                                     const pool_options& options, bool quiet) {
@@ -161,7 +168,7 @@ void server_core::start() {
   _features = probe_io_uring();
   // The structured log hears the server's events through its own queue: posting threads
   // (readers among them) never write a log line themselves.
-  _bus->add_queue("log", _events_config.capacity_of("log"));
+  _bus->add_queue("log", _log_queue_capacity);
   _bus->subscribe("log", log::make_event_log_listener(), log::logged_event_kinds(_log_level));
 
   const unsigned cpus = usable_cpus();
@@ -189,7 +196,7 @@ void server_core::start() {
     _acceptor->start(_features);
     _started_at = std::chrono::system_clock::now();
     _started_ns = now_ns();
-    if (_admin_options.enabled) start_admin();
+    for (auto& part : _attachments) part->start();
     _bus->start();
     post_event(event_kind::server_started, [&] {
       event e;
@@ -351,7 +358,8 @@ void server_core::stop_blocking() {
   _state.store(server_state::stopped, std::memory_order_release);
   post_event(event_kind::server_stopped, [] { return event{}; });
   _bus->stop();  // delivers what is queued, then joins its threads
-  if (_admin) _admin->stop();  // last: readiness said "draining" until the end
+  // Last: the admin server's readiness page said "draining" until the end.
+  for (auto& part : _attachments) part->stop();
 }
 
 void server_core::run_call(endpoint_slot& slot, call* c) noexcept {

@@ -21,8 +21,9 @@
 #include "server/peer_limits.hpp"
 #include "server/reader.hpp"
 #include "server/responder.hpp"
-#include "ringrpc/config.hpp"
+#include "ringrpc/log.hpp"
 #include "ringrpc/event_bus.hpp"
+#include "server/server_attachment.hpp"
 #include "server/server_metrics.hpp"
 #include "ringrpc/server.hpp"
 #include "uring/uring_probe.hpp"
@@ -99,18 +100,29 @@ struct deferred_state : std::enable_shared_from_this<deferred_state> {
   bool listed = false;  // in the core's pending list (guarded by the core's mutex)
 };
 
-class admin_server;
-class metrics_snapshot;
-
 class server_core {
  public:
   explicit server_core(server_options options);
   ~server_core();
 
-  /// Before start(): what a configuration file adds to the server options.
-  void configure(const server_config& config);
+  // Before start(): what a configuration file adds (libringrpc_ops reads the file).
+  /// Options for endpoint `name` that replace what its registration gives (the operator wins).
+  void set_endpoint_override(std::string name, endpoint_options options);
   /// The options the configuration gives endpoint `name`, if it names it.
   const endpoint_options* endpoint_override(std::string_view name) const noexcept;
+  /// The structured log's event queue: its capacity and the level whose events it takes, and
+  /// the bus's interval between drop warnings.
+  void set_event_log(std::size_t queue_capacity, log_level level, std::chrono::milliseconds warning_interval);
+  /// A part that lives and dies with the server (server_attachment.hpp); before start().
+  void attach(std::unique_ptr<server_attachment> part);
+  /// The first attached part of type T, or null.
+  template <class T>
+  T* attachment() const noexcept {
+    for (const auto& p : _attachments) {
+      if (auto* t = dynamic_cast<T*>(p.get())) return t;
+    }
+    return nullptr;
+  }
 
   void start();
   void stop();
@@ -154,7 +166,14 @@ class server_core {
   void finish(call* c) noexcept;
   void deferred_answered(deferred_state& s, call* c) noexcept;
   metrics_registry& metrics() noexcept { return _metrics; }
+  const metrics_registry& metrics() const noexcept { return _metrics; }
   event_bus& events() noexcept { return *_bus; }
+  const event_bus& events() const noexcept { return *_bus; }
+  const dispatcher& endpoints() const noexcept { return _dispatcher; }
+  /// Steady-clock time of start(); 0 before.
+  std::int64_t started_ns() const noexcept { return _started_ns; }
+  /// Every connection of every reader now (for /connections).
+  void snapshot_connections(std::vector<connection_info>& out) const;
   /// Posts an event built by `make` only if some queue wants `kind` (no allocation otherwise).
   template <class Make>
   void post_event(event_kind kind, Make&& make) noexcept {
@@ -173,7 +192,6 @@ class server_core {
   std::size_t post_local_to_all(std::span<const std::byte> payload);
 
   std::uint16_t port() const noexcept { return _acceptor ? _acceptor->port() : 0; }
-  std::uint16_t admin_port() const noexcept;
   server_stats stats() const;
 
   /// max_connections: true if one more connection may open (then release it when it closes).
@@ -188,13 +206,6 @@ class server_core {
   void release_connection_slot() noexcept { _open_connections.fetch_sub(1, std::memory_order_relaxed); }
   unsigned open_connections() const noexcept { return _open_connections.load(std::memory_order_relaxed); }
 
-  // Status pages (status_pages.cpp).
-  void fill_metrics(metrics_snapshot& out) const;
-  std::string metrics_text() const;
-  std::string metrics_json() const;
-  std::string status_json() const;
-  std::string connections_json() const;
-
  private:
   void execute(endpoint_slot& slot, call* c) noexcept;
   void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept;
@@ -202,7 +213,6 @@ class server_core {
   void resolve_limits(std::size_t default_queue);
   void join_async_stop() noexcept;
   void stop_blocking();
-  void start_admin();
   void record_completion(call* c) noexcept;
   void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
   std::uint64_t calls_created() const noexcept;
@@ -221,12 +231,10 @@ class server_core {
   std::unique_ptr<acceptor> _acceptor;
   metrics_registry _metrics;
   std::unique_ptr<event_bus> _bus;
-  admin_options _admin_options;
-  event_bus_config _events_config;
+  std::size_t _log_queue_capacity = 10'000;
   log_level _log_level = log_level::info;
-  std::optional<server_config> _config;  // as given, for /status
   std::map<std::string, endpoint_options, std::less<>> _endpoint_overrides;
-  std::unique_ptr<admin_server> _admin;
+  std::vector<std::unique_ptr<server_attachment>> _attachments;
   std::chrono::system_clock::time_point _started_at{};
   std::int64_t _started_ns = 0;
   std::atomic<unsigned> _open_connections{0};

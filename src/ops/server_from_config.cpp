@@ -1,0 +1,32 @@
+// The members of ringrpc::server that belong to libringrpc_ops: a server built from a
+// configuration file (with its admin server), and the metrics page. They live here, not in the
+// core, so an embedder who uses neither links neither TOML nor JSON.
+
+#include "ringrpc/config.hpp"
+#include "ringrpc/server.hpp"
+
+#include "log/log.hpp"
+#include "ops/status_pages.hpp"
+#include "server/server_core.hpp"
+
+namespace ringrpc {
+
+server::server(const server_config& config)
+    : _core(std::make_unique<detail::server_core>(config.server)) {
+  validate(config);
+  log::configure(config.logging);
+  for (const auto& [name, p] : config.pools) _core->endpoints().add_pool(name, p);
+  for (const auto& [name, e] : config.endpoints) _core->set_endpoint_override(name, e);
+  _core->set_event_log(config.events.capacity_of("log"), config.logging.level,
+                       config.events.warning_interval);
+  if (config.admin.enabled) _core->attach(std::make_unique<detail::admin_pages>(*_core, config));
+}
+
+std::uint16_t server::admin_port() const noexcept {
+  const auto* admin = _core->attachment<detail::admin_pages>();
+  return admin != nullptr ? admin->port() : 0;
+}
+
+std::string server::metrics_text() const { return detail::metrics_text(*_core); }
+
+}  // namespace ringrpc

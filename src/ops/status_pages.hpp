@@ -1,0 +1,42 @@
+#pragma once
+// The pages of a running server as the admin HTTP server serves them, built from the core's
+// public accessors on the admin thread: ops reads the server, the server never calls ops.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ringrpc/config.hpp"
+#include "server/server_attachment.hpp"
+
+namespace ringrpc::detail {
+
+class server_core;
+class metrics_snapshot;
+class admin_server;
+
+void fill_metrics(const server_core& core, metrics_snapshot& out);
+std::string metrics_text(const server_core& core);  ///< Prometheus text exposition format
+std::string metrics_json(const server_core& core);
+/// Version, state, uptime, the configuration in effect (`given` with the server's resolved
+/// options; null: the options alone), endpoints and pools.
+std::string status_json(const server_core& core, const server_config* given);
+std::string connections_json(const server_core& core);
+
+/// The admin HTTP server as a part of a server: started once the listener is up, stopped after
+/// everything else, so /readyz says "draining" until the very end.
+class admin_pages final : public server_attachment {
+ public:
+  admin_pages(const server_core& core, server_config config);
+  ~admin_pages() override;
+  void start() override;
+  void stop() noexcept override;
+  std::uint16_t port() const noexcept;
+
+ private:
+  const server_core& _core;
+  const server_config _config;  // as given, for /status
+  std::unique_ptr<admin_server> _admin;
+};
+
+}  // namespace ringrpc::detail

@@ -1,0 +1,16 @@
+#pragma once
+// The seam through which parts that are not the RPC core (the admin HTTP server of
+// libringrpc_ops, later discovery) live and die with a server, without the core knowing them.
+
+namespace ringrpc::detail {
+
+class server_attachment {
+ public:
+  virtual ~server_attachment() = default;
+  /// Once the listener is up and before start() returns; a throw fails start().
+  virtual void start() = 0;
+  /// After every connection is closed and every thread of the core has been joined.
+  virtual void stop() noexcept = 0;
+};
+
+}  // namespace ringrpc::detail
