@@ -106,7 +106,7 @@ void client_loop::run(std::promise<void>& ready) {
     expire_deadlines();
     for (client_conn* c : _dirty) {
       c->dirty = false;
-      if (!c->write_in_flight && !c->dead) start_write(c);
+      if (!c->dead) start_write(c);
     }
     _dirty.clear();
 
@@ -170,7 +170,12 @@ void client_loop::accept_work(pending* p) {
     return;
   }
   if (p->kind == pending::what::call) {
-    c->inflight.insert(p);
+    if (!c->inflight.insert(p)) {
+      // admit() keeps the calls in flight within max_pending_calls, so this is only a guard.
+      p->written = true;
+      complete(p, failure(call_error::client_busy, "too many calls in flight"));
+      return;
+    }
     if (p->deadline_ns != 0) {
       // Answered calls leave their entries behind (removal from a heap is costly); drop them
       // in one pass when they outnumber the live ones, so the heap stays O(calls in flight).
@@ -185,7 +190,7 @@ void client_loop::accept_work(pending* p) {
       std::push_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
     }
   }
-  c->wq.push_back(p);
+  c->out.queue().push_back(p);
   mark_dirty(c);
 }
 
@@ -280,29 +285,21 @@ bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
 }
 
 void client_loop::start_write(client_conn* c) noexcept {
-  const std::size_t n = c->wq.gather(c->iov, client_conn::max_iov);
-  if (n == 0) return;
-  c->msg.msg_iov = c->iov;
-  c->msg.msg_iovlen = n;
+  msghdr* msg = c->out.next();
+  if (msg == nullptr) return;
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
+  io_uring_prep_sendmsg(sqe, c->fd, msg, MSG_NOSIGNAL);
   io_uring_sqe_set_data64(sqe, make_tag(op::send, c));
-  c->write_in_flight = true;
+}
+
+void client_loop::written(pending* p) noexcept {
+  p->written = true;
+  if (p->kind != pending::what::call || p->finished) put_pending(p);
 }
 
 void client_loop::on_write(client_conn* c, int res) {
-  c->write_in_flight = false;
-  auto written = [this](pending* p) {
-    p->written = true;
-    if (p->kind != pending::what::call || p->finished) put_pending(p);
-  };
-  if (res < 0 || c->dead) {
-    if (res < 0 && !c->dead) fail_connection(c, call_error::connection_closed, std::strerror(-res));
-    c->wq.clear(written);
-  } else {
-    c->wq.consume(static_cast<std::size_t>(res), written);
-    if (!c->wq.empty()) start_write(c);
-  }
+  if (res < 0 && !c->dead) fail_connection(c, call_error::connection_closed, std::strerror(-res));
+  if (c->out.completed(res, c->dead, [this](pending* p) { written(p); })) start_write(c);
   maybe_free(c);
 }
 
@@ -347,7 +344,7 @@ void client_loop::send_cancel(client_conn* c, std::uint64_t id) noexcept {
     if (p != nullptr) put_pending(p);
     return;
   }
-  c->wq.push_back(p);
+  c->out.queue().push_back(p);
   try {
     mark_dirty(c);
   } catch (...) {
@@ -365,12 +362,7 @@ void client_loop::fail_connection(client_conn* c, call_error e, std::string_view
   const call_outcome o = failure(e, why);
   c->inflight.drain([&](pending* p) { complete(p, o); });
   c->deadlines.clear();
-  if (!c->write_in_flight) {
-    c->wq.clear([this](pending* p) {
-      p->written = true;
-      if (p->kind != pending::what::call || p->finished) put_pending(p);
-    });
-  }
+  if (!c->out.in_flight()) c->out.queue().clear([this](pending* p) { written(p); });
 }
 
 std::int64_t client_loop::next_deadline() const noexcept {
@@ -403,7 +395,7 @@ void client_loop::expire_deadlines() noexcept {
 }
 
 void client_loop::maybe_free(client_conn* c) noexcept {
-  if (!c->detached || c->recv_armed || c->write_in_flight) return;
+  if (!c->detached || c->recv_armed || c->out.in_flight()) return;
   std::erase(_conns, c);
   std::erase(_dirty, c);
   ::close(c->fd);
