@@ -8,6 +8,7 @@
 #include <exception>
 #include <functional>
 
+#include "client/multishot_recv.hpp"
 #include "uring/cqe_tag.hpp"
 #include "uring/uring_probe.hpp"
 
@@ -202,32 +203,25 @@ void client_loop::mark_dirty(client_conn* c) {
 }
 
 void client_loop::arm_recv(client_conn* c) noexcept {
-  io_uring_sqe* sqe = _ring->get_sqe();
-  _buffers->prep_recv_multishot(sqe, c->fd);
-  io_uring_sqe_set_data64(sqe, make_tag(op::recv, c));
+  arm_multishot_recv(*_ring, *_buffers, c->fd, c);
   c->recv_armed = true;
 }
 
 void client_loop::on_recv(client_conn* c, const io_uring_cqe& cqe) {
-  if (cqe.flags & IORING_CQE_F_BUFFER) {
-    const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
-    if (cqe.res > 0 && !c->dead) {
-      auto r = c->assembler->feed(_buffers->bytes(id, static_cast<std::size_t>(cqe.res)),
-                                  [this, c](std::span<const std::byte> f) { return on_frame(c, f); });
-      if (r == frame_assembler::result::frame_too_large) {
-        fail_connection(c, call_error::protocol_error,
-                        "reply frame exceeds the client's max_frame_bytes");
-      } else if (r != frame_assembler::result::ok && r != frame_assembler::result::paused &&
-                 !c->dead) {
-        fail_connection(c, call_error::protocol_error, "could not buffer a reply frame");
-      }
-      release_receive_memory(c);
+  const recv_left left = take_recv(*_buffers, cqe, c->dead, [this, c](std::span<const std::byte> bytes) {
+    auto r = c->assembler->feed(bytes, [this, c](std::span<const std::byte> f) { return on_frame(c, f); });
+    if (r == frame_assembler::result::frame_too_large) {
+      fail_connection(c, call_error::protocol_error,
+                      "reply frame exceeds the client's max_frame_bytes");
+    } else if (r != frame_assembler::result::ok && r != frame_assembler::result::paused &&
+               !c->dead) {
+      fail_connection(c, call_error::protocol_error, "could not buffer a reply frame");
     }
-    _buffers->recycle(id);
-  }
-  if (cqe.flags & IORING_CQE_F_MORE) return;
+    release_receive_memory(c);
+  });
+  if (left == recv_left::armed) return;
   c->recv_armed = false;
-  if (cqe.res == -ENOBUFS && !c->dead) {
+  if (left == recv_left::out_of_buffers && !c->dead) {
     arm_recv(c);  // buffers come back when this batch is committed, before the next submit
   } else if (!c->dead) {
     fail_connection(c, call_error::connection_closed,

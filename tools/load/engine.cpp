@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "base/write_queue.hpp"
+#include "client/multishot_recv.hpp"
 #include "uring/cqe_tag.hpp"
 #include "uring/provided_buffers.hpp"
 #include "uring/ring.hpp"
@@ -176,9 +177,7 @@ void worker::count_error(const std::string& kind, std::int64_t now) {
 }
 
 void worker::arm_recv(conn_state& c) {
-  io_uring_sqe* sqe = _ring->get_sqe();
-  _buffers->prep_recv_multishot(sqe, c.fd);
-  io_uring_sqe_set_data64(sqe, make_tag(op::recv, &c));
+  detail::arm_multishot_recv(*_ring, *_buffers, c.fd, &c);
   c.recv_armed = true;
 }
 
@@ -274,24 +273,19 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
 }
 
 void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
-  if (cqe.flags & IORING_CQE_F_BUFFER) {
-    const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
-    if (cqe.res > 0 && !c.dead) {
-      const auto r = c.rx.feed(_buffers->bytes(id, static_cast<std::size_t>(cqe.res)),
-                               [&](std::span<const std::byte>) { return on_reply(c, c.rx.framer().last, now); });
-      if (r == reply_assembler::result::frame_too_large) {
-        lose(c, "protocol", now);  // every call in flight on it failed because of the bad bytes
-      } else if (r == reply_assembler::result::no_memory) {
-        lose(c, "closed", now);
-      }
-      if (c.dead) c.rx.restart();  // a sink that lost the connection left the rest kept
+  const auto left = detail::take_recv(*_buffers, cqe, c.dead, [&](std::span<const std::byte> bytes) {
+    const auto r = c.rx.feed(bytes, [&](std::span<const std::byte>) { return on_reply(c, c.rx.framer().last, now); });
+    if (r == reply_assembler::result::frame_too_large) {
+      lose(c, "protocol", now);  // every call in flight on it failed because of the bad bytes
+    } else if (r == reply_assembler::result::no_memory) {
+      lose(c, "closed", now);
     }
-    _buffers->recycle(id);
-  }
-  if (cqe.flags & IORING_CQE_F_MORE) return;
+    if (c.dead) c.rx.restart();  // a sink that lost the connection left the rest kept
+  });
+  if (left == detail::recv_left::armed) return;
   c.recv_armed = false;
   if (c.dead) return;
-  if (cqe.res == -ENOBUFS) {
+  if (left == detail::recv_left::out_of_buffers) {
     arm_recv(c);  // buffers are given back before the next submit
   } else {
     const bool announced = c.peer_closing;
