@@ -1,33 +1,22 @@
 #pragma once
-// Log-linear (HdrHistogram-layout) latency histogram, its V2 compressed encoding, and the
-// HdrHistogram interval log format (v1.3) built on it.
+// Log-linear (HdrHistogram-layout) latency histogram: exact to 3 digits, mergeable, one owner
+// thread. Its V2 encoding and the interval log are ringrpc-load's (tools/load/hdr_log.hpp), so
+// the core library does not need zlib.
+//
+// Why there are two histograms: this one is for reports (ringrpc-load, bench, prometheus text
+// from a finished run): exact percentiles, merge() across threads, HdrHistogram-compatible
+// buckets, ~144 KiB each. metric_histogram (src/base/metric_histogram.hpp) is the server's live
+// one: ~2 KiB of relaxed atomics per thread per method, read by the metrics page while its
+// owner writes, ~9% buckets. Neither can do the other's job at its cost.
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <iosfwd>
 #include <limits>
-#include <optional>
 #include <stdexcept>
-#include <string>
-#include <string_view>
 #include <vector>
 
 namespace ringrpc::detail {
-
-class latency_histogram;
-
-/// Encodes `h` in HdrHistogram's V2 compressed form (zlib-deflated ZigZag-LEB128 counts), then
-/// base64: the exact text the HdrHistogram tools expect in an interval log line. Only the bucket
-/// counts and the layout travel; saturated() does not. Throws std::overflow_error if a bucket
-/// count exceeds INT64_MAX (unrepresentable in the format), std::runtime_error if zlib fails.
-std::string encode_compressed_base64(const latency_histogram& h);
-
-/// Inverse of encode_compressed_base64; also accepts encodings produced by other HdrHistogram
-/// implementations (Java, C, Rust...) of V2 histograms. The result has the layout stored in the
-/// encoding, and saturated() == 0. Throws std::invalid_argument on malformed or unsupported input.
-/// Untrusted input can still make it allocate the largest legal layout (~50 MB at 5 digits).
-latency_histogram decode_compressed_base64(std::string_view text);
 
 /// Log-linear histogram of non-negative integer values (we record nanoseconds) whose bucket
 /// layout is identical to HdrHistogram's for the same (lowest, highest, digits), so counts-array
@@ -157,6 +146,16 @@ class latency_histogram {
   std::uint64_t value_at_index(std::size_t index) const noexcept;
   /// Count stored at `index` (< counts_length()).
   std::uint64_t count_at_index(std::size_t index) const noexcept { return _counts[index]; }
+  /// Adds `count` to the bucket at `index` (< counts_length()), keeping count/min/max right:
+  /// how a decoder rebuilds a histogram from its counts array.
+  void add_at_index(std::size_t index, std::uint64_t count) noexcept {
+    if (count == 0) return;
+    _counts[index] += count;
+    _total_count += count;
+    const std::uint64_t low = value_at_index(index);
+    if (low < _min_recorded) _min_recorded = low;
+    if (low > _max_recorded) _max_recorded = low;
+  }
   /// Smallest / largest values sharing `value`'s bucket.
   std::uint64_t lowest_equivalent_value(std::uint64_t value) const noexcept {
     return value & ~(bucket_width(value) - 1);
@@ -166,15 +165,11 @@ class latency_histogram {
   }
 
  private:
-  friend latency_histogram decode_compressed_base64(std::string_view text);
-
   // Width of `value`'s bucket: a power of two, 2^unit_magnitude in buckets 0 and 1.
   std::uint64_t bucket_width(std::uint64_t value) const noexcept {
     const int bucket = _leading_zero_count_base - std::countl_zero(value | _sub_bucket_mask);
     return std::uint64_t{1} << (bucket + _unit_magnitude);
   }
-  // Rebuilds count/min/max after counts were written directly (decoding).
-  void recompute_summary() noexcept;
 
   std::uint64_t _lowest_discernible;
   std::uint64_t _highest_trackable;
@@ -192,83 +187,6 @@ class latency_histogram {
   // Raw extremes (after clamping); reported through the equivalent-value functions.
   std::uint64_t _min_recorded = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t _max_recorded = 0;
-};
-
-// --- interval log (HdrHistogram "Histogram log format version 1.3") ------------------------
-
-/// Writes an HdrHistogram interval log: comment/header lines, then one line per interval
-/// `[Tag=<tag>,]<start_s>,<interval_s>,<max>,<base64 histogram>`, numbers with 3 decimals.
-/// `<max>` is histogram.max() / max_value_unit_ratio (HdrHistogram's default 1e6: ns -> ms).
-/// Not thread-safe; `out` must outlive the writer. Stream errors are left in `out`'s state.
-class interval_log_writer {
- public:
-  explicit interval_log_writer(std::ostream& out, double max_value_unit_ratio = 1e6);
-
-  /// Convenience: format version, StartTime and BaseTime (both `start_epoch_s`), then legend.
-  /// Interval start times are then relative to `start_epoch_s`.
-  void write_header(double start_epoch_s);
-  /// "#[Histogram log format version 1.3]"
-  void write_format_version();
-  /// "#[StartTime: <s> (seconds since epoch), <UTC ISO-8601>]"
-  void write_start_time(double epoch_s);
-  /// "#[BaseTime: <s> (seconds since epoch)]": interval start times are relative to this.
-  void write_base_time(double epoch_s);
-  /// "#<text>". Throws std::invalid_argument if `text` contains a line break.
-  void write_comment(std::string_view text);
-  /// The CSV legend line naming the four interval columns.
-  void write_legend();
-  /// One interval line. An empty `tag` writes an untagged line. Throws std::invalid_argument if
-  /// the tag contains ',' or whitespace (it would corrupt the line), and whatever
-  /// encode_compressed_base64 throws.
-  void write_interval(double start_s, double interval_s, const latency_histogram& histogram,
-                      std::string_view tag = {});
-
- private:
-  std::ostream* _out;
-  double _max_value_unit_ratio;
-};
-
-/// One interval read back from a log. Times are as written (relative to the BaseTime, if any).
-struct log_interval {
-  std::string tag;  // empty when the line had no Tag=
-  double start_s = 0;
-  double interval_s = 0;
-  double max_value = 0;  // the scaled max column, as written
-  latency_histogram histogram;
-};
-
-/// Thrown by interval_log_reader on a malformed line; what() starts with "interval log line N:".
-class interval_log_error : public std::runtime_error {
- public:
-  interval_log_error(std::size_t line, const std::string& message);
-  /// 1-based line number of the offending line.
-  std::size_t line() const noexcept { return _line; }
-
- private:
-  std::size_t _line;
-};
-
-/// Parses an HdrHistogram interval log (any 1.x version with V2 histograms). Comment lines,
-/// blank lines and the legend are skipped; StartTime/BaseTime headers are remembered.
-/// Not thread-safe; `in` must outlive the reader.
-class interval_log_reader {
- public:
-  explicit interval_log_reader(std::istream& in);
-
-  /// Next interval, or nullopt at end of input. Throws interval_log_error on a malformed line.
-  std::optional<log_interval> next();
-  /// All remaining intervals.
-  std::vector<log_interval> read_all();
-
-  /// Values of the StartTime / BaseTime headers seen so far, in seconds since the epoch.
-  std::optional<double> start_time_s() const noexcept { return _start_time_s; }
-  std::optional<double> base_time_s() const noexcept { return _base_time_s; }
-
- private:
-  std::istream* _in;
-  std::size_t _line_no = 0;
-  std::optional<double> _start_time_s;
-  std::optional<double> _base_time_s;
 };
 
 }  // namespace ringrpc::detail

@@ -1,6 +1,8 @@
 #pragma once
-// The per-connection queue of outgoing frames, with at most one gathered write in flight.
+// The per-connection queue of outgoing frames, with at most one gathered write in flight:
+// the client runtime's and ringrpc-load's send path (the server's responder gathers its own).
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cstddef>
@@ -90,6 +92,49 @@ class write_queue {
   std::size_t _bytes = 0;
   std::size_t _items = 0;
   std::size_t _head_offset = 0;
+};
+
+/// One connection's send path: its write_queue and the msghdr/iovecs of its one gathered
+/// sendmsg in flight (the kernel reads them until the completion, so they live here, not on a
+/// stack). Owned by one thread; the caller submits the msghdr and reports the result.
+template <class Item, std::size_t MaxIov = 64>
+class gathered_writer {
+ public:
+  write_queue<Item>& queue() noexcept { return _queue; }
+  const write_queue<Item>& queue() const noexcept { return _queue; }
+  bool in_flight() const noexcept { return _in_flight; }
+
+  /// The msghdr of the next sendmsg (up to MaxIov items from the head), or null when a write
+  /// is in flight already or nothing is queued. Non-null marks a write in flight.
+  msghdr* next() noexcept {
+    if (_in_flight) return nullptr;
+    const std::size_t n = _queue.gather(_iov, MaxIov);
+    if (n == 0) return nullptr;
+    _msg.msg_iov = _iov;
+    _msg.msg_iovlen = n;
+    _in_flight = true;
+    return &_msg;
+  }
+
+  /// The completion of the sendmsg from next(): `res` bytes written, or an error (< 0) or
+  /// `drop` (the connection is dead), which let go of everything queued. Every item that is
+  /// done with is passed to `done(Item*)`. Returns true when bytes are left to send.
+  template <class Done>
+  bool completed(int res, bool drop, Done&& done) noexcept {
+    _in_flight = false;
+    if (res < 0 || drop) {
+      _queue.clear(done);
+      return false;
+    }
+    _queue.consume(static_cast<std::size_t>(res), done);
+    return !_queue.empty();
+  }
+
+ private:
+  write_queue<Item> _queue;
+  bool _in_flight = false;
+  msghdr _msg{};
+  iovec _iov[MaxIov];
 };
 
 }  // namespace ringrpc::detail

@@ -8,6 +8,7 @@
 #include <exception>
 #include <functional>
 
+#include "client/multishot_recv.hpp"
 #include "uring/cqe_tag.hpp"
 #include "uring/uring_probe.hpp"
 
@@ -106,7 +107,7 @@ void client_loop::run(std::promise<void>& ready) {
     expire_deadlines();
     for (client_conn* c : _dirty) {
       c->dirty = false;
-      if (!c->write_in_flight && !c->dead) start_write(c);
+      if (!c->dead) start_write(c);
     }
     _dirty.clear();
 
@@ -170,7 +171,12 @@ void client_loop::accept_work(pending* p) {
     return;
   }
   if (p->kind == pending::what::call) {
-    c->inflight.insert(p);
+    if (!c->inflight.insert(p)) {
+      // admit() keeps the calls in flight within max_pending_calls, so this is only a guard.
+      p->written = true;
+      complete(p, failure(call_error::client_busy, "too many calls in flight"));
+      return;
+    }
     if (p->deadline_ns != 0) {
       // Answered calls leave their entries behind (removal from a heap is costly); drop them
       // in one pass when they outnumber the live ones, so the heap stays O(calls in flight).
@@ -185,7 +191,7 @@ void client_loop::accept_work(pending* p) {
       std::push_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
     }
   }
-  c->wq.push_back(p);
+  c->out.queue().push_back(p);
   mark_dirty(c);
 }
 
@@ -197,32 +203,25 @@ void client_loop::mark_dirty(client_conn* c) {
 }
 
 void client_loop::arm_recv(client_conn* c) noexcept {
-  io_uring_sqe* sqe = _ring->get_sqe();
-  _buffers->prep_recv_multishot(sqe, c->fd);
-  io_uring_sqe_set_data64(sqe, make_tag(op::recv, c));
+  arm_multishot_recv(*_ring, *_buffers, c->fd, c);
   c->recv_armed = true;
 }
 
 void client_loop::on_recv(client_conn* c, const io_uring_cqe& cqe) {
-  if (cqe.flags & IORING_CQE_F_BUFFER) {
-    const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
-    if (cqe.res > 0 && !c->dead) {
-      auto r = c->assembler->feed(_buffers->bytes(id, static_cast<std::size_t>(cqe.res)),
-                                  [this, c](std::span<const std::byte> f) { return on_frame(c, f); });
-      if (r == frame_assembler::result::frame_too_large) {
-        fail_connection(c, call_error::protocol_error,
-                        "reply frame exceeds the client's max_frame_bytes");
-      } else if (r != frame_assembler::result::ok && r != frame_assembler::result::paused &&
-                 !c->dead) {
-        fail_connection(c, call_error::protocol_error, "could not buffer a reply frame");
-      }
-      release_receive_memory(c);
+  const recv_left left = take_recv(*_buffers, cqe, c->dead, [this, c](std::span<const std::byte> bytes) {
+    auto r = c->assembler->feed(bytes, [this, c](std::span<const std::byte> f) { return on_frame(c, f); });
+    if (r == frame_assembler::result::frame_too_large) {
+      fail_connection(c, call_error::protocol_error,
+                      "reply frame exceeds the client's max_frame_bytes");
+    } else if (r != frame_assembler::result::ok && r != frame_assembler::result::paused &&
+               !c->dead) {
+      fail_connection(c, call_error::protocol_error, "could not buffer a reply frame");
     }
-    _buffers->recycle(id);
-  }
-  if (cqe.flags & IORING_CQE_F_MORE) return;
+    release_receive_memory(c);
+  });
+  if (left == recv_left::armed) return;
   c->recv_armed = false;
-  if (cqe.res == -ENOBUFS && !c->dead) {
+  if (left == recv_left::out_of_buffers && !c->dead) {
     arm_recv(c);  // buffers come back when this batch is committed, before the next submit
   } else if (!c->dead) {
     fail_connection(c, call_error::connection_closed,
@@ -280,29 +279,21 @@ bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
 }
 
 void client_loop::start_write(client_conn* c) noexcept {
-  const std::size_t n = c->wq.gather(c->iov, client_conn::max_iov);
-  if (n == 0) return;
-  c->msg.msg_iov = c->iov;
-  c->msg.msg_iovlen = n;
+  msghdr* msg = c->out.next();
+  if (msg == nullptr) return;
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
+  io_uring_prep_sendmsg(sqe, c->fd, msg, MSG_NOSIGNAL);
   io_uring_sqe_set_data64(sqe, make_tag(op::send, c));
-  c->write_in_flight = true;
+}
+
+void client_loop::written(pending* p) noexcept {
+  p->written = true;
+  if (p->kind != pending::what::call || p->finished) put_pending(p);
 }
 
 void client_loop::on_write(client_conn* c, int res) {
-  c->write_in_flight = false;
-  auto written = [this](pending* p) {
-    p->written = true;
-    if (p->kind != pending::what::call || p->finished) put_pending(p);
-  };
-  if (res < 0 || c->dead) {
-    if (res < 0 && !c->dead) fail_connection(c, call_error::connection_closed, std::strerror(-res));
-    c->wq.clear(written);
-  } else {
-    c->wq.consume(static_cast<std::size_t>(res), written);
-    if (!c->wq.empty()) start_write(c);
-  }
+  if (res < 0 && !c->dead) fail_connection(c, call_error::connection_closed, std::strerror(-res));
+  if (c->out.completed(res, c->dead, [this](pending* p) { written(p); })) start_write(c);
   maybe_free(c);
 }
 
@@ -347,7 +338,7 @@ void client_loop::send_cancel(client_conn* c, std::uint64_t id) noexcept {
     if (p != nullptr) put_pending(p);
     return;
   }
-  c->wq.push_back(p);
+  c->out.queue().push_back(p);
   try {
     mark_dirty(c);
   } catch (...) {
@@ -365,12 +356,7 @@ void client_loop::fail_connection(client_conn* c, call_error e, std::string_view
   const call_outcome o = failure(e, why);
   c->inflight.drain([&](pending* p) { complete(p, o); });
   c->deadlines.clear();
-  if (!c->write_in_flight) {
-    c->wq.clear([this](pending* p) {
-      p->written = true;
-      if (p->kind != pending::what::call || p->finished) put_pending(p);
-    });
-  }
+  if (!c->out.in_flight()) c->out.queue().clear([this](pending* p) { written(p); });
 }
 
 std::int64_t client_loop::next_deadline() const noexcept {
@@ -403,7 +389,7 @@ void client_loop::expire_deadlines() noexcept {
 }
 
 void client_loop::maybe_free(client_conn* c) noexcept {
-  if (!c->detached || c->recv_armed || c->write_in_flight) return;
+  if (!c->detached || c->recv_armed || c->out.in_flight()) return;
   std::erase(_conns, c);
   std::erase(_dirty, c);
   ::close(c->fd);

@@ -60,7 +60,8 @@ struct client_conn {
         default_timeout(o.default_timeout),
         max_pending_calls(o.max_pending_calls),
         max_pending_bytes(o.max_pending_bytes),
-        max_frame_bytes(o.max_frame_bytes) {
+        max_frame_bytes(o.max_frame_bytes),
+        inflight(o.max_pending_calls) {
     assembler.emplace(max_frame_bytes);
   }
 
@@ -93,8 +94,8 @@ struct client_conn {
   // Optional only so that it can be re-created in place (release_receive_memory()).
   std::optional<frame_assembler> assembler;
   bool assembler_grown = false;  // it held a frame much larger than a receive buffer
-  write_queue<pending> wq;
-  inflight_table<pending> inflight;
+  gathered_writer<pending> out;
+  inflight_table<pending> inflight;  // bounded by max_pending_calls: admit() reserved each one
   struct deadline {
     std::int64_t at;
     std::uint64_t id;
@@ -102,14 +103,10 @@ struct client_conn {
   };
   std::vector<deadline> deadlines;  // min-heap; entries of finished calls are skipped lazily
   bool recv_armed = false;
-  bool write_in_flight = false;
   bool dirty = false;
   bool dead = false;      // no more traffic: pending calls failed, new ones fail at once
   bool detached = false;  // the client let go; free once no request names this connection
   std::promise<void>* on_freed = nullptr;
-  static constexpr std::size_t max_iov = 64;
-  msghdr msg{};
-  iovec iov[max_iov];
 };
 
 class client_loop {
@@ -138,6 +135,7 @@ class client_loop {
   bool on_frame(client_conn* c, std::span<const std::byte> frame);
   void start_write(client_conn* c) noexcept;
   void on_write(client_conn* c, int res);
+  void written(pending* p) noexcept;
   void complete(pending* p, const call_outcome& o) noexcept;
   void uncount(pending* p) noexcept;
   void send_cancel(client_conn* c, std::uint64_t id) noexcept;

@@ -1,85 +1,90 @@
 #pragma once
 // Splits a byte stream into frames, keeping the tail of a frame that spans receive buffers.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
-#include <cstring>
-#include <memory>
-#include <new>
 #include <span>
+#include <utility>
 
 #include "wire/frame_codec.hpp"
+#include "wire/stream_buffer.hpp"
 
 namespace ringrpc::detail {
 
-/// Reassembles length-prefixed frames from arbitrary slices of a stream. Owned by one thread.
+/// What a framer says about the bytes at the front of a stream.
+struct frame_measure {
+  enum class kind : std::uint8_t {
+    need_more,  ///< no whole frame yet; `bytes`: the frame's whole size when known, else 0
+    whole,      ///< `bytes`: the size of the whole frame at the front
+    invalid,    ///< the bytes cannot start a frame; `bytes`: the offending length, if any
+  };
+  kind what = kind::need_more;
+  std::size_t bytes = 0;
+};
+
+/// Reassembles frames from arbitrary slices of a stream. Owned by one thread. The Framer says
+/// where frames end (`frame_measure measure(std::span<const std::byte> front)`), and its
+/// `initial_bytes` / `keep_bytes` size the buffer (stream_buffer). A framer that can tell a
+/// frame's size before the frame is whole (a length prefix) sets `sizes_ahead`, so a spanning
+/// frame is completed with just the bytes it lacks. ringrpc's frames (frame_assembler below)
+/// and ringrpc-load's replies of every protocol (tools/load/engine.cpp) share this; a template
+/// rather than virtual hooks because it runs once per frame on both hot paths.
 ///
 /// Bytes are only copied when a frame spans slices (or delivery is paused): a frame that lies
-/// whole inside a slice is handed to the sink in place, and a frame that spans slices is
-/// completed with just the bytes it lacks. Memory follows the bytes that arrived, never what a
-/// length prefix claims: the buffer grows geometrically from a small start as bytes come in, so
-/// a peer claiming 16 MiB and sending 100 bytes costs a few KiB. A buffer above `keep_bytes` is
-/// freed as soon as it holds nothing, so one huge frame does not pin its memory afterwards.
-class frame_assembler {
+/// whole inside a slice is handed to the sink in place. Memory follows the bytes that arrived,
+/// never what a length prefix claims (see stream_buffer), so a peer claiming 16 MiB and
+/// sending 100 bytes costs a few KiB.
+template <class Framer>
+class basic_frame_assembler {
  public:
   enum class result {
     ok,               ///< everything consumed or kept for later
     paused,           ///< the sink asked to stop; the rest is kept, call drain() later
-    frame_too_large,  ///< a prefix exceeded the limit; the stream cannot be trusted any more
+    frame_too_large,  ///< the framer rejected the bytes (a prefix over the limit); the stream cannot be trusted any more
     no_memory,        ///< the buffer could not grow; what was kept is dropped, like the stream
   };
 
   /// Smallest buffer allocated, and the largest one kept while empty.
-  static constexpr std::size_t initial_bytes = 512;
-  static constexpr std::size_t keep_bytes = 4096;
+  static constexpr std::size_t initial_bytes = Framer::initial_bytes;
+  static constexpr std::size_t keep_bytes = Framer::keep_bytes;
 
-  explicit frame_assembler(std::uint32_t max_body_bytes) noexcept : _max_body(max_body_bytes) {}
-  frame_assembler(const frame_assembler&) = delete;
-  frame_assembler& operator=(const frame_assembler&) = delete;
+  explicit basic_frame_assembler(Framer framer) noexcept : _framer(std::move(framer)) {}
+  basic_frame_assembler(const basic_frame_assembler&) = delete;
+  basic_frame_assembler& operator=(const basic_frame_assembler&) = delete;
+  basic_frame_assembler(basic_frame_assembler&&) noexcept = default;
+  basic_frame_assembler& operator=(basic_frame_assembler&&) noexcept = default;
 
   /// Feeds one slice. `sink(std::span<const std::byte> frame)` gets each complete frame, prefix
   /// included, and returns false to pause delivery. The span is valid only during the call.
   template <class Sink>
   result feed(std::span<const std::byte> data, Sink&& sink) {
     if (_paused) {
-      if (!append(data)) return out_of_memory();
+      if (!_buf.append(data)) return out_of_memory();
       return drain(sink);
     }
-    if (_end > _start) {
-      // Complete the kept frame with just the bytes it lacks; the rest of the slice is then
-      // delivered in place like any other.
-      const std::size_t header_missing =
-          _end - _start < frame_prefix_bytes ? frame_prefix_bytes - (_end - _start) : 0;
-      if (header_missing > 0) {
-        const std::size_t take = std::min(header_missing, data.size());
-        if (!append(data.first(take))) return out_of_memory();
-        data = data.subspan(take);
-        if (_end - _start < frame_prefix_bytes) return result::ok;
+    // Outside a pause the buffer holds at most the start of one frame: complete it first (with
+    // just the bytes it lacks, when the framer knows how many); the rest of the slice is then
+    // delivered in place like any other.
+    while (!_buf.empty() && !data.empty()) {
+      std::size_t take = data.size();
+      std::size_t frame_bytes = 0;
+      if constexpr (Framer::sizes_ahead) {
+        const frame_measure m = _framer.measure(_buf.data());
+        if (m.what == frame_measure::kind::invalid) return reject(m.bytes);
+        frame_bytes = m.bytes;
+        if (frame_bytes > _buf.size()) take = std::min(frame_bytes - _buf.size(), data.size());
       }
-      const std::uint32_t body = read_frame_length(_buf.get() + _start);
-      if (body > _max_body) {
-        _rejected = body;
-        reset();
-        return result::frame_too_large;
-      }
-      const std::size_t whole = frame_prefix_bytes + body;
-      const std::size_t take = std::min(whole - (_end - _start), data.size());
-      if (!append(data.first(take), whole)) return out_of_memory();
+      if (!_buf.append(data.first(take), frame_bytes)) return out_of_memory();
       data = data.subspan(take);
-      if (_end - _start < whole) return result::ok;
-      const bool go_on = sink(std::span<const std::byte>(_buf.get() + _start, whole));
-      _start = _end = 0;
-      if (!go_on) {
-        if (!append(data)) return out_of_memory();
-        _paused = true;
-        return result::paused;
-      }
-      release_if_big();
+      if (frame_bytes != 0 && _buf.size() < frame_bytes) continue;  // still short (or only the prefix came)
+      const result r = deliver_kept(sink);
+      if (r == result::paused && !_buf.append(data)) return out_of_memory();
+      if (r != result::ok) return r;
     }
     std::size_t used = 0;
     const result r = deliver(data, used, sink);
-    if (!append(data.subspan(used))) return out_of_memory();
+    if (!_buf.append(data.subspan(used))) return out_of_memory();
     return r;
   }
 
@@ -87,7 +92,7 @@ class frame_assembler {
   /// the buffer could not grow (nothing is kept then: treat it like no_memory).
   bool hold(std::span<const std::byte> data) {
     _paused = true;
-    if (append(data)) return true;
+    if (_buf.append(data)) return true;
     out_of_memory();
     return false;
   }
@@ -96,51 +101,47 @@ class frame_assembler {
   template <class Sink>
   result drain(Sink&& sink) {
     _paused = false;
-    std::size_t used = 0;
-    const result r = deliver(std::span<const std::byte>(_buf.get() + _start, _end - _start), used, sink);
-    _start += used;
-    if (_start == _end) {
-      _start = _end = 0;
-      release_if_big();
-    }
-    return r;
+    return deliver_kept(sink);
   }
 
   /// True while delivery is paused with bytes kept (hold(), or a sink that returned false).
-  bool holding() const noexcept { return _paused && _end > _start; }
+  bool holding() const noexcept { return _paused && !_buf.empty(); }
 
   /// Bytes held back: an incomplete frame, or complete ones not delivered because of a pause.
-  std::size_t buffered() const noexcept { return _end - _start; }
+  std::size_t buffered() const noexcept { return _buf.size(); }
 
   /// Bytes allocated for the buffer now (what a memory budget should count).
-  std::size_t capacity() const noexcept { return _cap; }
+  std::size_t capacity() const noexcept { return _buf.capacity(); }
 
-  /// After frame_too_large: the offending length prefix.
-  std::uint32_t rejected_length() const noexcept { return _rejected; }
+  /// After frame_too_large: the offending length (a length prefix's claim).
+  std::size_t rejected_length() const noexcept { return _rejected; }
 
-  std::uint32_t max_body_bytes() const noexcept { return _max_body; }
+  Framer& framer() noexcept { return _framer; }
+  const Framer& framer() const noexcept { return _framer; }
 
   /// Drops everything kept and frees the buffer.
-  void reset() noexcept {
-    _start = _end = 0;
-    _buf.reset();
-    _cap = 0;
+  void reset() noexcept { _buf.release(); }
+
+  /// Drops everything kept and any pause, ready for a new stream (a reconnection); keeps a
+  /// buffer of at most keep_bytes.
+  void restart() noexcept {
+    _buf.clear();
+    _paused = false;
   }
 
  private:
   template <class Sink>
   result deliver(std::span<const std::byte> data, std::size_t& used, Sink& sink) {
-    while (data.size() - used >= frame_prefix_bytes) {
-      const std::uint32_t body = read_frame_length(data.data() + used);
-      if (body > _max_body) {
-        _rejected = body;
-        used = data.size();  // nothing after a bad prefix can be framed
+    while (used < data.size()) {
+      const frame_measure m = _framer.measure(data.subspan(used));
+      if (m.what == frame_measure::kind::invalid) {
+        _rejected = m.bytes;
+        used = data.size();  // nothing after a bad frame can be framed
         return result::frame_too_large;
       }
-      const std::size_t whole = frame_prefix_bytes + body;
-      if (data.size() - used < whole) break;
-      const bool go_on = sink(data.subspan(used, whole));
-      used += whole;
+      if (m.what == frame_measure::kind::need_more) break;
+      const bool go_on = sink(data.subspan(used, m.bytes));
+      used += m.bytes;
       if (!go_on) {
         _paused = true;
         return result::paused;
@@ -149,53 +150,60 @@ class frame_assembler {
     return result::ok;
   }
 
+  // Delivers what the buffer holds, drops what was delivered.
+  template <class Sink>
+  result deliver_kept(Sink& sink) {
+    std::size_t used = 0;
+    const result r = deliver(_buf.data(), used, sink);
+    if (used > 0 || _buf.empty()) _buf.consume(used);  // consume(0) could shrink mid-frame
+    return r;
+  }
+
+  result reject(std::size_t claimed) noexcept {
+    _rejected = claimed;
+    reset();
+    return result::frame_too_large;
+  }
+
   result out_of_memory() noexcept {
     reset();
     return result::no_memory;
   }
 
-  void release_if_big() noexcept {
-    if (_start == _end && _cap > keep_bytes) reset();
-  }
-
-  // Appends, growing by doubling: the bytes copied over a frame's life stay below twice its
-  // size, and the allocation never runs ahead of what arrived by more than that factor.
-  // `frame_bytes`, when the kept bytes are one frame of that known size, caps the growth at it
-  // (a 16 MiB frame gets 16 MiB, not the next power of two).
-  bool append(std::span<const std::byte> data, std::size_t frame_bytes = 0) noexcept {
-    if (data.empty()) return true;
-    if (_start > 0 && _start == _end) _start = _end = 0;
-    if (_end + data.size() > _cap && _start > 0) {
-      // Slide the kept bytes to the front before growing, so a long-lived connection's buffer
-      // stays one frame in size.
-      std::memmove(_buf.get(), _buf.get() + _start, _end - _start);
-      _end -= _start;
-      _start = 0;
-    }
-    const std::size_t want = _end + data.size();
-    if (want > _cap) {
-      std::size_t cap = std::max(_cap * 2, initial_bytes);
-      while (cap < want) cap *= 2;
-      if (frame_bytes >= want && cap > frame_bytes) cap = frame_bytes;
-      // Uninitialised on purpose: zero-filling would touch (and so commit) every page at once.
-      std::unique_ptr<std::byte[]> grown(new (std::nothrow) std::byte[cap]);
-      if (!grown) return false;
-      if (_end > 0) std::memcpy(grown.get(), _buf.get(), _end);
-      _buf = std::move(grown);
-      _cap = cap;
-    }
-    std::memcpy(_buf.get() + _end, data.data(), data.size());
-    _end += data.size();
-    return true;
-  }
-
-  std::uint32_t _max_body;
-  std::uint32_t _rejected = 0;
+  Framer _framer;
+  std::size_t _rejected = 0;
   bool _paused = false;
-  std::unique_ptr<std::byte[]> _buf;
-  std::size_t _cap = 0;
-  std::size_t _start = 0;
-  std::size_t _end = 0;
+  stream_buffer<Framer::initial_bytes, Framer::keep_bytes> _buf;
+};
+
+/// ringrpc's framing: a length prefix (frame_codec.hpp) checked against a limit before a byte
+/// of the body is kept.
+struct length_prefix_framer {
+  static constexpr std::size_t initial_bytes = 512;
+  static constexpr std::size_t keep_bytes = 4096;
+  static constexpr bool sizes_ahead = true;
+
+  std::uint32_t max_body_bytes;
+
+  frame_measure measure(std::span<const std::byte> front) const noexcept {
+    if (front.size() < frame_prefix_bytes) return {frame_measure::kind::need_more, frame_prefix_bytes};
+    const std::uint32_t body = read_frame_length(front.data());
+    if (body > max_body_bytes) return {frame_measure::kind::invalid, body};
+    const std::size_t whole = frame_prefix_bytes + body;
+    return {front.size() < whole ? frame_measure::kind::need_more : frame_measure::kind::whole, whole};
+  }
+};
+
+/// The server's and the client's reassembly of ringrpc frames.
+class frame_assembler : public basic_frame_assembler<length_prefix_framer> {
+ public:
+  explicit frame_assembler(std::uint32_t max_body_bytes) noexcept
+      : basic_frame_assembler(length_prefix_framer{max_body_bytes}) {}
+
+  std::uint32_t rejected_length() const noexcept {
+    return static_cast<std::uint32_t>(basic_frame_assembler::rejected_length());
+  }
+  std::uint32_t max_body_bytes() const noexcept { return framer().max_body_bytes; }
 };
 
 }  // namespace ringrpc::detail

@@ -1,6 +1,7 @@
 // Tests for latency_histogram, its HdrHistogram V2 encoding and the interval log reader/writer.
 
 #include "base/latency_histogram.hpp"
+#include "hdr_log.hpp"
 
 #include <gtest/gtest.h>
 

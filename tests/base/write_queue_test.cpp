@@ -336,4 +336,50 @@ TEST(WriteQueue, RandomizedWritesReproduceTheStream) {
   }
 }
 
+// gathered_writer: the one sendmsg in flight of the client's and ringrpc-load's connections.
+TEST(GatheredWriter, OneWriteInFlightAndAPartialOneContinuesAtTheHead) {
+  ringrpc::detail::gathered_writer<item, 2> w;
+  auto a = make_item(10, 0);
+  auto b = make_item(5, 100);
+  auto c = make_item(7, 200);
+  EXPECT_EQ(w.next(), nullptr) << "nothing queued";
+  w.queue().push_back(a.get());
+  w.queue().push_back(b.get());
+  w.queue().push_back(c.get());
+  msghdr* m = w.next();
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(w.in_flight());
+  EXPECT_EQ(m->msg_iovlen, 2u) << "at most MaxIov items per write";
+  EXPECT_EQ(w.next(), nullptr) << "one write at a time";
+  std::vector<item*> done;
+  auto keep = [&](item* it) { done.push_back(it); };
+  EXPECT_TRUE(w.completed(12, false, keep));  // a whole, 2 bytes of b
+  EXPECT_FALSE(w.in_flight());
+  ASSERT_EQ(done, std::vector<item*>{a.get()});
+  m = w.next();
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->msg_iovlen, 2u);
+  EXPECT_EQ(m->msg_iov[0].iov_base, b->bytes.data() + 2);
+  EXPECT_EQ(m->msg_iov[0].iov_len, 3u);
+  EXPECT_FALSE(w.completed(10, false, keep));
+  EXPECT_EQ(done.size(), 3u);
+  EXPECT_TRUE(w.queue().empty());
+}
+
+TEST(GatheredWriter, AnErrorOrADeadConnectionLetsGoOfEverything) {
+  for (const bool dead : {false, true}) {
+    ringrpc::detail::gathered_writer<item> w;
+    auto a = make_item(10, 0);
+    auto b = make_item(5, 100);
+    w.queue().push_back(a.get());
+    w.queue().push_back(b.get());
+    ASSERT_NE(w.next(), nullptr);
+    std::size_t released = 0;
+    EXPECT_FALSE(w.completed(dead ? 3 : -32, dead, [&](item*) { ++released; }));
+    EXPECT_EQ(released, 2u);
+    EXPECT_TRUE(w.queue().empty());
+    EXPECT_FALSE(w.in_flight());
+  }
+}
+
 }  // namespace

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -172,7 +173,7 @@ struct item {
 };
 
 TEST(inflight_table, one_stuck_id_among_a_million_later_ones_does_not_grow_it) {
-  detail::inflight_table<item> t;
+  detail::inflight_table<item> t(1 << 20);
   item stuck{1};
   t.insert(&stuck);
   std::vector<item> live(8);
@@ -192,7 +193,7 @@ TEST(inflight_table, one_stuck_id_among_a_million_later_ones_does_not_grow_it) {
 }
 
 TEST(inflight_table, grows_with_the_count_and_shrinks_back) {
-  detail::inflight_table<item> t;
+  detail::inflight_table<item> t(1 << 20);
   std::vector<item> items(10000);
   for (std::size_t i = 0; i < items.size(); ++i) {
     items[i].id = 7 + i * 3;
@@ -205,7 +206,7 @@ TEST(inflight_table, grows_with_the_count_and_shrinks_back) {
 }
 
 TEST(inflight_table, agrees_with_a_map_under_random_traffic) {
-  detail::inflight_table<item> t;
+  detail::inflight_table<item> t(1 << 20);
   std::unordered_map<std::uint64_t, std::unique_ptr<item>> ref;
   std::mt19937_64 rng(42);
   std::uint64_t next = 1;
@@ -237,6 +238,21 @@ TEST(inflight_table, agrees_with_a_map_under_random_traffic) {
   });
   EXPECT_EQ(drained, ref.size());
   EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(inflight_table, holds_at_most_max_items_and_never_grows_past_their_bound) {
+  constexpr std::size_t max = 100;
+  detail::inflight_table<item> t(max);
+  std::vector<item> items(max + 1);
+  for (std::size_t i = 0; i < max; ++i) {
+    items[i].id = 1 + i * 1000;
+    ASSERT_TRUE(t.insert(&items[i]));
+  }
+  items[max].id = 999'999'999;
+  EXPECT_FALSE(t.insert(&items[max])) << "the cap follows max_pending_calls";
+  EXPECT_EQ(t.find(items[max].id), nullptr);
+  EXPECT_EQ(t.size(), max);
+  EXPECT_LE(t.capacity(), std::bit_ceil(2 * max));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <new>
 #include <random>
 #include <span>
@@ -505,4 +506,58 @@ TEST(FrameAssembler, BigBufferFreedAfterDrain) {
   EXPECT_EQ(a.drain(c), result::ok);
   ASSERT_EQ(c.frames.size(), 1u);
   EXPECT_EQ(a.capacity(), 0u);
+}
+
+// The shared reassembly with a framer that cannot size a frame ahead (ringrpc-load's HTTP and
+// RESP replies): here lines ending in '\n'. Frames whole in a slice go out in place, a
+// spanning one is kept, and the kept tail is all the buffer holds afterwards.
+namespace {
+
+struct line_framer {
+  static constexpr std::size_t initial_bytes = 64;
+  static constexpr std::size_t keep_bytes = 256;
+  static constexpr bool sizes_ahead = false;
+  int measured = 0;
+  ringrpc::detail::frame_measure measure(std::span<const std::byte> front) {
+    ++measured;
+    for (std::size_t i = 0; i < front.size(); ++i) {
+      if (front[i] == std::byte{'!'}) return {ringrpc::detail::frame_measure::kind::invalid, i};
+      if (front[i] == std::byte{'\n'}) return {ringrpc::detail::frame_measure::kind::whole, i + 1};
+    }
+    return {ringrpc::detail::frame_measure::kind::need_more, 0};
+  }
+};
+
+bytes text(std::string_view s) {
+  bytes b(s.size());
+  std::memcpy(b.data(), s.data(), s.size());
+  return b;
+}
+
+}  // namespace
+
+TEST(FrameAssembler, AFramerThatCannotSizeAheadSplitsAnySlicing) {
+  const bytes stream = text("one\ntwo\nthree is longer\n\nfive\n");
+  for (std::size_t cut = 1; cut < stream.size(); ++cut) {
+    ringrpc::detail::basic_frame_assembler<line_framer> a(line_framer{});
+    collector c;
+    ASSERT_EQ(a.feed(sub(stream, 0, cut), c), ringrpc::detail::basic_frame_assembler<line_framer>::result::ok);
+    ASSERT_EQ(a.feed(sub(stream, cut, stream.size() - cut), c),
+              ringrpc::detail::basic_frame_assembler<line_framer>::result::ok);
+    ASSERT_EQ(c.frames.size(), 5u) << "cut at " << cut;
+    EXPECT_EQ(c.frames[2], text("three is longer\n"));
+    EXPECT_EQ(a.buffered(), 0u);
+  }
+}
+
+TEST(FrameAssembler, AFramerRejectionEndsTheStream) {
+  ringrpc::detail::basic_frame_assembler<line_framer> a(line_framer{});
+  collector c;
+  EXPECT_EQ(a.feed(text("ok\npart"), c), ringrpc::detail::basic_frame_assembler<line_framer>::result::ok);
+  EXPECT_EQ(a.feed(text("ial!\n"), c), ringrpc::detail::basic_frame_assembler<line_framer>::result::frame_too_large);
+  EXPECT_EQ(c.frames.size(), 1u);
+  EXPECT_EQ(a.buffered(), 0u);
+  a.restart();
+  EXPECT_EQ(a.feed(text("again\n"), c), ringrpc::detail::basic_frame_assembler<line_framer>::result::ok);
+  EXPECT_EQ(c.frames.size(), 2u);
 }

@@ -4,17 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <new>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
 
+#include "base/write_queue.hpp"
+#include "client/multishot_recv.hpp"
 #include "uring/cqe_tag.hpp"
 #include "uring/provided_buffers.hpp"
 #include "uring/ring.hpp"
@@ -22,95 +22,6 @@
 #include "uring/uring_probe.hpp"
 
 namespace ringrpc::load {
-
-void receive_buffer::append(std::span<const std::byte> bytes) {
-  if (bytes.empty()) return;
-  const std::size_t kept = _end - _start;
-  if (_end + bytes.size() > _cap) {
-    if (kept + bytes.size() <= _cap) {
-      std::memmove(_buf.get(), _buf.get() + _start, kept);  // room enough once slid to the front
-    } else {
-      std::size_t cap = std::max(initial_bytes, _cap);
-      while (cap < kept + bytes.size()) cap *= 2;
-      auto bigger = std::make_unique_for_overwrite<std::byte[]>(cap);
-      if (kept > 0) std::memcpy(bigger.get(), _buf.get() + _start, kept);
-      _buf = std::move(bigger);
-      _cap = cap;
-    }
-    _start = 0;
-    _end = kept;
-  }
-  std::memcpy(_buf.get() + _end, bytes.data(), bytes.size());
-  _end += bytes.size();
-}
-
-void receive_buffer::consume(std::size_t n) noexcept {
-  _start += n;
-  const std::size_t kept = _end - _start;
-  if (kept == 0) {
-    _start = _end = 0;
-    if (_cap > keep_bytes) clear();
-  } else if (_cap > keep_bytes && kept * 4 <= _cap) {
-    // Mostly parsed: move the tail into a buffer its size, if memory allows.
-    const std::size_t cap = std::max(initial_bytes, std::bit_ceil(kept));
-    std::unique_ptr<std::byte[]> smaller(new (std::nothrow) std::byte[cap]);
-    if (!smaller) return;
-    std::memcpy(smaller.get(), _buf.get() + _start, kept);
-    _buf = std::move(smaller);
-    _cap = cap;
-    _start = 0;
-    _end = kept;
-  }
-}
-
-void receive_buffer::clear() noexcept {
-  _start = _end = 0;
-  if (_cap > keep_bytes) {
-    _buf.reset();
-    _cap = 0;
-  }
-}
-
-call_window::call_window(std::size_t max_in_flight) {
-  const std::size_t n = std::bit_ceil(std::max<std::size_t>(4, 2 * max_in_flight));
-  _slots.assign(n, slot{});
-  _shift = 64 - static_cast<unsigned>(std::countr_zero(n));
-}
-
-call_window::slot& call_window::insert(std::uint64_t seq) noexcept {
-  std::size_t i = home(seq);
-  while (_slots[i].seq != no_seq) i = (i + 1) & mask();
-  _slots[i] = slot{};
-  _slots[i].seq = seq;
-  ++_size;
-  return _slots[i];
-}
-
-call_window::slot* call_window::find(std::uint64_t seq) noexcept {
-  for (std::size_t i = home(seq);; i = (i + 1) & mask()) {
-    if (_slots[i].seq == seq) return &_slots[i];
-    if (_slots[i].seq == no_seq) return nullptr;
-  }
-}
-
-void call_window::erase(slot& s) noexcept {
-  // Backward-shift deletion: no tombstones, so probes stay short for the whole run.
-  std::size_t hole = static_cast<std::size_t>(&s - _slots.data());
-  for (std::size_t j = (hole + 1) & mask(); _slots[j].seq != no_seq; j = (j + 1) & mask()) {
-    const std::size_t h = home(_slots[j].seq);
-    if (((j - h) & mask()) >= ((j - hole) & mask())) {
-      _slots[hole] = _slots[j];
-      hole = j;
-    }
-  }
-  _slots[hole] = slot{};
-  --_size;
-}
-
-void call_window::clear() noexcept {
-  for (slot& s : _slots) s = slot{};
-  _size = 0;
-}
 
 namespace {
 
@@ -133,19 +44,27 @@ int connect_to(const target& t, std::chrono::nanoseconds timeout) {
 
 using slot = call_window::slot;
 
+// The encoded requests of one turn on one connection: an item of its write queue.
+struct tx_batch {
+  tx_batch* wq_next = nullptr;
+  std::vector<std::byte> bytes;
+  std::span<const std::byte> wq_bytes() const noexcept { return bytes; }
+};
+
 struct conn_state {
   unsigned index = 0;  // among all connections: the schedule spreads calls by it
   int fd = -1;
-  std::unique_ptr<connection_codec> codec;
+  std::unique_ptr<connection_codec> codec;  // also named by rx's framer
   call_window window;
   std::uint64_t next_seq = 0;
   std::uint64_t next_due = 0;  // open loop: number of the next scheduled call
   unsigned in_flight = 0;
-  receive_buffer rx;
-  std::vector<std::byte> tx_pending;
-  std::vector<std::byte> tx_inflight;
-  std::size_t tx_off = 0;
-  bool write_in_flight = false;
+  reply_assembler rx{reply_framer{}};
+  // Requests issued this turn go into batch[filling]; the other one may be in a send. At most
+  // one batch is queued at a time, so a batch is never appended to while the kernel reads it.
+  tx_batch batch[2];
+  unsigned filling = 0;
+  detail::gathered_writer<tx_batch, 2> out;
   bool recv_armed = false;
   bool dead = false;
   bool peer_closing = false;  // the server said it closes after its last reply: send no more
@@ -204,9 +123,10 @@ class worker final {
   void arm_recv(conn_state& c);
   void issue(conn_state& c, std::int64_t intended, std::int64_t now);
   void on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now);
-  bool parse(conn_state& c, std::span<const std::byte> bytes, std::size_t& used, std::int64_t now);
+  bool on_reply(conn_state& c, const reply& r, std::int64_t now);
   void on_send(conn_state& c, int res, std::int64_t now);
   void flush(conn_state& c);
+  void send(conn_state& c);
   void lose(conn_state& c, const std::string& why, std::int64_t now);
   void count_error(const std::string& kind, std::int64_t now);
   void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);
@@ -257,9 +177,7 @@ void worker::count_error(const std::string& kind, std::int64_t now) {
 }
 
 void worker::arm_recv(conn_state& c) {
-  io_uring_sqe* sqe = _ring->get_sqe();
-  _buffers->prep_recv_multishot(sqe, c.fd);
-  io_uring_sqe_set_data64(sqe, make_tag(op::recv, &c));
+  detail::arm_multishot_recv(*_ring, *_buffers, c.fd, &c);
   c.recv_armed = true;
 }
 
@@ -273,117 +191,101 @@ void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
   s.timed_out = false;
   ++c.in_flight;
   if (now >= _run.measure_from) ++_issued;  // -n counts measured calls; warm-up calls are extra
-  c.codec->write_request(c.tx_pending, seq, pick_kind());
+  c.codec->write_request(c.batch[c.filling].bytes, seq, pick_kind());
 }
 
 void worker::flush(conn_state& c) {
-  if (c.write_in_flight || c.tx_pending.empty() || c.dead) return;
+  tx_batch& b = c.batch[c.filling];
+  if (c.out.in_flight() || b.bytes.empty() || c.dead) return;
   // Everything issued this turn leaves in one send; requests queued meanwhile wait for the
   // next, so bytes of two sends never interleave.
-  c.tx_inflight.swap(c.tx_pending);
-  c.tx_pending.clear();
-  c.tx_off = 0;
+  c.out.queue().push_back(&b);
+  c.filling ^= 1;
+  send(c);
+}
+
+void worker::send(conn_state& c) {
+  msghdr* msg = c.out.next();
+  if (msg == nullptr) return;
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_send(sqe, c.fd, c.tx_inflight.data(), c.tx_inflight.size(), MSG_NOSIGNAL);
+  io_uring_prep_sendmsg(sqe, c.fd, msg, MSG_NOSIGNAL);
   io_uring_sqe_set_data64(sqe, make_tag(op::send, &c));
-  c.write_in_flight = true;
 }
 
 void worker::on_send(conn_state& c, int res, std::int64_t now) {
-  c.write_in_flight = false;
+  // A batch is done once written whole (the kernel took part of it: the rest goes first).
+  const bool rest = c.out.completed(res, c.dead, [](tx_batch* b) { b->bytes.clear(); });
   if (c.dead) return;
   if (res < 0) {
     lose(c, "closed", now);
     return;
   }
-  c.tx_off += static_cast<std::size_t>(res);
-  if (c.tx_off < c.tx_inflight.size()) {
-    // The kernel took part of it: send the rest before anything newer.
-    io_uring_sqe* sqe = _ring->get_sqe();
-    io_uring_prep_send(sqe, c.fd, c.tx_inflight.data() + c.tx_off, c.tx_inflight.size() - c.tx_off, MSG_NOSIGNAL);
-    io_uring_sqe_set_data64(sqe, make_tag(op::send, &c));
-    c.write_in_flight = true;
+  if (rest) {
+    send(c);
     return;
   }
-  c.tx_inflight.clear();
   flush(c);
 }
 
-// Parses replies from `bytes`; returns false if the connection had to be dropped.
-bool worker::parse(conn_state& c, std::span<const std::byte> bytes, std::size_t& used, std::int64_t now) {
-  while (used < bytes.size()) {
-    const reply r = c.codec->parse_reply(bytes.subspan(used));
-    if (r.status == reply_status::incomplete) return true;
-    if (r.status == reply_status::protocol_error) {
-      lose(c, "protocol", now);  // every call in flight on it failed because of the bad bytes
-      return false;
-    }
-    used += r.consumed;
-    slot* found = c.window.find(r.seq);
-    if (found == nullptr) {
-      // An answer to something never asked (or already forgotten): the stream is not ours.
-      if (c.in_flight == 0) count_error("protocol", now);
-      lose(c, "protocol", now);
-      return false;
-    }
-    slot s = *found;
-    c.window.erase(*found);
-    --c.in_flight;
-    if (r.close_after) c.peer_closing = true;
-    if (!s.timed_out && _cfg.call_timeout.count() > 0 && now - s.sent_ns >= _cfg.call_timeout.count()) {
-      // Arrived after its deadline but before the periodic check noticed: still a timeout.
-      s.timed_out = true;
-      count_error("timeout", now);
-    }
-    if (!s.timed_out) {
-      if (r.status == reply_status::ok) {
-        live.calls_ok.fetch_add(1, std::memory_order_relaxed);
-        if (second_bucket* b = bucket(now)) {
-          ++calls_ok;
-          ++b->ok;
-          const auto lat = static_cast<std::uint64_t>(now - s.intended_ns);
-          latency.record(lat);
-          b->latency.record(lat);
-          if (_run.schedule != nullptr) {
-            service.record(static_cast<std::uint64_t>(now - s.sent_ns));
-            const std::size_t step = _run.schedule->step_at(s.intended_ns);
-            if (step >= _run.first_measured_step && step - _run.first_measured_step < step_ok.size()) {
-              ++step_ok[step - _run.first_measured_step];
-              step_latency[step - _run.first_measured_step].record(lat);
-            }
-          }
-          last_completion_ns = now;
-        }
-      } else {
-        count_error(r.error.empty() ? std::string("error_reply") : r.error, now);
-      }
-    }
-    if (_run.schedule == nullptr && issuing(now) && !c.peer_closing) issue(c, now, now);
+// One reply the codec parsed; returns false if the connection had to be dropped.
+bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
+  slot* found = c.window.find(r.seq);
+  if (found == nullptr) {
+    // An answer to something never asked (or already forgotten): the stream is not ours.
+    if (c.in_flight == 0) count_error("protocol", now);
+    lose(c, "protocol", now);
+    return false;
   }
+  slot s = *found;
+  c.window.erase(*found);
+  --c.in_flight;
+  if (r.close_after) c.peer_closing = true;
+  if (!s.timed_out && _cfg.call_timeout.count() > 0 && now - s.sent_ns >= _cfg.call_timeout.count()) {
+    // Arrived after its deadline but before the periodic check noticed: still a timeout.
+    s.timed_out = true;
+    count_error("timeout", now);
+  }
+  if (!s.timed_out) {
+    if (r.status == reply_status::ok) {
+      live.calls_ok.fetch_add(1, std::memory_order_relaxed);
+      if (second_bucket* b = bucket(now)) {
+        ++calls_ok;
+        ++b->ok;
+        const auto lat = static_cast<std::uint64_t>(now - s.intended_ns);
+        latency.record(lat);
+        b->latency.record(lat);
+        if (_run.schedule != nullptr) {
+          service.record(static_cast<std::uint64_t>(now - s.sent_ns));
+          const std::size_t step = _run.schedule->step_at(s.intended_ns);
+          if (step >= _run.first_measured_step && step - _run.first_measured_step < step_ok.size()) {
+            ++step_ok[step - _run.first_measured_step];
+            step_latency[step - _run.first_measured_step].record(lat);
+          }
+        }
+        last_completion_ns = now;
+      }
+    } else {
+      count_error(r.error.empty() ? std::string("error_reply") : r.error, now);
+    }
+  }
+  if (_run.schedule == nullptr && issuing(now) && !c.peer_closing) issue(c, now, now);
   return true;
 }
 
 void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
-  if (cqe.flags & IORING_CQE_F_BUFFER) {
-    const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
-    if (cqe.res > 0 && !c.dead) {
-      auto bytes = _buffers->bytes(id, static_cast<std::size_t>(cqe.res));
-      if (c.rx.empty()) {
-        // Nothing kept: parse straight from the kernel's buffer, keep only a partial tail.
-        std::size_t used = 0;
-        if (parse(c, bytes, used, now)) c.rx.append(bytes.subspan(used));
-      } else {
-        c.rx.append(bytes);
-        std::size_t used = 0;
-        if (parse(c, c.rx.data(), used, now)) c.rx.consume(used);
-      }
+  const auto left = detail::take_recv(*_buffers, cqe, c.dead, [&](std::span<const std::byte> bytes) {
+    const auto r = c.rx.feed(bytes, [&](std::span<const std::byte>) { return on_reply(c, c.rx.framer().last, now); });
+    if (r == reply_assembler::result::frame_too_large) {
+      lose(c, "protocol", now);  // every call in flight on it failed because of the bad bytes
+    } else if (r == reply_assembler::result::no_memory) {
+      lose(c, "closed", now);
     }
-    _buffers->recycle(id);
-  }
-  if (cqe.flags & IORING_CQE_F_MORE) return;
+    if (c.dead) c.rx.restart();  // a sink that lost the connection left the rest kept
+  });
+  if (left == detail::recv_left::armed) return;
   c.recv_armed = false;
   if (c.dead) return;
-  if (cqe.res == -ENOBUFS) {
+  if (left == detail::recv_left::out_of_buffers) {
     arm_recv(c);  // buffers are given back before the next submit
   } else {
     const bool announced = c.peer_closing;
@@ -400,8 +302,9 @@ void worker::lose(conn_state& c, const std::string& why, std::int64_t now) {
   });
   c.window.clear();
   c.in_flight = 0;
-  c.tx_pending.clear();
-  c.rx.clear();
+  c.batch[c.filling].bytes.clear();  // the other one, if in a send, is dropped when it completes
+  // c.rx is not touched: this may run inside its sink. Its bytes are dropped when the feed
+  // returns, or at the reconnection.
   ::shutdown(c.fd, SHUT_RDWR);
   c.reconnect_at = now + 100'000'000;  // 100 ms: do not hammer a server that is going away
 }
@@ -493,7 +396,7 @@ void worker::run() {
 
     // Reconnect what was lost, once its last request has completed.
     for (conn_state& c : _conns) {
-      if (!c.dead || c.recv_armed || c.write_in_flight || now < c.reconnect_at || !issuing(now)) continue;
+      if (!c.dead || c.recv_armed || c.out.in_flight() || now < c.reconnect_at || !issuing(now)) continue;
       ::close(c.fd);
       c.fd = connect_to(_cfg.where, _cfg.connect_timeout);
       if (c.fd < 0) {
@@ -504,6 +407,8 @@ void worker::run() {
       c.dead = false;
       c.peer_closing = false;
       c.codec = _run.proto->new_connection();
+      c.rx.restart();
+      c.rx.framer().codec = c.codec.get();
       c.next_seq = 0;
       arm_recv(c);
       if (_run.schedule == nullptr) {
@@ -573,6 +478,7 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     c.index = i;
     c.fd = fd;
     c.codec = proto.new_connection();
+    c.rx.framer().codec = c.codec.get();
     per_thread[i % threads].push_back(std::move(c));
   }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine.hpp"
+#include "hdr_log.hpp"
 #include "protocol.hpp"
 #include "report.hpp"
 #include "typed_json.hpp"

@@ -1,0 +1,44 @@
+#pragma once
+// The receive side of a client connection on a ring: one multishot recv into provided buffers.
+// The client runtime (client_loop) and ringrpc-load (tools/load/engine.cpp) both run it.
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "uring/cqe_tag.hpp"
+#include "uring/provided_buffers.hpp"
+#include "uring/ring.hpp"
+
+namespace ringrpc::detail {
+
+/// Arms a multishot recv on `fd` whose completions carry `owner` in an op::recv tag.
+template <class Owner>
+void arm_multishot_recv(ring& r, provided_buffers& buffers, int fd, Owner* owner) noexcept {
+  io_uring_sqe* sqe = r.get_sqe();
+  buffers.prep_recv_multishot(sqe, fd);
+  io_uring_sqe_set_data64(sqe, make_tag(op::recv, owner));
+}
+
+/// What a recv completion left of the request.
+enum class recv_left {
+  armed,           ///< more completions follow
+  out_of_buffers,  ///< it ended for lack of buffers: re-arm (they come back at the commit)
+  ended,           ///< it ended: end of stream (res 0) or an error (res < 0)
+};
+
+/// Handles one completion: passes the bytes it carries to `on_bytes(std::span<const std::byte>)`
+/// unless `discard` (a dead connection), then gives the buffer back (at the next commit).
+template <class OnBytes>
+recv_left take_recv(provided_buffers& buffers, const io_uring_cqe& cqe, bool discard, OnBytes&& on_bytes) {
+  if (cqe.flags & IORING_CQE_F_BUFFER) {
+    const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+    if (cqe.res > 0 && !discard) on_bytes(buffers.bytes(id, static_cast<std::size_t>(cqe.res)));
+    buffers.recycle(id);
+  }
+  if (cqe.flags & IORING_CQE_F_MORE) return recv_left::armed;
+  return cqe.res == -ENOBUFS ? recv_left::out_of_buffers : recv_left::ended;
+}
+
+}  // namespace ringrpc::detail
