@@ -1,5 +1,7 @@
 #include "client/client_loop.hpp"
 
+#include "base/thread_name.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -44,6 +46,7 @@ client_loop::client_loop() {
   std::promise<void> ready;
   auto started = ready.get_future();
   _thread = std::thread([this, features, &ready] {
+    name_this_thread("rr-client");
     std::unique_ptr<ring> r;
     std::unique_ptr<provided_buffers> bufs;
     try {
@@ -97,7 +100,7 @@ void client_loop::run(std::promise<void>& ready) {
       wait = std::chrono::nanoseconds(std::max<std::int64_t>(due - steady_ns(), 0));
     }
     const int rc = block ? _ring->submit_and_wait(wait) : _ring->submit();
-    if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY) {
+    if (ring::fatal(rc)) {
       std::fprintf(stderr, "ringrpc: client loop: io_uring_enter failed: %s\n", std::strerror(-rc));
       std::terminate();
     }

@@ -135,7 +135,7 @@ void acceptor::run_loop(ring& r) {
     }
     if (cancelling && !accept_armed) break;
     const int rc = r.submit_and_wait();
-    if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY) {
+    if (ring::fatal(rc)) {
       std::fprintf(stderr, "ringrpc: acceptor: io_uring_enter failed: %s\n", std::strerror(-rc));
       std::terminate();
     }

@@ -82,7 +82,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
   bool block = false;  // the first turn only submits: nobody was told we sleep yet
   for (;;) {
     const int rc = block ? _ring->submit_and_wait() : _ring->submit();
-    if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY) {
+    if (ring::fatal(rc)) {
       std::fprintf(stderr, "ringrpc: reader %u: io_uring_enter failed: %s\n", _index,
                    std::strerror(-rc));
       std::terminate();

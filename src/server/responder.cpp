@@ -55,7 +55,7 @@ void responder::run() {
   bool block = false;  // the first turn only submits: nobody was told we sleep yet
   for (;;) {
     const int rc = block ? _ring->submit_and_wait() : _ring->submit();
-    if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY) {
+    if (ring::fatal(rc)) {
       std::fprintf(stderr, "ringrpc: responder: io_uring_enter failed: %s\n", std::strerror(-rc));
       std::terminate();
     }

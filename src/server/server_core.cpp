@@ -42,12 +42,6 @@ std::unique_ptr<event_bus> make_bus(std::chrono::milliseconds warning_interval) 
 // timed, so a lightly loaded server has every call timed.
 constexpr unsigned timing_sample = 8;  // a power of two
 thread_local unsigned timing_tick = 0;
-
-std::int64_t coarse_now_ns() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 }  // namespace
 
 void time_next_call() noexcept { timing_tick = timing_sample - 1; }

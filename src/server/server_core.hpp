@@ -15,6 +15,7 @@
 
 #include "server/acceptor.hpp"
 #include "exec/call.hpp"
+#include "base/clock.hpp"
 #include "base/counter.hpp"
 #include "exec/dispatcher.hpp"
 #include "server/memory_budget.hpp"
@@ -30,12 +31,6 @@
 
 namespace ringrpc::detail {
 
-/// Steady-clock nanoseconds; the one clock of the pipeline (queue time, deadlines).
-inline std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 
 

@@ -4,6 +4,8 @@
 
 #include <liburing.h>
 
+#include <cerrno>
+
 #include <chrono>
 #include <cstdint>
 
@@ -32,6 +34,13 @@ class ring {
   /// Submits everything queued and waits for at least one completion, or until `timeout`
   /// (negative: no limit). One syscall for both. Returns -errno on failure, -ETIME on timeout.
   int submit_and_wait(std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1)) noexcept;
+
+  /// Whether a result of submit() or submit_and_wait() is an error a loop cannot go on after.
+  /// Interrupted, timed out, or the kernel short of resources for the moment are not: the
+  /// loop simply turns again.
+  static bool fatal(int rc) noexcept {
+    return rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY;
+  }
 
   /// Submits without waiting, and reaps what has completed meanwhile. With DEFER_TASKRUN the
   /// kernel posts completions only when the owner enters with GETEVENTS, which a plain

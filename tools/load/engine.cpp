@@ -15,6 +15,7 @@
 
 #include "base/write_queue.hpp"
 #include "client/multishot_recv.hpp"
+#include "base/clock.hpp"
 #include "uring/cqe_tag.hpp"
 #include "uring/provided_buffers.hpp"
 #include "uring/ring.hpp"
@@ -30,11 +31,7 @@ using detail::op;
 using detail::tag_op;
 using detail::tag_ptr;
 
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using detail::now_ns;
 
 constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
 
@@ -378,7 +375,7 @@ void worker::run() {
     for (conn_state& c : _conns) flush(c);
 
     const int rc = _ring->submit_and_wait(std::chrono::nanoseconds(std::max<std::int64_t>(next_wake - now, 0)));
-    if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+    if (detail::ring::fatal(rc)) {
       failure = std::string("io_uring_enter: ") + std::strerror(-rc);
       break;
     }
