@@ -31,6 +31,9 @@ struct server_config;
 
 /// Knobs of one server. Zero for a count means "derive from the CPUs this process may use"
 /// (its affinity mask, so `taskset` is honoured). Names in brackets are Hadoop IPC's.
+/// Who counts as one caller for the fair share of the queues (server_options::fair_share_by).
+enum class fair_share_caller : std::uint8_t { connection, address };
+
 struct server_options {
   std::string host = "127.0.0.1";          ///< address to bind; "0.0.0.0" for all IPv4
   std::uint16_t port = 0;                  ///< 0 picks a free port; see server::port()
@@ -60,6 +63,9 @@ struct server_options {
   /// a deep pipeline cannot delay the others; when that queue is full they get SERVER_BUSY
   /// with a retry-after that grows with their backlog. See docs/execution.md.
   unsigned fair_share_calls = 2;
+  /// Who a caller is for fair_share_calls: each connection, or all connections from one peer
+  /// address together (then opening more connections gains a host nothing).
+  fair_share_caller fair_share_by = fair_share_caller::connection;
   /// Past this many request bytes accepted but not yet answered on one connection, reading
   /// pauses (a cap in bytes beside the count).
   std::size_t max_inflight_bytes_per_connection = 32u << 20;

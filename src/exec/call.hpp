@@ -59,6 +59,7 @@ struct call : mpsc_node, pool_task {
   // the responder when it queued it); released when the call is.
   std::size_t request_charged = 0;
   std::size_t reply_charged = 0;
+  bool share_counted = false;  // counted in its caller's fair share (released with the call)
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   static call* from_node(mpsc_node* n) noexcept { return static_cast<call*>(n); }
@@ -93,6 +94,7 @@ class call_pool {
     c->abandoned.store(false, std::memory_order_relaxed);
     c->request_charged = c->reply_charged = 0;
     c->over_share = false;
+    c->share_counted = false;
     if (!_free.try_push(c)) delete c;
   }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "exec/call.hpp"
+#include "server/caller_shares.hpp"
 #include "wire/frame_assembler.hpp"
 #include "base/write_queue.hpp"
 
@@ -52,9 +53,11 @@ struct connection {
   std::atomic<std::int64_t> write_stalled_since_ns{0};
   /// Request bytes of calls accepted and not yet released (reader adds, responder subtracts).
   std::atomic<std::size_t> request_bytes{0};
-  /// Calls admitted over the fair share and not yet released (reader adds, responder
-  /// subtracts): while any are, later calls of this connection follow them (no reordering).
-  std::atomic<std::int32_t> over_share_pending{0};
+  /// The fair-share counters of this connection's caller: its own (`own_share`), or those of
+  /// every connection from its address (fair_share_by = address; then `shared_by_address`).
+  caller_share own_share;
+  caller_share* share = &own_share;
+  caller_shares* shared_by_address = nullptr;  // released with the connection
 
   /// Cancel frames name calls by id; the set stays tiny (ids leave it when their call is
   /// released), so handlers polling cancelled() pay one relaxed load while nobody cancels.

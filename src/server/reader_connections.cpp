@@ -105,6 +105,14 @@ void reader::on_handoff(int fd) {
   c->id = (++_next_connection << 8) | (_index & 0xff);
   c->peer = std::move(peer);
   c->peer_host = std::move(host);
+  if (_core.options().fair_share_by == fair_share_caller::address && !c->peer_host.empty()) {
+    try {
+      c->share = _core.callers().acquire(c->peer_host);
+      c->shared_by_address = &_core.callers();
+    } catch (const std::bad_alloc&) {
+      // The connection counts as a caller of its own instead.
+    }
+  }
   c->accepted_ns = _turn_ns;
   c->last_read_ns = _turn_ns;
   _alive.fetch_add(1, std::memory_order_relaxed);

@@ -268,15 +268,20 @@ void reader::dispatch(call* k, const frame_view& v) {
   k->method_name = v.method;  // inside k->request
   k->payload = v.payload;
   k->received_ns = _turn_ns;
-  // Fair share: calls of a connection that already has more than fair_share_calls in flight
-  // wait behind everyone else's (docs/execution.md). One relaxed load of a counter this
-  // connection's calls already touch; no state shared between connections.
-  // Once some of a connection's calls wait over its share, its later ones follow them there,
-  // so one caller's calls are not reordered between the two queues.
-  const std::uint32_t in_flight = k->conn->outstanding.load(std::memory_order_relaxed);
+  // Fair share: calls of a caller that already has more than fair_share_calls in flight wait
+  // behind everyone else's (docs/execution.md). A caller is the connection (one relaxed load of
+  // a counter its calls already touch) or every connection from its address (one relaxed add
+  // on a counter only that address's connections touch); nothing is shared between callers.
+  // Once some of a caller's calls wait over its share, its later ones follow them there, so
+  // one caller's calls are not reordered between the two queues.
+  caller_share& share = *k->conn->share;
+  const std::uint32_t in_flight = &share == &k->conn->own_share
+                                      ? k->conn->outstanding.load(std::memory_order_relaxed)
+                                      : share.in_flight.fetch_add(1, std::memory_order_relaxed) + 1;
+  k->share_counted = true;
   k->over_share = in_flight > _core.options().fair_share_calls ||
-                  k->conn->over_share_pending.load(std::memory_order_relaxed) > 0;
-  if (k->over_share) k->conn->over_share_pending.fetch_add(1, std::memory_order_relaxed);
+                  share.over_share_pending.load(std::memory_order_relaxed) > 0;
+  if (k->over_share) share.over_share_pending.fetch_add(1, std::memory_order_relaxed);
   // A budget beyond 10^15 us (31 years; e.g. UINT64_MAX) means "no deadline", as documented.
   constexpr std::uint64_t max_budget_us = 1'000'000'000'000'000ull;
   k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
@@ -304,12 +309,14 @@ void reader::dispatch(call* k, const frame_view& v) {
       thread_pool* p = slot->pool();
       if (k->over_share && p != nullptr && !slot->serial()) {
         // Its share's queue is full: back off longer the more it already has in flight.
-        const unsigned share = std::max(1u, _core.options().fair_share_calls);
-        const std::uint32_t retry = 10 * std::min<std::uint32_t>(100, in_flight / share);
+        const unsigned fair = std::max(1u, _core.options().fair_share_calls);
+        const std::uint32_t retry = 10 * std::min<std::uint32_t>(100, in_flight / fair);
         answer(k, v.call_id, refuse_kind, status::server_busy,
-               "connection is over its fair share of pool '" + p->name() + "' (" +
+               (k->conn->share == &k->conn->own_share ? std::string("connection")
+                                                       : std::string("address ").append(k->conn->peer_host)) +
+                   " is over its fair share of pool '" + p->name() + "' (" +
                    std::to_string(in_flight) + " calls in flight; fair_share_calls " +
-                   std::to_string(share) + ")",
+                   std::to_string(fair) + ")",
                retry);
         return;
       }

@@ -199,7 +199,10 @@ void responder::unlink_writing(connection* c) noexcept {
 void responder::release_call(call* k) {
   connection* c = k->conn;
   c->forget_cancel(k->id);
-  if (k->over_share) c->over_share_pending.fetch_sub(1, std::memory_order_relaxed);
+  if (k->share_counted) {
+    if (k->over_share) c->share->over_share_pending.fetch_sub(1, std::memory_order_relaxed);
+    if (c->share != &c->own_share) c->share->in_flight.fetch_sub(1, std::memory_order_relaxed);
+  }
   _account->release(static_cast<std::int64_t>(k->request_charged + k->reply_charged));
   c->request_bytes.fetch_sub(k->request_charged, std::memory_order_seq_cst);
   c->outstanding.fetch_sub(1, std::memory_order_seq_cst);

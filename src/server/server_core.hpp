@@ -19,6 +19,7 @@
 #include "base/counter.hpp"
 #include "exec/dispatcher.hpp"
 #include "server/memory_budget.hpp"
+#include "server/caller_shares.hpp"
 #include "server/peer_limits.hpp"
 #include "server/reader.hpp"
 #include "server/responder.hpp"
@@ -128,6 +129,8 @@ class server_core {
   call_pool& pool() noexcept { return *_pool; }
   memory_budget& budget() noexcept { return *_budget; }
   peer_limits& peers() noexcept { return *_peers; }
+  /// Fair-share counters of callers keyed by address (fair_share_by = address).
+  caller_shares& callers() noexcept { return _callers; }
   /// Allocations that failed (a call or a connection was failed instead of the server).
   void note_out_of_memory() noexcept { _out_of_memory.add(); }
   responder& replies() noexcept { return *_responder; }
@@ -220,6 +223,7 @@ class server_core {
   dispatcher _dispatcher{*this};
   std::unique_ptr<memory_budget> _budget;
   std::unique_ptr<peer_limits> _peers;
+  caller_shares _callers;
   std::unique_ptr<call_pool> _pool;
   std::unique_ptr<responder> _responder;
   std::vector<std::unique_ptr<reader>> _readers;
