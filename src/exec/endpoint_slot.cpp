@@ -5,7 +5,6 @@
 #include <string>
 #include <thread>
 
-#include "server/server_core.hpp"
 
 namespace ringrpc::detail {
 
@@ -39,15 +38,16 @@ run_place place_for(dispatch_policy policy, call_purpose purpose) noexcept {
   return run_place::caller;
 }
 
-endpoint_slot::endpoint_slot(server_core& core, std::string name, std::shared_ptr<endpoint> ep,
+endpoint_slot::endpoint_slot(exec_host& host, std::string name, std::shared_ptr<endpoint> ep,
                              endpoint_options options, thread_pool* pool,
-                             std::unique_ptr<thread_pool> own_pool)
-    : _core(core),
+                             std::unique_ptr<thread_pool> own_pool, thread_pool* ordered)
+    : _host(host),
       _name(std::move(name)),
       _endpoint(std::move(ep)),
       _options(std::move(options)),
       _pool(pool),
-      _own_pool(std::move(own_pool)) {
+      _own_pool(std::move(own_pool)),
+      _ordered(ordered) {
   _drain.slot = this;
   _drain.run = &endpoint_slot::drain_task;
   _drain.label = _name;
@@ -55,16 +55,17 @@ endpoint_slot::endpoint_slot(server_core& core, std::string name, std::shared_pt
 
 endpoint_slot::~endpoint_slot() = default;
 
+std::string endpoint_slot::describe() const {
+  return std::string("policy ")
+      .append(to_string(_options.policy))
+      .append(", pool ")
+      .append(_pool != nullptr ? _pool->name() : std::string("(reader thread)"))
+      .append(serial() ? ", serial" : ", concurrent");
+}
+
 void endpoint_slot::start() {
   _endpoint->on_start();
-  _core.post_event(event_kind::endpoint_started, [&] {
-    event e;
-    e.name = _name;
-    e.detail = "policy " + std::string(to_string(_options.policy)) + ", pool " +
-               (_pool != nullptr ? _pool->name() : std::string("(reader thread)")) +
-               (serial() ? ", serial" : ", concurrent");
-    return e;
-  });
+  _host.endpoint_started(*this);
 }
 
 void endpoint_slot::begin_stop() noexcept {
@@ -92,9 +93,9 @@ void endpoint_slot::maybe_run_on_stop() noexcept {
   if (_state.load(std::memory_order_seq_cst) != state::stopping) return;
   if (_inflight.load(std::memory_order_seq_cst) != 0) return;
   if (_stop_claimed.exchange(true, std::memory_order_acq_rel)) return;
-  _core.guarded(*this, "on_stop", [&] { _endpoint->on_stop(); });
+  _host.guarded(*this, "on_stop", [&] { _endpoint->on_stop(); });
   _state.store(state::stopped, std::memory_order_release);
-  _core.endpoint_stopped(*this);
+  _host.endpoint_stopped(*this);
 }
 
 endpoint_slot::admit_result endpoint_slot::admit(call* c) noexcept {
@@ -115,7 +116,7 @@ endpoint_slot::admit_result endpoint_slot::admit(call* c) noexcept {
     case run_place::ordered:
       c->run = &endpoint_slot::run_task;
       c->label = _name;
-      if (_core.ordered_pool().submit_now(c)) return admit_result::taken;
+      if (_ordered != nullptr && _ordered->submit_now(c)) return admit_result::taken;
       run(c);  // the ordered thread is gone only while stopping: run it here
       return admit_result::taken;
   }
@@ -194,9 +195,9 @@ void endpoint_slot::refuse_queued() noexcept {
         continue;
       }
       _busy.fetch_add(1, std::memory_order_relaxed);
-      _core.refuse(k, status::server_busy,
+      _host.refuse(k, status::server_busy,
                    "pool '" + _pool->name() + "' is full; endpoint '" + _name +
-                       "' cannot run its inbox (" + _core.pool_state(*_pool) + ")");
+                       "' cannot run its inbox (" + _host.pool_state(*_pool) + ")");
       leave();
     }
     _scheduled.store(false, std::memory_order_seq_cst);
@@ -207,7 +208,7 @@ void endpoint_slot::refuse_queued() noexcept {
 }
 
 void endpoint_slot::run(call* c) noexcept {
-  _core.run_call(*this, c);
+  _host.run_call(*this, c);
   leave();
 }
 

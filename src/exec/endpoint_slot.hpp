@@ -7,14 +7,13 @@
 #include <string>
 
 #include "exec/call.hpp"
+#include "exec/exec_host.hpp"
 #include "base/counter.hpp"
 #include "base/mpsc_queue.hpp"
 #include "ringrpc/endpoint.hpp"
 #include "exec/thread_pool.hpp"
 
 namespace ringrpc::detail {
-
-class server_core;
 
 /// Where one kind of work for an endpoint runs, by its dispatch policy (docs/execution.md).
 enum class run_place : std::uint8_t { caller, pool, ordered };
@@ -38,8 +37,11 @@ class endpoint_slot {
     stopped,    // the endpoint is stopping or stopped: the caller answers SHUTTING_DOWN
   };
 
-  endpoint_slot(server_core& core, std::string name, std::shared_ptr<endpoint> ep,
-                endpoint_options options, thread_pool* pool, std::unique_ptr<thread_pool> own_pool);
+  /// `ordered` runs the connection events of the `connection` policy (null before the
+  /// dispatcher started its pools, when no such endpoint can be made).
+  endpoint_slot(exec_host& host, std::string name, std::shared_ptr<endpoint> ep,
+                endpoint_options options, thread_pool* pool, std::unique_ptr<thread_pool> own_pool,
+                thread_pool* ordered);
   ~endpoint_slot();
   endpoint_slot(const endpoint_slot&) = delete;
   endpoint_slot& operator=(const endpoint_slot&) = delete;
@@ -50,6 +52,8 @@ class endpoint_slot {
   thread_pool* pool() const noexcept { return _pool; }
   thread_pool* own_pool() const noexcept { return _own_pool.get(); }
   bool serial() const noexcept { return _options.concurrency == endpoint_concurrency::serial; }
+  /// "policy P, pool Q, serial", for events, reports and status pages.
+  std::string describe() const;
 
   /// Runs on_start(); an exception propagates (the endpoint is not registered).
   void start();
@@ -83,12 +87,13 @@ class endpoint_slot {
   static void run_task(pool_task* t) noexcept;
   static void drain_task(pool_task* t) noexcept;
 
-  server_core& _core;
+  exec_host& _host;
   const std::string _name;
   const std::shared_ptr<endpoint> _endpoint;
   const endpoint_options _options;
   thread_pool* const _pool;  // null when everything runs on the caller (direct)
   const std::unique_ptr<thread_pool> _own_pool;
+  thread_pool* const _ordered;
 
   std::atomic<state> _state{state::running};
   std::atomic<bool> _stop_claimed{false};
