@@ -16,7 +16,7 @@
 
 #include "exec/endpoint_slot.hpp"
 #include "exec/exec_host.hpp"
-#include "exec/thread_pool.hpp"
+#include "exec/worker_pool.hpp"
 
 namespace ringrpc::detail {
 

@@ -11,7 +11,7 @@
 #include "base/counter.hpp"
 #include "base/mpsc_queue.hpp"
 #include "ringrpc/endpoint.hpp"
-#include "exec/thread_pool.hpp"
+#include "exec/worker_pool.hpp"
 
 namespace ringrpc::detail {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "exec/thread_pool.hpp"
+#include "exec/worker_pool.hpp"
 #include "ringrpc/status.hpp"
 
 namespace ringrpc::detail {

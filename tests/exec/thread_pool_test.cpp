@@ -4,7 +4,7 @@
 //
 // Deterministic: workers are held by tasks blocked on a gate, and the test waits for events
 // (tasks started, counters reached) with a generous upper bound; no assertion depends on speed.
-#include "exec/thread_pool.hpp"
+#include "exec/worker_pool.hpp"
 
 #include <gtest/gtest.h>
 

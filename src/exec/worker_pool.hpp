@@ -1,7 +1,8 @@
 #pragma once
-// A named pool of worker threads running intrusive tasks, in four kinds (fixed, cached, limited,
-// eager; see ringrpc/thread_pool.hpp). Submission never blocks and never allocates: it either
-// takes the task or refuses it at once, so the I/O thread can answer SERVER_BUSY immediately.
+// The engine behind ringrpc/thread_pool.hpp: a named pool of worker threads running intrusive
+// tasks, in four kinds (fixed, cached, limited, eager). Submission never blocks and never
+// allocates: it either takes the task or refuses it at once, so the I/O thread can answer
+// SERVER_BUSY immediately. Implemented in src/exec/pool_*.cpp (see worker_pool_impl.hpp).
 
 #include <atomic>
 #include <chrono>
