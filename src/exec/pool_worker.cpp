@@ -3,7 +3,9 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "exec/worker_pool_impl.hpp"
 
@@ -25,9 +27,20 @@ void thread_pool::impl::run_one(worker_slot& s, pool_task* t, std::uint32_t& seq
 
 thread_local const thread_pool::impl* thread_pool::impl::current = nullptr;
 
+// Thread names (top -H, gdb, /proc/PID/task/TID/comm) hold 15 characters. A worker is named
+// "rr-" + pool name + "/" + its slot index ("rr-default/3"); a pool of one thread drops the
+// index ("rr-conn-events"). When that is too long the pool name is cut, never the prefix or the
+// index, so workers of one pool stay distinct: "rr-" + first 9 characters + "/12".
 void thread_pool::impl::name_thread(unsigned index) noexcept {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%.9s/%u", name.c_str(), index);
+  constexpr std::size_t max_name = 15;  // TASK_COMM_LEN - 1
+  char suffix[16] = "";
+  if (max_threads > 1) std::snprintf(suffix, sizeof suffix, "/%u", index);  // at most "/4095"
+  const std::size_t suffix_len = std::strlen(suffix);
+  const std::size_t room = max_name - 3 - suffix_len;
+  char buf[max_name + 1] = "rr-";
+  const std::size_t cut = std::min(room, name.size());
+  std::memcpy(buf + 3, name.data(), cut);
+  std::memcpy(buf + 3 + cut, suffix, suffix_len + 1);
   pthread_setname_np(pthread_self(), buf);
 }
 

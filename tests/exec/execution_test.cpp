@@ -400,13 +400,14 @@ struct placement {
 };
 
 TEST(policies, each_policy_runs_events_where_the_table_says) {
-  // Pool workers are named "POOL/N" (truncated to 15 bytes), readers "ringrpc-readerN".
+  // Pool workers are named "rr-POOL/N" ("rr-POOL" for a pool of one thread; the pool name is
+  // cut to fit 15 bytes), readers "ringrpc-readerN".
   const placement table[] = {
-      {dispatch_policy::all, "default/", "default/"},
+      {dispatch_policy::all, "rr-default/", "rr-default/"},
       {dispatch_policy::direct, "ringrpc-reader", "ringrpc-reader"},
-      {dispatch_policy::message, "default/", "ringrpc-reader"},
-      {dispatch_policy::execution, "default/", "ringrpc-reader"},
-      {dispatch_policy::connection, "default/", "conn-even"},
+      {dispatch_policy::message, "rr-default/", "ringrpc-reader"},
+      {dispatch_policy::execution, "rr-default/", "ringrpc-reader"},
+      {dispatch_policy::connection, "rr-default/", "rr-conn-events"},
   };
   for (const auto& row : table) {
     SCOPED_TRACE(std::string(to_string(row.policy)));

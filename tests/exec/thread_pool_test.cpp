@@ -7,6 +7,7 @@
 #include "exec/worker_pool.hpp"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -832,4 +834,65 @@ TEST(ThreadPoolFairShare, OverShareQueueIsBoundedApart) {
     std::lock_guard lock(mu);
     return order.size() == 8;
   }));
+}
+
+namespace {
+
+// Records the name of the worker that runs it, then waits at the gate (so each of a pool's
+// workers runs exactly one).
+struct naming_task : pool_task {
+  gate* g = nullptr;
+  event_count* started = nullptr;
+  std::mutex* mu = nullptr;
+  std::set<std::string>* names = nullptr;
+  naming_task() { run = &run_fn; }
+  static void run_fn(pool_task* p) noexcept {
+    auto* t = static_cast<naming_task*>(p);
+    char buf[32] = {};
+    pthread_getname_np(pthread_self(), buf, sizeof buf);
+    {
+      std::lock_guard lock(*t->mu);
+      t->names->insert(buf);
+    }
+    t->started->post();
+    t->g->wait();
+  }
+};
+
+std::set<std::string> worker_names(const std::string& pool_name, unsigned threads) {
+  gate g;
+  event_count started;
+  std::mutex mu;
+  std::set<std::string> names;
+  std::vector<naming_task> tasks(threads);
+  {
+    thread_pool pool(pool_name, make(pool_kind::fixed, threads, 0, static_cast<int>(threads)));
+    open_on_exit opener{g};
+    pool.start();
+    for (auto& t : tasks) {
+      t.g = &g;
+      t.started = &started;
+      t.mu = &mu;
+      t.names = &names;
+      EXPECT_TRUE(submit(pool, t));
+    }
+    EXPECT_TRUE(started.wait_for(static_cast<int>(threads)));
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST(ThreadPool, WorkersAreNamedByPoolWithinFifteenBytes) {
+  EXPECT_EQ(worker_names("default", 3), (std::set<std::string>{"rr-default/0", "rr-default/1", "rr-default/2"}));
+  EXPECT_EQ(worker_names("conn-events", 1), (std::set<std::string>{"rr-conn-events"}));
+  // Too long: the pool name is cut, the prefix and the index stay, so names stay distinct.
+  const auto names = worker_names("a-very-long-pool-name", 12);
+  EXPECT_EQ(names.size(), 12u);
+  EXPECT_TRUE(names.contains("rr-a-very-lon/3"));
+  EXPECT_TRUE(names.contains("rr-a-very-lo/11"));
+  for (const auto& n : names) {
+    EXPECT_LE(n.size(), 15u) << n;
+    EXPECT_EQ(n.rfind("rr-a-very-lo", 0), 0u) << n;
+  }
 }
