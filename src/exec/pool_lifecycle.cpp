@@ -78,10 +78,12 @@ void thread_pool::impl::start() {
 
 std::size_t thread_pool::impl::run_queued_here() noexcept {
   // Reserving pools keep nothing waiting that no idle worker has claimed: leave them alone.
+  // Singletons (connection-event lanes, inbox drains holding events) are left to the workers:
+  // an event runs on the thread its policy names, and the workers run them before they exit.
   if (!queue.created() || reserve_mode) return 0;
   std::size_t n = 0;
   pool_entry e = 0;
-  while (queue.pop(e)) {
+  while (queue.pop_queued(e)) {
     pool_task* t = task_of(e);
     t->run(t);
     ++n;

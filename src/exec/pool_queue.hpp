@@ -109,8 +109,27 @@ class pool_queue {
     return _ring->try_push(e);
   }
 
-  /// The next entry, un-counted from the bound it was counted in.
-  bool pop(pool_entry& e) noexcept {
+  /// A singleton task (thread_pool::submit_singleton): no bound, it waits in an intrusive list
+  /// (pool_task::next) that pop() serves first. Rare (per connection event, not per call), so
+  /// a mutex is fine; a pop pays one relaxed load while the list is empty.
+  void push_singleton(pool_task* t) noexcept {
+    std::lock_guard lock(_singleton_mu);
+    t->next = nullptr;
+    if (_singleton_tail) {
+      _singleton_tail->next = t;
+    } else {
+      _singleton_head = t;
+    }
+    _singleton_tail = t;
+    _singletons.store(_singletons.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  /// The next entry, un-counted from the bound it was counted in: a singleton, else from the
+  /// queues.
+  bool pop(pool_entry& e) noexcept { return pop_singleton(e) || pop_queued(e); }
+
+  /// The next entry of the queues proper, leaving singletons where they are.
+  bool pop_queued(pool_entry& e) noexcept {
     thread_local unsigned pops = 0;
     if (_over_share && ++pops % over_share_every == 0 && pop_over_share(e)) return true;
     if (pop_main(e)) return true;
@@ -118,7 +137,7 @@ class pool_queue {
   }
 
   bool has_work() const noexcept {
-    return !_ring->empty_approx() || (_unbounded && _overflow_size.load(std::memory_order_relaxed) != 0) ||
+    return _singletons.load(std::memory_order_relaxed) != 0 || !_ring->empty_approx() || (_unbounded && _overflow_size.load(std::memory_order_relaxed) != 0) ||
            (_over_share && !_over_share->empty_approx());
   }
 
@@ -129,12 +148,25 @@ class pool_queue {
     const std::uint64_t over = extra > 0 ? static_cast<std::uint64_t>(extra) : 0;
     if (_exact_count) {
       const auto q = _queued_count.load(std::memory_order_relaxed);
-      return (q > 0 ? static_cast<std::uint64_t>(q) : 0) + over;
+      return (q > 0 ? static_cast<std::uint64_t>(q) : 0) + over + _singletons.load(std::memory_order_relaxed);
     }
-    return _ring->size_approx() + _overflow_size.load(std::memory_order_relaxed) + over;
+    return _ring->size_approx() + _overflow_size.load(std::memory_order_relaxed) + over +
+           _singletons.load(std::memory_order_relaxed);
   }
 
  private:
+  bool pop_singleton(pool_entry& e) noexcept {
+    if (_singletons.load(std::memory_order_relaxed) == 0) return false;
+    std::lock_guard lock(_singleton_mu);
+    pool_task* t = _singleton_head;
+    if (!t) return false;
+    _singleton_head = t->next;
+    if (!_singleton_head) _singleton_tail = nullptr;
+    _singletons.store(_singletons.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    e = reinterpret_cast<pool_entry>(t);
+    return true;
+  }
+
   bool pop_over_share(pool_entry& e) noexcept {
     if (!_over_share || !_over_share->try_pop(e)) return false;
     _over_share_count.fetch_sub(1, std::memory_order_relaxed);
@@ -172,6 +204,12 @@ class pool_queue {
   std::mutex _overflow_mu;
   pool_task* _overflow_head = nullptr;
   pool_task* _overflow_tail = nullptr;
+
+  // Singletons (thread_pool::submit_singleton).
+  alignas(64) std::atomic<std::size_t> _singletons{0};
+  std::mutex _singleton_mu;
+  pool_task* _singleton_head = nullptr;
+  pool_task* _singleton_tail = nullptr;
 };
 
 }  // namespace ringrpc::detail

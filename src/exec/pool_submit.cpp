@@ -26,37 +26,57 @@ std::uint32_t submitter_id() noexcept {
 
 }  // namespace
 
-bool thread_pool::try_submit(pool_task* t) noexcept {
-  impl& p = *_impl;
-  if (t == nullptr) return false;
+template <class Admit>
+bool thread_pool::impl::gated(Admit&& admit_fn) noexcept {
   const std::uint32_t id = submitter_id();
-  bool ok = false;
   if (id <= announce_slots) {
     // Dekker with an asymmetric barrier; see worker_pool_impl.hpp.
-    auto& inside = p.announce[id - 1].inside;
+    auto& inside = announce[id - 1].inside;
     inside.store(1, std::memory_order_relaxed);
-    if (p.asymmetric) {
+    if (asymmetric) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     } else {
       std::atomic_thread_fence(std::memory_order_seq_cst);
     }
-    if (p.closed.load(std::memory_order_relaxed)) {
+    if (closed.load(std::memory_order_relaxed)) {
       inside.store(0, std::memory_order_release);
-      return false;  // not started, or shut down: not a saturation refusal, not counted
-    }
-    ok = p.admit(t);
-    inside.store(0, std::memory_order_release);
-  } else {
-    auto& inside = p.gate[id % gate_shards].inside;
-    inside.fetch_add(1, std::memory_order_seq_cst);
-    if (p.closed.load(std::memory_order_seq_cst)) {
-      inside.fetch_sub(1, std::memory_order_release);
       return false;
     }
-    ok = p.admit(t);
-    inside.fetch_sub(1, std::memory_order_release);
+    admit_fn();
+    inside.store(0, std::memory_order_release);
+    return true;
   }
+  auto& inside = gate[id % gate_shards].inside;
+  inside.fetch_add(1, std::memory_order_seq_cst);
+  if (closed.load(std::memory_order_seq_cst)) {
+    inside.fetch_sub(1, std::memory_order_release);
+    return false;
+  }
+  admit_fn();
+  inside.fetch_sub(1, std::memory_order_release);
+  return true;
+}
+
+bool thread_pool::try_submit(pool_task* t) noexcept {
+  impl& p = *_impl;
+  if (t == nullptr) return false;
+  bool ok = false;
+  // Closed: not started, or shut down; not a saturation refusal, not counted.
+  if (!p.gated([&] { ok = p.admit(t); })) return false;
   if (!ok) p.refused();
+  return ok;
+}
+
+bool thread_pool::submit_singleton(pool_task* t) noexcept {
+  impl& p = *_impl;
+  if (t == nullptr) return false;
+  const bool ok = p.gated([&] {
+    p.queue.push_singleton(t);
+    // A pool that may have shrunk to no thread at all starts one; otherwise a worker finishing
+    // its task finds the singleton first.
+    if (p.core_threads == 0) p.keep_one_thread();
+  });
+  if (ok) wake(1);
   return ok;
 }
 

@@ -68,6 +68,14 @@ class thread_pool {
   /// try_submit() followed by wake(1).
   bool submit_now(pool_task* t) noexcept;
 
+  /// For a task that by construction waits in this pool at most once at a time (an endpoint's
+  /// connection-event lane, a serial endpoint's inbox drain: each is resubmitted only by
+  /// itself, after it started running). Accepted whatever the queue holds and however busy the
+  /// workers are: it waits apart from the queue, ahead of it, so it never takes the queue's
+  /// capacity and is never refused for lack of it. Wakes a worker. False only before start()
+  /// or once shutdown_and_join() began. Not counted in `rejected`; counted in `queued`.
+  bool submit_singleton(pool_task* t) noexcept;
+
   /// Runs everything already accepted, then stops and joins every thread. Later submissions are
   /// refused. Idempotent.
   /// Not from one of the pool's own workers (that throws std::logic_error).

@@ -187,6 +187,9 @@ struct thread_pool::impl {
 
   // ---- submission and growth (pool_submit.cpp) ------------------------------------------
   bool admit(pool_task* t) noexcept;
+  /// The shutdown handshake around `admit_fn` (try_submit, submit_singleton); false if closed.
+  template <class Admit>
+  bool gated(Admit&& admit_fn) noexcept;
   bool reserve_and_push(pool_task* t) noexcept;
   void keep_one_thread() noexcept;
   bool grow(pool_task* first, unsigned limit) noexcept;

@@ -896,3 +896,39 @@ TEST(ThreadPool, WorkersAreNamedByPoolWithinFifteenBytes) {
     EXPECT_EQ(n.rfind("rr-a-very-lo", 0), 0u) << n;
   }
 }
+
+// submit_singleton (connection-event lanes, serial drains holding events): accepted whatever
+// the queue holds, outside its capacity, not counted as a refusal, served ahead of the queue;
+// refused only by a pool that is not running.
+TEST(ThreadPool, SingletonsAreNeverRefusedAndTakeNoQueueSlot) {
+  gate g;
+  event_count started;
+  std::vector<std::string> order;
+  std::mutex mu;
+  ordered_task queued(order, mu, "queued", false), refused(order, mu, "refused", false);
+  ordered_task single1(order, mu, "single1", false), single2(order, mu, "single2", false);
+  thread_pool pool("single", make(pool_kind::fixed, 1, 0, 1));
+  EXPECT_FALSE(pool.submit_singleton(&single1));  // not started
+  open_on_exit guard{g};
+  pool.start();
+  blocking_task blocker(g, started);
+  ASSERT_TRUE(submit(pool, blocker));
+  ASSERT_TRUE(started.wait_for(1));
+  ASSERT_TRUE(pool.try_submit(&queued));
+  EXPECT_FALSE(pool.try_submit(&refused));  // the queue is full
+  EXPECT_TRUE(pool.submit_singleton(&single1));
+  EXPECT_TRUE(pool.submit_singleton(&single2));
+  EXPECT_FALSE(pool.try_submit(&refused));  // and the singletons took no slot from it
+  EXPECT_EQ(pool.stats().queued, 3u);
+  EXPECT_EQ(pool.stats().rejected, 2u);
+  EXPECT_EQ(pool.run_queued_here(), 1u);  // the queue only: singletons wait for a worker
+  g.open();
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(mu);
+    return order.size() == 3;
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(order, (std::vector<std::string>{"queued", "single1", "single2"}));
+  pool.shutdown_and_join();
+  EXPECT_FALSE(pool.submit_singleton(&single1));  // shut down
+}
