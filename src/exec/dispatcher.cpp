@@ -140,7 +140,9 @@ void dispatcher::start() {
   pool_options ordered;
   ordered.kind = pool_kind::fixed;
   ordered.threads = 1;
-  ordered.queue = 65536;  // a refused event runs on the reader instead: never lost
+  // It runs only endpoints' event lanes, which go in as singletons (never refused, no queue
+  // slot taken): the queue itself stays empty.
+  ordered.queue = 16;
   _ordered = _host.make_pool("conn-events", ordered, /*quiet=*/true);
   for (auto& [name, p] : _pools) p->start();
   _ordered->start();
