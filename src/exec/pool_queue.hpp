@@ -40,6 +40,7 @@ class pool_queue {
  public:
   static constexpr unsigned over_share_every = 4;
   static constexpr std::size_t unbounded_ring_capacity = 1024;
+  static constexpr unsigned queue_every = 4;  // see push_singleton()
 
   explicit pool_queue(int queue) noexcept
       : _bound(queue),
@@ -110,8 +111,10 @@ class pool_queue {
   }
 
   /// A singleton task (thread_pool::submit_singleton): no bound, it waits in an intrusive list
-  /// (pool_task::next) that pop() serves first. Rare (per connection event, not per call), so
-  /// a mutex is fine; a pop pays one relaxed load while the list is empty.
+  /// (pool_task::next) that pop() serves ahead of the queues, except one pop in
+  /// `queue_every`, so a stream of singletons (a connection storm's event lanes) cannot starve
+  /// the calls. Rare (per connection event, not per call), so a mutex is fine; a pop pays one
+  /// relaxed load while the list is empty.
   void push_singleton(pool_task* t) noexcept {
     std::lock_guard lock(_singleton_mu);
     t->next = nullptr;
@@ -125,8 +128,13 @@ class pool_queue {
   }
 
   /// The next entry, un-counted from the bound it was counted in: a singleton, else from the
-  /// queues.
-  bool pop(pool_entry& e) noexcept { return pop_singleton(e) || pop_queued(e); }
+  /// queues (the queues first one pop in `queue_every`).
+  bool pop(pool_entry& e) noexcept {
+    if (_singletons.load(std::memory_order_relaxed) == 0) return pop_queued(e);
+    thread_local unsigned pops = 0;
+    if (++pops % queue_every == 0 && pop_queued(e)) return true;
+    return pop_singleton(e) || pop_queued(e);
+  }
 
   /// The next entry of the queues proper, leaving singletons where they are.
   bool pop_queued(pool_entry& e) noexcept {
@@ -156,7 +164,6 @@ class pool_queue {
 
  private:
   bool pop_singleton(pool_entry& e) noexcept {
-    if (_singletons.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard lock(_singleton_mu);
     pool_task* t = _singleton_head;
     if (!t) return false;

@@ -71,8 +71,8 @@ class thread_pool {
   /// For a task that by construction waits in this pool at most once at a time (an endpoint's
   /// connection-event lane, a serial endpoint's inbox drain: each is resubmitted only by
   /// itself, after it started running). Accepted whatever the queue holds and however busy the
-  /// workers are: it waits apart from the queue, ahead of it, so it never takes the queue's
-  /// capacity and is never refused for lack of it. Wakes a worker. False only before start()
+  /// workers are: it waits apart from the queue, served ahead of it (but for one pop in four),
+  /// so it never takes the queue's capacity and is never refused for lack of it. Wakes a worker. False only before start()
   /// or once shutdown_and_join() began. Not counted in `rejected`; counted in `queued`.
   bool submit_singleton(pool_task* t) noexcept;
 
