@@ -23,7 +23,7 @@
 
 #include "base/mpmc_queue.hpp"
 #include "base/parking.hpp"
-#include "exec/thread_pool.hpp"
+#include "exec/worker_pool.hpp"
 
 namespace {
 

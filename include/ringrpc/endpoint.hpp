@@ -38,6 +38,10 @@ class endpoint {
   virtual void receive_and_reply(call_context& call);
   /// A one-way message (from a client, or server::post). Its answer, if any, is discarded.
   virtual void receive(call_context& message) { (void)message; }
+  /// Connection events. For each connection they run in order (on_connected first, then
+  /// on_network_error if it failed, then on_disconnected, each after the previous returned), on
+  /// the thread the policy names, and are never refused: a full pool delays them, it does not
+  /// drop them or move them onto the I/O thread (docs/execution.md).
   virtual void on_connected(const peer_info& peer) { (void)peer; }
   virtual void on_disconnected(const peer_info& peer) { (void)peer; }
   /// The connection failed (reset, unreadable frame, failed write) rather than closing cleanly.

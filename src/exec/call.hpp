@@ -12,7 +12,7 @@
 #include "ringrpc/status.hpp"
 #include "base/mpmc_queue.hpp"
 #include "base/mpsc_queue.hpp"
-#include "exec/thread_pool.hpp"
+#include "exec/worker_pool.hpp"
 
 namespace ringrpc::detail {
 

@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "base/cpu_affinity.hpp"
-#include "server/server_core.hpp"
 
 namespace ringrpc::detail {
 
@@ -26,7 +25,7 @@ void check_endpoint_name(const std::string& name, bool allow_dots) {
 
 }  // namespace
 
-dispatcher::dispatcher(server_core& core) : _core(core), _table(std::make_shared<table>()) {}
+dispatcher::dispatcher(exec_host& host) : _host(host), _table(std::make_shared<table>()) {}
 
 dispatcher::~dispatcher() { shut_down_pools(); }
 
@@ -92,7 +91,7 @@ std::unique_ptr<endpoint_slot> dispatcher::make_slot_locked(const std::string& n
   thread_pool* pool = nullptr;
   if (options.policy != dispatch_policy::direct) {  // direct runs everything on the caller
     if (options.own_pool) {
-      own = _core.make_pool(name, *options.own_pool);
+      own = _host.make_pool(name, *options.own_pool);
       own->start();
       pool = own.get();
     } else {
@@ -100,8 +99,8 @@ std::unique_ptr<endpoint_slot> dispatcher::make_slot_locked(const std::string& n
       if (!pool) throw std::invalid_argument("endpoint '" + name + "': no pool named '" + options.pool + "'");
     }
   }
-  return std::make_unique<endpoint_slot>(_core, name, std::move(ep), std::move(options), pool,
-                                         std::move(own));
+  return std::make_unique<endpoint_slot>(_host, name, std::move(ep), std::move(options), pool,
+                                         std::move(own), _ordered.get());
 }
 
 bool dispatcher::unregister_endpoint(std::string_view name) {
@@ -130,19 +129,21 @@ bool dispatcher::unregister_endpoint(std::string_view name) {
 
 void dispatcher::start() {
   std::lock_guard lock(_mu);
-  const auto& o = _core.options();
   pool_options def;
   def.kind = pool_kind::fixed;
-  def.threads = o.handlers != 0 ? o.handlers : usable_cpus();
+  const unsigned handlers = _host.handler_threads();
+  def.threads = handlers != 0 ? handlers : usable_cpus();
   def.queue = static_cast<int>(std::min<std::uint64_t>(
-      static_cast<std::uint64_t>(def.threads) * o.handler_queue_size, INT32_MAX));
-  _pools.emplace(default_pool_name, _core.make_pool(default_pool_name, def));
-  for (auto& [name, po] : _pool_options) _pools.emplace(name, _core.make_pool(name, po));
+      static_cast<std::uint64_t>(def.threads) * _host.handler_queue_size(), INT32_MAX));
+  _pools.emplace(default_pool_name, _host.make_pool(default_pool_name, def));
+  for (auto& [name, po] : _pool_options) _pools.emplace(name, _host.make_pool(name, po));
   pool_options ordered;
   ordered.kind = pool_kind::fixed;
   ordered.threads = 1;
-  ordered.queue = 65536;  // a refused event runs on the reader instead: never lost
-  _ordered = _core.make_pool("conn-events", ordered, /*quiet=*/true);
+  // It runs only endpoints' event lanes, which go in as singletons (never refused, no queue
+  // slot taken): the queue itself stays empty.
+  ordered.queue = 16;
+  _ordered = _host.make_pool("conn-events", ordered, /*quiet=*/true);
   for (auto& [name, p] : _pools) p->start();
   _ordered->start();
 
@@ -255,10 +256,7 @@ std::vector<std::string> dispatcher::describe_endpoints() const {
   std::vector<std::string> out;
   for (auto& [name, s] : _live) {
     if (s == nullptr) continue;
-    const auto& o = s->options();
-    out.push_back(name + ": policy " + std::string(to_string(o.policy)) + ", pool " +
-                  (s->pool() ? s->pool()->name() : std::string("(reader thread)")) +
-                  (o.concurrency == endpoint_concurrency::serial ? ", serial" : ", concurrent"));
+    out.push_back(std::string(name).append(": ").append(s->describe()));
   }
   return out;
 }

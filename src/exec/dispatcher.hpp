@@ -15,11 +15,10 @@
 #include <vector>
 
 #include "exec/endpoint_slot.hpp"
-#include "exec/thread_pool.hpp"
+#include "exec/exec_host.hpp"
+#include "exec/worker_pool.hpp"
 
 namespace ringrpc::detail {
-
-class server_core;
 
 class dispatcher {
  public:
@@ -47,7 +46,7 @@ class dispatcher {
     }
   };
 
-  explicit dispatcher(server_core& core);
+  explicit dispatcher(exec_host& host);
   ~dispatcher();
 
   /// Before start().
@@ -57,7 +56,7 @@ class dispatcher {
                          bool allow_dots);
   bool unregister_endpoint(std::string_view name);
 
-  /// Creates the default pool from the server options, starts every pool, runs on_start() of
+  /// Creates the default pool from the host's handler settings, starts every pool, runs on_start() of
   /// the endpoints registered so far and publishes them.
   void start();
   /// Stops every endpoint (on_stop runs once each is idle) and waits until all have stopped
@@ -89,7 +88,7 @@ class dispatcher {
                                                   endpoint_options options);
   thread_pool* find_pool_locked(const std::string& name) const;
 
-  server_core& _core;
+  exec_host& _host;
   mutable std::mutex _mu;
   bool _started = false;
   std::map<std::string, pool_options> _pool_options;   // registered before start

@@ -4,8 +4,8 @@
 #include <exception>
 #include <string>
 #include <thread>
+#include <utility>
 
-#include "server/server_core.hpp"
 
 namespace ringrpc::detail {
 
@@ -39,32 +39,38 @@ run_place place_for(dispatch_policy policy, call_purpose purpose) noexcept {
   return run_place::caller;
 }
 
-endpoint_slot::endpoint_slot(server_core& core, std::string name, std::shared_ptr<endpoint> ep,
+endpoint_slot::endpoint_slot(exec_host& host, std::string name, std::shared_ptr<endpoint> ep,
                              endpoint_options options, thread_pool* pool,
-                             std::unique_ptr<thread_pool> own_pool)
-    : _core(core),
+                             std::unique_ptr<thread_pool> own_pool, thread_pool* ordered)
+    : _host(host),
       _name(std::move(name)),
       _endpoint(std::move(ep)),
       _options(std::move(options)),
       _pool(pool),
-      _own_pool(std::move(own_pool)) {
+      _own_pool(std::move(own_pool)),
+      _ordered(ordered),
+      _event_pool(!serial() && _options.policy == dispatch_policy::connection ? ordered : pool) {
   _drain.slot = this;
   _drain.run = &endpoint_slot::drain_task;
   _drain.label = _name;
+  _lane_drain.slot = this;
+  _lane_drain.run = &endpoint_slot::lane_task;
+  _lane_drain.label = _name;
 }
 
 endpoint_slot::~endpoint_slot() = default;
 
+std::string endpoint_slot::describe() const {
+  return std::string("policy ")
+      .append(to_string(_options.policy))
+      .append(", pool ")
+      .append(_pool != nullptr ? _pool->name() : std::string("(reader thread)"))
+      .append(serial() ? ", serial" : ", concurrent");
+}
+
 void endpoint_slot::start() {
   _endpoint->on_start();
-  _core.post_event(event_kind::endpoint_started, [&] {
-    event e;
-    e.name = _name;
-    e.detail = "policy " + std::string(to_string(_options.policy)) + ", pool " +
-               (_pool != nullptr ? _pool->name() : std::string("(reader thread)")) +
-               (serial() ? ", serial" : ", concurrent");
-    return e;
-  });
+  _host.endpoint_started(*this);
 }
 
 void endpoint_slot::begin_stop() noexcept {
@@ -92,9 +98,9 @@ void endpoint_slot::maybe_run_on_stop() noexcept {
   if (_state.load(std::memory_order_seq_cst) != state::stopping) return;
   if (_inflight.load(std::memory_order_seq_cst) != 0) return;
   if (_stop_claimed.exchange(true, std::memory_order_acq_rel)) return;
-  _core.guarded(*this, "on_stop", [&] { _endpoint->on_stop(); });
+  _host.guarded(*this, "on_stop", [&] { _endpoint->on_stop(); });
   _state.store(state::stopped, std::memory_order_release);
-  _core.endpoint_stopped(*this);
+  _host.endpoint_stopped(*this);
 }
 
 endpoint_slot::admit_result endpoint_slot::admit(call* c) noexcept {
@@ -103,25 +109,33 @@ endpoint_slot::admit_result endpoint_slot::admit(call* c) noexcept {
   switch (place_for(_options.policy, c->purpose)) {
     case run_place::caller: run(c); return admit_result::taken;
     case run_place::pool:
+      if (!is_message(c->purpose)) return admit_event(c);
       c->run = &endpoint_slot::run_task;
       c->label = _name;  // outlives the call: the report may read it after the call is gone
       if (_pool->try_submit(c)) return admit_result::submitted;
-      if (!is_message(c->purpose)) {
-        // Connection events are never dropped: with the pool full, run it here instead.
-        run(c);
-        return admit_result::taken;
-      }
       break;
-    case run_place::ordered:
-      c->run = &endpoint_slot::run_task;
-      c->label = _name;
-      if (_core.ordered_pool().submit_now(c)) return admit_result::taken;
-      run(c);  // the ordered thread is gone only while stopping: run it here
-      return admit_result::taken;
+    case run_place::ordered: return admit_event(c);
   }
   leave();
   _busy.fetch_add(1, std::memory_order_relaxed);
   return admit_result::busy;
+}
+
+endpoint_slot::admit_result endpoint_slot::admit_event(call* c) noexcept {
+  // Every event waits in the lane, even when the lane is idle: an event that went straight to
+  // the pool could overtake one still waiting there (on_disconnected before on_connected).
+  // A connection posts at most three (connected, network_error, disconnected), each in a call
+  // of its own, so the lane is bounded by the connections alive and needs no capacity.
+  _lane_count.fetch_add(1, std::memory_order_acq_rel);
+  _lane.push(c);
+  if (_lane_scheduled.exchange(true, std::memory_order_acq_rel)) return admit_result::taken;
+  if (_event_pool == nullptr || !_event_pool->submit_singleton(&_lane_drain)) {
+    // Refused only by a pool that is not started or already shut down: no endpoint can reach
+    // either (pools start before readers and are joined after them). Run the lane here rather
+    // than lose what it holds.
+    drain_lane(UINT_MAX);
+  }
+  return admit_result::taken;
 }
 
 endpoint_slot::admit_result endpoint_slot::admit_serial(call* c) noexcept {
@@ -138,35 +152,61 @@ endpoint_slot::admit_result endpoint_slot::admit_serial(call* c) noexcept {
   _inbox.push(c);
   // Whoever flips `_scheduled` owns the inbox until it clears it again.
   if (_scheduled.exchange(true, std::memory_order_acq_rel)) return admit_result::taken;
-  return schedule_drain();
+  return schedule_drain(!is_message(c->purpose));
 }
 
-endpoint_slot::admit_result endpoint_slot::schedule_drain() noexcept {
+endpoint_slot::admit_result endpoint_slot::schedule_drain(bool event) noexcept {
   if (_pool == nullptr) {
     drain(UINT_MAX);
     return admit_result::taken;
   }
   _drain.run = &endpoint_slot::drain_task;
+  if (event) {
+    // An event is never refused: the drain goes in as a singleton (see the class comment).
+    if (_pool->submit_singleton(&_drain)) return admit_result::taken;
+    drain(UINT_MAX);  // the pool is not running (see admit_event)
+    return admit_result::taken;
+  }
   if (_pool->try_submit(&_drain)) return admit_result::submitted;
   refuse_queued();
   return admit_result::answered;
 }
 
-call* endpoint_slot::pop_inbox() noexcept {
+call* endpoint_slot::pop_from(mpsc_queue& q, std::atomic<std::uint32_t>& count) noexcept {
   // A producer counts before it links its node; between the two, pop() sees nothing although
   // the count says there is something. That window is a few instructions, unless the producer
   // was preempted: then yield rather than spin (one core may run every thread).
   for (unsigned spins = 0;; ++spins) {
-    if (mpsc_node* n = _inbox.pop()) return call::from_node(n);
-    if (_inbox_count.load(std::memory_order_acquire) == 0) return nullptr;
+    if (mpsc_node* n = q.pop()) return call::from_node(n);
+    if (count.load(std::memory_order_acquire) == 0) return nullptr;
     if (spins > 64) std::this_thread::yield();
   }
 }
 
-void endpoint_slot::drain(unsigned limit) noexcept {
+void endpoint_slot::drain_lane(unsigned limit) noexcept {
   for (;;) {
     unsigned n = 0;
-    while (call* k = pop_inbox()) {
+    while (call* k = pop_from(_lane, _lane_count)) {
+      _lane_count.fetch_sub(1, std::memory_order_acq_rel);
+      run(k);
+      if (++n >= limit && _lane_count.load(std::memory_order_acquire) != 0) {
+        // Let the pool's other work in: the rest of the lane goes behind it, as a singleton.
+        if (_event_pool->submit_singleton(&_lane_drain)) return;
+        n = 0;  // the pool is shutting down: go on here
+      }
+    }
+    _lane_scheduled.store(false, std::memory_order_seq_cst);
+    // A producer that pushed after our last pop but saw `_lane_scheduled` still set relies on us.
+    if (_lane_count.load(std::memory_order_seq_cst) == 0) return;
+    if (_lane_scheduled.exchange(true, std::memory_order_acq_rel)) return;
+  }
+}
+
+void endpoint_slot::drain(unsigned limit) noexcept {
+  if (call* k = std::exchange(_carried, nullptr)) run(k);  // an event refuse_queued() handed over
+  for (;;) {
+    unsigned n = 0;
+    while (call* k = pop_from(_inbox, _inbox_count)) {
       _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
       run(k);
       if (++n >= limit && _inbox_count.load(std::memory_order_acquire) != 0) {
@@ -185,18 +225,21 @@ void endpoint_slot::drain(unsigned limit) noexcept {
 void endpoint_slot::refuse_queued() noexcept {
   // We own the inbox (we won `_scheduled`) but the pool will not run its drain. Every message
   // in it gets its answer now, not just the one that found the pool full (Dubbo's batch loop
-  // left the rest waiting for their timeouts); events still run, here.
+  // left the rest waiting for their timeouts). An event is never refused and never runs here
+  // (this may be a reader): it and the rest of the inbox go to the pool as a singleton drain.
   for (;;) {
-    while (call* k = pop_inbox()) {
+    while (call* k = pop_from(_inbox, _inbox_count)) {
       _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
       if (!is_message(k->purpose)) {
-        run(k);
-        continue;
+        _carried = k;
+        if (_pool->submit_singleton(&_drain)) return;
+        drain(UINT_MAX);  // the pool is not running (see admit_event)
+        return;
       }
       _busy.fetch_add(1, std::memory_order_relaxed);
-      _core.refuse(k, status::server_busy,
+      _host.refuse(k, status::server_busy,
                    "pool '" + _pool->name() + "' is full; endpoint '" + _name +
-                       "' cannot run its inbox (" + _core.pool_state(*_pool) + ")");
+                       "' cannot run its inbox (" + _host.pool_state(*_pool) + ")");
       leave();
     }
     _scheduled.store(false, std::memory_order_seq_cst);
@@ -207,7 +250,7 @@ void endpoint_slot::refuse_queued() noexcept {
 }
 
 void endpoint_slot::run(call* c) noexcept {
-  _core.run_call(*this, c);
+  _host.run_call(*this, c);
   leave();
 }
 
@@ -218,6 +261,10 @@ void endpoint_slot::run_task(pool_task* t) noexcept {
 
 void endpoint_slot::drain_task(pool_task* t) noexcept {
   static_cast<drain_work*>(t)->slot->drain(drain_slice);
+}
+
+void endpoint_slot::lane_task(pool_task* t) noexcept {
+  static_cast<drain_work*>(t)->slot->drain_lane(drain_slice);
 }
 
 }  // namespace ringrpc::detail

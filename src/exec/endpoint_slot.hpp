@@ -7,14 +7,13 @@
 #include <string>
 
 #include "exec/call.hpp"
+#include "exec/exec_host.hpp"
 #include "base/counter.hpp"
 #include "base/mpsc_queue.hpp"
 #include "ringrpc/endpoint.hpp"
-#include "exec/thread_pool.hpp"
+#include "exec/worker_pool.hpp"
 
 namespace ringrpc::detail {
-
-class server_core;
 
 /// Where one kind of work for an endpoint runs, by its dispatch policy (docs/execution.md).
 enum class run_place : std::uint8_t { caller, pool, ordered };
@@ -27,7 +26,14 @@ run_place place_for(dispatch_policy policy, call_purpose purpose) noexcept;
 ///   or after it;
 /// - a serial endpoint's messages go through an MPSC inbox drained by one thread at a time
 ///   (whoever wins `_scheduled`), in arrival order; an exception in a handler is caught per
-///   message, so the drain always ends by clearing `_scheduled` (SPARK-32738 cannot happen).
+///   message, so the drain always ends by clearing `_scheduled` (SPARK-32738 cannot happen);
+/// - connection events that run on a pool (policies `all` and `connection`) go through an
+///   event lane, the same kind of inbox but for events only, drained one at a time on the
+///   pool (the ordered thread for `connection`), so one connection's events run in the order
+///   its reader posted them. The lane's drain is a pool singleton (submit_singleton): it never
+///   takes the pool's queue capacity and is never refused, so an event is neither lost nor run
+///   on the reader when the pool is full. A serial endpoint's events stay in its inbox, whose
+///   drain becomes a singleton as soon as the inbox holds an event.
 class endpoint_slot {
  public:
   enum class admit_result : std::uint8_t {
@@ -38,8 +44,11 @@ class endpoint_slot {
     stopped,    // the endpoint is stopping or stopped: the caller answers SHUTTING_DOWN
   };
 
-  endpoint_slot(server_core& core, std::string name, std::shared_ptr<endpoint> ep,
-                endpoint_options options, thread_pool* pool, std::unique_ptr<thread_pool> own_pool);
+  /// `ordered` runs the connection events of the `connection` policy (null before the
+  /// dispatcher started its pools, when no such endpoint can be made).
+  endpoint_slot(exec_host& host, std::string name, std::shared_ptr<endpoint> ep,
+                endpoint_options options, thread_pool* pool, std::unique_ptr<thread_pool> own_pool,
+                thread_pool* ordered);
   ~endpoint_slot();
   endpoint_slot(const endpoint_slot&) = delete;
   endpoint_slot& operator=(const endpoint_slot&) = delete;
@@ -50,6 +59,8 @@ class endpoint_slot {
   thread_pool* pool() const noexcept { return _pool; }
   thread_pool* own_pool() const noexcept { return _own_pool.get(); }
   bool serial() const noexcept { return _options.concurrency == endpoint_concurrency::serial; }
+  /// "policy P, pool Q, serial", for events, reports and status pages.
+  std::string describe() const;
 
   /// Runs on_start(); an exception propagates (the endpoint is not registered).
   void start();
@@ -76,19 +87,26 @@ class endpoint_slot {
   void leave() noexcept;
   void maybe_run_on_stop() noexcept;
   admit_result admit_serial(call* c) noexcept;
-  admit_result schedule_drain() noexcept;
+  admit_result admit_event(call* c) noexcept;
+  admit_result schedule_drain(bool event) noexcept;
   void drain(unsigned limit) noexcept;
+  void drain_lane(unsigned limit) noexcept;
   void refuse_queued() noexcept;
-  call* pop_inbox() noexcept;
+  static call* pop_from(mpsc_queue& q, std::atomic<std::uint32_t>& count) noexcept;
   static void run_task(pool_task* t) noexcept;
   static void drain_task(pool_task* t) noexcept;
+  static void lane_task(pool_task* t) noexcept;
 
-  server_core& _core;
+  exec_host& _host;
   const std::string _name;
   const std::shared_ptr<endpoint> _endpoint;
   const endpoint_options _options;
   thread_pool* const _pool;  // null when everything runs on the caller (direct)
   const std::unique_ptr<thread_pool> _own_pool;
+  thread_pool* const _ordered;
+  // Where connection events that do not run on the caller run: `_pool` for `all` (and serial
+  // endpoints, through their inbox), `_ordered` for `connection`.
+  thread_pool* const _event_pool;
 
   std::atomic<state> _state{state::running};
   std::atomic<bool> _stop_claimed{false};
@@ -99,10 +117,19 @@ class endpoint_slot {
     endpoint_slot* slot = nullptr;
   };
   drain_work _drain;
+  // An event popped from the inbox by refuse_queued(), handed to the drain it scheduled to
+  // run it (and the rest of the inbox) on the pool. Touched only by the inbox's owner.
+  call* _carried = nullptr;
   mpsc_queue _inbox;
   alignas(64) std::atomic<std::uint32_t> _inbox_count{0};
   alignas(64) std::atomic<bool> _scheduled{false};
   std::atomic<std::uint64_t> _busy{0};
+
+  // Concurrent endpoints: the connection-event lane (see above).
+  drain_work _lane_drain;
+  mpsc_queue _lane;
+  alignas(64) std::atomic<std::uint32_t> _lane_count{0};
+  alignas(64) std::atomic<bool> _lane_scheduled{false};
 };
 
 }  // namespace ringrpc::detail

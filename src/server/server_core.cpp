@@ -506,6 +506,15 @@ void server_core::report_error(endpoint_slot& slot, const char* what,
   }
 }
 
+void server_core::endpoint_started(endpoint_slot& slot) noexcept {
+  post_event(event_kind::endpoint_started, [&] {
+    event e;
+    e.name = slot.name();
+    e.detail = slot.describe();
+    return e;
+  });
+}
+
 void server_core::endpoint_stopped(endpoint_slot& slot) noexcept {
   post_event(event_kind::endpoint_stopped, [&] {
     event e;

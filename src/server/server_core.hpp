@@ -18,6 +18,7 @@
 #include "base/clock.hpp"
 #include "base/counter.hpp"
 #include "exec/dispatcher.hpp"
+#include "exec/exec_host.hpp"
 #include "server/memory_budget.hpp"
 #include "server/caller_shares.hpp"
 #include "server/peer_limits.hpp"
@@ -96,7 +97,7 @@ struct deferred_state : std::enable_shared_from_this<deferred_state> {
   bool listed = false;  // in the core's pending list (guarded by the core's mutex)
 };
 
-class server_core {
+class server_core final : public exec_host {
  public:
   explicit server_core(server_options options);
   ~server_core();
@@ -145,18 +146,20 @@ class server_core {
   /// A pool wired to this server: its workers wake the responder after each burst, and its
   /// refusals are reported (rate-limited) on stderr.
   std::unique_ptr<thread_pool> make_pool(const std::string& name, const pool_options& options,
-                                         bool quiet = false);
+                                         bool quiet = false) override;
   /// "3/4 threads busy, 1024/1024 queued", for refusal messages.
-  std::string pool_state(const thread_pool& p) const;
+  std::string pool_state(const thread_pool& p) const override;
 
+  // --- exec_host (the rest of it; guarded() comes from there)
+  unsigned handler_threads() const noexcept override { return _options.handlers; }
+  unsigned handler_queue_size() const noexcept override { return _options.handler_queue_size; }
   /// Runs one admitted call (or event) for `slot` on this thread and lets go of the call.
-  void run_call(endpoint_slot& slot, call* c) noexcept;
+  void run_call(endpoint_slot& slot, call* c) noexcept override;
   /// Answers an admitted call without running it (and settles it for stop()).
-  void refuse(call* c, status code, const std::string& message) noexcept;
-  /// Runs `fn`; an exception goes to the endpoint's on_error (whose own exception is dropped).
-  template <class Fn>
-  void guarded(endpoint_slot& slot, const char* what, Fn&& fn) noexcept;
-  void endpoint_stopped(endpoint_slot& slot) noexcept;
+  void refuse(call* c, status code, const std::string& message) noexcept override;
+  void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept override;
+  void endpoint_started(endpoint_slot& slot) noexcept override;
+  void endpoint_stopped(endpoint_slot& slot) noexcept override;
 
   // Deferred replies.
   std::shared_ptr<deferred_state> defer(call* c);
@@ -206,7 +209,6 @@ class server_core {
 
  private:
   void execute(endpoint_slot& slot, call* c) noexcept;
-  void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept;
   void abandon_deferred() noexcept;
   void resolve_limits(std::size_t default_queue);
   void join_async_stop() noexcept;
@@ -249,16 +251,5 @@ class server_core {
   std::mutex _deferred_mu;
   std::unordered_set<deferred_state*> _deferred;  // unanswered deferred replies
 };
-
-template <class Fn>
-void server_core::guarded(endpoint_slot& slot, const char* what, Fn&& fn) noexcept {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    report_error(slot, what, e.what());
-  } catch (...) {
-    report_error(slot, what, "a non-standard exception");
-  }
-}
 
 }  // namespace ringrpc::detail

@@ -8,10 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <future>
 #include <latch>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -400,13 +402,14 @@ struct placement {
 };
 
 TEST(policies, each_policy_runs_events_where_the_table_says) {
-  // Pool workers are named "POOL/N" (truncated to 15 bytes), readers "rr-read/N".
+  // Pool workers are named "rr-POOL/N" ("rr-POOL" for a pool of one thread; the pool name is
+  // cut to fit 15 bytes), readers "rr-read/N".
   const placement table[] = {
-      {dispatch_policy::all, "default/", "default/"},
+      {dispatch_policy::all, "rr-default/", "rr-default/"},
       {dispatch_policy::direct, "rr-read/", "rr-read/"},
-      {dispatch_policy::message, "default/", "rr-read/"},
-      {dispatch_policy::execution, "default/", "rr-read/"},
-      {dispatch_policy::connection, "default/", "conn-even"},
+      {dispatch_policy::message, "rr-default/", "rr-read/"},
+      {dispatch_policy::execution, "rr-default/", "rr-read/"},
+      {dispatch_policy::connection, "rr-default/", "rr-conn-events"},
   };
   for (const auto& row : table) {
     SCOPED_TRACE(std::string(to_string(row.policy)));
@@ -780,6 +783,185 @@ TEST(graceful_stop, every_call_gets_exactly_one_answer_under_load) {
   EXPECT_EQ(rec->stop_saw_active.load(), 0);
   EXPECT_EQ(rec->after_stop.load(), 0);
   for (auto& cn : conns) cn.close();
+}
+
+// --- connection events (issue 11: one caller cannot hurt the others)
+
+/// Records every connection event with the thread it ran on. on_connected takes `connected_for`
+/// (to give a later event of the same connection the chance to overtake it).
+class event_log_endpoint : public endpoint {
+ public:
+  struct entry {
+    std::uint64_t conn;
+    std::string what;
+    std::string thread;
+  };
+  std::chrono::microseconds connected_for{0};
+  std::mutex mu;
+  std::vector<entry> log;
+
+  void receive_and_reply(call_context& c) override { c.reply("ok"); }
+  void on_connected(const peer_info& p) override {
+    std::this_thread::sleep_for(connected_for);
+    add(p, "connected");
+  }
+  void on_disconnected(const peer_info& p) override { add(p, "disconnected"); }
+  void on_network_error(const peer_info& p, std::string_view) override { add(p, "network_error"); }
+  std::size_t size() {
+    std::lock_guard lock(mu);
+    return log.size();
+  }
+
+ private:
+  void add(const peer_info& p, const char* what) {
+    std::lock_guard lock(mu);
+    log.push_back({p.connection_id, what, thread_name()});
+  }
+};
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return pred();
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+/// Every connection in `log` has exactly one connected, first, and exactly one disconnected,
+/// last (network errors between); every event ran on a thread named `thread_prefix`.
+void expect_ordered_events(event_log_endpoint& ep, std::size_t connections, const std::string& thread_prefix) {
+  std::lock_guard lock(ep.mu);
+  std::map<std::uint64_t, std::vector<std::string>> by_conn;
+  for (const auto& e : ep.log) {
+    by_conn[e.conn].push_back(e.what);
+    EXPECT_EQ(e.thread.rfind("rr-read/", 0), std::string::npos)
+        << e.what << " of connection " << e.conn << " ran on the reader " << e.thread;
+    EXPECT_EQ(e.thread.rfind(thread_prefix, 0), 0u) << e.what << " ran on " << e.thread;
+  }
+  EXPECT_EQ(by_conn.size(), connections);
+  for (const auto& [conn, seq] : by_conn) {
+    ASSERT_GE(seq.size(), 2u) << "connection " << conn;
+    EXPECT_EQ(seq.front(), "connected") << "connection " << conn << ": " << seq.front() << " came first";
+    EXPECT_EQ(seq.back(), "disconnected") << "connection " << conn;
+    EXPECT_EQ(std::count(seq.begin(), seq.end(), "connected"), 1) << "connection " << conn;
+    EXPECT_EQ(std::count(seq.begin(), seq.end(), "disconnected"), 1) << "connection " << conn;
+  }
+}
+
+TEST(connection_events, full_pool_runs_them_later_on_the_pool_in_order_never_on_the_reader) {
+  gate g;  // declared first: it must outlive the server whose handlers wait at it
+  server_options o = running_server::make_options();
+  o.max_inflight_per_connection = 64;
+  o.fair_share_calls = 1000;  // the filler's backlog shares the one queue
+  running_server rs(o);
+  pool_options one;
+  one.threads = 1;
+  one.queue = 4;
+  rs.s.add_pool("one", one);
+  auto blocker = std::make_shared<recording_endpoint>();
+  blocker->hears_events = false;
+  blocker->body = [&](call_context& c) {
+    g.wait();
+    c.reply("x");
+  };
+  endpoint_options bo;
+  bo.pool = "one";
+  rs.s.register_endpoint("blocker", blocker, bo);
+  auto events = std::make_shared<event_log_endpoint>();
+  endpoint_options eo;
+  eo.pool = "one";  // policy `all`: events run on the pool
+  rs.s.register_endpoint("events", events, eo);
+  rs.s.start();
+
+  // The pool's one thread is held and its queue is full: a further call is refused.
+  auto filler = client::connect("127.0.0.1", rs.s.port());
+  ASSERT_TRUE(eventually([&] { return events->size() == 1; }));  // the filler's on_connected
+  std::vector<std::future<call_result>> held;
+  held.push_back(filler.call_future("blocker", bytes_of("x"), within(30s)));
+  g.wait_for_waiters(1);
+  for (int i = 0; i < 4; ++i) held.push_back(filler.call_future("blocker", bytes_of("x"), within(30s)));
+  expect_busy(filler.call("blocker", "x", within(30s)));
+
+  // Connections open and close while it stays full: their events wait for the pool.
+  constexpr int connections = 20;
+  for (int i = 0; i < connections; ++i) {
+    auto c = client::connect("127.0.0.1", rs.s.port());
+    expect_busy(c.call("blocker", "x", within(30s)));  // the connection is up on the server
+  }
+  ASSERT_TRUE(eventually([&] { return rs.s.stats().connections_open == 1; }));
+  EXPECT_EQ(events->size(), 1u) << "events ran although the pool's only thread is held";
+  g.open();
+  for (auto& f : held) EXPECT_TRUE(f.get().ok());
+  ASSERT_TRUE(eventually([&] { return events->size() == 1 + 2 * connections; })) << events->size();
+  filler.close();
+  ASSERT_TRUE(eventually([&] { return events->size() == 2 + 2 * connections; })) << events->size();
+  expect_ordered_events(*events, connections + 1, "rr-one");
+}
+
+TEST(connection_events, one_connections_events_keep_their_order_on_a_multi_thread_pool) {
+  server_options o = running_server::make_options();
+  o.handlers = 4;
+  running_server rs(o);
+  auto events = std::make_shared<event_log_endpoint>();
+  events->connected_for = 20ms;  // time for on_disconnected to overtake it on another thread
+  rs.s.register_endpoint("events", events);
+  rs.s.start();
+  constexpr int connections = 8;
+  for (int i = 0; i < connections; ++i) {
+    auto c = client::connect("127.0.0.1", rs.s.port());
+    ASSERT_TRUE(c.call("events", "x", within(5s)).ok());
+  }
+  ASSERT_TRUE(eventually([&] { return events->size() == 2 * connections; })) << events->size();
+  expect_ordered_events(*events, connections, "rr-default/");
+}
+
+TEST(connection_events, connection_policy_and_serial_endpoints_deliver_them_in_order_off_the_reader) {
+  gate g;  // declared first: it must outlive the server whose handlers wait at it
+  server_options o = running_server::make_options();
+  o.handlers = 1;
+  o.handler_queue_size = 2;
+  o.max_inflight_per_connection = 64;
+  o.fair_share_calls = 1000;
+  running_server rs(o);
+  rs.s.add_method("block", [&](call_context& c) {
+    g.wait();
+    c.reply("x");
+  });
+  auto ordered = std::make_shared<event_log_endpoint>();
+  endpoint_options po;
+  po.policy = dispatch_policy::connection;
+  rs.s.register_endpoint("ordered", ordered, po);
+  auto serial = std::make_shared<event_log_endpoint>();
+  endpoint_options so;
+  so.concurrency = endpoint_concurrency::serial;
+  rs.s.register_endpoint("serial", serial, so);
+  rs.s.start();
+
+  auto filler = client::connect("127.0.0.1", rs.s.port());
+  ASSERT_TRUE(eventually([&] { return ordered->size() == 1 && serial->size() == 1; }));
+  std::vector<std::future<call_result>> held;
+  held.push_back(filler.call_future("block", bytes_of("x"), within(30s)));
+  g.wait_for_waiters(1);
+  for (int i = 0; i < 2; ++i) held.push_back(filler.call_future("block", bytes_of("x"), within(30s)));
+  expect_busy(filler.call("block", "x", within(30s)));
+  constexpr int connections = 10;
+  for (int i = 0; i < connections; ++i) {
+    auto c = client::connect("127.0.0.1", rs.s.port());
+    expect_busy(c.call("block", "x", within(30s)));
+  }
+  ASSERT_TRUE(eventually([&] { return rs.s.stats().connections_open == 1; }));
+  // The ordered thread is free: its events ran already. The serial endpoint's wait for the pool.
+  ASSERT_TRUE(eventually([&] { return ordered->size() == 1 + 2 * connections; })) << ordered->size();
+  EXPECT_EQ(serial->size(), 1u);
+  g.open();
+  for (auto& f : held) EXPECT_TRUE(f.get().ok());
+  filler.close();
+  ASSERT_TRUE(eventually([&] { return serial->size() == 2 + 2 * connections; })) << serial->size();
+  ASSERT_TRUE(eventually([&] { return ordered->size() == 2 + 2 * connections; })) << ordered->size();
+  expect_ordered_events(*ordered, connections + 1, "rr-conn-events");
+  expect_ordered_events(*serial, connections + 1, "rr-default");  // one thread: no "/0"
 }
 
 }  // namespace

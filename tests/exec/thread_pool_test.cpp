@@ -4,9 +4,10 @@
 //
 // Deterministic: workers are held by tasks blocked on a gate, and the test waits for events
 // (tasks started, counters reached) with a generous upper bound; no assertion depends on speed.
-#include "exec/thread_pool.hpp"
+#include "exec/worker_pool.hpp"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -832,4 +834,101 @@ TEST(ThreadPoolFairShare, OverShareQueueIsBoundedApart) {
     std::lock_guard lock(mu);
     return order.size() == 8;
   }));
+}
+
+namespace {
+
+// Records the name of the worker that runs it, then waits at the gate (so each of a pool's
+// workers runs exactly one).
+struct naming_task : pool_task {
+  gate* g = nullptr;
+  event_count* started = nullptr;
+  std::mutex* mu = nullptr;
+  std::set<std::string>* names = nullptr;
+  naming_task() { run = &run_fn; }
+  static void run_fn(pool_task* p) noexcept {
+    auto* t = static_cast<naming_task*>(p);
+    char buf[32] = {};
+    pthread_getname_np(pthread_self(), buf, sizeof buf);
+    {
+      std::lock_guard lock(*t->mu);
+      t->names->insert(buf);
+    }
+    t->started->post();
+    t->g->wait();
+  }
+};
+
+std::set<std::string> worker_names(const std::string& pool_name, unsigned threads) {
+  gate g;
+  event_count started;
+  std::mutex mu;
+  std::set<std::string> names;
+  std::vector<naming_task> tasks(threads);
+  {
+    thread_pool pool(pool_name, make(pool_kind::fixed, threads, 0, static_cast<int>(threads)));
+    open_on_exit opener{g};
+    pool.start();
+    for (auto& t : tasks) {
+      t.g = &g;
+      t.started = &started;
+      t.mu = &mu;
+      t.names = &names;
+      EXPECT_TRUE(submit(pool, t));
+    }
+    EXPECT_TRUE(started.wait_for(static_cast<int>(threads)));
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST(ThreadPool, WorkersAreNamedByPoolWithinFifteenBytes) {
+  EXPECT_EQ(worker_names("default", 3), (std::set<std::string>{"rr-default/0", "rr-default/1", "rr-default/2"}));
+  EXPECT_EQ(worker_names("conn-events", 1), (std::set<std::string>{"rr-conn-events"}));
+  // Too long: the pool name is cut, the prefix and the index stay, so names stay distinct.
+  const auto names = worker_names("a-very-long-pool-name", 12);
+  EXPECT_EQ(names.size(), 12u);
+  EXPECT_TRUE(names.contains("rr-a-very-lon/3"));
+  EXPECT_TRUE(names.contains("rr-a-very-lo/11"));
+  for (const auto& n : names) {
+    EXPECT_LE(n.size(), 15u) << n;
+    EXPECT_EQ(n.rfind("rr-a-very-lo", 0), 0u) << n;
+  }
+}
+
+// submit_singleton (connection-event lanes, serial drains holding events): accepted whatever
+// the queue holds, outside its capacity, not counted as a refusal, served ahead of the queue;
+// refused only by a pool that is not running.
+TEST(ThreadPool, SingletonsAreNeverRefusedAndTakeNoQueueSlot) {
+  gate g;
+  event_count started;
+  std::vector<std::string> order;
+  std::mutex mu;
+  ordered_task queued(order, mu, "queued", false), refused(order, mu, "refused", false);
+  ordered_task single1(order, mu, "single1", false), single2(order, mu, "single2", false);
+  thread_pool pool("single", make(pool_kind::fixed, 1, 0, 1));
+  EXPECT_FALSE(pool.submit_singleton(&single1));  // not started
+  open_on_exit guard{g};
+  pool.start();
+  blocking_task blocker(g, started);
+  ASSERT_TRUE(submit(pool, blocker));
+  ASSERT_TRUE(started.wait_for(1));
+  ASSERT_TRUE(pool.try_submit(&queued));
+  EXPECT_FALSE(pool.try_submit(&refused));  // the queue is full
+  EXPECT_TRUE(pool.submit_singleton(&single1));
+  EXPECT_TRUE(pool.submit_singleton(&single2));
+  EXPECT_FALSE(pool.try_submit(&refused));  // and the singletons took no slot from it
+  EXPECT_EQ(pool.stats().queued, 3u);
+  EXPECT_EQ(pool.stats().rejected, 2u);
+  EXPECT_EQ(pool.run_queued_here(), 1u);  // the queue only: singletons wait for a worker
+  g.open();
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(mu);
+    return order.size() == 3;
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(order, (std::vector<std::string>{"queued", "single1", "single2"}));
+  pool.shutdown_and_join();
+  EXPECT_FALSE(pool.submit_singleton(&single1));  // shut down
 }

@@ -1,7 +1,8 @@
 #pragma once
-// A named pool of worker threads running intrusive tasks, in four kinds (fixed, cached, limited,
-// eager; see ringrpc/thread_pool.hpp). Submission never blocks and never allocates: it either
-// takes the task or refuses it at once, so the I/O thread can answer SERVER_BUSY immediately.
+// The engine behind ringrpc/thread_pool.hpp: a named pool of worker threads running intrusive
+// tasks, in four kinds (fixed, cached, limited, eager). Submission never blocks and never
+// allocates: it either takes the task or refuses it at once, so the I/O thread can answer
+// SERVER_BUSY immediately. Implemented in src/exec/pool_*.cpp (see worker_pool_impl.hpp).
 
 #include <atomic>
 #include <chrono>
@@ -66,6 +67,14 @@ class thread_pool {
   void wake(unsigned n) noexcept;
   /// try_submit() followed by wake(1).
   bool submit_now(pool_task* t) noexcept;
+
+  /// For a task that by construction waits in this pool at most once at a time (an endpoint's
+  /// connection-event lane, a serial endpoint's inbox drain: each is resubmitted only by
+  /// itself, after it started running). Accepted whatever the queue holds and however busy the
+  /// workers are: it waits apart from the queue, served ahead of it (but for one pop in four),
+  /// so it never takes the queue's capacity and is never refused for lack of it. Wakes a worker. False only before start()
+  /// or once shutdown_and_join() began. Not counted in `rejected`; counted in `queued`.
+  bool submit_singleton(pool_task* t) noexcept;
 
   /// Runs everything already accepted, then stops and joins every thread. Later submissions are
   /// refused. Idempotent.

@@ -1,0 +1,153 @@
+// A pool's worker loop: run what is queued, flush in bursts, park, and (cached, eager) exit after
+// keep_alive idle. See worker_pool_impl.hpp for the accounting of idle workers.
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "exec/worker_pool_impl.hpp"
+
+namespace ringrpc::detail {
+
+void thread_pool::impl::run_one(worker_slot& s, pool_task* t, std::uint32_t& seq) noexcept {
+  // Seqlock write: odd while the record changes. Copy the label before run(): `t` may be
+  // gone once run() returns.
+  s.seq.store(seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.label_data.store(t->label.data(), std::memory_order_relaxed);
+  s.label_size.store(t->label.size(), std::memory_order_relaxed);
+  s.started_ns.store(coarse_now_ns(), std::memory_order_relaxed);
+  seq += 2;
+  s.seq.store(seq, std::memory_order_release);
+  t->run(t);
+  s.completed.add();
+}
+
+thread_local const thread_pool::impl* thread_pool::impl::current = nullptr;
+
+// Thread names (top -H, gdb, /proc/PID/task/TID/comm) hold 15 characters. A worker is named
+// "rr-" + pool name + "/" + its slot index ("rr-default/3"); a pool of one thread drops the
+// index ("rr-conn-events"). When that is too long the pool name is cut, never the prefix or the
+// index, so workers of one pool stay distinct: "rr-" + first 9 characters + "/12".
+void thread_pool::impl::name_thread(unsigned index) noexcept {
+  constexpr std::size_t max_name = 15;  // TASK_COMM_LEN - 1
+  char suffix[16] = "";
+  if (max_threads > 1) std::snprintf(suffix, sizeof suffix, "/%u", index);  // at most "/4095"
+  const std::size_t suffix_len = std::strlen(suffix);
+  const std::size_t room = max_name - 3 - suffix_len;
+  char buf[max_name + 1] = "rr-";
+  const std::size_t cut = std::min(room, name.size());
+  std::memcpy(buf + 3, name.data(), cut);
+  std::memcpy(buf + 3 + cut, suffix, suffix_len + 1);
+  pthread_setname_np(pthread_self(), buf);
+}
+
+void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
+  current = this;
+  name_thread(s.index);
+  std::uint32_t seq = s.seq.load(std::memory_order_relaxed);
+  // Started without a task: idle phase from the start (the starter deposited the token).
+  bool idle = first == nullptr;
+  std::int64_t idle_since = idle && shrinks ? pool_now_ns() : 0;
+  unsigned batch = 0;
+  // The hook flushes finished work (the server's replies) in batches. Every burst_hook_every
+  // tasks is right for short tasks; for long ones it would hold a reply back for that many
+  // task durations while the worker stays busy (32 x 500 us = 16 ms). So each batch is timed
+  // (one precise clock read per batch) and, while tasks average over slow_task_ns, the hook
+  // runs after every task: its cost is then small beside the task's.
+  unsigned flush_every = burst_hook_every;
+  std::int64_t batch_started = pool_now_ns();
+  auto batch_done = [&]() noexcept {
+    hook();
+    const std::int64_t now = pool_now_ns();
+    flush_every = now - batch_started >= static_cast<std::int64_t>(batch) * slow_task_ns ? 1 : burst_hook_every;
+    batch_started = now;
+    batch = 0;
+  };
+  if (first) {
+    run_one(s, first, seq);
+    batch = 1;
+  }
+  for (;;) {
+    pool_entry e = 0;
+    while (queue.pop(e)) {
+      pool_task* t = task_of(e);
+      const bool reserved = (e & reserved_bit) != 0;
+      if (reserve_mode) {
+        if (idle && !reserved) {
+          available.fetch_sub(1, std::memory_order_seq_cst);
+        } else if (!idle && reserved) {
+          available.fetch_add(1, std::memory_order_seq_cst);
+        }
+        // Pass the baton: a batch of reserved entries needs only one wake() from the caller.
+        if (idle && queue.has_work()) park.wake(1);
+      }
+      if (idle) batch_started = pool_now_ns();  // a burst begins: time it from here, not from sleep
+      idle = false;
+      run_one(s, t, seq);
+      if (++batch >= flush_every) batch_done();
+    }
+    if (batch != 0) batch_done();
+    if (!idle) {
+      idle = true;
+      if (reserve_mode) available.fetch_add(1, std::memory_order_seq_cst);
+      s.started_ns.store(0, std::memory_order_relaxed);
+      if (shrinks) idle_since = pool_now_ns();
+    }
+    const std::uint32_t epoch = park.prepare_wait();
+    if (queue.has_work()) {
+      park.cancel_wait();
+      continue;
+    }
+    if (stopping.load(std::memory_order_acquire)) {
+      park.cancel_wait();
+      break;
+    }
+    // Only a thread above core_threads may time out; when none is (now), sleep untimed: a
+    // thread started later has its own keep_alive and will be the one to go.
+    if (!shrinks || threads.load(std::memory_order_relaxed) <= core_threads) {
+      park.wait(epoch);
+      continue;
+    }
+    const std::int64_t left = idle_since + keep_alive_ns - pool_now_ns();
+    if (left > 0) {
+      park.wait_for(epoch, std::chrono::nanoseconds(left));
+      continue;
+    }
+    park.cancel_wait();
+    if (retire()) {
+      s.state.store(slot_exited, std::memory_order_release);
+      return;
+    }
+    idle_since = pool_now_ns();  // a core thread, or work arrived: idle for another period
+  }
+  threads.fetch_sub(1, std::memory_order_seq_cst);
+  s.state.store(slot_exited, std::memory_order_release);
+}
+
+// An idle worker whose keep_alive ran out: true if it un-counted itself and must exit.
+bool thread_pool::impl::retire() noexcept {
+  if (threads.load(std::memory_order_relaxed) <= core_threads) return false;
+  if (reserve_mode && !reserve_idle()) return false;  // its token backs a reserved entry
+  unsigned n = threads.load(std::memory_order_relaxed);
+  do {
+    if (n <= core_threads) {
+      if (reserve_mode) available.fetch_add(1, std::memory_order_seq_cst);
+      return false;
+    }
+  } while (!threads.compare_exchange_weak(n, n - 1, std::memory_order_seq_cst,
+                                          std::memory_order_relaxed));
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // see keep_one_thread()
+  if (!queue.has_work()) return true;
+  n = threads.load(std::memory_order_relaxed);
+  do {
+    if (n >= max_threads) return true;  // others are there to take it
+  } while (!threads.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst,
+                                          std::memory_order_relaxed));
+  if (reserve_mode) available.fetch_add(1, std::memory_order_seq_cst);
+  return false;
+}
+
+}  // namespace ringrpc::detail
