@@ -3,10 +3,13 @@
 
 #include "verify_buffer.hpp"
 
+#include <map>
 #include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include <flatbuffers/idl.h>
 #include <flatbuffers/verifier.h>
 
 namespace ringrpc::tools {
@@ -181,14 +184,24 @@ class buffer_verifier {
 // What a type may refer to by index, and whether the index is in range.
 std::string type_problem(const reflection::Schema& s, const reflection::Type* t) {
   if (t == nullptr) return "a type is missing";
-  const auto base = t->base_type();
-  const auto elem = t->element();
-  if (base <= reflection::None || base >= reflection::MaxBaseType || elem < reflection::None ||
-      elem >= reflection::MaxBaseType) {
+  // Read as the bytes they are: base_type() would make an enum of any value, and outside
+  // BaseType's range that is undefined behaviour.
+  const auto* raw = reinterpret_cast<const Table*>(t);
+  const auto base_value = raw->GetField<std::int8_t>(reflection::Type::VT_BASE_TYPE, 0);
+  const auto elem_value = raw->GetField<std::int8_t>(reflection::Type::VT_ELEMENT, 0);
+  if (base_value <= reflection::None || base_value >= reflection::MaxBaseType || elem_value < reflection::None ||
+      elem_value >= reflection::MaxBaseType) {
     return "a type has an unknown base type";
   }
-  const bool to_object = base == reflection::Obj || elem == reflection::Obj;
-  const bool to_enum = base == reflection::Union || (base == reflection::Vector && elem == reflection::Union);
+  const auto base = t->base_type();
+  const auto elem = t->element();
+  // Which table an index refers to, as Type::Deserialize decides it.
+  const bool to_object =
+      base == reflection::Obj || ((base == reflection::Vector || base == reflection::Array) && elem == reflection::Obj);
+  // Union types and their hidden type fields need their enum (describe() looks it up too).
+  const bool series = base == reflection::Vector || base == reflection::Array;
+  const bool to_enum = base == reflection::Union || base == reflection::UType ||
+                       (series && (elem == reflection::Union || elem == reflection::UType));
   const int index = t->index();
   if ((to_object || to_enum) && index < 0) return "a table, struct or union type has no index";
   if (index < 0) return {};
@@ -197,19 +210,98 @@ std::string type_problem(const reflection::Schema& s, const reflection::Type* t)
   return {};
 }
 
+// DeserializeAttributes fails on a key the parser does not know, and reads every value.
+std::string attributes_problem(const Vector<Offset<reflection::KeyValue>>* attrs,
+                               const std::map<std::string, bool>& known) {
+  if (attrs == nullptr) return {};
+  for (const reflection::KeyValue* kv : *attrs) {
+    if (kv == nullptr || kv->key() == nullptr || kv->value() == nullptr) return "an attribute is incomplete";
+    if (!known.contains(kv->key()->str())) return "unknown attribute " + kv->key()->str();
+  }
+  return {};
+}
+
+const reflection::KeyValue* attribute(const Vector<Offset<reflection::KeyValue>>* attrs, std::string_view key) {
+  if (attrs == nullptr) return nullptr;
+  for (const reflection::KeyValue* kv : *attrs) {
+    if (kv->key()->string_view() == key) return kv;
+  }
+  return nullptr;
+}
+
+// Sizes as flatbuffers' parser counts them (idl.h SizeOf): unlike reflection's GetTypeSize,
+// None is 1 and Array 4.
+std::size_t parser_size_of(reflection::BaseType t) {
+  if (t == reflection::None) return 1;
+  if (t == reflection::Array) return 4;
+  return flatbuffers::GetTypeSize(t);
+}
+
+// idl.h InlineSize, on a schema whose type indices were checked.
+std::size_t inline_size(const reflection::Schema& s, reflection::BaseType base, int index, std::uint16_t fixed_length) {
+  if (base == reflection::Obj) {
+    const reflection::Object* obj = s.objects()->Get(static_cast<uoffset_t>(index));
+    return obj->is_struct() ? static_cast<std::size_t>(obj->bytesize()) : parser_size_of(base);
+  }
+  return parser_size_of(base) * (fixed_length != 0 ? fixed_length : 1);
+}
+
+std::size_t inline_size(const reflection::Schema& s, const reflection::Type& t) {
+  if (t.base_type() == reflection::Vector || t.base_type() == reflection::Array) {
+    return inline_size(s, t.element(), t.index(), 1) * t.fixed_length();
+  }
+  return inline_size(s, t.base_type(), t.index(), 0);
+}
+
+// StructDef::Deserialize (2.0.8) recomputes a struct's size from its fields, in id order, with
+// the padding their offsets imply, and asserts that it equals bytesize (0 for a table), ending
+// the process when it does not. The same sum, with the same unsigned wrap-around.
+bool layout_matches(const reflection::Schema& s, const reflection::Object& obj) {
+  if (!obj.is_struct()) return obj.bytesize() == 0;
+  const auto& fields = *obj.fields();
+  std::vector<const reflection::Field*> by_id(fields.size());
+  for (const reflection::Field* f : fields) by_id[f->id()] = f;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < by_id.size(); ++i) {
+    const std::size_t size = inline_size(s, *by_id[i]->type());
+    total += size;
+    if (i + 1 < by_id.size()) {
+      total += static_cast<std::size_t>(int{by_id[i + 1]->offset()} - int{by_id[i]->offset()}) - size;
+    } else {
+      total += (~total + 1) & (static_cast<std::size_t>(obj.minalign()) - 1);
+    }
+  }
+  return static_cast<int>(total) == obj.bytesize();
+}
+
 }  // namespace
 
 std::string schema_problem(const reflection::Schema& s) {
+  // A definition that fails to deserialize is freed while its table still holds it (the double
+  // free): every reason FieldDef, StructDef and EnumDef::Deserialize have to fail is checked
+  // here, with the attributes a fresh parser knows.
+  const flatbuffers::Parser fresh;
+  const std::map<std::string, bool>& known = fresh.known_attributes_;
   std::set<std::string_view> object_names;
+  if (s.objects() != nullptr) {
+    for (const reflection::Object* obj : *s.objects()) {
+      if (obj != nullptr && obj->name() != nullptr) object_names.insert(obj->name()->string_view());
+    }
+  }
+  std::set<std::string_view> seen_objects;
   if (s.objects() != nullptr) {
     for (const reflection::Object* obj : *s.objects()) {
       if (obj == nullptr || obj->name() == nullptr || obj->fields() == nullptr) return "a table is incomplete";
       const std::string_view name = obj->name()->string_view();
-      if (!object_names.insert(name).second) return "two tables or structs are named " + std::string(name);
+      if (!seen_objects.insert(name).second) return "two tables or structs are named " + std::string(name);
+      if (std::string why = attributes_problem(obj->attributes(), known); !why.empty()) {
+        return std::string(name) + ": " + why;
+      }
       if (obj->is_struct() && !struct_size_ok(*obj)) return "struct " + std::string(name) + " has no valid size";
       const uoffset_t n = obj->fields()->size();
       std::vector<bool> ids(n, false);
       std::set<std::string_view> field_names;
+      bool has_key = false;
       for (const reflection::Field* f : *obj->fields()) {
         if (f == nullptr || f->name() == nullptr) return std::string(name) + " has an incomplete field";
         if (f->id() >= n || ids[f->id()]) return std::string(name) + " has field ids that are not 0..n-1";
@@ -220,7 +312,36 @@ std::string schema_problem(const reflection::Schema& s) {
         if (std::string why = type_problem(s, f->type()); !why.empty()) {
           return std::string(name) + "." + f->name()->str() + ": " + why;
         }
+        if (std::string why = attributes_problem(f->attributes(), known); !why.empty()) {
+          return std::string(name) + "." + f->name()->str() + ": " + why;
+        }
+        if (attribute(f->attributes(), "flexbuffer") != nullptr &&
+            (f->type()->base_type() != reflection::Vector || f->type()->element() != reflection::UByte)) {
+          return std::string(name) + "." + f->name()->str() + ": a flexbuffer field must be [ubyte]";
+        }
+        if (const auto* nested = attribute(f->attributes(), "nested_flatbuffer");
+            nested != nullptr && !object_names.contains(nested->value()->string_view())) {
+          return std::string(name) + "." + f->name()->str() + ": nested_flatbuffer names no table";
+        }
+        // As flatc allows it: one key per table, a scalar or a string.
+        if (f->key()) {
+          const auto kb = f->type()->base_type();
+          if (has_key || !(kb == reflection::String || (kb >= reflection::Bool && kb <= reflection::Double))) {
+            return std::string(name) + "." + f->name()->str() + ": a key must be the only one, a scalar or a string";
+          }
+          has_key = true;
+        }
+        // Deserialize asserts this, which ends the process.
+        if (f->required() && f->optional()) {
+          return std::string(name) + "." + f->name()->str() + " is both required and optional";
+        }
       }
+    }
+  }
+  // Only now are all type indices known good, which the sizes of nested structs need.
+  if (s.objects() != nullptr) {
+    for (const reflection::Object* obj : *s.objects()) {
+      if (!layout_matches(s, *obj)) return obj->name()->str() + ": its size does not match its fields";
     }
   }
   std::set<std::string_view> enum_names;
@@ -229,6 +350,9 @@ std::string schema_problem(const reflection::Schema& s) {
       if (e == nullptr || e->name() == nullptr || e->values() == nullptr) return "an enum is incomplete";
       const std::string_view name = e->name()->string_view();
       if (!enum_names.insert(name).second) return "two enums or unions are named " + std::string(name);
+      if (std::string why = attributes_problem(e->attributes(), known); !why.empty()) {
+        return std::string(name) + ": " + why;
+      }
       if (std::string why = type_problem(s, e->underlying_type()); !why.empty()) return std::string(name) + ": " + why;
       std::set<std::string_view> value_names;
       for (const reflection::EnumVal* v : *e->values()) {
@@ -248,6 +372,9 @@ std::string schema_problem(const reflection::Schema& s) {
   if (s.services() != nullptr) {
     for (const reflection::Service* svc : *s.services()) {
       if (svc == nullptr || svc->name() == nullptr) return "a service is incomplete";
+      if (std::string why = attributes_problem(svc->attributes(), known); !why.empty()) {
+        return svc->name()->str() + ": " + why;
+      }
       if (svc->calls() == nullptr) continue;
       for (const reflection::RPCCall* call : *svc->calls()) {
         if (call == nullptr || call->name() == nullptr || call->request() == nullptr || call->response() == nullptr ||
@@ -255,6 +382,9 @@ std::string schema_problem(const reflection::Schema& s) {
             !object_names.contains(call->request()->name()->string_view()) ||
             !object_names.contains(call->response()->name()->string_view())) {
           return "a method of " + svc->name()->str() + " names a request or reply that is not a table";
+        }
+        if (std::string why = attributes_problem(call->attributes(), known); !why.empty()) {
+          return svc->name()->str() + "." + call->name()->str() + ": " + why;
         }
       }
     }

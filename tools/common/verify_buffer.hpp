@@ -25,9 +25,9 @@ bool verify_buffer(const reflection::Schema& schema, const reflection::Object& r
 /// Empty when a binary schema that passed reflection::VerifySchemaBuffer is also safe to give
 /// flatbuffers::Parser::Deserialize and to walk by index; else what is wrong with it. The
 /// verifier checks only the layout. Deserialize (2.0.8) indexes with field ids and type indices
-/// it does not bound, and when a definition fails (json_fuzz found a type index out of range,
-/// and a repeated name does it too) it frees one it has already stored: a double free when the
-/// Parser is destroyed.
+/// it does not bound, asserts (ending the process) on a field both required and optional,
+/// and when a definition fails (json_fuzz found a type index out of range, and a repeated name
+/// does it too) it frees one it has already stored: a double free when the Parser is destroyed.
 std::string schema_problem(const reflection::Schema& schema);
 
 }  // namespace ringrpc::tools
