@@ -62,35 +62,6 @@ http_response plain(int status, std::string body) {
   return r;
 }
 
-bool is_token(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-  });
-}
-
-struct request_line {
-  std::string_view method;
-  std::string_view target;
-};
-
-// "GET /path HTTP/1.1" with single spaces (RFC 9112 3); nullopt-like false when it is not.
-bool parse_request_line(std::string_view line, request_line& out) {
-  const auto sp1 = line.find(' ');
-  if (sp1 == std::string_view::npos) return false;
-  const auto sp2 = line.find(' ', sp1 + 1);
-  if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos) return false;
-  out.method = line.substr(0, sp1);
-  out.target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  const std::string_view version = line.substr(sp2 + 1);
-  if (!is_token(out.method)) return false;
-  if (out.target.empty() || out.target.front() != '/') return false;
-  for (const char c : out.target) {
-    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) return false;
-  }
-  return version == "HTTP/1.1" || version == "HTTP/1.0";
-}
-
 struct connection {
   enum class phase { reading, writing, lingering };
   int fd = -1;
@@ -203,51 +174,14 @@ void admin_server::run() {
 
   // Looks at what has arrived: nothing to do yet, or a response to send.
   auto examine = [&](connection& c) {
-    const auto line_end = c.in.find("\r\n");
-    if (line_end != std::string::npos) {
-      request_line rl;
-      if (!parse_request_line(std::string_view(c.in).substr(0, line_end), rl)) {
-        respond(c, plain(400, "bad request line"), false, false);
-        return;
-      }
-    }
-    const auto head_end = c.in.find("\r\n\r\n");
-    if (head_end == std::string::npos) {
-      if (c.in.size() >= _options.max_request_bytes) {
-        respond(c, plain(431, "request head larger than " + std::to_string(_options.max_request_bytes) + " bytes"),
-                false, false);
-      }
+    http_parse_result parsed = parse_http_request(c.in, _options.max_request_bytes);
+    if (parsed.state == http_parse_result::outcome::incomplete) return;
+    if (parsed.state == http_parse_result::outcome::rejected) {
+      respond(c, plain(parsed.status, std::move(parsed.message)), false, parsed.allow_header);
       return;
     }
-    if (head_end + 4 > _options.max_request_bytes) {
-      respond(c, plain(431, "request head larger than " + std::to_string(_options.max_request_bytes) + " bytes"),
-              false, false);
-      return;
-    }
-    request_line rl;
-    parse_request_line(std::string_view(c.in).substr(0, line_end), rl);
-    // Header lines: "name: value"; a leading space would be obsolete line folding.
-    std::string_view headers = std::string_view(c.in).substr(line_end + 2, head_end - line_end - 2 + 2);
-    while (!headers.empty()) {
-      const auto eol = headers.find("\r\n");
-      const std::string_view h = headers.substr(0, eol);
-      headers.remove_prefix(eol + 2);
-      const auto colon = h.find(':');
-      if (colon == std::string_view::npos || !is_token(h.substr(0, colon))) {
-        respond(c, plain(400, "bad header line"), false, false);
-        return;
-      }
-    }
-    const bool head = rl.method == "HEAD";
-    if (rl.method != "GET" && !head) {
-      respond(c, plain(405, "only GET and HEAD are served"), false, true);
-      return;
-    }
-    http_request req;
-    req.method = rl.method;
-    const auto q = rl.target.find('?');
-    req.path = rl.target.substr(0, q);
-    if (q != std::string_view::npos) req.query = rl.target.substr(q + 1);
+    const http_request& req = parsed.request;
+    const bool head = req.method == "HEAD";
     const auto it = _routes.find(req.path);
     if (it != _routes.end() && c.probe_only && it->second.kind != route_kind::probe) {
       respond(c, plain(503, "too many admin connections; only health probes are answered now"), head, false);

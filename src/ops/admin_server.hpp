@@ -15,13 +15,9 @@
 #include <string>
 #include <thread>
 
-namespace ringrpc::detail {
+#include "ops/http_request.hpp"
 
-struct http_request {
-  std::string method;  ///< "GET" or "HEAD"
-  std::string path;    ///< without the query, e.g. "/metrics"
-  std::string query;   ///< after '?', undecoded; empty when none
-};
+namespace ringrpc::detail {
 
 struct http_response {
   int status = 200;

@@ -1,6 +1,6 @@
-// Writes the seed corpus of frame_fuzz (tests/fuzz/corpus/). Run by hand after a change to the
-// wire format, then commit the files:
-//   ninja -C build/fuzz tests/fuzz/make_corpus && build/fuzz/tests/fuzz/make_corpus tests/fuzz/corpus
+// Writes the seed corpus of frame_fuzz (tests/fuzz/corpus/frame/). Run by hand after a change to
+// the wire format, then commit the files:
+//   ninja -C build/fuzz tests/fuzz/make_corpus && build/fuzz/tests/fuzz/make_corpus tests/fuzz/corpus/frame
 // Output is deterministic, so re-running it on an unchanged format changes nothing.
 
 #include <cstddef>

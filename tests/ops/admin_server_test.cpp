@@ -379,3 +379,31 @@ TEST(AdminServerAccept, OutOfFileDescriptorsBacksOffInsteadOfSpinning) {
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << "2 setrlimit, 3 socket, 4 connect, 5 CPU spin, 6 no EMFILE, 7 not served";
 }
+
+// The request parser alone (src/ops/http_request.cpp), as http_fuzz drives it.
+
+TEST(HttpRequestParser, CompleteGetWithQuery) {
+  const auto r = parse_http_request("GET /status?format=json HTTP/1.1\r\nHost: x\r\n\r\n", 8192);
+  ASSERT_EQ(r.state, http_parse_result::outcome::complete);
+  EXPECT_EQ(r.request.method, "GET");
+  EXPECT_EQ(r.request.path, "/status");
+  EXPECT_EQ(r.request.query, "format=json");
+}
+
+TEST(HttpRequestParser, WaitsForTheEndOfTheHead) {
+  EXPECT_EQ(parse_http_request("GET / HTTP/1.1\r\nHost: x\r\n", 8192).state,
+            http_parse_result::outcome::incomplete);
+  EXPECT_EQ(parse_http_request("GET / HT", 8192).state, http_parse_result::outcome::incomplete);
+}
+
+TEST(HttpRequestParser, Rejections) {
+  const auto bad_line = parse_http_request("GET  / HTTP/1.1\r\n", 8192);
+  EXPECT_EQ(bad_line.state, http_parse_result::outcome::rejected);
+  EXPECT_EQ(bad_line.status, 400);
+  EXPECT_EQ(parse_http_request("GET / HTTP/1.1\r\n folded\r\n\r\n", 8192).status, 400);
+  const auto post = parse_http_request("POST / HTTP/1.1\r\n\r\n", 8192);
+  EXPECT_EQ(post.status, 405);
+  EXPECT_TRUE(post.allow_header);
+  EXPECT_EQ(parse_http_request("GET /0123456789 HTTP/1.1\r\nA: b\r\n\r\n", 16).status, 431);
+  EXPECT_EQ(parse_http_request("GET /0123456789abcdef", 16).status, 431);
+}

@@ -1,0 +1,159 @@
+// One reader per section of the file, each listing the keys its section takes with the range
+// each allows; docs/configuration.md is the same list for people.
+
+#include <algorithm>
+#include <string>
+
+#include "ops/config_toml.hpp"
+
+namespace ringrpc::config_detail {
+
+std::string check_host(std::string_view h) {
+  if (h.empty()) return "is empty; give an address or host name, e.g. \"127.0.0.1\" or \"0.0.0.0\"";
+  for (const char c : h) {
+    if (static_cast<unsigned char>(c) <= ' ') return "contains whitespace or control characters";
+  }
+  return {};
+}
+
+// Pool names appear in metrics labels and log lines, so they stay plain.
+std::string check_pool_name(std::string_view name) {
+  if (name == "default") {
+    return "is configured by server.handlers and server.handler_queue_size, not [pools.default]";
+  }
+  if (!is_bare_key(name)) return "is not a valid pool name; allowed: letters, digits, '_' and '-'";
+  return {};
+}
+
+void read_pool(context& ctx, const toml::table& t, const std::string& path, pool_options& p) {
+  table_reader r(ctx, t, path, "[" + path + "]");
+  r.enumeration("kind", p.kind, pool_kinds);
+  r.integer("threads", p.threads, 0, 4096);
+  r.integer("core_threads", p.core_threads, 0, 4096);
+  r.integer("queue", p.queue, -1, 16'777'216);
+  r.millis("keep_alive_ms", p.keep_alive, 0, k_day_ms);
+  r.finish();
+}
+
+void read_server(context& ctx, const toml::table& t, server_options& s) {
+  table_reader r(ctx, t, "server", "[server]");
+  r.string("host", s.host, check_host);
+  r.integer("port", s.port, 0, 65535);
+  r.integer("backlog", s.backlog, 1, 65535);
+  r.integer("readers", s.readers, 0, 1024);
+  r.integer("handlers", s.handlers, 0, 4096);
+  r.integer("handler_queue_size", s.handler_queue_size, 1, 1'048'576);
+  r.enumeration("default_policy", s.default_policy, policies);
+  r.integer("max_frame_bytes", s.max_frame_bytes, 16, std::int64_t{1} << 30);
+  r.integer("max_buffered_bytes", s.max_buffered_bytes, 0, std::int64_t{1} << 50);
+  r.integer("max_queued_reply_bytes", s.max_queued_reply_bytes, 1, std::int64_t{1} << 40);
+  r.integer("max_inflight_per_connection", s.max_inflight_per_connection, 0, 1'048'576);
+  r.integer("max_inflight_bytes_per_connection", s.max_inflight_bytes_per_connection, 1, std::int64_t{1} << 40);
+  r.integer("fair_share_calls", s.fair_share_calls, 1, 1'048'576);
+  r.millis("idle_timeout_ms", s.idle_timeout, 0, 30 * k_day_ms);
+  r.millis("write_stall_timeout_ms", s.write_stall_timeout, 0, 30 * k_day_ms);
+  r.millis("frame_stall_timeout_ms", s.frame_stall_timeout, 0, 30 * k_day_ms);
+  r.integer("max_connections", s.max_connections, 0, 16'777'216);
+  r.integer("max_connections_per_address", s.max_connections_per_address, 0, 16'777'216);
+  r.integer("accept_rate_per_address", s.accept_rate_per_address, 0, 16'777'216);
+  r.integer("socket_send_buffer_bytes", s.socket_send_buffer_bytes, 0, std::int64_t{1} << 30);
+  r.integer("recv_buffer_bytes", s.recv_buffer_bytes, 256, 16'777'216);
+  // The kernel's provided-buffer ring holds at most 32768 entries; the count is rounded up to a
+  // power of two.
+  r.integer("recv_buffers_per_reader", s.recv_buffers_per_reader, 1, 32768);
+  r.millis("drain_timeout_ms", s.drain_timeout, 0, k_day_ms);
+  r.boolean("metrics", s.metrics);
+  std::int64_t slow_us = s.slow_call_threshold.count();
+  r.integer("slow_call_threshold_us", slow_us, 0, k_day_ms * 1000);
+  s.slow_call_threshold = std::chrono::microseconds(slow_us);
+  r.integer("sample_completions_every", s.sample_completions_every, 0, 1'000'000'000);
+  r.finish();
+}
+
+void read_pools(context& ctx, const toml::table& t, server_config& cfg) {
+  for (const auto& [k, v] : t) {
+    const std::string path = join_key("pools", k.str());
+    if (std::string why = check_pool_name(k.str()); !why.empty()) {
+      fail(ctx, k.source().begin.line, path, toml_quoted(k.str()) + " " + why);
+    }
+    const auto* pt = v.as_table();
+    if (pt == nullptr) fail(ctx, line_of(v), path, "expected a table of pool settings, got " + show(v));
+    ctx.lines.insert_or_assign(path, line_of(v));
+    read_pool(ctx, *pt, path, cfg.pools[std::string(k.str())]);
+  }
+}
+
+void read_endpoints(context& ctx, const toml::table& t, server_config& cfg) {
+  for (const auto& [k, v] : t) {
+    const std::string path = join_key("endpoints", k.str());
+    if (k.str().empty()) fail(ctx, k.source().begin.line, path, "an endpoint needs a name");
+    const auto* et = v.as_table();
+    if (et == nullptr) fail(ctx, line_of(v), path, "expected a table of endpoint settings, got " + show(v));
+    ctx.lines.insert_or_assign(path, line_of(v));
+    endpoint_options& e = cfg.endpoints[std::string(k.str())];
+    table_reader r(ctx, *et, path, "[" + path + "]");
+    r.enumeration("policy", e.policy, policies);
+    r.enumeration("concurrency", e.concurrency, concurrencies);
+    r.string("pool", e.pool, [](std::string_view name) -> std::string {
+      if (name.empty() || name == "default" || is_bare_key(name)) return {};
+      return "is not a valid pool name; allowed: letters, digits, '_' and '-'";
+    });
+    if (const toml::table* own = r.table("own_pool")) {
+      if (!e.own_pool) e.own_pool.emplace();
+      read_pool(ctx, *own, r.full("own_pool"), *e.own_pool);
+    }
+    r.integer("inbox_capacity", e.inbox_capacity, 1, 16'777'216);
+    r.finish();
+  }
+}
+
+void read_events(context& ctx, const toml::table& t, event_bus_config& ev, event_queue_names known) {
+  table_reader r(ctx, t, "events", "[events]");
+  r.integer("default_capacity", ev.default_capacity, 1, k_max_event_queue);
+  r.millis("warning_interval_ms", ev.warning_interval, 0, k_day_ms);
+  if (const toml::table* q = r.table("queues")) {
+    for (const auto& [k, v] : *q) {
+      const std::string path = join_key("events.queues", k.str());
+      if (!known.empty() && std::find(known.begin(), known.end(), k.str()) == known.end()) {
+        std::string names;
+        for (const auto n : known) {
+          if (!names.empty()) names += ", ";
+          names += n;
+        }
+        fail(ctx, k.source().begin.line, path, "unknown event queue; queues are " + names);
+      }
+      const auto cap = static_cast<std::size_t>(integer_of(ctx, v, path, 1, k_max_event_queue));
+      ctx.lines.insert_or_assign(path, line_of(v));
+      ev.queue_capacities.insert_or_assign(std::string(k.str()), cap);
+    }
+  }
+  r.finish();
+}
+
+void read_admin(context& ctx, const toml::table& t, admin_options& a) {
+  table_reader r(ctx, t, "admin", "[admin]");
+  r.boolean("enabled", a.enabled);
+  r.string("host", a.host, check_host);
+  r.integer("port", a.port, 0, 65535);
+  r.finish();
+}
+
+void read_logging(context& ctx, const toml::table& t, log_options& l) {
+  table_reader r(ctx, t, "logging", "[logging]");
+  r.enumeration("level", l.level, log_levels);
+  r.enumeration("format", l.format, log_formats);
+  r.string("file", l.file);
+  r.finish();
+}
+
+void read_all(context& ctx, const toml::table& root, server_config& cfg, event_queue_names known) {
+  table_reader r(ctx, root, "", "the top level");
+  if (const auto* t = r.table("server")) read_server(ctx, *t, cfg.server);
+  if (const auto* t = r.table("pools")) read_pools(ctx, *t, cfg);
+  if (const auto* t = r.table("endpoints")) read_endpoints(ctx, *t, cfg);
+  if (const auto* t = r.table("events")) read_events(ctx, *t, cfg.events, known);
+  if (const auto* t = r.table("admin")) read_admin(ctx, *t, cfg.admin);
+  if (const auto* t = r.table("logging")) read_logging(ctx, *t, cfg.logging);
+  r.finish();
+}
+}  // namespace ringrpc::config_detail
