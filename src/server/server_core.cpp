@@ -1,29 +1,20 @@
+// The server's parts wired together: construction, what a configuration adds, start-up and the
+// derived limits, local posts and the stats. Stopping is in server_stop.cpp, running calls in
+// server_calls.cpp.
+
 #include "server/server_core.hpp"
 
-#include <pthread.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include <algorithm>
-
-#include <cstdio>
 #include <stdexcept>
 #include <string>
 
 #include "base/cpu_affinity.hpp"
-#include "base/thread_name.hpp"
-#include "log/log.hpp"
 #include "log/event_log.hpp"
+#include "log/log.hpp"
 
 namespace ringrpc::detail {
-
-namespace {
-
-bool from_client(const call* c) noexcept {
-  return c->purpose == call_purpose::request || c->purpose == call_purpose::one_way;
-}
-
-}  // namespace
 
 namespace {
 
@@ -34,39 +25,7 @@ std::unique_ptr<event_bus> make_bus(std::chrono::milliseconds warning_interval) 
   return std::make_unique<event_bus>(std::move(o));
 }
 
-// The clock is the largest cost of per-call metrics (a steady_clock read is ~27 ns here, and
-// timing every call cost ~11% of echo throughput on one core). So counts are exact, but only
-// one call in `timing_sample` per thread is timed precisely for the histograms; slow calls are
-// caught with one read of the coarse clock (a few ns, a few ms resolution), which suits
-// thresholds that are milliseconds anyway. The first call after a thread was idle is always
-// timed, so a lightly loaded server has every call timed.
-constexpr unsigned timing_sample = 8;  // a power of two
-thread_local unsigned timing_tick = 0;
 }  // namespace
-
-void time_next_call() noexcept { timing_tick = timing_sample - 1; }
-
-namespace {
-// The server whose user code (a handler, an event) this thread is running, if any: stop()
-// called from there cannot wait for that very code to finish.
-thread_local const server_core* running_user_code_of = nullptr;
-// The server this thread is stopping: stop() from on_stop or a listener during it returns.
-thread_local const server_core* stopping = nullptr;
-
-struct user_code_scope {
-  const server_core* previous;
-  explicit user_code_scope(const server_core* s) noexcept : previous(running_user_code_of) {
-    running_user_code_of = s;
-  }
-  ~user_code_scope() { running_user_code_of = previous; }
-};
-}  // namespace
-
-std::size_t sharded_counter::slot_of_this_thread() noexcept {
-  static std::atomic<std::size_t> next{0};
-  thread_local const std::size_t mine = next.fetch_add(1, std::memory_order_relaxed);
-  return mine % 16;
-}
 
 server_core::server_core(server_options options)
     : _options(std::move(options)),
@@ -76,16 +35,6 @@ server_core::server_core(server_options options)
 server_core::~server_core() {
   stop();
   join_async_stop();
-}
-
-void server_core::join_async_stop() noexcept {
-  std::thread t;
-  {
-    std::lock_guard lock(_async_stop_mu);
-    if (!_async_stop.joinable() || _async_stop.get_id() == std::this_thread::get_id()) return;
-    t = std::move(_async_stop);
-  }
-  t.join();
 }
 
 void server_core::set_endpoint_override(std::string name, endpoint_options options) {
@@ -116,7 +65,6 @@ const endpoint_options* server_core::endpoint_override(std::string_view name) co
   auto it = _endpoint_overrides.find(name);
   return it == _endpoint_overrides.end() ? nullptr : &it->second;
 }
-
 
 std::unique_ptr<thread_pool> server_core::make_pool(const std::string& name,
                                                     const pool_options& options, bool quiet) {
@@ -226,344 +174,6 @@ void server_core::resolve_limits(std::size_t default_queue) {
   if (_options.max_connections_per_address == 0 && _options.max_connections != 0) {
     _options.max_connections_per_address =
         std::max(1u, _options.max_connections - _options.max_connections / 10);
-  }
-}
-
-template <class Pred>
-bool server_core::wait_until(Pred pred, std::chrono::steady_clock::time_point deadline) {
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
-void server_core::stop() {
-  if (stopping == this) return;  // from on_stop() or a listener while this thread stops us
-  if (running_user_code_of == this) {
-    // A handler cannot wait for itself: stop on a thread of its own, which drains as usual
-    // (this handler's call included) while the handler returns. ~server joins it.
-    std::lock_guard lock(_async_stop_mu);
-    if (!_async_stop.joinable() && state() == server_state::running) {
-      try {
-        _async_stop = std::thread([this] {
-          name_this_thread("rr-stop");
-          stop_blocking();
-        });
-      } catch (const std::system_error& e) {
-        log::warn("stop_failed", {{"msg", std::string("cannot start the stopping thread: ") + e.what()}});
-      }
-    }
-    return;
-  }
-  stop_blocking();
-  join_async_stop();  // a stop a handler asked for has finished too when this returns
-}
-
-void server_core::stop_blocking() {
-  // Several threads may call stop(): one stops, the others wait until it has finished.
-  std::lock_guard serial(_stop_mu);
-  stopping = this;
-  struct clear_stopping {
-    ~clear_stopping() { stopping = nullptr; }
-  } clear;
-  auto expected = server_state::running;
-  if (!_state.compare_exchange_strong(expected, server_state::draining)) return;
-  const auto deadline = std::chrono::steady_clock::now() + _options.drain_timeout;
-  post_event(event_kind::server_stopping, [] { return event{}; });
-
-  // 1. No new connections.
-  if (_acceptor) _acceptor->stop_and_join();
-  // 2. New frames are answered SHUTTING_DOWN by the readers from now on (state is draining);
-  //    calls already admitted run to completion.
-  bool drained = wait_until([&] { return _settled.get() == calls_enqueued(); }, deadline);
-  // 3. Stop reading, then wait until every call ever created has been answered and written
-  //    (deferred replies included).
-  for (auto& r : _readers) r->quiesce();
-  wait_until(
-      [&] {
-        for (auto& r : _readers) {
-          if (!r->quiesced()) return false;
-        }
-        return true;
-      },
-      deadline);
-  drained = drained && wait_until(
-                           [&] {
-                             // Released first: if it equals created read afterwards, nothing
-                             // was outstanding at the moment released was read.
-                             const auto released = _responder ? _responder->released() : 0;
-                             return released == calls_created();
-                           },
-                           deadline);
-  if (!drained) {
-    log::warn("drain_timeout", {{"drain_timeout_ms", static_cast<std::int64_t>(_options.drain_timeout.count())},
-                                {"msg", "cancelling what is left"}});
-    // Calls still queued run as SHUTTING_DOWN answers (execute checks the flag); running ones
-    // see cancelled(); unanswered deferred replies are answered here.
-    _abandon.store(true, std::memory_order_release);
-    abandon_deferred();
-    // Calls queued behind handlers that do not finish are answered from here, unrun.
-    _dispatcher.run_queued_here();
-    if (_responder) _responder->notify();
-    // Everything but the calls whose handlers are still running gets its answer written; those
-    // cannot be abandoned safely (their user code still holds them), so they are waited for
-    // below, with a line per second saying which.
-    wait_until(
-        [&] {
-          std::uint64_t running = 0;
-          for (const auto& p : _dispatcher.stats()) running += p.active;
-          return _responder->released() + running >= calls_created();
-        },
-        std::chrono::steady_clock::now() + std::chrono::seconds(1));
-  }
-  // 4. Close every connection (endpoints hear on_disconnected); readers exit once every
-  //    connection is gone, which needs the pools still running.
-  for (auto& r : _readers) r->close_all();
-  if (_responder) _responder->shut_down_writers();
-  const auto waiting_since = std::chrono::steady_clock::now();
-  for (;;) {
-    const bool all_exited = wait_until(
-        [&] {
-          for (auto& r : _readers) {
-            if (!r->exited()) return false;
-          }
-          return true;
-        },
-        std::chrono::steady_clock::now() + std::chrono::seconds(1));
-    if (all_exited) break;
-    // Only user code that ignores cancelled() keeps a connection alive now.
-    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - waiting_since);
-    for (const std::string& busy : _dispatcher.busy_pools()) {
-      log::warn("stop_waiting_for_handler", {{"waited_ms", static_cast<std::int64_t>(waited.count())},
-                                             {"pool", busy},
-                                             {"msg", "a handler ignores cancelled(); stop waits for it"}});
-    }
-  }
-  for (auto& r : _readers) r->join();
-  // 5. on_stop for each endpoint, once it is idle; then the pools' threads are joined.
-  if (!_dispatcher.stop_endpoints(std::max(deadline, std::chrono::steady_clock::now() +
-                                                         std::chrono::seconds(1)))) {
-    log::warn("endpoint_stop_timeout", {{"msg", "an endpoint is still busy; stopping its pool regardless"}});
-  }
-  _dispatcher.shut_down_pools();
-  if (_responder) _responder->stop_and_join();
-  _state.store(server_state::stopped, std::memory_order_release);
-  post_event(event_kind::server_stopped, [] { return event{}; });
-  _bus->stop();  // delivers what is queued, then joins its threads
-  // Last: the admin server's readiness page said "draining" until the end.
-  for (auto& part : _attachments) part->stop();
-}
-
-void server_core::run_call(endpoint_slot& slot, call* c) noexcept {
-  const user_code_scope scope(this);
-  switch (c->purpose) {
-    case call_purpose::request:
-    case call_purpose::one_way:
-    case call_purpose::local_message: execute(slot, c); return;
-    case call_purpose::connected:
-    case call_purpose::disconnected:
-    case call_purpose::network_error: {
-      const peer_info peer{c->conn->id, c->conn->peer};
-      endpoint& ep = slot.target();
-      switch (c->purpose) {
-        case call_purpose::connected:
-          guarded(slot, "on_connected", [&] { ep.on_connected(peer); });
-          break;
-        case call_purpose::disconnected:
-          guarded(slot, "on_disconnected", [&] { ep.on_disconnected(peer); });
-          break;
-        default:
-          guarded(slot, "on_network_error", [&] { ep.on_network_error(peer, c->event_text); });
-          break;
-      }
-      connection* conn = c->conn;
-      _pool->put(c);
-      release(conn);
-      return;
-    }
-  }
-}
-
-void server_core::execute(endpoint_slot& slot, call* c) noexcept {
-  // Once the handler has deferred, the call may be answered and recycled by another thread
-  // before the handler even returns: read what is needed afterwards now.
-  const bool client = from_client(c);
-  const bool request = c->purpose == call_purpose::request;
-  const std::string_view method = c->method_name;
-  const std::int64_t received = c->received_ns;
-  bool precise = _options.metrics && (++timing_tick & (timing_sample - 1)) == 0;
-  bool sample_event = false;
-  if (const unsigned every = _options.sample_completions_every; every != 0 && client) {
-    thread_local unsigned seen = 0;
-    if (++seen >= every) {
-      seen = 0;
-      sample_event = precise = true;
-    }
-  }
-  const std::int64_t start = precise ? now_ns() : 0;
-  call_context ctx(*c, this);
-  if (abandoning()) {
-    ctx.fail(status::shutting_down, "server stopped before the call could run");
-  } else if (const std::int64_t now = c->deadline_ns == 0 ? 0 : precise ? start : now_ns();
-             c->deadline_ns != 0 && now > c->deadline_ns) {
-    ctx.fail(status::deadline_exceeded,
-             "deadline passed after " + std::to_string((now - received) / 1000) +
-                 " us in the server's queue; not run");
-  } else if (c->conn != nullptr && c->conn->is_cancelled(c->id)) {
-    ctx.fail(status::cancelled, "cancelled by the caller before it ran");
-  } else {
-    endpoint& ep = slot.target();
-    try {
-      if (c->purpose == call_purpose::request) {
-        ep.receive_and_reply(ctx);
-      } else {
-        ep.receive(ctx);
-      }
-    } catch (const std::exception& e) {
-      report_error(slot, "handler", e.what());
-      if (!ctx._deferred) ctx.fail(status::internal, e.what());
-    } catch (...) {
-      report_error(slot, "handler", "a non-standard exception");
-      if (!ctx._deferred) ctx.fail(status::internal, "handler threw a non-standard exception");
-    }
-  }
-  const std::int64_t end = precise ? now_ns() : 0;
-  if (client) _settled.add();
-  if (ctx._deferred) return;  // the deferred_reply owns the call now
-  if (!ctx._answered && request) ctx.reply(std::span<const std::byte>{});
-  if (_options.metrics && client) {
-    thread_metrics& m = _metrics.local();
-    m.completed(method, c->answer_status);
-    if (precise) m.timed(method, start - received, end - start);
-  }
-  if (_slow_call_ns > 0 && client) {
-    // Time in the server, queue included, against one coarse read: the coarse clock lags the
-    // precise one by at most its resolution, so a reported call was slow for sure.
-    if (const std::int64_t in_server = (precise ? end : coarse_now_ns()) - received;
-        in_server > _slow_call_ns) {
-      note_slow_call(c, in_server);
-    }
-  }
-  if (sample_event) {
-    post_event(event_kind::call_completed, [&] {
-      event e;
-      e.peer = c->conn->peer;
-      e.name = std::string(method);
-      e.duration_ns = static_cast<std::uint64_t>(end - start);
-      e.detail = std::string(to_string(c->answer_status));
-      e.id = c->id;
-      return e;
-    });
-  }
-  finish(c);
-}
-
-void server_core::note_slow_call(call* c, std::int64_t processing_ns) noexcept {
-  post_event(event_kind::slow_call, [&] {
-    event e;
-    e.peer = c->conn != nullptr ? c->conn->peer : std::string();
-    e.name = std::string(c->method_name);
-    e.duration_ns = static_cast<std::uint64_t>(processing_ns);
-    e.value = static_cast<std::uint64_t>(_slow_call_ns);
-    e.id = c->id;
-    return e;
-  });
-}
-
-void server_core::record_completion(call* c) noexcept {
-  if (!_options.metrics || !from_client(c)) return;
-  // A deferred reply's time is from receipt to answer: there is no separate queue time.
-  thread_metrics& m = _metrics.local();
-  m.completed(c->method_name, c->answer_status);
-  m.timed(c->method_name, 0, now_ns() - c->received_ns);
-}
-
-void server_core::finish(call* c) noexcept {
-  if (c->conn == nullptr) {  // a local post: nobody to answer
-    _pool->put(c);
-    return;
-  }
-  if (c->purpose != call_purpose::request) c->reply.clear();
-  _responder->post(c);
-}
-
-void server_core::refuse(call* c, status code, const std::string& message) noexcept {
-  if (c->purpose == call_purpose::request) encode_error(*c, code, message);
-  if (code == status::server_busy) _refused_busy.add();
-  if (from_client(c)) _settled.add();
-  finish(c);
-  _responder->notify();
-}
-
-void server_core::report_error(endpoint_slot& slot, const char* what,
-                               std::string_view message) noexcept {
-  try {
-    slot.target().on_error(message);
-  } catch (...) {
-    log::error("endpoint_on_error_threw", {{"endpoint", slot.name()}, {"during", what}});
-  }
-}
-
-void server_core::endpoint_started(endpoint_slot& slot) noexcept {
-  post_event(event_kind::endpoint_started, [&] {
-    event e;
-    e.name = slot.name();
-    e.detail = slot.describe();
-    return e;
-  });
-}
-
-void server_core::endpoint_stopped(endpoint_slot& slot) noexcept {
-  post_event(event_kind::endpoint_stopped, [&] {
-    event e;
-    e.name = slot.name();
-    return e;
-  });
-}
-
-std::shared_ptr<deferred_state> server_core::defer(call* c) {
-  auto s = std::make_shared<deferred_state>();
-  s->c = c;
-  s->core = this;
-  std::lock_guard lock(_deferred_mu);
-  s->listed = true;
-  _deferred.insert(s.get());
-  return s;
-}
-
-void server_core::deferred_answered(deferred_state& s, call* c) noexcept {
-  record_completion(c);
-  {
-    std::lock_guard lock(_deferred_mu);
-    if (s.listed) {
-      s.listed = false;
-      _deferred.erase(&s);
-    }
-  }
-}
-
-void server_core::abandon_deferred() noexcept {
-  std::vector<std::shared_ptr<deferred_state>> pending;
-  {
-    std::lock_guard lock(_deferred_mu);
-    // A listed state is alive: its handle unlists it (under this mutex) before letting go.
-    for (deferred_state* s : _deferred) {
-      s->listed = false;
-      pending.push_back(s->shared_from_this());
-    }
-    _deferred.clear();
-  }
-  for (auto& s : pending) {
-    std::lock_guard lock(s->mu);
-    if (s->c == nullptr) continue;
-    call* c = std::exchange(s->c, nullptr);
-    c->abandoned.store(true, std::memory_order_relaxed);
-    if (c->purpose == call_purpose::request) {
-      encode_error(*c, status::shutting_down, "server stopped before the deferred reply came");
-    }
-    finish(c);
   }
 }
 

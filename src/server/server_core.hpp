@@ -1,5 +1,6 @@
 #pragma once
 // The server's parts and how they are wired; the public ringrpc::server is a facade over this.
+// Implemented in server_core.cpp (wiring, start), server_stop.cpp and server_calls.cpp.
 
 #include <array>
 #include <atomic>
@@ -13,89 +14,36 @@
 #include <unordered_set>
 #include <vector>
 
-#include "server/acceptor.hpp"
-#include "exec/call.hpp"
 #include "base/clock.hpp"
 #include "base/counter.hpp"
+#include "base/sharded_counter.hpp"
+#include "exec/call.hpp"
 #include "exec/dispatcher.hpp"
 #include "exec/exec_host.hpp"
-#include "server/memory_budget.hpp"
+#include "exec/reply_encoding.hpp"
+#include "ringrpc/event_bus.hpp"
+#include "ringrpc/log.hpp"
+#include "ringrpc/server.hpp"
+#include "server/acceptor.hpp"
 #include "server/caller_shares.hpp"
+#include "server/deferred_state.hpp"
+#include "server/memory_budget.hpp"
 #include "server/peer_limits.hpp"
 #include "server/reader.hpp"
 #include "server/responder.hpp"
-#include "ringrpc/log.hpp"
-#include "ringrpc/event_bus.hpp"
 #include "server/server_attachment.hpp"
 #include "server/server_metrics.hpp"
-#include "ringrpc/server.hpp"
 #include "uring/uring_probe.hpp"
 
 namespace ringrpc::detail {
 
-
-
-
 /// The next call this thread runs is timed for the histograms (the thread was idle: see
-/// server_core.cpp).
+/// server_calls.cpp).
 void time_next_call() noexcept;
 
 /// Lifecycle: configured -> running -> draining (no new calls run; new ones get SHUTTING_DOWN)
 /// -> stopped.
 enum class server_state { configured, running, draining, stopped };
-
-/// A counter many threads add to (pool workers come and go): each thread writes its own
-/// cache line, the reader sums them.
-class sharded_counter {
- public:
-  void add(std::uint64_t n = 1) noexcept {
-    _slots[slot_of_this_thread()].v.fetch_add(n, std::memory_order_relaxed);
-  }
-  std::uint64_t get() const noexcept {
-    std::uint64_t n = 0;
-    for (const auto& s : _slots) n += s.v.load(std::memory_order_relaxed);
-    return n;
-  }
-
- private:
-  static std::size_t slot_of_this_thread() noexcept;
-  struct alignas(64) slot {
-    std::atomic<std::uint64_t> v{0};
-  };
-  std::array<slot, 16> _slots{};
-};
-
-/// Encodes a call's answer into c.reply on whichever thread answers (pool workers, readers
-/// running direct endpoints, threads answering deferred replies), with that thread's encoder.
-inline frame_encoder& thread_encoder() {
-  thread_local frame_encoder encoder;
-  return encoder;
-}
-inline void encode_reply(call& c, std::span<const std::byte> payload) {
-  frame_view f;
-  f.call_id = c.id;
-  f.kind = wire::Kind::Reply;
-  f.payload = payload;
-  thread_encoder().encode_into(f, c.reply);
-  c.answer_status = status::ok;
-}
-inline void encode_error(call& c, status code, std::string_view message) {
-  frame_view f;
-  f.call_id = c.id;
-  f.kind = wire::Kind::Error;
-  f.code = code == status::ok ? status::internal : code;
-  f.message = message;
-  thread_encoder().encode_into(f, c.reply);
-  c.answer_status = f.code;
-}
-
-/// The state a deferred_reply shares with the server (see call_context::defer).
-struct deferred_state : std::enable_shared_from_this<deferred_state> {
-  std::mutex mu;
-  call* c = nullptr;  // null once answered
-  server_core* core = nullptr;
-  bool listed = false;  // in the core's pending list (guarded by the core's mutex)
-};
 
 class server_core final : public exec_host {
  public:

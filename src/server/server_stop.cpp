@@ -1,0 +1,177 @@
+// The phased stop (docs/architecture.md, "Stopping"): one stop at a time, asynchronous when
+// called from the server's own user code, bounded by drain_timeout for everything but
+// handlers still running user code.
+
+#include "server/server_core.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "base/thread_name.hpp"
+#include "log/log.hpp"
+#include "server/user_code.hpp"
+
+namespace ringrpc::detail {
+
+void server_core::join_async_stop() noexcept {
+  std::thread t;
+  {
+    std::lock_guard lock(_async_stop_mu);
+    if (!_async_stop.joinable() || _async_stop.get_id() == std::this_thread::get_id()) return;
+    t = std::move(_async_stop);
+  }
+  t.join();
+}
+
+template <class Pred>
+bool server_core::wait_until(Pred pred, std::chrono::steady_clock::time_point deadline) {
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+void server_core::stop() {
+  if (stopping_server == this) return;  // from on_stop() or a listener while this thread stops us
+  if (running_user_code_of == this) {
+    // A handler cannot wait for itself: stop on a thread of its own, which drains as usual
+    // (this handler's call included) while the handler returns. ~server joins it.
+    std::lock_guard lock(_async_stop_mu);
+    if (!_async_stop.joinable() && state() == server_state::running) {
+      try {
+        _async_stop = std::thread([this] {
+          name_this_thread("rr-stop");
+          stop_blocking();
+        });
+      } catch (const std::system_error& e) {
+        log::warn("stop_failed", {{"msg", std::string("cannot start the stopping thread: ") + e.what()}});
+      }
+    }
+    return;
+  }
+  stop_blocking();
+  join_async_stop();  // a stop a handler asked for has finished too when this returns
+}
+
+void server_core::stop_blocking() {
+  // Several threads may call stop(): one stops, the others wait until it has finished.
+  std::lock_guard serial(_stop_mu);
+  stopping_server = this;
+  struct clear_stopping {
+    ~clear_stopping() { stopping_server = nullptr; }
+  } clear;
+  auto expected = server_state::running;
+  if (!_state.compare_exchange_strong(expected, server_state::draining)) return;
+  const auto deadline = std::chrono::steady_clock::now() + _options.drain_timeout;
+  post_event(event_kind::server_stopping, [] { return event{}; });
+
+  // 1. No new connections.
+  if (_acceptor) _acceptor->stop_and_join();
+  // 2. New frames are answered SHUTTING_DOWN by the readers from now on (state is draining);
+  //    calls already admitted run to completion.
+  bool drained = wait_until([&] { return _settled.get() == calls_enqueued(); }, deadline);
+  // 3. Stop reading, then wait until every call ever created has been answered and written
+  //    (deferred replies included).
+  for (auto& r : _readers) r->quiesce();
+  wait_until(
+      [&] {
+        for (auto& r : _readers) {
+          if (!r->quiesced()) return false;
+        }
+        return true;
+      },
+      deadline);
+  drained = drained && wait_until(
+                           [&] {
+                             // Released first: if it equals created read afterwards, nothing
+                             // was outstanding at the moment released was read.
+                             const auto released = _responder ? _responder->released() : 0;
+                             return released == calls_created();
+                           },
+                           deadline);
+  if (!drained) {
+    log::warn("drain_timeout", {{"drain_timeout_ms", static_cast<std::int64_t>(_options.drain_timeout.count())},
+                                {"msg", "cancelling what is left"}});
+    // Calls still queued run as SHUTTING_DOWN answers (execute checks the flag); running ones
+    // see cancelled(); unanswered deferred replies are answered here.
+    _abandon.store(true, std::memory_order_release);
+    abandon_deferred();
+    // Calls queued behind handlers that do not finish are answered from here, unrun.
+    _dispatcher.run_queued_here();
+    if (_responder) _responder->notify();
+    // Everything but the calls whose handlers are still running gets its answer written; those
+    // cannot be abandoned safely (their user code still holds them), so they are waited for
+    // below, with a line per second saying which.
+    wait_until(
+        [&] {
+          std::uint64_t running = 0;
+          for (const auto& p : _dispatcher.stats()) running += p.active;
+          return _responder->released() + running >= calls_created();
+        },
+        std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  }
+  // 4. Close every connection (endpoints hear on_disconnected); readers exit once every
+  //    connection is gone, which needs the pools still running.
+  for (auto& r : _readers) r->close_all();
+  if (_responder) _responder->shut_down_writers();
+  const auto waiting_since = std::chrono::steady_clock::now();
+  for (;;) {
+    const bool all_exited = wait_until(
+        [&] {
+          for (auto& r : _readers) {
+            if (!r->exited()) return false;
+          }
+          return true;
+        },
+        std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    if (all_exited) break;
+    // Only user code that ignores cancelled() keeps a connection alive now.
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - waiting_since);
+    for (const std::string& busy : _dispatcher.busy_pools()) {
+      log::warn("stop_waiting_for_handler", {{"waited_ms", static_cast<std::int64_t>(waited.count())},
+                                             {"pool", busy},
+                                             {"msg", "a handler ignores cancelled(); stop waits for it"}});
+    }
+  }
+  for (auto& r : _readers) r->join();
+  // 5. on_stop for each endpoint, once it is idle; then the pools' threads are joined.
+  if (!_dispatcher.stop_endpoints(std::max(deadline, std::chrono::steady_clock::now() +
+                                                         std::chrono::seconds(1)))) {
+    log::warn("endpoint_stop_timeout", {{"msg", "an endpoint is still busy; stopping its pool regardless"}});
+  }
+  _dispatcher.shut_down_pools();
+  if (_responder) _responder->stop_and_join();
+  _state.store(server_state::stopped, std::memory_order_release);
+  post_event(event_kind::server_stopped, [] { return event{}; });
+  _bus->stop();  // delivers what is queued, then joins its threads
+  // Last: the admin server's readiness page said "draining" until the end.
+  for (auto& part : _attachments) part->stop();
+}
+
+void server_core::abandon_deferred() noexcept {
+  std::vector<std::shared_ptr<deferred_state>> pending;
+  {
+    std::lock_guard lock(_deferred_mu);
+    // A listed state is alive: its handle unlists it (under this mutex) before letting go.
+    for (deferred_state* s : _deferred) {
+      s->listed = false;
+      pending.push_back(s->shared_from_this());
+    }
+    _deferred.clear();
+  }
+  for (auto& s : pending) {
+    std::lock_guard lock(s->mu);
+    if (s->c == nullptr) continue;
+    call* c = std::exchange(s->c, nullptr);
+    c->abandoned.store(true, std::memory_order_relaxed);
+    if (c->purpose == call_purpose::request) {
+      encode_error(*c, status::shutting_down, "server stopped before the deferred reply came");
+    }
+    finish(c);
+  }
+}
+
+}  // namespace ringrpc::detail
