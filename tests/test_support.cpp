@@ -9,9 +9,19 @@
 
 namespace ringrpc::test {
 
-raw_socket::raw_socket(std::uint16_t port, int rcvbuf, std::chrono::milliseconds timeout) {
+raw_socket::raw_socket(std::uint16_t port, int rcvbuf, std::chrono::milliseconds timeout,
+                       const char* source) {
   _fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (_fd < 0) throw std::runtime_error("socket");
+  if (source != nullptr) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, source, &local.sin_addr) != 1 ||
+        ::bind(_fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+      ::close(_fd);
+      throw std::runtime_error(std::string("cannot bind to ") + source);
+    }
+  }
   if (rcvbuf > 0) ::setsockopt(_fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
   timeval tv{};
   tv.tv_sec = timeout.count() / 1000;

@@ -23,11 +23,13 @@ inline std::span<const std::byte> bytes_of(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-/// A blocking TCP socket to 127.0.0.1 with a receive timeout, closed on destruction.
+/// A blocking TCP socket to 127.0.0.1 with a receive timeout, closed on destruction. `source`
+/// binds the local end first: any 127.x.y.z is loopback, so tests can play distinct hosts.
 class raw_socket {
  public:
   explicit raw_socket(std::uint16_t port, int rcvbuf = 0,
-                      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000),
+                      const char* source = nullptr);
   ~raw_socket() { if (_fd >= 0) ::close(_fd); }
   raw_socket(const raw_socket&) = delete;
   raw_socket& operator=(const raw_socket&) = delete;

@@ -42,6 +42,7 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   js["max_inflight_per_connection"] = s.max_inflight_per_connection;
   js["max_inflight_bytes_per_connection"] = s.max_inflight_bytes_per_connection;
   js["fair_share_calls"] = s.fair_share_calls;
+  js["fair_share_by"] = name_of(fair_share_callers, s.fair_share_by);
   js["idle_timeout_ms"] = s.idle_timeout.count();
   js["write_stall_timeout_ms"] = s.write_stall_timeout.count();
   js["frame_stall_timeout_ms"] = s.frame_stall_timeout.count();

@@ -33,6 +33,10 @@ inline constexpr enum_name<dispatch_policy> policies[] = {
     {"execution", dispatch_policy::execution},
     {"connection", dispatch_policy::connection},
 };
+inline constexpr enum_name<fair_share_caller> fair_share_callers[] = {
+    {"connection", fair_share_caller::connection},
+    {"address", fair_share_caller::address},
+};
 inline constexpr enum_name<endpoint_concurrency> concurrencies[] = {
     {"concurrent", endpoint_concurrency::concurrent},
     {"serial", endpoint_concurrency::serial},

@@ -50,6 +50,7 @@ void read_server(context& ctx, const toml::table& t, server_options& s) {
   r.integer("max_inflight_per_connection", s.max_inflight_per_connection, 0, 1'048'576);
   r.integer("max_inflight_bytes_per_connection", s.max_inflight_bytes_per_connection, 1, std::int64_t{1} << 40);
   r.integer("fair_share_calls", s.fair_share_calls, 1, 1'048'576);
+  r.enumeration("fair_share_by", s.fair_share_by, fair_share_callers);
   r.millis("idle_timeout_ms", s.idle_timeout, 0, 30 * k_day_ms);
   r.millis("write_stall_timeout_ms", s.write_stall_timeout, 0, 30 * k_day_ms);
   r.millis("frame_stall_timeout_ms", s.frame_stall_timeout, 0, 30 * k_day_ms);

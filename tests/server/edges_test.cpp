@@ -333,9 +333,14 @@ TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
   auto polite = client::connect("127.0.0.1", s.port());
   std::vector<std::future<call_result>> calls;
   for (int i = 0; i < 10; ++i) calls.push_back(greedy.call_future("step", bytes_of("g"), within(20s)));
-  // Wait until the server holds them all (one running, nine queued).
-  for (int i = 0; i < 2000 && s.pool_stats_all()[0].queued < 9; ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_EQ(s.pool_stats_all()[0].queued, 9u);
+  // Wait until the server holds them all (one running, nine queued): until the worker has taken
+  // its first call, all ten are queued.
+  const auto holds = [&](unsigned queued) {
+    const pool_stats p = s.pool_stats_all()[0];
+    return p.active == 1 && p.queued == queued;
+  };
+  for (int i = 0; i < 2000 && !holds(9); ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(holds(9));
   calls.push_back(polite.call_future("step", bytes_of("p"), within(20s)));
   for (int i = 0; i < 2000 && s.pool_stats_all()[0].queued < 10; ++i) std::this_thread::sleep_for(1ms);
   {
@@ -348,6 +353,72 @@ TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
   ASSERT_EQ(order.size(), 11u);
   const auto at = std::find(order.begin(), order.end(), "p") - order.begin();
   EXPECT_LE(at, 3) << "the polite call ran " << at + 1 << "th of 11";
+}
+
+// Five connections from 127.0.0.1 with two calls each, every connection within a share of two,
+// then one call from 127.0.0.2, against one worker held at a gate. Returns where the lone host's
+// call ran (0-based) among the eleven.
+std::ptrdiff_t lone_host_position(fair_share_caller by) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  o.fair_share_by = by;
+  server s(o);
+  std::mutex mu;
+  std::condition_variable cv;
+  int tickets = 0;
+  std::vector<std::string> order;
+  s.add_method("step", [&](call_context& c) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return tickets > 0; });
+    --tickets;
+    order.emplace_back(reinterpret_cast<const char*>(c.payload().data()), c.payload().size());
+    c.reply("ok");
+  });
+  s.start();
+  const auto holds = [&](unsigned queued) {
+    const pool_stats p = s.pool_stats_all()[0];
+    return p.active == 1 && p.queued == queued;
+  };
+  std::vector<std::unique_ptr<test::raw_socket>> busy_host;
+  for (int conn = 0; conn < 5; ++conn) {
+    busy_host.push_back(std::make_unique<test::raw_socket>(s.port(), 0, 20s, "127.0.0.1"));
+    for (std::uint64_t id = 1; id <= 2; ++id) {
+      EXPECT_TRUE(busy_host.back()->send_frame(test::request(id, "step", "busy")));
+    }
+    // In order, so the service order below is the same every run.
+    for (int i = 0; i < 2000 && !holds(static_cast<unsigned>(conn * 2 + 1)); ++i) std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_TRUE(holds(9));
+  test::raw_socket lone_host(s.port(), 0, 20s, "127.0.0.2");
+  EXPECT_TRUE(lone_host.send_frame(test::request(1, "step", "lone")));
+  for (int i = 0; i < 2000 && !holds(10); ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(holds(10));
+  {
+    std::lock_guard lock(mu);
+    tickets = 11;
+  }
+  cv.notify_all();
+  std::vector<std::byte> storage;
+  detail::frame_view reply;
+  EXPECT_TRUE(lone_host.read_frame(reply, storage));
+  for (auto& sock : busy_host) {
+    for (int n = 0; n < 2; ++n) EXPECT_TRUE(sock->read_frame(reply, storage));
+  }
+  std::lock_guard lock(mu);
+  EXPECT_EQ(order.size(), 11u);
+  return std::find(order.begin(), order.end(), "lone") - order.begin();
+}
+
+TEST(fair_share, by_connection_a_host_with_many_connections_gets_many_shares) {
+  // Each of the busy host's connections is within its share: the lone host waits behind all.
+  EXPECT_EQ(lone_host_position(fair_share_caller::connection), 10);
+}
+
+TEST(fair_share, by_address_a_host_gets_one_share_however_many_connections_it_opens) {
+  // The busy host's ten calls count as one caller's: eight of them wait over its share.
+  const auto at = lone_host_position(fair_share_caller::address);
+  EXPECT_LE(at, 3) << "the lone host's call ran " << at + 1 << "th of 11";
 }
 
 }  // namespace
