@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "base/thread_name.hpp"
 #include "events/bus_context.hpp"
 #include "events/event_queue.hpp"
 
@@ -57,7 +58,7 @@ struct event_bus::impl {
   }
 
   void monitor_loop() noexcept {
-    pthread_setname_np(pthread_self(), "evt-monitor");
+    detail::name_this_thread("rr-evt-monitor");
     // Polling only while drops wait for their interval; capped so that an injected clock that
     // jumps is noticed soon.
     const std::chrono::nanoseconds poll = std::clamp<std::chrono::nanoseconds>(

@@ -2,6 +2,7 @@
 // one dispatch thread, which as the only consumer owns the ring's head and the lifecycle lane's
 // front without further synchronisation.
 
+#include "base/thread_name.hpp"
 #include "events/event_queue.hpp"
 
 #include <pthread.h>
@@ -90,8 +91,7 @@ void event_queue::close() noexcept {
 }
 
 void event_queue::run() noexcept {
-  const std::string thread_name = ("evt-" + _name).substr(0, 15);
-  pthread_setname_np(pthread_self(), thread_name.c_str());
+  name_this_thread(std::string("rr-evt-").append(_name));
 
   std::shared_ptr<const subscription_list> subs;
   std::uint64_t subs_version = 0;

@@ -2,6 +2,8 @@
 
 #include "ops/admin_server.hpp"
 
+#include "base/thread_name.hpp"
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -146,7 +148,10 @@ void admin_server::start() {
     throw std::system_error(e, std::system_category(), "admin server: eventfd");
   }
   _started = true;
-  _thread = std::thread([this] { run(); });
+  _thread = std::thread([this] {
+    name_this_thread("rr-admin");
+    run();
+  });
 }
 
 void admin_server::stop() {
