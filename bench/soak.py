@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "wire"))
 from protocol_client import REQUEST, decode_frame, encode_frame  # noqa: E402
 
 HOST = "127.0.0.1"

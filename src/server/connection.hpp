@@ -13,6 +13,7 @@
 
 #include "exec/call.hpp"
 #include "server/caller_shares.hpp"
+#include "server/write_slots.hpp"
 #include "wire/frame_assembler.hpp"
 #include "base/write_queue.hpp"
 
@@ -106,7 +107,6 @@ struct connection {
   std::string failure;    // why the connection failed, if it did (for on_network_error)
 
   // --- responder thread
-  static constexpr std::size_t max_iov = 64;
   write_queue<call> replies;
   bool write_in_flight = false;
   bool dirty = false;  // listed for a write at the end of this responder turn
@@ -114,8 +114,7 @@ struct connection {
   connection* writing_prev = nullptr;  // the responder's list of connections with replies queued
   connection* writing_next = nullptr;
   bool writing_linked = false;
-  msghdr msg{};
-  iovec iov[max_iov];
+  write_slot* write = nullptr;  // lent by the responder while a write is in flight
 };
 
 /// Drops one reference; the last one closes and frees the connection.

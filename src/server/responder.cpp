@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <future>
+#include <utility>
 
 #include "base/thread_name.hpp"
 #include "uring/cqe_tag.hpp"
@@ -128,13 +129,23 @@ void responder::take_inbox() {
 }
 
 void responder::start_write(connection* c) {
-  const std::size_t n = c->replies.gather(c->iov, connection::max_iov);
-  if (n == 0) return;
-  c->msg.msg_iov = c->iov;
-  c->msg.msg_iovlen = n;
+  if (c->replies.empty()) return;
+  if (c->write == nullptr && (c->write = _slots.take()) == nullptr) {
+    // No memory to describe the write: this connection fails, the others go on.
+    _core.note_out_of_memory();
+    retain(c);  // releasing its calls may drop every other reference
+    fail_writes(c);
+    unlink_writing(c);
+    release(c);
+    return;
+  }
+  write_slot& w = *c->write;
+  const std::size_t n = c->replies.gather(w.iov, write_slot::max_iov);
+  w.msg.msg_iov = w.iov;
+  w.msg.msg_iovlen = n;
   io_uring_sqe* sqe = _ring->get_sqe();
   // MSG_NOSIGNAL: a vanished peer must give EPIPE here, not kill the process with SIGPIPE.
-  io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
+  io_uring_prep_sendmsg(sqe, c->fd, &w.msg, MSG_NOSIGNAL);
   io_uring_sqe_set_data64(sqe, make_tag(op::send, c));
   c->write_in_flight = true;
   ++_writes_in_flight;
@@ -149,16 +160,7 @@ void responder::on_write(connection* c, int res) {
   if (res == -EINTR || res == -EAGAIN) {
     start_write(c);
   } else if (res < 0) {
-    // The peer is gone or reset: its queued replies have nobody to go to. Shutting the socket
-    // down also ends the reader's receive, so the reader lets go of the connection promptly
-    // even when it had paused reading.
-    c->write_failed.store(true, std::memory_order_relaxed);
-    ::shutdown(c->fd, SHUT_RDWR);
-    c->replies.clear([this](call* k) { release_call(k); });
-    c->queued_bytes.store(0, std::memory_order_relaxed);
-    c->write_stalled_since_ns.store(0, std::memory_order_relaxed);
-    c->backlogged.store(false, std::memory_order_seq_cst);
-    maybe_resume(c);
+    fail_writes(c);
   } else {
     _bytes_out.add(static_cast<std::uint64_t>(res));
     if (c->replies.consume(static_cast<std::size_t>(res), [this](call* k) { release_call(k); })) {
@@ -175,8 +177,22 @@ void responder::on_write(connection* c, int res) {
     }
     if (!c->replies.empty()) start_write(c);
   }
+  if (!c->write_in_flight && c->write != nullptr) _slots.give_back(std::exchange(c->write, nullptr));
   if (c->replies.empty() && !c->write_in_flight) unlink_writing(c);
   release(c);
+}
+
+void responder::fail_writes(connection* c) {
+  // The peer is gone or reset (or we cannot write to it): its queued replies have nobody to go
+  // to. Shutting the socket down also ends the reader's receive, so the reader lets go of the
+  // connection promptly even when it had paused reading.
+  c->write_failed.store(true, std::memory_order_relaxed);
+  ::shutdown(c->fd, SHUT_RDWR);
+  c->replies.clear([this](call* k) { release_call(k); });
+  c->queued_bytes.store(0, std::memory_order_relaxed);
+  c->write_stalled_since_ns.store(0, std::memory_order_relaxed);
+  c->backlogged.store(false, std::memory_order_seq_cst);
+  maybe_resume(c);
 }
 
 void responder::link_writing(connection* c) noexcept {

@@ -48,6 +48,7 @@ class responder {
   void take_inbox();
   void start_write(connection* c);
   void on_write(connection* c, int res);
+  void fail_writes(connection* c);
   void release_call(call* c);
   void maybe_resume(connection* c);
   void handle(const io_uring_cqe& cqe);
@@ -68,6 +69,7 @@ class responder {
   std::int64_t _turn_ns = 0;
   counter _released;
   std::unique_ptr<memory_budget::account> _account;  // replies queued and calls released
+  write_slots _slots;
   counter _partial_writes;
   counter _bytes_out;
 };
