@@ -90,7 +90,7 @@ def p(j, key):
     lat = j["latency_us"]
     return lat.get(key) or lat.get("p" + key.lstrip("p"))
 print(f"polite: 8 connections, {rate} calls/s of 500 us sleep; greedy: 1 connection at depth 256")
-print(f"{'fair share':<11}{'alone p99':>10}{'beside p99':>11}{'p99 x':>7}{'min':>6}{'max':>6}"
+print(f"{'fair share':<11}{'alone p99':>10}{'beside p99':>12}{'p99 x':>9}{'min':>9}{'max':>9}"
       f"{'alone p50':>10}{'beside p50':>11}{'greedy c/s':>11}{'errors':>7}")
 for mode in ("on", "off"):
     ratios, a99, b99, a50, b50, g, errs = [], [], [], [], [], [], 0
@@ -102,6 +102,6 @@ for mode in ("on", "off"):
         g.append(greedy["calls_per_sec"])
         errs += sum(beside["errors"].values()) if isinstance(beside["errors"], dict) else beside["errors"]
     med = statistics.median
-    print(f"{mode:<11}{med(a99):>10.0f}{med(b99):>11.0f}{med(ratios):>7.2f}{min(ratios):>6.2f}"
-          f"{max(ratios):>6.2f}{med(a50):>10.0f}{med(b50):>11.0f}{med(g):>11.0f}{errs:>7}")
+    print(f"{mode:<11}{med(a99):>10.0f}{med(b99):>12.0f}{med(ratios):>9.2f}{min(ratios):>9.2f}"
+          f"{max(ratios):>9.2f}{med(a50):>10.0f}{med(b50):>11.0f}{med(g):>11.0f}{errs:>7}")
 EOF
