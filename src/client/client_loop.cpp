@@ -1,5 +1,6 @@
 #include "client/client_loop.hpp"
 
+#include "base/clock.hpp"
 #include "base/thread_name.hpp"
 
 #include <algorithm>
@@ -25,12 +26,6 @@ constexpr unsigned buffer_bytes = 16 * 1024;
 // Buffers grown past this for one big frame are given back once it is done: a connection that
 // carried one huge reply must not pin its size for the rest of its life.
 constexpr std::size_t keep_bytes = 64 * 1024;
-
-std::int64_t steady_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 call_outcome failure(call_error e, std::string_view why) noexcept {
   call_outcome o;
@@ -97,7 +92,7 @@ void client_loop::run(std::promise<void>& ready) {
   for (;;) {
     std::chrono::nanoseconds wait{-1};
     if (const std::int64_t due = next_deadline(); due != 0) {
-      wait = std::chrono::nanoseconds(std::max<std::int64_t>(due - steady_ns(), 0));
+      wait = std::chrono::nanoseconds(std::max<std::int64_t>(due - now_ns(), 0));
     }
     const int rc = block ? _ring->submit_and_wait(wait) : _ring->submit();
     if (ring::fatal(rc)) {
@@ -373,7 +368,7 @@ std::int64_t client_loop::next_deadline() const noexcept {
 }
 
 void client_loop::expire_deadlines() noexcept {
-  const std::int64_t now = steady_ns();
+  const std::int64_t now = now_ns();
   for (client_conn* c : _conns) {
     auto& h = c->deadlines;
     while (!h.empty() && h.front().at <= now) {

@@ -68,7 +68,6 @@ class dispatcher {
   std::uint64_t version() const noexcept { return _version.load(std::memory_order_acquire); }
   std::shared_ptr<const table> current() const;
 
-  thread_pool& ordered_pool() noexcept { return *_ordered; }
   std::vector<pool_stats> stats() const;
   /// describe() of every pool with a thread running a task now (for stop()'s progress lines).
   std::vector<std::string> busy_pools() const;

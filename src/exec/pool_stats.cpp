@@ -84,7 +84,7 @@ std::string thread_pool::impl::describe() const {
   out += cat(", ", st.rejected, " refused so far; busy:");
   constexpr unsigned max_listed = 32;
   unsigned listed = 0, more = 0;
-  const std::int64_t now = coarse_now_ns();
+  const std::int64_t now = task_stamp_ns();
   for (unsigned i = 0; i < max_threads; ++i) {
     const worker_slot& s = slots[i];
     const char* data = nullptr;

@@ -178,7 +178,7 @@ bool thread_pool::impl::start_thread(pool_task* first) noexcept {
 void thread_pool::impl::refused() noexcept {
   rejected.fetch_add(1, std::memory_order_relaxed);
   if (!report) return;
-  const std::int64_t now = pool_now_ns();
+  const std::int64_t now = now_ns();
   std::int64_t last = last_report.load(std::memory_order_relaxed);
   if (last != never && now - last < report_interval_ns) return;
   if (!last_report.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/thread_name.hpp"
 #include "exec/worker_pool_impl.hpp"
 
 namespace ringrpc::detail {
@@ -18,7 +19,7 @@ void thread_pool::impl::run_one(worker_slot& s, pool_task* t, std::uint32_t& seq
   std::atomic_thread_fence(std::memory_order_release);
   s.label_data.store(t->label.data(), std::memory_order_relaxed);
   s.label_size.store(t->label.size(), std::memory_order_relaxed);
-  s.started_ns.store(coarse_now_ns(), std::memory_order_relaxed);
+  s.started_ns.store(task_stamp_ns(), std::memory_order_relaxed);
   seq += 2;
   s.seq.store(seq, std::memory_order_release);
   t->run(t);
@@ -27,21 +28,13 @@ void thread_pool::impl::run_one(worker_slot& s, pool_task* t, std::uint32_t& seq
 
 thread_local const thread_pool::impl* thread_pool::impl::current = nullptr;
 
-// Thread names (top -H, gdb, /proc/PID/task/TID/comm) hold 15 characters. A worker is named
-// "rr-" + pool name + "/" + its slot index ("rr-default/3"); a pool of one thread drops the
-// index ("rr-conn-events"). When that is too long the pool name is cut, never the prefix or the
-// index, so workers of one pool stay distinct: "rr-" + first 9 characters + "/12".
+// "rr-default/3"; a pool of one thread drops the index ("rr-conn-events"). The pool name is
+// what gets cut to fit (base/thread_name.hpp).
 void thread_pool::impl::name_thread(unsigned index) noexcept {
-  constexpr std::size_t max_name = 15;  // TASK_COMM_LEN - 1
-  char suffix[16] = "";
-  if (max_threads > 1) std::snprintf(suffix, sizeof suffix, "/%u", index);  // at most "/4095"
-  const std::size_t suffix_len = std::strlen(suffix);
-  const std::size_t room = max_name - 3 - suffix_len;
-  char buf[max_name + 1] = "rr-";
-  const std::size_t cut = std::min(room, name.size());
-  std::memcpy(buf + 3, name.data(), cut);
-  std::memcpy(buf + 3 + cut, suffix, suffix_len + 1);
-  pthread_setname_np(pthread_self(), buf);
+  char role[16] = "rr-";
+  const std::size_t n = std::string_view(name).copy(role + 3, sizeof(role) - 4);
+  const std::string_view r(role, 3 + n);
+  if (max_threads > 1) name_this_thread(r, index); else name_this_thread(r);
 }
 
 void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
@@ -50,7 +43,7 @@ void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
   std::uint32_t seq = s.seq.load(std::memory_order_relaxed);
   // Started without a task: idle phase from the start (the starter deposited the token).
   bool idle = first == nullptr;
-  std::int64_t idle_since = idle && shrinks ? pool_now_ns() : 0;
+  std::int64_t idle_since = idle && shrinks ? now_ns() : 0;
   unsigned batch = 0;
   // The hook flushes finished work (the server's replies) in batches. Every burst_hook_every
   // tasks is right for short tasks; for long ones it would hold a reply back for that many
@@ -58,10 +51,10 @@ void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
   // (one precise clock read per batch) and, while tasks average over slow_task_ns, the hook
   // runs after every task: its cost is then small beside the task's.
   unsigned flush_every = burst_hook_every;
-  std::int64_t batch_started = pool_now_ns();
+  std::int64_t batch_started = now_ns();
   auto batch_done = [&]() noexcept {
     hook();
-    const std::int64_t now = pool_now_ns();
+    const std::int64_t now = now_ns();
     flush_every = now - batch_started >= static_cast<std::int64_t>(batch) * slow_task_ns ? 1 : burst_hook_every;
     batch_started = now;
     batch = 0;
@@ -84,7 +77,7 @@ void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
         // Pass the baton: a batch of reserved entries needs only one wake() from the caller.
         if (idle && queue.has_work()) park.wake(1);
       }
-      if (idle) batch_started = pool_now_ns();  // a burst begins: time it from here, not from sleep
+      if (idle) batch_started = now_ns();  // a burst begins: time it from here, not from sleep
       idle = false;
       run_one(s, t, seq);
       if (++batch >= flush_every) batch_done();
@@ -94,7 +87,7 @@ void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
       idle = true;
       if (reserve_mode) available.fetch_add(1, std::memory_order_seq_cst);
       s.started_ns.store(0, std::memory_order_relaxed);
-      if (shrinks) idle_since = pool_now_ns();
+      if (shrinks) idle_since = now_ns();
     }
     const std::uint32_t epoch = park.prepare_wait();
     if (queue.has_work()) {
@@ -111,7 +104,7 @@ void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
       park.wait(epoch);
       continue;
     }
-    const std::int64_t left = idle_since + keep_alive_ns - pool_now_ns();
+    const std::int64_t left = idle_since + keep_alive_ns - now_ns();
     if (left > 0) {
       park.wait_for(epoch, std::chrono::nanoseconds(left));
       continue;
@@ -121,7 +114,7 @@ void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
       s.state.store(slot_exited, std::memory_order_release);
       return;
     }
-    idle_since = pool_now_ns();  // a core thread, or work arrived: idle for another period
+    idle_since = now_ns();  // a core thread, or work arrived: idle for another period
   }
   threads.fetch_sub(1, std::memory_order_seq_cst);
   s.state.store(slot_exited, std::memory_order_release);

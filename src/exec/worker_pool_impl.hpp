@@ -65,6 +65,7 @@
 #include <string_view>
 #include <thread>
 
+#include "base/clock.hpp"
 #include "base/counter.hpp"
 #include "base/parking.hpp"
 #include "exec/pool_queue.hpp"
@@ -81,19 +82,11 @@ constexpr std::size_t announce_slots = 64;
 constexpr std::size_t gate_shards = 16;
 constexpr std::int64_t never = std::numeric_limits<std::int64_t>::min();
 
-inline std::int64_t pool_now_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 // Task start stamps: CLOCK_MONOTONIC_COARSE costs a few ns where CLOCK_MONOTONIC costs 20-40
 // (more in VMs), and it is read once per task. Its resolution (one kernel tick, 1-4 ms) is
 // plenty for a report about work that is stuck; shorter runs are shown as "< 4 ms".
-inline std::int64_t coarse_now_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  const std::int64_t t = static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+inline std::int64_t task_stamp_ns() noexcept {
+  const std::int64_t t = coarse_now_ns();
   return t != 0 ? t : 1;  // 0 means "idle"
 }
 

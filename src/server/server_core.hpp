@@ -89,7 +89,6 @@ class server_core final : public exec_host {
   bool draining() const noexcept { return state() >= server_state::draining; }
   /// Set once the drain deadline passed: queued calls are answered SHUTTING_DOWN unrun.
   bool abandoning() const noexcept { return _abandon.load(std::memory_order_acquire); }
-  thread_pool& ordered_pool() noexcept { return _dispatcher.ordered_pool(); }
 
   /// A pool wired to this server: its workers wake the responder after each burst, and its
   /// refusals are reported (rate-limited) on stderr.
