@@ -12,11 +12,8 @@
 #include "ops/admin_server.hpp"
 #include "ops/prometheus_text.hpp"
 #include "ops/status_pages.hpp"
+#include "ringrpc/version.hpp"
 #include "server/server_core.hpp"
-
-#ifndef RINGRPC_VERSION
-#define RINGRPC_VERSION "unknown"
-#endif
 
 namespace ringrpc::detail {
 
@@ -205,7 +202,7 @@ std::string metrics_json(const server_core& core) {
 
 std::string status_json(const server_core& core, const server_config* given) {
   nlohmann::json j;
-  j["version"] = RINGRPC_VERSION;
+  j["version"] = std::string(ringrpc::version());
   j["state"] = core.draining() ? "draining" : core.state() == server_state::running ? "running" : "stopped";
   j["uptime_seconds"] = core.started_ns() == 0 ? 0.0 : static_cast<double>(now_ns() - core.started_ns()) / 1e9;
   j["listen"] = core.options().host + ":" + std::to_string(core.port());
