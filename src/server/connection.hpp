@@ -93,6 +93,7 @@ struct connection {
   frame_assembler assembler;
   connection* live_prev = nullptr;  // the reader's list of its connections
   connection* live_next = nullptr;
+  connection* resume_next = nullptr;  // the reader's list of connections to resume this turn
   bool recv_armed = false;
   bool eof = false;
   bool half_closed = false;  // the peer ended its stream cleanly (FIN), not a reset

@@ -299,7 +299,6 @@ void reader::dispatch(call* k, const frame_view& v) {
     case endpoint_slot::admit_result::taken:
       // Ran here (direct) or joined an inbox: either way its reply may be queued already.
       _enqueued.add();
-      ++_posted_this_turn;
       return;
     case endpoint_slot::admit_result::answered:
       _enqueued.add();
@@ -389,8 +388,7 @@ void reader::answer(call* k, std::uint64_t id, wire::Kind kind, status code,
     }
   }
   if (_unposted == k) _unposted = nullptr;
-  _core.replies().post(k);
-  ++_posted_this_turn;
+  _replies.enqueue(k);
 }
 
 }  // namespace ringrpc::detail
