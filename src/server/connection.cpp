@@ -8,7 +8,14 @@ namespace ringrpc::detail {
 
 connection::~connection() {
   // Here, not when the connection finishes: calls still in flight count against the share.
-  if (shared_by_address != nullptr) shared_by_address->release(peer_host);
+  if (shared_by_address != nullptr) {
+    try {
+      shared_by_address->release(address.host());
+    } catch (const std::bad_alloc&) {
+      // No memory to name the address: its share's entry stays (its counts are already back).
+    }
+  }
+  delete rare.load(std::memory_order_relaxed);
   ::close(fd);
   owner->connection_destroyed();
 }

@@ -177,7 +177,7 @@ void reader::snapshot_connections(std::vector<connection_info>& out) const {
   for (const connection* c = _live; c != nullptr; c = c->live_next) {
     connection_info i;
     i.id = c->id;
-    i.peer = c->peer;
+    i.peer = c->peer();
     i.accepted_ns = c->accepted_ns;
     i.calls_in_flight = c->outstanding.load(std::memory_order_relaxed);
     i.queued_reply_bytes = c->queued_bytes.load(std::memory_order_relaxed);

@@ -87,7 +87,7 @@ void server_core::run_call(endpoint_slot& slot, call* c) noexcept {
     case call_purpose::connected:
     case call_purpose::disconnected:
     case call_purpose::network_error: {
-      const peer_info peer{c->conn->id, c->conn->peer};
+      const peer_info peer{c->conn->id, c->conn->peer()};
       endpoint& ep = slot.target();
       switch (c->purpose) {
         case call_purpose::connected:
@@ -171,7 +171,7 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
   if (sample_event) {
     post_event(event_kind::call_completed, [&] {
       event e;
-      e.peer = c->conn->peer;
+      e.peer = c->conn->peer();
       e.name = std::string(method);
       e.duration_ns = static_cast<std::uint64_t>(end - start);
       e.detail = std::string(to_string(c->answer_status));
@@ -185,7 +185,7 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
 void server_core::note_slow_call(call* c, std::int64_t processing_ns) noexcept {
   post_event(event_kind::slow_call, [&] {
     event e;
-    e.peer = c->conn != nullptr ? c->conn->peer : std::string();
+    e.peer = c->conn != nullptr ? c->conn->peer() : std::string();
     e.name = std::string(c->method_name);
     e.duration_ns = static_cast<std::uint64_t>(processing_ns);
     e.value = static_cast<std::uint64_t>(_slow_call_ns);
