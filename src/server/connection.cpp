@@ -3,14 +3,15 @@
 #include <unistd.h>
 
 #include "server/reader.hpp"
+#include "server/server_core.hpp"
 
 namespace ringrpc::detail {
 
 connection::~connection() {
   // Here, not when the connection finishes: calls still in flight count against the share.
-  if (shared_by_address != nullptr) {
+  if (share != &own_share) {
     try {
-      shared_by_address->release(address.host());
+      owner->core().callers().release(address.host());
     } catch (const std::bad_alloc&) {
       // No memory to name the address: its share's entry stays (its counts are already back).
     }

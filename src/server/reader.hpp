@@ -65,6 +65,7 @@ class reader {
   /// Called by ~connection on whichever thread drops the last reference.
   void connection_destroyed() noexcept;
 
+  server_core& core() const noexcept { return _core; }
   /// This shard's responder: handlers post() finished calls to it, then call notify_replies().
   responder& replies() noexcept { return _replies; }
   /// Any thread, after posting replies (once per batch): wakes the thread if it sleeps.

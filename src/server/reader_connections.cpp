@@ -72,7 +72,6 @@ void reader::on_handoff(int fd) {
   if (_core.options().fair_share_by == fair_share_caller::address && !host.empty()) {
     try {
       c->share = _core.callers().acquire(host);
-      c->shared_by_address = &_core.callers();
     } catch (const std::bad_alloc&) {
       // The connection counts as a caller of its own instead.
     }

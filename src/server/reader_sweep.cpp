@@ -90,6 +90,7 @@ void reader::give_back_memory() noexcept {
 
 void reader::sweep() noexcept {
   if (_index == 0) give_back_memory();
+  _replies.trim();
   const auto& o = _core.options();
   const auto ns = [](std::chrono::milliseconds m) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(m).count();
@@ -121,7 +122,7 @@ void reader::sweep() noexcept {
       continue;
     }
     const std::int64_t last_write = c->last_write_ns.load(std::memory_order_relaxed);
-    const std::int64_t stalled_since = c->write_stalled_since_ns.load(std::memory_order_relaxed);
+    const std::int64_t stalled_since = c->write != nullptr ? c->write->stalled_since_ns : 0;
     if (write_stall > 0 && stalled_since != 0 && _turn_ns - stalled_since > write_stall) {
       // Replies wait and the peer has taken no byte: it holds their memory and its calls'.
       shed(c, "write stalled: the peer read nothing while replies waited", _write_stalled);

@@ -28,18 +28,29 @@ void responder::enqueue(call* k) noexcept {
     release_call(k);  // one-way, or nobody left to read it
     return;
   }
-  const std::int64_t now = _owner.turn_ns();
-  if (c->replies.empty()) c->write_stalled_since_ns.store(now, std::memory_order_relaxed);
-  c->replies.push_back(k);
+  write_slot* w = c->write;
+  if (w == nullptr) {
+    if ((w = _slots.take(c)) == nullptr) {
+      // No memory to queue the reply: this connection fails, the others go on.
+      _core.note_out_of_memory();
+      c->write_failed.store(true, std::memory_order_relaxed);
+      ::shutdown(c->fd, SHUT_RDWR);
+      release_call(k);
+      return;
+    }
+    c->write = w;
+    link_writing(w);
+  }
+  if (w->replies.empty()) w->stalled_since_ns = _owner.turn_ns();
+  w->replies.push_back(k);
   k->reply_charged = k->reply.size();
   _account.charge(static_cast<std::int64_t>(k->reply_charged));
-  c->queued_bytes.store(c->replies.bytes(), std::memory_order_relaxed);
-  link_writing(c);
-  if (c->replies.bytes() > _max_queued_bytes && !c->backlogged.load(std::memory_order_relaxed)) {
+  c->queued_bytes.store(w->replies.bytes(), std::memory_order_relaxed);
+  if (w->replies.bytes() > _max_queued_bytes && !c->backlogged.load(std::memory_order_relaxed)) {
     c->backlogged.store(true, std::memory_order_seq_cst);
   }
-  if (!c->dirty) {
-    c->dirty = true;
+  if (!w->dirty) {
+    w->dirty = true;
     // Held until flush(): a failed write may release every call (and so every other
     // reference) of the connection before the turn ends.
     retain(c);
@@ -50,47 +61,42 @@ void responder::enqueue(call* k) noexcept {
 void responder::flush() noexcept {
   // Replies that arrived during this turn leave in one gathered write per connection.
   for (connection* c : _dirty) {
-    c->dirty = false;
-    if (!c->write_in_flight) start_write(c);
+    if (write_slot* w = c->write) {
+      w->dirty = false;
+      if (!w->in_flight) start_write(c);
+      give_back_if_done(c);  // a failed write may have emptied it this turn
+    }
     release(c);
   }
   _dirty.clear();
 }
 
 void responder::shut_down_writers() noexcept {
-  for (connection* c = _writing; c != nullptr; c = c->writing_next) {
-    if (!c->shut_down) {
-      c->shut_down = true;
-      ::shutdown(c->fd, SHUT_RDWR);  // the write in flight fails; on_write releases the rest
+  for (write_slot* w = _writing; w != nullptr; w = w->next) {
+    if (!w->shut_down) {
+      w->shut_down = true;
+      ::shutdown(w->conn->fd, SHUT_RDWR);  // the write in flight fails; on_write releases the rest
     }
   }
 }
 
 void responder::start_write(connection* c) noexcept {
-  if (c->replies.empty()) return;
-  if (c->write == nullptr && (c->write = _slots.take()) == nullptr) {
-    // No memory to describe the write: this connection fails, the others go on.
-    _core.note_out_of_memory();
-    retain(c);  // releasing its calls may drop every other reference
-    fail_writes(c);
-    unlink_writing(c);
-    release(c);
-    return;
-  }
   write_slot& w = *c->write;
-  const std::size_t n = c->replies.gather(w.iov, write_slot::max_iov);
+  if (w.replies.empty()) return;
+  const std::size_t n = w.replies.gather(w.iov, write_slot::max_iov);
   w.msg.msg_iov = w.iov;
   w.msg.msg_iovlen = n;
   io_uring_sqe* sqe = _ring->get_sqe();
   // MSG_NOSIGNAL: a vanished peer must give EPIPE here, not kill the process with SIGPIPE.
   io_uring_prep_sendmsg(sqe, c->fd, &w.msg, MSG_NOSIGNAL);
   io_uring_sqe_set_data64(sqe, make_tag(op::send, c));
-  c->write_in_flight = true;
+  w.in_flight = true;
   ++_writes_in_flight;
 }
 
 void responder::on_write(connection* c, int res) noexcept {
-  c->write_in_flight = false;
+  write_slot& w = *c->write;
+  w.in_flight = false;
   --_writes_in_flight;
   // Releasing calls may drop every other reference to the connection; keep it alive until
   // this function is done with it.
@@ -102,54 +108,58 @@ void responder::on_write(connection* c, int res) noexcept {
   } else {
     const std::int64_t now = _owner.turn_ns();
     _bytes_out.add(static_cast<std::uint64_t>(res));
-    if (c->replies.consume(static_cast<std::size_t>(res), [this](call* k) { release_call(k); })) {
+    if (w.replies.consume(static_cast<std::size_t>(res), [this](call* k) { release_call(k); })) {
       _partial_writes.add();
     }
-    c->queued_bytes.store(c->replies.bytes(), std::memory_order_relaxed);
+    c->queued_bytes.store(w.replies.bytes(), std::memory_order_relaxed);
     c->last_write_ns.store(now, std::memory_order_relaxed);
     // The peer took bytes: whatever still waits has waited only since now.
-    c->write_stalled_since_ns.store(c->replies.empty() ? 0 : now, std::memory_order_relaxed);
-    if (c->backlogged.load(std::memory_order_relaxed) && c->replies.bytes() <= _max_queued_bytes / 2) {
+    w.stalled_since_ns = w.replies.empty() ? 0 : now;
+    if (c->backlogged.load(std::memory_order_relaxed) && w.replies.bytes() <= _max_queued_bytes / 2) {
       c->backlogged.store(false, std::memory_order_seq_cst);
       maybe_resume(c);
     }
     // Replies queued while this write was out go now, unless this turn's flush() will send
     // them together with the turn's new ones.
-    if (!c->replies.empty() && !c->dirty) start_write(c);
+    if (!w.replies.empty() && !w.dirty) start_write(c);
   }
-  if (!c->write_in_flight && c->write != nullptr) _slots.give_back(std::exchange(c->write, nullptr));
-  if (c->replies.empty() && !c->write_in_flight) unlink_writing(c);
+  if (!w.dirty) give_back_if_done(c);  // else flush() sends what came meanwhile
   release(c);
+}
+
+void responder::give_back_if_done(connection* c) noexcept {
+  write_slot* w = c->write;
+  if (!w->replies.empty() || w->in_flight) return;
+  unlink_writing(w);
+  c->write = nullptr;
+  _slots.give_back(w);
 }
 
 void responder::fail_writes(connection* c) noexcept {
   // The peer is gone or reset (or we cannot write to it): its queued replies have nobody to go
   // to. Shutting the socket down also ends the receive, so the reader lets go of the
   // connection promptly even when it had paused reading.
+  write_slot& w = *c->write;
   c->write_failed.store(true, std::memory_order_relaxed);
   ::shutdown(c->fd, SHUT_RDWR);
-  c->replies.clear([this](call* k) { release_call(k); });
+  w.replies.clear([this](call* k) { release_call(k); });
   c->queued_bytes.store(0, std::memory_order_relaxed);
-  c->write_stalled_since_ns.store(0, std::memory_order_relaxed);
+  w.stalled_since_ns = 0;
   c->backlogged.store(false, std::memory_order_seq_cst);
   maybe_resume(c);
 }
 
-void responder::link_writing(connection* c) noexcept {
-  if (c->writing_linked) return;
-  c->writing_linked = true;
-  c->writing_prev = nullptr;
-  c->writing_next = _writing;
-  if (_writing) _writing->writing_prev = c;
-  _writing = c;
+void responder::link_writing(write_slot* w) noexcept {
+  w->prev = nullptr;
+  w->next = _writing;
+  if (_writing) _writing->prev = w;
+  _writing = w;
 }
 
-void responder::unlink_writing(connection* c) noexcept {
-  if (!c->writing_linked) return;
-  c->writing_linked = false;
-  if (c->writing_prev) c->writing_prev->writing_next = c->writing_next; else _writing = c->writing_next;
-  if (c->writing_next) c->writing_next->writing_prev = c->writing_prev;
-  c->writing_prev = c->writing_next = nullptr;
+void responder::unlink_writing(write_slot* w) noexcept {
+  if (w->prev) w->prev->next = w->next; else _writing = w->next;
+  if (w->next) w->next->prev = w->prev;
+  w->prev = w->next = nullptr;
 }
 
 void responder::release_call(call* k) noexcept {

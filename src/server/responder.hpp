@@ -52,6 +52,8 @@ class responder {
   /// half-closed and never reads would otherwise keep a write, and so its connection, alive.
   void shut_down_writers() noexcept;
 
+  /// Reader thread, each sweep: memory kept for writes that no longer come goes back.
+  void trim() noexcept { _slots.trim(); }
   /// Whether handlers posted replies not taken yet (the reader must not sleep on them).
   bool inbox_empty() const noexcept { return _inbox.empty(); }
   /// Writes in flight (the reader's ring must not go away under them).
@@ -66,15 +68,16 @@ class responder {
   void fail_writes(connection* c) noexcept;
   void release_call(call* c) noexcept;
   void maybe_resume(connection* c) noexcept;
-  void link_writing(connection* c) noexcept;
-  void unlink_writing(connection* c) noexcept;
+  void give_back_if_done(connection* c) noexcept;
+  void link_writing(write_slot* w) noexcept;
+  void unlink_writing(write_slot* w) noexcept;
 
   server_core& _core;
   reader& _owner;
   ring* _ring = nullptr;
   mpsc_queue _inbox;
   const std::size_t _max_queued_bytes;
-  connection* _writing = nullptr;  // connections with replies queued
+  write_slot* _writing = nullptr;  // the slots of connections with replies queued
   std::vector<connection*> _dirty;  // got replies this turn; each holds a reference
   std::size_t _writes_in_flight = 0;
   memory_budget::account _account;  // replies queued and calls released
