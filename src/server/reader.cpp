@@ -26,7 +26,7 @@ constexpr unsigned ring_entries = 1024;
 }  // namespace
 
 reader::reader(server_core& core, unsigned index)
-    : _core(core), _index(index), _account(core.budget()), _replies(core, *this) {}
+    : _core(core), _index(index), _account(core.budget()), _calls(core.pool()), _replies(core, *this) {}
 
 thread_local const reader* reader::current = nullptr;
 

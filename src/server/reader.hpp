@@ -66,6 +66,8 @@ class reader {
   void connection_destroyed() noexcept;
 
   server_core& core() const noexcept { return _core; }
+  /// Reader thread: where this shard's calls come from and go back to.
+  call_cache& calls() noexcept { return _calls; }
   /// This shard's responder: handlers post() finished calls to it, then call notify_replies().
   responder& replies() noexcept { return _replies; }
   /// Any thread, after posting replies (once per batch): wakes the thread if it sleeps.
@@ -167,6 +169,7 @@ class reader {
       _rejected_memory, _write_stalled, _frame_stalled, _dead_closed, _liveness_kicked,
       _refused_per_address;
   memory_budget::account _account;  // this reader's share of the server's memory budget
+  call_cache _calls;  // before _replies: the responder's calls come back to it
   responder _replies;
   std::size_t _budget_paused = 0;   // connections of ours paused for the budget
   call* _unposted = nullptr;    // the call on_frame is dispatching, until someone owns it

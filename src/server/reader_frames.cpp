@@ -352,7 +352,7 @@ void reader::dispatch(call* k, const frame_view& v) {
 }
 
 call* reader::new_call(connection* c) noexcept {
-  call* k = _core.pool().get();
+  call* k = _calls.get();
   k->conn = c;
   retain(c);
   c->outstanding.fetch_add(1, std::memory_order_relaxed);

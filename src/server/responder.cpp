@@ -174,7 +174,7 @@ void responder::release_call(call* k) noexcept {
   c->outstanding.fetch_sub(1, std::memory_order_seq_cst);
   _released.add();
   maybe_resume(c);
-  _core.pool().put(k);
+  _owner.calls().put(k);
   release(c);
 }
 
