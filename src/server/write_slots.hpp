@@ -75,6 +75,9 @@ class write_slots {
     _low_water = _free_count;
   }
 
+  /// Slots kept for reuse now.
+  std::size_t idle() const noexcept { return _free_count; }
+
   /// `s` must have no reply queued and no write in flight.
   void give_back(write_slot* s) noexcept {
     if (_free_count >= keep) {
