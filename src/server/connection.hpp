@@ -22,8 +22,8 @@ namespace ringrpc::detail {
 class reader;
 
 /// Lifetime: reference counted. The reader holds one reference from hand-off until it has seen
-/// the final completion of the connection's receive; every call holds one; a resume message in
-/// flight holds one. Whoever drops the last reference closes the socket and frees the object,
+/// the final completion of the connection's receive; its outstanding calls hold one between
+/// them (retain_for_call); a pending resume holds one; connection-event calls hold one each. Whoever drops the last reference closes the socket and frees the object,
 /// so the fd is never reused while any request of ours could still name it.
 ///
 /// Fields are grouped by the thread that owns them; only the atomics are shared. Every idle
@@ -44,7 +44,10 @@ struct connection {
   caller_share own_share;
   std::atomic<std::uint32_t> refs{1};
   reader* const owner;
-  std::atomic<std::uint32_t> outstanding{0};  // calls accepted and not yet released
+  /// Calls accepted and not yet released. Written by the shard's thread only (its reader
+  /// creates calls, its responder releases them), so a plain load and store; atomic because
+  /// /connections reads it. Together these calls hold one reference (see retain_for_call).
+  std::atomic<std::uint32_t> outstanding{0};
   std::atomic<std::uint32_t> cancel_count{0};  // ids in the cancel set (see is_cancelled)
   std::atomic<bool> backlogged{false};        // responder: too many reply bytes queued
   std::atomic<bool> paused{false};            // reader stopped reading for back-pressure
@@ -54,7 +57,7 @@ struct connection {
   std::int64_t accepted_ns = 0;   // likewise (steady clock)
   std::atomic<std::int64_t> last_write_ns{0};   // responder: last write completion
   std::atomic<std::size_t> queued_bytes{0};     // responder: reply bytes not yet written
-  /// Request bytes of calls accepted and not yet released (reader adds, responder subtracts).
+  /// Request bytes of calls accepted and not yet released (the shard's thread alone writes it).
   std::atomic<std::size_t> request_bytes{0};
   caller_share* share = &own_share;
 
@@ -154,12 +157,22 @@ inline void release(connection* c) noexcept {
 
 inline void retain(connection* c) noexcept { c->refs.fetch_add(1, std::memory_order_relaxed); }
 
+/// Shard thread: one more call of `c` is outstanding. The calls of a connection hold one
+/// reference between them, taken by the first and dropped by the last (responder::release_call),
+/// so a connection with many calls in flight pays no locked instruction per call.
+inline void retain_for_call(connection* c) noexcept {
+  const std::uint32_t n = c->outstanding.load(std::memory_order_relaxed);
+  c->outstanding.store(n + 1, std::memory_order_relaxed);
+  if (n == 0) retain(c);
+}
+
 /// Reading must pause while the connection has too many calls or request bytes in flight, or
 /// too many reply bytes unwritten.
 inline bool over_limits(const connection* c, unsigned max_inflight, std::size_t max_inflight_bytes) noexcept {
-  return c->outstanding.load(std::memory_order_seq_cst) >= max_inflight ||
-         c->request_bytes.load(std::memory_order_seq_cst) >= max_inflight_bytes ||
-         c->backlogged.load(std::memory_order_seq_cst);
+  // The shard's thread writes all three and is the only one to ask.
+  return c->outstanding.load(std::memory_order_relaxed) >= max_inflight ||
+         c->request_bytes.load(std::memory_order_relaxed) >= max_inflight_bytes ||
+         c->backlogged.load(std::memory_order_relaxed);
 }
 
 }  // namespace ringrpc::detail

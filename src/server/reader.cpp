@@ -203,6 +203,7 @@ void reader::refresh_table() noexcept {
   if (_table && v == _table_version) return;
   _table = d.current();
   _table_version = v;
+  _last_slot = nullptr;  // it may be gone from the new table
 }
 
 void reader::end_of_turn() noexcept {

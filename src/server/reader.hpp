@@ -161,6 +161,8 @@ class reader {
   connection* _resumes = nullptr;  // resume_later(), linked by resume_next; each holds a reference
   std::shared_ptr<const dispatcher::table> _table;  // the routing table this thread uses
   std::uint64_t _table_version = 0;
+  std::string _last_method;  // the method this thread looked up last, and what it found
+  endpoint_slot* _last_slot = nullptr;
   std::vector<std::pair<thread_pool*, unsigned>> _to_wake;  // pools given work this turn
   std::uint64_t _next_connection = 0;
   frame_encoder _encoder;

@@ -155,7 +155,8 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
   }
   k->request_charged = frame.size();
   _account.charge(static_cast<std::int64_t>(frame.size()));
-  c->request_bytes.fetch_add(frame.size(), std::memory_order_relaxed);
+  c->request_bytes.store(c->request_bytes.load(std::memory_order_relaxed) + frame.size(),
+                         std::memory_order_relaxed);
   frame_view v;
   switch (decode_frame(k->request, v)) {
     case decode_outcome::ok: break;
@@ -254,7 +255,14 @@ void reader::dispatch(call* k, const frame_view& v) {
     answer(k, v.call_id, refuse_kind, status::shutting_down, "server is shutting down");
     return;
   }
-  endpoint_slot* slot = _table->find(v.method);
+  // Most connections call one method over and over: one compare instead of hashing its name.
+  endpoint_slot* slot = nullptr;
+  if (_last_slot != nullptr && v.method == _last_method) {
+    slot = _last_slot;
+  } else if ((slot = _table->find(v.method)) != nullptr) {
+    _last_method.assign(v.method);  // may throw: on_frame answers the call
+    _last_slot = slot;
+  }
   if (slot == nullptr) {
     _unknown.add();
     answer(k, v.call_id, refuse_kind, status::unknown_method,
@@ -354,8 +362,7 @@ void reader::dispatch(call* k, const frame_view& v) {
 call* reader::new_call(connection* c) noexcept {
   call* k = _calls.get();
   k->conn = c;
-  retain(c);
-  c->outstanding.fetch_add(1, std::memory_order_relaxed);
+  retain_for_call(c);
   k->reply.clear();
   k->payload = {};
   k->deadline_ns = 0;

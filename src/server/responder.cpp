@@ -170,12 +170,15 @@ void responder::release_call(call* k) noexcept {
     if (c->share != &c->own_share) c->share->in_flight.fetch_sub(1, std::memory_order_relaxed);
   }
   _account.release(static_cast<std::int64_t>(k->request_charged + k->reply_charged));
-  c->request_bytes.fetch_sub(k->request_charged, std::memory_order_seq_cst);
-  c->outstanding.fetch_sub(1, std::memory_order_seq_cst);
+  c->request_bytes.store(c->request_bytes.load(std::memory_order_relaxed) - k->request_charged,
+                         std::memory_order_relaxed);
+  // Single writer (see retain_for_call); counted before the pause is looked at.
+  const std::uint32_t left = c->outstanding.load(std::memory_order_relaxed) - 1;
+  c->outstanding.store(left, std::memory_order_relaxed);
   _released.add();
-  maybe_resume(c);
   _owner.calls().put(k);
-  release(c);
+  maybe_resume(c);
+  if (left == 0) release(c);  // the reference the connection's calls held together
 }
 
 void responder::maybe_resume(connection* c) noexcept {
