@@ -166,7 +166,7 @@ for line in open(e["SC_RESULTS"]):
     j = json.load(open(path))
     busy = (int(c1) - int(c0)) / clk / (float(t1) - float(t0))
     rows.setdefault(label, []).append({"shards": int(shards), "cpus": cpus, "calls_per_sec": j["calls_per_sec"],
-                                       "busy_cores": busy, "errors": j["errors"]})
+                                       "busy_cores": busy, "errors": sum(j["errors"].values())})
 
 def med(label, key):
     return statistics.median(x[key] for x in rows[label])

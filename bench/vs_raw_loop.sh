@@ -243,7 +243,7 @@ for r in rounds:
         fixed = json.load(open(runs[(r, v, "rate")]))
         row[v]["fixed_rate_requested"] = fixed["requested_rate"]
         row[v]["fixed_rate_achieved"] = fixed["achieved_rate"]
-        row[v]["errors"] = sum(json.load(open(runs[(r, v, n)]))["errors"] for n in ("d1", "d16", "rate", "pingpong"))
+        row[v]["errors"] = sum(sum(json.load(open(runs[(r, v, n)]))["errors"].values()) for n in ("d1", "d16", "rate", "pingpong"))
     per_round.append(row)
 
 summary = {}
