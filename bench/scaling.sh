@@ -16,6 +16,7 @@
 #   DISPATCH       [direct] the built-in echo's policy (all = through the default pool)
 #   PIN            [shards] pin the server to s CPUs at step s; "half" = always its whole half
 #   BUILD_DIR      [build/bench]   OUT_JSON  also write the table as JSON here
+#   KEEP_WORK=1    keep the directory of raw ringrpc-load JSONs and CPU samples
 #   QUICK=1        DURATION=1 WARMUP=0.3 unless set
 #
 # Only 127.0.0.1 is used; every process runs under `timeout` and is stopped by its PID.
@@ -81,12 +82,16 @@ stop_server() {
 }
 cleanup() {
   stop_server
-  rm -rf "$work"
+  if [[ ${KEEP_WORK:-0} == 1 ]]; then
+    echo "raw results kept in $work" >&2
+  else
+    rm -rf "$work"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-server_lifetime=$(python3 -c "import math; print(math.ceil($duration + $warmup + 40))")
+server_lifetime=$(python3 -c "import math; print(math.ceil($duration + 2 * $warmup + 60))")
 load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 20))")
 
 # start_server CPU-LIST CMD...: sets server_pid (the server, not `timeout`) and port.
@@ -116,26 +121,27 @@ cpu_ticks() {  # utime+stime of the whole server process, in clock ticks
   echo $((f[11] + f[12]))
 }
 
-# run_step LABEL SHARDS CPUS URL ROUND: one measured load run; appends a line to results.
+# run_step LABEL SHARDS CPUS URL ROUND: a warm-up run, then the measured run (no warm-up of its
+# own) bracketed by reads of the server's CPU time; appends a line to results.
 run_step() {
   local label=$1 shards=$2 cpus=$3 url=$4 round=$5
   local json=$work/$label.$round.json
-  timeout "$load_limit" taskset -c "$load_list" "$load_bin" -t "$load_threads" -c "$connections" \
-    -d "$depth" -s "$size" -T "${duration}s" --warmup "${warmup}s" --json "$json" "$url" \
-    >/dev/null 2>"$work/load.err" &
-  local load_pid=$! margin
-  margin=$(python3 -c "print(min(0.5, $duration / 8))")
-  sleep "$(python3 -c "print($warmup + $margin)")"
-  local t0=$EPOCHREALTIME c0
-  c0=$(cpu_ticks)
-  sleep "$(python3 -c "print($duration - 2 * $margin)")"
-  local t1=$EPOCHREALTIME c1
-  c1=$(cpu_ticks)
-  if ! wait "$load_pid"; then
-    echo "scaling.sh: ringrpc-load failed ($label): $(tail -3 "$work/load.err")" >&2
-    exit 1
+  local -a load=(timeout "$load_limit" taskset -c "$load_list" "$load_bin" -t "$load_threads"
+    -c "$connections" -d "$depth" -s "$size" --warmup 0s)
+  if awk "BEGIN { exit !($warmup > 0) }"; then
+    "${load[@]}" -T "${warmup}s" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
   fi
+  local t0 c0 t1 c1
+  c0=$(cpu_ticks)
+  t0=$EPOCHREALTIME
+  "${load[@]}" -T "${duration}s" --json "$json" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
+  t1=$EPOCHREALTIME
+  c1=$(cpu_ticks)
   echo "$round $label $shards $cpus $json $t0 $c0 $t1 $c1" >>"$work/results"
+}
+load_failed() {
+  echo "scaling.sh: ringrpc-load failed ($1): $(tail -3 "$work/load.err")" >&2
+  exit 1
 }
 
 echo "server CPUs: $(join "${server_cpus[@]}") (pin: $pin)  load CPUs: $load_list ($load_threads thread(s), $connections connections, depth $depth)" >&2
@@ -164,7 +170,7 @@ rows = {}
 for line in open(e["SC_RESULTS"]):
     r, label, shards, cpus, path, t0, c0, t1, c1 = line.split()
     j = json.load(open(path))
-    busy = (int(c1) - int(c0)) / clk / (float(t1) - float(t0))
+    busy = (int(c1) - int(c0)) / clk / j["measured_s"]
     rows.setdefault(label, []).append({"shards": int(shards), "cpus": cpus, "calls_per_sec": j["calls_per_sec"],
                                        "busy_cores": busy, "errors": sum(j["errors"].values())})
 
@@ -192,7 +198,7 @@ errors = sum(x["errors"] for v in rows.values() for x in v)
 if errors:
     print(f"warning: {errors} calls failed")
 print(f"(dispatch {e['SC_DISPATCH']}, {e['SC_LOAD_THREADS']} load thread(s), {e['SC_CONNECTIONS']} connections x depth "
-      f"{e['SC_DEPTH']}; median over {len(rows['raw'])} round(s); busy cores = server utime+stime / wall time)")
+      f"{e['SC_DEPTH']}; median over {len(rows['raw'])} round(s); busy cores = server utime+stime / measured time)")
 busy_load = e["SC_LOAD_THREADS"]
 if table and table[-1]["busy_cores"] < 0.9 * len(table[-1]["cpus"].split(",")):
     print("note: the server did not use all its CPUs at the last step: the load side may be the limit")

@@ -10,8 +10,8 @@
 # is pinned to LOAD_CPU. 64 connections, 64-byte payloads. Per variant and round:
 #   calls/s at depth 1 and at depth 16 (closed loop)
 #   server CPU per call at depth-16 saturation and at a fixed open-loop 20k calls/s: the server
-#     process's utime+stime (/proc/PID/stat) over a window inside the measured time, divided by
-#     the calls answered in that window (calls/s of the run x window length)
+#     process's utime+stime (/proc/PID/stat, all threads) read just before and just after the
+#     measured run (its warm-up is a separate run), divided by the calls that run reports answered
 #   ping-pong: 1 connection, 1 call at a time, p50 and p99 latency
 # Once per run, bench/idle_connections.py measures server RSS per idle connection for both.
 #
@@ -25,6 +25,7 @@
 #   SERVER_CPU / LOAD_CPU [0 / 1]              BUILD_DIR [build/bench]
 #   CONNECTIONS_IDLE [10000] (0 skips the idle-memory step)   IDLE_ROUNDS [1]
 #   OUT_JSON     also write every figure, per round and summarised, to this file
+#   KEEP_WORK=1  keep the directory of raw ringrpc-load JSONs and CPU samples
 #   QUICK=1      DURATION=1 WARMUP=0.3 ROUNDS=1 CONNECTIONS_IDLE=2000 unless set
 #
 # Only 127.0.0.1 is used; every process runs under `timeout` and is stopped by its PID.
@@ -84,13 +85,17 @@ stop_server() {
 }
 cleanup() {
   stop_server
-  rm -rf "$work"
+  if [[ ${KEEP_WORK:-0} == 1 ]]; then
+    echo "raw results kept in $work" >&2
+  else
+    rm -rf "$work"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Seconds a server must live: four load runs plus their start-up and slack.
-server_lifetime=$(python3 -c "import math; print(math.ceil(4 * ($duration + $warmup + 15) + 30))")
+# Seconds a server must live: four load runs and two warm-up runs, with start-up and slack.
+server_lifetime=$(python3 -c "import math; print(math.ceil(6 * ($duration + $warmup + 15) + 30))")
 load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 20))")
 
 # start_server VARIANT: sets server_pid (the server itself, not `timeout`) and port.
@@ -131,34 +136,39 @@ cpu_ticks() {  # utime+stime of the whole server process (all threads), in clock
   echo $((f[11] + f[12]))
 }
 
-# measure VARIANT ROUND NAME CPU(0|1) LOAD-ARGS...: one ringrpc-load run; with CPU=1 also
-# samples the server's CPU over the middle of the measured time (a margin each side keeps
-# connection set-up, warm-up and the tail out of the window).
+# measure VARIANT ROUND NAME CPU(0|1) LOAD-ARGS...: one measured ringrpc-load run. With CPU=1 the
+# warm-up is a run of its own and the measured run has none, so the server's CPU read just before
+# and just after the measured run covers the calls it reports (plus one set of connects and the
+# calls in flight at its end: noise against a run of seconds). Sleeping into a run instead would
+# guess at ringrpc-load's start-up time, which is long and erratic on a busy machine.
 measure() {
   local variant=$1 round=$2 name=$3 want_cpu=$4
   shift 4
   local url="ringrpc://127.0.0.1:$port/echo"
   [[ $variant == raw ]] && url="echo://127.0.0.1:$port"
   local json=$work/$variant.$round.$name.json
-  timeout "$load_limit" taskset -c "$load_cpu" "$load_bin" -s "$size" -T "${duration}s" \
-    --warmup "${warmup}s" --json "$json" "$@" "$url" >/dev/null 2>"$work/load.err" &
-  local load_pid=$!
+  local -a load=(timeout "$load_limit" taskset -c "$load_cpu" "$load_bin" -s "$size" "$@")
   if ((want_cpu)); then
-    local margin
-    margin=$(python3 -c "print(min(0.5, $duration / 8))")
-    sleep "$(python3 -c "print($warmup + $margin)")"
-    local t0=$EPOCHREALTIME c0
+    if awk "BEGIN { exit !($warmup > 0) }"; then
+      "${load[@]}" -T "${warmup}s" --warmup 0s "$url" >/dev/null 2>"$work/load.err" || load_failed "$variant" "$name"
+    fi
+    local c0 c1 t0 t1
     c0=$(cpu_ticks)
-    sleep "$(python3 -c "print($duration - 2 * $margin)")"
-    local t1=$EPOCHREALTIME c1
+    t0=$EPOCHREALTIME
+    "${load[@]}" -T "${duration}s" --warmup 0s --json "$json" "$url" >/dev/null 2>"$work/load.err" ||
+      load_failed "$variant" "$name"
+    t1=$EPOCHREALTIME
     c1=$(cpu_ticks)
     echo "$t0 $c0 $t1 $c1" >"$json.cpu"
-  fi
-  if ! wait "$load_pid"; then
-    echo "vs_raw_loop.sh: ringrpc-load failed against $variant ($name): $(tail -3 "$work/load.err")" >&2
-    exit 1
+  else
+    "${load[@]}" -T "${duration}s" --warmup "${warmup}s" --json "$json" "$url" >/dev/null 2>"$work/load.err" ||
+      load_failed "$variant" "$name"
   fi
   echo "$round $variant $name $json" >>"$work/index"
+}
+load_failed() {
+  echo "vs_raw_loop.sh: ringrpc-load failed against $1 ($2): $(tail -3 "$work/load.err")" >&2
+  exit 1
 }
 
 variants=(raw direct pool)
@@ -222,8 +232,8 @@ def figure(path, how):
         return j["calls_per_sec"]
     if how in ("p50", "p99"):
         return j["latency_us"][how]
-    t0, c0, t1, c1 = (float(x) for x in open(path + ".cpu").read().split())
-    calls = j["calls_per_sec"] * (t1 - t0)
+    _, c0, _, c1 = (float(x) for x in open(path + ".cpu").read().split())
+    calls = j["calls_ok"]
     return (c1 - c0) / clk_tck * 1e6 / calls if calls > 0 else float("nan")
 
 runs = {}  # (round, variant, run) -> json path
@@ -238,8 +248,9 @@ for r in rounds:
     row = {}
     for v in variants:
         row[v] = {key: figure(runs[(r, v, run)], how) for key, _, _, run, how, _ in metrics}
-        t0, c0, t1, c1 = (float(x) for x in open(runs[(r, v, "d16")] + ".cpu").read().split())
-        row[v]["server_busy_d16"] = (c1 - c0) / clk_tck / (t1 - t0)  # of one CPU: 1.0 = saturated
+        _, c0, _, c1 = (float(x) for x in open(runs[(r, v, "d16")] + ".cpu").read().split())
+        measured_s = json.load(open(runs[(r, v, "d16")]))["measured_s"]
+        row[v]["server_busy_d16"] = (c1 - c0) / clk_tck / measured_s  # of one CPU: 1.0 = saturated
         fixed = json.load(open(runs[(r, v, "rate")]))
         row[v]["fixed_rate_requested"] = fixed["requested_rate"]
         row[v]["fixed_rate_achieved"] = fixed["achieved_rate"]
