@@ -8,7 +8,7 @@
 //
 // It sends back exactly the bytes it received, so `ringrpc-load echo://127.0.0.1:PORT` drives it.
 //
-//   build/bench/bench/raw_echo_loop --port 0 [--host 127.0.0.1]
+//   build/bench/bench/raw_echo_loop --port 0 [--host 127.0.0.1] [--no-defer-taskrun]
 //
 // Prints "listening on HOST:PORT" on stdout once ready and one line about the ring it got on
 // stderr; stops on SIGTERM or SIGINT. --log-level and --max-connections are accepted and ignored
@@ -61,12 +61,12 @@ struct connection {
 
 class echo_loop {
  public:
-  echo_loop(int listen_fd) : _listen_fd(listen_fd) {
+  explicit echo_loop(int listen_fd, bool try_defer) : _listen_fd(listen_fd) {
     io_uring_params p{};
     p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
     p.cq_entries = sq_entries * 4;
     _setup = "single_issuer|defer_taskrun";
-    int r = io_uring_queue_init_params(sq_entries, &_ring, &p);
+    int r = try_defer ? io_uring_queue_init_params(sq_entries, &_ring, &p) : -EINVAL;
     if (r == -EINVAL) {  // before 6.1: the next best is cooperative task work (5.19)
       p = io_uring_params{};
       p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
@@ -337,6 +337,7 @@ int listen_on(const std::string& host, int port, int& bound_port) {
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   int port = 0;
+  bool try_defer = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -344,10 +345,13 @@ int main(int argc, char** argv) {
       port = std::atoi(argv[++i]);
     } else if (a == "--host" && has_value) {
       host = argv[++i];
+    } else if (a == "--no-defer-taskrun") {  // to see what the kernel feature is worth here
+      try_defer = false;
     } else if ((a == "--log-level" || a == "--max-connections") && has_value) {
       ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--port N] [--host IPV4]   (echo server; SIGTERM stops it)\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--port N] [--host IPV4] [--no-defer-taskrun]   (echo server; SIGTERM stops it)\n",
+                   argv[0]);
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -364,7 +368,7 @@ int main(int argc, char** argv) {
 
   int bound_port = 0;
   const int listen_fd = listen_on(host, port, bound_port);
-  echo_loop loop(listen_fd);
+  echo_loop loop(listen_fd, try_defer);
   loop.describe();
   std::printf("listening on %s:%d\n", host.c_str(), bound_port);
   std::fflush(stdout);

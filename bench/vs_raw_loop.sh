@@ -13,7 +13,7 @@
 #     process's utime+stime (/proc/PID/stat, all threads) read just before and just after the
 #     measured run (its warm-up is a separate run), divided by the calls that run reports answered
 #   ping-pong: 1 connection, 1 call at a time, p50 and p99 latency
-# Once per run, bench/idle_connections.py measures server RSS per idle connection for both.
+# Once per round, bench/idle_connections.py measures server RSS per idle connection for both.
 #
 #   bench/vs_raw_loop.sh                       # 3 rounds of 5 s runs, about 4 minutes
 #   QUICK=1 bench/vs_raw_loop.sh               # smoke run, about 30 s
@@ -171,6 +171,29 @@ load_failed() {
   exit 1
 }
 
+# Idle memory, raw then ringrpc, once per round: 10,000 connections take a few seconds each.
+: >"$work/idle"
+if ((idle_connections > 0)); then
+  hard=$(ulimit -Hn)
+  if [[ $hard != unlimited ]] && ((idle_connections + 64 > hard)); then
+    idle_connections=$((hard - 64))
+    echo "vs_raw_loop.sh: RLIMIT_NOFILE hard limit $hard: holding $idle_connections idle connections" >&2
+  fi
+fi
+idle_step() {
+  ((idle_connections > 0)) || return 0
+  local v bin value
+  for v in raw ringrpc; do
+    bin=$server_bin
+    [[ $v == raw ]] && bin=$raw_bin
+    printf 'round %d/%d: idle memory, %s, %d connections\n' "$1" "$rounds" "$v" "$idle_connections" >&2
+    value=$(timeout $((60 + idle_connections * idle_rounds / 100)) python3 bench/idle_connections.py "$bin" \
+      --connections "$idle_connections" --rounds "$idle_rounds" |
+      sed -n 's/.*per connection: median \([0-9.-]*\) B.*/\1/p' || true)
+    echo "$1 $v ${value:-nan}" >>"$work/idle"
+  done
+}
+
 variants=(raw direct pool)
 for ((r = 1; r <= rounds; r++)); do
   for v in "${variants[@]}"; do
@@ -183,25 +206,8 @@ for ((r = 1; r <= rounds; r++)); do
     stop_server
     echo " done" >&2
   done
+  idle_step "$r"
 done
-
-# Idle memory: once per run (10,000 connections take a while to open), raw first.
-: >"$work/idle"
-if ((idle_connections > 0)); then
-  hard=$(ulimit -Hn)
-  if [[ $hard != unlimited ]] && ((idle_connections + 64 > hard)); then
-    idle_connections=$((hard - 64))
-    echo "vs_raw_loop.sh: RLIMIT_NOFILE hard limit $hard: holding $idle_connections idle connections" >&2
-  fi
-  for v in raw ringrpc; do
-    bin=$server_bin
-    [[ $v == raw ]] && bin=$raw_bin
-    echo "idle memory: $v, $idle_connections connections" >&2
-    line=$(timeout $((60 + idle_connections * idle_rounds / 100)) python3 bench/idle_connections.py "$bin" \
-      --connections "$idle_connections" --rounds "$idle_rounds" | sed -n 's/.*per connection: median \([0-9.-]*\) B.*/\1/p')
-    echo "$v ${line:-nan}" >>"$work/idle"
-  done
-fi
 
 VS_WORK=$work VS_CLK_TCK=$clk_tck VS_OUT_JSON=$out_json VS_IDLE=$idle_connections VS_DURATION=$duration \
 VS_WARMUP=$warmup VS_ROUNDS=$rounds VS_CONNECTIONS=$connections VS_SIZE=$size VS_DEPTH=$depth \
@@ -269,15 +275,17 @@ for key, label, unit, _, _, goal in metrics:
                            "ratio_median": med, "ratio_min": min(ratios, default=float("nan")),
                            "ratio_max": max(ratios, default=float("nan")), "goal_met": met}
 
-idle = {}
+idle_rounds = {}
 for line in open(os.path.join(work, "idle")):
-    v, val = line.split()
-    idle[v] = float(val)
+    _, v, val = line.split()
+    if val != "nan":
+        idle_rounds.setdefault(v, []).append(float(val))
+idle = {v: statistics.median(vals) for v, vals in idle_rounds.items()}
 if idle:
     summary["idle_rss_bytes_per_connection"] = {
         "label": f"RSS per idle connection ({idle_n:,} held)", "unit": "B",
         "goal": {"op": "<=", "bytes": 256}, "raw": idle.get("raw"), "ringrpc": idle.get("ringrpc"),
-        "goal_met": idle.get("ringrpc", float("inf")) <= 256}
+        "per_round": idle_rounds, "goal_met": idle.get("ringrpc", float("inf")) <= 256}
 
 raw_features = ""
 fp = os.path.join(work, "raw_features")
@@ -311,8 +319,10 @@ for key, label, unit, _, _, goal in metrics:
 if idle:
     s = summary["idle_rss_bytes_per_connection"]
     fmt = lambda x: "n/a" if x is None or x != x else f"{x:,.0f} B"
+    spread = lambda v: (f" {min(idle_rounds[v]):,.0f}-{max(idle_rounds[v]):,.0f}" if len(idle_rounds.get(v, [])) > 1 else "")
     print(f"{'idle RSS/connection':<24}{fmt(s['raw']):>11}{fmt(s['ringrpc']):>11}  (ringrpc, any dispatch; "
-          f"{idle_n:,} held)  <= 256 B ({'ok' if s['goal_met'] else 'NO'})")
+          f"{idle_n:,} held; min-max raw{spread('raw') or ' -'}, ringrpc{spread('ringrpc') or ' -'})"
+          f"  <= 256 B ({'ok' if s['goal_met'] else 'NO'})")
 for pr_i, pr in enumerate(per_round, 1):
     for v in variants:
         if pr[v]["errors"]:
