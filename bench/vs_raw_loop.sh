@@ -320,8 +320,9 @@ if idle:
     s = summary["idle_rss_bytes_per_connection"]
     fmt = lambda x: "n/a" if x is None or x != x else f"{x:,.0f} B"
     spread = lambda v: (f" {min(idle_rounds[v]):,.0f}-{max(idle_rounds[v]):,.0f}" if len(idle_rounds.get(v, [])) > 1 else "")
+    spreads = f"; min-max raw{spread('raw')}, ringrpc{spread('ringrpc')}" if len(idle_rounds.get("raw", [])) > 1 else ""
     print(f"{'idle RSS/connection':<24}{fmt(s['raw']):>11}{fmt(s['ringrpc']):>11}  (ringrpc, any dispatch; "
-          f"{idle_n:,} held; min-max raw{spread('raw') or ' -'}, ringrpc{spread('ringrpc') or ' -'})"
+          f"{idle_n:,} held{spreads})"
           f"  <= 256 B ({'ok' if s['goal_met'] else 'NO'})")
 for pr_i, pr in enumerate(per_round, 1):
     for v in variants:
