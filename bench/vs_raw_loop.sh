@@ -127,6 +127,13 @@ start_server() {
   fi
 }
 
+# Sets children_s to user+sys seconds of this shell's finished children (ringrpc-load among
+# them). `times` must run in this shell itself: in a subshell it would report the subshell's.
+children_cpu_s() {
+  times >"$work/times"
+  children_s=$(tail -1 "$work/times" | tr 'ms' '  ' | awk '{ printf "%.3f", $1 * 60 + $2 + $3 * 60 + $4 }')
+}
+
 cpu_ticks() {  # utime+stime of the whole server process (all threads), in clock ticks
   local stat rest
   stat=$(<"/proc/$server_pid/stat")
@@ -152,14 +159,19 @@ measure() {
     if awk "BEGIN { exit !($warmup > 0) }"; then
       "${load[@]}" -T "${warmup}s" --warmup 0s "$url" >/dev/null 2>"$work/load.err" || load_failed "$variant" "$name"
     fi
-    local c0 c1 t0 t1
+    local c0 c1 t0 t1 l0 l1
     c0=$(cpu_ticks)
+    children_cpu_s
+    l0=$children_s
     t0=$EPOCHREALTIME
     "${load[@]}" -T "${duration}s" --warmup 0s --json "$json" "$url" >/dev/null 2>"$work/load.err" ||
       load_failed "$variant" "$name"
     t1=$EPOCHREALTIME
     c1=$(cpu_ticks)
-    echo "$t0 $c0 $t1 $c1" >"$json.cpu"
+    children_cpu_s
+    l1=$children_s
+    # The load's CPU time says whether ringrpc-load, rather than the server, was the limit.
+    echo "$t0 $c0 $t1 $c1 $l0 $l1" >"$json.cpu"
   else
     "${load[@]}" -T "${duration}s" --warmup "${warmup}s" --json "$json" "$url" >/dev/null 2>"$work/load.err" ||
       load_failed "$variant" "$name"
@@ -238,7 +250,7 @@ def figure(path, how):
         return j["calls_per_sec"]
     if how in ("p50", "p99"):
         return j["latency_us"][how]
-    _, c0, _, c1 = (float(x) for x in open(path + ".cpu").read().split())
+    _, c0, _, c1, _, _ = (float(x) for x in open(path + ".cpu").read().split())
     calls = j["calls_ok"]
     return (c1 - c0) / clk_tck * 1e6 / calls if calls > 0 else float("nan")
 
@@ -254,9 +266,11 @@ for r in rounds:
     row = {}
     for v in variants:
         row[v] = {key: figure(runs[(r, v, run)], how) for key, _, _, run, how, _ in metrics}
-        _, c0, _, c1 = (float(x) for x in open(runs[(r, v, "d16")] + ".cpu").read().split())
+        t0, c0, t1, c1, l0, l1 = (float(x) for x in open(runs[(r, v, "d16")] + ".cpu").read().split())
         measured_s = json.load(open(runs[(r, v, "d16")]))["measured_s"]
         row[v]["server_busy_d16"] = (c1 - c0) / clk_tck / measured_s  # of one CPU: 1.0 = saturated
+        # ringrpc-load's whole process life (start-up included) over the same wall time
+        row[v]["load_busy_d16"] = (l1 - l0) / (t1 - t0)
         fixed = json.load(open(runs[(r, v, "rate")]))
         row[v]["fixed_rate_requested"] = fixed["requested_rate"]
         row[v]["fixed_rate_achieved"] = fixed["achieved_rate"]
@@ -332,18 +346,22 @@ for pr_i, pr in enumerate(per_round, 1):
         if got < 0.95 * asked:
             print(f"warning: round {pr_i} {v}: the fixed-rate run reached only {got:,.0f} of {asked:,.0f} calls/s")
 busy = {v: statistics.median(pr[v]["server_busy_d16"] for pr in per_round) for v in variants}
-print("server CPU busy at depth 16 (1.00 = its core saturated): " +
-      ", ".join(f"{v} {busy[v]:.2f}" for v in variants))
+load_busy = {v: statistics.median(pr[v]["load_busy_d16"] for pr in per_round) for v in variants}
+print("CPU busy at depth 16 (1.00 = a core saturated): server " +
+      ", ".join(f"{v} {busy[v]:.2f}" for v in variants) + "; ringrpc-load " +
+      ", ".join(f"{v} {load_busy[v]:.2f}" for v in variants))
 if busy["raw"] < 0.9:
-    print("note: the raw loop's core was not saturated at depth 16: the load side (or a neighbour) limited it,"
-          " so depth-16 ratios understate the gap")
+    why = ("ringrpc-load's core was" if load_busy["raw"] >= 0.9 else
+           "neither its core nor ringrpc-load's was saturated: other processes on these CPUs were")
+    print(f"note: the raw loop's core was not saturated at depth 16 ({why} the limit), so depth-16 calls/s"
+          " ratios say little about the servers")
 print("ratio = variant / raw loop in the same round; the table gives the median over rounds with min and max;")
 print("absolute columns are each variant's median over rounds. CPU = server utime+stime / calls answered.")
 
 if out_json:
     doc = {"benchmark": "vs_raw_loop", "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "config": config, "raw_loop_ring": raw_features, "summary": summary,
-           "server_busy_d16": busy, "rounds": per_round}
+           "server_busy_d16": busy, "load_busy_d16": load_busy, "rounds": per_round}
     def clean(x):  # JSON has no NaN: a figure that could not be computed is null
         if isinstance(x, float) and x != x:
             return None
