@@ -112,6 +112,13 @@ start_server() {
   [[ -n $server_pid ]] || { echo "scaling.sh: cannot find the server's PID" >&2; exit 1; }
 }
 
+# Sets children_s to user+sys seconds of this shell's finished children (ringrpc-load among
+# them). `times` must run in this shell itself: in a subshell it would report the subshell's.
+children_cpu_s() {
+  times >"$work/times"
+  children_s=$(tail -1 "$work/times" | tr 'ms' '  ' | awk '{ printf "%.3f", $1 * 60 + $2 + $3 * 60 + $4 }')
+}
+
 cpu_ticks() {  # utime+stime of the whole server process, in clock ticks
   local stat rest
   stat=$(<"/proc/$server_pid/stat")
@@ -131,13 +138,17 @@ run_step() {
   if awk "BEGIN { exit !($warmup > 0) }"; then
     "${load[@]}" -T "${warmup}s" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
   fi
-  local t0 c0 t1 c1
+  local t0 c0 t1 c1 l0 l1
   c0=$(cpu_ticks)
+  children_cpu_s
+  l0=$children_s
   t0=$EPOCHREALTIME
   "${load[@]}" -T "${duration}s" --json "$json" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
   t1=$EPOCHREALTIME
   c1=$(cpu_ticks)
-  echo "$round $label $shards $cpus $json $t0 $c0 $t1 $c1" >>"$work/results"
+  children_cpu_s
+  l1=$children_s
+  echo "$round $label $shards $cpus $json $t0 $c0 $t1 $c1 $l0 $l1" >>"$work/results"
 }
 load_failed() {
   echo "scaling.sh: ringrpc-load failed ($1): $(tail -3 "$work/load.err")" >&2
@@ -168,11 +179,13 @@ e = os.environ
 clk = int(e["SC_CLK_TCK"])
 rows = {}
 for line in open(e["SC_RESULTS"]):
-    r, label, shards, cpus, path, t0, c0, t1, c1 = line.split()
+    r, label, shards, cpus, path, t0, c0, t1, c1, l0, l1 = line.split()
     j = json.load(open(path))
     busy = (int(c1) - int(c0)) / clk / j["measured_s"]
+    load_busy = (float(l1) - float(l0)) / (float(t1) - float(t0))  # start-up included
     rows.setdefault(label, []).append({"shards": int(shards), "cpus": cpus, "calls_per_sec": j["calls_per_sec"],
-                                       "busy_cores": busy, "errors": sum(j["errors"].values())})
+                                       "busy_cores": busy, "load_busy_cores": load_busy,
+                                       "errors": sum(j["errors"].values())})
 
 def med(label, key):
     return statistics.median(x[key] for x in rows[label])
@@ -181,8 +194,9 @@ raw = med("raw", "calls_per_sec")
 labels = sorted((k for k in rows if k != "raw"), key=lambda k: int(k[6:]))
 one = med(labels[0], "calls_per_sec")
 print()
-print(f"{'server':<14}{'CPUs':>8}{'calls/s':>13}{'per core':>12}{'busy cores':>12}{'vs 1 shard':>12}{'per core vs raw':>17}")
-print(f"{'raw loop':<14}{rows['raw'][0]['cpus']:>8}{raw:>13,.0f}{raw:>12,.0f}{med('raw', 'busy_cores'):>12.2f}{'':>12}{1.0:>17.2f}")
+print(f"{'server':<14}{'CPUs':>8}{'calls/s':>13}{'per core':>12}{'busy cores':>12}{'vs 1 shard':>12}{'per core vs raw':>17}{'load busy':>11}")
+print(f"{'raw loop':<14}{rows['raw'][0]['cpus']:>8}{raw:>13,.0f}{raw:>12,.0f}{med('raw', 'busy_cores'):>12.2f}{'':>12}{1.0:>17.2f}"
+      f"{med('raw', 'load_busy_cores'):>11.2f}")
 table = []
 for k in labels:
     s = rows[k][0]["shards"]
@@ -190,18 +204,23 @@ for k in labels:
     ncpu = len(rows[k][0]["cpus"].split(","))
     per_core = cps / ncpu
     table.append({"shards": s, "cpus": rows[k][0]["cpus"], "calls_per_sec": cps, "per_core": per_core,
-                  "busy_cores": med(k, "busy_cores"), "vs_one_shard": cps / one, "per_core_vs_raw": per_core / raw})
+                  "busy_cores": med(k, "busy_cores"), "load_busy_cores": med(k, "load_busy_cores"),
+                  "vs_one_shard": cps / one, "per_core_vs_raw": per_core / raw})
     t = table[-1]
     print(f"{str(s) + ' shard(s)':<14}{ncpu:>8}{cps:>13,.0f}{per_core:>12,.0f}{t['busy_cores']:>12.2f}"
-          f"{t['vs_one_shard']:>12.2f}{t['per_core_vs_raw']:>17.2f}")
+          f"{t['vs_one_shard']:>12.2f}{t['per_core_vs_raw']:>17.2f}{t['load_busy_cores']:>11.2f}")
 errors = sum(x["errors"] for v in rows.values() for x in v)
 if errors:
     print(f"warning: {errors} calls failed")
 print(f"(dispatch {e['SC_DISPATCH']}, {e['SC_LOAD_THREADS']} load thread(s), {e['SC_CONNECTIONS']} connections x depth "
-      f"{e['SC_DEPTH']}; median over {len(rows['raw'])} round(s); busy cores = server utime+stime / measured time)")
+      f"{e['SC_DEPTH']}; median over {len(rows['raw'])} round(s); busy cores = server utime+stime / measured time;"
+      f" load busy = ringrpc-load's CPU time / its run's wall time)")
 busy_load = e["SC_LOAD_THREADS"]
 if table and table[-1]["busy_cores"] < 0.9 * len(table[-1]["cpus"].split(",")):
-    print("note: the server did not use all its CPUs at the last step: the load side may be the limit")
+    load_cores = int(e["SC_LOAD_THREADS"])
+    why = ("ringrpc-load used its cores" if table[-1]["load_busy_cores"] >= 0.9 * load_cores else
+           "nor did ringrpc-load use its own: other processes on these CPUs limited the run")
+    print(f"note: the server did not use all its CPUs at the last step; {why}")
 if e["SC_OUT_JSON"]:
     doc = {"benchmark": "scaling", "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "cores": int(e["SC_N"]), "dispatch": e["SC_DISPATCH"], "pin": e["SC_PIN"],
