@@ -28,6 +28,8 @@ void thread_pool::impl::run_one(worker_slot& s, pool_task* t, std::uint32_t& seq
 
 thread_local const thread_pool::impl* thread_pool::impl::current = nullptr;
 
+bool thread_pool::on_worker_thread() noexcept { return impl::current != nullptr; }
+
 // "rr-default/3"; a pool of one thread drops the index ("rr-conn-events"). The pool name is
 // what gets cut to fit (base/thread_name.hpp).
 void thread_pool::impl::name_thread(unsigned index) noexcept {

@@ -38,7 +38,7 @@ using pool_report_sink = std::function<void(std::string_view report)>;
 
 /// Called by a worker after each burst of tasks (every 32 tasks within a long burst of short ones,
 /// after each task while they take over 20 us), so work can be flushed in batches (the server
-/// wakes its responder here).
+/// wakes the readers whose connections got replies here).
 /// Must not throw (it runs on a worker, which has nowhere to report it).
 using pool_burst_hook = std::function<void()>;
 
@@ -85,6 +85,10 @@ class thread_pool {
   /// workers (a stopping server answers them this way while a handler will not finish).
   /// Pools that hand work to reserved idle workers (queue 0, eager) are left alone.
   std::size_t run_queued_here() noexcept;
+
+  /// Whether the calling thread is a worker of some pool (whose burst hook will run after the
+  /// task it is in).
+  static bool on_worker_thread() noexcept;
 
   const std::string& name() const noexcept;
   const pool_options& options() const noexcept;  ///< with threads resolved

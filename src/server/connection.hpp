@@ -13,9 +13,9 @@
 
 #include "exec/call.hpp"
 #include "server/caller_shares.hpp"
+#include "server/peer_address.hpp"
 #include "server/write_slots.hpp"
 #include "wire/frame_assembler.hpp"
-#include "base/write_queue.hpp"
 
 namespace ringrpc::detail {
 
@@ -26,7 +26,9 @@ class reader;
 /// flight holds one. Whoever drops the last reference closes the socket and frees the object,
 /// so the fd is never reused while any request of ours could still name it.
 ///
-/// Fields are grouped by the thread that owns them; only the atomics are shared.
+/// Fields are grouped by the thread that owns them; only the atomics are shared. Every idle
+/// connection costs this struct (bench/idle_connections.py), so fields are ordered to pack:
+/// keep sizeof(connection) at 232 or below (static_assert at the end).
 struct connection {
   connection(int fd_, reader* owner_, std::uint32_t max_frame) noexcept
       : fd(fd_), owner(owner_), assembler(max_frame) {}
@@ -36,29 +38,28 @@ struct connection {
 
   // --- shared
   const int fd;
-  reader* const owner;
+  /// The fair-share counters of this connection's caller: its own (`own_share`), or those of
+  /// every connection from its address (fair_share_by = address; `share` then points into
+  /// the server's caller_shares and is released with the connection).
+  caller_share own_share;
   std::atomic<std::uint32_t> refs{1};
+  reader* const owner;
   std::atomic<std::uint32_t> outstanding{0};  // calls accepted and not yet released
+  std::atomic<std::uint32_t> cancel_count{0};  // ids in the cancel set (see is_cancelled)
   std::atomic<bool> backlogged{false};        // responder: too many reply bytes queued
   std::atomic<bool> paused{false};            // reader stopped reading for back-pressure
   std::atomic<bool> write_failed{false};      // responder: the peer cannot take replies
   std::atomic<bool> gone{false};  // reader: EOF, reset or closed; running handlers may give up
   std::uint64_t id = 0;           // set at hand-off, before anyone else sees the connection
-  std::string peer;               // "address:port", likewise
-  std::string peer_host;          // the address alone, counted in peer_limits while open
   std::int64_t accepted_ns = 0;   // likewise (steady clock)
   std::atomic<std::int64_t> last_write_ns{0};   // responder: last write completion
   std::atomic<std::size_t> queued_bytes{0};     // responder: reply bytes not yet written
-  /// Responder: when replies began waiting with no byte accepted since (0: none wait). The
-  /// reader's sweep sheds a connection whose peer has not read for write_stall_timeout.
-  std::atomic<std::int64_t> write_stalled_since_ns{0};
   /// Request bytes of calls accepted and not yet released (reader adds, responder subtracts).
   std::atomic<std::size_t> request_bytes{0};
-  /// The fair-share counters of this connection's caller: its own (`own_share`), or those of
-  /// every connection from its address (fair_share_by = address; then `shared_by_address`).
-  caller_share own_share;
   caller_share* share = &own_share;
-  caller_shares* shared_by_address = nullptr;  // released with the connection
+
+  /// "address:port" of the peer (formatted now: for events and pages, not the call path).
+  std::string peer() const { return address.text(); }
 
   /// Cancel frames name calls by id; the set stays tiny (ids leave it when their call is
   /// released), so handlers polling cancelled() pay one relaxed load while nobody cancels.
@@ -67,32 +68,66 @@ struct connection {
       return true;
     }
     if (cancel_count.load(std::memory_order_acquire) == 0) return false;
-    std::lock_guard lock(cancel_mu);
-    return std::find(cancelled_ids.begin(), cancelled_ids.end(), call_id) != cancelled_ids.end();
+    connection_rare* r = rare.load(std::memory_order_acquire);
+    std::lock_guard lock(r->cancel_mu);
+    return std::find(r->cancelled_ids.begin(), r->cancelled_ids.end(), call_id) != r->cancelled_ids.end();
   }
+  /// Reader thread. Throws std::bad_alloc (the cancel is then not recorded).
   void note_cancel(std::uint64_t call_id) {
-    std::lock_guard lock(cancel_mu);
+    connection_rare& r = rare_part();
+    std::lock_guard lock(r.cancel_mu);
     // A cancel for a call that already finished would linger; keep the set bounded.
-    if (cancelled_ids.size() >= max_cancelled_ids) cancelled_ids.erase(cancelled_ids.begin());
-    cancelled_ids.push_back(call_id);
-    cancel_count.store(static_cast<std::uint32_t>(cancelled_ids.size()), std::memory_order_release);
+    if (r.cancelled_ids.size() >= max_cancelled_ids) r.cancelled_ids.erase(r.cancelled_ids.begin());
+    r.cancelled_ids.push_back(call_id);
+    cancel_count.store(static_cast<std::uint32_t>(r.cancelled_ids.size()), std::memory_order_release);
   }
   void forget_cancel(std::uint64_t call_id) noexcept {
     if (cancel_count.load(std::memory_order_acquire) == 0) return;
-    std::lock_guard lock(cancel_mu);
-    std::erase(cancelled_ids, call_id);
-    cancel_count.store(static_cast<std::uint32_t>(cancelled_ids.size()), std::memory_order_release);
+    connection_rare* r = rare.load(std::memory_order_acquire);
+    std::lock_guard lock(r->cancel_mu);
+    std::erase(r->cancelled_ids, call_id);
+    cancel_count.store(static_cast<std::uint32_t>(r->cancelled_ids.size()), std::memory_order_release);
+  }
+
+  /// Reader thread: why the connection failed ("" if it did not).
+  std::string_view failure() const noexcept {
+    const connection_rare* r = rare.load(std::memory_order_relaxed);
+    return r != nullptr ? std::string_view(r->failure) : std::string_view();
+  }
+  /// Reader thread: records the first reason the connection failed (later ones are dropped;
+  /// so is this one if there is no memory left to keep it).
+  void note_failure(std::string_view why) noexcept {
+    try {
+      connection_rare& r = rare_part();
+      if (r.failure.empty()) r.failure = why;
+    } catch (const std::bad_alloc&) {
+    }
   }
 
   static constexpr std::size_t max_cancelled_ids = 256;
-  std::atomic<std::uint32_t> cancel_count{0};
-  std::mutex cancel_mu;
-  std::vector<std::uint64_t> cancelled_ids;
+  /// What few connections ever need (a cancel, a failure), allocated on first use by the
+  /// reader thread and freed with the connection: an idle connection does not carry a mutex,
+  /// a vector and a string.
+  struct connection_rare {
+    std::mutex cancel_mu;
+    std::vector<std::uint64_t> cancelled_ids;
+    std::string failure;
+  };
+  std::atomic<connection_rare*> rare{nullptr};
+  connection_rare& rare_part() {
+    connection_rare* r = rare.load(std::memory_order_relaxed);
+    if (r == nullptr) {
+      r = new connection_rare;
+      rare.store(r, std::memory_order_release);
+    }
+    return *r;
+  }
 
   // --- reader thread
   frame_assembler assembler;
   connection* live_prev = nullptr;  // the reader's list of its connections
   connection* live_next = nullptr;
+  connection* resume_next = nullptr;  // the reader's list of connections to resume this turn
   bool recv_armed = false;
   bool eof = false;
   bool half_closed = false;  // the peer ended its stream cleanly (FIN), not a reset
@@ -100,22 +135,17 @@ struct connection {
   bool cancel_sent = false;
   bool finished = false;  // the reader has let go; only the release is pending
   bool budget_paused = false;  // not read while the server's memory budget is exhausted
+  bool counted_per_address = false;  // admitted by peer_limits: released when it finishes
   bool liveness_checked = false;  // looked at once in this silence (reader::check_liveness)
+  peer_address address;  // set at hand-off, before anyone else sees it (here: it packs)
   std::size_t assembler_charged = 0;  // assembler capacity charged to the memory budget
   std::int64_t last_read_ns = 0;  // reader turn in which bytes last arrived
   const char* close_reason = nullptr;  // why the reader closed it ("idle", ...); null: peer did
-  std::string failure;    // why the connection failed, if it did (for on_network_error)
 
-  // --- responder thread
-  write_queue<call> replies;
-  bool write_in_flight = false;
-  bool dirty = false;  // listed for a write at the end of this responder turn
-  bool shut_down = false;  // the responder shut the socket down while stopping
-  connection* writing_prev = nullptr;  // the responder's list of connections with replies queued
-  connection* writing_next = nullptr;
-  bool writing_linked = false;
-  write_slot* write = nullptr;  // lent by the responder while a write is in flight
+  // --- responder (the reader's thread)
+  write_slot* write = nullptr;  // lent by the responder while replies are queued
 };
+static_assert(sizeof(connection) <= 232, "an idle connection's memory: see bench/idle_connections.py");
 
 /// Drops one reference; the last one closes and frees the connection.
 inline void release(connection* c) noexcept {

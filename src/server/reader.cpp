@@ -26,7 +26,9 @@ constexpr unsigned ring_entries = 1024;
 }  // namespace
 
 reader::reader(server_core& core, unsigned index)
-    : _core(core), _index(index), _account(core.budget()) {}
+    : _core(core), _index(index), _account(core.budget()), _replies(core, *this) {}
+
+thread_local const reader* reader::current = nullptr;
 
 reader::~reader() {
   close_all();
@@ -74,6 +76,8 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
   }
   _ring = r.get();
   _buffers = bufs.get();
+  current = this;
+  _replies.attach(*_ring);
   _waker.arm(*_ring);
   _ring_fd.store(_ring->fd(), std::memory_order_release);
   arm_sweep_timer();
@@ -107,6 +111,9 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
       if (!_closing_all) arm_sweep_timer();
     }
     apply_budget();
+    // Replies handlers finished since the last turn, then connections their release resumed.
+    _replies.take_inbox();
+    run_resumes();
 
     if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
       _quiesced = true;
@@ -124,6 +131,9 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
         c = next;
       }
     }
+    // Connections that left the live list may still have replies waiting for a peer that
+    // does not read.
+    if (_closing_all) _replies.shut_down_writers();
     // After the stop requests: connections they finished are released here, this turn.
     end_of_turn();
     // Every frame read before the quiesce has now been answered or queued.
@@ -137,7 +147,8 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
     // A turn that held the thread this long delayed every connection of this reader.
     if (const std::int64_t busy = now_ns() - _turn_ns; busy > stall_threshold_ns) _stalls.add();
     _waker.prepare_sleep();
-    block = !((_quiesce.load() && !_quiesced) || (_close_all.load() && !_closing_all) ||
+    block = _replies.inbox_empty() && _resumes == nullptr &&
+            !((_quiesce.load() && !_quiesced) || (_close_all.load() && !_closing_all) ||
               (_closing_all && _live == nullptr && _alive.load() == 0));
     if (!block) _waker.cancel_sleep();
   }
@@ -146,6 +157,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
   bufs.reset();
   _buffers = nullptr;
   _ring = nullptr;
+  current = nullptr;
   _exited.store(true, std::memory_order_release);
 }
 
@@ -154,7 +166,7 @@ void reader::handle(const io_uring_cqe& cqe) {
     case op::wake: _waker.arm(*_ring); break;
     case op::handoff: on_handoff(cqe.res); break;
     case op::recv: on_recv(tag_ptr<connection>(cqe.user_data), cqe); break;
-    case op::resume: on_resume(tag_ptr<connection>(cqe.user_data)); break;
+    case op::send: _replies.on_write(tag_ptr<connection>(cqe.user_data), cqe.res); break;
     case op::timeout: _sweep_due = true; break;  // acted on after this turn's receives
     default: break;  // cancel results: -ENOENT / -EALREADY mean the recv had already ended
   }
@@ -165,7 +177,7 @@ void reader::snapshot_connections(std::vector<connection_info>& out) const {
   for (const connection* c = _live; c != nullptr; c = c->live_next) {
     connection_info i;
     i.id = c->id;
-    i.peer = c->peer;
+    i.peer = c->peer();
     i.accepted_ns = c->accepted_ns;
     i.calls_in_flight = c->outstanding.load(std::memory_order_relaxed);
     i.queued_reply_bytes = c->queued_bytes.load(std::memory_order_relaxed);
@@ -207,9 +219,23 @@ void reader::end_of_turn() noexcept {
   _to_release.clear();
   for (auto& [pool, n] : _to_wake) pool->wake(n);
   _to_wake.clear();
-  if (_posted_this_turn != 0) {
-    _core.replies().notify();
-    _posted_this_turn = 0;
+  // Last: the writes of everything answered this turn go out with this turn's submit.
+  _replies.flush();
+}
+
+void reader::resume_later(connection* c) noexcept {
+  retain(c);  // dropped by on_resume()
+  c->resume_next = _resumes;  // at most once: only the one who cleared `paused` calls this
+  _resumes = c;
+}
+
+void reader::run_resumes() noexcept {
+  // Resuming delivers held frames, whose answers may resume others: those join the list and
+  // are taken in this loop too.
+  while (connection* c = _resumes) {
+    _resumes = c->resume_next;
+    c->resume_next = nullptr;
+    on_resume(c);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "exec/dispatcher.hpp"
 #include "wire/frame_codec.hpp"
 #include "server/memory_budget.hpp"
+#include "server/responder.hpp"
 #include "uring/provided_buffers.hpp"
 #include "uring/ring.hpp"
 #include "uring/ring_waker.hpp"
@@ -35,10 +36,12 @@ struct connection_info {
   unsigned reader = 0;
 };
 
-/// One thread, one ring, one provided-buffer ring. Each connection has one multishot recv
-/// armed; completed frames become calls on the shared call queue, or are answered at once
-/// (unknown method, bad frame, busy, shutting down) through the responder. Calls pushed in one
-/// loop turn wake the handlers once.
+/// One shard of the server: one thread, one ring, one provided-buffer ring, and the shard's
+/// responder (responder.hpp), which that thread drives on the same ring. Each connection has
+/// one multishot recv armed; completed frames become calls handed to their endpoint's pool, or
+/// are answered here (direct endpoints, unknown method, bad frame, busy, shutting down) and
+/// written without leaving the thread. Calls handed off in one loop turn wake each pool once;
+/// the turn's receives and writes are submitted together.
 class reader {
  public:
   reader(server_core& core, unsigned index);
@@ -61,6 +64,18 @@ class reader {
   bool exited() const noexcept { return _exited.load(std::memory_order_acquire); }
   /// Called by ~connection on whichever thread drops the last reference.
   void connection_destroyed() noexcept;
+
+  server_core& core() const noexcept { return _core; }
+  /// This shard's responder: handlers post() finished calls to it, then call notify_replies().
+  responder& replies() noexcept { return _replies; }
+  /// Any thread, after posting replies (once per batch): wakes the thread if it sleeps.
+  void notify_replies() noexcept { _waker.notify(); }
+  /// Whether the calling thread is this reader's (then a reply is queued with no hand-off).
+  bool on_its_thread() const noexcept { return current == this; }
+  /// Reader thread: the clock read at the start of this loop turn.
+  std::int64_t turn_ns() const noexcept { return _turn_ns; }
+  /// Reader thread: a paused connection may read again; resumed later in this turn.
+  void resume_later(connection* c) noexcept;
 
   // Stats (any thread).
   std::uint64_t accepted() const noexcept { return _accepted.get(); }
@@ -120,6 +135,9 @@ class reader {
   void answer(call* c, std::uint64_t id, wire::Kind kind, status code, std::string_view message,
               std::uint32_t retry_after_ms = 0) noexcept;
   void end_of_turn() noexcept;
+  void run_resumes() noexcept;
+
+  static thread_local const reader* current;  // the reader whose thread this is, if any
 
   server_core& _core;
   const unsigned _index;
@@ -138,17 +156,18 @@ class reader {
   connection* _live = nullptr;  // intrusive list of this reader's connections
   std::vector<connection*> _rearm;
   std::vector<connection*> _to_release;
+  connection* _resumes = nullptr;  // resume_later(), linked by resume_next; each holds a reference
   std::shared_ptr<const dispatcher::table> _table;  // the routing table this thread uses
   std::uint64_t _table_version = 0;
   std::vector<std::pair<thread_pool*, unsigned>> _to_wake;  // pools given work this turn
   std::uint64_t _next_connection = 0;
-  std::uint32_t _posted_this_turn = 0;
   frame_encoder _encoder;
   counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
       _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls, _budget_pauses,
       _rejected_memory, _write_stalled, _frame_stalled, _dead_closed, _liveness_kicked,
       _refused_per_address;
   memory_budget::account _account;  // this reader's share of the server's memory budget
+  responder _replies;
   std::size_t _budget_paused = 0;   // connections of ours paused for the budget
   call* _unposted = nullptr;    // the call on_frame is dispatching, until someone owns it
   std::int64_t _trim_mark = 0;  // the budget's high since memory was last handed back

@@ -16,41 +16,6 @@
 
 namespace ringrpc::detail {
 
-namespace {
-
-std::string peer_address(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof(ss);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown";
-  char host[INET6_ADDRSTRLEN] = {};
-  std::uint16_t port = 0;
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    port = ntohs(a->sin_port);
-    return std::string(host) + ":" + std::to_string(port);
-  }
-  if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    port = ntohs(a->sin6_port);
-    std::string out = "[";  // appended, not `"[" + std::string`: GCC 12 -O3 -Wrestrict
-    out.append(host).append("]:").append(std::to_string(port));
-    return out;
-  }
-  return "unknown";
-}
-
-// "1.2.3.4:80" -> "1.2.3.4", "[::1]:80" -> "::1": the address a peer's limits are kept for.
-std::string host_of(const std::string& peer) {
-  const auto colon = peer.rfind(':');
-  std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return host;
-}
-
-}  // namespace
-
 void reader::on_handoff(int fd) {
   if (fd < 0) return;
   if (_closing_all) {
@@ -67,10 +32,10 @@ void reader::on_handoff(int fd) {
     refuse_connection(fd);
     return;
   }
-  std::string peer, host;
+  const peer_address address = peer_address::of_socket(fd);
+  std::string host;
   try {
-    peer = peer_address(fd);
-    host = host_of(peer);
+    host = address.host();
     const auto verdict = _core.peers().admit(host, _turn_ns);
     if (verdict != peer_limits::verdict::admitted) {
       // One host may not take every slot, nor open them as fast as it likes.
@@ -90,8 +55,7 @@ void reader::on_handoff(int fd) {
       return;
     }
   } catch (const std::bad_alloc&) {
-    peer.clear();  // an unnamed, uncounted peer is better than a refused one
-    host.clear();
+    host.clear();  // an uncounted peer is better than a refused one
   }
   auto* c = new (std::nothrow) connection(fd, this, _core.options().max_frame_bytes);
   if (c == nullptr) {
@@ -103,12 +67,11 @@ void reader::on_handoff(int fd) {
     return;
   }
   c->id = (++_next_connection << 8) | (_index & 0xff);
-  c->peer = std::move(peer);
-  c->peer_host = std::move(host);
-  if (_core.options().fair_share_by == fair_share_caller::address && !c->peer_host.empty()) {
+  c->address = address;
+  c->counted_per_address = !host.empty();
+  if (_core.options().fair_share_by == fair_share_caller::address && !host.empty()) {
     try {
-      c->share = _core.callers().acquire(c->peer_host);
-      c->shared_by_address = &_core.callers();
+      c->share = _core.callers().acquire(host);
     } catch (const std::bad_alloc&) {
       // The connection counts as a caller of its own instead.
     }
@@ -125,7 +88,7 @@ void reader::on_handoff(int fd) {
   _accepted.add();
   _core.post_event(event_kind::connection_opened, [&] {
     event e;
-    e.peer = c->peer;
+    e.peer = c->peer();
     e.id = c->id;
     return e;
   });
@@ -237,7 +200,7 @@ void reader::maybe_finish(connection* c) noexcept {
   c->finished = true;
   // After a clean end of stream the calls in flight still owe their answers: only a failure,
   // a shed or a stop makes them give up.
-  if (!c->half_closed || !c->failure.empty() || c->close_reason != nullptr || _closing_all) {
+  if (!c->half_closed || !c->failure().empty() || c->close_reason != nullptr || _closing_all) {
     c->gone.store(true, std::memory_order_relaxed);
   }
   c->assembler.reset();  // nothing more is framed: give its memory back now
@@ -248,18 +211,24 @@ void reader::maybe_finish(connection* c) noexcept {
   }
   _finished.add();
   _core.release_connection_slot();
-  if (!c->peer_host.empty()) _core.peers().release(c->peer_host);
+  if (c->counted_per_address) {
+    try {
+      _core.peers().release(c->address.host());
+    } catch (const std::bad_alloc&) {
+      // No memory to name the address: it keeps one connection too many counted.
+    }
+  }
   _core.post_event(event_kind::connection_closed, [&] {
     event e;
-    e.peer = c->peer;
+    e.peer = c->peer();
     e.id = c->id;
     e.detail = c->close_reason != nullptr ? c->close_reason
-               : !c->failure.empty()      ? c->failure
+               : !c->failure().empty()    ? std::string(c->failure())
                                           : "closed by peer";
     e.duration_ns = static_cast<std::uint64_t>(_turn_ns - c->accepted_ns);
     return e;
   });
-  if (!c->failure.empty()) notify_endpoints(c, call_purpose::network_error, c->failure);
+  if (!c->failure().empty()) notify_endpoints(c, call_purpose::network_error, c->failure());
   notify_endpoints(c, call_purpose::disconnected);
   // The reader's own reference goes at the end of the turn: callers up the stack may still
   // touch the connection, and calls it posted may be released by the responder meanwhile.

@@ -46,7 +46,7 @@ void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
     c->eof = true;  // reset by peer and friends: nothing more will arrive
     c->closing = true;
     c->gone.store(true, std::memory_order_relaxed);
-    if (c->failure.empty()) c->failure = std::string("receive failed: ") + std::strerror(-cqe.res);
+    if (c->failure().empty()) c->note_failure(std::string("receive failed: ").append(std::strerror(-cqe.res)));
   } else if (!c->closing && !_quiesced) {
     // -ENOBUFS: every provided buffer was in use. No byte was lost (the data stays in the
     // socket); re-arm once this turn has given its buffers back. -ECANCELED: we paused, but a
@@ -73,7 +73,7 @@ void reader::deliver(connection* c, std::span<const std::byte> data) {
                               " bytes exceeds the server's max_frame_bytes (" +
                               std::to_string(c->assembler.max_body_bytes()) + ")";
       answer(new_call(c), 0, wire::Kind::Error, status::frame_too_large, msg);
-      if (c->failure.empty()) c->failure = msg;
+      c->note_failure(msg);
       start_close(c);
       return;
     }
@@ -102,7 +102,7 @@ bool reader::pause(connection* c) noexcept {
   _pauses.add();
   _core.post_event(event_kind::limit_hit, [&] {
     event e;
-    e.peer = c->peer;
+    e.peer = c->peer();
     const auto& o = _core.options();
     if (c->outstanding.load(std::memory_order_relaxed) >= o.max_inflight_per_connection) {
       e.name = "max_inflight_per_connection";
@@ -170,7 +170,7 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
       _bad_frames.add();
       answer(k, 0, wire::Kind::Error, status::bad_request,
              "undecodable frame without a readable call id; closing the connection");
-      if (c->failure.empty()) c->failure = "undecodable frame without a readable call id";
+      c->note_failure("undecodable frame without a readable call id");
       start_close(c);
       return false;
   }
@@ -180,7 +180,7 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
     _bad_frames.add();
     answer(k, 0, wire::Kind::Error, status::bad_request,
            "call id 0 is reserved for connection-level errors; closing the connection");
-    if (c->failure.empty()) c->failure = "a frame with the reserved call id 0";
+    c->note_failure("a frame with the reserved call id 0");
     start_close(c);
     return false;
   }
@@ -230,7 +230,7 @@ void reader::dispatch(call* k, const frame_view& v) {
     _rejected_memory.add();
     _core.post_event(event_kind::call_rejected, [&] {
       event e;
-      e.peer = k->conn->peer;
+      e.peer = k->conn->peer();
       e.name = "max_buffered_bytes";
       e.detail = "memory_budget";
       e.id = v.call_id;
@@ -246,7 +246,7 @@ void reader::dispatch(call* k, const frame_view& v) {
     _stopping.add();
     _core.post_event(event_kind::call_rejected, [&] {
       event e;
-      e.peer = k->conn->peer;
+      e.peer = k->conn->peer();
       e.detail = "shutting_down";
       e.id = v.call_id;
       return e;
@@ -299,7 +299,6 @@ void reader::dispatch(call* k, const frame_view& v) {
     case endpoint_slot::admit_result::taken:
       // Ran here (direct) or joined an inbox: either way its reply may be queued already.
       _enqueued.add();
-      ++_posted_this_turn;
       return;
     case endpoint_slot::admit_result::answered:
       _enqueued.add();
@@ -313,7 +312,7 @@ void reader::dispatch(call* k, const frame_view& v) {
         const std::uint32_t retry = 10 * std::min<std::uint32_t>(100, in_flight / fair);
         answer(k, v.call_id, refuse_kind, status::server_busy,
                (k->conn->share == &k->conn->own_share ? std::string("connection")
-                                                       : std::string("address ").append(k->conn->peer_host)) +
+                                                       : std::string("address ").append(k->conn->address.host())) +
                    " is over its fair share of pool '" + p->name() + "' (" +
                    std::to_string(in_flight) + " calls in flight; fair_share_calls " +
                    std::to_string(fair) + ")",
@@ -322,7 +321,7 @@ void reader::dispatch(call* k, const frame_view& v) {
       }
       _core.post_event(event_kind::call_rejected, [&] {
         event e;
-        e.peer = k->conn->peer;
+        e.peer = k->conn->peer();
         e.name = p == nullptr || slot->serial() ? slot->name() : p->name();
         e.detail = p == nullptr || slot->serial() ? "inbox_full" : "pool_full";
         e.id = v.call_id;
@@ -340,7 +339,7 @@ void reader::dispatch(call* k, const frame_view& v) {
       _stopping.add();
       _core.post_event(event_kind::call_rejected, [&] {
         event e;
-        e.peer = k->conn->peer;
+        e.peer = k->conn->peer();
         e.name = slot->name();
         e.detail = "endpoint_stopped";
         e.id = v.call_id;
@@ -389,8 +388,7 @@ void reader::answer(call* k, std::uint64_t id, wire::Kind kind, status code,
     }
   }
   if (_unposted == k) _unposted = nullptr;
-  _core.replies().post(k);
-  ++_posted_this_turn;
+  _replies.enqueue(k);
 }
 
 }  // namespace ringrpc::detail

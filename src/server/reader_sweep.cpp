@@ -54,9 +54,9 @@ bool reader::peer_left(connection* c) noexcept {
   int err = 0;
   socklen_t len = sizeof(err);
   if (::getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) {
-    if (c->failure.empty()) {
+    if (c->failure().empty()) {
       try {
-        c->failure = std::string("connection failed: ") + std::strerror(err);
+        c->note_failure(std::string("connection failed: ").append(std::strerror(err)));
       } catch (...) {
       }
     }
@@ -90,6 +90,7 @@ void reader::give_back_memory() noexcept {
 
 void reader::sweep() noexcept {
   if (_index == 0) give_back_memory();
+  _replies.trim();
   const auto& o = _core.options();
   const auto ns = [](std::chrono::milliseconds m) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(m).count();
@@ -121,7 +122,7 @@ void reader::sweep() noexcept {
       continue;
     }
     const std::int64_t last_write = c->last_write_ns.load(std::memory_order_relaxed);
-    const std::int64_t stalled_since = c->write_stalled_since_ns.load(std::memory_order_relaxed);
+    const std::int64_t stalled_since = c->write != nullptr ? c->write->stalled_since_ns : 0;
     if (write_stall > 0 && stalled_since != 0 && _turn_ns - stalled_since > write_stall) {
       // Replies wait and the peer has taken no byte: it holds their memory and its calls'.
       shed(c, "write stalled: the peer read nothing while replies waited", _write_stalled);
@@ -178,10 +179,11 @@ bool reader::check_liveness(connection* c) noexcept {
     return false;
   }
   c->gone.store(true, std::memory_order_relaxed);
-  if (c->failure.empty()) {
+  if (c->failure().empty()) {
     try {
-      c->failure = std::string("receive failed: ") + std::strerror(err) +
-                   " (found by the liveness check; the receive never completed)";
+      c->note_failure(std::string("receive failed: ")
+                          .append(std::strerror(err))
+                          .append(" (found by the liveness check; the receive never completed)"));
     } catch (...) {
     }
   }
@@ -239,7 +241,7 @@ void reader::apply_budget() noexcept {
     cancel_recv(c);
     _core.post_event(event_kind::limit_hit, [&] {
       event e;
-      e.peer = c->peer;
+      e.peer = c->peer();
       e.name = "max_buffered_bytes";
       e.value = b.limit();
       e.detail = "reading paused: the server's memory budget is exhausted";
@@ -251,12 +253,7 @@ void reader::apply_budget() noexcept {
 
 void reader::out_of_memory(connection* c, const char* what) noexcept {
   _core.note_out_of_memory();
-  if (c->failure.empty()) {
-    try {
-      c->failure = what;
-    } catch (...) {
-    }
-  }
+  c->note_failure(what);
   c->assembler.reset();
   c->gone.store(true, std::memory_order_relaxed);
   ::shutdown(c->fd, SHUT_RDWR);

@@ -1,75 +1,88 @@
 #pragma once
-// The responder ring: writes every reply of the server.
+// A shard's responder: writes every reply of the connections its reader owns.
 
-#include <atomic>
-#include <thread>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "base/counter.hpp"
+#include "base/mpsc_queue.hpp"
 #include "exec/call.hpp"
 #include "server/connection.hpp"
-#include "base/counter.hpp"
 #include "server/memory_budget.hpp"
+#include "server/write_slots.hpp"
 #include "uring/ring.hpp"
-#include "uring/ring_waker.hpp"
 
 namespace ringrpc::detail {
 
 class server_core;
+class reader;
 
-/// One thread, one ring. Handlers and readers post() finished calls from any thread and
-/// notify() once per batch. The responder appends each reply to its connection's write queue
-/// (so per-connection order = completion order), keeps at most one gathered sendmsg in flight
-/// per connection, requeues the unwritten tail of a partial write at the head, and releases
-/// each call once its bytes are written or its peer is gone.
+/// The responder role of one shard. It has no thread of its own: its reader's thread drives it
+/// on the reader's ring, so a call answered by a direct endpoint (or refused by the reader)
+/// goes from receive to sendmsg without a hand-off or a wake-up, and the turn's receives and
+/// writes leave in one io_uring_enter. The design card's rules hold per shard: each reply is
+/// appended to its connection's write queue (per-connection order = completion order), at most
+/// one gathered sendmsg is in flight per connection, the unwritten tail of a partial write is
+/// requeued at the head, and each call is released once its bytes are written or its peer is
+/// gone.
+///
+/// Threads: post() from any thread (handlers); everything else on the reader's thread.
 class responder {
  public:
-  explicit responder(server_core& core);
-  ~responder();
+  responder(server_core& core, reader& owner);
+  responder(const responder&) = delete;
+  responder& operator=(const responder&) = delete;
 
-  void start(const uring_features& features);
-  /// Asks the thread to exit once its inbox is empty and no write is in flight.
-  void stop_and_join();
-  /// Stopping: shut down every socket that still has replies queued. A peer that half-closed
-  /// and never reads would otherwise keep a write, and so its connection, alive forever.
-  void shut_down_writers() noexcept {
-    _shut_down_writers.store(true, std::memory_order_release);
-    _waker.notify();
-  }
+  /// The ring the writes go to (the reader's, once its thread created it).
+  void attach(ring& r) noexcept { _ring = &r; }
 
+  /// Any thread: hands over a finished call. The caller then wakes the reader (once per batch).
   void post(call* c) noexcept { _inbox.push(c); }
-  void notify() noexcept { _waker.notify(); }
+  /// Reader thread: queues a reply answered on this thread (no inbox, no wake-up).
+  void enqueue(call* c) noexcept;
+
+  /// Reader thread, each turn: replies handlers posted.
+  void take_inbox() noexcept;
+  /// Reader thread, end of turn: one gathered write per connection that got replies this turn.
+  void flush() noexcept;
+  /// Reader thread: a write's completion.
+  void on_write(connection* c, int res) noexcept;
+  /// Reader thread, stopping: shut down every socket that still has replies queued. A peer that
+  /// half-closed and never reads would otherwise keep a write, and so its connection, alive.
+  void shut_down_writers() noexcept;
+
+  /// Reader thread, each sweep: memory kept for writes that no longer come goes back.
+  void trim() noexcept { _slots.trim(); }
+  /// Whether handlers posted replies not taken yet (the reader must not sleep on them).
+  bool inbox_empty() const noexcept { return _inbox.empty(); }
+  /// Writes in flight (the reader's ring must not go away under them).
+  std::size_t writes_in_flight() const noexcept { return _writes_in_flight; }
 
   std::uint64_t released() const noexcept { return _released.get(); }
   std::uint64_t partial_writes() const noexcept { return _partial_writes.get(); }
   std::uint64_t bytes_out() const noexcept { return _bytes_out.get(); }
 
  private:
-  void run();
-  void take_inbox();
-  void start_write(connection* c);
-  void on_write(connection* c, int res);
-  void fail_writes(connection* c);
-  void release_call(call* c);
-  void maybe_resume(connection* c);
-  void handle(const io_uring_cqe& cqe);
-  void link_writing(connection* c) noexcept;
-  void unlink_writing(connection* c) noexcept;
+  void start_write(connection* c) noexcept;
+  void fail_writes(connection* c) noexcept;
+  void release_call(call* c) noexcept;
+  void maybe_resume(connection* c) noexcept;
+  void give_back_if_done(connection* c) noexcept;
+  void link_writing(write_slot* w) noexcept;
+  void unlink_writing(write_slot* w) noexcept;
 
   server_core& _core;
+  reader& _owner;
   ring* _ring = nullptr;
-  std::thread _thread;
-  ring_waker _waker;
   mpsc_queue _inbox;
-  std::atomic<bool> _stop{false};
-  std::atomic<bool> _shut_down_writers{false};
-  connection* _writing = nullptr;
-  std::vector<connection*> _dirty;
+  const std::size_t _max_queued_bytes;
+  write_slot* _writing = nullptr;  // the slots of connections with replies queued
+  std::vector<connection*> _dirty;  // got replies this turn; each holds a reference
   std::size_t _writes_in_flight = 0;
-  std::size_t _resumes_in_flight = 0;
-  std::int64_t _turn_ns = 0;
-  counter _released;
-  std::unique_ptr<memory_budget::account> _account;  // replies queued and calls released
+  memory_budget::account _account;  // replies queued and calls released
   write_slots _slots;
+  counter _released;
   counter _partial_writes;
   counter _bytes_out;
 };

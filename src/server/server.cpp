@@ -83,7 +83,6 @@ bool answer_deferred(std::shared_ptr<detail::deferred_state> state, Encode&& enc
   if (c->purpose == detail::call_purpose::request) encode(*c);
   state->core->deferred_answered(*state, c);
   state->core->finish(c);
-  state->core->replies().notify();
   return true;
 }
 

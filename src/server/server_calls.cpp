@@ -14,8 +14,18 @@ namespace ringrpc::detail {
 
 thread_local constinit const server_core* running_user_code_of = nullptr;
 thread_local constinit const server_core* stopping_server = nullptr;
+thread_local constinit const server_core* batching_replies = nullptr;
 
 namespace {
+
+// Readers this pool worker posted replies to since its last burst hook. A burst of replies to
+// one reader costs one wake-up (and none while that reader is awake anyway).
+struct reply_wakeups {
+  static constexpr std::size_t max = 16;
+  reader* readers[max];
+  std::size_t n = 0;
+};
+thread_local constinit reply_wakeups pending_wakeups{};
 
 bool from_client(const call* c) noexcept {
   return c->purpose == call_purpose::request || c->purpose == call_purpose::one_way;
@@ -42,8 +52,34 @@ struct user_code_scope {
 
 void time_next_call() noexcept { timing_tick = timing_sample - 1; }
 
+void note_reply_wakeup(reader& r) noexcept {
+  reply_wakeups& w = pending_wakeups;
+  for (std::size_t i = 0; i < w.n; ++i) {
+    if (w.readers[i] == &r) return;
+  }
+  if (w.n == reply_wakeups::max) {
+    r.notify_replies();  // more readers than we keep: this one is woken now
+    return;
+  }
+  w.readers[w.n++] = &r;
+}
+
+void flush_reply_wakeups() noexcept {
+  reply_wakeups& w = pending_wakeups;
+  for (std::size_t i = 0; i < w.n; ++i) w.readers[i]->notify_replies();
+  w.n = 0;
+  batching_replies = nullptr;
+}
+
 void server_core::run_call(endpoint_slot& slot, call* c) noexcept {
   const user_code_scope scope(this);
+  // On one of our pool workers, replies wait for the burst hook to wake their readers, which
+  // runs before the worker parks (make_pool). Elsewhere (the reader, a stopping thread) each
+  // finish() wakes its reader itself.
+  if (batching_replies != this && thread_pool::on_worker_thread()) {
+    flush_reply_wakeups();  // another server's, should there be one
+    batching_replies = this;
+  }
   switch (c->purpose) {
     case call_purpose::request:
     case call_purpose::one_way:
@@ -51,7 +87,7 @@ void server_core::run_call(endpoint_slot& slot, call* c) noexcept {
     case call_purpose::connected:
     case call_purpose::disconnected:
     case call_purpose::network_error: {
-      const peer_info peer{c->conn->id, c->conn->peer};
+      const peer_info peer{c->conn->id, c->conn->peer()};
       endpoint& ep = slot.target();
       switch (c->purpose) {
         case call_purpose::connected:
@@ -135,7 +171,7 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
   if (sample_event) {
     post_event(event_kind::call_completed, [&] {
       event e;
-      e.peer = c->conn->peer;
+      e.peer = c->conn->peer();
       e.name = std::string(method);
       e.duration_ns = static_cast<std::uint64_t>(end - start);
       e.detail = std::string(to_string(c->answer_status));
@@ -149,7 +185,7 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
 void server_core::note_slow_call(call* c, std::int64_t processing_ns) noexcept {
   post_event(event_kind::slow_call, [&] {
     event e;
-    e.peer = c->conn != nullptr ? c->conn->peer : std::string();
+    e.peer = c->conn != nullptr ? c->conn->peer() : std::string();
     e.name = std::string(c->method_name);
     e.duration_ns = static_cast<std::uint64_t>(processing_ns);
     e.value = static_cast<std::uint64_t>(_slow_call_ns);
@@ -172,7 +208,17 @@ void server_core::finish(call* c) noexcept {
     return;
   }
   if (c->purpose != call_purpose::request) c->reply.clear();
-  _responder->post(c);
+  reader& r = *c->conn->owner;
+  if (r.on_its_thread()) {
+    r.replies().enqueue(c);  // a direct endpoint, or the reader refusing: no hand-off
+    return;
+  }
+  r.replies().post(c);
+  if (batching_replies == this) {
+    note_reply_wakeup(r);  // the pool's burst hook wakes each reader once
+  } else {
+    r.notify_replies();
+  }
 }
 
 void server_core::refuse(call* c, status code, const std::string& message) noexcept {
@@ -180,7 +226,6 @@ void server_core::refuse(call* c, status code, const std::string& message) noexc
   if (code == status::server_busy) _refused_busy.add();
   if (from_client(c)) _settled.add();
   finish(c);
-  _responder->notify();
 }
 
 void server_core::report_error(endpoint_slot& slot, const char* what,

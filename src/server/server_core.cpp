@@ -82,9 +82,9 @@ std::unique_ptr<thread_pool> server_core::make_pool(const std::string& name,
   }
   return std::make_unique<thread_pool>(
       name, options,
-      [this] {
+      [] {
         time_next_call();
-        if (_responder) _responder->notify();
+        flush_reply_wakeups();
       },
       std::move(sink));
 }
@@ -125,8 +125,6 @@ void server_core::start() {
   _pool = std::make_unique<call_pool>(queue + 4096);
 
   try {
-    _responder = std::make_unique<responder>(*this);
-    _responder->start(_features);
     // Pools and endpoints (on_start) before the readers: a call can only reach a started one.
     _dispatcher.start();
     for (unsigned i = 0; i < readers; ++i) {
@@ -263,12 +261,18 @@ server_stats server_core::stats() const {
     s.buffered_bytes_peak = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->peak(), 0));
     s.buffered_bytes_limit = _budget->limit();
   }
-  if (_responder) {
-    s.calls_completed = _responder->released();
-    s.partial_writes = _responder->partial_writes();
-    s.bytes_out = _responder->bytes_out();
+  for (const auto& r : _readers) {
+    s.partial_writes += r->replies().partial_writes();
+    s.bytes_out += r->replies().bytes_out();
   }
+  s.calls_completed = calls_released();
   return s;
+}
+
+std::uint64_t server_core::calls_released() const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& r : _readers) n += r->replies().released();
+  return n;
 }
 
 }  // namespace ringrpc::detail

@@ -40,6 +40,12 @@ namespace ringrpc::detail {
 /// The next call this thread runs is timed for the histograms (the thread was idle: see
 /// server_calls.cpp).
 void time_next_call() noexcept;
+/// Pool workers: wake `r` at the end of this burst (flush_reply_wakeups), not now.
+void note_reply_wakeup(reader& r) noexcept;
+/// The burst hook of the server's pools: wakes each reader that got replies in the burst.
+void flush_reply_wakeups() noexcept;
+/// The server whose pool worker this thread is while its replies' wake-ups are batched.
+extern thread_local constinit const server_core* batching_replies;
 
 /// Lifecycle: configured -> running -> draining (no new calls run; new ones get SHUTTING_DOWN)
 /// -> stopped.
@@ -82,7 +88,6 @@ class server_core final : public exec_host {
   caller_shares& callers() noexcept { return _callers; }
   /// Allocations that failed (a call or a connection was failed instead of the server).
   void note_out_of_memory() noexcept { _out_of_memory.add(); }
-  responder& replies() noexcept { return *_responder; }
   reader& reader_at(std::size_t i) noexcept { return *_readers[i]; }
   std::size_t reader_count() const noexcept { return _readers.size(); }
   server_state state() const noexcept { return _state.load(std::memory_order_acquire); }
@@ -90,7 +95,8 @@ class server_core final : public exec_host {
   /// Set once the drain deadline passed: queued calls are answered SHUTTING_DOWN unrun.
   bool abandoning() const noexcept { return _abandon.load(std::memory_order_acquire); }
 
-  /// A pool wired to this server: its workers wake the responder after each burst, and its
+  /// A pool wired to this server: its workers wake the readers they answered for after each
+  /// burst, and its
   /// refusals are reported (rate-limited) on stderr.
   std::unique_ptr<thread_pool> make_pool(const std::string& name, const pool_options& options,
                                          bool quiet = false) override;
@@ -163,6 +169,8 @@ class server_core final : public exec_host {
   void record_completion(call* c) noexcept;
   void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
   std::uint64_t calls_created() const noexcept;
+  /// Calls whose answer was written (or whose peer was gone), over every shard.
+  std::uint64_t calls_released() const noexcept;
   std::uint64_t calls_enqueued() const noexcept;
   template <class Pred>
   bool wait_until(Pred pred, std::chrono::steady_clock::time_point deadline);
@@ -174,7 +182,6 @@ class server_core final : public exec_host {
   std::unique_ptr<peer_limits> _peers;
   caller_shares _callers;
   std::unique_ptr<call_pool> _pool;
-  std::unique_ptr<responder> _responder;
   std::vector<std::unique_ptr<reader>> _readers;
   std::unique_ptr<acceptor> _acceptor;
   metrics_registry _metrics;

@@ -87,7 +87,7 @@ void server_core::stop_blocking() {
                            [&] {
                              // Released first: if it equals created read afterwards, nothing
                              // was outstanding at the moment released was read.
-                             const auto released = _responder ? _responder->released() : 0;
+                             const auto released = calls_released();
                              return released == calls_created();
                            },
                            deadline);
@@ -100,7 +100,7 @@ void server_core::stop_blocking() {
     abandon_deferred();
     // Calls queued behind handlers that do not finish are answered from here, unrun.
     _dispatcher.run_queued_here();
-    if (_responder) _responder->notify();
+    for (auto& r : _readers) r->notify_replies();
     // Everything but the calls whose handlers are still running gets its answer written; those
     // cannot be abandoned safely (their user code still holds them), so they are waited for
     // below, with a line per second saying which.
@@ -108,14 +108,13 @@ void server_core::stop_blocking() {
         [&] {
           std::uint64_t running = 0;
           for (const auto& p : _dispatcher.stats()) running += p.active;
-          return _responder->released() + running >= calls_created();
+          return calls_released() + running >= calls_created();
         },
         std::chrono::steady_clock::now() + std::chrono::seconds(1));
   }
   // 4. Close every connection (endpoints hear on_disconnected); readers exit once every
   //    connection is gone, which needs the pools still running.
   for (auto& r : _readers) r->close_all();
-  if (_responder) _responder->shut_down_writers();
   const auto waiting_since = std::chrono::steady_clock::now();
   for (;;) {
     const bool all_exited = wait_until(
@@ -143,7 +142,6 @@ void server_core::stop_blocking() {
     log::warn("endpoint_stop_timeout", {{"msg", "an endpoint is still busy; stopping its pool regardless"}});
   }
   _dispatcher.shut_down_pools();
-  if (_responder) _responder->stop_and_join();
   _state.store(server_state::stopped, std::memory_order_release);
   post_event(event_kind::server_stopped, [] { return event{}; });
   _bus->stop();  // delivers what is queued, then joins its threads

@@ -14,7 +14,6 @@ enum class op : std::uint8_t {
   send = 5,            // gathered write of a connection
   cancel = 6,          // an ASYNC_CANCEL we issued; only its failure is interesting
   wake = 7,            // read on the thread's eventfd: other threads queued work for us
-  resume = 8,          // msg_ring from the responder: a paused connection may read again
   timeout = 9,         // a timer of the owning loop
 };
 

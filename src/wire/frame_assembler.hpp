@@ -170,8 +170,8 @@ class basic_frame_assembler {
     return result::no_memory;
   }
 
+  std::size_t _rejected = 0;  // before the framer: a 4-byte framer then packs with _paused
   Framer _framer;
-  std::size_t _rejected = 0;
   bool _paused = false;
   stream_buffer<Framer::initial_bytes, Framer::keep_bytes> _buf;
 };
