@@ -19,11 +19,8 @@ inline frame_encoder& thread_encoder() {
   return encoder;
 }
 inline void encode_reply(call& c, std::span<const std::byte> payload) {
-  frame_view f;
-  f.call_id = c.id;
-  f.kind = wire::Kind::Reply;
-  f.payload = payload;
-  thread_encoder().encode_into(f, c.reply);
+  encode_reply_frame(c.id, payload, c.reply);
+  // A call that carried a big reply gives the memory back when it is recycled (call_pool).
   c.answer_status = status::ok;
 }
 inline void encode_error(call& c, status code, std::string_view message) {

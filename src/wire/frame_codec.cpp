@@ -1,5 +1,6 @@
 #include "wire/frame_codec.hpp"
 
+#include <bit>
 #include <cstring>
 
 namespace ringrpc::detail {
@@ -29,6 +30,51 @@ std::span<const std::byte> frame_encoder::encode(const frame_view& f) {
   b.add_kind(f.kind);
   _fbb.FinishSizePrefixed(b.Finish());
   return {reinterpret_cast<const std::byte*>(_fbb.GetBufferPointer()), _fbb.GetSize()};
+}
+
+void encode_reply_frame(std::uint64_t call_id, std::span<const std::byte> payload,
+                        std::vector<std::byte>& out) {
+  // Offsets from the frame's first byte (the length prefix), which is where verifiers start
+  // counting alignment:
+  //    0  u32  length of what follows
+  //    4  u32  root: offset to the table (24)
+  //    8  vtable, 14 bytes: its size, the table's size, then one u16 per field up to payload
+  //          (call_id, kind, method, timeout_us, payload); 0 = absent (defaults: not stored)
+  //   22  2 bytes padding
+  //   24  table: i32 offset back to the vtable (16), u32 offset to payload, u64 call_id (at 32,
+  //          8-aligned), u8 kind, 3 bytes padding
+  //   44  payload vector: u32 count, then the bytes (absent when empty, as the builder does)
+  //       then zeros to a multiple of 8, as the builder pads: the next frame of the stream
+  //       then starts as aligned as this one, and can be verified where it lies
+  constexpr std::size_t table_at = 24, vector_at = 44;
+  const bool has_payload = !payload.empty();
+  const std::size_t used = has_payload ? vector_at + 4 + payload.size() : vector_at;
+  const std::size_t total = (used + 7) & ~std::size_t{7};
+  out.resize(total);
+  std::uint8_t* p = reinterpret_cast<std::uint8_t*>(out.data());
+  auto put16 = [p](std::size_t at, std::uint16_t v) { std::memcpy(p + at, &v, 2); };
+  auto put32 = [p](std::size_t at, std::uint32_t v) { std::memcpy(p + at, &v, 4); };
+  static_assert(std::endian::native == std::endian::little, "FlatBuffers is little-endian");
+  put32(0, static_cast<std::uint32_t>(total - frame_prefix_bytes));
+  put32(4, static_cast<std::uint32_t>(table_at - 4));
+  put16(8, 14);                      // vtable size
+  put16(10, 20);                     // table size: 4 + 4 + 8 + 1, padded to 4
+  put16(12, 8);                      // call_id at table + 8
+  put16(14, 16);                     // kind at table + 16
+  put16(16, 0);                      // method: absent
+  put16(18, 0);                      // timeout_us: absent (0)
+  put16(20, has_payload ? 4 : 0);    // payload offset at table + 4
+  put16(22, 0);
+  put32(table_at, static_cast<std::uint32_t>(table_at - 8));  // soffset: table - vtable
+  put32(table_at + 4, has_payload ? static_cast<std::uint32_t>(vector_at - (table_at + 4)) : 0);
+  std::memcpy(p + table_at + 8, &call_id, 8);
+  p[table_at + 16] = static_cast<std::uint8_t>(wire::Kind::Reply);
+  p[table_at + 17] = p[table_at + 18] = p[table_at + 19] = 0;
+  if (has_payload) {
+    put32(vector_at, static_cast<std::uint32_t>(payload.size()));
+    std::memcpy(p + vector_at + 4, payload.data(), payload.size());
+  }
+  std::memset(p + used, 0, total - used);
 }
 
 namespace {

@@ -134,6 +134,39 @@ TEST(FrameCodec, ReplyRoundTrip) {
   round_trip(f);
 }
 
+// The hand-laid Reply frame is a Frame the generated verifier accepts, decodes to what the
+// builder's would, and stays valid when a shorter or longer frame is written over it.
+TEST(FrameCodec, HandLaidReplyDecodesLikeTheBuilders) {
+  std::vector<std::byte> out;
+  for (const std::size_t n : {0, 1, 3, 4, 7, 8, 63, 64, 65, 1000, 70000, 5}) {
+    for (const std::uint64_t id : {std::uint64_t{1}, std::uint64_t{0x0102030405060708}, UINT64_MAX}) {
+      const auto payload = pattern(n, static_cast<std::uint32_t>(n + id));
+      ringrpc::detail::encode_reply_frame(id, payload, out);
+      const aligned_frame mine(out);
+      EXPECT_EQ(read_frame_length(mine.data()), mine.size() - frame_prefix_bytes);
+      frame_view got;
+      ASSERT_EQ(decode_frame(mine.span(), got), decode_outcome::ok) << n << " bytes";
+      frame_view want;
+      want.call_id = id;
+      want.kind = Kind::Reply;
+      want.code = status::ok;
+      want.payload = payload;
+      expect_same(want, got);
+      frame_view theirs;
+      const aligned_frame built = encode(want);
+      ASSERT_EQ(decode_frame(built.span(), theirs), decode_outcome::ok);
+      expect_same(theirs, got);
+      // Every strict prefix is rejected: no field reaches past the frame's end unchecked.
+      if (n < 80) {
+        for (std::size_t cut = 0; cut < mine.size(); ++cut) {
+          frame_view partial;
+          EXPECT_NE(decode_frame(mine.prefix(cut), partial), decode_outcome::ok) << cut;
+        }
+      }
+    }
+  }
+}
+
 TEST(FrameCodec, ErrorRoundTrip) {
   frame_view f;
   f.call_id = 42;

@@ -203,7 +203,7 @@ def check_self_consistency():
     check(f == {"call_id": 7, "kind": ERROR, "method": "m", "timeout_us": 9, "payload": b"\1\2",
                 "status": SERVER_BUSY, "message": "busy", "retry_after_ms": 10},
           "encode/decode round trip: %r" % f)
-    # docs/protocol.md section 5: the builder's echo request and the server's reply.
+    # docs/protocol.md section 5: the builder's echo request and the server's (hand-laid) reply.
     req = bytes.fromhex(DOC_REQUEST)
     f = decode_frame(req)
     check((f["call_id"], f["kind"], f["method"], f["payload"], f["timeout_us"]) ==
@@ -227,10 +227,10 @@ DOC_REQUEST = """
 65 63 68 6f 00 00 00 00
 """
 DOC_REPLY = """
-34 00 00 00 18 00 00 00 00 00 00 00 00 00 0e 00
-14 00 0c 00 07 00 00 00 00 00 08 00 0e 00 00 00
-00 00 00 02 0c 00 00 00 01 00 00 00 00 00 00 00
-02 00 00 00 68 69 00 00
+34 00 00 00 14 00 00 00 0e 00 14 00 08 00 10 00
+00 00 00 00 04 00 00 00 10 00 00 00 10 00 00 00
+01 00 00 00 00 00 00 00 02 00 00 00 02 00 00 00
+68 69 00 00 00 00 00 00
 """
 DOC_PONG = """
 1c 00 00 00 0c 00 00 00 08 00 10 00 08 00 07 00
