@@ -82,7 +82,7 @@ void endpoint_slot::begin_stop() noexcept {
 bool endpoint_slot::enter() noexcept {
   // Paired with begin_stop(): either this sees the stop, or the stop sees this message in
   // flight and leaves on_stop() to whoever finishes it (both sides seq_cst).
-  _inflight.fetch_add(1, std::memory_order_seq_cst);
+  _inflight.enter();
   if (_state.load(std::memory_order_seq_cst) != state::running) {
     leave();
     return false;
@@ -91,12 +91,15 @@ bool endpoint_slot::enter() noexcept {
 }
 
 void endpoint_slot::leave() noexcept {
-  if (_inflight.fetch_sub(1, std::memory_order_seq_cst) == 1) maybe_run_on_stop();
+  _inflight.leave();
+  // The count is spread over threads (no one leave sees it reach zero): while stopping, every
+  // leave looks at the total. Running, this is one load of a line nobody writes.
+  if (_state.load(std::memory_order_seq_cst) == state::stopping) maybe_run_on_stop();
 }
 
 void endpoint_slot::maybe_run_on_stop() noexcept {
   if (_state.load(std::memory_order_seq_cst) != state::stopping) return;
-  if (_inflight.load(std::memory_order_seq_cst) != 0) return;
+  if (_inflight.total() != 0) return;
   if (_stop_claimed.exchange(true, std::memory_order_acq_rel)) return;
   _host.guarded(*this, "on_stop", [&] { _endpoint->on_stop(); });
   _state.store(state::stopped, std::memory_order_release);

@@ -10,6 +10,7 @@
 #include "exec/exec_host.hpp"
 #include "base/counter.hpp"
 #include "base/mpsc_queue.hpp"
+#include "base/sharded_inflight.hpp"
 #include "ringrpc/endpoint.hpp"
 #include "exec/worker_pool.hpp"
 
@@ -110,7 +111,7 @@ class endpoint_slot {
 
   std::atomic<state> _state{state::running};
   std::atomic<bool> _stop_claimed{false};
-  alignas(64) std::atomic<std::int64_t> _inflight{0};
+  sharded_inflight _inflight;
 
   // Serial endpoints only.
   struct drain_work : pool_task {
