@@ -84,11 +84,16 @@ void responder::start_write(connection* c) noexcept {
   write_slot& w = *c->write;
   if (w.replies.empty()) return;
   const std::size_t n = w.replies.gather(w.iov, write_slot::max_iov);
-  w.msg.msg_iov = w.iov;
-  w.msg.msg_iovlen = n;
   io_uring_sqe* sqe = _ring->get_sqe();
   // MSG_NOSIGNAL: a vanished peer must give EPIPE here, not kill the process with SIGPIPE.
-  io_uring_prep_sendmsg(sqe, c->fd, &w.msg, MSG_NOSIGNAL);
+  if (n == 1) {
+    // One reply (ping-pong traffic): a plain send skips the kernel's msghdr and iovec import.
+    io_uring_prep_send(sqe, c->fd, w.iov[0].iov_base, w.iov[0].iov_len, MSG_NOSIGNAL);
+  } else {
+    w.msg.msg_iov = w.iov;
+    w.msg.msg_iovlen = n;
+    io_uring_prep_sendmsg(sqe, c->fd, &w.msg, MSG_NOSIGNAL);
+  }
   io_uring_sqe_set_data64(sqe, make_tag(op::send, c));
   w.in_flight = true;
   ++_writes_in_flight;
