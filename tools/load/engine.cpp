@@ -21,6 +21,7 @@
 #include "uring/ring.hpp"
 #include "client/tcp_connect.hpp"
 #include "uring/uring_probe.hpp"
+#include "sniff.hpp"
 
 namespace ringrpc::load {
 
@@ -65,7 +66,15 @@ struct conn_state {
   bool recv_armed = false;
   bool dead = false;
   bool peer_closing = false;  // the server said it closes after its last reply: send no more
+  bool parsed_any = false;    // a reply of the URL's protocol came back on this connection
   std::int64_t reconnect_at = 0;
+};
+
+// One request kind's counters on one thread (--mix reports).
+struct kind_bucket {
+  std::uint64_t ok = 0;
+  std::map<std::string, std::uint64_t> errors;
+  detail::latency_histogram latency = make_latency_histogram();
 };
 
 // Per-second counters of one thread; the merge at the end makes them exact over all threads.
@@ -85,6 +94,11 @@ struct shared_run {
   std::size_t first_measured_step = 0;  // 1 when a warm-up step was put in front
   std::vector<unsigned> kind_table;  // weighted mix, indexed by a cheap random number
   std::atomic<bool> stop{false};
+  // When the run was stopped early (SIGINT or a diagnosis): replies after it are not counted.
+  std::atomic<std::int64_t> stop_at{never};
+  std::atomic<bool> diagnosed{false};  // the first worker to set it writes `diagnosis`
+  std::atomic<bool> any_reply{false};  // some connection has parsed a reply of the protocol
+  std::string diagnosis;
   std::atomic<std::size_t> ready{0};  // workers whose ring is set up (or failed)
   std::atomic<bool> go{false};        // the fields above are final; start issuing
 };
@@ -107,6 +121,7 @@ class worker final {
   detail::latency_histogram latency = make_latency_histogram();
   detail::latency_histogram service = make_latency_histogram();
   std::vector<second_bucket> seconds;
+  std::vector<kind_bucket> kinds;  // empty unless the run has several kinds
   std::uint64_t calls_ok = 0;
   std::int64_t last_completion_ns = 0;
   bool quota_used_up = false;
@@ -125,12 +140,13 @@ class worker final {
   void flush(conn_state& c);
   void send(conn_state& c);
   void lose(conn_state& c, const std::string& why, std::int64_t now);
-  void count_error(const std::string& kind, std::int64_t now);
+  void count_error(const std::string& kind, std::int64_t now, const slot* s = nullptr);
+  void diagnose(const conn_state& c, std::int64_t now, bool closed = false);
   void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);
   void expire(std::int64_t now);
   bool issuing(std::int64_t now) const noexcept;
   second_bucket* bucket(std::int64_t now);
-  const request_kind& pick_kind() noexcept;
+  std::uint32_t pick_kind() noexcept;
 
   shared_run& _run;
   const engine_config& _cfg;
@@ -144,12 +160,12 @@ class worker final {
   std::thread _thread;
 };
 
-const request_kind& worker::pick_kind() noexcept {
-  if (_cfg.kinds.size() == 1) return _cfg.kinds[0];
+std::uint32_t worker::pick_kind() noexcept {
+  if (_cfg.kinds.size() == 1) return 0;
   _rng ^= _rng << 13;
   _rng ^= _rng >> 7;
   _rng ^= _rng << 17;
-  return _cfg.kinds[_run.kind_table[_rng % _run.kind_table.size()]];
+  return _run.kind_table[_rng % _run.kind_table.size()];
 }
 
 bool worker::issuing(std::int64_t now) const noexcept {
@@ -160,17 +176,30 @@ bool worker::issuing(std::int64_t now) const noexcept {
 
 second_bucket* worker::bucket(std::int64_t now) {
   if (now < _run.measure_from || now >= _run.measure_until) return nullptr;
+  if (now >= _run.stop_at.load(std::memory_order_relaxed)) return nullptr;
   const auto i = static_cast<std::size_t>((now - _run.measure_from) / 1'000'000'000);
   while (seconds.size() <= i) seconds.emplace_back();
   return &seconds[i];
 }
 
-void worker::count_error(const std::string& kind, std::int64_t now) {
+void worker::count_error(const std::string& kind, std::int64_t now, const slot* s) {
   live.errors.fetch_add(1, std::memory_order_relaxed);  // the live line shows warm-up too
   if (second_bucket* b = bucket(now)) {
     ++errors[kind];
     ++b->errors;
+    if (s != nullptr && !kinds.empty()) ++kinds[s->kind].errors[kind];
   }
+}
+
+// The first reply on a connection did not parse: say once what the server looks like and end
+// the run, since every further call would fail the same way.
+void worker::diagnose(const conn_state& c, std::int64_t now, bool closed) {
+  bool expected = false;
+  if (!_run.diagnosed.compare_exchange_strong(expected, true)) return;
+  _run.diagnosis = closed ? diagnose_close(_cfg.where)
+                          : diagnose_reply(_cfg.where, c.rx.framer().bad_front, c.rx.framer().last.error);
+  _run.stop_at.store(now, std::memory_order_relaxed);
+  _run.stop.store(true, std::memory_order_relaxed);
 }
 
 void worker::arm_recv(conn_state& c) {
@@ -186,9 +215,10 @@ void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
   s.intended_ns = intended;
   s.sent_ns = now;
   s.timed_out = false;
+  s.kind = pick_kind();
   ++c.in_flight;
   if (now >= _run.measure_from) ++_issued;  // -n counts measured calls; warm-up calls are extra
-  c.codec->write_request(c.batch[c.filling].bytes, seq, pick_kind());
+  c.codec->write_request(c.batch[c.filling].bytes, seq, _cfg.kinds[s.kind]);
 }
 
 void worker::flush(conn_state& c) {
@@ -236,11 +266,15 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
   slot s = *found;
   c.window.erase(*found);
   --c.in_flight;
+  if (!c.parsed_any) {
+    c.parsed_any = true;
+    _run.any_reply.store(true, std::memory_order_relaxed);
+  }
   if (r.close_after) c.peer_closing = true;
   if (!s.timed_out && _cfg.call_timeout.count() > 0 && now - s.sent_ns >= _cfg.call_timeout.count()) {
     // Arrived after its deadline but before the periodic check noticed: still a timeout.
     s.timed_out = true;
-    count_error("timeout", now);
+    count_error("timeout", now, &s);
   }
   if (!s.timed_out) {
     if (r.status == reply_status::ok) {
@@ -251,6 +285,10 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
         const auto lat = static_cast<std::uint64_t>(now - s.intended_ns);
         latency.record(lat);
         b->latency.record(lat);
+        if (!kinds.empty()) {
+          ++kinds[s.kind].ok;
+          kinds[s.kind].latency.record(lat);
+        }
         if (_run.schedule != nullptr) {
           service.record(static_cast<std::uint64_t>(now - s.sent_ns));
           const std::size_t step = _run.schedule->step_at(s.intended_ns);
@@ -262,7 +300,7 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
         last_completion_ns = now;
       }
     } else {
-      count_error(r.error.empty() ? std::string("error_reply") : r.error, now);
+      count_error(r.error.empty() ? std::string("error_reply") : r.error, now, &s);
     }
   }
   if (_run.schedule == nullptr && issuing(now) && !c.peer_closing) issue(c, now, now);
@@ -271,8 +309,12 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
 
 void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
   const auto left = detail::take_recv(*_buffers, cqe, c.dead, [&](std::span<const std::byte> bytes) {
+    live.bytes_received.fetch_add(bytes.size(), std::memory_order_relaxed);
     const auto r = c.rx.feed(bytes, [&](std::span<const std::byte>) { return on_reply(c, c.rx.framer().last, now); });
     if (r == reply_assembler::result::frame_too_large) {
+      if (_cfg.diagnose_first_reply && !c.parsed_any && !_run.any_reply.load(std::memory_order_relaxed)) {
+        diagnose(c, now);
+      }
       lose(c, "protocol", now);  // every call in flight on it failed because of the bad bytes
     } else if (r == reply_assembler::result::no_memory) {
       lose(c, "closed", now);
@@ -286,6 +328,11 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
     arm_recv(c);  // buffers are given back before the next submit
   } else {
     const bool announced = c.peer_closing;
+    // Hung up on the very first request of the run: what servers do with a foreign protocol.
+    if (_cfg.diagnose_first_reply && !c.parsed_any && c.in_flight > 0 &&
+        !_run.any_reply.load(std::memory_order_relaxed)) {
+      diagnose(c, now, true);
+    }
     lose(c, "closed", now);
     if (announced) c.reconnect_at = now;  // an orderly close (HTTP Connection: close): no back-off
   }
@@ -295,7 +342,7 @@ void worker::lose(conn_state& c, const std::string& why, std::int64_t now) {
   if (c.dead) return;
   c.dead = true;
   c.window.for_each([&](const slot& s) {
-    if (!s.timed_out) count_error(why, now);
+    if (!s.timed_out) count_error(why, now, &s);
   });
   c.window.clear();
   c.in_flight = 0;
@@ -316,7 +363,7 @@ void worker::expire(std::int64_t now) {
         // Counted once; the slot stays taken until the late reply arrives, so a server that
         // stopped answering also stops receiving new calls on this connection.
         s.timed_out = true;
-        count_error("timeout", now);
+        count_error("timeout", now, &s);
       }
     });
   }
@@ -356,6 +403,7 @@ void worker::run() {
   _run.ready.fetch_add(1, std::memory_order_release);
   while (!_run.go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
   step_ok.assign(_cfg.steps.size(), 0);
+  if (_cfg.kinds.size() > 1) kinds.resize(_cfg.kinds.size());
   for (std::size_t i = 0; i < _cfg.steps.size(); ++i) step_latency.emplace_back(1000, 60'000'000'000ull, 3);
   const std::int64_t start = now_ns();
   for (conn_state& c : _conns) {
@@ -403,6 +451,7 @@ void worker::run() {
       }
       c.dead = false;
       c.peer_closing = false;
+      c.parsed_any = false;
       c.codec = _run.proto->new_connection();
       c.rx.restart();
       c.rx.framer().codec = c.codec.get();
@@ -429,11 +478,13 @@ void worker::run() {
       if (drain_until == 0) {
         drain_until = now + std::max<std::int64_t>(_cfg.call_timeout.count(), 2'000'000'000);
       }
-      if (idle || now >= drain_until) {
+      if (idle || now >= drain_until || _run.diagnosed.load(std::memory_order_relaxed)) {
         for (const conn_state& c : _conns) {
           if (c.dead) continue;
           c.window.for_each([&](const slot& s) {
-            if (!s.timed_out) ++errors["unfinished"];  // timeouts counted already
+            if (s.timed_out) return;  // timeouts counted already
+            ++errors["unfinished"];
+            if (!kinds.empty()) ++kinds[s.kind].errors["unfinished"];
           });
         }
         break;
@@ -519,10 +570,33 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     }
     return true;
   };
+  // A silent server is only diagnosed when calls were due on every connection from the start.
+  const bool silence_check =
+      cfg.silence_limit.count() > 0 &&
+      (cfg.steps.empty() || cfg.steps.front().rate * static_cast<double>(cfg.silence_limit.count()) / 1e9 >=
+                                2.0 * static_cast<double>(cfg.connections));
+  bool interrupted = false;
   std::int64_t next_tick = run.start_ns + 1'000'000'000;
   while (!all_finished()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const std::int64_t now = now_ns();
+    if (!interrupted && cfg.stop_requested != nullptr && cfg.stop_requested->load(std::memory_order_relaxed)) {
+      interrupted = true;
+      std::int64_t expected = never;
+      run.stop_at.compare_exchange_strong(expected, now);
+      run.stop.store(true, std::memory_order_relaxed);
+    }
+    if (silence_check && now - run.start_ns >= cfg.silence_limit.count() && !run.stop.load()) {
+      std::uint64_t bytes = 0;
+      for (auto* l : live) bytes += l->bytes_received.load(std::memory_order_relaxed);
+      bool expected = false;
+      if (bytes == 0 && run.diagnosed.compare_exchange_strong(expected, true)) {
+        run.diagnosis = diagnose_silence(cfg.where, static_cast<double>(cfg.silence_limit.count()) / 1e9,
+                                         cfg.connections);
+        run.stop_at.store(now, std::memory_order_relaxed);
+        run.stop.store(true, std::memory_order_relaxed);
+      }
+    }
     if (now >= next_tick) {
       next_tick += 1'000'000'000;
       if (tick) tick(static_cast<double>(now - run.start_ns) / 1e9, live);
@@ -531,6 +605,8 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   for (auto& w : workers) w->join();
 
   run_result r;
+  r.interrupted = interrupted;
+  if (run.diagnosed.load()) r.diagnosis = run.diagnosis;
   r.warmup_s = static_cast<double>(cfg.warmup.count()) / 1e9;
   r.open_loop = run.schedule != nullptr;
   std::int64_t last = run.measure_from;
@@ -545,8 +621,22 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   // A run that reached its call count early (-n with -T) ends at its last completion.
   bool all_quotas = true;
   for (auto& w : workers) all_quotas = all_quotas && w->quota_used_up;
-  const std::int64_t window_end =
+  std::int64_t window_end =
       run.measure_until == never || (all_quotas && last < run.measure_until) ? last : run.measure_until;
+  window_end = std::min(window_end, run.stop_at.load());
+  if (cfg.kinds.size() > 1) {
+    for (std::size_t k = 0; k < cfg.kinds.size(); ++k) {
+      kind_result kr;
+      kr.name = cfg.kinds[k].name;
+      for (auto& w : workers) {
+        if (w->kinds.size() <= k) continue;
+        kr.calls_ok += w->kinds[k].ok;
+        kr.latency_ns.merge(w->kinds[k].latency);
+        for (const auto& [e, n] : w->kinds[k].errors) kr.errors[e] += n;
+      }
+      r.kinds.push_back(std::move(kr));
+    }
+  }
   r.measured_s = static_cast<double>(std::max<std::int64_t>(window_end - run.measure_from, 1)) / 1e9;
   // Per-second series: exact merges across threads.
   std::size_t secs = 0;

@@ -35,7 +35,9 @@ double finite(double v) { return std::isfinite(v) ? v : 0.0; }
 
 void write_json(const run_result& r, const std::vector<double>& percentiles, std::ostream& out) {
   nlohmann::json j = nlohmann::json::object();
-  j["config"] = r.config;
+  j["config"] = nlohmann::json::object();
+  for (const auto& [key, value] : r.config) j["config"][key] = value;
+  j["interrupted"] = r.interrupted;
   j["warmup_s"] = finite(r.warmup_s);
   j["measured_s"] = finite(r.measured_s);
   j["calls_ok"] = r.calls_ok;
@@ -68,6 +70,31 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
                      {"p99_us", ns_to_us(s.p99_ns)}});
   }
   j["steps"] = std::move(steps);
+
+  if (!r.kinds.empty()) {
+    nlohmann::json kinds = nlohmann::json::array();
+    for (const kind_result& k : r.kinds) {
+      kinds.push_back({{"kind", k.name},
+                       {"calls_ok", k.calls_ok},
+                       {"errors", k.errors},
+                       {"latency_us", latency_object(k.latency_ns, percentiles)}});
+    }
+    j["kinds"] = std::move(kinds);
+  }
+
+  if (!r.verdicts.empty()) {
+    nlohmann::json verdicts = nlohmann::json::array();
+    bool any = false;
+    for (const threshold_verdict& v : r.verdicts) {
+      nlohmann::json o = {{"expression", v.expression}, {"observed", finite(v.observed_value)},
+                          {"limit", finite(v.limit_value)}, {"unit", v.unit}, {"failed", v.failed}};
+      if (!v.note.empty()) o["note"] = v.note;
+      verdicts.push_back(std::move(o));
+      any = any || v.failed;
+    }
+    j["thresholds"] = std::move(verdicts);
+    j["thresholds_failed"] = any;
+  }
 
   out << j.dump(2) << '\n';
 }
