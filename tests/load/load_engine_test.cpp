@@ -1218,6 +1218,23 @@ TEST(load_engine, ringrpc_one_call_held_while_the_others_flow) {
   EXPECT_GE(t.r.latency_ns.max(), 900'000'000u) << "the held call was answered and counted";
 }
 
+// A server that answers one request per connection with `Connection: close` (as nginx does
+// after keepalive_requests): the calls pipelined behind that reply were never taken, so they are
+// dropped without an error and the connection is made again.
+TEST(load_engine, pipelined_calls_behind_connection_close_are_not_errors) {
+  tcp_server srv([](peer& p) {
+    std::string buf;
+    if (!p.read_some(buf)) return;
+    p.write_all("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+  });
+  auto cfg = config_for(url_of("http", srv.port(), "/"));
+  cfg.depth = 4;
+  cfg.duration = 600ms * slow;
+  const auto t = run_load(cfg);
+  EXPECT_GT(t.r.calls_ok, 2u);
+  EXPECT_EQ(t.r.error_total(), 0u) << errors_text(t.r);
+}
+
 // ------------------------------------------------------------------------------------------
 // Ending early: SIGINT's flag, and the diagnosis of a server of another protocol.
 

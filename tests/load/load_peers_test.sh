@@ -190,7 +190,8 @@ expect_diagnosis() {
 expect_diagnosis ngx_ringrpc "looks like an HTTP/1.1 server; try http://127.0.0.1:$hport/" "ringrpc://127.0.0.1:$hport/echo"
 expect_diagnosis ngx_redis "looks like an HTTP/1.1 server; try http://" "redis://127.0.0.1:$hport"
 expect_diagnosis ngx_echo "looks like an HTTP/1.1 server" "echo://127.0.0.1:$hport"
-expect_diagnosis redis_http "looks like a Redis server; try redis://127.0.0.1:$rport" "http://127.0.0.1:$rport/"
+# Redis drops a connection that sends "Host:" (its guard against HTTP requests) unanswered.
+expect_diagnosis redis_http "(looks like a Redis server; try redis://127.0.0.1:$rport|$rport closed the connection without answering)" "http://127.0.0.1:$rport/"
 expect_diagnosis redis_ringrpc "(Redis|no byte came back|closed the connection)" "ringrpc://127.0.0.1:$rport/echo"
 expect_diagnosis rs_http "(ringrpc|closed the connection|no byte came back)" "http://127.0.0.1:$sport/"
 expect_diagnosis rs_redis "(ringrpc|closed the connection|no byte came back)" "redis://127.0.0.1:$sport"

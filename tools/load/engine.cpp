@@ -333,7 +333,7 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
         !_run.any_reply.load(std::memory_order_relaxed)) {
       diagnose(c, now, true);
     }
-    lose(c, "closed", now);
+    lose(c, announced ? std::string() : std::string("closed"), now);
     if (announced) c.reconnect_at = now;  // an orderly close (HTTP Connection: close): no back-off
   }
 }
@@ -341,9 +341,13 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
 void worker::lose(conn_state& c, const std::string& why, std::int64_t now) {
   if (c.dead) return;
   c.dead = true;
-  c.window.for_each([&](const slot& s) {
-    if (!s.timed_out) count_error(why, now, &s);
-  });
+  // An empty `why`: the server said it would close after an earlier reply, so it never took
+  // the calls pipelined behind it; they are dropped, not failed (wrk does the same).
+  if (!why.empty()) {
+    c.window.for_each([&](const slot& s) {
+      if (!s.timed_out) count_error(why, now, &s);
+    });
+  }
   c.window.clear();
   c.in_flight = 0;
   c.batch[c.filling].bytes.clear();  // the other one, if in a send, is dropped when it completes
