@@ -178,6 +178,11 @@ calls=$(sed -n 's/^  "calls_ok": \([0-9][0-9]*\),*$/\1/p' f.json)
 if [ -z "$calls" ] || [ "$calls" -le 0 ]; then fail "f.json calls_ok is '$calls', expected > 0"; else ok "run: $calls calls ok"; fi
 if ! grep -q '<svg' f.svg || ! grep -q '</svg>' f.svg; then fail "f.svg is not an SVG document"; fi
 if ! grep -q 'Histogram log format' f.hlog; then fail "f.hlog has no HdrHistogram log header"; fi
+# The plot of a real run has the layout properties too (tests/load/plot_properties.py).
+props="$(dirname "$0")/plot_properties.py"
+if command -v python3 >/dev/null && [ -f "$props" ]; then
+  if python3 "$props" "$load" f.svg >props.out 2>&1; then ok "f.svg: plot properties hold"; else fail "f.svg: $(cat props.out)"; fi
+fi
 
 # --- wrk's flags: -d is the duration, -P the depth; a bare -d N is the depth for one release -----
 json_num() {  # json_num FILE PYTHON-EXPR: prints the value, or nothing if it is not a JSON number

@@ -89,12 +89,44 @@ std::string percentile_key(double p) {
 plot_series plot_series_from(const run_result& r, const std::string& label) {
   plot_series s;
   s.label = label;
+  s.title = run_title(r.config);
   s.spectrum = report_detail::latency_spectrum(r.latency_ns);
+  if (r.open_loop) {
+    s.service_spectrum = report_detail::latency_spectrum(r.service_ns);
+    s.requested_rate = r.requested_rate;
+  }
   s.rate.reserve(r.per_second.size());
   for (const second_sample& x : r.per_second) {
     s.rate.emplace_back(x.t_s, static_cast<double>(x.calls_ok));
   }
   return s;
+}
+
+std::string run_title(const std::map<std::string, nlohmann::json>& config) {
+  auto text = [&](const char* key) -> std::string {
+    const auto it = config.find(key);
+    return it == config.end() ? std::string() : config_text(it->second);
+  };
+  auto rate_text = [](double v) {
+    if (v >= 1e6) return strprintf("%gM", v / 1e6);
+    if (v >= 1e3) return strprintf("%gk", v / 1e3);
+    return strprintf("%g", v);
+  };
+  std::string title = text("target");
+  if (const std::string c = text("connections"); !c.empty()) {
+    title += " \xC2\xB7 " + c + " conn x depth " + (text("depth").empty() ? std::string("1") : text("depth"));
+  }
+  if (const auto it = config.find("rate"); it != config.end() && it->second.is_number()) {
+    title += " \xC2\xB7 open loop " + rate_text(it->second.get<double>()) + " calls/s";
+  } else if (const auto steps = config.find("rate_steps"); steps != config.end()) {
+    title += " \xC2\xB7 open loop steps";
+  } else if (text("loop") == "closed") {
+    title += " \xC2\xB7 closed loop";
+  }
+  if (const auto it = config.find("duration_s"); it != config.end() && it->second.is_number()) {
+    title += strprintf(" \xC2\xB7 %g s", it->second.get<double>());
+  }
+  return title;
 }
 
 namespace {

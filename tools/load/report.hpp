@@ -106,15 +106,23 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
 /// What `ringrpc-load plot` needs back from a JSON file: its label, spectrum and per-second series.
 struct plot_series {
   std::string label;
-  std::vector<std::pair<double, double>> spectrum;  ///< (percentile, latency_us)
+  std::string title;  ///< the run's configuration in one line: target, c/depth/rate, duration
+  std::vector<std::pair<double, double>> spectrum;  ///< (percentile, latency_us); open loop: corrected
+  std::vector<std::pair<double, double>> service_spectrum;  ///< open loop: from the actual send
   std::vector<std::pair<double, double>> rate;      ///< (t_s, calls/s)
+  double requested_rate = 0;  ///< open loop: calls/s asked for; 0 in a closed loop
 };
 plot_series plot_series_from(const run_result& r, const std::string& label);
+/// "TARGET · 64 conn x depth 16 · open loop 20k calls/s · 10 s" from a run's config.
+std::string run_title(const std::map<std::string, nlohmann::json>& config);
 /// Reads a file written by write_json(); throws std::runtime_error naming the file and problem.
 plot_series read_plot_series(const std::string& json_path);
 
-/// Self-contained SVG: latency by percentile on a log "nines" axis (HdrHistogram plotter
-/// style: 0, 90, 99, 99.9, 99.99, 99.999) and calls/s over time, one colour per series.
+/// Self-contained SVG: latency (log axis) by percentile on a "nines" axis (HdrHistogram
+/// plotter style: 0, 90, 99, 99.9, ...) and calls/s over time, one colour per series, open-loop
+/// runs with their service-time curve and requested rate, a title, legends inside the frames.
+/// Texts carry class attributes (title, tick, legend, ...) and series their data-label, so that
+/// tests can check the layout.
 std::string render_svg(const std::vector<plot_series>& series);
 
 }  // namespace ringrpc::load
