@@ -107,7 +107,8 @@ expect_usage_error failunit "unit" --fail-if 'p99>2' ringrpc://127.0.0.1:1/echo
 expect_usage_error failrate "closed loop" --fail-if 'rate<90%' ringrpc://127.0.0.1:1/echo
 expect_usage_error headerscheme "-H goes with http" -H 'X-A: 1' ringrpc://127.0.0.1:1/echo
 expect_usage_error badheader "bad header" -H 'NoColon' http://127.0.0.1:1/
-expect_usage_error payloadtwice "payload once" -s 10 --data abc echo://127.0.0.1:1
+expect_usage_error payloadtwice "payload once" -s 10 --payload-file /dev/null echo://127.0.0.1:1
+expect_usage_error datanomethod "go with --method" --data '{}' echo://127.0.0.1:1
 expect_usage_error ipv6 "not an IPv6 address" 'http://[zz::1]:1/'
 # A bad output path fails before connecting, let alone running.
 expect_usage_error badjson "cannot write $work/no-such-dir/x.json" -c 1 -d 30s --json "$work/no-such-dir/x.json" \

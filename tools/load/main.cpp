@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
   app.add_option("-n,--count", count, "stop after this many calls");
   app.add_option("--warmup", warmup, "excluded from results [1s]");
   app.add_option("-s,--size", size, "payload bytes (k, m)")->capture_default_str();
-  app.add_option("--data", data, "payload text or @FILE (JSON with --method)");
+  app.add_option("--data", data, "--method: request JSON, or @FILE [{}]");
   app.add_option("--payload-file", payload_file, "payload read from this file");
   app.add_option("-H,--header", headers, "http: 'Name: value' (repeatable)")->allow_extra_args(false);
   app.add_option("--mix", mix, "weighted kinds, e.g. GET:8,SET:1");
@@ -269,11 +269,12 @@ int main(int argc, char** argv) {
     for (const auto& f : fail_if) thresholds.push_back(parse_threshold(f));
 
     const bool typed = !typed_method.empty();
-    if (!typed && (app.count("--schema") || app.count("--include"))) {
-      throw std::invalid_argument("--schema and -I go with --method");
+    if (!typed && (app.count("--data") || app.count("--schema") || app.count("--include"))) {
+      // As in ghz, --data is a request as JSON, converted with the method's schema.
+      throw std::invalid_argument("--data, --schema and -I go with --method (--data is the request as JSON); "
+                                  "raw payload bytes come from -s or --payload-file");
     }
-    int payload_sources = (app.count("--size") ? 1 : 0) + (payload_file.empty() ? 0 : 1) + (app.count("--data") ? 1 : 0);
-    if (!typed && payload_sources > 1) throw std::invalid_argument("give the payload once: -s, --data or --payload-file");
+    if (app.count("--size") && !payload_file.empty()) throw std::invalid_argument("give the payload once: -s or --payload-file");
     std::string url_with_method = url;
     if (typed) {
       if (app.count("--size") || !payload_file.empty() || !mix.empty()) {
@@ -296,8 +297,8 @@ int main(int argc, char** argv) {
       }
       cfg.where.path = typed_payload(cfg.where, typed_method, data.empty() ? std::string("{}") : data, schema_file,
                                      schema_includes, parse_duration(connect_timeout), co.payload);
-    } else if (!payload_file.empty() || app.count("--data")) {
-      const std::string bytes = !payload_file.empty() ? read_data_argument("@" + payload_file) : read_data_argument(data);
+    } else if (!payload_file.empty()) {
+      const std::string bytes = read_data_argument("@" + payload_file);
       co.payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
                         reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
     } else {
