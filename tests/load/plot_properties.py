@@ -10,6 +10,7 @@
   curves and its requested rate labelled; the title names the run's configuration.
 
 Usage: plot_properties.py PATH/TO/ringrpc-load [EXTRA.svg ...]
+       plot_properties.py --samples DIR      (writes the sample runs' JSON into DIR)
 Plots are made by `ringrpc-load plot` from JSON files written here (a wide latency range, nine
 nines, open and closed loop, long labels); EXTRA files (e.g. from a real run) get the generic checks.
 """
@@ -149,6 +150,11 @@ def main():
     if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
+    if sys.argv[1] == "--samples":
+        # For the screenshot test: the same two runs' JSON, in the directory given.
+        run_json(os.path.join(sys.argv[2], "open-20k.json"), "ringrpc://127.0.0.1:7000/echo", True, 9, 4.2, 2.9e6, 60, 20000)
+        run_json(os.path.join(sys.argv[2], "closed.json"), "ringrpc://127.0.0.1:7000/echo", False, 6, 31.0, 8200.0, 7, 123456)
+        return 0
     load = sys.argv[1]
     with tempfile.TemporaryDirectory() as d:
         a, b = os.path.join(d, "open-20k.json"), os.path.join(d, "closed-baseline-with-a-long-name.json")

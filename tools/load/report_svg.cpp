@@ -4,8 +4,7 @@
 //
 // Layout is computed, not hoped for: every text's box is estimated from its length and font
 // size (average glyph width 0.62 em for sans-serif), tick labels are thinned until they fit
-// their spacing, and the legends sit inside the frames in corners the curves rarely reach
-// (latency curves rise to the right; rates stay near the top).
+// their spacing, and each legend sits inside its frame in the corner the curves cross least.
 
 #include <algorithm>
 #include <cmath>
@@ -172,14 +171,30 @@ struct legend_entry {
   bool dashed;
 };
 
-// A legend box at (x, y) = its top-left corner, or anchored at its bottom when `from_bottom`.
-void legend(std::string& svg, const std::vector<legend_entry>& entries, double x, double y, bool from_bottom,
-            double max_w) {
+using points = std::vector<std::pair<double, double>>;
+
+// A legend box inside the frame [lo, hi] x [plot_top, plot_bottom], in whichever corner covers
+// the fewest points of the curves drawn there.
+void legend(std::string& svg, const std::vector<legend_entry>& entries, double lo, double hi, const points& drawn) {
   if (entries.empty()) return;
+  const double max_w = hi - lo - 24;
   double w = 0;
   for (const auto& e : entries) w = std::min(max_w, std::max(w, 34 + text_width(e.label)));
   const double h = static_cast<double>(entries.size()) * legend_row + 8;
-  const double top = from_bottom ? y - h : y;
+  double x = lo + 8, top = plot_top + 8;
+  std::size_t best = static_cast<std::size_t>(-1);
+  for (const double cx : {lo + 8, hi - 16 - w}) {
+    for (const double cy : {plot_top + 8, plot_bottom - 8 - h}) {
+      const auto covered = static_cast<std::size_t>(std::count_if(drawn.begin(), drawn.end(), [&](const auto& p) {
+        return p.first >= cx && p.first <= cx + w + 8 && p.second >= cy && p.second <= cy + h;
+      }));
+      if (covered < best) {
+        best = covered;
+        x = cx;
+        top = cy;
+      }
+    }
+  }
   svg += strprintf("<rect class=\"legend-box\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"white\" "
                    "fill-opacity=\"0.85\" stroke=\"#bbb\"/>\n",
                    x, top, w + 8, h);
@@ -289,6 +304,7 @@ std::string render_svg(const std::vector<plot_series>& series) {
   frame(svg, right_lo, right_hi, "calls/s over time", "time (s)", "calls/s", right_lo - 56);
 
   std::vector<legend_entry> latency_legend, rate_legend;
+  points latency_drawn, rate_drawn;
   for (std::size_t i = 0; i < series.size(); ++i) {
     const plot_series& s = series[i];
     const char* colour = palette[i % std::size(palette)];
@@ -307,27 +323,33 @@ std::string render_svg(const std::vector<plot_series>& series) {
       return pts;
     };
     const std::string corrected = open ? s.label + " (corrected)" : s.label;
-    polyline(svg, spectrum_points(s.spectrum), colour, corrected, false);
+    const points corrected_pts = spectrum_points(s.spectrum);
+    latency_drawn.insert(latency_drawn.end(), corrected_pts.begin(), corrected_pts.end());
+    polyline(svg, corrected_pts, colour, corrected, false);
     latency_legend.push_back({corrected, colour, false});
     if (!s.service_spectrum.empty()) {
       const std::string service = s.label + " (service)";
-      polyline(svg, spectrum_points(s.service_spectrum), colour, service, true);
+      const points service_pts = spectrum_points(s.service_spectrum);
+      latency_drawn.insert(latency_drawn.end(), service_pts.begin(), service_pts.end());
+      polyline(svg, service_pts, colour, service, true);
       latency_legend.push_back({service, colour, true});
     }
 
     std::vector<std::pair<double, double>> pts;
     for (const auto& [t, rate] : s.rate) pts.emplace_back(time_x.map(t), rate_y.map(rate));
+    rate_drawn.insert(rate_drawn.end(), pts.begin(), pts.end());
     polyline(svg, pts, colour, s.label, false);
     rate_legend.push_back({s.label, colour, false});
     if (s.requested_rate > 0) {
       const std::string requested = s.label + " requested " + count_label(s.requested_rate, 1000) + "/s";
       const double y = rate_y.map(s.requested_rate);
       polyline(svg, {{right_lo, y}, {right_hi, y}}, colour, requested, true);
+      for (double x = right_lo; x <= right_hi; x += 4) rate_drawn.emplace_back(x, y);
       rate_legend.push_back({requested, colour, true});
     }
   }
-  legend(svg, latency_legend, left_lo + 8, plot_top + 8, false, left_hi - left_lo - 24);
-  legend(svg, rate_legend, right_lo + 8, plot_bottom - 8, true, right_hi - right_lo - 24);
+  legend(svg, latency_legend, left_lo, left_hi, latency_drawn);
+  legend(svg, rate_legend, right_lo, right_hi, rate_drawn);
   svg += "</svg>\n";
   return svg;
 }
