@@ -118,7 +118,11 @@ std::string diagnose_reply(const target& t, std::span<const std::byte> front, st
     }
     return line;
   }
-  if (!codec_error.empty()) line.append(" (").append(codec_error).append(")");
+  // The parser's complaint may quote the server's bytes: escaped too, so the line stays one line.
+  if (!codec_error.empty()) {
+    const auto* p = reinterpret_cast<const std::byte*>(codec_error.data());
+    line.append(" (").append(escaped({p, codec_error.size()}, 200)).append(")");
+  }
   line += "; it starts with \"" + escaped(front, 32) + "\"";
   return line;
 }
