@@ -82,10 +82,7 @@ namespace {
 // Found by load_reply_fuzz: the HTTP parser's complaint quotes the server's bytes, which must
 // not break the diagnosis into several lines.
 TEST(diagnose_reply, EscapesTheParsersComplaintToo) {
-  ringrpc::load::target t;
-  t.scheme = "http";
-  t.host = "h";
-  t.port = 1;
+  const auto t = target_of("http", "h", 1);
   const std::string complaint("unsupported Transfer-Encoding 'x\n\r\0y'", 37);
   const auto line = ringrpc::load::diagnose_reply(t, {}, complaint);
   EXPECT_EQ(line.find_first_of(std::string("\n\r\0", 3)), std::string::npos) << line;
