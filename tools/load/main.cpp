@@ -162,15 +162,10 @@ bool is_bare_number(const std::string& text) {
   return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
 }
 
-std::string read_data_argument(const std::string& text) {
-  if (text.empty() || text[0] != '@') return text;
-  std::ifstream in(text.substr(1), std::ios::binary);
-  if (!in) throw std::invalid_argument("cannot read --data " + text);
+std::string read_payload_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument("cannot read --payload-file " + path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-std::string summary_of(const run_result& r, const std::vector<double>& percentiles) {
-  return format_summary(r, percentiles);
 }
 
 std::string hdr_log_text(const run_result& r, double measured_epoch) {
@@ -298,7 +293,7 @@ int main(int argc, char** argv) {
       cfg.where.path = typed_payload(cfg.where, typed_method, data.empty() ? std::string("{}") : data, schema_file,
                                      schema_includes, parse_duration(connect_timeout), co.payload);
     } else if (!payload_file.empty()) {
-      const std::string bytes = read_data_argument("@" + payload_file);
+      const std::string bytes = read_payload_file(payload_file);
       co.payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
                         reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
     } else {
@@ -378,7 +373,7 @@ int main(int argc, char** argv) {
       r.verdicts.push_back(evaluate_threshold(t, r));
       threshold_failed = threshold_failed || r.verdicts.back().failed;
     }
-    const std::string summary = summary_of(r, percentiles);
+    const std::string summary = format_summary(r, percentiles);
     std::fwrite(summary.data(), 1, summary.size(), summary_stream);
     std::fflush(summary_stream);
 
