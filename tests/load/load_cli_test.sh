@@ -1,7 +1,8 @@
 #!/bin/sh
-# The ringrpc-load command line: --help, bad flags, an unreachable target, then a short real
-# run against a fresh ringrpc-server writing --json, --hdr-log and --plot, and the `merge` and
-# `plot` subcommands on those files.
+# The ringrpc-load command line: --help, --version, bad flags, an unreachable target, then short
+# real runs against a fresh ringrpc-server: wrk's flags (-d duration, -P depth), --json to a file
+# and to stdout, --hdr-log, --plot, outputs claimed before the run, SIGINT (once: results; twice:
+# exit at once), --fail-if and its exit status 4, and the `merge` and `plot` subcommands.
 # Usage: load_cli_test.sh PATH/TO/ringrpc-load PATH/TO/ringrpc-server
 # Exit 77 (skipped) when the server cannot start because io_uring is unavailable.
 set -u
@@ -57,6 +58,9 @@ expect_usage_error() {
   elif ! grep -Eq -- "$pattern" "$work/$name.err"; then
     fail "ringrpc-load $*: stderr does not name the problem (/$pattern/):"
     cat "$work/$name.err" >&2
+  elif grep -v '^ringrpc-load[: ]' "$work/$name.err" | grep -q .; then
+    fail "ringrpc-load $*: an error line without the 'ringrpc-load: ' prefix:"
+    cat "$work/$name.err" >&2
   else
     ok "$* -> 2: $(head -n 1 "$work/$name.err")"
   fi
@@ -67,12 +71,24 @@ run_load help --help
 lines=$(wc -l <"$work/help.out")
 if [ $rc -ne 0 ]; then
   fail "--help exited $rc"
-elif [ "$lines" -gt 40 ]; then
-  fail "--help is $lines lines, more than one screen (40)"
+elif [ "$lines" -gt 45 ]; then
+  fail "--help is $lines lines, more than one screen (45)"
+elif awk 'length > 80 { bad = 1 } END { exit !bad }' "$work/help.out"; then
+  fail "--help has lines wider than 80 columns:"
+  awk 'length > 80' "$work/help.out" >&2
+elif ! grep -q -- '-P,--depth' "$work/help.out" || ! grep -q -- '--fail-if' "$work/help.out"; then
+  fail "--help does not list -P,--depth and --fail-if"
 elif ! grep -q 'URL' "$work/help.out" || ! grep -q -- '--rate' "$work/help.out"; then
   fail "--help does not describe the URL and --rate"
 else
   ok "--help exits 0 in $lines lines"
+fi
+
+run_load version --version
+if [ $rc -ne 0 ] || ! grep -Eq '^ringrpc-load [0-9]+\.[0-9]+\.[0-9]+$' "$work/version.out"; then
+  fail "--version exited $rc and printed '$(cat "$work/version.out")'"
+else
+  ok "--version: $(cat "$work/version.out")"
 fi
 
 # --- bad flags and targets -------------------------------------------------------------------
@@ -82,6 +98,21 @@ expect_usage_error steps "'x'" --rate-steps x ringrpc://127.0.0.1:1/echo
 expect_usage_error scheme "ftp" ftp://x
 expect_usage_error nourl "URL" --json "$work/never.json"
 expect_usage_error unreachable "cannot connect" -c 1 -T 1s ringrpc://127.0.0.1:1/echo
+expect_usage_error dtwice "-d and -T" -d 2s -T 3s ringrpc://127.0.0.1:1/echo
+expect_usage_error dunit "bad duration '10q'" -d 10q ringrpc://127.0.0.1:1/echo
+expect_usage_error depth0 "at least 1" -P 0 ringrpc://127.0.0.1:1/echo
+expect_usage_error convert "ringrpc-load: .*connections" -c abc ringrpc://127.0.0.1:1/echo
+expect_usage_error failif "unknown metric 'latency'" --fail-if 'latency>2ms' ringrpc://127.0.0.1:1/echo
+expect_usage_error failunit "unit" --fail-if 'p99>2' ringrpc://127.0.0.1:1/echo
+expect_usage_error failrate "closed loop" --fail-if 'rate<90%' ringrpc://127.0.0.1:1/echo
+expect_usage_error headerscheme "-H goes with http" -H 'X-A: 1' ringrpc://127.0.0.1:1/echo
+expect_usage_error badheader "bad header" -H 'NoColon' http://127.0.0.1:1/
+expect_usage_error payloadtwice "payload once" -s 10 --payload-file /dev/null echo://127.0.0.1:1
+expect_usage_error datanomethod "go with --method" --data '{}' echo://127.0.0.1:1
+expect_usage_error ipv6 "not an IPv6 address" 'http://[zz::1]:1/'
+# A bad output path fails before connecting, let alone running.
+expect_usage_error badjson "cannot write $work/no-such-dir/x.json" -c 1 -d 30s --json "$work/no-such-dir/x.json" \
+  ringrpc://127.0.0.1:1/echo
 if [ -e "$work/never.json" ]; then fail "a failed run wrote its --json file"; fi
 
 # Flags CLI11 rejects itself should exit 2 like every other usage error.
@@ -148,6 +179,145 @@ calls=$(sed -n 's/^  "calls_ok": \([0-9][0-9]*\),*$/\1/p' f.json)
 if [ -z "$calls" ] || [ "$calls" -le 0 ]; then fail "f.json calls_ok is '$calls', expected > 0"; else ok "run: $calls calls ok"; fi
 if ! grep -q '<svg' f.svg || ! grep -q '</svg>' f.svg; then fail "f.svg is not an SVG document"; fi
 if ! grep -q 'Histogram log format' f.hlog; then fail "f.hlog has no HdrHistogram log header"; fi
+# The plot of a real run has the layout properties too (tests/load/plot_properties.py).
+props="$(dirname "$0")/plot_properties.py"
+if command -v python3 >/dev/null && [ -f "$props" ]; then
+  if python3 "$props" "$load" f.svg >props.out 2>&1; then ok "f.svg: plot properties hold"; else fail "f.svg: $(cat props.out)"; fi
+fi
+
+# --- wrk's flags: -d is the duration, -P the depth; a bare -d N is the depth for one release -----
+json_num() {  # json_num FILE PYTHON-EXPR: prints the value, or nothing if it is not a JSON number
+  python3 -c 'import json, sys
+v = eval(sys.argv[2], {"j": json.load(open(sys.argv[1]))})
+if isinstance(v, (int, float)) and not isinstance(v, bool): print(v)' "$1" "$2" 2>/dev/null
+}
+run_load wrk -c 2 -P 3 -d 1s --warmup 0 --json wrk.json "ringrpc://127.0.0.1:$port/echo"
+depth=$(json_num wrk.json 'j["config"]["depth"]')
+measured=$(json_num wrk.json 'j["measured_s"]')
+conns=$(json_num wrk.json 'j["config"]["connections"]')
+if [ $rc -ne 0 ] || [ "$depth" != 3 ] || [ "$conns" != 2 ]; then
+  fail "-c 2 -P 3 -d 1s: exit $rc, JSON depth '$depth' connections '$conns' (numbers 3 and 2 expected)"
+elif ! python3 -c "import sys; sys.exit(not 0.9 <= float('$measured') <= 1.5)"; then
+  fail "-d 1s measured $measured s"
+elif grep -q warning wrk.err; then
+  fail "-d 1s warned: $(cat wrk.err)"
+else
+  ok "-c 2 -P 3 -d 1s: depth 3, $measured s measured, config numbers are JSON numbers"
+fi
+run_load olddepth -c 1 -d 2 -T 1s --warmup 0 --json old.json "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 0 ] || [ "$(json_num old.json 'j["config"]["depth"]')" != 2 ]; then
+  fail "-d 2 (bare number) exited $rc or did not run at depth 2"
+elif ! grep -q '^ringrpc-load: warning: .*-P 2' olddepth.err; then
+  fail "-d 2 gave no warning naming -P: $(cat olddepth.err)"
+else
+  ok "-d 2: depth 2 with a warning: $(grep warning olddepth.err)"
+fi
+
+# --- --json -: the JSON alone on stdout, the summary on stderr ---------------------------------
+run_load stdout -c 1 -d 1s --warmup 0 --json - "ringrpc://127.0.0.1:$port/echo"
+sc=$(json_num stdout.out 'j["calls_ok"]')
+if [ $rc -ne 0 ] || [ -z "$sc" ] || [ "$sc" -le 0 ]; then
+  fail "--json -: exit $rc, stdout is not the JSON document (calls_ok '$sc')"
+  head -5 stdout.out >&2
+elif ! grep -q 'calls ok' stdout.err; then
+  fail "--json -: no summary on stderr"
+elif [ -e ./- ]; then
+  fail "--json - wrote a file named '-'"
+else
+  ok "--json -: $sc calls in the JSON on stdout, summary on stderr"
+fi
+
+# --- --fail-if: verdicts, exit status 4 ---------------------------------------------------------
+run_load failp -c 1 -d 1s --warmup 0 --json failp.json --fail-if 'p99>1ns' --fail-if 'errors>1%' \
+  "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 4 ]; then
+  fail "--fail-if 'p99>1ns' exited $rc, expected 4"
+elif ! grep -Eq 'p99>1ns +.* FAILED' failp.out || ! grep -Eq 'errors>1% +.* passed' failp.out; then
+  fail "--fail-if verdicts not printed:"
+  cat failp.out >&2
+elif [ "$(python3 -c 'import json; j = json.load(open("failp.json")); print([t["failed"] for t in j["thresholds"]], j["thresholds_failed"])')" != "[True, False] True" ]; then
+  fail "--fail-if verdicts not in the JSON: $(python3 -c 'import json; print(json.load(open("failp.json")).get("thresholds"))')"
+else
+  ok "--fail-if 'p99>1ns' fails (exit 4), 'errors>1%' passes, both in the summary and the JSON"
+fi
+run_load failok -c 1 -d 1s --warmup 0 --fail-if 'p99>10s' --fail-if 'errors>0' --fail-if 'rate<10' \
+  "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 0 ] || [ "$(grep -c ' passed$' failok.out)" -ne 3 ]; then
+  fail "three thresholds that hold: exit $rc"
+  cat failok.out failok.err >&2
+else
+  ok "--fail-if p99>10s, errors>0, rate<10: all passed, exit 0"
+fi
+run_load failopen -c 2 -R 200 -d 1s --warmup 0 --fail-if 'rate<50%' --fail-if 'rate<150%' \
+  "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 4 ] || ! grep -Eq 'rate<50% +.* passed' failopen.out || ! grep -Eq 'rate<150% +.* FAILED' failopen.out; then
+  fail "open loop at 200/s: 'rate<50%' should pass and 'rate<150%' fail (exit 4), got $rc"
+  cat failopen.out failopen.err >&2
+else
+  ok "open loop: rate<50% passed, rate<150% FAILED, exit 4"
+fi
+
+# --- SIGINT: the first ends the run with every result, the second exits at once --------------
+rm -f int.json int.hlog int.svg
+"$load" -c 2 -d 30s --warmup 0 --json int.json --hdr-log int.hlog --plot int.svg \
+  "ringrpc://127.0.0.1:$port/echo" >int.out 2>int.err &
+lpid=$!
+sleep 1.5
+kill -INT "$lpid"
+i=0
+while kill -0 "$lpid" 2>/dev/null && [ $i -lt 50 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+if kill -0 "$lpid" 2>/dev/null; then
+  kill -KILL "$lpid"
+  fail "ringrpc-load still runs 5 s after SIGINT"
+fi
+wait "$lpid"
+irc=$?
+imeasured=$(json_num int.json 'j["measured_s"]')
+if [ $irc -ne 0 ]; then
+  fail "after SIGINT: exit $irc, expected 0 (no errors)"
+  cat int.err >&2
+elif ! grep -q 'ended early by SIGINT' int.out || ! grep -q 'calls ok' int.out; then
+  fail "after SIGINT: no summary saying so"
+  cat int.out >&2
+elif [ ! -s int.hlog ] || ! grep -q '</svg>' int.svg; then
+  fail "after SIGINT: --hdr-log or --plot not written"
+elif [ "$(python3 -c 'import json; print(json.load(open("int.json"))["interrupted"])')" != True ] ||
+  ! python3 -c "import sys; sys.exit(not 1.0 <= float('$imeasured') <= 3.0)"; then
+  fail "after SIGINT: JSON interrupted/measured_s wrong (measured '$imeasured')"
+else
+  ok "SIGINT after 1.5 s: summary, JSON, log and plot written, $imeasured s measured"
+fi
+# Twice: a call the server holds for 6 s keeps the first SIGINT's drain waiting.
+printf '6000000' >sleep.payload
+"$load" -c 1 -n 1 --timeout 60s --payload-file sleep.payload --json int2.json \
+  "ringrpc://127.0.0.1:$port/sleep" >int2.out 2>int2.err &
+lpid=$!
+sleep 1
+kill -INT "$lpid"
+sleep 0.5
+if ! kill -0 "$lpid" 2>/dev/null; then fail "one SIGINT did not wait for the call in flight"; fi
+kill -INT "$lpid"
+i=0
+while kill -0 "$lpid" 2>/dev/null && [ $i -lt 20 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+if kill -0 "$lpid" 2>/dev/null; then
+  kill -KILL "$lpid"
+  fail "ringrpc-load still runs 2 s after a second SIGINT"
+fi
+wait "$lpid"
+irc=$?
+if [ $irc -ne 130 ] || ! grep -q 'second SIGINT' int2.err; then
+  fail "a second SIGINT: exit $irc (130 expected), stderr: $(cat int2.err)"
+elif ls int2.json* >/dev/null 2>&1; then
+  fail "a second SIGINT left a result file behind: $(ls int2.json*)"
+else
+  ok "a second SIGINT exits 130 at once, leaving no file"
+fi
 
 # --- merge: one summary from several interval logs -------------------------------------------
 summary_calls() { awk '/^  calls ok /{ print $3 }' "$1"; }

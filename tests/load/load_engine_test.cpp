@@ -742,6 +742,15 @@ TEST(load_engine, ringrpc_mix_of_ok_and_errors) {
   const double share = static_cast<double>(err(t.r, "unknown_method")) /
                        static_cast<double>(t.r.calls_ok + t.r.error_total());
   EXPECT_NEAR(share, 0.25, 0.05);
+  // --mix reports each kind apart: the errors all belong to "nope", the successes to "echo".
+  ASSERT_EQ(t.r.kinds.size(), 2u);
+  EXPECT_EQ(t.r.kinds[0].name, "echo");
+  EXPECT_EQ(t.r.kinds[0].calls_ok, t.r.calls_ok);
+  EXPECT_EQ(t.r.kinds[0].error_total(), 0u);
+  EXPECT_EQ(t.r.kinds[0].latency_ns.count(), t.r.latency_ns.count());
+  EXPECT_EQ(t.r.kinds[1].name, "nope");
+  EXPECT_EQ(t.r.kinds[1].calls_ok, 0u);
+  EXPECT_EQ(t.r.kinds[1].errors.at("unknown_method"), err(t.r, "unknown_method"));
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1207,6 +1216,77 @@ TEST(load_engine, ringrpc_one_call_held_while_the_others_flow) {
   EXPECT_EQ(t.r.error_total(), 0u) << errors_text(t.r);
   EXPECT_GT(t.r.calls_ok, 1000u);
   EXPECT_GE(t.r.latency_ns.max(), 900'000'000u) << "the held call was answered and counted";
+}
+
+// A server that answers one request per connection with `Connection: close` (as nginx does
+// after keepalive_requests): the calls pipelined behind that reply were never taken, so they are
+// dropped without an error and the connection is made again.
+TEST(load_engine, pipelined_calls_behind_connection_close_are_not_errors) {
+  tcp_server srv([](peer& p) {
+    std::string buf;
+    if (!p.read_some(buf)) return;
+    p.write_all("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+  });
+  auto cfg = config_for(url_of("http", srv.port(), "/"));
+  cfg.depth = 4;
+  cfg.duration = 600ms * slow;
+  const auto t = run_load(cfg);
+  EXPECT_GT(t.r.calls_ok, 2u);
+  EXPECT_EQ(t.r.error_total(), 0u) << errors_text(t.r);
+}
+
+// ------------------------------------------------------------------------------------------
+// Ending early: SIGINT's flag, and the diagnosis of a server of another protocol.
+
+TEST(load_engine, stop_flag_ends_the_run_early_with_results) {
+  tcp_server srv(echo_server);
+  auto cfg = config_for(url_of("echo", srv.port()));
+  cfg.duration = 20s;
+  std::atomic<bool> stop{false};
+  cfg.stop_requested = &stop;
+  const auto t = run_load(cfg, options_with(std::string(64, 'x')), [&](double elapsed, std::uint64_t) {
+    if (elapsed >= 1.0) stop.store(true);
+  });
+  EXPECT_TRUE(t.r.interrupted);
+  EXPECT_GT(t.r.calls_ok, 0u);
+  EXPECT_EQ(t.r.error_total(), 0u) << errors_text(t.r);
+  EXPECT_LT(t.r.measured_s, 2.5 * slow) << "the window ends when the flag was seen";
+  EXPECT_GE(t.r.measured_s, 0.9);
+  EXPECT_LT(t.wall_s, 4.0 * slow);
+  EXPECT_LE(t.r.per_second.size(), 3u);
+}
+
+TEST(load_engine, foreign_first_reply_is_diagnosed_and_stops_the_run) {
+  tcp_server srv(garbage_server("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"));
+  auto cfg = config_for(url_of("ringrpc", srv.port(), "/echo"));
+  cfg.duration = 10s;
+  cfg.diagnose_first_reply = true;
+  const auto t = run_load(cfg);
+  EXPECT_NE(t.r.diagnosis.find("looks like an HTTP/1.1 server; try http://127.0.0.1:"), std::string::npos)
+      << t.r.diagnosis;
+  EXPECT_LT(t.wall_s, 3.0 * slow) << "stopped at the first reply, not after the duration";
+}
+
+TEST(load_engine, hang_up_before_any_reply_is_diagnosed) {
+  tcp_server srv(close_mid_reply_server(""));
+  auto cfg = config_for(url_of("http", srv.port(), "/"));
+  cfg.duration = 10s;
+  cfg.diagnose_first_reply = true;
+  const auto t = run_load(cfg);
+  EXPECT_NE(t.r.diagnosis.find("closed the connection without answering"), std::string::npos) << t.r.diagnosis;
+  EXPECT_LT(t.wall_s, 3.0 * slow);
+}
+
+TEST(load_engine, silent_server_is_diagnosed_after_the_silence_limit) {
+  tcp_server srv(stall_server);
+  auto cfg = config_for(url_of("redis", srv.port()));
+  cfg.duration = 10s;
+  cfg.diagnose_first_reply = true;
+  cfg.silence_limit = 500ms;
+  const auto t = run_load(cfg);
+  EXPECT_NE(t.r.diagnosis.find("no byte came back"), std::string::npos) << t.r.diagnosis;
+  EXPECT_GE(t.wall_s, 0.5);
+  EXPECT_LT(t.wall_s, 3.0 * slow);
 }
 
 }  // namespace

@@ -182,6 +182,41 @@ TEST(ParseTarget, ValidTargets) {
 
   EXPECT_EQ(parse_target("HTTP://Host:65535").scheme, "http");
   EXPECT_EQ(parse_target("ringrpc://h:1/svc.method").path, "svc.method");
+
+  // IPv6 literals in brackets, as in URLs everywhere; the host is given to the resolver bare.
+  t = parse_target("http://[::1]:8080/x");
+  EXPECT_EQ(t.host, "::1");
+  EXPECT_EQ(t.port, 8080);
+  EXPECT_EQ(t.path, "/x");
+  t = parse_target("redis://[::ffff:10.0.0.1]");
+  EXPECT_EQ(t.port, 6379);
+  EXPECT_EQ(parse_target("ringrpc://[2001:db8::7]:7000/echo").host, "2001:db8::7");
+}
+
+// -H: each header once in every request; a Host of the user's replaces ours; Connection and
+// Content-Length stay ours, since pipelining and the body depend on them.
+TEST(HttpHeaders, AddedToEveryRequestAndHostReplaced) {
+  codec_options o;
+  o.host_header = "[::1]:8080";
+  o.headers = {"X-Trace: abc", "Authorization:  Bearer t0k "};
+  const auto p = make("http://[::1]:8080/p", o);
+  const std::string req = request_bytes(*p, kind_of("GET", "/p"));
+  EXPECT_NE(req.find("Host: [::1]:8080\r\n"), std::string::npos) << req;
+  EXPECT_NE(req.find("\r\nX-Trace: abc\r\n"), std::string::npos) << req;
+  EXPECT_NE(req.find("\r\nAuthorization: Bearer t0k\r\n"), std::string::npos) << req;
+  EXPECT_TRUE(req.ends_with("\r\n\r\n")) << req;
+
+  o.headers = {"host: example.org"};
+  const std::string host_req = request_bytes(*make("http://h:1/", o), kind_of("GET", "/"));
+  EXPECT_NE(host_req.find("Host: example.org\r\n"), std::string::npos) << host_req;
+  EXPECT_EQ(host_req.find("[::1]"), std::string::npos) << host_req;
+  EXPECT_EQ(host_req.find("host:"), std::string::npos) << "two Host headers: " << host_req;
+
+  for (const char* bad : {"NoColon", ": empty name", "Bad Name: x", "X: a\r\nInjected: 1", "Connection: close",
+                          "content-length: 5"}) {
+    o.headers = {bad};
+    EXPECT_THROW(make("http://h:1/", o), std::invalid_argument) << bad;
+  }
 }
 
 TEST(ParseTarget, InvalidTargetsNameTheUrlAndTheProblem) {
@@ -200,7 +235,10 @@ TEST(ParseTarget, InvalidTargetsNameTheUrlAndTheProblem) {
       {"http://h:8x/", "not a number"},
       {"http://256.1.1.1/", "not a valid IPv4"},
       {"http://1.2.3/", "not a valid IPv4"},
-      {"http://[::1]:80/", "IPv6"},
+      {"http://::1:80/", "brackets"},
+      {"http://[::1:80/", "without ']'"},
+      {"http://[zz::1]:80/", "not an IPv6 address"},
+      {"http://[::1]x/", "':PORT' after ']'"},
       {"http://a..b/", "empty label"},
       {"http://a$b/", "contains '$'"},
       {"http://u@h/", "user info"},

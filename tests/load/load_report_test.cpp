@@ -34,7 +34,7 @@ double us(std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 // service times are a quarter of those. 5 timeouts, 2 server_busy.
 run_result sample_run() {
   run_result r;
-  r.config = {{"target", "ringrpc://127.0.0.1:7000/echo"}, {"connections", "64"}, {"rate", "2k"}};
+  r.config = {{"target", "ringrpc://127.0.0.1:7000/echo"}, {"connections", 64}, {"rate", 2000}};
   r.warmup_s = 1;
   r.measured_s = 10;
   r.open_loop = true;
@@ -178,7 +178,10 @@ TEST(write_json, HasTheDocumentedKeysAndValues) {
                           "measured_s"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
-  EXPECT_EQ(j["config"]["connections"], "64");
+  // Numbers stay numbers: a reader compares them without parsing strings.
+  ASSERT_TRUE(j["config"]["connections"].is_number_integer()) << j["config"].dump();
+  EXPECT_EQ(j["config"]["connections"], 64);
+  EXPECT_EQ(j["interrupted"], false);
   EXPECT_EQ(j["calls_ok"], 10000);
   EXPECT_DOUBLE_EQ(j["calls_per_sec"].get<double>(), 1000);
   EXPECT_EQ(j["errors"]["timeout"], 5);
@@ -219,6 +222,53 @@ TEST(write_json, HasTheDocumentedKeysAndValues) {
   EXPECT_DOUBLE_EQ(j["steps"][1]["requested_rate"].get<double>(), 2000);
   EXPECT_DOUBLE_EQ(j["steps"][1]["achieved_rate"].get<double>(), 1500);
   EXPECT_DOUBLE_EQ(j["steps"][1]["p99_us"].get<double>(), 4000);
+}
+
+TEST(write_json, KindsVerdictsAndInterruption) {
+  run_result r = sample_run();
+  r.interrupted = true;
+  ringrpc::load::kind_result a, b;
+  a.name = "GET /a";
+  a.calls_ok = 7;
+  a.latency_ns.record(3000);
+  b.name = "POST /b";
+  b.errors["http_503"] = 2;
+  r.kinds = {a, b};
+  ringrpc::load::threshold_verdict v;
+  v.expression = "p99>2ms";
+  v.observed = "1500 us";
+  v.observed_value = 1500;
+  v.limit_value = 2000;
+  v.unit = "us";
+  r.verdicts = {v};
+  v.expression = "errors>0";
+  v.failed = true;
+  r.verdicts.push_back(v);
+
+  std::ostringstream out;
+  write_json(r, {50, 99}, out);
+  const auto j = nlohmann::json::parse(out.str());
+  EXPECT_EQ(j["interrupted"], true);
+  ASSERT_EQ(j["kinds"].size(), 2u);
+  EXPECT_EQ(j["kinds"][0]["kind"], "GET /a");
+  EXPECT_EQ(j["kinds"][0]["calls_ok"], 7);
+  EXPECT_NEAR(j["kinds"][0]["latency_us"]["p99"].get<double>(), 3, 0.01);  // 3 significant digits
+  EXPECT_EQ(j["kinds"][1]["errors"]["http_503"], 2);
+  ASSERT_EQ(j["thresholds"].size(), 2u);
+  EXPECT_EQ(j["thresholds"][0]["expression"], "p99>2ms");
+  EXPECT_EQ(j["thresholds"][0]["failed"], false);
+  EXPECT_DOUBLE_EQ(j["thresholds"][0]["observed"].get<double>(), 1500);
+  EXPECT_DOUBLE_EQ(j["thresholds"][0]["limit"].get<double>(), 2000);
+  EXPECT_EQ(j["thresholds"][1]["failed"], true);
+  EXPECT_EQ(j["thresholds_failed"], true);
+
+  const std::string text = format_summary(r, {50, 99});
+  EXPECT_NE(text.find("ended early by SIGINT"), std::string::npos) << text;
+  EXPECT_NE(text.find("GET /a"), std::string::npos) << text;
+  EXPECT_NE(text.find("http_503"), std::string::npos) << text;
+  EXPECT_NE(text.find("p99>2ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("FAILED"), std::string::npos) << text;
+  EXPECT_NE(text.find("passed"), std::string::npos) << text;
 }
 
 TEST(write_json, ClosedLoopHasNoServiceLatencyAndEmptyRunIsValid) {

@@ -22,6 +22,7 @@ class call_window {
     std::uint64_t seq = no_seq;
     std::int64_t intended_ns = 0;
     std::int64_t sent_ns = 0;
+    std::uint32_t kind = 0;  ///< index into the run's request kinds, for --mix reports
     bool timed_out = false;
   };
 

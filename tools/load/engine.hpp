@@ -31,6 +31,15 @@ struct engine_config {
   std::chrono::nanoseconds warmup{std::chrono::seconds(1)};
   std::chrono::nanoseconds connect_timeout{std::chrono::seconds(3)};
   std::chrono::nanoseconds call_timeout{0};  ///< 0: none
+  /// Set from elsewhere (a SIGINT handler) to end the run early: no new calls, the calls in
+  /// flight drain, and the results cover the time until the flag was seen.
+  const std::atomic<bool>* stop_requested = nullptr;
+  /// The first reply of the run that does not parse as the protocol (or a hang-up before any
+  /// reply) stops the run with run_result::diagnosis, instead of counting errors and reconnecting.
+  bool diagnose_first_reply = false;
+  /// When not one byte has come back this long after the start, the run stops with a
+  /// diagnosis (a server of another protocol often waits silently). 0: never.
+  std::chrono::nanoseconds silence_limit{0};
 };
 
 /// Counters the engine publishes while it runs, read once a second by the live display.
@@ -38,9 +47,11 @@ struct live_counters {
   std::atomic<std::uint64_t> calls_ok{0};
   std::atomic<std::uint64_t> errors{0};
   std::atomic<std::uint64_t> last_second_p99_ns{0};
+  std::atomic<std::uint64_t> bytes_received{0};
 };
 
-/// Runs the load. Throws std::system_error when no connection can be made at start (e.g.
+/// Runs the load. A run stopped because the server does not speak the protocol returns with
+/// run_result::diagnosis set. Throws std::system_error when no connection can be made at start (e.g.
 /// refused), std::invalid_argument for a bad configuration. `tick` is called about once a
 /// second from the calling thread with the live counters of every thread.
 run_result run_engine(const engine_config& config, const protocol& proto,

@@ -17,8 +17,13 @@
 
 #include "engine.hpp"
 #include "hdr_log.hpp"
+#include "interrupt.hpp"
+#include "output_file.hpp"
 #include "protocol.hpp"
 #include "report.hpp"
+#include "ringrpc/version.hpp"
+#include "sniff.hpp"
+#include "thresholds.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
 
@@ -137,60 +142,86 @@ int run_merge(const std::vector<std::string>& files, const std::vector<double>& 
     }
   }
   merged.measured_s = last_end > first_start ? last_end - first_start : 0;
-  merged.config["merged_files"] = std::to_string(files.size());
+  merged.config["merged_files"] = files.size();
   std::cout << format_summary(merged, percentiles);
   return 0;
 }
 
 int run_plot(const std::vector<std::string>& files, const std::string& out_path) {
+  output_file out(out_path);
   std::vector<plot_series> series;
   for (const auto& f : files) series.push_back(read_plot_series(f));
-  std::ofstream out(out_path);
-  if (!out) throw std::runtime_error("cannot write " + out_path);
-  out << render_svg(series);
-  std::cout << "wrote " << out_path << "\n";
+  out.commit(render_svg(series));
+  if (!out.is_stdout()) std::cout << "wrote " << out_path << "\n";
   return 0;
+}
+
+// wrk's -d is the duration; ours was the depth. For one release a bare number still means the
+// depth (with a warning), and a value with a time unit is the duration.
+bool is_bare_number(const std::string& text) {
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+}
+
+std::string read_payload_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument("cannot read --payload-file " + path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string hdr_log_text(const run_result& r, double measured_epoch) {
+  std::ostringstream out;
+  ringrpc::detail::interval_log_writer w(out);
+  w.write_header(measured_epoch);
+  for (std::size_t i = 0; i < r.interval_latency_ns.size(); ++i) {
+    w.write_interval(static_cast<double>(i), 1.0, r.interval_latency_ns[i]);
+  }
+  return out.str();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringrpc-load: load generator on io_uring for ringrpc, echo, redis and HTTP servers.\n"
-               "  ringrpc-load [options] URL     URL: ringrpc://H:P/method  echo://H:P  redis://H:P  http://H:P/path\n"
-               "  ringrpc-load merge A.hlog B.hlog ...       one summary from several hosts' --hdr-log files\n"
-               "  ringrpc-load plot A.json B.json -o x.svg   overlay runs' latency spectra and rates"};
+  CLI::App app{"ringrpc-load: a load generator on io_uring. ringrpc-load [options] URL\n"
+               "  URL: ringrpc://H:P/method echo://H:P redis://H:P http://H:P/path ([::1]:P)\n"
+               "  merge A.hlog B.hlog: one summary; plot A.json B.json -o x.svg: overlay",
+               "ringrpc-load"};
   app.require_subcommand(0, 1);
-  std::string url, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
+  app.get_formatter()->column_width(30);
+  app.set_version_flag("--version", "ringrpc-load " + std::string(ringrpc::version()));
+  std::string url, d_text, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
               connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
-              typed_method, typed_data = "{}", schema_file;
-  std::vector<std::string> schema_includes;
+              typed_method, data, schema_file;
+  std::vector<std::string> schema_includes, headers, fail_if;
   ringrpc::load::engine_config cfg;
   std::uint64_t count = 0, key_space = 100000;
   app.add_option("url", url, "target URL");
-  app.add_option("-t,--threads", cfg.threads, "threads, each with its own ring and connections")->capture_default_str();
+  app.add_option("-t,--threads", cfg.threads, "threads, each with a ring")->capture_default_str();
   app.add_option("-c,--connections", cfg.connections, "connections in total")->capture_default_str();
-  app.add_option("-d,--depth", cfg.depth, "calls in flight per connection (pipelining)")->capture_default_str();
-  app.add_option("-s,--size", size, "payload bytes (k, m)")->capture_default_str();
-  app.add_option("--payload-file", payload_file, "payload read from this file instead");
-  app.add_option("-T,--duration", duration, "measured time (us ms s m h)")->capture_default_str();
-  app.add_option("-n,--count", count, "stop after this many calls (warm-up then defaults to 0)");
-  app.add_option("--warmup", warmup, "run first, excluded from results [1s]");
-  app.add_option("-R,--rate", rate, "open loop: total calls/s (k, M), latency from scheduled send time");
-  app.add_option("--rate-steps", rate_steps, "open loop in steps, e.g. 10k,20k,40k");
+  app.add_option("-d", d_text, "duration, as in wrk: 10s 2m [10s]");
+  app.add_option("-T,--duration", duration, "duration (us ms s m h)")->capture_default_str();
+  app.add_option("-P,--depth", cfg.depth, "calls in flight per connection")->capture_default_str();
+  app.add_option("-R,--rate", rate, "open loop: total calls/s (k, M)");
+  app.add_option("--rate-steps", rate_steps, "open loop in steps: 10k,20k,40k");
   app.add_option("--step-time", step_time, "duration of each rate step")->capture_default_str();
-  app.add_option("--connect-timeout", connect_timeout, "give up connecting after this long")->capture_default_str();
-  app.add_option("--timeout", call_timeout, "per-call timeout, 0 = none")->capture_default_str();
-  app.add_option("--mix", mix, "weighted kinds: echo:9,sleep:1 | GET:8,SET:1,PING:1 | 'GET /a:3,POST /b:1'");
-  app.add_option("--method", typed_method, "ringrpc: a typed method, Service.Method; the payload is --data");
-  app.add_option("--data", typed_data, "--method: the request as JSON, or @FILE")->capture_default_str();
-  app.add_option("--schema", schema_file, "--method: a .fbs or .bfbs schema instead of the server's reflection");
-  app.add_option("-I,--include", schema_includes, "--method: search path for a --schema .fbs's includes")
+  app.add_option("-n,--count", count, "stop after this many calls");
+  app.add_option("--warmup", warmup, "excluded from results [1s]");
+  app.add_option("-s,--size", size, "payload bytes (k, m)")->capture_default_str();
+  app.add_option("--data", data, "--method: request JSON, or @FILE [{}]");
+  app.add_option("--payload-file", payload_file, "payload read from this file");
+  app.add_option("-H,--header", headers, "http: 'Name: value' (repeatable)")->allow_extra_args(false);
+  app.add_option("--mix", mix, "weighted kinds, e.g. GET:8,SET:1");
+  app.add_option("--method", typed_method, "ringrpc: typed Service.Method, --data JSON");
+  app.add_option("--schema", schema_file, "--method: .fbs/.bfbs instead of reflection");
+  app.add_option("-I,--include", schema_includes, "--method: include path for --schema")
       ->allow_extra_args(false);
   app.add_option("--key-space", key_space, "redis: keys key:0 .. key:N-1")->capture_default_str();
-  app.add_option("-p,--percentiles", percentiles_text, "e.g. 50,99,99.9 [50,90,99,99.9,99.99]");
-  app.add_option("--json", json_path, "write the full results as JSON");
-  app.add_option("--hdr-log", hdr_path, "write per-second histograms (HdrHistogram interval log)");
-  app.add_option("--plot", plot_path, "write an SVG: latency by percentile and calls/s over time");
+  app.add_option("--connect-timeout", connect_timeout, "give up connecting after")->capture_default_str();
+  app.add_option("--timeout", call_timeout, "per-call timeout, 0 = none")->capture_default_str();
+  app.add_option("-p,--percentiles", percentiles_text, "e.g. 50,99,99.9");
+  app.add_option("--fail-if", fail_if, "exit 4 if: p99>2ms errors>0.1% rate<90%")->allow_extra_args(false);
+  app.add_option("--json", json_path, "write results as JSON (- = stdout)");
+  app.add_option("--hdr-log", hdr_path, "write per-second HdrHistogram log");
+  app.add_option("--plot", plot_path, "write an SVG plot");
   auto* merge = app.add_subcommand("merge", "merge --hdr-log files into one summary");
   std::vector<std::string> merge_files;
   merge->add_option("files", merge_files, "interval logs")->required();
@@ -202,9 +233,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help and friends exit 0; every usage error exits 2, as documented.
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    // --help and --version exit 0; every usage error exits 2, as documented, with our prefix.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "ringrpc-load: %s (see --help)\n", e.what());
+    return 2;
   }
 
   try {
@@ -213,10 +245,31 @@ int main(int argc, char** argv) {
     if (plot->parsed()) return run_plot(plot_files, plot_out);
     if (url.empty()) throw std::invalid_argument("no target URL (see --help)");
 
+    if (!d_text.empty()) {
+      if (is_bare_number(d_text)) {
+        if (app.count("--depth")) throw std::invalid_argument("-d " + d_text + " and -P both give the depth; use -P");
+        std::fprintf(stderr,
+                     "ringrpc-load: warning: -d %s is read as the depth for this release only; use -P %s "
+                     "(--depth). -d is the duration, as in wrk: -d 10s\n",
+                     d_text.c_str(), d_text.c_str());
+        cfg.depth = static_cast<unsigned>(std::stoul(d_text));
+      } else {
+        if (app.count("--duration")) throw std::invalid_argument("-d and -T both give the duration; give one");
+        duration = d_text;
+      }
+    }
+    const bool duration_given = app.count("--duration") != 0 || (!d_text.empty() && !is_bare_number(d_text));
+
+    std::vector<threshold> thresholds;
+    for (const auto& f : fail_if) thresholds.push_back(parse_threshold(f));
+
     const bool typed = !typed_method.empty();
     if (!typed && (app.count("--data") || app.count("--schema") || app.count("--include"))) {
-      throw std::invalid_argument("--data, --schema and -I go with --method");
+      // As in ghz, --data is a request as JSON, converted with the method's schema.
+      throw std::invalid_argument("--data, --schema and -I go with --method (--data is the request as JSON); "
+                                  "raw payload bytes come from -s or --payload-file");
     }
+    if (app.count("--size") && !payload_file.empty()) throw std::invalid_argument("give the payload once: -s or --payload-file");
     std::string url_with_method = url;
     if (typed) {
       if (app.count("--size") || !payload_file.empty() || !mix.empty()) {
@@ -230,34 +283,38 @@ int main(int argc, char** argv) {
       if (url.find('/', sep + 3) == std::string::npos) url_with_method += "/" + typed_method;
     }
     cfg.where = parse_target(url_with_method);
+    if (!headers.empty() && cfg.where.scheme != "http") throw std::invalid_argument("-H goes with http:// targets");
     codec_options co;
     if (typed) {
       if (cfg.where.path != typed_method) {
         throw std::invalid_argument("the URL names method '" + cfg.where.path + "' and --method '" + typed_method +
                                     "'; give it once");
       }
-      cfg.where.path = typed_payload(cfg.where, typed_method, typed_data, schema_file, schema_includes,
-                                     parse_duration(connect_timeout), co.payload);
+      cfg.where.path = typed_payload(cfg.where, typed_method, data.empty() ? std::string("{}") : data, schema_file,
+                                     schema_includes, parse_duration(connect_timeout), co.payload);
     } else if (!payload_file.empty()) {
-      std::ifstream in(payload_file, std::ios::binary);
-      if (!in) throw std::invalid_argument("cannot read --payload-file " + payload_file);
-      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string bytes = read_payload_file(payload_file);
       co.payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
                         reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
     } else {
       co.payload.assign(parse_size(size), std::byte{'x'});
     }
     co.key_space = key_space;
+    co.headers = headers;
     cfg.call_timeout = parse_duration(call_timeout);
     co.timeout_us = static_cast<std::uint64_t>(cfg.call_timeout.count() / 1000);
-    co.host_header = cfg.where.host + ":" + std::to_string(cfg.where.port);
+    co.host_header = authority_of(cfg.where);
     const auto proto = make_protocol(cfg.where, co);
     cfg.kinds = mix.empty() ? proto->default_kinds() : parse_mix(mix, cfg.where);
     cfg.max_calls = count;
-    cfg.duration = count != 0 && app.count("--duration") == 0 ? std::chrono::nanoseconds(0) : parse_duration(duration);
+    cfg.duration = count != 0 && !duration_given ? std::chrono::nanoseconds(0) : parse_duration(duration);
     cfg.warmup = !warmup.empty() ? parse_duration(warmup)
                                  : (count != 0 ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(std::chrono::seconds(1)));
     cfg.connect_timeout = parse_duration(connect_timeout);
+    cfg.diagnose_first_reply = true;
+    // A slow method must not pass for a silent server of another protocol.
+    cfg.silence_limit = std::max<std::chrono::nanoseconds>(std::chrono::seconds(5),
+                                                           cfg.call_timeout + std::chrono::seconds(1));
     if (!rate.empty() && !rate_steps.empty()) throw std::invalid_argument("use -R or --rate-steps, not both");
     if (!rate.empty()) cfg.steps.push_back({parse_rate(rate), cfg.duration.count()});
     if (!rate_steps.empty()) {
@@ -266,9 +323,22 @@ int main(int argc, char** argv) {
     }
     if (!cfg.steps.empty() && count != 0) throw std::invalid_argument("-n works with the closed loop only");
     if (cfg.connections == 0 || cfg.depth == 0 || cfg.threads == 0) {
-      throw std::invalid_argument("-c, -d and -t must be at least 1");
+      throw std::invalid_argument("-c, -P (depth) and -t must be at least 1");
     }
+    for (const auto& t : thresholds) check_threshold_applies(t, !cfg.steps.empty());
 
+    // Claim every output before the run: a bad path fails now, not after it.
+    if (json_path == "-" && (hdr_path == "-" || plot_path == "-")) {
+      throw std::invalid_argument("only one output can go to stdout (-)");
+    }
+    if (hdr_path == "-" || plot_path == "-") throw std::invalid_argument("only --json can go to stdout (-)");
+    std::unique_ptr<output_file> json_out, hdr_out, plot_out_file;
+    if (!json_path.empty()) json_out = std::make_unique<output_file>(json_path);
+    if (!hdr_path.empty()) hdr_out = std::make_unique<output_file>(hdr_path);
+    if (!plot_path.empty()) plot_out_file = std::make_unique<output_file>(plot_path);
+    FILE* summary_stream = json_out && json_out->is_stdout() ? stderr : stdout;
+
+    cfg.stop_requested = &install_interrupt_handler();
     std::fprintf(stderr, "ringrpc-load %s: %u connection(s) x depth %u on %u thread(s), %s%s\n", url.c_str(),
                  cfg.connections, cfg.depth, std::min(cfg.threads, cfg.connections),
                  cfg.steps.empty() ? "closed loop" : "open loop",
@@ -280,40 +350,41 @@ int main(int argc, char** argv) {
       print_live(tty, elapsed, live, last_ok);
     });
     if (tty) std::fprintf(stderr, "\n");
+    if (!r.diagnosis.empty()) {
+      std::fprintf(stderr, "ringrpc-load: %s\n", r.diagnosis.c_str());
+      return 2;
+    }
 
     r.config["target"] = url;
-    r.config["connections"] = std::to_string(cfg.connections);
-    r.config["depth"] = std::to_string(cfg.depth);
-    r.config["threads"] = std::to_string(cfg.threads);
-    r.config["payload_bytes"] = std::to_string(co.payload.size());
+    r.config["connections"] = cfg.connections;
+    r.config["depth"] = cfg.depth;
+    r.config["threads"] = cfg.threads;
+    r.config["payload_bytes"] = co.payload.size();
     if (typed) r.config["method"] = cfg.where.path;
     r.config["loop"] = cfg.steps.empty() ? "closed" : "open";
     if (!mix.empty()) r.config["mix"] = mix;
-    if (!rate.empty()) r.config["rate"] = rate;
-    if (!rate_steps.empty()) r.config["rate_steps"] = rate_steps;
-    if (count != 0) r.config["count"] = std::to_string(count);
-    std::cout << format_summary(r, percentiles);
+    if (!rate.empty()) r.config["rate"] = parse_rate(rate);
+    if (!rate_steps.empty()) r.config["rate_steps"] = parse_rate_list(rate_steps);
+    if (count != 0) r.config["count"] = count;
+    if (cfg.duration.count() > 0) r.config["duration_s"] = static_cast<double>(cfg.duration.count()) / 1e9;
+    if (!headers.empty()) r.config["headers"] = headers;
+    bool threshold_failed = false;
+    for (const auto& t : thresholds) {
+      r.verdicts.push_back(evaluate_threshold(t, r));
+      threshold_failed = threshold_failed || r.verdicts.back().failed;
+    }
+    const std::string summary = format_summary(r, percentiles);
+    std::fwrite(summary.data(), 1, summary.size(), summary_stream);
+    std::fflush(summary_stream);
 
-    if (!json_path.empty()) {
-      std::ofstream out(json_path);
-      if (!out) throw std::runtime_error("cannot write " + json_path);
-      write_json(r, percentiles, out);
+    if (json_out) {
+      std::ostringstream j;
+      write_json(r, percentiles, j);
+      json_out->commit(j.str());
     }
-    if (!hdr_path.empty()) {
-      std::ofstream out(hdr_path);
-      if (!out) throw std::runtime_error("cannot write " + hdr_path);
-      ringrpc::detail::interval_log_writer w(out);
-      const double measured_epoch = started_epoch + r.warmup_s;
-      w.write_header(measured_epoch);
-      for (std::size_t i = 0; i < r.interval_latency_ns.size(); ++i) {
-        w.write_interval(static_cast<double>(i), 1.0, r.interval_latency_ns[i]);
-      }
-    }
-    if (!plot_path.empty()) {
-      std::ofstream out(plot_path);
-      if (!out) throw std::runtime_error("cannot write " + plot_path);
-      out << render_svg({plot_series_from(r, url)});
-    }
+    if (hdr_out) hdr_out->commit(hdr_log_text(r, started_epoch + r.warmup_s));
+    if (plot_out_file) plot_out_file->commit(render_svg({plot_series_from(r, url)}));
+    if (threshold_failed) return 4;
     return r.error_total() == 0 ? 0 : 3;
   } catch (const std::system_error& e) {
     std::fprintf(stderr, "ringrpc-load: %s\n", e.what());

@@ -1,5 +1,7 @@
 #include "protocol.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -34,11 +36,12 @@ bool is_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
-// A host is an IPv4 literal or a DNS-style name; anything else would only fail later, at
+// A host is an IPv4 literal or a DNS-style name (IPv6 literals come in brackets and are checked
+// apart); anything else would only fail later, at
 // resolve time, with a less helpful message.
 void check_host(std::string_view url, std::string_view host) {
   if (host.empty()) bad_url(url, "missing host");
-  if (host.front() == '[') bad_url(url, "IPv6 literals are not supported");
+  if (host.find(':') != std::string_view::npos) bad_url(url, "IPv6 addresses go in brackets: [::1]:PORT");
   const bool numeric = std::all_of(host.begin(), host.end(), [](unsigned char c) {
     return std::isdigit(c) || c == '.';
   });
@@ -96,9 +99,22 @@ target parse_target(std::string_view url) {
   const auto path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash);
   if (authority.find('@') != std::string_view::npos) bad_url(url, "user info is not supported");
 
-  const auto colon = authority.rfind(':');
-  t.host = std::string(authority.substr(0, colon));
-  check_host(url, t.host);
+  std::size_t colon = std::string_view::npos;
+  if (!authority.empty() && authority.front() == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) bad_url(url, "'[' without ']'");
+    t.host = std::string(authority.substr(1, close - 1));
+    in6_addr a{};
+    if (::inet_pton(AF_INET6, t.host.c_str(), &a) != 1) bad_url(url, "'" + t.host + "' is not an IPv6 address");
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') bad_url(url, "expected ':PORT' after ']'");
+      colon = close + 1;
+    }
+  } else {
+    colon = authority.rfind(':');
+    t.host = std::string(authority.substr(0, colon));
+    check_host(url, t.host);
+  }
   if (colon != std::string_view::npos) {
     t.port = parse_port(url, authority.substr(colon + 1));
   } else if (t.scheme == "http") {

@@ -39,6 +39,8 @@ struct codec_options {
   std::uint32_t max_reply_bytes = 64u << 20;  ///< a reply claiming more is a protocol error
   std::uint64_t timeout_us = 0;         ///< ringrpc: deadline sent with each call
   std::string host_header;              ///< HTTP Host header
+  /// HTTP: extra "Name: value" header lines (-H); a Host among them replaces host_header.
+  std::vector<std::string> headers;
 };
 
 /// The outcome of trying to parse one reply from the front of the received bytes.

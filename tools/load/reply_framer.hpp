@@ -2,8 +2,10 @@
 // How ringrpc-load finds replies in a connection's input: the shared reassembly
 // (wire/frame_assembler.hpp) with the protocol's codec as its framer.
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "protocol.hpp"
 #include "wire/frame_assembler.hpp"
@@ -19,14 +21,21 @@ struct reply_framer {
   static constexpr std::size_t keep_bytes = 64 * 1024;
   static constexpr bool sizes_ahead = false;  // HTTP and RESP replies do not say their size first
 
+  /// How many bytes of a reply that did not parse are kept for the diagnosis of what the
+  /// server speaks instead.
+  static constexpr std::size_t kept_bad_bytes = 64;
+
   connection_codec* codec = nullptr;
   reply last;
+  std::vector<std::byte> bad_front;  ///< the front of the last input that did not parse
 
   detail::frame_measure measure(std::span<const std::byte> front) {
     last = codec->parse_reply(front);
     switch (last.status) {
       case reply_status::incomplete: return {detail::frame_measure::kind::need_more, 0};
-      case reply_status::protocol_error: return {detail::frame_measure::kind::invalid, 0};
+      case reply_status::protocol_error:
+        bad_front.assign(front.begin(), front.begin() + static_cast<std::ptrdiff_t>(std::min(front.size(), kept_bad_bytes)));
+        return {detail::frame_measure::kind::invalid, 0};
       case reply_status::ok:
       case reply_status::error_reply: break;
     }

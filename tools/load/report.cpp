@@ -58,6 +58,16 @@ std::vector<std::pair<double, double>> latency_spectrum(const detail::latency_hi
 using report_detail::ns_to_us;
 using report_detail::strprintf;
 
+std::uint64_t kind_result::error_total() const noexcept {
+  std::uint64_t total = 0;
+  for (const auto& [kind, n] : errors) total += n;
+  return total;
+}
+
+static std::string config_text(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
 std::uint64_t run_result::error_total() const noexcept {
   std::uint64_t total = 0;
   for (const auto& [kind, n] : errors) total += n;
@@ -79,12 +89,44 @@ std::string percentile_key(double p) {
 plot_series plot_series_from(const run_result& r, const std::string& label) {
   plot_series s;
   s.label = label;
+  s.title = run_title(r.config);
   s.spectrum = report_detail::latency_spectrum(r.latency_ns);
+  if (r.open_loop) {
+    s.service_spectrum = report_detail::latency_spectrum(r.service_ns);
+    s.requested_rate = r.requested_rate;
+  }
   s.rate.reserve(r.per_second.size());
   for (const second_sample& x : r.per_second) {
     s.rate.emplace_back(x.t_s, static_cast<double>(x.calls_ok));
   }
   return s;
+}
+
+std::string run_title(const std::map<std::string, nlohmann::json>& config) {
+  auto text = [&](const char* key) -> std::string {
+    const auto it = config.find(key);
+    return it == config.end() ? std::string() : config_text(it->second);
+  };
+  auto rate_text = [](double v) {
+    if (v >= 1e6) return strprintf("%gM", v / 1e6);
+    if (v >= 1e3) return strprintf("%gk", v / 1e3);
+    return strprintf("%g", v);
+  };
+  std::string title = text("target");
+  if (const std::string c = text("connections"); !c.empty()) {
+    title += " \xC2\xB7 " + c + " conn x depth " + (text("depth").empty() ? std::string("1") : text("depth"));
+  }
+  if (const auto it = config.find("rate"); it != config.end() && it->second.is_number()) {
+    title += " \xC2\xB7 open loop " + rate_text(it->second.get<double>()) + " calls/s";
+  } else if (const auto steps = config.find("rate_steps"); steps != config.end()) {
+    title += " \xC2\xB7 open loop steps";
+  } else if (text("loop") == "closed") {
+    title += " \xC2\xB7 closed loop";
+  }
+  if (const auto it = config.find("duration_s"); it != config.end() && it->second.is_number()) {
+    title += strprintf(" \xC2\xB7 %g s", it->second.get<double>());
+  }
+  return title;
 }
 
 namespace {
@@ -119,14 +161,14 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
 
   // Header: what ran, and which window the numbers cover.
   std::string target;
-  if (const auto it = r.config.find("target"); it != r.config.end()) target = "  " + it->second;
+  if (const auto it = r.config.find("target"); it != r.config.end()) target = "  " + config_text(it->second);
   out += "ringrpc-load" + target + "  " + (r.open_loop ? "open loop" : "closed loop") + "\n";
   out += strprintf("  %.2f s measured", r.measured_s);
-  out += r.warmup_s > 0 ? strprintf(", after %.1f s warm-up, excluded\n", r.warmup_s)
-                        : std::string(", no warm-up\n");
+  out += r.warmup_s > 0 ? strprintf(", after %.1f s warm-up, excluded", r.warmup_s) : std::string(", no warm-up");
+  out += r.interrupted ? ", ended early by SIGINT\n" : "\n";
   std::string config;
   for (const auto& [key, value] : r.config) {
-    if (key != "target") config += " " + key + "=" + value;
+    if (key != "target") config += " " + key + "=" + config_text(value);
   }
   if (!config.empty()) out += "  config:" + config + "\n";
   out += "\n";
@@ -190,6 +232,24 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
     }
   }
 
+  if (!r.kinds.empty()) {
+    // One row per --mix kind; the kind column takes the longest name (HTTP paths can be long).
+    std::size_t w = 4;
+    for (const kind_result& k : r.kinds) w = std::max(w, k.name.size());
+    const int wi = static_cast<int>(std::min<std::size_t>(w, 40));
+    out += "\n";
+    out += strprintf("  %-*s %12s %8s %11s %11s %11s\n", wi, "kind", "calls ok", "errors", "p50 (us)", "p99 (us)",
+                     "p99.9 (us)");
+    for (const kind_result& k : r.kinds) {
+      const auto& h = k.latency_ns;
+      out += strprintf("  %-*s %12s %8s %11s %11s %11s\n", wi, k.name.c_str(), format_count(k.calls_ok).c_str(),
+                       format_count(k.error_total()).c_str(), format_us(ns_to_us(h.value_at_percentile(50))).c_str(),
+                       format_us(ns_to_us(h.value_at_percentile(99))).c_str(),
+                       format_us(ns_to_us(h.value_at_percentile(99.9))).c_str());
+      for (const auto& [kind, n] : k.errors) out += strprintf("  %-*s %12s %8s\n", wi, ("  " + kind).c_str(), "", format_count(n).c_str());
+    }
+  }
+
   if (!r.steps.empty()) {
     out += "\n";
     out += strprintf("  %-6s %14s %14s %9s %14s\n", "step", "requested/s", "achieved/s", "", "p99 (us)");
@@ -203,6 +263,14 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
       out += strprintf("  %-6zu %14s %14s %9s %14s%s\n", i + 1, format_rate(s.requested_rate).c_str(),
                        format_rate(s.achieved_rate).c_str(), share.c_str(),
                        format_us(ns_to_us(s.p99_ns)).c_str(), flag);
+    }
+  }
+
+  if (!r.verdicts.empty()) {
+    out += "\n  thresholds (--fail-if)\n";
+    for (const threshold_verdict& v : r.verdicts) {
+      const std::string value = v.note.empty() ? v.observed : v.note;
+      out += strprintf("    %-20s %-24s %s\n", v.expression.c_str(), value.c_str(), v.failed ? "FAILED" : "passed");
     }
   }
   return out;

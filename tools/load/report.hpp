@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/latency_histogram.hpp"
 
 namespace ringrpc::load {
@@ -31,9 +33,37 @@ inline detail::latency_histogram make_latency_histogram() {
   return detail::latency_histogram(1, 60'000'000'000ull, 3);
 }
 
+/// One request kind of a --mix run: its own counts and latency.
+struct kind_result {
+  std::string name;
+  std::uint64_t calls_ok = 0;
+  std::map<std::string, std::uint64_t> errors;
+  detail::latency_histogram latency_ns = make_latency_histogram();
+  std::uint64_t error_total() const noexcept;
+};
+
+/// The outcome of one --fail-if threshold (thresholds.hpp evaluates them).
+struct threshold_verdict {
+  std::string expression;  ///< as given: "p99>2ms"
+  std::string observed;    ///< the measured value as shown: "1.84 ms", "0.02 %"
+  double observed_value = 0;  ///< in `unit`
+  double limit_value = 0;     ///< in `unit`
+  std::string unit;           ///< "us", "%", "calls/s", "calls"
+  bool failed = false;
+  std::string note;  ///< why it failed without a value, e.g. "no successful calls"
+};
+
 struct run_result {
-  /// Configuration as shown: flag name -> value text (e.g. "connections" -> "64").
-  std::map<std::string, std::string> config;
+  /// Configuration as shown: flag name -> value (numbers stay numbers in the JSON).
+  std::map<std::string, nlohmann::json> config;
+  /// The run was ended early by SIGINT; the results cover the time until then.
+  bool interrupted = false;
+  /// Set when the run was stopped because the server does not speak the URL's protocol: one
+  /// line saying what it looks like instead. The other results are then meaningless.
+  std::string diagnosis;
+  /// Per request kind, in --mix order; empty when the run had a single kind.
+  std::vector<kind_result> kinds;
+  std::vector<threshold_verdict> verdicts;
   double warmup_s = 0;
   double measured_s = 0;
   bool open_loop = false;
@@ -76,15 +106,23 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
 /// What `ringrpc-load plot` needs back from a JSON file: its label, spectrum and per-second series.
 struct plot_series {
   std::string label;
-  std::vector<std::pair<double, double>> spectrum;  ///< (percentile, latency_us)
+  std::string title;  ///< the run's configuration in one line: target, c/depth/rate, duration
+  std::vector<std::pair<double, double>> spectrum;  ///< (percentile, latency_us); open loop: corrected
+  std::vector<std::pair<double, double>> service_spectrum;  ///< open loop: from the actual send
   std::vector<std::pair<double, double>> rate;      ///< (t_s, calls/s)
+  double requested_rate = 0;  ///< open loop: calls/s asked for; 0 in a closed loop
 };
 plot_series plot_series_from(const run_result& r, const std::string& label);
+/// "TARGET · 64 conn x depth 16 · open loop 20k calls/s · 10 s" from a run's config.
+std::string run_title(const std::map<std::string, nlohmann::json>& config);
 /// Reads a file written by write_json(); throws std::runtime_error naming the file and problem.
 plot_series read_plot_series(const std::string& json_path);
 
-/// Self-contained SVG: latency by percentile on a log "nines" axis (HdrHistogram plotter
-/// style: 0, 90, 99, 99.9, 99.99, 99.999) and calls/s over time, one colour per series.
+/// Self-contained SVG: latency (log axis) by percentile on a "nines" axis (HdrHistogram
+/// plotter style: 0, 90, 99, 99.9, ...) and calls/s over time, one colour per series, open-loop
+/// runs with their service-time curve and requested rate, a title, legends inside the frames.
+/// Texts carry class attributes (title, tick, legend, ...) and series their data-label, so that
+/// tests can check the layout.
 std::string render_svg(const std::vector<plot_series>& series);
 
 }  // namespace ringrpc::load

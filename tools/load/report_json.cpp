@@ -35,7 +35,9 @@ double finite(double v) { return std::isfinite(v) ? v : 0.0; }
 
 void write_json(const run_result& r, const std::vector<double>& percentiles, std::ostream& out) {
   nlohmann::json j = nlohmann::json::object();
-  j["config"] = r.config;
+  j["config"] = nlohmann::json::object();
+  for (const auto& [key, value] : r.config) j["config"][key] = value;
+  j["interrupted"] = r.interrupted;
   j["warmup_s"] = finite(r.warmup_s);
   j["measured_s"] = finite(r.measured_s);
   j["calls_ok"] = r.calls_ok;
@@ -51,6 +53,13 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
     spectrum.push_back({{"percentile", p}, {"latency_us", us}});
   }
   j["spectrum"] = std::move(spectrum);
+  if (r.open_loop) {
+    nlohmann::json service = nlohmann::json::array();
+    for (const auto& [p, us] : report_detail::latency_spectrum(r.service_ns)) {
+      service.push_back({{"percentile", p}, {"latency_us", us}});
+    }
+    j["service_spectrum"] = std::move(service);
+  }
 
   nlohmann::json seconds = nlohmann::json::array();
   for (const second_sample& s : r.per_second) {
@@ -68,6 +77,31 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
                      {"p99_us", ns_to_us(s.p99_ns)}});
   }
   j["steps"] = std::move(steps);
+
+  if (!r.kinds.empty()) {
+    nlohmann::json kinds = nlohmann::json::array();
+    for (const kind_result& k : r.kinds) {
+      kinds.push_back({{"kind", k.name},
+                       {"calls_ok", k.calls_ok},
+                       {"errors", k.errors},
+                       {"latency_us", latency_object(k.latency_ns, percentiles)}});
+    }
+    j["kinds"] = std::move(kinds);
+  }
+
+  if (!r.verdicts.empty()) {
+    nlohmann::json verdicts = nlohmann::json::array();
+    bool any = false;
+    for (const threshold_verdict& v : r.verdicts) {
+      nlohmann::json o = {{"expression", v.expression}, {"observed", finite(v.observed_value)},
+                          {"limit", finite(v.limit_value)}, {"unit", v.unit}, {"failed", v.failed}};
+      if (!v.note.empty()) o["note"] = v.note;
+      verdicts.push_back(std::move(o));
+      any = any || v.failed;
+    }
+    j["thresholds"] = std::move(verdicts);
+    j["thresholds_failed"] = any;
+  }
 
   out << j.dump(2) << '\n';
 }
@@ -104,11 +138,23 @@ plot_series read_plot_series(const std::string& json_path) {
   if (spectrum == j.end() || !spectrum->is_array()) {
     throw std::runtime_error("'" + json_path + "': no \"spectrum\" array" + hint);
   }
-  for (std::size_t i = 0; i < spectrum->size(); ++i) {
-    const std::string where = "'" + json_path + "': spectrum[" + std::to_string(i) + "]";
-    const nlohmann::json& point = (*spectrum)[i];
-    if (!point.is_object()) throw std::runtime_error(where + ": not an object");
-    s.spectrum.emplace_back(number_at(point, "percentile", where), number_at(point, "latency_us", where));
+  auto read_points = [&](const nlohmann::json& arr, const char* name, std::vector<std::pair<double, double>>& into) {
+    for (std::size_t i = 0; i < arr.size(); ++i) {
+      const std::string where = "'" + json_path + "': " + name + "[" + std::to_string(i) + "]";
+      const nlohmann::json& point = arr[i];
+      if (!point.is_object()) throw std::runtime_error(where + ": not an object");
+      into.emplace_back(number_at(point, "percentile", where), number_at(point, "latency_us", where));
+    }
+  };
+  read_points(*spectrum, "spectrum", s.spectrum);
+  if (const auto service = j.find("service_spectrum"); service != j.end() && service->is_array()) {
+    read_points(*service, "service_spectrum", s.service_spectrum);
+  }
+  if (const auto rr = j.find("requested_rate"); rr != j.end() && rr->is_number()) s.requested_rate = rr->get<double>();
+  if (const auto config = j.find("config"); config != j.end() && config->is_object()) {
+    std::map<std::string, nlohmann::json> c;
+    for (const auto& [k, v] : config->items()) c[k] = v;
+    s.title = run_title(c);
   }
 
   // Older or hand-made files may lack the time series; the latency plot still works.

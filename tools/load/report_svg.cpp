@@ -1,6 +1,10 @@
-// The comparison plot: latency by percentile on a "nines" axis beside calls/s over time.
-// Plain SVG 1.1 with generic font families so it renders the same in a browser, an image viewer
-// or a pull-request comment, with nothing fetched and nothing executed.
+// The comparison plot: latency (log axis) by percentile on a "nines" axis beside calls/s over
+// time. Plain SVG 1.1 with generic font families so it renders the same in a browser, an image
+// viewer or a pull-request comment, with nothing fetched and nothing executed.
+//
+// Layout is computed, not hoped for: every text's box is estimated from its length and font
+// size (average glyph width 0.62 em for sans-serif), tick labels are thinned until they fit
+// their spacing, and each legend sits inside its frame in the corner the curves cross least.
 
 #include <algorithm>
 #include <cmath>
@@ -18,15 +22,14 @@ using report_detail::strprintf;
 namespace {
 
 constexpr double width = 1000;
-constexpr double panel_width = width / 2;
-constexpr double plot_top = 50;
-constexpr double plot_bottom = 370;
-constexpr double margin_left = 75;   // room for y tick labels
-constexpr double margin_right = 30;  // room for the last x tick label
-constexpr double legend_top = 420;
-constexpr double legend_row = 20;
-constexpr int legend_columns = 3;
-constexpr double legend_column_width = (width - 2 * 20) / legend_columns;
+constexpr double height = 470;
+constexpr double plot_top = 78;
+constexpr double plot_bottom = 400;
+constexpr double left_lo = 80, left_hi = 460;     // latency panel
+constexpr double right_lo = 590, right_hi = 970;  // rate panel
+constexpr double font = 12;
+constexpr double glyph_em = 0.62;  // shared with the layout test (tests/load/plot_properties.py)
+constexpr double legend_row = 16;
 
 // Distinct on white and for the common colour-vision deficiencies (a qualitative palette).
 constexpr const char* palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -54,6 +57,24 @@ std::string xml_escape(const std::string& text) {
   return out;
 }
 
+// Characters as a reader sees them: UTF-8 continuation bytes do not count.
+double text_width(const std::string& s, double size = font) {
+  double n = 0;
+  for (const unsigned char c : s) n += (c & 0xC0) == 0x80 ? 0 : 1;
+  return n * size * glyph_em;
+}
+
+// Long URLs must not run out of the picture.
+std::string fit(const std::string& s, double max_px, double size) {
+  if (text_width(s, size) <= max_px) return s;
+  std::string out;
+  for (const unsigned char c : s) {
+    if ((c & 0xC0) != 0x80 && text_width(out + "...", size) + size * glyph_em > max_px) break;
+    out += static_cast<char>(c);
+  }
+  return out + "...";
+}
+
 // x of a percentile on the nines axis: 0% -> 0, 90% -> 1, 99% -> 2, ...
 double nines(double percentile) { return std::log10(100 / (100 - percentile)); }
 
@@ -62,6 +83,12 @@ std::string nines_label(int k) {
   if (k == 1) return "90%";
   if (k == 2) return "99%";
   return "99." + std::string(static_cast<std::size_t>(k - 2), '9') + "%";
+}
+
+std::string latency_label(double us) {
+  if (us >= 1e6) return strprintf("%g s", us / 1e6);
+  if (us >= 1e3) return strprintf("%g ms", us / 1e3);
+  return strprintf("%g \xC2\xB5s", us);
 }
 
 // A 1-2-5 step giving about `target` intervals up to `max`.
@@ -74,7 +101,12 @@ double nice_step(double max, int target = 5) {
   return nice * magnitude;
 }
 
-std::string tick_label(double v, double step) {
+double nice_top(double max, double& step) {
+  step = nice_step(max);
+  return std::max(step, std::ceil(max / step - 1e-9) * step);
+}
+
+std::string count_label(double v, double step) {
   if (v == 0) return "0";
   if (step >= 1e6) return strprintf("%gM", v / 1e6);
   if (step >= 1e3) return strprintf("%gk", v / 1e3);
@@ -83,148 +115,241 @@ std::string tick_label(double v, double step) {
   return strprintf("%.*f", decimals, v);
 }
 
-struct axis {
-  double lo = 0, hi = 1;  // data range
-  double px_lo = 0, px_hi = 1;
+struct linear_axis {
+  double lo, hi, px_lo, px_hi;
   double map(double v) const { return px_lo + (v - lo) / (hi - lo) * (px_hi - px_lo); }
 };
 
-struct panel {
-  axis x, y;
+// Latency: one decade per step, from a power of ten below the fastest call to one above the
+// slowest, so that p50 and p99.99 are both readable.
+struct log_axis {
+  double lo_exp, hi_exp, px_lo, px_hi;
+  double map(double us) const {
+    const double e = std::log10(std::max(us, std::pow(10, lo_exp)));
+    return px_lo + (e - lo_exp) / (hi_exp - lo_exp) * (px_hi - px_lo);
+  }
 };
 
-panel make_panel(int index, double x_hi, double y_hi) {
-  panel p;
-  const double left = index * panel_width + margin_left;
-  p.x = axis{0, x_hi > 0 ? x_hi : 1, left, (index + 1) * panel_width - margin_right};
-  p.y = axis{0, y_hi > 0 ? y_hi : 1, plot_bottom, plot_top};
-  return p;
+void text(std::string& svg, const char* cls, double x, double y, const char* anchor, const std::string& t,
+          double size = font, const char* extra = "") {
+  svg += strprintf("<text class=\"%s\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%g\"%s>%s</text>\n", cls, x,
+                   y, anchor, size, extra, xml_escape(t).c_str());
 }
 
-void frame(std::string& svg, const panel& p, const std::string& title, const std::string& x_title,
-           const std::string& y_title) {
-  const double mid_x = (p.x.px_lo + p.x.px_hi) / 2;
-  svg += strprintf("<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">%s</text>\n",
-                   mid_x, xml_escape(title).c_str());
-  svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", mid_x, plot_bottom + 38,
-                   xml_escape(x_title).c_str());
+void grid_line(std::string& svg, double x1, double y1, double x2, double y2) {
+  svg += strprintf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", x1, y1, x2, y2);
+}
+
+void frame(std::string& svg, double lo, double hi, const std::string& title, const std::string& x_title,
+           const std::string& y_title, double y_title_x) {
+  const double mid_x = (lo + hi) / 2;
   const double mid_y = (plot_top + plot_bottom) / 2;
-  const double y_title_x = p.x.px_lo - margin_left + 14;
-  svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">%s</text>\n",
-                   y_title_x, mid_y, y_title_x, mid_y, xml_escape(y_title).c_str());
-  svg += strprintf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n",
-                   p.x.px_lo, plot_top, p.x.px_hi - p.x.px_lo, plot_bottom - plot_top);
-}
-
-void x_tick(std::string& svg, const panel& p, double v, const std::string& label) {
-  const double x = p.x.map(v);
-  svg += strprintf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x, plot_top, x,
-                   plot_bottom);
-  svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", x, plot_bottom + 16,
-                   xml_escape(label).c_str());
-}
-
-void y_ticks(std::string& svg, const panel& p, double step) {
-  for (int i = 0;; ++i) {
-    const double v = i * step;
-    if (v > p.y.hi * (1 + 1e-9)) break;
-    const double y = p.y.map(v);
-    svg += strprintf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", p.x.px_lo, y,
-                     p.x.px_hi, y);
-    svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", p.x.px_lo - 6, y + 4,
-                     tick_label(v, step).c_str());
-  }
+  text(svg, "panel-title", mid_x, plot_top - 8, "middle", title, 13, " font-weight=\"bold\"");
+  text(svg, "axis-title", mid_x, plot_bottom + 38, "middle", x_title);
+  svg += strprintf("<text class=\"axis-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%g\" "
+                   "transform=\"rotate(-90 %.1f %.1f)\">%s</text>\n",
+                   y_title_x, mid_y, font, y_title_x, mid_y, xml_escape(y_title).c_str());
+  svg += strprintf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n", lo,
+                   plot_top, hi - lo, plot_bottom - plot_top);
 }
 
 void polyline(std::string& svg, const std::vector<std::pair<double, double>>& pts, const char* colour,
-              const std::string& label) {
+              const std::string& label, bool dashed) {
   if (pts.empty()) return;
   std::string points;
   for (const auto& [x, y] : pts) points += strprintf("%.1f,%.1f ", x, y);
   points.pop_back();
-  svg += strprintf("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" stroke-linejoin=\"round\" points=\"%s\">"
-                   "<title>%s</title></polyline>\n",
-                   colour, points.c_str(), xml_escape(label).c_str());
+  svg += strprintf("<polyline class=\"series\" data-label=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s "
+                   "stroke-linejoin=\"round\" points=\"%s\"><title>%s</title></polyline>\n",
+                   xml_escape(label).c_str(), colour, dashed ? " stroke-dasharray=\"6 3\"" : "", points.c_str(),
+                   xml_escape(label).c_str());
 }
 
-// Rounds `max` up to a whole number of nice steps.
-double nice_top(double max, double& step) {
-  step = nice_step(max);
-  return std::max(step, std::ceil(max / step - 1e-9) * step);
+struct legend_entry {
+  std::string label;
+  const char* colour;
+  bool dashed;
+};
+
+using points = std::vector<std::pair<double, double>>;
+
+// A legend box inside the frame [lo, hi] x [plot_top, plot_bottom], in whichever corner covers
+// the fewest points of the curves drawn there.
+void legend(std::string& svg, const std::vector<legend_entry>& entries, double lo, double hi, const points& drawn) {
+  if (entries.empty()) return;
+  const double max_w = hi - lo - 24;
+  double w = 0;
+  for (const auto& e : entries) w = std::min(max_w, std::max(w, 34 + text_width(e.label)));
+  const double h = static_cast<double>(entries.size()) * legend_row + 8;
+  double x = lo + 8, top = plot_top + 8;
+  std::size_t best = static_cast<std::size_t>(-1);
+  for (const double cx : {lo + 8, hi - 16 - w}) {
+    for (const double cy : {plot_top + 8, plot_bottom - 8 - h}) {
+      const auto covered = static_cast<std::size_t>(std::count_if(drawn.begin(), drawn.end(), [&](const auto& p) {
+        return p.first >= cx && p.first <= cx + w + 8 && p.second >= cy && p.second <= cy + h;
+      }));
+      if (covered < best) {
+        best = covered;
+        x = cx;
+        top = cy;
+      }
+    }
+  }
+  svg += strprintf("<rect class=\"legend-box\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"white\" "
+                   "fill-opacity=\"0.85\" stroke=\"#bbb\"/>\n",
+                   x, top, w + 8, h);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const double row_y = top + 4 + static_cast<double>(i + 1) * legend_row - 4;
+    svg += strprintf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>\n", x + 6,
+                     row_y - 4, x + 30, row_y - 4, entries[i].colour,
+                     entries[i].dashed ? " stroke-dasharray=\"6 3\"" : "");
+    text(svg, "legend", x + 36, row_y, "start", fit(entries[i].label, max_w - 34, font));
+  }
 }
 
 }  // namespace
 
 std::string render_svg(const std::vector<plot_series>& series) {
   // Data ranges over every series, so that all share the same axes.
-  double max_nines = 0, max_latency = 0, max_t = 0, max_rate = 0;
-  for (const plot_series& s : series) {
-    for (const auto& [p, us] : s.spectrum) {
+  double max_nines = 0, min_latency = 0, max_latency = 0, max_t = 0, max_rate = 0;
+  bool any_latency = false;
+  auto take_latency = [&](const std::vector<std::pair<double, double>>& spectrum) {
+    for (const auto& [p, us] : spectrum) {
       if (p < 100) max_nines = std::max(max_nines, nines(p));
+      if (us <= 0) continue;
+      min_latency = any_latency ? std::min(min_latency, us) : us;
       max_latency = std::max(max_latency, us);
+      any_latency = true;
     }
+  };
+  for (const plot_series& s : series) {
+    take_latency(s.spectrum);
+    take_latency(s.service_spectrum);
     for (const auto& [t, rate] : s.rate) {
       max_t = std::max(max_t, t);
       max_rate = std::max(max_rate, rate);
     }
+    max_rate = std::max(max_rate, s.requested_rate);
   }
   // Always show up to 99.999%, as HdrHistogram's plotter does, and further if the data resolve it.
   const int nines_top = std::max(5, static_cast<int>(std::ceil(max_nines - 1e-9)));
-  double latency_step = 1, time_step = 1, rate_tick = 1;
-  const double latency_top = nice_top(max_latency, latency_step);
+  double lo_exp = any_latency ? std::floor(std::log10(min_latency)) : 0;
+  double hi_exp = any_latency ? std::ceil(std::log10(max_latency)) : 3;
+  if (hi_exp - lo_exp < 1) hi_exp = lo_exp + 1;
+  double time_step = 1, rate_step = 1;
   const double time_top = nice_top(max_t, time_step);
-  const double rate_top = nice_top(max_rate, rate_tick);
+  const double rate_top = nice_top(max_rate * 1.05, rate_step);  // room above a flat rate for the curve
 
-  const int legend_rows = static_cast<int>((series.size() + legend_columns - 1) / legend_columns);
-  const double height = legend_top + legend_rows * legend_row + 10;
+  const log_axis lat_y{lo_exp, hi_exp, plot_bottom, plot_top};
+  const linear_axis nines_x{0, static_cast<double>(nines_top), left_lo, left_hi};
+  const linear_axis time_x{0, time_top, right_lo, right_hi};
+  const linear_axis rate_y{0, rate_top, plot_bottom, plot_top};
 
   std::string svg;
   svg += strprintf("<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" height=\"%.0f\" "
-                   "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
-                   width, height, width, height);
+                   "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"%g\">\n",
+                   width, height, width, height, font);
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
 
-  // Left: latency by percentile.
-  const panel left = make_panel(0, nines_top, latency_top);
-  for (int k = 0; k <= nines_top; ++k) x_tick(svg, left, k, nines_label(k));
-  y_ticks(svg, left, latency_step);
-  frame(svg, left, "latency by percentile", "percentile", "latency (\xC2\xB5s)");
+  // Title: the run's configuration; several runs: each in its legend, the title says how many.
+  std::string title = series.empty() ? std::string("no runs") : series.front().title;
+  for (const plot_series& s : series) {
+    if (s.title != title) title = strprintf("%zu runs compared", series.size());
+  }
+  if (title.empty()) title = "ringrpc-load";
+  text(svg, "title", width / 2, 26, "middle", fit(title, width - 40, 15), 15, " font-weight=\"bold\"");
 
-  // Right: calls/s over time.
-  const panel right = make_panel(1, time_top, rate_top);
+  // Latency panel: log y with a label per decade (and 2, 5 within a decade when the range is
+  // one decade), nines x thinned until the labels fit their spacing.
+  for (double e = lo_exp; e <= hi_exp + 1e-9; ++e) {
+    std::vector<double> marks{1};
+    if (hi_exp - lo_exp <= 1) marks = {1, 2, 5};
+    for (const double m : marks) {
+      const double us = m * std::pow(10, e);
+      if (std::log10(us) > hi_exp + 1e-9) break;
+      const double y = lat_y.map(us);
+      grid_line(svg, left_lo, y, left_hi, y);
+      text(svg, "tick latency-tick", left_lo - 6, y + 4, "end", latency_label(us), font,
+           strprintf(" data-value=\"%g\"", us).c_str());
+    }
+  }
+  const double px_per_nine = (left_hi - left_lo) / nines_top;
+  int stride = 1;
+  while (text_width(nines_label(nines_top)) + 8 > px_per_nine * stride) ++stride;
+  for (int k = 0; k <= nines_top; ++k) {
+    const double x = nines_x.map(k);
+    grid_line(svg, x, plot_top, x, plot_bottom);
+    if (k % stride == 0) text(svg, "tick nines-tick", x, plot_bottom + 16, "middle", nines_label(k));
+  }
+  frame(svg, left_lo, left_hi, "latency by percentile", "percentile", "latency (log scale)", left_lo - 62);
+
+  // Rate panel.
+  for (int i = 0;; ++i) {
+    const double v = i * rate_step;
+    if (v > rate_top * (1 + 1e-9)) break;
+    const double y = rate_y.map(v);
+    grid_line(svg, right_lo, y, right_hi, y);
+    text(svg, "tick rate-tick", right_lo - 6, y + 4, "end", count_label(v, rate_step));
+  }
+  int time_stride = 1;
+  const double px_per_step = (right_hi - right_lo) / (time_top / time_step);
+  while (text_width(count_label(time_top, time_step)) + 8 > px_per_step * time_stride) ++time_stride;
   for (int i = 0;; ++i) {
     const double t = i * time_step;
     if (t > time_top * (1 + 1e-9)) break;
-    x_tick(svg, right, t, tick_label(t, time_step));
+    const double x = time_x.map(t);
+    grid_line(svg, x, plot_top, x, plot_bottom);
+    if (i % time_stride == 0) text(svg, "tick time-tick", x, plot_bottom + 16, "middle", count_label(t, time_step));
   }
-  y_ticks(svg, right, rate_tick);
-  frame(svg, right, "calls/s over time", "time (s)", "calls/s");
+  frame(svg, right_lo, right_hi, "calls/s over time", "time (s)", "calls/s", right_lo - 56);
 
+  std::vector<legend_entry> latency_legend, rate_legend;
+  points latency_drawn, rate_drawn;
   for (std::size_t i = 0; i < series.size(); ++i) {
     const plot_series& s = series[i];
     const char* colour = palette[i % std::size(palette)];
+    const bool open = !s.service_spectrum.empty() || s.requested_rate > 0;
+
+    auto spectrum_points = [&](const std::vector<std::pair<double, double>>& spectrum) {
+      std::vector<std::pair<double, double>> pts;
+      double last_x = 0;
+      for (const auto& [p, us] : spectrum) {
+        // 100% is infinitely many nines; draw the maximum where the data's resolution ends, a
+        // vertical step up from the last resolvable percentile.
+        const double x = p < 100 ? std::min(nines(p), double(nines_top)) : last_x;
+        last_x = x;
+        pts.emplace_back(nines_x.map(x), lat_y.map(us));
+      }
+      return pts;
+    };
+    const std::string corrected = open ? s.label + " (corrected)" : s.label;
+    const points corrected_pts = spectrum_points(s.spectrum);
+    latency_drawn.insert(latency_drawn.end(), corrected_pts.begin(), corrected_pts.end());
+    polyline(svg, corrected_pts, colour, corrected, false);
+    latency_legend.push_back({corrected, colour, false});
+    if (!s.service_spectrum.empty()) {
+      const std::string service = s.label + " (service)";
+      const points service_pts = spectrum_points(s.service_spectrum);
+      latency_drawn.insert(latency_drawn.end(), service_pts.begin(), service_pts.end());
+      polyline(svg, service_pts, colour, service, true);
+      latency_legend.push_back({service, colour, true});
+    }
 
     std::vector<std::pair<double, double>> pts;
-    double last_x = 0;
-    for (const auto& [p, us] : s.spectrum) {
-      // 100% is infinitely many nines; draw the maximum where the data's resolution ends, a
-      // vertical step up from the last resolvable percentile.
-      const double x = p < 100 ? std::min(nines(p), double(nines_top)) : last_x;
-      last_x = x;
-      pts.emplace_back(left.x.map(x), left.y.map(us));
+    for (const auto& [t, rate] : s.rate) pts.emplace_back(time_x.map(t), rate_y.map(rate));
+    rate_drawn.insert(rate_drawn.end(), pts.begin(), pts.end());
+    polyline(svg, pts, colour, s.label, false);
+    rate_legend.push_back({s.label, colour, false});
+    if (s.requested_rate > 0) {
+      const std::string requested = s.label + " requested " + count_label(s.requested_rate, 1000) + "/s";
+      const double y = rate_y.map(s.requested_rate);
+      polyline(svg, {{right_lo, y}, {right_hi, y}}, colour, requested, true);
+      for (double x = right_lo; x <= right_hi; x += 4) rate_drawn.emplace_back(x, y);
+      rate_legend.push_back({requested, colour, true});
     }
-    polyline(svg, pts, colour, s.label);
-
-    pts.clear();
-    for (const auto& [t, rate] : s.rate) pts.emplace_back(right.x.map(t), right.y.map(rate));
-    polyline(svg, pts, colour, s.label);
-
-    const double lx = 20 + static_cast<double>(i % legend_columns) * legend_column_width;
-    const double ly = legend_top + static_cast<double>(i / legend_columns) * legend_row;
-    svg += strprintf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>\n", lx,
-                     ly - 4, lx + 24, ly - 4, colour);
-    svg += strprintf("<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 30, ly, xml_escape(s.label).c_str());
   }
+  legend(svg, latency_legend, left_lo, left_hi, latency_drawn);
+  legend(svg, rate_legend, right_lo, right_hi, rate_drawn);
   svg += "</svg>\n";
   return svg;
 }

@@ -1,0 +1,372 @@
+#include "engine_worker.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "base/clock.hpp"
+#include "client/multishot_recv.hpp"
+#include "client/tcp_connect.hpp"
+#include "sniff.hpp"
+#include "uring/cqe_tag.hpp"
+#include "uring/uring_probe.hpp"
+
+namespace ringrpc::load::engine_detail {
+
+using detail::make_tag;
+using detail::now_ns;
+using detail::op;
+using detail::tag_op;
+using detail::tag_ptr;
+
+int connect_to(const target& t, std::chrono::nanoseconds timeout) {
+  return detail::connect_tcp(t.host, t.port, timeout);
+}
+
+std::uint32_t worker::pick_kind() noexcept {
+  if (_cfg.kinds.size() == 1) return 0;
+  _rng ^= _rng << 13;
+  _rng ^= _rng >> 7;
+  _rng ^= _rng << 17;
+  return _run.kind_table[_rng % _run.kind_table.size()];
+}
+
+bool worker::issuing(std::int64_t now) const noexcept {
+  if (_run.stop.load(std::memory_order_relaxed)) return false;
+  if (_issued >= _quota) return false;
+  return now < _run.measure_until;  // closed loop: the duration; open loop: the schedule's end
+}
+
+second_bucket* worker::bucket(std::int64_t now) {
+  if (now < _run.measure_from || now >= _run.measure_until) return nullptr;
+  if (now >= _run.stop_at.load(std::memory_order_relaxed)) return nullptr;
+  const auto i = static_cast<std::size_t>((now - _run.measure_from) / 1'000'000'000);
+  while (seconds.size() <= i) seconds.emplace_back();
+  return &seconds[i];
+}
+
+void worker::count_error(const std::string& kind, std::int64_t now, const slot* s) {
+  live.errors.fetch_add(1, std::memory_order_relaxed);  // the live line shows warm-up too
+  if (second_bucket* b = bucket(now)) {
+    ++errors[kind];
+    ++b->errors;
+    if (s != nullptr && !kinds.empty()) ++kinds[s->kind].errors[kind];
+  }
+}
+
+// The first reply on a connection did not parse: say once what the server looks like and end
+// the run, since every further call would fail the same way.
+void worker::diagnose(const conn_state& c, std::int64_t now, bool closed) {
+  bool expected = false;
+  if (!_run.diagnosed.compare_exchange_strong(expected, true)) return;
+  _run.diagnosis = closed ? diagnose_close(_cfg.where)
+                          : diagnose_reply(_cfg.where, c.rx.framer().bad_front, c.rx.framer().last.error);
+  _run.stop_at.store(now, std::memory_order_relaxed);
+  _run.stop.store(true, std::memory_order_relaxed);
+}
+
+void worker::arm_recv(conn_state& c) {
+  detail::arm_multishot_recv(*_ring, *_buffers, c.fd, &c);
+  c.recv_armed = true;
+}
+
+void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
+  const std::uint64_t seq = c.next_seq++;
+  // ringrpc answers in completion order, so the sequence numbers in flight need not be
+  // contiguous; the window is keyed by them and sized by the depth.
+  slot& s = c.window.insert(seq);
+  s.intended_ns = intended;
+  s.sent_ns = now;
+  s.timed_out = false;
+  s.kind = pick_kind();
+  ++c.in_flight;
+  if (now >= _run.measure_from) ++_issued;  // -n counts measured calls; warm-up calls are extra
+  c.codec->write_request(c.batch[c.filling].bytes, seq, _cfg.kinds[s.kind]);
+}
+
+void worker::flush(conn_state& c) {
+  tx_batch& b = c.batch[c.filling];
+  if (c.out.in_flight() || b.bytes.empty() || c.dead) return;
+  // Everything issued this turn leaves in one send; requests queued meanwhile wait for the
+  // next, so bytes of two sends never interleave.
+  c.out.queue().push_back(&b);
+  c.filling ^= 1;
+  send(c);
+}
+
+void worker::send(conn_state& c) {
+  msghdr* msg = c.out.next();
+  if (msg == nullptr) return;
+  io_uring_sqe* sqe = _ring->get_sqe();
+  io_uring_prep_sendmsg(sqe, c.fd, msg, MSG_NOSIGNAL);
+  io_uring_sqe_set_data64(sqe, make_tag(op::send, &c));
+}
+
+void worker::on_send(conn_state& c, int res, std::int64_t now) {
+  // A batch is done once written whole (the kernel took part of it: the rest goes first).
+  const bool rest = c.out.completed(res, c.dead, [](tx_batch* b) { b->bytes.clear(); });
+  if (c.dead) return;
+  if (res < 0) {
+    lose(c, "closed", now);
+    return;
+  }
+  if (rest) {
+    send(c);
+    return;
+  }
+  flush(c);
+}
+
+// One reply the codec parsed; returns false if the connection had to be dropped.
+bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
+  slot* found = c.window.find(r.seq);
+  if (found == nullptr) {
+    // An answer to something never asked (or already forgotten): the stream is not ours.
+    if (c.in_flight == 0) count_error("protocol", now);
+    lose(c, "protocol", now);
+    return false;
+  }
+  slot s = *found;
+  c.window.erase(*found);
+  --c.in_flight;
+  if (!c.parsed_any) {
+    c.parsed_any = true;
+    _run.any_reply.store(true, std::memory_order_relaxed);
+  }
+  if (r.close_after) c.peer_closing = true;
+  if (!s.timed_out && _cfg.call_timeout.count() > 0 && now - s.sent_ns >= _cfg.call_timeout.count()) {
+    // Arrived after its deadline but before the periodic check noticed: still a timeout.
+    s.timed_out = true;
+    count_error("timeout", now, &s);
+  }
+  if (!s.timed_out) {
+    if (r.status == reply_status::ok) {
+      live.calls_ok.fetch_add(1, std::memory_order_relaxed);
+      if (second_bucket* b = bucket(now)) {
+        ++calls_ok;
+        ++b->ok;
+        const auto lat = static_cast<std::uint64_t>(now - s.intended_ns);
+        latency.record(lat);
+        b->latency.record(lat);
+        if (!kinds.empty()) {
+          ++kinds[s.kind].ok;
+          kinds[s.kind].latency.record(lat);
+        }
+        if (_run.schedule != nullptr) {
+          service.record(static_cast<std::uint64_t>(now - s.sent_ns));
+          const std::size_t step = _run.schedule->step_at(s.intended_ns);
+          if (step >= _run.first_measured_step && step - _run.first_measured_step < step_ok.size()) {
+            ++step_ok[step - _run.first_measured_step];
+            step_latency[step - _run.first_measured_step].record(lat);
+          }
+        }
+        last_completion_ns = now;
+      }
+    } else {
+      count_error(r.error.empty() ? std::string("error_reply") : r.error, now, &s);
+    }
+  }
+  if (_run.schedule == nullptr && issuing(now) && !c.peer_closing) issue(c, now, now);
+  return true;
+}
+
+void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
+  const auto left = detail::take_recv(*_buffers, cqe, c.dead, [&](std::span<const std::byte> bytes) {
+    live.bytes_received.fetch_add(bytes.size(), std::memory_order_relaxed);
+    const auto r = c.rx.feed(bytes, [&](std::span<const std::byte>) { return on_reply(c, c.rx.framer().last, now); });
+    if (r == reply_assembler::result::frame_too_large) {
+      if (_cfg.diagnose_first_reply && !c.parsed_any && !_run.any_reply.load(std::memory_order_relaxed)) {
+        diagnose(c, now);
+      }
+      lose(c, "protocol", now);  // every call in flight on it failed because of the bad bytes
+    } else if (r == reply_assembler::result::no_memory) {
+      lose(c, "closed", now);
+    }
+    if (c.dead) c.rx.restart();  // a sink that lost the connection left the rest kept
+  });
+  if (left == detail::recv_left::armed) return;
+  c.recv_armed = false;
+  if (c.dead) return;
+  if (left == detail::recv_left::out_of_buffers) {
+    arm_recv(c);  // buffers are given back before the next submit
+  } else {
+    const bool announced = c.peer_closing;
+    // Hung up on the very first request of the run: what servers do with a foreign protocol.
+    if (_cfg.diagnose_first_reply && !c.parsed_any && c.in_flight > 0 &&
+        !_run.any_reply.load(std::memory_order_relaxed)) {
+      diagnose(c, now, true);
+    }
+    lose(c, announced ? std::string() : std::string("closed"), now);
+    if (announced) c.reconnect_at = now;  // an orderly close (HTTP Connection: close): no back-off
+  }
+}
+
+void worker::lose(conn_state& c, const std::string& why, std::int64_t now) {
+  if (c.dead) return;
+  c.dead = true;
+  // An empty `why`: the server said it would close after an earlier reply, so it never took
+  // the calls pipelined behind it; they are dropped, not failed (wrk does the same).
+  if (!why.empty()) {
+    c.window.for_each([&](const slot& s) {
+      if (!s.timed_out) count_error(why, now, &s);
+    });
+  }
+  c.window.clear();
+  c.in_flight = 0;
+  c.batch[c.filling].bytes.clear();  // the other one, if in a send, is dropped when it completes
+  // c.rx is not touched: this may run inside its sink. Its bytes are dropped when the feed
+  // returns, or at the reconnection.
+  ::shutdown(c.fd, SHUT_RDWR);
+  c.reconnect_at = now + 100'000'000;  // 100 ms: do not hammer a server that is going away
+}
+
+void worker::expire(std::int64_t now) {
+  const std::int64_t limit = _cfg.call_timeout.count();
+  if (limit <= 0) return;
+  for (conn_state& c : _conns) {
+    if (c.in_flight == 0) continue;
+    c.window.for_each([&](slot& s) {
+      if (!s.timed_out && now - s.sent_ns >= limit) {
+        // Counted once; the slot stays taken until the late reply arrives, so a server that
+        // stopped answering also stops receiving new calls on this connection.
+        s.timed_out = true;
+        count_error("timeout", now, &s);
+      }
+    });
+  }
+}
+
+void worker::schedule_open_loop(std::int64_t now, std::int64_t& next_wake) {
+  for (conn_state& c : _conns) {
+    if (c.dead || c.peer_closing) continue;
+    while (c.in_flight < _cfg.depth && issuing(now)) {
+      const std::int64_t due = _run.schedule->due_ns(c.index, c.next_due);
+      if (due < 0) break;
+      if (due > now) {
+        next_wake = std::min(next_wake, due);
+        break;
+      }
+      ++c.next_due;
+      issue(c, due, now);  // latency counts from `due`: waiting for a free slot is the server's
+    }
+  }
+}
+
+void worker::run() {
+  std::unique_ptr<detail::ring> ring;
+  std::unique_ptr<detail::provided_buffers> bufs;
+  try {
+    const auto features = detail::probe_io_uring();
+    ring = std::make_unique<detail::ring>(1024, features);
+    bufs = std::make_unique<detail::provided_buffers>(ring->raw(), 0, 512, 32 * 1024);
+  } catch (const std::exception& e) {
+    failure = e.what();
+    for (conn_state& c : _conns) ::close(c.fd);
+    _run.ready.fetch_add(1, std::memory_order_release);
+    return;
+  }
+  _ring = ring.get();
+  _buffers = bufs.get();
+  _run.ready.fetch_add(1, std::memory_order_release);
+  while (!_run.go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  step_ok.assign(_cfg.steps.size(), 0);
+  if (_cfg.kinds.size() > 1) kinds.resize(_cfg.kinds.size());
+  for (std::size_t i = 0; i < _cfg.steps.size(); ++i) step_latency.emplace_back(1000, 60'000'000'000ull, 3);
+  const std::int64_t start = now_ns();
+  for (conn_state& c : _conns) {
+    c.window = call_window(_cfg.depth);
+    arm_recv(c);
+    if (_run.schedule == nullptr) {
+      for (unsigned d = 0; d < _cfg.depth && issuing(start); ++d) issue(c, start, start);
+      flush(c);
+    }
+  }
+
+  std::int64_t drain_until = 0;
+  for (;;) {
+    std::int64_t now = now_ns();
+    std::int64_t next_wake = now + 100'000'000;  // housekeeping at least every 100 ms
+    if (_run.schedule != nullptr) schedule_open_loop(now, next_wake);
+    for (conn_state& c : _conns) flush(c);
+
+    const int rc = _ring->submit_and_wait(std::chrono::nanoseconds(std::max<std::int64_t>(next_wake - now, 0)));
+    if (detail::ring::fatal(rc)) {
+      failure = std::string("io_uring_enter: ") + std::strerror(-rc);
+      break;
+    }
+    now = now_ns();
+    _ring->for_each_cqe([&](const io_uring_cqe& cqe) {
+      auto* c = tag_ptr<conn_state>(cqe.user_data);
+      switch (tag_op(cqe.user_data)) {
+        case op::recv: on_recv(*c, cqe, now); break;
+        case op::send: on_send(*c, cqe.res, now); break;
+        default: break;
+      }
+    });
+    _buffers->commit();
+    expire(now);
+
+    // Reconnect what was lost, once its last request has completed.
+    for (conn_state& c : _conns) {
+      if (!c.dead || c.recv_armed || c.out.in_flight() || now < c.reconnect_at || !issuing(now)) continue;
+      ::close(c.fd);
+      c.fd = connect_to(_cfg.where, _cfg.connect_timeout);
+      if (c.fd < 0) {
+        count_error("connect", now);
+        c.reconnect_at = now + 100'000'000;
+        continue;
+      }
+      c.dead = false;
+      c.peer_closing = false;
+      c.parsed_any = false;
+      c.codec = _run.proto->new_connection();
+      c.rx.restart();
+      c.rx.framer().codec = c.codec.get();
+      c.next_seq = 0;
+      arm_recv(c);
+      if (_run.schedule == nullptr) {
+        for (unsigned d = 0; d < _cfg.depth && issuing(now); ++d) issue(c, now, now);
+      }
+    }
+
+    // Publish the last whole second's p99 for the live display.
+    if (now >= _run.measure_from) {
+      const std::int64_t sec = (now - _run.measure_from) / 1'000'000'000 - 1;
+      if (sec >= 0 && sec != _published_second && static_cast<std::size_t>(sec) < seconds.size()) {
+        _published_second = sec;
+        live.last_second_p99_ns.store(seconds[static_cast<std::size_t>(sec)].latency.value_at_percentile(99));
+      }
+    }
+
+    if (!issuing(now)) {
+      quota_used_up = _issued >= _quota;
+      bool idle = true;
+      for (const conn_state& c : _conns) idle = idle && (c.in_flight == 0 || c.dead);
+      if (drain_until == 0) {
+        drain_until = now + std::max<std::int64_t>(_cfg.call_timeout.count(), 2'000'000'000);
+      }
+      if (idle || now >= drain_until || _run.diagnosed.load(std::memory_order_relaxed)) {
+        for (const conn_state& c : _conns) {
+          if (c.dead) continue;
+          c.window.for_each([&](const slot& s) {
+            if (s.timed_out) return;  // timeouts counted already
+            ++errors["unfinished"];
+            if (!kinds.empty()) ++kinds[s.kind].errors["unfinished"];
+          });
+        }
+        break;
+      }
+    }
+  }
+  for (conn_state& c : _conns) {
+    if (c.fd >= 0) ::close(c.fd);
+  }
+  bufs.reset();
+}
+
+
+}  // namespace ringrpc::load::engine_detail

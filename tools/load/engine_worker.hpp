@@ -1,0 +1,146 @@
+#pragma once
+// The engine's per-thread half: one worker owns one io_uring and its share of the
+// connections; shared_run is what all workers of a run read (and the few flags they set).
+// Internal to engine.cpp and engine_worker.cpp.
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/write_queue.hpp"
+#include "engine.hpp"
+#include "uring/provided_buffers.hpp"
+#include "uring/ring.hpp"
+
+namespace ringrpc::load::engine_detail {
+
+int connect_to(const target& t, std::chrono::nanoseconds timeout);
+
+constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+
+using slot = call_window::slot;
+
+// The encoded requests of one turn on one connection: an item of its write queue.
+struct tx_batch {
+  tx_batch* wq_next = nullptr;
+  std::vector<std::byte> bytes;
+  std::span<const std::byte> wq_bytes() const noexcept { return bytes; }
+};
+
+struct conn_state {
+  unsigned index = 0;  // among all connections: the schedule spreads calls by it
+  int fd = -1;
+  std::unique_ptr<connection_codec> codec;  // also named by rx's framer
+  call_window window;
+  std::uint64_t next_seq = 0;
+  std::uint64_t next_due = 0;  // open loop: number of the next scheduled call
+  unsigned in_flight = 0;
+  reply_assembler rx{reply_framer{}};
+  // Requests issued this turn go into batch[filling]; the other one may be in a send. At most
+  // one batch is queued at a time, so a batch is never appended to while the kernel reads it.
+  tx_batch batch[2];
+  unsigned filling = 0;
+  detail::gathered_writer<tx_batch, 2> out;
+  bool recv_armed = false;
+  bool dead = false;
+  bool peer_closing = false;  // the server said it closes after its last reply: send no more
+  bool parsed_any = false;    // a reply of the URL's protocol came back on this connection
+  std::int64_t reconnect_at = 0;
+};
+
+// One request kind's counters on one thread (--mix reports).
+struct kind_bucket {
+  std::uint64_t ok = 0;
+  std::map<std::string, std::uint64_t> errors;
+  detail::latency_histogram latency = make_latency_histogram();
+};
+
+// Per-second counters of one thread; the merge at the end makes them exact over all threads.
+struct second_bucket {
+  std::uint64_t ok = 0;
+  std::uint64_t errors = 0;
+  detail::latency_histogram latency{1000, 60'000'000'000ull, 3};
+};
+
+struct shared_run {
+  const engine_config* config = nullptr;
+  const protocol* proto = nullptr;
+  std::int64_t start_ns = 0;
+  std::int64_t measure_from = 0;
+  std::int64_t measure_until = never;  // closed loop with a duration; open loop: schedule end
+  const rate_schedule* schedule = nullptr;
+  std::size_t first_measured_step = 0;  // 1 when a warm-up step was put in front
+  std::vector<unsigned> kind_table;  // weighted mix, indexed by a cheap random number
+  std::atomic<bool> stop{false};
+  // When the run was stopped early (SIGINT or a diagnosis): replies after it are not counted.
+  std::atomic<std::int64_t> stop_at{never};
+  std::atomic<bool> diagnosed{false};  // the first worker to set it writes `diagnosis`
+  std::atomic<bool> any_reply{false};  // some connection has parsed a reply of the protocol
+  std::string diagnosis;
+  std::atomic<std::size_t> ready{0};  // workers whose ring is set up (or failed)
+  std::atomic<bool> go{false};        // the fields above are final; start issuing
+};
+
+class worker final {
+ public:
+  worker(shared_run& run, std::vector<conn_state> conns, std::uint64_t quota)
+      : _run(run), _cfg(*run.config), _conns(std::move(conns)), _quota(quota) {}
+
+  void start() {
+    _thread = std::thread([this] {
+      run();
+      finished.store(true, std::memory_order_release);
+    });
+  }
+  void join() { if (_thread.joinable()) _thread.join(); }
+
+  live_counters live;
+  std::map<std::string, std::uint64_t> errors;
+  detail::latency_histogram latency = make_latency_histogram();
+  detail::latency_histogram service = make_latency_histogram();
+  std::vector<second_bucket> seconds;
+  std::vector<kind_bucket> kinds;  // empty unless the run has several kinds
+  std::uint64_t calls_ok = 0;
+  std::int64_t last_completion_ns = 0;
+  bool quota_used_up = false;
+  std::vector<std::uint64_t> step_ok;  // open loop: successful calls by the step they were due in
+  std::vector<detail::latency_histogram> step_latency;
+  std::string failure;  // set if the thread could not run at all
+  std::atomic<bool> finished{false};
+
+ private:
+  void run();
+  void arm_recv(conn_state& c);
+  void issue(conn_state& c, std::int64_t intended, std::int64_t now);
+  void on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now);
+  bool on_reply(conn_state& c, const reply& r, std::int64_t now);
+  void on_send(conn_state& c, int res, std::int64_t now);
+  void flush(conn_state& c);
+  void send(conn_state& c);
+  void lose(conn_state& c, const std::string& why, std::int64_t now);
+  void count_error(const std::string& kind, std::int64_t now, const slot* s = nullptr);
+  void diagnose(const conn_state& c, std::int64_t now, bool closed = false);
+  void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);
+  void expire(std::int64_t now);
+  bool issuing(std::int64_t now) const noexcept;
+  second_bucket* bucket(std::int64_t now);
+  std::uint32_t pick_kind() noexcept;
+
+  shared_run& _run;
+  const engine_config& _cfg;
+  std::vector<conn_state> _conns;
+  std::uint64_t _quota;  // calls this thread may issue (its share of max_calls, or no limit)
+  std::uint64_t _issued = 0;
+  detail::ring* _ring = nullptr;
+  detail::provided_buffers* _buffers = nullptr;
+  std::uint64_t _rng = 0x9e3779b97f4a7c15ull;
+  std::int64_t _published_second = -1;
+  std::thread _thread;
+};
+
+}  // namespace ringrpc::load::engine_detail

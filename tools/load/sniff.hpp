@@ -1,0 +1,31 @@
+#pragma once
+// What a server speaks when its first reply does not parse as the URL's protocol: one line a
+// person can act on ("this looks like an HTTP/1.1 server; try http://...").
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "protocol.hpp"
+
+namespace ringrpc::load {
+
+/// The protocol the bytes look like, as a scheme ("http", "redis", "ringrpc", "h2", "tls",
+/// "ssh"), or "" when none is recognised. Looks at the first bytes only.
+std::string_view sniff_protocol(std::span<const std::byte> front) noexcept;
+
+/// One line for a first reply that did not parse as `t`'s protocol: what it looks like, the
+/// URL to try, or else the codec's complaint and the first bytes, escaped.
+std::string diagnose_reply(const target& t, std::span<const std::byte> front, std::string_view codec_error);
+
+/// One line for a server that sent nothing at all within `seconds` on any connection.
+std::string diagnose_silence(const target& t, double seconds, unsigned connections);
+
+/// One line for a server that closed a connection before answering any request of the run.
+std::string diagnose_close(const target& t);
+
+/// HOST:PORT as a URL authority: IPv6 literals in brackets.
+std::string authority_of(const target& t);
+
+}  // namespace ringrpc::load
