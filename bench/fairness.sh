@@ -60,7 +60,7 @@ polite() {  # polite OUT.json
 greedy_start() {  # greedy_start OUT.json
   # Niced: both load processes share one CPU, and the polite callers' own latency must not be
   # the greedy client's time slices.
-  "${cpu_load[@]}" nice -n 19 "$load" -c 1 -d 256 -T "$((secs + 3))s" --warmup 0s --timeout 30s \
+  "${cpu_load[@]}" nice -n 19 "$load" -c 1 -P 256 -d "$((secs + 3))s" --warmup 0s --timeout 30s \
     --payload-file "$work/us500" --json "$1" "ringrpc://127.0.0.1:$port/sleep" >/dev/null &
   greedy_pid=$!
   sleep 1

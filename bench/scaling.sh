@@ -134,7 +134,7 @@ run_step() {
   local label=$1 shards=$2 cpus=$3 url=$4 round=$5
   local json=$work/$label.$round.json
   local -a load=(timeout "$load_limit" taskset -c "$load_list" "$load_bin" -t "$load_threads"
-    -c "$connections" -d "$depth" -s "$size" --warmup 0s)
+    -c "$connections" -P "$depth" -s "$size" --warmup 0s)
   if awk "BEGIN { exit !($warmup > 0) }"; then
     "${load[@]}" -T "${warmup}s" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
   fi

@@ -211,10 +211,10 @@ for ((r = 1; r <= rounds; r++)); do
   for v in "${variants[@]}"; do
     printf 'round %d/%d: %-6s' "$r" "$rounds" "$v" >&2
     start_server "$v"
-    measure "$v" "$r" d1 0 -c "$connections" -d 1
-    measure "$v" "$r" d16 1 -c "$connections" -d "$depth"
+    measure "$v" "$r" d1 0 -c "$connections" -P 1
+    measure "$v" "$r" d16 1 -c "$connections" -P "$depth"
     measure "$v" "$r" rate 1 -c "$connections" -R "$rate"
-    measure "$v" "$r" pingpong 0 -c 1 -d 1
+    measure "$v" "$r" pingpong 0 -c 1 -P 1
     stop_server
     echo " done" >&2
   done
