@@ -21,6 +21,20 @@ namespace ringrpc::detail {
 
 class reader;
 
+/// Why the reader closed a connection itself (the sweep's timeouts); `peer`: it did not.
+enum class close_cause : std::uint8_t { peer, idle, write_stalled, frame_stalled };
+
+/// The reason as events and logs give it; null for `peer`.
+inline const char* describe(close_cause c) noexcept {
+  switch (c) {
+    case close_cause::idle: return "idle";
+    case close_cause::write_stalled: return "write stalled: the peer read nothing while replies waited";
+    case close_cause::frame_stalled: return "frame stalled: part of a frame and no further byte";
+    case close_cause::peer: break;
+  }
+  return nullptr;
+}
+
 /// Lifetime: reference counted. The reader holds one reference from hand-off until it has seen
 /// the final completion of the connection's receive; its outstanding calls hold one between
 /// them (retain_for_call); a pending resume holds one; connection-event calls hold one each. Whoever drops the last reference closes the socket and frees the object,
@@ -28,7 +42,8 @@ class reader;
 ///
 /// Fields are grouped by the thread that owns them; only the atomics are shared. Every idle
 /// connection costs this struct (bench/idle_connections.py), so fields are ordered to pack:
-/// keep sizeof(connection) at 232 or below (static_assert at the end).
+/// keep sizeof(connection) at 216 or below (static_assert at the end), which malloc serves
+/// from 224-byte chunks.
 struct connection {
   connection(int fd_, reader* owner_, std::uint32_t max_frame) noexcept
       : fd(fd_), owner(owner_), assembler(max_frame) {}
@@ -53,10 +68,12 @@ struct connection {
   std::atomic<bool> paused{false};            // reader stopped reading for back-pressure
   std::atomic<bool> write_failed{false};      // responder: the peer cannot take replies
   std::atomic<bool> gone{false};  // reader: EOF, reset or closed; running handlers may give up
+  /// Responder: reply bytes not yet written, for /connections and the idle check (which only
+  /// asks "any?"); saturates at 4 GiB - 1. The responder's own accounting uses the exact count.
+  std::atomic<std::uint32_t> queued_bytes{0};
   std::uint64_t id = 0;           // set at hand-off, before anyone else sees the connection
   std::int64_t accepted_ns = 0;   // likewise (steady clock)
   std::atomic<std::int64_t> last_write_ns{0};   // responder: last write completion
-  std::atomic<std::size_t> queued_bytes{0};     // responder: reply bytes not yet written
   /// Request bytes of calls accepted and not yet released (the shard's thread alone writes it).
   std::atomic<std::size_t> request_bytes{0};
   caller_share* share = &own_share;
@@ -140,15 +157,15 @@ struct connection {
   bool budget_paused = false;  // not read while the server's memory budget is exhausted
   bool counted_per_address = false;  // admitted by peer_limits: released when it finishes
   bool liveness_checked = false;  // looked at once in this silence (reader::check_liveness)
+  close_cause closed_by = close_cause::peer;  // why the reader closed it, if it did
   peer_address address;  // set at hand-off, before anyone else sees it (here: it packs)
   std::size_t assembler_charged = 0;  // assembler capacity charged to the memory budget
   std::int64_t last_read_ns = 0;  // reader turn in which bytes last arrived
-  const char* close_reason = nullptr;  // why the reader closed it ("idle", ...); null: peer did
 
   // --- responder (the reader's thread)
   write_slot* write = nullptr;  // lent by the responder while replies are queued
 };
-static_assert(sizeof(connection) <= 232, "an idle connection's memory: see bench/idle_connections.py");
+static_assert(sizeof(connection) <= 216, "an idle connection's memory: see bench/idle_connections.py");
 
 /// Drops one reference; the last one closes and frees the connection.
 inline void release(connection* c) noexcept {

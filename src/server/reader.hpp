@@ -123,7 +123,7 @@ class reader {
   void notify_endpoints(connection* c, call_purpose purpose, std::string_view text = {});
   void arm_sweep_timer() noexcept;
   void sweep() noexcept;
-  void shed(connection* c, const char* reason, counter& count) noexcept;
+  void shed(connection* c, close_cause reason, counter& count) noexcept;
   bool peer_left(connection* c) noexcept;
   bool check_liveness(connection* c) noexcept;
   void give_back_memory() noexcept;

@@ -200,7 +200,7 @@ void reader::maybe_finish(connection* c) noexcept {
   c->finished = true;
   // After a clean end of stream the calls in flight still owe their answers: only a failure,
   // a shed or a stop makes them give up.
-  if (!c->half_closed || !c->failure().empty() || c->close_reason != nullptr || _closing_all) {
+  if (!c->half_closed || !c->failure().empty() || c->closed_by != close_cause::peer || _closing_all) {
     c->gone.store(true, std::memory_order_relaxed);
   }
   c->assembler.reset();  // nothing more is framed: give its memory back now
@@ -222,7 +222,7 @@ void reader::maybe_finish(connection* c) noexcept {
     event e;
     e.peer = c->peer();
     e.id = c->id;
-    e.detail = c->close_reason != nullptr ? c->close_reason
+    e.detail = c->closed_by != close_cause::peer ? describe(c->closed_by)
                : !c->failure().empty()    ? std::string(c->failure())
                                           : "closed by peer";
     e.duration_ns = static_cast<std::uint64_t>(_turn_ns - c->accepted_ns);

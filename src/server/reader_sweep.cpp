@@ -125,18 +125,18 @@ void reader::sweep() noexcept {
     const std::int64_t stalled_since = c->write != nullptr ? c->write->stalled_since_ns : 0;
     if (write_stall > 0 && stalled_since != 0 && _turn_ns - stalled_since > write_stall) {
       // Replies wait and the peer has taken no byte: it holds their memory and its calls'.
-      shed(c, "write stalled: the peer read nothing while replies waited", _write_stalled);
+      shed(c, close_cause::write_stalled, _write_stalled);
     } else if (frame_stall > 0 && c->assembler.buffered() > 0 && !c->assembler.holding() &&
                !c->paused.load(std::memory_order_relaxed) && _turn_ns - c->last_read_ns > frame_stall) {
       // Part of a frame, and no byte of the rest for a long time: a slow-drip peer. (A
       // connection we paused ourselves is not the peer's fault, unless the budget paused it:
       // then shedding the holder is how the budget gets its memory back.)
-      shed(c, "frame stalled: part of a frame and no further byte", _frame_stalled);
+      shed(c, close_cause::frame_stalled, _frame_stalled);
     } else if (idle > 0 && c->outstanding.load(std::memory_order_relaxed) == 0 &&
                c->queued_bytes.load(std::memory_order_relaxed) == 0 &&
                _turn_ns - std::max(c->last_read_ns, last_write) > idle) {
       // A connection waiting for a slow handler is not idle: its peer is owed an answer.
-      c->close_reason = "idle";
+      c->closed_by = close_cause::idle;
       _idle_closed.add();
       ::shutdown(c->fd, SHUT_RDWR);
       start_close(c);
@@ -192,9 +192,9 @@ bool reader::check_liveness(connection* c) noexcept {
   return true;
 }
 
-void reader::shed(connection* c, const char* reason, counter& count) noexcept {
+void reader::shed(connection* c, close_cause reason, counter& count) noexcept {
   count.add();
-  c->close_reason = reason;
+  c->closed_by = reason;
   // Shutting down fails the responder's write in flight (it then drops the queued replies)
   // and ends our receive; handlers polling cancelled() see the peer gone.
   c->gone.store(true, std::memory_order_relaxed);
@@ -233,7 +233,7 @@ void reader::apply_budget() noexcept {
   for (connection* c = _live; c != nullptr; c = c->live_next) {
     if (c->budget_paused || c->closing) continue;
     const std::size_t held = c->assembler.capacity() + c->request_bytes.load(std::memory_order_relaxed) +
-                             c->queued_bytes.load(std::memory_order_relaxed);
+                             (c->write != nullptr ? c->write->replies.bytes() : 0);
     if (held < share) continue;
     c->budget_paused = true;
     ++_budget_paused;

@@ -3,6 +3,8 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cerrno>
 #include <utility>
 
@@ -11,6 +13,15 @@
 #include "uring/cqe_tag.hpp"
 
 namespace ringrpc::detail {
+
+namespace {
+
+void note_queued(connection* c, std::size_t bytes) noexcept {
+  c->queued_bytes.store(static_cast<std::uint32_t>(std::min<std::size_t>(bytes, UINT32_MAX)),
+                        std::memory_order_relaxed);
+}
+
+}  // namespace
 
 responder::responder(server_core& core, reader& owner)
     : _core(core),
@@ -45,7 +56,7 @@ void responder::enqueue(call* k) noexcept {
   w->replies.push_back(k);
   k->reply_charged = k->reply.size();
   _account.charge(static_cast<std::int64_t>(k->reply_charged));
-  c->queued_bytes.store(w->replies.bytes(), std::memory_order_relaxed);
+  note_queued(c, w->replies.bytes());
   if (w->replies.bytes() > _max_queued_bytes && !c->backlogged.load(std::memory_order_relaxed)) {
     c->backlogged.store(true, std::memory_order_seq_cst);
   }
@@ -116,7 +127,7 @@ void responder::on_write(connection* c, int res) noexcept {
     if (w.replies.consume(static_cast<std::size_t>(res), [this](call* k) { release_call(k); })) {
       _partial_writes.add();
     }
-    c->queued_bytes.store(w.replies.bytes(), std::memory_order_relaxed);
+    note_queued(c, w.replies.bytes());
     c->last_write_ns.store(now, std::memory_order_relaxed);
     // The peer took bytes: whatever still waits has waited only since now.
     w.stalled_since_ns = w.replies.empty() ? 0 : now;

@@ -91,7 +91,10 @@ class write_slots {
   }
 
  private:
-  static constexpr std::size_t keep = 1024;  // ~0.7 MiB at most held for reuse
+  // ~40 KiB at most held for reuse. Beyond that a slot comes from malloc's per-thread cache
+  // (it is sized for it, see max_iov), which costs little more, while a free list as long as
+  // the largest burst ever pins that burst's memory for good (malloc keeps what is freed).
+  static constexpr std::size_t keep = 64;
   write_slot* _free = nullptr;
   std::size_t _free_count = 0;
   std::size_t _low_water = 0;  // fewest free since the last trim()
