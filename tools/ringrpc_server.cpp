@@ -48,12 +48,10 @@ constexpr const char* exit_codes_help =
     "Signals: SIGINT/SIGTERM stop accepting, drain and exit 0; a second one during the drain\n"
     "exits 3 at once. SIGHUP re-reads --config and applies [logging] (level, format, file);\n"
     "other changes wait for a restart. SIGPIPE is ignored.\n"
-    "Exit status:\n"
-    "  0 drained after SIGINT/SIGTERM (or --help, --version)\n"
-    "  1 failed after start-up\n"
-    "  2 start-up failed: usage (CLI11's own codes such as 105 and 109 are reported as 2),\n"
-    "    configuration, bind, io_uring, memory; one line on stderr\n"
-    "  3 a second SIGINT/SIGTERM cut the drain short";
+    "Exit status: 0 drained after SIGINT/SIGTERM (or --help, --version); 1 failed after\n"
+    "start-up; 2 start-up failed (usage, configuration, bind, io_uring, memory; one line on\n"
+    "stderr; CLI11's own codes such as 105 and 109 are reported as 2);\n"
+    "3 a second SIGINT/SIGTERM cut the drain short.";
 
 // The built-in methods: untyped (raw bytes in and out), so reflection lists them beside the
 // typed services instead of handing out a schema.

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -55,7 +57,7 @@ TEST(server_wait, first_sigterm_drains_and_returns_it) {
   });
   s.start();
   auto c = client::connect("127.0.0.1", s.port());
-  auto answer = c.call_future("slow", std::string_view());
+  auto answer = c.call_future("slow", std::span<const std::byte>());
   std::thread signaller([] {
     std::this_thread::sleep_for(50ms);  // the call is in the handler by now
     ::kill(::getpid(), SIGTERM);
@@ -81,7 +83,7 @@ TEST(server_wait, second_signal_during_the_drain_exits_3) {
         });
         s.start();
         auto c = client::connect("127.0.0.1", s.port());
-        auto answer = c.call_future("slow", std::string_view());
+        auto answer = c.call_future("slow", std::span<const std::byte>());
         std::thread signaller([] {
           std::this_thread::sleep_for(50ms);
           ::kill(::getpid(), SIGINT);

@@ -3,9 +3,9 @@
 # and no bare TEXT, the stock server's reflection listing its built-in methods, untyped calls
 # with raw, @file, --hex and --base64 data, and the warnings for configuration keys that do
 # nothing. Exit 77 (skipped) when the server cannot start because io_uring is unavailable.
-# Usage: first_minutes_test.sh SERVER CALL GEN LOAD EXAMPLE_CONFIG
+# Usage: first_minutes_test.sh SERVER CALL GEN EXAMPLE_CONFIG
 set -u
-server=$1 call=$2 gen=$3 load=$4 example=$5
+server=$1 call=$2 gen=$3 example=$4
 work=$(mktemp -d "${TMPDIR:-/tmp}/first_minutes.XXXXXX") || exit 1
 pid=
 cleanup() {

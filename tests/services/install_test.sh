@@ -80,36 +80,37 @@ run() {  # run NAME: runs $work/NAME, bounded; 77 from it skips the test
 }
 
 # Shared: the rpath only says where $root's libraries are; nothing else is given by hand.
-# shellcheck disable=SC2086
+# shellcheck disable=SC2046,SC2086  # the flags are words
 g++ -std=c++20 -o "$work/hello" "$src/hello.cpp" $cflags $libs -Wl,-rpath,"$libdir" ||
   fail "building hello with pkg-config --cflags --libs ringrpc"
 readelf -d "$work/hello" | grep -q 'NEEDED.*libringrpc.so.0' || fail "hello does not link libringrpc.so.0"
 run hello
 
 # Static: the archive, then what `pkg-config --static` says it needs.
-# shellcheck disable=SC2086
+# shellcheck disable=SC2046,SC2086  # the flags are words
 g++ -std=c++20 -o "$work/hello_static" "$src/hello.cpp" $cflags "$libdir/libringrpc.a" \
   $(pkg-config --static --libs ringrpc) -Wl,--as-needed || fail "building hello statically"
 if readelf -d "$work/hello_static" | grep -q 'NEEDED.*libringrpc'; then fail "hello_static needs libringrpc.so"; fi
 run hello_static
 
-# shellcheck disable=SC2086
+# shellcheck disable=SC2046,SC2086  # the flags are words
 g++ -std=c++20 -o "$work/hello_ops" "$src/hello_ops.cpp" $(pkg-config --cflags --libs ringrpc-ops) \
   -Wl,-rpath,"$libdir" || fail "building hello_ops with pkg-config ringrpc-ops"
 run hello_ops
 
 # An older -std is refused with one clear line, not errors from inside the headers.
 printf '#include <ringrpc/server.hpp>\nint main() {}\n' >"$work/old.cpp"
+# shellcheck disable=SC2086
 if g++ -std=c++17 -fsyntax-only $cflags "$work/old.cpp" >"$work/old.log" 2>&1; then fail "-std=c++17 compiled"; fi
 grep -q 'ringrpc needs C++20' "$work/old.log" || { cat "$work/old.log" >&2; fail "no clear C++20 message"; }
 
 # A meson project with a typed service, through pkg-config.
 proj=$work/proj
 mkdir -p "$proj"
-cp "$src/meson.build" "$src/meson_options.txt" "$src/hello.cpp" "$src/hello_ops.cpp" "$proj/"
+cp "$src/meson.build" "$src/hello.cpp" "$src/hello_ops.cpp" "$proj/"
 cp "$src/../../../examples/greeter/greeter.fbs" "$src/../../../examples/greeter/greeter_server.cpp" \
   "$src/../../../examples/greeter/greeter_client.cpp" "$proj/"
-meson setup "$work/proj-build" "$proj" -Dbuildtype=plain -Dsysroot="$root" \
+meson setup "$work/proj-build" "$proj" -Dbuildtype=plain \
   "-Dcpp_link_args=-Wl,-rpath,$libdir" >"$work/setup.log" 2>&1 ||
   { cat "$work/setup.log" >&2; fail "meson setup of the user project"; }
 grep -q 'Run-time dependency ringrpc found: YES' "$work/setup.log" || fail "ringrpc not found through pkg-config"

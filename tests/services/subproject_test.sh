@@ -22,7 +22,7 @@ version=$(sed -n "s/^ *version : '\([^']*\)'.*/\1/p" "$top/meson.build" | head -
 proj=$work/parent
 mkdir -p "$proj/subprojects/packagecache"
 src=$top/tests/services/out_of_tree
-cp "$src/meson.build" "$src/meson_options.txt" "$src/hello.cpp" "$src/hello_ops.cpp" "$proj/"
+cp "$src/meson.build" "$src/hello.cpp" "$src/hello_ops.cpp" "$proj/"
 cp "$top/examples/greeter/greeter.fbs" "$top/examples/greeter/greeter_server.cpp" \
   "$top/examples/greeter/greeter_client.cpp" "$proj/"
 # The tree as a release tarball would hold it: no build directories, no git metadata.

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -69,13 +70,14 @@ class deferring_service final : public TestService::service {
 
   // Echo: answers later, on the queue's thread, with the text it was sent.
   result<EchoReply> Echo(call_context& call, const EchoRequest& req) override {
-    auto later = defer_reply<EchoReply>(call);
+    // Shared: std::function wants a copyable callable, and a deferred_result only moves.
+    auto later = std::make_shared<deferred_result<EchoReply>>(defer_reply<EchoReply>(call));
     std::string text = req.text() ? req.text()->str() : std::string();  // req dies on return
-    _later.push([later = std::move(later), text]() mutable {
+    _later.push([later, text] {
       std::this_thread::sleep_for(20ms);
       flatbuffers::FlatBufferBuilder fbb;
-      EXPECT_TRUE(later.reply(fbb, CreateEchoReplyDirect(fbb, ("later: " + text).c_str())));
-      EXPECT_FALSE(later.fail(status::internal, "second answer")) << "only the first answer counts";
+      EXPECT_TRUE(later->reply(fbb, CreateEchoReplyDirect(fbb, ("later: " + text).c_str())));
+      EXPECT_FALSE(later->fail(status::internal, "second answer")) << "only the first answer counts";
     });
     return deferred;
   }
@@ -84,15 +86,13 @@ class deferring_service final : public TestService::service {
   // `deferred` without deferring.
   result<EchoReply> Fail(call_context& call, const FailRequest& req) override {
     if (req.how() == 2) return deferred;
-    auto later = defer_reply<EchoReply>(call);
+    auto later = std::make_shared<deferred_result<EchoReply>>(defer_reply<EchoReply>(call));
     const auto code = static_cast<status>(req.code());
     if (req.how() == 1) {
-      _later.push([later = std::move(later)]() mutable { later = deferred_result<EchoReply>(); });
+      _later.push([later] { *later = deferred_result<EchoReply>(); });
       return deferred;
     }
-    _later.push([later = std::move(later), code]() mutable {
-      EXPECT_TRUE(later.reply(result<EchoReply>(rpc_error(code, "later error"))));
-    });
+    _later.push([later, code] { EXPECT_TRUE(later->reply(result<EchoReply>(rpc_error(code, "later error")))); });
     return deferred;
   }
 
