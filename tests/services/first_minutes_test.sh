@@ -43,6 +43,7 @@ rc=$?
 [ $rc -eq 2 ] || fail "ringrpc-server --port notanumber exited $rc, not 2"
 
 # The example config's endpoints are for a server of one's own; --set admin.port alone does nothing.
+: >"$work/ex.out"
 "$server" --config "$example" --port 0 --admin-port 0 --set admin.port=0 >"$work/ex.out" 2>"$work/ex.err" &
 pid=$!
 i=0
@@ -66,6 +67,7 @@ fi
 grep -q 'event=config_key_ignored key=endpoints.report' "$work/ex.err" ||
   { fail "no warning for [endpoints.report] of the example"; cat "$work/ex.err" >&2; }
 
+: >"$work/out"
 "$server" --port 0 --set admin.port=9999 >"$work/out" 2>"$work/err" &
 pid=$!
 port=

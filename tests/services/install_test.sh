@@ -8,6 +8,9 @@
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR B_SANITIZE     (meson test)
 #        install_test.sh --root DIR SOURCE_DIR                (an unpacked package tree)
 set -eu
+# meson test points LD_LIBRARY_PATH at the build tree's libraries: the programs here must find
+# the installed ones, through their rpath only.
+unset LD_LIBRARY_PATH
 if [ "$1" = --root ]; then
   root=$2 src=$3 build=
 else
@@ -84,6 +87,7 @@ run() {  # run NAME: runs $work/NAME, bounded; 77 from it skips the test
 g++ -std=c++20 -o "$work/hello" "$src/hello.cpp" $cflags $libs -Wl,-rpath,"$libdir" ||
   fail "building hello with pkg-config --cflags --libs ringrpc"
 readelf -d "$work/hello" | grep -q 'NEEDED.*libringrpc.so.0' || fail "hello does not link libringrpc.so.0"
+ldd "$work/hello" | grep -q "libringrpc.so.0 => $libdir/" || fail "hello does not load $libdir/libringrpc.so.0"
 run hello
 
 # Static: the archive, then what `pkg-config --static` says it needs.
@@ -117,6 +121,7 @@ grep -q 'Run-time dependency ringrpc found: YES' "$work/setup.log" || fail "ring
 ninja -C "$work/proj-build" -j2 >"$work/ninja.log" 2>&1 || { cat "$work/ninja.log" >&2; fail "building the user project"; }
 cp "$work/proj-build/greeter_server" "$work/proj-build/greeter_client" "$work/proj-build/hello" "$work/"
 run hello
+: >"$work/server.out"  # before the server starts: the loop below reads it at once
 "$work/greeter_server" 0 >"$work/server.out" 2>"$work/server.err" &
 pid=$!
 port=

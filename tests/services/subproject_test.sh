@@ -62,6 +62,7 @@ run() {
 }
 run hello
 run hello_ops
+: >"$work/server.out"  # before the server starts: the loop below reads it at once
 "$work/build/greeter_server" 0 >"$work/server.out" 2>"$work/server.err" &
 pid=$!
 port=
