@@ -36,7 +36,8 @@ sed -e "s/@VERSION@/$version/g" -e "s/@HASH@/$hash/" "$top/tests/services/ringrp
 meson setup "$work/build" "$proj" -Dbuildtype=plain -Dwrap_mode=nodownload \
   --force-fallback-for=ringrpc,ringrpc-ops >"$work/setup.log" 2>&1 ||
   { cat "$work/setup.log" >&2; fail "meson setup of the parent project"; }
-grep -q "Dependency ringrpc from subproject subprojects/ringrpc-$version found: YES" "$work/setup.log" ||
+{ grep -q "Executing subproject ringrpc" "$work/setup.log" &&
+  grep -q "Dependency ringrpc found: YES $version (overridden)" "$work/setup.log"; } ||
   { cat "$work/setup.log" >&2; fail "ringrpc did not come from the subproject"; }
 if grep -qi 'gtest\|benchmark' "$work/setup.log"; then fail "the subproject looked for gtest or benchmark"; fi
 
