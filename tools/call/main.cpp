@@ -235,11 +235,10 @@ int run_call(session& s, const std::string& name, std::string data, typed_schema
 int main(int argc, char** argv) {
   CLI::App app{"ringrpc-call: one ringrpc call from the command line: JSON in and out for typed\n"
                "methods, bytes in and out for untyped ones.\n"
-               "  ringrpc-call HOST:PORT list                      methods the server serves\n"
-               "  ringrpc-call HOST:PORT describe NAME             a service, method or type in schema syntax\n"
-               "  ringrpc-call HOST:PORT call Service.Method -d JSON\n"
-               "  ringrpc-call HOST:PORT call echo -d hello        untyped (no dot in the name and no --schema,\n"
-               "                                                   or --raw)\n"
+               "  ringrpc-call HOST:PORT list                        methods the server serves\n"
+               "  ringrpc-call HOST:PORT describe NAME               a service, method or type in schema syntax\n"
+               "  ringrpc-call HOST:PORT call Service.Method -d JSON  a typed call: JSON in, JSON out\n"
+               "  ringrpc-call HOST:PORT call echo -d hello          an untyped call (no dot, no --schema; or --raw)\n"
                "The schema comes from the server's reflection, or from --schema (then list and describe\n"
                "need no server)."};
   app.footer(std::string("Exit status:\n"
