@@ -2,9 +2,9 @@
 // from a TOML file (--config) and/or flags; flags override the file.
 //
 // Exit status (docs/operations.md, "Signals and exit codes"): 0 stopped by SIGINT/SIGTERM after
-// a full drain (also --help); 1 a failure after start-up; 2 any start-up failure (usage, an
-// unusable configuration, a port in use, io_uring unavailable, out of memory), always as one
-// line on stderr prefixed "ringrpc-server: "; 3 a second SIGINT/SIGTERM cut the drain short.
+// a full drain (also --help, --version); 1 a failure after start-up; 2 any start-up failure
+// (usage, an unusable configuration, a port in use, io_uring unavailable, out of memory), always
+// as one line on stderr prefixed "ringrpc-server: "; 3 a second SIGINT/SIGTERM cut the drain short.
 
 #include <signal.h>
 #include <time.h>
@@ -27,10 +27,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "log/log.hpp"
+#include "cli_conventions.hpp"
 #include "log/event_log.hpp"
+#include "log/log.hpp"
+#include "ops/config_ineffective.hpp"
 #include "ringrpc/config.hpp"
+#include "ringrpc/endpoint.hpp"
 #include "ringrpc/event_bus.hpp"
+#include "ringrpc/reflection.hpp"
 #include "ringrpc/server.hpp"
 
 namespace {
@@ -44,9 +48,78 @@ constexpr const char* exit_codes_help =
     "Signals: SIGINT/SIGTERM stop accepting, drain and exit 0; a second one during the drain\n"
     "exits 3 at once. SIGHUP re-reads --config and applies [logging] (level, format, file);\n"
     "other changes wait for a restart. SIGPIPE is ignored.\n"
-    "Exit status: 0 drained after SIGINT/SIGTERM (or --help); 1 failed after start-up;\n"
-    "2 start-up failed (usage, configuration, bind, io_uring, memory; one line on stderr);\n"
+    "Exit status: 0 drained after SIGINT/SIGTERM (or --help, --version); 1 failed after\n"
+    "start-up; 2 start-up failed (usage, configuration, bind, io_uring, memory; one line on\n"
+    "stderr; CLI11's own codes such as 105 and 109 are reported as 2);\n"
     "3 a second SIGINT/SIGTERM cut the drain short.";
+
+// The built-in methods: untyped (raw bytes in and out), so reflection lists them beside the
+// typed services instead of handing out a schema.
+struct builtin_method {
+  const char* name;
+  const char* doc;
+};
+constexpr builtin_method builtin_methods[] = {
+    {"echo", "replies with the payload"},
+    {"sleep", "payload: ASCII decimal microseconds; sleeps, then replies with the payload"},
+    {"burn", "payload: ASCII decimal microseconds; spins the CPU, then replies with the payload"},
+};
+
+/// The "reflection" endpoint of the stock server: reflection.list answers what add_reflection's
+/// would for no typed service, plus an "untyped" array with the built-in methods, which
+/// ringrpc-call lists and calls with raw bytes; reflection.schema has no schema to hand out.
+class builtin_reflection final : public ringrpc::endpoint {
+ public:
+  builtin_reflection() {
+    auto doc = nlohmann::json::parse(ringrpc::reflection_list_json({}));
+    doc["untyped"] = nlohmann::json::array();
+    for (const auto& m : builtin_methods) {
+      doc["untyped"].push_back({{"method", m.name}, {"request", "bytes"}, {"reply", "bytes"}, {"doc", m.doc}});
+    }
+    _list = doc.dump();
+  }
+
+  void receive_and_reply(ringrpc::call_context& call) override {
+    if (call.method() == ringrpc::reflection_list_method) {
+      call.reply(_list);
+    } else if (call.method() == ringrpc::reflection_schema_method) {
+      call.fail(ringrpc::status::bad_request,
+                "ringrpc-server serves no typed service; its methods echo, sleep and burn take raw bytes "
+                "(ringrpc-call HOST:PORT call echo -d hello)");
+    } else {
+      call.fail(ringrpc::status::unknown_method, "reflection has reflection.list and reflection.schema");
+    }
+  }
+
+ private:
+  std::string _list;
+};
+
+/// The endpoints ringrpc-server registers, for warnings about [endpoints.NAME] tables.
+std::vector<std::string> registered_endpoints() {
+  std::vector<std::string> out;
+  for (const auto& m : builtin_methods) out.emplace_back(m.name);
+  out.emplace_back(ringrpc::reflection_endpoint_name);
+  return out;
+}
+
+/// A default configuration as --config's keys, for the help's defaults. Not inlined into main:
+/// there GCC 12 -O3 warns of a maybe-uninitialized string inside the temporary configuration.
+[[gnu::noinline]] nlohmann::json default_config_json() {
+  const ringrpc::server_config defaults;
+  return nlohmann::json::parse(ringrpc::describe(defaults, ringrpc::config_text_format::json));
+}
+
+/// `[default: X]` for a flag: the value of its key in a default configuration, as --config
+/// would print it, so the help cannot drift from the defaults.
+std::string default_of(const nlohmann::json& defaults, const std::string& key) {
+  const auto dot = key.find('.');
+  const auto section = key.substr(0, dot);
+  const auto name = key.substr(dot + 1);
+  if (!defaults.contains(section) || !defaults[section].contains(name)) return {};
+  const auto& v = defaults[section][name];
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
 
 /// A flag that, when given, overrides one configuration key.
 struct flag_override {
@@ -195,9 +268,12 @@ int main(int argc, char** argv) {
                "Prints 'listening on HOST:PORT' once ready.\n"
                "Every knob is a key of the --config file (docs/configuration.md); flags win."};
   app.footer(exit_codes_help);
+  ringrpc::tools::set_name_and_version(app, "ringrpc-server");
+  app.get_formatter()->column_width(34);
   config_sources sources;
   app.add_option("-c,--config", sources.file,
-                 "TOML configuration file (a regular file of at most 1 MiB)");
+                 "TOML configuration file (a regular file of at most 1 MiB)")
+      ->type_name("FILE");
   sources.flags = {
       {"server.host", {}},          {"server.port", {}},
       {"server.readers", {}},       {"server.handlers", {}},
@@ -211,8 +287,23 @@ int main(int argc, char** argv) {
       {"server.frame_stall_timeout_ms", {}},
   };
   auto& flags = sources.flags;
+  const auto defaults = default_config_json();
+  // Each flag shows its value's kind and its default (admin.port's is 0, but only when given).
   auto flag = [&](const char* names, std::size_t i, const char* help) {
-    app.add_option_function<std::string>(names, [&flags, i](const std::string& v) { flags[i].value = v; }, help);
+    const std::string& key = flags[i].key;
+    std::string type = "N";
+    if (key.ends_with("host")) type = "HOST";
+    else if (key.ends_with("port")) type = "PORT";
+    else if (key.ends_with("_ms")) type = "MS";
+    else if (key.ends_with("_us")) type = "US";
+    else if (key.ends_with("bytes")) type = "BYTES";
+    else if (key == "server.default_policy") type = "POLICY";
+    else if (key == "server.metrics") type = "BOOL";
+    else if (key == "logging.level") type = "LEVEL";
+    auto* o = app.add_option_function<std::string>(names, [&flags, i](const std::string& v) { flags[i].value = v; },
+                                                   help);
+    o->type_name(type);
+    if (key != "admin.port" && key != "admin.host") o->default_str(default_of(defaults, key));
   };
   flag("--host", 0, "address to bind [server.host]");
   flag("-p,--port", 1, "port; 0 picks a free one [server.port]");
@@ -241,7 +332,8 @@ int main(int argc, char** argv) {
   flag("--frame-stall-timeout-ms", 18,
        "close connections whose partial frame gets no byte this long; 0 = never "
        "[server.frame_stall_timeout_ms]");
-  app.add_option("--set", sources.sets, "KEY=VALUE: any configuration key, e.g. --set pools.slow.threads=4");
+  app.add_option("--set", sources.sets, "any configuration key, e.g. --set pools.slow.threads=4 (repeatable)")
+      ->type_name("KEY=VALUE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -251,6 +343,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // One line and status 2, like every start-up failure (not CLI11's own code).
     return startup_failure(std::string(e.what()) + " (see --help)");
   }
 
@@ -279,6 +372,8 @@ int main(int argc, char** argv) {
     srv.emplace(cfg);  // configures the log (a log file that cannot be opened fails here)
     ringrpc::log::configure(cfg.logging, [held](std::string_view line) { held->add(line); });
     ringrpc::add_builtin_methods(*srv);
+    srv->register_endpoint(ringrpc::reflection_endpoint_name, std::make_shared<builtin_reflection>());
+    ringrpc::config_detail::warn_ineffective(ringrpc::config_detail::unregistered_endpoint_keys(cfg, registered_endpoints()));
     srv->start();
     ringrpc::log::configure(cfg.logging);
     held->replay(cfg.logging.file);

@@ -139,6 +139,17 @@ struct server_stats {
   std::uint64_t out_of_memory = 0;  ///< allocations that failed: a call or a connection failed
 };
 
+/// What server::wait() does with SIGINT and SIGTERM.
+enum class wait_signals {
+  none,  ///< leaves them alone: wait() returns when something else stops the server
+  /// As ringrpc-server (docs/operations.md, "Signals and exit codes"): the first SIGINT or
+  /// SIGTERM stops the server (stop(): a full drain), a second one during the drain exits the
+  /// process at once with status 3, after one line on stderr. The previous handlers are back
+  /// when wait() returns. The signals must not be blocked in every thread (then nobody gets
+  /// them), and one wait() at a time may handle them in a process.
+  stop,
+};
+
 /// An RPC server. Register endpoints, then start(); stop() (or the destructor) drains and joins.
 /// Not copyable. add_pool() must happen before start(); the other members are thread-safe.
 class server {
@@ -189,6 +200,16 @@ class server {
   /// timeout it waits only for handlers still running user code, which cannot be abandoned
   /// safely, logging each of them every second (docs/execution.md). ~server() stops likewise.
   void stop();
+
+  /// Blocks until the server has stopped: stop() from another thread or a handler, the
+  /// destructor racing it, or (wait_signals::stop) a signal. Returns at once when the server is
+  /// not running (start() not called yet, or stopped). Returns the signal that stopped the
+  /// server, or 0. A stop by another thread is noticed within 50 ms; a signal at once. With
+  /// wait_signals::stop throws std::logic_error while another wait() handles the signals.
+  ///
+  ///   server.start();
+  ///   server.wait(ringrpc::wait_signals::stop);  // Ctrl-C drains and returns
+  int wait(wait_signals signals = wait_signals::none);
 
   /// The bound port (useful with port 0). Valid after start().
   std::uint16_t port() const noexcept;

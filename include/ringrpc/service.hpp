@@ -10,6 +10,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <cassert>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -79,6 +80,13 @@ class rpc_exception : public std::runtime_error {
   rpc_error _error;
 };
 
+/// What a typed method returns after it took its reply for later with defer_reply():
+/// `return ringrpc::deferred;`. The answer is whatever the deferred_result is given.
+struct deferred_t {
+  explicit constexpr deferred_t(int) noexcept {}
+};
+inline constexpr deferred_t deferred{0};
+
 /// Either a FlatBuffers message whose root is T, owned and verified, or an rpc_error.
 /// Typed methods return one (`return {fbb, CreateHelloReply(fbb, ...)};` or
 /// `return ringrpc::rpc_error(status::bad_request, "...");`); typed calls produce one, after
@@ -93,6 +101,13 @@ class result {
   }
   /// Implicit, so a method can `return rpc_error(status::bad_request, "...");`.
   result(rpc_error error) : _error(std::move(error)) {}
+  /// Implicit, so a method that called defer_reply() can `return ringrpc::deferred;`. Such a
+  /// result is neither a message nor an error (ok() is false, error() names it).
+  result(deferred_t)
+      : _error(rpc_error(status::internal, "the reply was deferred (ringrpc::deferred)")), _deferred(true) {}
+
+  /// True for `ringrpc::deferred`: the method answers through its deferred_result.
+  bool is_deferred() const noexcept { return _deferred; }
 
   /// `bytes` as a T, or a protocol_error naming `what` when they fail FlatBuffers
   /// verification. The vector's storage is new'd, hence aligned enough for any scalar.
@@ -140,7 +155,61 @@ class result {
   flatbuffers::DetachedBuffer _built;  // what a method built
   std::vector<std::byte> _received;    // what a call received
   std::optional<rpc_error> _error;
+  bool _deferred = false;
 };
+
+/// The reply of a typed method, answered after the method has returned, from any thread:
+///
+///   result<HelloReply> SayHello(call_context& call, const HelloRequest& req) override {
+///     auto later = ringrpc::defer_reply<HelloReply>(call);
+///     std::string name = req.name() ? req.name()->str() : "";  // req dies with the method
+///     _work.push([later = std::move(later), name]() mutable {
+///       flatbuffers::FlatBufferBuilder fbb;
+///       later.reply(fbb, CreateHelloReplyDirect(fbb, ("hello, " + name).c_str()));
+///     });
+///     return ringrpc::deferred;
+///   }
+///
+/// The first reply()/fail() answers; later ones, and those after the server stopped (it answers
+/// shutting_down itself), return false. Dropping it unanswered answers `internal`. Movable.
+template <class Reply>
+class deferred_result {
+ public:
+  deferred_result() noexcept = default;
+  explicit deferred_result(deferred_reply reply) noexcept : _reply(std::move(reply)) {}
+
+  /// Finishes `fbb` with `root` and sends it; `fbb` is left reusable.
+  bool reply(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<Reply> root) {
+    fbb.Finish(root);
+    const bool sent =
+        _reply.reply(std::span(reinterpret_cast<const std::byte*>(fbb.GetBufferPointer()), fbb.GetSize()));
+    fbb.Clear();
+    return sent;
+  }
+  /// Answers with a result: its message, or its error's status (ok becomes internal).
+  bool reply(const result<Reply>& r) {
+    if (r.ok()) return _reply.reply(r.bytes());
+    const rpc_error& e = r.error();
+    return _reply.fail(e.code == status::ok ? status::internal : e.code, e.message);
+  }
+  bool fail(status code, std::string_view message) { return _reply.fail(code, message); }
+  /// The caller cancelled, its deadline passed or the server stopped: answering is pointless.
+  bool cancelled() const noexcept { return _reply.cancelled(); }
+  /// Until the caller's deadline (nanoseconds::max() without one).
+  std::chrono::nanoseconds remaining() const noexcept { return _reply.remaining(); }
+  /// False once answered (or when made empty).
+  explicit operator bool() const noexcept { return static_cast<bool>(_reply); }
+
+ private:
+  deferred_reply _reply;
+};
+
+/// Takes the reply of the typed method `call` is running for later: the method then returns
+/// `ringrpc::deferred`. Throws std::logic_error when called twice for one call.
+template <class Reply>
+deferred_result<Reply> defer_reply(call_context& call) {
+  return deferred_result<Reply>(call.defer());
+}
 
 /// Registers a generated service implementation under its service name (no dots; calls to
 /// "Service.Method" reach it). Same errors as server::register_endpoint.
@@ -259,6 +328,12 @@ void serve(endpoint& ep, call_context& call, const typed_method& m, std::size_t 
   }
   try {
     result<Reply> r = method(call, *flatbuffers::GetRoot<Request>(payload.data()));
+    if (r.is_deferred()) {
+      // The deferred_result answers. This fail() is ignored after defer_reply(); without one it
+      // is the answer, or the caller would wait for nothing.
+      call.fail(status::internal, std::string(m.full_name) + " returned ringrpc::deferred without defer_reply()");
+      return;
+    }
     if (r.ok()) {
       call.reply(r.bytes());
     } else {

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ringrpc/cxx20.hpp"
+
 namespace ringrpc {
 
 /// The status of a finished call as the server reports it. The numeric values are the wire

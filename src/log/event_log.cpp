@@ -97,7 +97,13 @@ class event_log_listener final : public event_listener {
         event_at(e.timestamp, level, name, {{"address", e.detail}});
         break;
       case event_kind::server_stopping:
-        event_at(e.timestamp, level, name, {{"reason", e.detail}});
+        // The server posts no reason for a plain stop() (nor for undoing a failed start, whose
+        // cause the caller gets as an exception): no `reason=""` then.
+        if (e.detail.empty()) {
+          event_at(e.timestamp, level, name);
+        } else {
+          event_at(e.timestamp, level, name, {{"reason", e.detail}});
+        }
         break;
       case event_kind::server_stopped:
         event_at(e.timestamp, level, name);

@@ -38,7 +38,9 @@ struct state {
   }
 };
 
-std::atomic<int> g_level{static_cast<int>(log_level::info)};
+// warn until configure(): a program embedding a server writes nothing to stderr while all is
+// well unless it asks (log_options, [logging] level; ringrpc-server configures info).
+std::atomic<int> g_level{static_cast<int>(log_level::warn)};
 
 // Never destroyed: threads may still log while static objects are torn down.
 struct globals {

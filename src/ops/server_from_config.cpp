@@ -6,6 +6,7 @@
 #include "ringrpc/server.hpp"
 
 #include "log/log.hpp"
+#include "ops/config_ineffective.hpp"
 #include "ops/status_pages.hpp"
 #include "server/server_core.hpp"
 
@@ -15,6 +16,7 @@ server::server(const server_config& config)
     : _core(std::make_unique<detail::server_core>(config.server)) {
   validate(config);
   log::configure(config.logging);
+  config_detail::warn_ineffective(config_detail::ineffective_keys(config));
   for (const auto& [name, p] : config.pools) _core->endpoints().add_pool(name, p);
   for (const auto& [name, e] : config.endpoints) _core->set_endpoint_override(name, e);
   _core->set_event_log(config.events.capacity_of("log"), config.logging.level,

@@ -1,4 +1,4 @@
-// What the admin HTTP server shows: /metrics (Prometheus text), /metrics.json, /healthz,
+// What the admin HTTP server shows: / (the list of pages), /metrics (Prometheus text), /metrics.json, /healthz,
 // /readyz, /status and /connections. Everything here runs on the admin thread and reads the
 // per-thread counters without stopping anyone.
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/admin_server.hpp"
+#include "ops/process_metrics.hpp"
 #include "ops/prometheus_text.hpp"
 #include "ops/status_pages.hpp"
 #include "ringrpc/version.hpp"
@@ -186,6 +187,7 @@ void fill_metrics(const server_core& core, metrics_snapshot& m) {
     dropped.add(static_cast<double>(q.dropped), {{"queue", q.name}});
     depth.add(static_cast<double>(q.depth), {{"queue", q.name}});
   }
+  fill_process_metrics(m);
 }
 
 std::string metrics_text(const server_core& core) {
@@ -266,6 +268,19 @@ void admin_pages::start() {
     http_response r;
     r.content_type = std::string(prometheus_content_type);
     r.body = metrics_text(core);
+    return r;
+  });
+  // The index: what a person who opens http://HOST:PORT/ in a browser or curl wants first.
+  _admin->route("/", [] {
+    http_response r;
+    r.body =
+        "ringrpc " + std::string(ringrpc::version()) + " admin pages:\n"
+        "  /metrics       Prometheus text: calls, latency, connections, pools, events, process_*\n"
+        "  /metrics.json  the same metrics as JSON\n"
+        "  /status        the server's state, configuration in effect and counters (JSON)\n"
+        "  /connections   open connections: peer, age, calls, bytes (JSON)\n"
+        "  /healthz       liveness: 200 while the process answers\n"
+        "  /readyz        readiness: 200 while it takes new calls, 503 while draining\n";
     return r;
   });
   _admin->route("/metrics.json", [&core, json_page] { return json_page(metrics_json(core)); });

@@ -1,7 +1,16 @@
 #include "ringrpc/server.hpp"
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <system_error>
 
 #include "server/server_core.hpp"
 
@@ -205,6 +214,94 @@ std::size_t server::post_to_all(std::span<const std::byte> payload) {
 
 void server::start() { _core->start(); }
 void server::stop() { _core->stop(); }
+
+// --- wait
+
+namespace {
+
+// What the signal handler of wait(wait_signals::stop) may touch: lock-free atomics and an
+// eventfd, nothing that allocates or locks.
+std::atomic<bool> wait_handles_signals{false};
+std::atomic<int> wait_wake_fd{-1};
+std::atomic<int> wait_first_signal{0};
+
+void on_stop_signal(int sig) {
+  int none = 0;
+  if (!wait_first_signal.compare_exchange_strong(none, sig)) {
+    // The same rule as ringrpc-server: a second signal means "now", not "drain faster".
+    static constexpr char line[] = "ringrpc: second stop signal during the drain: exiting now (status 3)\n";
+    [[maybe_unused]] const auto w = ::write(STDERR_FILENO, line, sizeof line - 1);
+    ::_exit(3);
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto w = ::write(wait_wake_fd.load(), &one, sizeof one);
+}
+
+/// Installs on_stop_signal for SIGINT and SIGTERM and puts the previous handlers back on
+/// destruction.
+class stop_signal_scope {
+ public:
+  stop_signal_scope() {
+    if (wait_handles_signals.exchange(true)) {
+      throw std::logic_error("server::wait(wait_signals::stop): another wait() handles the signals");
+    }
+    _fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (_fd < 0) {
+      wait_handles_signals.store(false);
+      throw std::system_error(errno, std::generic_category(), "server::wait: eventfd");
+    }
+    wait_wake_fd.store(_fd);
+    wait_first_signal.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &sa, &_old_int);
+    ::sigaction(SIGTERM, &sa, &_old_term);
+  }
+  ~stop_signal_scope() {
+    ::sigaction(SIGINT, &_old_int, nullptr);
+    ::sigaction(SIGTERM, &_old_term, nullptr);
+    wait_wake_fd.store(-1);
+    ::close(_fd);
+    wait_handles_signals.store(false);
+  }
+  stop_signal_scope(const stop_signal_scope&) = delete;
+  stop_signal_scope& operator=(const stop_signal_scope&) = delete;
+
+  int fd() const noexcept { return _fd; }
+
+ private:
+  int _fd = -1;
+  struct sigaction _old_int {};
+  struct sigaction _old_term {};
+};
+
+}  // namespace
+
+int server::wait(wait_signals signals) {
+  const auto running = [this] {
+    const auto s = _core->state();
+    return s == detail::server_state::running || s == detail::server_state::draining;
+  };
+  // Polled: the stop path belongs to server_core and has no hook for waiters, and 50 ms is
+  // well below what a caller of wait() notices.
+  constexpr int tick_ms = 50;
+  if (signals == wait_signals::none) {
+    while (running()) ::poll(nullptr, 0, tick_ms);
+    return 0;
+  }
+  stop_signal_scope scope;
+  while (running()) {
+    pollfd p{scope.fd(), POLLIN, 0};
+    ::poll(&p, 1, tick_ms);
+    if (const int sig = wait_first_signal.load(); sig != 0) {
+      stop();  // a second signal exits from the handler while this drains
+      return sig;
+    }
+  }
+  return wait_first_signal.load();
+}
 std::uint16_t server::port() const noexcept { return _core->port(); }
 const server_options& server::options() const noexcept { return _core->options(); }
 server_stats server::stats() const { return _core->stats(); }

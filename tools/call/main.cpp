@@ -4,6 +4,7 @@
 //   ringrpc-call HOST:PORT list
 //   ringrpc-call HOST:PORT describe NAME
 //   ringrpc-call HOST:PORT call Service.Method -d '{"name":"x"}'
+//   ringrpc-call HOST:PORT call echo -d hello        an untyped method: raw bytes in and out
 //
 // Exit status: 0 ok, 1 the server answered with an error status, 2 usage, schema or JSON
 // problem, 3 connection problem, timeout or invalid reply (docs/services.md).
@@ -20,6 +21,10 @@
 #include <system_error>
 #include <vector>
 
+#include <unistd.h>
+
+#include "byte_text.hpp"
+#include "cli_conventions.hpp"
 #include "ringrpc/client.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
@@ -122,6 +127,16 @@ int run_list(session& s) {
           methods.push_back(std::move(mi));
         }
       }
+      // Untyped methods (ringrpc-server's echo, sleep and burn): called with raw bytes.
+      if (doc.contains("untyped")) {
+        for (const auto& m : doc.at("untyped")) {
+          method_info mi;
+          mi.full_name = m.at("method").get<std::string>();
+          mi.request = m.value("request", "bytes");
+          mi.reply = m.value("reply", "bytes");
+          methods.push_back(std::move(mi));
+        }
+      }
     } catch (const nlohmann::json::exception& e) {
       throw tool_error(exit_transport, std::string("reflection.list answered something that is not its JSON: ") + e.what());
     }
@@ -175,7 +190,30 @@ int run_describe(session& s, const std::string& name) {
   throw tool_error(exit_usage, "the server declares nothing named '" + name + "'");
 }
 
-int run_call(session& s, const std::string& name, const std::string& data, typed_schema::json_style style) {
+// An untyped method: the payload is -d's bytes (after --hex/--base64), the reply is written
+// as it came (or encoded likewise). A raw reply to a terminal gets a final newline if it
+// lacks one, so the prompt does not run into it; a pipe gets the bytes exactly.
+int run_untyped(session& s, const std::string& name, const std::string& data, byte_encoding encoding) {
+  std::string payload;
+  try {
+    payload = decode(encoding, read_data(data));
+  } catch (const std::invalid_argument& e) {
+    throw tool_error(exit_usage, e.what());
+  }
+  const ringrpc::call_result r = s.connection().call(name, std::string_view(payload), s.call_options());
+  if (!r.ok()) throw call_failure(name, r, s.call_options().timeout);
+  const std::string_view bytes = r.payload_string();
+  if (encoding != byte_encoding::raw) {
+    std::printf("%s\n", encode(encoding, bytes).c_str());
+    return 0;
+  }
+  std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+  if (::isatty(STDOUT_FILENO) && (bytes.empty() || bytes.back() != '\n')) std::fputc('\n', stdout);
+  return 0;
+}
+
+int run_call(session& s, const std::string& name, std::string data, typed_schema::json_style style) {
+  if (data.empty()) data = "{}";
   const auto dot = name.rfind('.');
   if (dot == std::string::npos || dot == 0 || dot + 1 == name.size()) {
     throw tool_error(exit_usage, "'" + name + "' is not Service.Method");
@@ -195,33 +233,50 @@ int run_call(session& s, const std::string& name, const std::string& data, typed
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringrpc-call: one typed ringrpc call from the command line, JSON in and out.\n"
-               "  ringrpc-call HOST:PORT list                      methods the server serves\n"
-               "  ringrpc-call HOST:PORT describe NAME             a service, method or type in schema syntax\n"
-               "  ringrpc-call HOST:PORT call Service.Method -d JSON\n"
+  CLI::App app{"ringrpc-call: one ringrpc call from the command line: JSON in and out for typed\n"
+               "methods, bytes in and out for untyped ones.\n"
+               "  ringrpc-call HOST:PORT list                        methods the server serves\n"
+               "  ringrpc-call HOST:PORT describe NAME               a service, method or type in schema syntax\n"
+               "  ringrpc-call HOST:PORT call Service.Method -d JSON  a typed call: JSON in, JSON out\n"
+               "  ringrpc-call HOST:PORT call echo -d hello          an untyped call (no dot, no --schema; or --raw)\n"
                "The schema comes from the server's reflection, or from --schema (then list and describe\n"
-               "need no server). Exit status: 0 ok, 1 the server answered an error, 2 usage, schema or\n"
-               "JSON problem, 3 connection problem, timeout or invalid reply."};
-  std::string target, command, name, data = "{}", schema_file, timeout = "10s", connect_timeout = "3s";
+               "need no server)."};
+  app.footer(std::string("Exit status:\n"
+                         "  0 ok (also --help, --version)\n"
+                         "  1 the server answered with an error status\n  ")
+                 .append(ringrpc::tools::usage_exit_line)
+                 .append("; also a schema or JSON problem\n"
+                         "  3 connection problem, timeout or an invalid reply"));
+  ringrpc::tools::set_name_and_version(app, "ringrpc-call");
+  std::string target, command, name, data, schema_file, timeout = "10s", connect_timeout = "3s";
   std::vector<std::string> includes;
-  bool compact = false, emit_defaults = false;
-  app.add_option("address", target, "HOST:PORT of the server")->required();
-  app.add_option("command", command, "list, describe or call")->required();
-  app.add_option("name", name, "describe: a service, method or type; call: Service.Method");
-  app.add_option("-d,--data", data, "call: the request as JSON; @FILE reads a file, @- standard input")
-      ->capture_default_str();
-  app.add_option("--schema", schema_file, "a .fbs or .bfbs schema to use instead of the server's reflection");
+  bool compact = false, emit_defaults = false, raw = false, hex = false, base64 = false;
+  app.add_option("address", target, "HOST:PORT of the server")->required()->type_name("HOST:PORT");
+  app.add_option("command", command, "list, describe or call")->required()->type_name("COMMAND");
+  app.add_option("name", name, "describe: a service, method or type; call: Service.Method or an untyped method")
+      ->type_name("NAME");
+  app.add_option("-d,--data", data,
+                 "call: the request: JSON for a typed method (default {}), bytes for an untyped one "
+                 "(default none); @FILE reads a file, @- standard input")
+      ->type_name("DATA");
+  app.add_option("--schema", schema_file, "a .fbs or .bfbs schema to use instead of the server's reflection")
+      ->type_name("FILE");
   app.add_option("-I,--include", includes, "search path for includes of a --schema .fbs (repeatable)")
-      ->allow_extra_args(false);
-  app.add_option("--timeout", timeout, "deadline of each call (us ms s m)")->capture_default_str();
-  app.add_option("--connect-timeout", connect_timeout, "give up connecting after this long")->capture_default_str();
+      ->allow_extra_args(false)
+      ->type_name("DIR");
+  app.add_option("--timeout", timeout, "deadline of each call (us ms s m)")->capture_default_str()->type_name("TIME");
+  app.add_option("--connect-timeout", connect_timeout, "give up connecting after this long")
+      ->capture_default_str()
+      ->type_name("TIME");
+  app.add_flag("--raw", raw, "call an untyped method even though its name has a dot");
+  auto* hex_flag = app.add_flag("--hex", hex, "untyped: -d is hex digits, the reply is printed in hex");
+  app.add_flag("--base64", base64, "untyped: -d is base64, the reply is printed in base64")->excludes(hex_flag);
   app.add_flag("--compact", compact, "print the reply on one line");
   app.add_flag("--emit-defaults", emit_defaults, "also print fields equal to their default value");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : exit_usage;
+    return ringrpc::tools::parse_error_exit(app, e);
   }
 
   try {
@@ -242,6 +297,12 @@ int main(int argc, char** argv) {
     if (command == "describe" || command == "call") {
       if (name.empty()) throw tool_error(exit_usage, command + " needs a name (see --help)");
       if (command == "describe") return run_describe(s, name);
+      const auto encoding = hex ? byte_encoding::hex : base64 ? byte_encoding::base64 : byte_encoding::raw;
+      // With --schema the call is typed: a name without a dot is then a mistake to report.
+      if (raw || (name.find('.') == std::string::npos && schema_file.empty())) {
+        return run_untyped(s, name, data, encoding);
+      }
+      if (hex || base64) throw tool_error(exit_usage, "--hex and --base64 are for untyped methods (see --raw)");
       return run_call(s, name, data, {compact, emit_defaults});
     }
     throw tool_error(exit_usage, "unknown command '" + command + "' (list, describe or call)");

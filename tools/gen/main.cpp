@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_conventions.hpp"
 #include "codegen.hpp"
 
 extern char** environ;
@@ -81,22 +82,30 @@ int main(int argc, char** argv) {
   CLI::App app{"ringrpc-gen: typed ringrpc client stubs and server bases from a FlatBuffers schema.\n"
                "  ringrpc-gen [-I DIR]... [-o DIR] SCHEMA.fbs   writes DIR/NAME_ringrpc.hpp, and runs flatc\n"
                "                                               for DIR/NAME_generated.h and DIR/NAME.bfbs"};
+  app.footer(std::string("Exit status:\n"
+                         "  0 the files were written (or --help, --version)\n"
+                         "  1 the schema has an error, flatc failed, or a file could not be read or written\n  ")
+                 .append(ringrpc::tools::usage_exit_line));
+  ringrpc::tools::set_name_and_version(app, "ringrpc-gen");
   std::string schema, out_dir = ".", flatc = "flatc", bfbs_path, depfile;
   std::vector<std::string> includes, flatc_args;
-  app.add_option("schema", schema, "the .fbs file")->required();
-  app.add_option("-o,--output-dir", out_dir, "directory for the generated files")->capture_default_str();
+  app.add_option("schema", schema, "the .fbs file")->required()->type_name("SCHEMA.fbs");
+  app.add_option("-o,--output-dir", out_dir, "directory for the generated files")->capture_default_str()->type_name("DIR");
   app.add_option("-I,--include", includes, "search path for the schema's include statements (repeatable)")
-      ->allow_extra_args(false);
-  app.add_option("--flatc", flatc, "the flatc to run")->capture_default_str();
+      ->allow_extra_args(false)
+      ->type_name("DIR");
+  app.add_option("--flatc", flatc, "the flatc to run")->capture_default_str()->type_name("PATH");
   app.add_option("--flatc-arg", flatc_args, "extra argument for flatc, e.g. --gen-object-api (repeatable)")
-      ->allow_extra_args(false);
-  app.add_option("--bfbs", bfbs_path, "embed this binary schema (flatc --binary --schema) and do not run flatc");
-  app.add_option("--depfile", depfile, "also write a Makefile dependency file listing the schemas read");
+      ->allow_extra_args(false)
+      ->type_name("ARG");
+  app.add_option("--bfbs", bfbs_path, "embed this binary schema (flatc --binary --schema) and do not run flatc")
+      ->type_name("FILE");
+  app.add_option("--depfile", depfile, "also write a Makefile dependency file listing the schemas read")
+      ->type_name("FILE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    return ringrpc::tools::parse_error_exit(app, e);
   }
 
   try {
