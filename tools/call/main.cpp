@@ -207,7 +207,8 @@ int run_untyped(session& s, const std::string& name, const std::string& data, by
     std::printf("%s\n", encode(encoding, bytes).c_str());
     return 0;
   }
-  std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+  // An empty reply may have no buffer at all: fwrite's pointer must not be null even for 0 bytes.
+  if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), stdout);
   if (::isatty(STDOUT_FILENO) && (bytes.empty() || bytes.back() != '\n')) std::fputc('\n', stdout);
   return 0;
 }
