@@ -20,7 +20,15 @@ pids=
 failures=0
 
 cleanup() {
-  # Only the servers this script started, by their PIDs.
+  # Only the servers this script started, by their PIDs. TERM first: nginx's master then stops
+  # its worker (a KILLed master leaves the worker running, orphaned); KILL what is left after 3 s.
+  for p in $pids; do kill -TERM "$p" 2>/dev/null; done
+  for _ in $(seq 30); do
+    alive=0
+    for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 1 ] || break
+    sleep 0.1
+  done
   for p in $pids; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   rm -rf "$work"
 }
