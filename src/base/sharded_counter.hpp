@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/thread_slot.hpp"
+
 namespace ringrpc::detail {
 
 /// A counter many threads add to (pool workers come and go): each thread writes its own
@@ -14,7 +16,7 @@ namespace ringrpc::detail {
 class sharded_counter {
  public:
   void add(std::uint64_t n = 1) noexcept {
-    _slots[slot_of_this_thread()].v.fetch_add(n, std::memory_order_relaxed);
+    _slots[thread_slot()].v.fetch_add(n, std::memory_order_relaxed);
   }
   std::uint64_t get() const noexcept {
     std::uint64_t n = 0;
@@ -23,15 +25,10 @@ class sharded_counter {
   }
 
  private:
-  static std::size_t slot_of_this_thread() noexcept {
-    static std::atomic<std::size_t> next{0};
-    thread_local const std::size_t mine = next.fetch_add(1, std::memory_order_relaxed);
-    return mine % 16;
-  }
   struct alignas(64) slot {
     std::atomic<std::uint64_t> v{0};
   };
-  std::array<slot, 16> _slots{};
+  std::array<slot, thread_slots> _slots{};
 };
 
 }  // namespace ringrpc::detail

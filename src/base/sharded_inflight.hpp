@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/thread_slot.hpp"
+
 namespace ringrpc::detail {
 
 /// enter() and leave() change the calling thread's slot (seq_cst); a unit of work may enter on
@@ -18,8 +20,8 @@ namespace ringrpc::detail {
 /// exactly what "run on_stop once nothing is in flight" needs.
 class sharded_inflight {
  public:
-  void enter() noexcept { _slots[slot_of_this_thread()].v.fetch_add(1, std::memory_order_seq_cst); }
-  void leave() noexcept { _slots[slot_of_this_thread()].v.fetch_sub(1, std::memory_order_seq_cst); }
+  void enter() noexcept { _slots[thread_slot()].v.fetch_add(1, std::memory_order_seq_cst); }
+  void leave() noexcept { _slots[thread_slot()].v.fetch_sub(1, std::memory_order_seq_cst); }
   std::int64_t total() const noexcept {
     std::int64_t n = 0;
     for (const auto& s : _slots) n += s.v.load(std::memory_order_seq_cst);
@@ -27,16 +29,10 @@ class sharded_inflight {
   }
 
  private:
-  static constexpr std::size_t slots = 16;
-  static std::size_t slot_of_this_thread() noexcept {
-    static std::atomic<std::size_t> next{0};
-    thread_local const std::size_t mine = next.fetch_add(1, std::memory_order_relaxed) % slots;
-    return mine;
-  }
   struct alignas(64) slot {
     std::atomic<std::int64_t> v{0};
   };
-  std::array<slot, slots> _slots{};
+  std::array<slot, thread_slots> _slots{};
 };
 
 }  // namespace ringrpc::detail

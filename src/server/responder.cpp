@@ -107,13 +107,11 @@ void responder::start_write(connection* c) noexcept {
   }
   io_uring_sqe_set_data64(sqe, make_tag(op::send, c));
   w.in_flight = true;
-  ++_writes_in_flight;
 }
 
 void responder::on_write(connection* c, int res) noexcept {
   write_slot& w = *c->write;
   w.in_flight = false;
-  --_writes_in_flight;
   // Releasing calls may drop every other reference to the connection; keep it alive until
   // this function is done with it.
   retain(c);

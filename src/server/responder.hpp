@@ -56,8 +56,6 @@ class responder {
   void trim() noexcept { _slots.trim(); }
   /// Whether handlers posted replies not taken yet (the reader must not sleep on them).
   bool inbox_empty() const noexcept { return _inbox.empty(); }
-  /// Writes in flight (the reader's ring must not go away under them).
-  std::size_t writes_in_flight() const noexcept { return _writes_in_flight; }
 
   std::uint64_t released() const noexcept { return _released.get(); }
   std::uint64_t partial_writes() const noexcept { return _partial_writes.get(); }
@@ -79,7 +77,6 @@ class responder {
   const std::size_t _max_queued_bytes;
   write_slot* _writing = nullptr;  // the slots of connections with replies queued
   std::vector<connection*> _dirty;  // got replies this turn; each holds a reference
-  std::size_t _writes_in_flight = 0;
   memory_budget::account _account;  // replies queued and calls released
   write_slots _slots;
   counter _released;

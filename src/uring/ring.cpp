@@ -20,7 +20,7 @@ ring::ring(unsigned entries, const uring_features& features) {
   // Every io_uring_enter then names the ring by its registered index, sparing the kernel an fd
   // lookup and reference per turn (5.18). Where it fails the ring works as before; msg_ring
   // from other rings keeps using the real fd (fd()).
-  _registered_fd = io_uring_register_ring_fd(&_ring) == 1;
+  io_uring_register_ring_fd(&_ring);
 }
 
 ring::~ring() { io_uring_queue_exit(&_ring); }

@@ -66,13 +66,10 @@ class ring {
 
   int fd() const noexcept { return _ring.ring_fd; }
   io_uring* raw() noexcept { return &_ring; }
-  /// Whether the ring's fd is registered (IORING_REGISTER_RING_FDS) for its own enters.
-  bool registered_fd() const noexcept { return _registered_fd; }
 
  private:
   io_uring _ring{};
   bool _defer_taskrun = false;
-  bool _registered_fd = false;
 };
 
 }  // namespace ringrpc::detail
