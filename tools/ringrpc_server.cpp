@@ -36,6 +36,9 @@
 #include "ringrpc/event_bus.hpp"
 #include "ringrpc/reflection.hpp"
 #include "ringrpc/server.hpp"
+#ifdef RINGRPC_HAVE_DISCOVERY
+#include "ringrpc/discovery.hpp"
+#endif
 
 namespace {
 
@@ -373,6 +376,16 @@ int main(int argc, char** argv) {
     ringrpc::log::configure(cfg.logging, [held](std::string_view line) { held->add(line); });
     ringrpc::add_builtin_methods(*srv);
     srv->register_endpoint(ringrpc::reflection_endpoint_name, std::make_shared<builtin_reflection>());
+    if (!cfg.discovery.etcd.empty()) {
+#ifdef RINGRPC_HAVE_DISCOVERY
+      // Registers once listening; deregisters first when stopped (docs/deployment.md).
+      srv->add_registration(std::make_shared<ringrpc::discovery::etcd_registration>(cfg.discovery, cfg.server.host));
+#else
+      throw ringrpc::config_error("configuration", 0, "discovery.etcd",
+                                  "this ringrpc-server was built without the discovery library "
+                                  "(meson -Ddiscovery=enabled, needs libcurl)");
+#endif
+    }
     ringrpc::config_detail::warn_ineffective(ringrpc::config_detail::unregistered_endpoint_keys(cfg, registered_endpoints()));
     srv->start();
     ringrpc::log::configure(cfg.logging);

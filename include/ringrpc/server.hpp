@@ -150,6 +150,22 @@ enum class wait_signals {
   stop,
 };
 
+/// Where a service registry (etcd: ringrpc/discovery.hpp) hooks into a server's life, so the
+/// core knows no registry. The server calls it from start() and stop(); it owns the registry's
+/// threads and connections itself.
+class registration {
+ public:
+  virtual ~registration() = default;
+  /// Once the listener is up, before start() returns, with the bound port. An unreachable
+  /// registry must not fail start(): keep trying in the background (a throw does fail it).
+  virtual void on_started(std::uint16_t port) = 0;
+  /// The first step of stop(), while the server still serves as usual: deregister, then wait
+  /// while clients move away (deregister-first drain). The phased stop follows.
+  virtual void before_stop() noexcept = 0;
+  /// After the server has stopped.
+  virtual void on_stopped() noexcept {}
+};
+
 /// An RPC server. Register endpoints, then start(); stop() (or the destructor) drains and joins.
 /// Not copyable. add_pool() must happen before start(); the other members are thread-safe.
 class server {
@@ -188,6 +204,9 @@ class server {
   bool post(std::string_view endpoint_name, std::span<const std::byte> payload);
   /// Posts to every running endpoint; returns how many took it.
   std::size_t post_to_all(std::span<const std::byte> payload);
+
+  /// A registry hook (see registration above); before start(), else std::logic_error.
+  void add_registration(std::shared_ptr<registration> hook);
 
   /// Binds, listens and starts every thread. Throws std::system_error with a clear message when
   /// the address is taken or io_uring is unavailable (see docs/architecture.md).

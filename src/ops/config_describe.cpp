@@ -86,6 +86,18 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   jl["level"] = to_string(cfg.logging.level);
   jl["format"] = to_string(cfg.logging.format);
   jl["file"] = cfg.logging.file;
+
+  json& jd = root["discovery"];
+  jd["etcd"] = cfg.discovery.etcd;
+  jd["service"] = cfg.discovery.service;
+  jd["advertise"] = cfg.discovery.advertise;
+  jd["weight"] = cfg.discovery.weight;
+  jd["zone"] = cfg.discovery.zone;
+  jd["version"] = cfg.discovery.version;
+  jd["tls"] = cfg.discovery.tls;
+  jd["prefix"] = cfg.discovery.prefix;
+  jd["lease_ttl_s"] = cfg.discovery.lease_ttl.count();
+  jd["deregister_grace_ms"] = cfg.discovery.deregister_grace.count();
   return root;
 }
 

@@ -147,6 +147,47 @@ void read_logging(context& ctx, const toml::table& t, log_options& l) {
   r.finish();
 }
 
+// A service name is a path segment of etcd keys and a label elsewhere: keep it plain.
+std::string check_service_name(std::string_view name) {
+  if (name.empty()) return {};
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '-' || c == '.';
+    if (!ok) return "is not a valid service name; allowed: letters, digits, '_', '-' and '.'";
+  }
+  return {};
+}
+
+void read_discovery(context& ctx, const toml::table& t, discovery_config& d) {
+  table_reader r(ctx, t, "discovery", "[discovery]");
+  r.string("etcd", d.etcd, [](std::string_view url) -> std::string {
+    if (url.empty() || url.starts_with("http://") || url.starts_with("https://")) return {};
+    return "must be an http:// or https:// URL of an etcd client endpoint, e.g. \"http://127.0.0.1:2379\"";
+  });
+  r.string("service", d.service, check_service_name);
+  r.string("advertise", d.advertise, [](std::string_view a) -> std::string {
+    if (a.empty()) return {};
+    const auto colon = a.rfind(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == a.size()) {
+      return "must be HOST:PORT, e.g. \"10.0.0.5:7000\"";
+    }
+    return check_host(a.substr(0, colon));
+  });
+  r.integer("weight", d.weight, 1, 1'000'000);
+  r.string("zone", d.zone);
+  r.string("version", d.version);
+  r.boolean("tls", d.tls);
+  r.string("prefix", d.prefix, [](std::string_view p) -> std::string {
+    if (p.empty() || p.front() != '/' || p.back() == '/') return "must start with '/' and not end with it";
+    return {};
+  });
+  std::int64_t ttl = d.lease_ttl.count();
+  r.integer("lease_ttl_s", ttl, 2, 3600);
+  d.lease_ttl = std::chrono::seconds(ttl);
+  r.millis("deregister_grace_ms", d.deregister_grace, 0, 600'000);
+  r.finish();
+}
+
 void read_all(context& ctx, const toml::table& root, server_config& cfg, event_queue_names known) {
   table_reader r(ctx, root, "", "the top level");
   if (const auto* t = r.table("server")) read_server(ctx, *t, cfg.server);
@@ -155,6 +196,7 @@ void read_all(context& ctx, const toml::table& root, server_config& cfg, event_q
   if (const auto* t = r.table("events")) read_events(ctx, *t, cfg.events, known);
   if (const auto* t = r.table("admin")) read_admin(ctx, *t, cfg.admin);
   if (const auto* t = r.table("logging")) read_logging(ctx, *t, cfg.logging);
+  if (const auto* t = r.table("discovery")) read_discovery(ctx, *t, cfg.discovery);
   r.finish();
 }
 }  // namespace ringrpc::config_detail

@@ -95,6 +95,10 @@ void cross_check(const context& ctx, const server_config& cfg, event_queue_names
       }
     }
   }
+  if (!cfg.discovery.etcd.empty() && cfg.discovery.service.empty()) {
+    fail(ctx, ctx.line_of("discovery.etcd"), "discovery.service",
+         "is empty; [discovery] with etcd set needs the service name to register under");
+  }
 }
 }  // namespace ringrpc::config_detail
 

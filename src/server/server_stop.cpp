@@ -4,6 +4,8 @@
 
 #include "server/server_core.hpp"
 
+#include "ringrpc/server.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -13,6 +15,21 @@
 #include "server/user_code.hpp"
 
 namespace ringrpc::detail {
+
+// A registration hook as one of the parts that live and die with the server; stop_blocking
+// finds it to deregister before anything else stops.
+class registration_attachment final : public server_attachment {
+ public:
+  registration_attachment(server_core& core, std::shared_ptr<registration> hook)
+      : _core(core), _hook(std::move(hook)) {}
+  void start() override { _hook->on_started(_core.port()); }
+  void stop() noexcept override { _hook->on_stopped(); }
+  void before_stop() noexcept { _hook->before_stop(); }
+
+ private:
+  server_core& _core;
+  std::shared_ptr<registration> _hook;
+};
 
 void server_core::join_async_stop() noexcept {
   std::thread t;
@@ -62,6 +79,13 @@ void server_core::stop_blocking() {
   struct clear_stopping {
     ~clear_stopping() { stopping_server = nullptr; }
   } clear;
+  // 0. Deregister first, serving as usual meanwhile, so callers move away before anything is
+  //    refused (the registration's grace); stop() calls are serialised by _stop_mu.
+  if (state() == server_state::running) {
+    for (auto& part : _attachments) {
+      if (auto* reg = dynamic_cast<registration_attachment*>(part.get())) reg->before_stop();
+    }
+  }
   auto expected = server_state::running;
   if (!_state.compare_exchange_strong(expected, server_state::draining)) return;
   const auto deadline = std::chrono::steady_clock::now() + _options.drain_timeout;
@@ -173,3 +197,12 @@ void server_core::abandon_deferred() noexcept {
 }
 
 }  // namespace ringrpc::detail
+
+namespace ringrpc {
+
+void server::add_registration(std::shared_ptr<registration> hook) {
+  if (!hook) throw std::invalid_argument("add_registration: null hook");
+  _core->attach(std::make_unique<detail::registration_attachment>(*_core, std::move(hook)));
+}
+
+}  // namespace ringrpc

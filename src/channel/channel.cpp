@@ -1,0 +1,130 @@
+#include "ringrpc/channel.hpp"
+
+#include <stdexcept>
+#include <thread>
+
+#include "channel/channel_core.hpp"
+#include "channel/host_port.hpp"
+
+namespace ringrpc {
+
+namespace {
+
+class static_resolver final : public resolver {
+ public:
+  static_resolver(std::string text, std::vector<member_address> members)
+      : _text(std::move(text)), _members(std::move(members)) {}
+  void start(std::function<void(std::vector<member_address>)> update) override { update(_members); }
+  void stop() noexcept override {}
+  std::string describe() const override { return _text; }
+
+ private:
+  std::string _text;
+  std::vector<member_address> _members;
+};
+
+}  // namespace
+
+std::shared_ptr<resolver> make_static_resolver(std::string_view list) {
+  std::vector<member_address> members;
+  std::string_view rest = list;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const auto item = rest.substr(0, comma);
+    auto m = detail::parse_host_port(item);
+    if (!m) {
+      throw std::invalid_argument(std::string("channel target \"").append(list).append("\": \"").append(item) +
+                                  "\" is not HOST:PORT (a list is HOST:PORT,HOST:PORT,...; etcd:// targets "
+                                  "need ringrpc::discovery::open_channel)");
+    }
+    members.push_back(std::move(*m));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (members.empty()) throw std::invalid_argument("channel target is empty");
+  return std::make_shared<static_resolver>(std::string(list), std::move(members));
+}
+
+std::string_view to_string(balancing_policy p) noexcept {
+  switch (p) {
+    case balancing_policy::round_robin: return "round_robin";
+    case balancing_policy::least_outstanding: return "least_outstanding";
+    case balancing_policy::power_of_two_choices: return "p2c";
+  }
+  return "unknown";
+}
+
+balancing_policy parse_balancing_policy(std::string_view name) {
+  if (name == "round_robin") return balancing_policy::round_robin;
+  if (name == "least_outstanding") return balancing_policy::least_outstanding;
+  if (name == "p2c" || name == "power_of_two_choices") return balancing_policy::power_of_two_choices;
+  throw std::invalid_argument(std::string("unknown balancing policy \"").append(name) +
+                              "\"; policies are round_robin, least_outstanding, p2c");
+}
+
+channel channel::create(std::string_view target, channel_options options) {
+  return channel(make_static_resolver(target), std::move(options));
+}
+
+channel::channel(std::shared_ptr<resolver> r, channel_options options) {
+  if (!r) throw std::invalid_argument("channel: null resolver");
+  _core = std::make_shared<detail::channel_core>(std::move(r), std::move(options));
+  _core->start();
+}
+
+channel::channel(channel&&) noexcept = default;
+channel& channel::operator=(channel&& o) noexcept {
+  if (this != &o) {
+    close();
+    _core = std::move(o._core);
+  }
+  return *this;
+}
+channel::~channel() { close(); }
+
+void channel::close() {
+  if (_core) _core->close();
+}
+
+void channel::call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
+                         channel_call_options options) {
+  if (!_core) {
+    call_outcome o;
+    o.error = call_error::client_closed;
+    o.message = "channel is closed";
+    if (done) done(o);
+    return;
+  }
+  _core->call_async(method, payload, std::move(done), options);
+}
+
+std::future<call_result> channel::call_future(std::string_view method, std::span<const std::byte> payload,
+                                              channel_call_options options) {
+  auto promise = std::make_shared<std::promise<call_result>>();
+  auto future = promise->get_future();
+  call_async(method, payload, [promise](const call_outcome& o) { promise->set_value(call_result::from(o)); }, options);
+  return future;
+}
+
+call_result channel::call(std::string_view method, std::span<const std::byte> payload, channel_call_options options) {
+  if (_core && _core->in_runtime_thread()) {
+    throw std::logic_error("ringrpc::channel::call: synchronous call from the channel's I/O thread would wait "
+                           "forever; use call_async");
+  }
+  return call_future(method, payload, options).get();
+}
+
+bool channel::wait_for_members(std::size_t n, std::chrono::milliseconds timeout) const {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (_core && _core->up_count() < n) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return _core != nullptr;
+}
+
+std::vector<channel_member_state> channel::members() const { return _core ? _core->members() : std::vector<channel_member_state>{}; }
+
+channel_stats channel::stats() const { return _core ? _core->stats() : channel_stats{}; }
+
+}  // namespace ringrpc

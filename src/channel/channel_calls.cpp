@@ -1,0 +1,173 @@
+// A call's path through the channel: pick a member from the current snapshot (no lock), send
+// on its connection, and on a failure decide between failing over and failing the call.
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "channel/balancer.hpp"
+#include "channel/channel_core.hpp"
+
+namespace ringrpc::detail {
+
+/// What a call needs across attempts. The payload is copied only for idempotent calls, the
+/// only ones retried after the caller's buffer may be gone (the others are retried only
+/// while call_async has not returned).
+struct channel_core::call_state {
+  std::string method;
+  std::vector<std::byte> payload;
+  call_callback done;
+  channel_call_options options;
+  unsigned attempts = 0;
+  const member_conn* last = nullptr;  // the member of the attempt that failed: avoided next
+};
+
+namespace {
+
+// Per-thread pick state for the last few channels this thread called, so one channel's
+// round-robin cursor is not advanced by calls on another.
+struct thread_picks {
+  struct slot {
+    std::uint64_t channel = 0;
+    pick_state st;
+  };
+  std::array<slot, 8> slots;
+  pick_state& of(std::uint64_t channel) noexcept {
+    slot& s = slots[channel % slots.size()];
+    if (s.channel != channel) {
+      s.channel = channel;
+      s.st.cursor = 0;
+      s.st.rng ^= channel * 0x9e3779b97f4a7c15ull + reinterpret_cast<std::uintptr_t>(this);
+      if (s.st.rng == 0) s.st.rng = 1;
+    }
+    return s.st;
+  }
+};
+thread_local thread_picks picks;
+
+bool not_run_by_server(const call_outcome& o) noexcept {
+  // The server refused it before running it: safe to send elsewhere, idempotent or not.
+  return o.error == call_error::server_status && (o.code == status::shutting_down || o.code == status::server_busy);
+}
+
+}  // namespace
+
+std::shared_ptr<member_conn> channel_core::pick(const member_snapshot& snap, const member_conn* avoid) noexcept {
+  const auto& up = snap.up;
+  if (up.empty()) return nullptr;
+  pick_state& st = picks.of(_id);
+  const auto load = [&](std::size_t i) { return up[i]->counters->outstanding.load(std::memory_order_relaxed); };
+  std::size_t i = pick_member(_options.policy, up.size(), load, st);
+  // A member found dead here, or the one a retry comes from, is passed over for the next.
+  for (std::size_t k = 0; k < up.size(); ++k) {
+    const auto& m = up[(i + k) % up.size()];
+    if (m.get() == avoid && up.size() > 1) continue;
+    if (m->failed.load(std::memory_order_relaxed)) continue;
+    if (!m->conn.connected()) {
+      report_failed(*m);
+      continue;
+    }
+    return m;
+  }
+  return nullptr;
+}
+
+void channel_core::call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
+                              channel_call_options options) {
+  auto st = std::make_shared<call_state>();
+  st->method = std::string(method);
+  if (options.idempotent) st->payload.assign(payload.begin(), payload.end());
+  st->done = std::move(done);
+  st->options = options;
+  attempt(std::move(st), payload);
+}
+
+void channel_core::attempt(std::shared_ptr<call_state> st, std::span<const std::byte> payload) {
+  ++st->attempts;
+  if (_closed.load(std::memory_order_acquire)) {
+    call_outcome o;
+    o.error = call_error::client_closed;
+    o.message = "channel is closed";
+    if (st->done) st->done(o);
+    return;
+  }
+  const auto snap = _snap.load(std::memory_order_acquire);
+  std::shared_ptr<member_conn> m = pick(*snap, st->last);
+  if (!m) {
+    _no_member.fetch_add(1, std::memory_order_relaxed);
+    const std::string why = std::string("no live member of ").append(_target);
+    call_outcome o;
+    o.error = call_error::connection_closed;
+    o.message = why;
+    if (st->done) st->done(o);
+    return;
+  }
+  member_conn& conn = *m;
+  conn.counters->outstanding.fetch_add(1, std::memory_order_relaxed);
+  conn.counters->calls.fetch_add(1, std::memory_order_relaxed);
+  call_options co;
+  co.timeout = st->options.timeout;
+  conn.conn.call_async(
+      st->method, payload,
+      [this, st, m = std::move(m), payload](const call_outcome& o) mutable {
+        m->counters->outstanding.fetch_sub(1, std::memory_order_relaxed);
+        // A callback not on the runtime thread ran inside call_async: nothing was sent, and
+        // the caller's payload is still valid.
+        const bool sent = _runtime->in_runtime_thread();
+        on_outcome(st, *m, o, sent, sent ? std::span<const std::byte>(st->payload) : payload);
+      },
+      co);
+}
+
+void channel_core::on_outcome(const std::shared_ptr<call_state>& st, member_conn& m, const call_outcome& o, bool sent,
+                              std::span<const std::byte> payload) {
+  if (o.ok()) {
+    _budget.on_success();
+    if (st->done) st->done(o);
+    return;
+  }
+  const bool conn_failed = o.error == call_error::connection_closed || o.error == call_error::protocol_error;
+  if (conn_failed) report_failed(m);
+  const bool refused_unsent = !sent || o.error == call_error::client_busy || not_run_by_server(o);
+  const bool retriable = refused_unsent || (conn_failed && st->options.idempotent);
+  if (!retriable || o.error == call_error::client_closed) {
+    if (conn_failed && !st->options.idempotent) {
+      _failed_not_idempotent.fetch_add(1, std::memory_order_relaxed);
+      const std::string why = std::string("connection to ")
+                                  .append(m.label)
+                                  .append(" failed with the call in flight (")
+                                  .append(o.message)
+                                  .append("); not retried: the call is not marked idempotent, it may have run");
+      call_outcome out = o;
+      out.message = why;
+      if (st->done) st->done(out);
+      return;
+    }
+    if (st->done) st->done(o);
+    return;
+  }
+  _budget.on_failure();
+  if (st->attempts >= _options.max_attempts) {
+    if (st->done) st->done(o);
+    return;
+  }
+  // A call refused before it was sent, while call_async has not returned, can still use the
+  // caller's payload; later ones need the copy, which only idempotent calls keep.
+  if (sent && !st->options.idempotent) {
+    if (st->done) st->done(o);
+    return;
+  }
+  if (!_budget.retry_allowed()) {
+    _retries_throttled.fetch_add(1, std::memory_order_relaxed);
+    const std::string why = std::string(o.message).append(" (retry budget of the channel exhausted: not retried)");
+    call_outcome out = o;
+    out.message = why;
+    if (st->done) st->done(out);
+    return;
+  }
+  _retries.fetch_add(1, std::memory_order_relaxed);
+  st->last = &m;
+  attempt(st, payload);
+}
+
+}  // namespace ringrpc::detail
