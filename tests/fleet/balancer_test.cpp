@@ -1,0 +1,131 @@
+// The balancing policies and the retry budget, without connections.
+
+#include "channel/balancer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "channel/host_port.hpp"
+#include "channel/retry_budget.hpp"
+
+namespace {
+
+using ringrpc::balancing_policy;
+using ringrpc::detail::pick_member;
+using ringrpc::detail::pick_state;
+
+TEST(balancer, round_robin_takes_each_member_in_turn) {
+  pick_state st;
+  std::vector<int> count(3);
+  const auto load = [](std::size_t) { return std::uint64_t{0}; };
+  for (int i = 0; i < 300; ++i) ++count[pick_member(balancing_policy::round_robin, 3, load, st)];
+  EXPECT_EQ(count, (std::vector<int>{100, 100, 100}));
+}
+
+TEST(balancer, least_outstanding_picks_the_least_loaded_and_rotates_ties) {
+  pick_state st;
+  std::vector<std::uint64_t> loads{5, 1, 7};
+  const auto load = [&](std::size_t i) { return loads[i]; };
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(pick_member(balancing_policy::least_outstanding, 3, load, st), 1u);
+  loads = {0, 0, 0};
+  std::vector<int> count(3);
+  for (int i = 0; i < 300; ++i) ++count[pick_member(balancing_policy::least_outstanding, 3, load, st)];
+  EXPECT_EQ(count, (std::vector<int>{100, 100, 100}));
+}
+
+TEST(balancer, least_outstanding_balances_when_calls_stay_in_flight) {
+  pick_state st;
+  std::vector<std::uint64_t> loads(4);
+  const auto load = [&](std::size_t i) { return loads[i]; };
+  for (int i = 0; i < 400; ++i) ++loads[pick_member(balancing_policy::least_outstanding, 4, load, st)];
+  for (auto l : loads) EXPECT_EQ(l, 100u);
+}
+
+TEST(balancer, p2c_never_picks_the_busier_of_its_two_and_spreads) {
+  pick_state st;
+  std::vector<std::uint64_t> loads{0, 1000, 1000};
+  const auto load = [&](std::size_t i) { return loads[i]; };
+  // Member 0 is among the two choices two times in three; then it always wins.
+  int zero = 0;
+  for (int i = 0; i < 3000; ++i) zero += pick_member(balancing_policy::power_of_two_choices, 3, load, st) == 0;
+  EXPECT_NEAR(zero, 2000, 150);
+  // Calls that stay in flight: no member above 1.5x the mean.
+  std::vector<std::uint64_t> held(5);
+  const auto held_load = [&](std::size_t i) { return held[i]; };
+  for (int i = 0; i < 5000; ++i) ++held[pick_member(balancing_policy::power_of_two_choices, 5, held_load, st)];
+  for (auto h : held) EXPECT_LE(h, 1500u);
+  for (auto h : held) EXPECT_GE(h, 500u);
+}
+
+TEST(balancer, one_member_is_always_picked) {
+  pick_state st;
+  const auto load = [](std::size_t) { return std::uint64_t{9}; };
+  for (auto p : {balancing_policy::round_robin, balancing_policy::least_outstanding,
+                 balancing_policy::power_of_two_choices}) {
+    EXPECT_EQ(pick_member(p, 1, load, st), 0u);
+  }
+}
+
+TEST(retry_budget, retries_stop_below_half_and_resume_with_successes) {
+  ringrpc::detail::retry_budget b(10, 0.1);
+  EXPECT_TRUE(b.retry_allowed());
+  for (int i = 0; i < 4; ++i) b.on_failure();
+  EXPECT_TRUE(b.retry_allowed());  // 6 > 5
+  b.on_failure();
+  EXPECT_FALSE(b.retry_allowed());  // 5 is not more than half
+  for (int i = 0; i < 20; ++i) b.on_failure();
+  EXPECT_DOUBLE_EQ(b.tokens(), 0);  // never below zero
+  for (int i = 0; i < 50; ++i) b.on_success();
+  EXPECT_DOUBLE_EQ(b.tokens(), 5);
+  EXPECT_FALSE(b.retry_allowed());
+  b.on_success();
+  EXPECT_TRUE(b.retry_allowed());
+  for (int i = 0; i < 1000; ++i) b.on_success();
+  EXPECT_DOUBLE_EQ(b.tokens(), 10);  // never above max
+}
+
+TEST(retry_budget, concurrent_updates_keep_it_within_bounds) {
+  ringrpc::detail::retry_budget b(10, 0.5);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 20000; ++i) {
+        if ((i + t) % 3 == 0) {
+          b.on_failure();
+        } else {
+          b.on_success();
+        }
+        const double v = b.tokens();
+        ASSERT_GE(v, 0);
+        ASSERT_LE(v, 10);
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+}
+
+TEST(host_port, parses_members_and_refuses_the_rest) {
+  auto m = ringrpc::detail::parse_host_port("10.0.0.5:7000");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->host, "10.0.0.5");
+  EXPECT_EQ(m->port, 7000);
+  m = ringrpc::detail::parse_host_port("[::1]:80");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->host, "::1");
+  for (const char* bad : {"", "host", ":80", "host:", "host:0", "host:65536", "::1:80", "h:8x", "[]:1"}) {
+    EXPECT_FALSE(ringrpc::detail::parse_host_port(bad)) << bad;
+  }
+}
+
+TEST(static_resolver, lists_and_errors) {
+  EXPECT_NO_THROW(ringrpc::make_static_resolver("a:1,b:2"));
+  EXPECT_THROW(ringrpc::make_static_resolver("a:1,,b:2"), std::invalid_argument);
+  EXPECT_THROW(ringrpc::make_static_resolver("etcd://x:1/s"), std::invalid_argument);
+  EXPECT_EQ(ringrpc::parse_balancing_policy("p2c"), balancing_policy::power_of_two_choices);
+  EXPECT_THROW(ringrpc::parse_balancing_policy("random"), std::invalid_argument);
+}
+
+}  // namespace
