@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "ringrpc/discovery_config.hpp"
 #include "ringrpc/endpoint.hpp"
 #include "ringrpc/log.hpp"
 #include "ringrpc/server.hpp"
@@ -47,24 +48,6 @@ struct event_bus_config {
 
   /// The capacity to give queue `name`.
   std::size_t capacity_of(std::string_view name) const;
-};
-
-/// `[discovery]`: registration of this server in etcd (docs/deployment.md has the key layout).
-/// Used by ringrpc-server when built with the discovery library (-Ddiscovery=enabled); an
-/// embedder passes it to ringrpc::discovery::make_etcd_registration (ringrpc/discovery.hpp).
-struct discovery_config {
-  std::string etcd;                        ///< etcd client URL, e.g. "http://127.0.0.1:2379"; empty = off
-  std::string service;                     ///< service name: letters, digits, '_', '-', '.'
-  std::string advertise;                   ///< HOST:PORT clients dial; empty = server host:port
-  std::uint32_t weight = 1;                ///< relative share of calls (recorded; see deployment.md)
-  std::string zone;                        ///< free text, e.g. "eu-west-1a"
-  std::string version;                     ///< free text, e.g. the build's version
-  bool tls = false;                        ///< whether clients must speak TLS to this member
-  std::string prefix = "/ringrpc/services";  ///< key prefix; keys are PREFIX/SERVICE/HOST:PORT
-  std::chrono::seconds lease_ttl{10};      ///< the lease's TTL; kept alive every third of it
-  /// After deregistering and before the phased stop: how long the server keeps serving while
-  /// clients' watches remove it.
-  std::chrono::milliseconds deregister_grace{2000};
 };
 
 /// Everything a server process is configured with.

@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "ringrpc/channel.hpp"
-#include "ringrpc/config.hpp"
+#include "ringrpc/discovery_config.hpp"
 #include "ringrpc/server.hpp"
 
 namespace ringrpc::discovery {
