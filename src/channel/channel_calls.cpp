@@ -64,7 +64,9 @@ std::shared_ptr<member_conn> channel_core::pick(const member_snapshot& snap, con
     if (m.get() == avoid && up.size() > 1) continue;
     if (m->failed.load(std::memory_order_relaxed)) continue;
     if (!m->conn.connected()) {
-      report_failed(*m);
+      // Only flagged here: the maintenance thread ejects it within a tick. Taking its lock
+      // here could deadlock, as it waits for readers of the snapshot while holding it.
+      m->failed.store(true, std::memory_order_release);
       continue;
     }
     return m;
@@ -91,8 +93,11 @@ void channel_core::attempt(std::shared_ptr<call_state> st, std::span<const std::
     if (st->done) st->done(o);
     return;
   }
-  const auto snap = _snap.load(std::memory_order_acquire);
-  std::shared_ptr<member_conn> m = pick(*snap, st->last);
+  std::shared_ptr<member_conn> m;
+  {
+    const auto snap = _snap.read();
+    m = pick(*snap, st->last);
+  }
   if (!m) {
     _no_member.fetch_add(1, std::memory_order_relaxed);
     const std::string why = std::string("no live member of ").append(_target);

@@ -17,7 +17,7 @@ constexpr auto tick = std::chrono::milliseconds(20);
 channel_core::channel_core(std::shared_ptr<resolver> r, channel_options options)
     : _options(std::move(options)), _resolver(std::move(r)), _runtime(client_runtime::create()),
       _target(_resolver->describe()), _id(next_channel_id.fetch_add(1)),
-      _snap(std::make_shared<const member_snapshot>()),
+      _snap(std::make_unique<const member_snapshot>()),
       _budget(_options.retry_max_tokens, _options.retry_token_ratio) {
   if (_options.max_attempts == 0) _options.max_attempts = 1;
 }
@@ -49,7 +49,7 @@ void channel_core::close() noexcept {
   }
   _cv.notify_all();
   if (_thread.joinable()) _thread.join();
-  _snap.store(std::make_shared<const member_snapshot>(), std::memory_order_release);
+  _snap.publish(std::make_unique<const member_snapshot>());
   // Closing fails what is pending with client_closed; those callbacks let go of their members.
   std::vector<std::shared_ptr<member_conn>> all;
   {
@@ -115,11 +115,11 @@ void channel_core::run() {
 }
 
 void channel_core::publish() {
-  auto snap = std::make_shared<member_snapshot>();
+  auto snap = std::make_unique<member_snapshot>();
   for (auto& [label, e] : _entries) {
     if (e.conn && !e.conn->failed.load(std::memory_order_acquire)) snap->up.push_back(e.conn);
   }
-  _snap.store(std::move(snap), std::memory_order_release);
+  _snap.publish(std::move(snap));
 }
 
 void channel_core::retire(std::shared_ptr<member_conn> conn) {

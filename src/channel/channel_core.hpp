@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "channel/retry_budget.hpp"
+#include "channel/snapshot_cell.hpp"
 #include "ringrpc/channel.hpp"
 
 namespace ringrpc::detail {
@@ -58,7 +59,7 @@ class channel_core {
                   channel_call_options options);
   bool in_runtime_thread() const noexcept { return _runtime->in_runtime_thread(); }
 
-  std::size_t up_count() const noexcept { return _snap.load(std::memory_order_acquire)->up.size(); }
+  std::size_t up_count() const noexcept { return _snap.read()->up.size(); }
   std::vector<channel_member_state> members() const;
   channel_stats stats() const;
 
@@ -94,7 +95,7 @@ class channel_core {
   std::shared_ptr<client_runtime> _runtime;
   std::string _target;
   std::uint64_t _id;  // for per-thread pick state
-  std::atomic<std::shared_ptr<const member_snapshot>> _snap;
+  snapshot_cell<member_snapshot> _snap;
   retry_budget _budget;
 
   std::atomic<std::uint64_t> _retries{0}, _retries_throttled{0}, _failed_not_idempotent{0}, _no_member{0},
