@@ -67,6 +67,9 @@ class etcd_registration final : public registration {
   void on_started(std::uint16_t port) override;
   void before_stop() noexcept override;
   void on_stopped() noexcept override;
+  /// ringrpc_discovery_registrations_total, _etcd_errors_total, _keepalive_failures_total and
+  /// the gauge ringrpc_discovery_registered, each labelled with the service.
+  std::string metrics_text() const override;
   registration_stats stats() const;
   /// The key this registration writes (empty before on_started).
   std::string key() const;

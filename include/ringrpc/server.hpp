@@ -164,6 +164,9 @@ class registration {
   virtual void before_stop() noexcept = 0;
   /// After the server has stopped.
   virtual void on_stopped() noexcept {}
+  /// Lines appended to the server's /metrics page (Prometheus text, with # HELP and # TYPE),
+  /// e.g. how often the registry was lost; empty for none.
+  virtual std::string metrics_text() const { return {}; }
 };
 
 /// An RPC server. Register endpoints, then start(); stop() (or the destructor) drains and joins.

@@ -214,4 +214,24 @@ registration_stats etcd_registration::stats() const {
 
 std::string etcd_registration::key() const { return _s->key; }
 
+std::string etcd_registration::metrics_text() const {
+  const registration_stats st = stats();
+  // The service name is letters, digits, '_', '-' and '.' (checked with the configuration):
+  // nothing to escape in a label value.
+  const std::string label = "{service=\"" + _s->cfg.service + "\"} ";
+  std::string out;
+  const auto metric = [&](const char* name, const char* type, const char* help, std::uint64_t v) {
+    out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+    out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+    out.append(name).append(label).append(std::to_string(v)).append("\n");
+  };
+  metric("ringrpc_discovery_registrations_total", "counter",
+         "Times this server wrote its key in etcd under a new lease (the first time included).", st.registrations);
+  metric("ringrpc_discovery_etcd_errors_total", "counter", "Requests to etcd that failed.", st.etcd_errors);
+  metric("ringrpc_discovery_keepalive_failures_total", "counter", "Lease keepalives that failed or found the lease gone.",
+         st.keepalive_failures);
+  metric("ringrpc_discovery_registered", "gauge", "1 while the key is believed to be in etcd.", st.registered ? 1 : 0);
+  return out;
+}
+
 }  // namespace ringrpc::discovery

@@ -8,6 +8,7 @@
 #include "log/log.hpp"
 #include "ops/config_ineffective.hpp"
 #include "ops/status_pages.hpp"
+#include "server/registration_attachment.hpp"
 #include "server/server_core.hpp"
 
 namespace ringrpc {
@@ -29,6 +30,10 @@ std::uint16_t server::admin_port() const noexcept {
   return admin != nullptr ? admin->port() : 0;
 }
 
-std::string server::metrics_text() const { return detail::metrics_text(*_core); }
+std::string server::metrics_text() const {
+  std::string text = detail::metrics_text(*_core);
+  if (const auto* reg = _core->attachment<detail::registration_attachment>()) text += reg->hook().metrics_text();
+  return text;
+}
 
 }  // namespace ringrpc

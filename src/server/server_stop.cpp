@@ -5,6 +5,7 @@
 #include "server/server_core.hpp"
 
 #include "ringrpc/server.hpp"
+#include "server/registration_attachment.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -16,20 +17,6 @@
 
 namespace ringrpc::detail {
 
-// A registration hook as one of the parts that live and die with the server; stop_blocking
-// finds it to deregister before anything else stops.
-class registration_attachment final : public server_attachment {
- public:
-  registration_attachment(server_core& core, std::shared_ptr<registration> hook)
-      : _core(core), _hook(std::move(hook)) {}
-  void start() override { _hook->on_started(_core.port()); }
-  void stop() noexcept override { _hook->on_stopped(); }
-  void before_stop() noexcept { _hook->before_stop(); }
-
- private:
-  server_core& _core;
-  std::shared_ptr<registration> _hook;
-};
 
 void server_core::join_async_stop() noexcept {
   std::thread t;

@@ -22,7 +22,9 @@
 #include "discovery/etcd_http.hpp"
 #include "discovery/prefix_watcher.hpp"
 #include "fleet_support.hpp"
+#include "ringrpc/config.hpp"
 #include "ringrpc/discovery.hpp"
+#include "ringrpc/server.hpp"
 #include "uring/uring_probe.hpp"
 
 namespace {
@@ -271,6 +273,35 @@ TEST(fleet, etcd_lost_and_back_registrations_return) {
     EXPECT_NE(log.find("discovery_etcd_error"), std::string::npos) << log;
     EXPECT_NE(log.find("registrations=2"), std::string::npos) << log;
   }
+}
+
+// The seam in the core, without ringrpc-server: an embedded server with the etcd registration
+// registers on start, reports it on /metrics, and deregisters inside stop() before stopping.
+TEST(fleet, an_embedded_server_registers_reports_metrics_and_deregisters_in_stop) {
+  ringrpc::discovery_config d;
+  d.etcd = etcd->url();
+  d.service = "embedded";
+  d.deregister_grace = 200ms;
+  auto reg = std::make_shared<ringrpc::discovery::etcd_registration>(d, "127.0.0.1");
+  ringrpc::server_options so;
+  so.readers = 1;
+  so.handlers = 1;
+  ringrpc::server srv(so);
+  ringrpc::add_builtin_methods(srv);
+  srv.add_registration(reg);
+  srv.start();
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (!reg->stats().registered && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(registered_keys("embedded"), 1u);
+  EXPECT_EQ(reg->key(), "/ringrpc/services/embedded/127.0.0.1:" + std::to_string(srv.port()));
+  const std::string metrics = srv.metrics_text();
+  EXPECT_NE(metrics.find("ringrpc_discovery_registered{service=\"embedded\"} 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ringrpc_discovery_registrations_total{service=\"embedded\"} 1\n"), std::string::npos);
+  const auto t0 = std::chrono::steady_clock::now();
+  srv.stop();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms) << "stop() waits out the deregistration grace";
+  EXPECT_EQ(registered_keys("embedded"), 0u);
+  EXPECT_FALSE(reg->stats().registered);
 }
 
 TEST(fleet, a_compacted_watch_says_so) {
