@@ -63,6 +63,9 @@ std::optional<std::string> base64_decode(std::string_view text) {
       if (d < 0) return std::nullopt;
       v = (v << 6) | static_cast<std::uint32_t>(d);
     }
+    // Canonical only: the bits a padded group leaves over must be zero, so every text decodes
+    // from exactly one encoding.
+    if ((pad == 1 && (v & 0xff) != 0) || (pad == 2 && (v & 0xffff) != 0)) return std::nullopt;
     out += static_cast<char>((v >> 16) & 0xff);
     if (pad < 2) out += static_cast<char>((v >> 8) & 0xff);
     if (pad < 1) out += static_cast<char>(v & 0xff);

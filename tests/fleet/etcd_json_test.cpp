@@ -20,7 +20,7 @@ TEST(base64, round_trips_and_refuses_non_canonical_text) {
     EXPECT_EQ(*back, s);
   }
   EXPECT_EQ(d::base64_encode("/ringrpc"), "L3JpbmdycGM=");
-  for (const char* bad : {"a", "abc", "ab=c", "a===", "ab$=", "=abc"}) EXPECT_FALSE(d::base64_decode(bad)) << bad;
+  for (const char* bad : {"a", "abc", "ab=c", "a===", "ab$=", "=abc", "qHHHHHHHHHHHHHH=", "YR=="}) EXPECT_FALSE(d::base64_decode(bad)) << bad;
 }
 
 TEST(etcd_json, prefix_range_end_is_the_next_key) {
