@@ -84,6 +84,9 @@ class h2_codec final : public connection_codec {
       throw std::bad_alloc();
     }
     nghttp2_option_set_no_http_messaging(opt, 1);
+    // Until the server's SETTINGS say its limit, open at most 100 streams (RFC 9113's lowest
+    // recommended limit), not the unbounded default that a server refuses stream by stream.
+    nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
     const int rc = nghttp2_session_client_new2(&_session, cbs, this, opt);
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
