@@ -1,7 +1,7 @@
 // h2c:// and grpc:// — HTTP/2 over plain TCP, many streams per connection as the depth. nghttp2
 // is the state machine only: the engine's io_uring moves the bytes, and the codec hands
-// nghttp2 exactly one frame per parse_reply (so at most one call ends per frame, and the
-// engine's framing stays the one every protocol shares). gRPC adds its message prefix to the
+// nghttp2 whole frames, up to one that can end a stream, per parse_reply (so at most one call
+// ends per parse, and the engine's framing stays the one every protocol shares). gRPC adds its message prefix to the
 // request body and reads grpc-status from the trailers (grpc_framing.hpp).
 #include <nghttp2/nghttp2.h>
 
@@ -137,23 +137,41 @@ class h2_codec final : public connection_codec {
 
   reply parse_reply(std::span<const std::byte> in) override {
     reply r;
-    if (in.size() < frame_header_bytes) return r;
+    // The whole frames at the front, up to and including the first that can end a stream
+    // (END_STREAM, RST_STREAM, GOAWAY, or a CONTINUATION that may complete such a HEADERS),
+    // go to nghttp2 in one call: at most one call ends per parse, and the frames before it
+    // (a reply's HEADERS, SETTINGS, WINDOW_UPDATE) cost no extra round through the engine.
     const auto* b = reinterpret_cast<const std::uint8_t*>(in.data());
-    const std::size_t length = (std::size_t{b[0]} << 16) | (std::size_t{b[1]} << 8) | b[2];
-    if (length > max_frame_payload) return fail(r, "HTTP/2 frame of " + std::to_string(length) + " bytes over the 16384 allowed");
-    if (!_seen_frame && b[3] != NGHTTP2_SETTINGS) return fail(r, "the server's first HTTP/2 frame is not SETTINGS");
-    if (in.size() < frame_header_bytes + length) return r;
+    std::size_t whole = 0;
+    while (in.size() - whole >= frame_header_bytes) {
+      const std::uint8_t* h = b + whole;
+      const std::size_t length = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+      if (length > max_frame_payload) {
+        if (whole > 0) break;  // the frames before it first; the bad one is the next parse's
+        return fail(r, "HTTP/2 frame of " + std::to_string(length) + " bytes over the 16384 allowed");
+      }
+      if (!_seen_frame && whole == 0 && h[3] != NGHTTP2_SETTINGS) {
+        return fail(r, "the server's first HTTP/2 frame is not SETTINGS");
+      }
+      if (in.size() - whole < frame_header_bytes + length) break;
+      whole += frame_header_bytes + length;
+      const std::uint8_t type = h[3];
+      const bool ends = ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (h[4] & NGHTTP2_FLAG_END_STREAM) != 0) ||
+                        type == NGHTTP2_RST_STREAM || type == NGHTTP2_GOAWAY || type == NGHTTP2_CONTINUATION;
+      if (ends) break;
+    }
+    if (whole == 0) return r;
     _seen_frame = true;
     _ended_count = 0;
     _ended_error.clear();
-    const std::size_t frame = frame_header_bytes + length;
+    const std::size_t frame = whole;
     const ssize_t used = nghttp2_session_mem_recv(_session, b, frame);
     if (!_failure.empty()) return fail(r, _failure);
     if (used < 0) return fail(r, std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(used)));
     if (nghttp2_session_want_read(_session) == 0 && !_goaway) {
       return fail(r, "HTTP/2: the server's frames broke the session");
     }
-    if (_ended_count > 1) return fail(r, "HTTP/2: one frame ended several streams");
+    if (_ended_count > 1) return fail(r, "HTTP/2: one frame ended several streams");  // an error mid-batch
     r.consumed = frame;
     r.close_after = _goaway || _retiring;
     if (_ended_count == 0) {
