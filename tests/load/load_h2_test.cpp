@@ -101,8 +101,7 @@ TEST(H2Target, ParsesH2cAndGrpc) {
 }
 
 TEST(H2Target, ResolvesToItsOneEndpoint) {
-  const auto t = parse_target("grpc://127.0.0.1:9/p.S/M");
-  const auto e = resolve_endpoints(t);
+  const auto e = resolve_endpoints("grpc://127.0.0.1:9/p.S/M");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].port, 9);
 }

@@ -322,7 +322,7 @@ void worker::run() {
     for (conn_state& c : _conns) {
       if (!c.dead || c.recv_armed || c.out.in_flight() || now < c.reconnect_at || !issuing(now)) continue;
       ::close(c.fd);
-      c.fd = connect_to(_cfg.where, _cfg.connect_timeout);
+      c.fd = connect_to(*c.endpoint, _cfg.connect_timeout);
       if (c.fd < 0) {
         count_error("connect", now);
         c.reconnect_at = now + 100'000'000;

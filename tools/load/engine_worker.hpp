@@ -34,6 +34,7 @@ struct tx_batch {
 
 struct conn_state {
   unsigned index = 0;  // among all connections: the schedule spreads calls by it
+  const target* endpoint = nullptr;  // where it connects (and reconnects): one of the config's
   int fd = -1;
   std::unique_ptr<connection_codec> codec;  // also named by rx's framer
   call_window window;

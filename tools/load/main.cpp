@@ -306,7 +306,8 @@ int main(int argc, char** argv) {
       // The method may be left out of the URL: ringrpc://HOST:PORT --method Service.Method.
       if (url.find('/', sep + 3) == std::string::npos) url_with_method += "/" + typed_method;
     }
-    cfg.where = parse_target(url_with_method);
+    cfg.endpoints = resolve_endpoints(url_with_method);
+    cfg.where = cfg.endpoints.front();
     if (!headers.empty() && cfg.where.scheme != "http" && cfg.where.scheme != "h2c" && cfg.where.scheme != "grpc") {
       throw std::invalid_argument("-H goes with http://, h2c:// and grpc:// targets");
     }

@@ -148,9 +148,9 @@ target parse_target(std::string_view url) {
   return t;
 }
 
-std::vector<target> resolve_endpoints(const target& t) {
+std::vector<target> resolve_endpoints(std::string_view url) {
   // host:port targets are one endpoint; a registry-backed scheme resolves to its members here.
-  return {t};
+  return {parse_target(url)};
 }
 
 std::unique_ptr<protocol> make_protocol(const target& t, const codec_options& options) {

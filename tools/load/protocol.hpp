@@ -44,9 +44,11 @@ struct codec_options {
   std::vector<std::string> headers;
 };
 
-/// Where a target's connections go: one endpoint for host:port targets. The seam for targets
-/// that name a set of servers (a registry) rather than one.
-std::vector<target> resolve_endpoints(const target& t);
+/// Where a URL's connections go: the one endpoint of a host:port target (parse_target). The
+/// seam for targets that name a set of servers (a registry, e.g. etcd://) rather than one:
+/// they resolve here to their members, and the engine spreads connections over the list
+/// (engine_config::endpoints). Throws std::invalid_argument as parse_target does.
+std::vector<target> resolve_endpoints(std::string_view url);
 
 /// The outcome of trying to parse one reply from the front of the received bytes.
 enum class reply_status {
