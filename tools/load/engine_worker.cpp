@@ -125,6 +125,12 @@ void worker::on_send(conn_state& c, int res, std::int64_t now) {
 bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
   if (r.status == reply_status::no_reply) {  // HTTP/2 control frames, a reply's head
     if (r.close_after) c.peer_closing = true;
+    if (!c.parsed_any) {
+      // The server speaks the protocol (its SETTINGS parsed): later trouble is counted as
+      // errors, not diagnosed as another protocol.
+      c.parsed_any = true;
+      _run.any_reply.store(true, std::memory_order_relaxed);
+    }
     return true;
   }
   slot* found = c.window.find(r.seq);
