@@ -346,7 +346,7 @@ print(v)' "$file" "$key" "$sub" 2>/dev/null || true
 run_ringrpc_load() {  # run_ringrpc_load DEPTH URL NAME
   local depth=$1 url=$2 name=$3 json=$tmp/$3-d$1.json log=$tmp/$3-d$1.txt rc=0 errors
   timeout -k 5 $((duration + warmup + 30)) "${load_pin[@]}" "$load_bin" -t 1 -c "$connections" -P "$depth" \
-    -T "${duration}s" --warmup "${warmup}s" --json "$json" "$url" >"$log" 2>&1 || rc=$?
+    --duration "${duration}s" --warmup "${warmup}s" --json "$json" "$url" >"$log" 2>&1 || rc=$?
   keep "$log" "ringrpc-load-$name-d$depth.txt"
   note=""
   if [[ ! -s "$json" ]]; then

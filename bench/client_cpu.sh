@@ -12,10 +12,15 @@
 #
 #   bench/client_cpu.sh
 #   CPU_ROUNDS=5 CPU_DURATION=10 bench/client_cpu.sh
+#   CPU_PAIRS=nginx CPU_BASELINE_LOAD=/tmp/ringrpc-load.before bench/client_cpu.sh
+#
+# CPU_BASELINE_LOAD names a second ringrpc-load binary (say, before a change) measured in the
+# same rounds against nginx, so a change's effect is a ratio from one run, not two.
 #
 # Environment: CPU_ROUNDS [3], CPU_DURATION seconds per wrk run [5], CPU_CONNECTIONS [64],
 # CPU_REDIS_DEPTH [16], CPU_REDIS_CALLS [2000000], CPU_BUILD_DIR [build/release],
-# CPU_SERVER_CPU / CPU_LOAD_CPU [0 / 1]. Only 127.0.0.1; servers are stopped by PID on exit.
+# CPU_SERVER_CPU / CPU_LOAD_CPU [0 / 1], CPU_PAIRS ["nginx redis"], CPU_BASELINE_LOAD [none].
+# Only 127.0.0.1; servers are stopped by PID on exit.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
@@ -27,6 +32,8 @@ connections=${CPU_CONNECTIONS:-64}
 redis_depth=${CPU_REDIS_DEPTH:-16}
 redis_calls=${CPU_REDIS_CALLS:-2000000}
 build_dir=${CPU_BUILD_DIR:-build/release}
+pairs=" ${CPU_PAIRS:-nginx redis} "
+baseline_load=${CPU_BASELINE_LOAD:-}
 server_pin=(taskset -c "${CPU_SERVER_CPU:-0}")
 load_pin=(taskset -c "${CPU_LOAD_CPU:-1}")
 load_bin=$build_dir/tools/ringrpc-load
@@ -112,8 +119,18 @@ row() {
 for ((round = 1; round <= rounds; round++)); do
   order=(theirs ours)
   if ((round % 2 == 0)); then order=(ours theirs); fi
-  for who in "${order[@]}"; do
-    if [[ $who == theirs ]]; then
+  nginx_order=("${order[@]}")
+  if [[ -n $baseline_load ]]; then
+    nginx_order=(theirs base ours)
+    if ((round % 2 == 0)); then nginx_order=(ours base theirs); fi
+  fi
+  [[ $pairs == *" nginx "* ]] || nginx_order=()
+  for who in "${nginx_order[@]}"; do
+    if [[ $who == base ]]; then
+      measure rl-base "$baseline_load" -t 1 -c "$connections" -d "${duration}s" --warmup 0 --json "$tmp/rl-base.json" \
+        "http://127.0.0.1:$nginx_port/"
+      row nginx "$round" baseline "$(json_calls "$tmp/rl-base.json")" "$cpu"
+    elif [[ $who == theirs ]]; then
       measure wrk wrk -t1 "-c$connections" "-d${duration}s" "http://127.0.0.1:$nginx_port/"
       calls=$(awk '/requests in/ { print $1 }' "$tmp/wrk.out")
       row nginx "$round" wrk "${calls:-0}" "$cpu"
@@ -123,7 +140,9 @@ for ((round = 1; round <= rounds; round++)); do
       row nginx "$round" ringrpc-load "$(json_calls "$tmp/rl-http.json")" "$cpu"
     fi
   done
-  for who in "${order[@]}"; do
+  redis_order=("${order[@]}")
+  [[ $pairs == *" redis "* ]] || redis_order=()
+  for who in "${redis_order[@]}"; do
     if [[ $who == theirs ]]; then
       measure rb redis-benchmark -h 127.0.0.1 -p "$redis_port" -c "$connections" -P "$redis_depth" \
         -n "$redis_calls" -t ping_mbulk -q
@@ -149,11 +168,12 @@ for line in open(sys.argv[1]):
         per[(pair, rnd)][tool] = float(us)
 ratios = collections.defaultdict(list)
 for (pair, rnd), tools in sorted(per.items()):
-    other = [t for t in tools if t != "ringrpc-load"]
-    if "ringrpc-load" in tools and other and tools[other[0]] > 0:
-        ratios[(pair, other[0])].append(tools["ringrpc-load"] / tools[other[0]])
+    for other in (t for t in tools if t != "ringrpc-load"):
+        if "ringrpc-load" in tools and tools[other] > 0:
+            ratios[(pair, other)].append(tools["ringrpc-load"] / tools[other])
 for (pair, other), rs in sorted(ratios.items()):
     med = statistics.median(rs)
-    print("  %-6s vs %-16s rounds %s  median %.3f (%.2fx less CPU per call) %s" % (
-        pair, other, " ".join("%.3f" % r for r in rs), med, 1 / med, "goal met" if med <= 1 / 1.2 else "goal NOT met"))
+    goal = "" if other == "baseline" else ("goal met" if med <= 1 / 1.2 else "goal NOT met")
+    print("  %-6s vs %-16s rounds %s  median %.3f (min %.3f, max %.3f; %.2fx less CPU per call) %s" % (
+        pair, other, " ".join("%.3f" % r for r in rs), med, min(rs), max(rs), 1 / med, goal))
 PY

@@ -54,7 +54,7 @@ start_server() {  # start_server FAIR_SHARE_CALLS
 stop_server() { kill "$server_pid"; wait "$server_pid" || true; server_pid=; }
 
 polite() {  # polite OUT.json
-  "${cpu_load[@]}" "$load" -c 8 -R "$rate" -T "${secs}s" --warmup 1s --timeout 10s \
+  "${cpu_load[@]}" "$load" -c 8 -R "$rate" --duration "${secs}s" --warmup 1s --timeout 10s \
     --payload-file "$work/us500" --json "$1" "ringrpc://127.0.0.1:$port/sleep" >/dev/null
 }
 greedy_start() {  # greedy_start OUT.json

@@ -136,14 +136,14 @@ run_step() {
   local -a load=(timeout "$load_limit" taskset -c "$load_list" "$load_bin" -t "$load_threads"
     -c "$connections" -P "$depth" -s "$size" --warmup 0s)
   if awk "BEGIN { exit !($warmup > 0) }"; then
-    "${load[@]}" -T "${warmup}s" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
+    "${load[@]}" --duration "${warmup}s" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
   fi
   local t0 c0 t1 c1 l0 l1
   c0=$(cpu_ticks)
   children_cpu_s
   l0=$children_s
   t0=$EPOCHREALTIME
-  "${load[@]}" -T "${duration}s" --json "$json" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
+  "${load[@]}" --duration "${duration}s" --json "$json" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
   t1=$EPOCHREALTIME
   c1=$(cpu_ticks)
   children_cpu_s

@@ -56,7 +56,7 @@ run_variant() {
   done
   [[ -n $port ]] || { echo "server did not start: $(cat "$work/server.err")" >&2; exit 1; }
   timeout $((duration + 20)) taskset -c "$load_cpu" "$load_bin" -c "$connections" -P "$depth" \
-    -T "${duration}s" --json "$work/$label.$round.json" "ringrpc://127.0.0.1:$port/echo" >/dev/null 2>&1
+    --duration "${duration}s" --json "$work/$label.$round.json" "ringrpc://127.0.0.1:$port/echo" >/dev/null 2>&1
   kill -TERM "$server_pid"
   wait "$server_pid" 2>/dev/null || true
   server_pid=

@@ -157,14 +157,14 @@ measure() {
   local -a load=(timeout "$load_limit" taskset -c "$load_cpu" "$load_bin" -s "$size" "$@")
   if ((want_cpu)); then
     if awk "BEGIN { exit !($warmup > 0) }"; then
-      "${load[@]}" -T "${warmup}s" --warmup 0s "$url" >/dev/null 2>"$work/load.err" || load_failed "$variant" "$name"
+      "${load[@]}" --duration "${warmup}s" --warmup 0s "$url" >/dev/null 2>"$work/load.err" || load_failed "$variant" "$name"
     fi
     local c0 c1 t0 t1 l0 l1
     c0=$(cpu_ticks)
     children_cpu_s
     l0=$children_s
     t0=$EPOCHREALTIME
-    "${load[@]}" -T "${duration}s" --warmup 0s --json "$json" "$url" >/dev/null 2>"$work/load.err" ||
+    "${load[@]}" --duration "${duration}s" --warmup 0s --json "$json" "$url" >/dev/null 2>"$work/load.err" ||
       load_failed "$variant" "$name"
     t1=$EPOCHREALTIME
     c1=$(cpu_ticks)
@@ -173,7 +173,7 @@ measure() {
     # The load's CPU time says whether ringrpc-load, rather than the server, was the limit.
     echo "$t0 $c0 $t1 $c1 $l0 $l1" >"$json.cpu"
   else
-    "${load[@]}" -T "${duration}s" --warmup "${warmup}s" --json "$json" "$url" >/dev/null 2>"$work/load.err" ||
+    "${load[@]}" --duration "${duration}s" --warmup "${warmup}s" --json "$json" "$url" >/dev/null 2>"$work/load.err" ||
       load_failed "$variant" "$name"
   fi
   echo "$round $variant $name $json" >>"$work/index"

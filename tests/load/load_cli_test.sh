@@ -93,12 +93,24 @@ fi
 
 # --- bad flags and targets -------------------------------------------------------------------
 expect_usage_error conns '-c' -c 0 ringrpc://127.0.0.1:1/echo
-expect_usage_error duration "10q" -T 10q ringrpc://127.0.0.1:1/echo
+expect_usage_error duration "10q" --duration 10q ringrpc://127.0.0.1:1/echo
 expect_usage_error steps "'x'" --rate-steps x ringrpc://127.0.0.1:1/echo
 expect_usage_error scheme "ftp" ftp://x
 expect_usage_error nourl "URL" --json "$work/never.json"
-expect_usage_error unreachable "cannot connect" -c 1 -T 1s ringrpc://127.0.0.1:1/echo
-expect_usage_error dtwice "-d and -T" -d 2s -T 3s ringrpc://127.0.0.1:1/echo
+expect_usage_error unreachable "cannot connect" -c 1 --duration 1s ringrpc://127.0.0.1:1/echo
+expect_usage_error dtwice "-d and --duration" -d 2s --duration 3s ringrpc://127.0.0.1:1/echo
+# -T was the duration's short name beside -d; it is gone (wrk has no -T either).
+expect_usage_error noT "-T" -T 3s ringrpc://127.0.0.1:1/echo
+# grpc:// and h2c:// options: what goes with what, said before connecting.
+expect_usage_error grpcurl "expected grpc://HOST:PORT/package.Service/Method" grpc://127.0.0.1:1/Say
+expect_usage_error grpcdata "--data for grpc:// needs --proto" --data '{}' grpc://127.0.0.1:1/a.B/C
+expect_usage_error protoh2c "--proto goes with grpc://" --proto x.proto h2c://127.0.0.1:1/
+expect_usage_error protofile "cannot read --proto" --proto "$work/none.proto" grpc://127.0.0.1:1/a.B/C
+expect_usage_error h2hdr "bad header" -H ':path: /x' h2c://127.0.0.1:1/
+expect_usage_error shard "expected K/N" --shard 3/2 ringrpc://127.0.0.1:1/echo
+expect_usage_error shardc "leaves this shard no connection" --shard 3/3 -c 2 ringrpc://127.0.0.1:1/echo
+expect_usage_error startpast "in the past" --start-at @1000000000 ringrpc://127.0.0.1:1/echo
+expect_usage_error startbad "RFC 3339" --start-at 'tomorrow 9am' ringrpc://127.0.0.1:1/echo
 expect_usage_error dunit "bad duration '10q'" -d 10q ringrpc://127.0.0.1:1/echo
 expect_usage_error depth0 "at least 1" -P 0 ringrpc://127.0.0.1:1/echo
 expect_usage_error convert "ringrpc-load: .*connections" -c abc ringrpc://127.0.0.1:1/echo
@@ -157,7 +169,7 @@ fi
 echo "ringrpc-server (pid $pid) listening on port $port"
 
 cd "$work" || exit 1
-run_load run -T 1s --warmup 200ms -c 4 -d 4 --json f.json --hdr-log f.hlog --plot f.svg \
+run_load run --duration 1s --warmup 200ms -c 4 -d 4 --json f.json --hdr-log f.hlog --plot f.svg \
   "ringrpc://127.0.0.1:$port/echo"
 if [ $rc -ne 0 ]; then
   fail "the real run exited $rc (0 expected: no errors)"
@@ -204,7 +216,7 @@ elif grep -q warning wrk.err; then
 else
   ok "-c 2 -P 3 -d 1s: depth 3, $measured s measured, config numbers are JSON numbers"
 fi
-run_load olddepth -c 1 -d 2 -T 1s --warmup 0 --json old.json "ringrpc://127.0.0.1:$port/echo"
+run_load olddepth -c 1 -d 2 --duration 1s --warmup 0 --json old.json "ringrpc://127.0.0.1:$port/echo"
 if [ $rc -ne 0 ] || [ "$(json_num old.json 'j["config"]["depth"]')" != 2 ]; then
   fail "-d 2 (bare number) exited $rc or did not run at depth 2"
 elif ! grep -q '^ringrpc-load: warning: .*-P 2' olddepth.err; then

@@ -37,13 +37,15 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   // Connect everything first: an unreachable target is one clear error, not a run of failures.
   std::vector<std::vector<conn_state>> per_thread(threads);
   for (unsigned i = 0; i < cfg.connections; ++i) {
-    const int fd = connect_to(cfg.where, cfg.connect_timeout);
+    const target& endpoint = cfg.endpoints.empty() ? cfg.where : cfg.endpoints[i % cfg.endpoints.size()];
+    const int fd = connect_to(endpoint, cfg.connect_timeout);
     if (fd < 0) {
       for (auto& v : per_thread) for (auto& c : v) ::close(c.fd);
       throw std::system_error(-fd, std::system_category(),
-                              "cannot connect to " + cfg.where.host + ":" + std::to_string(cfg.where.port));
+                              "cannot connect to " + endpoint.host + ":" + std::to_string(endpoint.port));
     }
     conn_state c;
+    c.endpoint = &endpoint;
     c.index = i;
     c.fd = fd;
     c.codec = proto.new_connection();

@@ -19,6 +19,8 @@ namespace ringrpc::load {
 
 struct engine_config {
   target where;
+  /// Where connection i goes: endpoints[i % size] (resolve_endpoints); empty: `where`.
+  std::vector<target> endpoints;
   std::vector<request_kind> kinds;  ///< weighted mix; at least one
   unsigned threads = 1;
   unsigned connections = 64;  ///< in total, spread over the threads

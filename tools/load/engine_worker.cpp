@@ -123,6 +123,16 @@ void worker::on_send(conn_state& c, int res, std::int64_t now) {
 
 // One reply the codec parsed; returns false if the connection had to be dropped.
 bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
+  if (r.status == reply_status::no_reply) {  // HTTP/2 control frames, a reply's head
+    if (r.close_after) c.peer_closing = true;
+    if (!c.parsed_any) {
+      // The server speaks the protocol (its SETTINGS parsed): later trouble is counted as
+      // errors, not diagnosed as another protocol.
+      c.parsed_any = true;
+      _run.any_reply.store(true, std::memory_order_relaxed);
+    }
+    return true;
+  }
   slot* found = c.window.find(r.seq);
   if (found == nullptr) {
     // An answer to something never asked (or already forgotten): the stream is not ours.
@@ -186,7 +196,11 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
     } else if (r == reply_assembler::result::no_memory) {
       lose(c, "closed", now);
     }
-    if (c.dead) c.rx.restart();  // a sink that lost the connection left the rest kept
+    if (c.dead) {
+      c.rx.restart();  // a sink that lost the connection left the rest kept
+    } else if (_talks_unasked) {
+      c.codec->write_pending(c.batch[c.filling].bytes);  // sent with this turn's requests
+    }
   });
   if (left == detail::recv_left::armed) return;
   c.recv_armed = false;
@@ -314,7 +328,7 @@ void worker::run() {
     for (conn_state& c : _conns) {
       if (!c.dead || c.recv_armed || c.out.in_flight() || now < c.reconnect_at || !issuing(now)) continue;
       ::close(c.fd);
-      c.fd = connect_to(_cfg.where, _cfg.connect_timeout);
+      c.fd = connect_to(*c.endpoint, _cfg.connect_timeout);
       if (c.fd < 0) {
         count_error("connect", now);
         c.reconnect_at = now + 100'000'000;

@@ -34,6 +34,7 @@ struct tx_batch {
 
 struct conn_state {
   unsigned index = 0;  // among all connections: the schedule spreads calls by it
+  const target* endpoint = nullptr;  // where it connects (and reconnects): one of the config's
   int fd = -1;
   std::unique_ptr<connection_codec> codec;  // also named by rx's framer
   call_window window;
@@ -89,7 +90,8 @@ struct shared_run {
 class worker final {
  public:
   worker(shared_run& run, std::vector<conn_state> conns, std::uint64_t quota)
-      : _run(run), _cfg(*run.config), _conns(std::move(conns)), _quota(quota) {}
+      : _run(run), _cfg(*run.config), _conns(std::move(conns)), _quota(quota),
+        _talks_unasked(run.proto->talks_unasked()) {}
 
   void start() {
     _thread = std::thread([this] {
@@ -136,6 +138,7 @@ class worker final {
   std::vector<conn_state> _conns;
   std::uint64_t _quota;  // calls this thread may issue (its share of max_calls, or no limit)
   std::uint64_t _issued = 0;
+  bool _talks_unasked = false;  // the protocol sends bytes after receiving (HTTP/2)
   detail::ring* _ring = nullptr;
   detail::provided_buffers* _buffers = nullptr;
   std::uint64_t _rng = 0x9e3779b97f4a7c15ull;

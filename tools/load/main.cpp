@@ -9,6 +9,8 @@
 #include <ctime>
 #include <exception>
 #include <fstream>
+#include <optional>
+#include <thread>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -16,12 +18,14 @@
 #include <vector>
 
 #include "engine.hpp"
+#include "grpc_request.hpp"
 #include "hdr_log.hpp"
 #include "interrupt.hpp"
 #include "output_file.hpp"
 #include "protocol.hpp"
 #include "report.hpp"
 #include "ringrpc/version.hpp"
+#include "shard.hpp"
 #include "sniff.hpp"
 #include "thresholds.hpp"
 #include "typed_json.hpp"
@@ -48,7 +52,11 @@ std::vector<request_kind> parse_mix(const std::string& text, const target& t) {
     }
     if (name.empty()) throw std::invalid_argument("--mix entry '" + item + "' has no name");
     k.name = name;
-    if (t.scheme == "http") {
+    if (t.scheme == "grpc") {
+      if (name.find('/') == std::string::npos) throw std::invalid_argument("--mix entry '" + item + "' is not package.Service/Method");
+      k.method = "POST";
+      k.path = "/" + name;
+    } else if (t.scheme == "http" || t.scheme == "h2c") {
       const auto space = name.find(' ');
       k.method = space == std::string::npos ? "GET" : name.substr(0, space);
       k.path = space == std::string::npos ? name : name.substr(space + 1);
@@ -182,15 +190,15 @@ std::string hdr_log_text(const run_result& r, double measured_epoch) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ringrpc-load: a load generator on io_uring. ringrpc-load [options] URL\n"
-               "  URL: ringrpc://H:P/method echo://H:P redis://H:P http://H:P/path ([::1]:P)\n"
-               "  merge A.hlog B.hlog: one summary; plot A.json B.json -o x.svg: overlay",
+               "  URL: ringrpc://H:P/method echo://H:P redis://H:P http://H:P/path\n"
+               "       h2c://H:P/path grpc://H:P/pkg.Service/Method ([::1]:P)",
                "ringrpc-load"};
   app.require_subcommand(0, 1);
   app.get_formatter()->column_width(30);
   app.set_version_flag("--version", "ringrpc-load " + std::string(ringrpc::version()));
   std::string url, d_text, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
               connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
-              typed_method, data, schema_file;
+              typed_method, data, schema_file, proto_file, shard_text, start_at_text;
   std::vector<std::string> schema_includes, headers, fail_if;
   ringrpc::load::engine_config cfg;
   std::uint64_t count = 0, key_space = 100000;
@@ -198,7 +206,7 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", cfg.threads, "threads, each with a ring")->capture_default_str();
   app.add_option("-c,--connections", cfg.connections, "connections in total")->capture_default_str();
   app.add_option("-d", d_text, "duration, as in wrk: 10s 2m [10s]");
-  app.add_option("-T,--duration", duration, "duration (us ms s m h)")->capture_default_str();
+  app.add_option("--duration", duration, "duration (us ms s m h)")->capture_default_str();
   app.add_option("-P,--depth", cfg.depth, "calls in flight per connection")->capture_default_str();
   app.add_option("-R,--rate", rate, "open loop: total calls/s (k, M)");
   app.add_option("--rate-steps", rate_steps, "open loop in steps: 10k,20k,40k");
@@ -206,13 +214,14 @@ int main(int argc, char** argv) {
   app.add_option("-n,--count", count, "stop after this many calls");
   app.add_option("--warmup", warmup, "excluded from results [1s]");
   app.add_option("-s,--size", size, "payload bytes (k, m)")->capture_default_str();
-  app.add_option("--data", data, "--method: request JSON, or @FILE [{}]");
+  app.add_option("--data", data, "--method/--proto: request JSON, or @FILE [{}]");
   app.add_option("--payload-file", payload_file, "payload read from this file");
-  app.add_option("-H,--header", headers, "http: 'Name: value' (repeatable)")->allow_extra_args(false);
+  app.add_option("-H,--header", headers, "http/h2c/grpc: 'Name: value' (repeat)")->allow_extra_args(false);
   app.add_option("--mix", mix, "weighted kinds, e.g. GET:8,SET:1");
   app.add_option("--method", typed_method, "ringrpc: typed Service.Method, --data JSON");
   app.add_option("--schema", schema_file, "--method: .fbs/.bfbs instead of reflection");
-  app.add_option("-I,--include", schema_includes, "--method: include path for --schema")
+  app.add_option("--proto", proto_file, "grpc: .proto file for --data");
+  app.add_option("-I,--include", schema_includes, "include path for --schema/--proto")
       ->allow_extra_args(false);
   app.add_option("--key-space", key_space, "redis: keys key:0 .. key:N-1")->capture_default_str();
   app.add_option("--connect-timeout", connect_timeout, "give up connecting after")->capture_default_str();
@@ -222,6 +231,8 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "write results as JSON (- = stdout)");
   app.add_option("--hdr-log", hdr_path, "write per-second HdrHistogram log");
   app.add_option("--plot", plot_path, "write an SVG plot");
+  app.add_option("--shard", shard_text, "host K of N: its share of -c -R -n");
+  app.add_option("--start-at", start_at_text, "start at @UNIX_S or RFC 3339 UTC");
   auto* merge = app.add_subcommand("merge", "merge --hdr-log files into one summary");
   std::vector<std::string> merge_files;
   merge->add_option("files", merge_files, "interval logs")->required();
@@ -254,7 +265,7 @@ int main(int argc, char** argv) {
                      d_text.c_str(), d_text.c_str());
         cfg.depth = static_cast<unsigned>(std::stoul(d_text));
       } else {
-        if (app.count("--duration")) throw std::invalid_argument("-d and -T both give the duration; give one");
+        if (app.count("--duration")) throw std::invalid_argument("-d and --duration both give the duration; give one");
         duration = d_text;
       }
     }
@@ -264,7 +275,20 @@ int main(int argc, char** argv) {
     for (const auto& f : fail_if) thresholds.push_back(parse_threshold(f));
 
     const bool typed = !typed_method.empty();
-    if (!typed && (app.count("--data") || app.count("--schema") || app.count("--include"))) {
+    const auto scheme_sep = url.find("://");
+    std::string url_scheme = url.substr(0, scheme_sep == std::string::npos ? 0 : scheme_sep);
+    for (auto& ch : url_scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const bool grpc = url_scheme == "grpc";
+    if (!proto_file.empty() && !grpc) throw std::invalid_argument("--proto goes with grpc:// targets");
+    if (grpc && app.count("--schema")) throw std::invalid_argument("grpc:// takes its schema from --proto FILE, not --schema");
+    if (grpc && app.count("--data") && proto_file.empty()) {
+      throw std::invalid_argument("--data for grpc:// needs --proto FILE to convert the JSON; raw message bytes "
+                                  "come from --payload-file");
+    }
+    if (grpc && !proto_file.empty() && (app.count("--size") || !payload_file.empty() || !mix.empty())) {
+      throw std::invalid_argument("--proto makes the request from --data; it excludes -s, --payload-file and --mix");
+    }
+    if (!typed && !grpc && (app.count("--data") || app.count("--schema") || app.count("--include"))) {
       // As in ghz, --data is a request as JSON, converted with the method's schema.
       throw std::invalid_argument("--data, --schema and -I go with --method (--data is the request as JSON); "
                                   "raw payload bytes come from -s or --payload-file");
@@ -282,8 +306,11 @@ int main(int argc, char** argv) {
       // The method may be left out of the URL: ringrpc://HOST:PORT --method Service.Method.
       if (url.find('/', sep + 3) == std::string::npos) url_with_method += "/" + typed_method;
     }
-    cfg.where = parse_target(url_with_method);
-    if (!headers.empty() && cfg.where.scheme != "http") throw std::invalid_argument("-H goes with http:// targets");
+    cfg.endpoints = resolve_endpoints(url_with_method);
+    cfg.where = cfg.endpoints.front();
+    if (!headers.empty() && cfg.where.scheme != "http" && cfg.where.scheme != "h2c" && cfg.where.scheme != "grpc") {
+      throw std::invalid_argument("-H goes with http://, h2c:// and grpc:// targets");
+    }
     codec_options co;
     if (typed) {
       if (cfg.where.path != typed_method) {
@@ -292,10 +319,22 @@ int main(int argc, char** argv) {
       }
       cfg.where.path = typed_payload(cfg.where, typed_method, data.empty() ? std::string("{}") : data, schema_file,
                                      schema_includes, parse_duration(connect_timeout), co.payload);
+    } else if (grpc && !proto_file.empty()) {
+      std::string text = data.empty() ? std::string("{}") : data;
+      if (text[0] == '@') {
+        std::ifstream in(text.substr(1), std::ios::binary);
+        if (!in) throw std::invalid_argument("cannot read --data " + text);
+        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      }
+      const std::string bytes = grpc_request_from_json(proto_file, schema_includes, cfg.where.path.substr(1), text);
+      co.payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
+                        reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
     } else if (!payload_file.empty()) {
       const std::string bytes = read_payload_file(payload_file);
       co.payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
                         reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
+    } else if (grpc && !app.count("--size")) {
+      co.payload.clear();  // an empty message: valid for every request type
     } else {
       co.payload.assign(parse_size(size), std::byte{'x'});
     }
@@ -326,6 +365,27 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("-c, -P (depth) and -t must be at least 1");
     }
     for (const auto& t : thresholds) check_threshold_applies(t, !cfg.steps.empty());
+    std::optional<shard_spec> shard;
+    if (!shard_text.empty()) {
+      shard = parse_shard(shard_text);
+      const unsigned total = cfg.connections;
+      cfg.connections = static_cast<unsigned>(shard_share(total, *shard));
+      if (cfg.connections == 0) {
+        throw std::invalid_argument("--shard " + shard_text + ": -c " + std::to_string(total) +
+                                    " leaves this shard no connection; give at least -c " + std::to_string(shard->count));
+      }
+      for (auto& st : cfg.steps) st.rate = shard_rate(st.rate, *shard);
+      if (cfg.max_calls != 0) {
+        cfg.max_calls = shard_share(cfg.max_calls, *shard);
+        if (cfg.max_calls == 0) throw std::invalid_argument("--shard " + shard_text + ": -n leaves this shard no call");
+      }
+    }
+    std::chrono::nanoseconds start_wait{0};
+    std::optional<std::chrono::system_clock::time_point> start_at;
+    if (!start_at_text.empty()) {
+      start_at = parse_start_at(start_at_text);
+      start_wait = wait_until_start(*start_at, std::chrono::system_clock::now());
+    }
 
     // Claim every output before the run: a bad path fails now, not after it.
     if (json_path == "-" && (hdr_path == "-" || plot_path == "-")) {
@@ -339,6 +399,17 @@ int main(int argc, char** argv) {
     FILE* summary_stream = json_out && json_out->is_stdout() ? stderr : stdout;
 
     cfg.stop_requested = &install_interrupt_handler();
+    if (start_at) {
+      std::fprintf(stderr, "ringrpc-load: waiting %.1f s to start at %s\n",
+                   std::chrono::duration<double>(start_wait).count(), format_utc(*start_at).c_str());
+      // Sleep in short steps so Ctrl-C while waiting ends at once, with nothing run.
+      while (std::chrono::system_clock::now() < *start_at) {
+        if (cfg.stop_requested->load()) return 130;
+        std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(*start_at - std::chrono::system_clock::now()),
+            std::chrono::milliseconds(50)));
+      }
+    }
     std::fprintf(stderr, "ringrpc-load %s: %u connection(s) x depth %u on %u thread(s), %s%s\n", url.c_str(),
                  cfg.connections, cfg.depth, std::min(cfg.threads, cfg.connections),
                  cfg.steps.empty() ? "closed loop" : "open loop",
@@ -363,11 +434,14 @@ int main(int argc, char** argv) {
     if (typed) r.config["method"] = cfg.where.path;
     r.config["loop"] = cfg.steps.empty() ? "closed" : "open";
     if (!mix.empty()) r.config["mix"] = mix;
-    if (!rate.empty()) r.config["rate"] = parse_rate(rate);
+    if (!rate.empty()) r.config["rate"] = shard ? shard_rate(parse_rate(rate), *shard) : parse_rate(rate);
     if (!rate_steps.empty()) r.config["rate_steps"] = parse_rate_list(rate_steps);
     if (count != 0) r.config["count"] = count;
     if (cfg.duration.count() > 0) r.config["duration_s"] = static_cast<double>(cfg.duration.count()) / 1e9;
     if (!headers.empty()) r.config["headers"] = headers;
+    if (shard) r.config["shard"] = shard_text;
+    if (start_at) r.config["start_at"] = format_utc(*start_at);
+    if (!proto_file.empty()) r.config["proto"] = proto_file;
     bool threshold_failed = false;
     for (const auto& t : thresholds) {
       r.verdicts.push_back(evaluate_threshold(t, r));

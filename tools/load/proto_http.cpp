@@ -6,7 +6,6 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -206,6 +205,27 @@ class http_codec final : public connection_codec {
   explicit http_codec(std::shared_ptr<const http_settings> settings) : _settings(std::move(settings)) {}
 
   void write_request(std::vector<std::byte>& out, std::uint64_t seq, const request_kind& kind) override {
+    // A kind's request is the same bytes every time: made once per connection, then copied.
+    const prepared* p = nullptr;
+    for (const prepared& k : _prepared) {
+      if (k.kind == &kind) p = &k;
+    }
+    if (p == nullptr) p = &prepare(kind);
+    out.insert(out.end(), p->bytes.begin(), p->bytes.end());
+    if (_pending_count == _pending.size()) grow_pending();
+    _pending[(_pending_head + _pending_count) & (_pending.size() - 1)] = {seq, p->head};
+    ++_pending_count;
+  }
+
+ private:
+  struct prepared {
+    const request_kind* kind;
+    bool head;
+    std::vector<std::byte> bytes;
+  };
+
+  const prepared& prepare(const request_kind& kind) {
+    std::vector<std::byte> out;
     const std::string_view method = kind.method.empty() ? std::string_view("GET") : std::string_view(kind.method);
     const std::string_view path = kind.path.empty() ? std::string_view(_settings->default_path) : std::string_view(kind.path);
     append(out, method);
@@ -223,19 +243,31 @@ class http_codec final : public connection_codec {
     }
     append(out, "\r\n");
     if (with_body) out.insert(out.end(), _settings->options.payload.begin(), _settings->options.payload.end());
-    _pending.push_back({seq, method == "HEAD"});
+    _prepared.push_back({&kind, method == "HEAD", std::move(out)});
+    return _prepared.back();
   }
 
+  // The calls in flight in a ring whose size is a power of two, grown (rarely: to the depth)
+  // rather than a deque that allocates and frees a block every few dozen calls.
+  void grow_pending() {
+    std::vector<pending_call> bigger(std::max<std::size_t>(16, _pending.size() * 2));
+    for (std::size_t i = 0; i < _pending_count; ++i) bigger[i] = _pending[(_pending_head + i) & (_pending.size() - 1)];
+    _pending = std::move(bigger);
+    _pending_head = 0;
+  }
+
+ public:
   reply parse_reply(std::span<const std::byte> in) override {
     reply r;
     if (in.empty()) return r;
-    if (_pending.empty()) {
+    if (_pending_count == 0) {
       r.status = reply_status::protocol_error;
       r.error = "bytes received with no request outstanding";
       return r;
     }
     response_parser p(in, _settings->options.max_reply_bytes);
-    const auto s = p.parse(_pending.front().head);
+    const pending_call& front = _pending[_pending_head];
+    const auto s = p.parse(front.head);
     if (s == step::incomplete) return r;
     if (s == step::bad) {
       r.status = reply_status::protocol_error;
@@ -244,8 +276,9 @@ class http_codec final : public connection_codec {
     }
     r.consumed = p.position();
     r.close_after = p.closes();
-    r.seq = _pending.front().seq;
-    _pending.pop_front();
+    r.seq = front.seq;
+    _pending_head = (_pending_head + 1) & (_pending.size() - 1);
+    --_pending_count;
     if (p.code() < 400) {
       r.status = reply_status::ok;
     } else {
@@ -257,7 +290,10 @@ class http_codec final : public connection_codec {
 
  private:
   std::shared_ptr<const http_settings> _settings;
-  std::deque<pending_call> _pending;  ///< requests written and not yet answered, oldest first
+  std::vector<prepared> _prepared;
+  std::vector<pending_call> _pending;  ///< requests written and not yet answered, oldest first
+  std::size_t _pending_head = 0;
+  std::size_t _pending_count = 0;
 };
 
 class http_protocol final : public protocol {

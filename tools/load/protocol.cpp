@@ -17,6 +17,7 @@ std::unique_ptr<protocol> make_ringrpc_protocol(const target& t, const codec_opt
 std::unique_ptr<protocol> make_echo_protocol(const target& t, const codec_options& options);
 std::unique_ptr<protocol> make_redis_protocol(const target& t, const codec_options& options);
 std::unique_ptr<protocol> make_http_protocol(const target& t, const codec_options& options);
+std::unique_ptr<protocol> make_h2_protocol(const target& t, const codec_options& options);
 }  // namespace detail
 
 namespace {
@@ -86,12 +87,13 @@ bool printable_no_space(std::string_view s) {
 target parse_target(std::string_view url) {
   const auto sep = url.find("://");
   if (sep == std::string_view::npos || sep == 0) {
-    bad_url(url, "expected SCHEME://HOST[:PORT][/PATH] with scheme ringrpc, echo, redis or http");
+    bad_url(url, "expected SCHEME://HOST[:PORT][/PATH] with scheme ringrpc, echo, redis, http, h2c or grpc");
   }
   target t;
   t.scheme = lower(url.substr(0, sep));
-  if (t.scheme != "ringrpc" && t.scheme != "echo" && t.scheme != "redis" && t.scheme != "http") {
-    bad_url(url, "unknown scheme '" + t.scheme + "' (expected ringrpc, echo, redis or http)");
+  if (t.scheme != "ringrpc" && t.scheme != "echo" && t.scheme != "redis" && t.scheme != "http" &&
+      t.scheme != "h2c" && t.scheme != "grpc") {
+    bad_url(url, "unknown scheme '" + t.scheme + "' (expected ringrpc, echo, redis, http, h2c or grpc)");
   }
   const auto rest = url.substr(sep + 3);
   const auto slash = rest.find('/');
@@ -117,7 +119,7 @@ target parse_target(std::string_view url) {
   }
   if (colon != std::string_view::npos) {
     t.port = parse_port(url, authority.substr(colon + 1));
-  } else if (t.scheme == "http") {
+  } else if (t.scheme == "http" || t.scheme == "h2c") {
     t.port = 80;
   } else if (t.scheme == "redis") {
     t.port = 6379;
@@ -129,13 +131,26 @@ target parse_target(std::string_view url) {
   if (t.scheme == "ringrpc") {
     if (path.size() <= 1) bad_url(url, "missing method (ringrpc://HOST:PORT/METHOD)");
     t.path = std::string(path.substr(1));
-  } else if (t.scheme == "http") {
+  } else if (t.scheme == "http" || t.scheme == "h2c") {
     if (path.find('#') != std::string_view::npos) bad_url(url, "fragments are not sent to servers");
     t.path = path.empty() ? "/" : std::string(path);
+  } else if (t.scheme == "grpc") {
+    // gRPC's :path is /package.Service/Method: exactly two non-empty parts.
+    const auto second = path.size() > 1 ? path.find('/', 1) : std::string_view::npos;
+    if (second == std::string_view::npos || second == 1 || second + 1 == path.size() ||
+        path.find('/', second + 1) != std::string_view::npos) {
+      bad_url(url, "expected grpc://HOST:PORT/package.Service/Method");
+    }
+    t.path = std::string(path);
   } else if (path.size() > 1) {
     bad_url(url, t.scheme + " targets take no path");
   }
   return t;
+}
+
+std::vector<target> resolve_endpoints(std::string_view url) {
+  // host:port targets are one endpoint; a registry-backed scheme resolves to its members here.
+  return {parse_target(url)};
 }
 
 std::unique_ptr<protocol> make_protocol(const target& t, const codec_options& options) {
@@ -144,6 +159,7 @@ std::unique_ptr<protocol> make_protocol(const target& t, const codec_options& op
   if (t.scheme == "echo") return detail::make_echo_protocol(t, options);
   if (t.scheme == "redis") return detail::make_redis_protocol(t, options);
   if (t.scheme == "http") return detail::make_http_protocol(t, options);
+  if (t.scheme == "h2c" || t.scheme == "grpc") return detail::make_h2_protocol(t, options);
   throw std::invalid_argument("unknown protocol '" + t.scheme + "'");
 }
 

@@ -12,12 +12,13 @@
 namespace ringrpc::load {
 
 /// A parsed target: ringrpc://host:port/method, echo://host:port, redis://host:port,
-/// http://host:port/path.
+/// http://host:port/path, h2c://host:port/path, grpc://host:port/pkg.Service/Method.
 struct target {
-  std::string scheme;  ///< "ringrpc", "echo", "redis", "http"
+  std::string scheme;  ///< "ringrpc", "echo", "redis", "http", "h2c", "grpc"
   std::string host;
   std::uint16_t port = 0;
-  std::string path;    ///< method (ringrpc) or path (http), without the leading '/' for ringrpc
+  /// method (ringrpc, without the leading '/'), path (http, h2c) or "/pkg.Service/Method" (grpc)
+  std::string path;
 };
 
 /// Parses a target URL; throws std::invalid_argument with a message naming what is wrong.
@@ -43,12 +44,21 @@ struct codec_options {
   std::vector<std::string> headers;
 };
 
+/// Where a URL's connections go: the one endpoint of a host:port target (parse_target). The
+/// seam for targets that name a set of servers (a registry, e.g. etcd://) rather than one:
+/// they resolve here to their members, and the engine spreads connections over the list
+/// (engine_config::endpoints). Throws std::invalid_argument as parse_target does.
+std::vector<target> resolve_endpoints(std::string_view url);
+
 /// The outcome of trying to parse one reply from the front of the received bytes.
 enum class reply_status {
   incomplete,      ///< need more bytes; nothing consumed
   ok,              ///< one successful reply consumed
   error_reply,     ///< one reply consumed that the server sent as an error (e.g. HTTP 5xx, RESP -ERR, ringrpc status)
   protocol_error,  ///< the bytes cannot be a valid reply; the connection must be closed
+  /// bytes consumed that answer no request (HTTP/2 SETTINGS, WINDOW_UPDATE, the head of a
+  /// reply whose end is still to come); `close_after` may be set (an HTTP/2 GOAWAY)
+  no_reply,
 };
 
 struct reply {
@@ -71,6 +81,10 @@ class connection_codec {
   /// Parses at most one reply from the front of `in`. Must never read past `in`, never crash
   /// on any input, and never accept more than max_reply_bytes for one reply.
   virtual reply parse_reply(std::span<const std::byte> in) = 0;
+  /// Appends bytes the protocol must send unasked after what it received (HTTP/2 SETTINGS and
+  /// PING acknowledgements, WINDOW_UPDATE). Called after each receive when
+  /// protocol::talks_unasked() says so.
+  virtual void write_pending(std::vector<std::byte>& out) { (void)out; }
 };
 
 /// Makes codecs for one target. Thread-safe: engine threads call new_connection().
@@ -80,6 +94,8 @@ class protocol {
   virtual std::unique_ptr<connection_codec> new_connection() const = 0;
   /// The default request kinds when no --mix is given.
   virtual std::vector<request_kind> default_kinds() const = 0;
+  /// Whether its codecs have bytes to send that no request asked for (see write_pending).
+  virtual bool talks_unasked() const { return false; }
 };
 
 /// The protocol for `t`. Throws std::invalid_argument for an unknown scheme or bad options.

@@ -37,7 +37,8 @@ struct reply_framer {
         bad_front.assign(front.begin(), front.begin() + static_cast<std::ptrdiff_t>(std::min(front.size(), kept_bad_bytes)));
         return {detail::frame_measure::kind::invalid, 0};
       case reply_status::ok:
-      case reply_status::error_reply: break;
+      case reply_status::error_reply:
+      case reply_status::no_reply: break;
     }
     if (last.consumed == 0) return {detail::frame_measure::kind::invalid, 0};  // would never advance
     return {detail::frame_measure::kind::whole, last.consumed};

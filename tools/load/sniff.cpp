@@ -70,6 +70,8 @@ std::string protocol_name(std::string_view scheme) {
   if (scheme == "redis") return "Redis (RESP)";
   if (scheme == "ringrpc") return "ringrpc";
   if (scheme == "echo") return "echo";
+  if (scheme == "h2c") return "HTTP/2 (h2c)";
+  if (scheme == "grpc") return "gRPC (HTTP/2)";
   return std::string(scheme);
 }
 
@@ -101,7 +103,8 @@ std::string diagnose_reply(const target& t, std::span<const std::byte> front, st
   const std::string where = authority_of(t);
   std::string line = "the first reply from " + where + " is not " + protocol_name(t.scheme);
   const std::string_view looks = sniff_protocol(front);
-  if (!looks.empty() && looks != t.scheme) {
+  const bool speaks_h2 = t.scheme == "h2c" || t.scheme == "grpc";
+  if (!looks.empty() && looks != t.scheme && !(looks == "h2" && speaks_h2)) {
     line += ": this looks like ";
     if (looks == "http") {
       line += "an HTTP/1.1 server; try http://" + where + "/";
@@ -110,7 +113,7 @@ std::string diagnose_reply(const target& t, std::span<const std::byte> front, st
     } else if (looks == "ringrpc") {
       line += "a ringrpc server; try ringrpc://" + where + "/METHOD";
     } else if (looks == "h2") {
-      line += "an HTTP/2 server (gRPC?), which ringrpc-load does not speak yet";
+      line += "an HTTP/2 server; try h2c://" + where + "/ or grpc://" + where + "/package.Service/Method";
     } else if (looks == "tls") {
       line += "a TLS server, which ringrpc-load does not speak yet";
     } else {

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of h2_reply_fuzz and grpc_framing_fuzz (tests/fuzz/corpus/h2_reply,
+tests/fuzz/corpus/grpc_framing): HTTP/2 server frames built by hand (HPACK static-table and
+literal headers). Run from the repository root; deterministic, so re-running changes nothing."""
+import os
+import struct
+
+
+def frame(ftype, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
+
+
+def literal(name, value):  # literal header field without indexing, new name
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def grpc_message(m):
+    return b"\x00" + struct.pack(">I", len(m)) + m
+
+
+SETTINGS, SETTINGS_ACK = frame(4, 0, 0), frame(4, 1, 0)
+END_STREAM, END_HEADERS = 1, 4
+STATUS_200, STATUS_404 = b"\x88", b"\x8d"
+
+
+def h2c_ok(stream, body=b"hello"):
+    return frame(1, END_HEADERS, stream, STATUS_200) + frame(0, END_STREAM, stream, body)
+
+
+def grpc_reply(stream, status=b"0", msg=b"\x0a\x05hello"):
+    head = STATUS_200 + literal(b"content-type", b"application/grpc")
+    return (frame(1, END_HEADERS, stream, head) + frame(0, 0, stream, grpc_message(msg)) +
+            frame(1, END_HEADERS | END_STREAM, stream, literal(b"grpc-status", status)))
+
+
+def grpc_trailers_only(stream, status=b"5"):
+    head = STATUS_200 + literal(b"content-type", b"application/grpc") + literal(b"grpc-status", status)
+    return frame(1, END_HEADERS | END_STREAM, stream, head)
+
+
+# h2_reply: byte 0 = scheme (bit 0: grpc), settings-first (bit 1), outstanding-1 (bits 2-4);
+# byte 1 = where the input is split in two reads.
+h2_reply = {
+    "h2c_one": bytes([0, 128]) + SETTINGS + SETTINGS_ACK + h2c_ok(1),
+    "h2c_three": bytes([2 << 2, 40]) + SETTINGS + h2c_ok(1) + h2c_ok(3, b"") + frame(1, END_HEADERS | END_STREAM, 5, STATUS_404),
+    "h2c_settings_first": bytes([2 | (1 << 2), 200]) + h2c_ok(1) + h2c_ok(3),
+    "h2c_rst": bytes([1 << 2, 0]) + SETTINGS + frame(3, 0, 1, struct.pack(">I", 2)) + h2c_ok(3),
+    "h2c_goaway": bytes([2 << 2, 100]) + SETTINGS + h2c_ok(1) + frame(7, 0, 0, struct.pack(">II", 1, 0)),
+    "h2c_ping_window": bytes([0, 50]) + SETTINGS + frame(6, 0, 0, b"12345678") + frame(8, 0, 0, struct.pack(">I", 65535)) + h2c_ok(1),
+    "grpc_ok": bytes([1, 128]) + SETTINGS + grpc_reply(1),
+    "grpc_two_status": bytes([1 | (1 << 2), 90]) + SETTINGS + grpc_reply(1) + grpc_reply(3, b"14"),
+    "grpc_trailers_only": bytes([1 | 2, 10]) + grpc_trailers_only(1),
+    "h1_at_h2": bytes([0, 255]) + b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+}
+# grpc_framing: byte 0 = HTTP status (0 mod 4: 503), byte 1 % 8 = status text length at the end.
+grpc_framing = {
+    "ok": bytes([1, 1]) + grpc_message(b"hello") + b"0",
+    "two_messages": bytes([1, 1]) + grpc_message(b"a") + grpc_message(b"") + b"0",
+    "not_found": bytes([1, 1]) + b"5",
+    "cut": bytes([1, 2]) + b"\x00\x00\x00\x00\x09abc" + b"13",
+    "bad_flag": bytes([1, 1]) + b"\x07\x00\x00\x00\x00" + b"0",
+    "http_503": bytes([0, 1]) + grpc_message(b"x") + b"0",
+}
+
+for name, seeds in (("h2_reply", h2_reply), ("grpc_framing", grpc_framing)):
+    d = os.path.join("tests", "fuzz", "corpus", name)
+    os.makedirs(d, exist_ok=True)
+    for k, v in seeds.items():
+        with open(os.path.join(d, k), "wb") as f:
+            f.write(v)

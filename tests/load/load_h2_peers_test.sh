@@ -1,0 +1,257 @@
+#!/bin/sh
+# ringrpc-load's h2c:// against nginx (listen ... http2, no TLS) and grpc:// against a real gRPC
+# server built from libgrpc++ (grpc_echo_server): calls counted right (the servers' own counts),
+# request bytes right, a gRPC error status counted as its kind, --shard runs merged, and the
+# wrong protocol diagnosed (h2c/grpc at an HTTP/1.1 server, http at an HTTP/2 one).
+# Usage: load_h2_peers_test.sh ringrpc-load grpc_echo_server echo.proto
+# Exit 77 (skipped) when nginx or python3 is missing or io_uring is unusable.
+set -u
+
+load=${1:?usage: $0 ringrpc-load grpc_echo_server echo.proto}
+grpc_server=${2:?usage}
+proto=${3:?usage}
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+if [ ! -x "$nginx" ] || ! command -v python3 >/dev/null; then
+  echo "nginx or python3 not installed (Debian: nginx-light, python3): skipped"
+  exit 77
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/load_h2_peers.XXXXXX") || exit 1
+pids=
+failures=0
+
+stop_pid() {
+  kill -TERM "$1" 2>/dev/null
+  for _ in $(seq 30); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
+cleanup() {
+  # Only the servers this script started, by their PIDs: TERM, then KILL after 3 s.
+  for p in $pids; do stop_pid "$p"; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+ok() { echo "ok: $*"; }
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+wait_port() {
+  python3 -c 'import socket, sys, time
+for _ in range(50):
+    try:
+        socket.create_connection((sys.argv[1], int(sys.argv[2])), 0.2).close(); sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+sys.exit(1)' "$1" "$2"
+}
+run_load() {
+  name=$1
+  shift
+  timeout 30 "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
+  rc=$?
+}
+# json_field FILE EXPR: a Python expression over the JSON `j`.
+json_field() {
+  python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
+}
+
+# --- nginx: an h2c port and an HTTP/1.1 port -----------------------------------------------------
+h2port=$(free_port)
+h1port=$(free_port)
+mkdir -p "$work/nginx/logs"
+cat >"$work/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/logs/error.log;
+events { worker_connections 256; }
+http {
+  log_format calls '\$server_protocol \$status \$request_uri';
+  access_log $work/nginx/logs/access.log calls;
+  client_body_temp_path $work/nginx/body;
+  keepalive_requests 100000;
+  server {
+    listen 127.0.0.1:$h2port http2;
+    location = /ok { return 200 "ok-h2"; }
+    location = /needs-header { if (\$http_x_load_test != "yes") { return 403; } return 200 "yes"; }
+    location / { return 404; }
+  }
+  server {
+    listen 127.0.0.1:$h1port;
+    location / { return 200 "h1"; }
+  }
+}
+CONF
+"$nginx" -p "$work/nginx" -c "$work/nginx.conf" >"$work/nginx.out" 2>&1 &
+pids="$pids $!"
+if ! wait_port 127.0.0.1 "$h2port" || ! wait_port 127.0.0.1 "$h1port"; then
+  echo "nginx did not start:" >&2
+  cat "$work/nginx.out" "$work/nginx/logs/error.log" >&2
+  exit 1
+fi
+
+# 300 calls over 2 connections x 8 streams: nginx logs exactly 300 HTTP/2 requests.
+run_load h2ok -c 2 -P 8 -n 300 --json "$work/h2ok.json" "h2c://127.0.0.1:$h2port/ok"
+if [ $rc -eq 77 ] || grep -qi "io_uring" "$work/h2ok.err"; then echo "io_uring unusable: skipped"; exit 77; fi
+sleep 0.3  # nginx writes its access log line after the response
+logged=$(grep -c '^HTTP/2.0 200 /ok$' "$work/nginx/logs/access.log" 2>/dev/null)
+got=$(json_field "$work/h2ok.json" 'j["calls_ok"]')
+if [ $rc -ne 0 ] || [ "$got" != 300 ] || [ "$logged" != 300 ]; then
+  fail "h2c 300 calls: exit $rc, calls_ok $got, nginx logged $logged HTTP/2 200s"; cat "$work/h2ok.err" "$work/h2ok.out" >&2
+else
+  ok "h2c: 300 calls at depth 8, nginx logged 300 HTTP/2 requests"
+fi
+
+# Many streams on one connection at once, for a while (nginx's 128 concurrent streams).
+run_load h2deep -c 1 -P 64 -d 1s --warmup 0 --json "$work/h2deep.json" "h2c://127.0.0.1:$h2port/ok"
+if [ $rc -ne 0 ] || [ "$(json_field "$work/h2deep.json" 'j["calls_ok"] > 64 and not j["errors"]')" != True ]; then
+  fail "h2c depth 64 for 1 s: exit $rc"; cat "$work/h2deep.err" "$work/h2deep.out" >&2
+else
+  ok "h2c depth 64 on one connection: $(json_field "$work/h2deep.json" 'j["calls_ok"]') calls, no error"
+fi
+
+# -H reaches nginx; HTTP statuses are counted as their kind.
+run_load h2nohdr -c 1 -n 20 "h2c://127.0.0.1:$h2port/needs-header"
+run_load h2hdr -c 1 -n 20 -H 'X-Load-Test: yes' "h2c://127.0.0.1:$h2port/needs-header"
+if ! grep -Eq 'http_403 +20$' "$work/h2nohdr.out"; then
+  fail "h2c without -H: expected 20 http_403"; cat "$work/h2nohdr.out" "$work/h2nohdr.err" >&2
+elif [ $rc -ne 0 ] || ! grep -Eq 'calls ok +20$' "$work/h2hdr.out"; then
+  fail "h2c -H 'X-Load-Test: yes' did not reach nginx"; cat "$work/h2hdr.out" "$work/h2hdr.err" >&2
+else
+  ok "h2c -H: 20 x http_403 without the header, 20 ok with it"
+fi
+
+# nginx ends a connection after keepalive_requests with GOAWAY: the engine reconnects and the
+# calls go on, none fails. The calls pipelined past the GOAWAY's last stream were never processed
+# and are dropped, as behind an HTTP/1.1 "Connection: close" (at most depth-1 per GOAWAY).
+h2gport=$(free_port)
+sed -e "s/keepalive_requests 100000;/keepalive_requests 50;/" -e "s/:$h2port http2/:$h2gport http2/" \
+  -e "s/:$h1port;/:$(free_port);/" -e "s#$work/nginx/nginx.pid#$work/nginx/g.pid#" \
+  -e "s#access_log [^;]*;#access_log off;#" "$work/nginx.conf" >"$work/nginx-goaway.conf"
+"$nginx" -p "$work/nginx" -c "$work/nginx-goaway.conf" >"$work/nginx-g.out" 2>&1 &
+pids="$pids $!"
+if wait_port 127.0.0.1 "$h2gport"; then
+  run_load h2goaway -c 2 -P 4 -n 500 --json "$work/h2goaway.json" "h2c://127.0.0.1:$h2gport/ok"
+  if [ $rc -ne 0 ] || [ "$(json_field "$work/h2goaway.json" 'not j["errors"] and 500 - 10 * 3 <= j["calls_ok"] <= 500')" != True ]; then
+    fail "h2c across GOAWAY every 50 requests: exit $rc"; cat "$work/h2goaway.out" "$work/h2goaway.err" >&2
+  else
+    ok "h2c: $(json_field "$work/h2goaway.json" 'j["calls_ok"]') of 500 calls across nginx's GOAWAY every 50 requests, none failed"
+  fi
+else
+  fail "the second nginx did not start"; cat "$work/nginx-g.out" >&2
+fi
+
+# --- the gRPC server -------------------------------------------------------------------------
+"$grpc_server" 2 >"$work/grpc.out" 2>"$work/grpc.err" &
+gpid=$!
+pids="$pids $gpid"
+gport=
+i=0
+while [ $i -lt 100 ] && [ -z "$gport" ]; do
+  sleep 0.1
+  gport=$(sed -n 's/^listening on 127.0.0.1:\([0-9][0-9]*\)$/\1/p' "$work/grpc.out")
+  i=$((i + 1))
+done
+if [ -z "$gport" ]; then
+  fail "grpc_echo_server did not start"; cat "$work/grpc.err" >&2
+  exit 1
+fi
+gurl="grpc://127.0.0.1:$gport/ringtest.Echo/Say"
+
+# 400 calls of {"text":"hello"} (7 bytes as protobuf) and 100 that fail with NOT_FOUND (5);
+# the server's own counts must agree.
+run_load gok -c 2 -P 4 -n 400 --proto "$proto" --data '{"text":"hello"}' --json "$work/gok.json" "$gurl"
+if [ $rc -ne 0 ] || [ "$(json_field "$work/gok.json" 'j["calls_ok"]')" != 400 ]; then
+  fail "grpc 400 calls: exit $rc"; cat "$work/gok.out" "$work/gok.err" >&2
+else
+  ok "grpc: 400 calls ok"
+fi
+echo '{"text": "x", "failWith": 5}' >"$work/fail.json"
+run_load gfail -c 1 -P 2 -n 100 --proto "$proto" --data "@$work/fail.json" --json "$work/gfail.json" "$gurl"
+if [ $rc -ne 3 ] || [ "$(json_field "$work/gfail.json" 'j["errors"].get("grpc_not_found")')" != 100 ] ||
+   [ "$(json_field "$work/gfail.json" 'j["calls_ok"]')" != 0 ]; then
+  fail "grpc NOT_FOUND x100: exit $rc (want 3)"; cat "$work/gfail.out" "$work/gfail.err" >&2
+elif ! grep -Eq 'grpc_not_found +100$' "$work/gfail.out"; then
+  fail "the summary does not show grpc_not_found 100"; cat "$work/gfail.out" >&2
+else
+  ok "grpc: status 5 counted as 100 grpc_not_found"
+fi
+
+# Raw message bytes from a file: field 1 (text) = "raw" is 0a 03 72 61 77.
+printf '\n\003raw' >"$work/raw.bin"
+run_load graw -c 1 -n 50 --payload-file "$work/raw.bin" --json "$work/graw.json" "$gurl"
+if [ $rc -ne 0 ] || [ "$(json_field "$work/graw.json" 'j["calls_ok"]')" != 50 ]; then
+  fail "grpc --payload-file: exit $rc"; cat "$work/graw.out" "$work/graw.err" >&2
+else
+  ok "grpc: 50 calls with raw message bytes from --payload-file"
+fi
+
+# Two shards started together (--start-at) sum to -c and -n; merge of their logs counts both.
+at="@$(($(date +%s) + 2))"
+"$load" --shard 1/2 --start-at "$at" -c 3 -n 301 --proto "$proto" --data '{"text":"hello"}' \
+  --json "$work/s1.json" --hdr-log "$work/s1.hlog" "$gurl" >"$work/s1.out" 2>"$work/s1.err" &
+s1=$!
+"$load" --shard 2/2 --start-at "$at" -c 3 -n 301 --proto "$proto" --data '{"text":"hello"}' \
+  --json "$work/s2.json" --hdr-log "$work/s2.hlog" "$gurl" >"$work/s2.out" 2>"$work/s2.err"
+rc2=$?
+wait $s1
+rc1=$?
+"$load" merge "$work/s1.hlog" "$work/s2.hlog" >"$work/merge.out" 2>&1
+c1=$(json_field "$work/s1.json" 'j["calls_ok"]')
+c2=$(json_field "$work/s2.json" 'j["calls_ok"]')
+k1=$(json_field "$work/s1.json" 'j["config"]["connections"]')
+k2=$(json_field "$work/s2.json" 'j["config"]["connections"]')
+merged=$(sed -n 's/^ *calls ok *\([0-9][0-9]*\).*/\1/p' "$work/merge.out" | head -1)
+if [ $rc1 -ne 0 ] || [ $rc2 -ne 0 ] || [ "$c1" != 151 ] || [ "$c2" != 150 ] || [ "$k1" != 2 ] || [ "$k2" != 1 ] ||
+   [ "$merged" != 301 ]; then
+  fail "shards: exit $rc1/$rc2, calls $c1+$c2 (want 151+150), connections $k1+$k2 (want 2+1), merged $merged"
+  cat "$work/s1.err" "$work/s2.err" "$work/merge.out" >&2
+else
+  ok "--shard 1/2 + 2/2 at one --start-at: 151 + 150 calls on 2 + 1 connections, merge counts 301"
+fi
+
+stop_pid "$gpid"
+pids=$(echo "$pids" | sed "s/ $gpid\$//; s/ $gpid / /")
+served=$(sed -n 's/^served \([0-9]*\) calls, \([0-9]*\) request bytes$/\1 \2/p' "$work/grpc.out")
+# 400 + 100 + 50 + 301 calls, but warm-up-free -n runs send exactly -n each.
+want_calls=$((400 + 100 + 50 + 301))
+want_bytes=$((400 * 7 + 100 * 5 + 50 * 5 + 301 * 7))
+if [ "$served" != "$want_calls $want_bytes" ]; then
+  fail "the gRPC server served '$served', expected '$want_calls $want_bytes' (calls, request bytes)"
+else
+  ok "the gRPC server counted $want_calls calls and $want_bytes request bytes, as sent"
+fi
+
+# --- the wrong protocol ------------------------------------------------------------------------
+expect_diagnosis() {
+  start=$(date +%s)
+  run_load "$1" -c 2 -d 20s "$3"
+  took=$(($(date +%s) - start))
+  if [ $rc -ne 2 ]; then
+    fail "$3: exit $rc, expected 2 with a diagnosis"; cat "$work/$1.err" "$work/$1.out" >&2
+  elif [ $took -gt 8 ]; then
+    fail "$3: the diagnosis took $took s"
+  elif ! grep -Eq "^ringrpc-load: .*$2" "$work/$1.err"; then
+    fail "$3: no line /$2/:"; cat "$work/$1.err" >&2
+  else
+    ok "$3 -> $(grep '^ringrpc-load: ' "$work/$1.err" | tail -1)"
+  fi
+}
+expect_diagnosis h1_h2c "looks like an HTTP/1.1 server; try http://127.0.0.1:$h1port/" "h2c://127.0.0.1:$h1port/"
+expect_diagnosis h1_grpc "looks like an HTTP/1.1 server; try http://" "grpc://127.0.0.1:$h1port/ringtest.Echo/Say"
+expect_diagnosis h2_http "(looks like an HTTP/2 server; try h2c://|closed the connection)" "http://127.0.0.1:$h2port/ok"
+
+if [ $failures -ne 0 ]; then
+  echo "$failures check(s) failed" >&2
+  exit 1
+fi
+echo "all checks passed"
+exit 0

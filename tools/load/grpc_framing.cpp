@@ -1,0 +1,77 @@
+#include "grpc_framing.hpp"
+
+#include <array>
+#include <charconv>
+
+namespace ringrpc::load {
+
+std::vector<std::byte> grpc_frame_message(std::span<const std::byte> message) {
+  std::vector<std::byte> out(5 + message.size());
+  const auto n = static_cast<std::uint32_t>(message.size());
+  out[0] = std::byte{0};  // not compressed: ringrpc-load offers no grpc-encoding
+  out[1] = static_cast<std::byte>(n >> 24);
+  out[2] = static_cast<std::byte>(n >> 16);
+  out[3] = static_cast<std::byte>(n >> 8);
+  out[4] = static_cast<std::byte>(n);
+  std::copy(message.begin(), message.end(), out.begin() + 5);
+  return out;
+}
+
+bool grpc_message_reader::feed(std::span<const std::byte> chunk) noexcept {
+  if (_error != nullptr) return false;
+  while (!chunk.empty()) {
+    if (_left > 0) {
+      const auto take = std::min<std::uint64_t>(_left, chunk.size());
+      _left -= take;
+      chunk = chunk.subspan(static_cast<std::size_t>(take));
+      continue;
+    }
+    _prefix[_prefix_have++] = static_cast<unsigned char>(chunk.front());
+    chunk = chunk.subspan(1);
+    if (_prefix_have < 5) continue;
+    _prefix_have = 0;
+    if (_prefix[0] > 1) {
+      _error = "bad gRPC message flag";
+      return false;
+    }
+    const std::uint64_t n = (std::uint64_t{_prefix[1]} << 24) | (std::uint64_t{_prefix[2]} << 16) |
+                            (std::uint64_t{_prefix[3]} << 8) | _prefix[4];
+    if (n > _max) {
+      _error = "gRPC message over the reply limit";
+      return false;
+    }
+    _left = n;
+    ++_messages;
+  }
+  return true;
+}
+
+std::optional<unsigned> parse_grpc_status(std::string_view value) noexcept {
+  unsigned code = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), code);
+  if (value.empty() || ec != std::errc{} || end != value.data() + value.size() || code > 16) return std::nullopt;
+  if (value.size() > 1 && value.front() == '0') return std::nullopt;
+  return code;
+}
+
+std::string grpc_status_kind(unsigned code) {
+  // The names of grpc/status.h's codes, as gRPC's own tools print them (lowercased).
+  static constexpr std::array<const char*, 17> names = {
+      "ok", "cancelled", "unknown", "invalid_argument", "deadline_exceeded", "not_found",
+      "already_exists", "permission_denied", "resource_exhausted", "failed_precondition", "aborted",
+      "out_of_range", "unimplemented", "internal", "unavailable", "data_loss", "unauthenticated"};
+  if (code < names.size()) return std::string("grpc_").append(names[code]);
+  return std::string("grpc_status_").append(std::to_string(code));
+}
+
+std::string grpc_call_outcome(unsigned http_status, std::string_view grpc_status, const grpc_message_reader& body) {
+  if (http_status != 200) return std::string("http_").append(std::to_string(http_status));
+  if (grpc_status.empty()) return "grpc_no_status";
+  const auto code = parse_grpc_status(grpc_status);
+  if (!code) return "grpc_bad_status";
+  if (*code != 0) return grpc_status_kind(*code);
+  if (body.error() != nullptr || !body.at_boundary()) return "grpc_bad_message";
+  return "";
+}
+
+}  // namespace ringrpc::load

@@ -1,0 +1,17 @@
+#pragma once
+// A gRPC request message from JSON, converted against a .proto file with libprotobuf's own
+// parser (compiler::Importer) and dynamic messages: no generated code, no hand-written protobuf.
+
+#include <string>
+#include <vector>
+
+namespace ringrpc::load {
+
+/// The serialized request of `method` ("pkg.Service/Method", as in a grpc:// URL's path without
+/// the leading '/') from `json` (proto3 JSON mapping). `proto_file` is found on `includes`
+/// (like protoc's -I; its own directory is searched too). Throws std::invalid_argument naming
+/// the file, the line and what is wrong.
+std::string grpc_request_from_json(const std::string& proto_file, const std::vector<std::string>& includes,
+                                   const std::string& method, const std::string& json);
+
+}  // namespace ringrpc::load

@@ -1,0 +1,411 @@
+// h2c:// and grpc:// — HTTP/2 over plain TCP, many streams per connection as the depth. nghttp2
+// is the state machine only: the engine's io_uring moves the bytes, and the codec hands
+// nghttp2 whole frames, up to one that can end a stream, per parse_reply (so at most one call
+// ends per parse, and the engine's framing stays the one every protocol shares). gRPC adds its message prefix to the
+// request body and reads grpc-status from the trailers (grpc_framing.hpp).
+#include <nghttp2/nghttp2.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "grpc_framing.hpp"
+#include "protocol.hpp"
+
+namespace ringrpc::load {
+namespace detail {
+std::unique_ptr<protocol> make_h2_protocol(const target& t, const codec_options& options);
+}  // namespace detail
+
+namespace {
+
+constexpr std::size_t frame_header_bytes = 9;
+// The largest frame a server may send before we raise SETTINGS_MAX_FRAME_SIZE (we never do).
+constexpr std::size_t max_frame_payload = 16384;
+// Big windows: fewer WINDOW_UPDATE frames per call; the reply limit still caps each stream.
+constexpr std::int32_t stream_window = 16 << 20;
+constexpr std::int32_t connection_window = 1 << 30;
+// Past this stream id the connection asks to be replaced before ids run out (2^31 - 1).
+constexpr std::int32_t last_usable_stream_id = 0x7fffffff - 2 * 65536;
+
+struct h2_settings {
+  bool grpc = false;
+  std::string scheme = "http";
+  std::string authority;
+  std::vector<std::pair<std::string, std::string>> headers;  ///< -H, names lowercased
+  std::vector<std::byte> body;  ///< POST body: the payload (h2c) or the framed message (grpc)
+  std::string default_path;
+  std::uint32_t max_reply_bytes = 64u << 20;
+};
+
+nghttp2_nv nv(const std::string& name, const std::string& value) {
+  // NO_COPY: the strings live in the protocol (or the run's kinds), which outlive every codec.
+  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+          NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+}
+
+const std::string k_method = ":method", k_scheme = ":scheme", k_authority = ":authority", k_path = ":path",
+                  k_content_type = "content-type", k_te = "te", v_grpc = "application/grpc", v_trailers = "trailers",
+                  v_post = "POST";
+
+// One stream in flight. Reused through a free list: a run's steady state allocates none.
+struct stream_state {
+  std::uint64_t seq = 0;
+  std::size_t body_sent = 0;
+  std::uint64_t reply_bytes = 0;
+  unsigned http_status = 0;
+  bool ended = false;  // its call was answered (or dropped); close only frees it
+  bool has_body = false;
+  std::string grpc_status;
+  grpc_message_reader messages;
+};
+
+class h2_codec final : public connection_codec {
+ public:
+  explicit h2_codec(std::shared_ptr<const h2_settings> settings) : _settings(std::move(settings)) {
+    nghttp2_session_callbacks* cbs = nullptr;
+    if (nghttp2_session_callbacks_new(&cbs) != 0) throw std::bad_alloc();
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &h2_codec::on_frame);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &h2_codec::on_data);
+    nghttp2_session_callbacks_set_on_header_callback(cbs, &h2_codec::on_header);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &h2_codec::on_close);
+    // nghttp2's HTTP messaging checks validate every received header name and value (a few
+    // per cent of a call's CPU); the codec reads only :status and grpc-status, and a reply
+    // without :status counts as http_0, so the checks buy nothing here.
+    nghttp2_option* opt = nullptr;
+    if (nghttp2_option_new(&opt) != 0) {
+      nghttp2_session_callbacks_del(cbs);
+      throw std::bad_alloc();
+    }
+    nghttp2_option_set_no_http_messaging(opt, 1);
+    // Until the server's SETTINGS say its limit, open at most 100 streams (RFC 9113's lowest
+    // recommended limit), not the unbounded default that a server refuses stream by stream.
+    nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
+    const int rc = nghttp2_session_client_new2(&_session, cbs, this, opt);
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cbs);
+    if (rc != 0) throw std::bad_alloc();
+    const nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                                         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, stream_window}};
+    nghttp2_submit_settings(_session, NGHTTP2_FLAG_NONE, iv, std::size(iv));
+    nghttp2_session_set_local_window_size(_session, NGHTTP2_FLAG_NONE, 0, connection_window);
+  }
+  ~h2_codec() override { nghttp2_session_del(_session); }
+  h2_codec(const h2_codec&) = delete;
+  h2_codec& operator=(const h2_codec&) = delete;
+
+  void write_request(std::vector<std::byte>& out, std::uint64_t seq, const request_kind& kind) override {
+    stream_state* s = take_stream();
+    s->seq = seq;
+    const std::vector<nghttp2_nv>& nva = headers_for(kind);
+    s->has_body = _settings->grpc || kind.method == "POST" || kind.method == "PUT" || kind.method == "PATCH";
+    nghttp2_data_provider body{};
+    body.source.ptr = s;
+    body.read_callback = &h2_codec::read_body;
+    const std::int32_t id = nghttp2_submit_request(_session, nullptr, nva.data(), nva.size(),
+                                                   s->has_body ? &body : nullptr, s);
+    if (id < 0) {
+      // Out of stream ids (or memory): the call stays unanswered and times out or is reported
+      // unfinished; write_pending has already asked for a new connection near the end.
+      give_back(s);
+    } else {
+      ++_open;
+    }
+    write_pending(out);
+  }
+
+  void write_pending(std::vector<std::byte>& out) override {
+    if (_open == 0 && _retiring && !_goaway_sent) {
+      // Stream ids nearly used up: say goodbye so the server closes and the engine reconnects.
+      nghttp2_session_terminate_session(_session, NGHTTP2_NO_ERROR);
+      _goaway_sent = true;
+    }
+    for (;;) {
+      const std::uint8_t* data = nullptr;
+      const ssize_t n = nghttp2_session_mem_send(_session, &data);
+      if (n <= 0) break;  // an error here resurfaces as the session's next receive failing
+      const auto* p = reinterpret_cast<const std::byte*>(data);
+      out.insert(out.end(), p, p + n);
+    }
+  }
+
+  reply parse_reply(std::span<const std::byte> in) override {
+    reply r;
+    // The whole frames at the front, up to and including the first that can end a stream
+    // (END_STREAM, RST_STREAM, GOAWAY, or a CONTINUATION that may complete such a HEADERS),
+    // go to nghttp2 in one call: at most one call ends per parse, and the frames before it
+    // (a reply's HEADERS, SETTINGS, WINDOW_UPDATE) cost no extra round through the engine.
+    const auto* b = reinterpret_cast<const std::uint8_t*>(in.data());
+    std::size_t whole = 0;
+    while (in.size() - whole >= frame_header_bytes) {
+      const std::uint8_t* h = b + whole;
+      const std::size_t length = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+      if (length > max_frame_payload) {
+        if (whole > 0) break;  // the frames before it first; the bad one is the next parse's
+        return fail(r, "HTTP/2 frame of " + std::to_string(length) + " bytes over the 16384 allowed");
+      }
+      if (!_seen_frame && whole == 0 && h[3] != NGHTTP2_SETTINGS) {
+        return fail(r, "the server's first HTTP/2 frame is not SETTINGS");
+      }
+      if (in.size() - whole < frame_header_bytes + length) break;
+      whole += frame_header_bytes + length;
+      const std::uint8_t type = h[3];
+      const bool ends = ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (h[4] & NGHTTP2_FLAG_END_STREAM) != 0) ||
+                        type == NGHTTP2_RST_STREAM || type == NGHTTP2_GOAWAY || type == NGHTTP2_CONTINUATION;
+      if (ends) break;
+    }
+    if (whole == 0) return r;
+    _seen_frame = true;
+    _ended_count = 0;
+    _ended_error.clear();
+    const std::size_t frame = whole;
+    const ssize_t used = nghttp2_session_mem_recv(_session, b, frame);
+    if (!_failure.empty()) return fail(r, _failure);
+    if (used < 0) return fail(r, std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(used)));
+    if (nghttp2_session_want_read(_session) == 0 && !_goaway) {
+      return fail(r, "HTTP/2: the server's frames broke the session");
+    }
+    if (_ended_count > 1) return fail(r, "HTTP/2: one frame ended several streams");  // an error mid-batch
+    r.consumed = frame;
+    r.close_after = _goaway || _retiring;
+    if (_ended_count == 0) {
+      r.status = reply_status::no_reply;
+      return r;
+    }
+    r.seq = _ended_seq;
+    r.status = _ended_error.empty() ? reply_status::ok : reply_status::error_reply;
+    r.error = _ended_error;
+    return r;
+  }
+
+ private:
+  static reply fail(reply& r, std::string why) {
+    r.status = reply_status::protocol_error;
+    r.error = std::move(why);
+    return r;
+  }
+
+  const std::vector<nghttp2_nv>& headers_for(const request_kind& kind) {
+    for (const auto& [k, nva] : _nva) {
+      if (k == &kind) return nva;
+    }
+    std::vector<nghttp2_nv> nva;
+    const std::string& method = _settings->grpc ? v_post : kind.method;
+    nva.push_back(nv(k_method, method));
+    nva.push_back(nv(k_scheme, _settings->scheme));
+    nva.push_back(nv(k_authority, _settings->authority));
+    nva.push_back(nv(k_path, kind.path.empty() ? _settings->default_path : kind.path));
+    if (_settings->grpc) {
+      nva.push_back(nv(k_content_type, v_grpc));
+      nva.push_back(nv(k_te, v_trailers));
+    }
+    for (const auto& [name, value] : _settings->headers) nva.push_back(nv(name, value));
+    _nva.emplace_back(&kind, std::move(nva));
+    return _nva.back().second;
+  }
+
+  stream_state* take_stream() {
+    if (_free.empty()) {
+      _all.push_back(std::make_unique<stream_state>());
+      _all.back()->messages = grpc_message_reader(_settings->max_reply_bytes);
+      return _all.back().get();
+    }
+    stream_state* s = _free.back();
+    _free.pop_back();
+    s->body_sent = 0;
+    s->reply_bytes = 0;
+    s->http_status = 0;
+    s->ended = false;
+    s->grpc_status.clear();
+    s->messages.reset();
+    return s;
+  }
+  void give_back(stream_state* s) { _free.push_back(s); }
+
+  // The call on `s` is answered: `error` empty for success, else its kind.
+  void end(stream_state* s, std::string error) {
+    if (s->ended) return;
+    s->ended = true;
+    ++_ended_count;
+    _ended_seq = s->seq;
+    _ended_error = std::move(error);
+  }
+
+  void finish(stream_state* s) {
+    if (_settings->grpc) {
+      end(s, grpc_call_outcome(s->http_status, s->grpc_status, s->messages));
+    } else if (s->http_status >= 400 || s->http_status < 100) {
+      end(s, std::string("http_").append(std::to_string(s->http_status)));
+    } else {
+      end(s, std::string());
+    }
+  }
+
+  static stream_state* stream_of(nghttp2_session* session, std::int32_t id) {
+    return static_cast<stream_state*>(nghttp2_session_get_stream_user_data(session, id));
+  }
+
+  static int on_frame(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+    auto* self = static_cast<h2_codec*>(user);
+    if (frame->hd.type == NGHTTP2_GOAWAY) {
+      self->_goaway = true;  // streams past its last id are closed next, unanswered: dropped
+      self->_goaway_last = frame->goaway.last_stream_id;
+      return 0;
+    }
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+      if (stream_state* s = stream_of(session, frame->hd.stream_id)) self->finish(s);
+    }
+    return 0;
+  }
+
+  static int on_data(nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+                     std::size_t len, void* user) {
+    auto* self = static_cast<h2_codec*>(user);
+    stream_state* s = stream_of(session, id);
+    if (s == nullptr) return 0;
+    s->reply_bytes += len;
+    if (s->reply_bytes > self->_settings->max_reply_bytes) {
+      self->_failure = "a reply over the limit of " + std::to_string(self->_settings->max_reply_bytes) + " bytes";
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    if (self->_settings->grpc) s->messages.feed({reinterpret_cast<const std::byte*>(data), len});
+    return 0;
+  }
+
+  static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const std::uint8_t* name,
+                       std::size_t namelen, const std::uint8_t* value, std::size_t valuelen, std::uint8_t,
+                       void* user) {
+    auto* self = static_cast<h2_codec*>(user);
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    stream_state* s = stream_of(session, frame->hd.stream_id);
+    if (s == nullptr) return 0;
+    const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+    const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+    if (n == ":status") {
+      // Three digits, or 0 (counted as http_0): nghttp2's messaging checks are off.
+      unsigned code = 0;
+      if (v.size() == 3 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        code = static_cast<unsigned>((v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0'));
+      }
+      s->http_status = code;
+    } else if (self->_settings->grpc && n == "grpc-status") {
+      s->grpc_status.assign(v.substr(0, 8));
+    }
+    return 0;
+  }
+
+  static int on_close(nghttp2_session* session, std::int32_t id, std::uint32_t error_code, void* user) {
+    auto* self = static_cast<h2_codec*>(user);
+    stream_state* s = stream_of(session, id);
+    if (s == nullptr) return 0;
+    if (!s->ended) {
+      if (self->_goaway && id > self->_goaway_last) {
+        s->ended = true;  // never processed by the server: dropped with the connection, as HTTP/1.1's close
+      } else {
+        std::string kind = "h2_";
+        for (const char* p = nghttp2_http2_strerror(error_code); *p != '\0'; ++p) {
+          kind.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(*p))));
+        }
+        self->end(s, std::move(kind));
+      }
+    }
+    nghttp2_session_set_stream_user_data(session, id, nullptr);
+    self->give_back(s);
+    --self->_open;
+    if (id >= last_usable_stream_id) self->_retiring = true;
+    return 0;
+  }
+
+  static ssize_t read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
+                           std::uint32_t* flags, nghttp2_data_source* source, void* user) {
+    auto* self = static_cast<h2_codec*>(user);
+    auto* s = static_cast<stream_state*>(source->ptr);
+    const auto& body = self->_settings->body;
+    const std::size_t n = std::min(length, body.size() - s->body_sent);
+    std::memcpy(buf, body.data() + s->body_sent, n);
+    s->body_sent += n;
+    if (s->body_sent == body.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return static_cast<ssize_t>(n);
+  }
+
+  std::shared_ptr<const h2_settings> _settings;
+  nghttp2_session* _session = nullptr;
+  std::vector<std::pair<const request_kind*, std::vector<nghttp2_nv>>> _nva;
+  std::vector<std::unique_ptr<stream_state>> _all;
+  std::vector<stream_state*> _free;
+  unsigned _open = 0;
+  // What the frame being parsed did.
+  unsigned _ended_count = 0;
+  std::uint64_t _ended_seq = 0;
+  std::string _ended_error;
+  std::string _failure;
+  bool _seen_frame = false;
+  bool _goaway = false;
+  std::int32_t _goaway_last = 0;
+  bool _retiring = false;
+  bool _goaway_sent = false;
+};
+
+class h2_protocol final : public protocol {
+ public:
+  explicit h2_protocol(std::shared_ptr<const h2_settings> s) : _settings(std::move(s)) {}
+  std::unique_ptr<connection_codec> new_connection() const override { return std::make_unique<h2_codec>(_settings); }
+  std::vector<request_kind> default_kinds() const override {
+    request_kind k;
+    k.path = _settings->default_path;
+    if (_settings->grpc) {
+      k.name = _settings->default_path.substr(1);
+      k.method = "POST";
+    } else {
+      k.name = "GET " + _settings->default_path;
+      k.method = "GET";
+    }
+    return {k};
+  }
+  bool talks_unasked() const override { return true; }
+
+ private:
+  std::shared_ptr<const h2_settings> _settings;
+};
+
+}  // namespace
+
+std::unique_ptr<protocol> detail::make_h2_protocol(const target& t, const codec_options& options) {
+  auto s = std::make_shared<h2_settings>();
+  s->grpc = t.scheme == "grpc";
+  s->authority = options.host_header.empty() ? t.host + ":" + std::to_string(t.port) : options.host_header;
+  s->default_path = t.path.empty() ? "/" : t.path;
+  s->max_reply_bytes = options.max_reply_bytes;
+  for (const std::string& h : options.headers) {
+    const auto colon = h.find(':', 1);  // not the first byte: pseudo-headers are ours
+    std::string name = colon == std::string::npos ? std::string() : h.substr(0, colon);
+    if (name.empty() || name.find_first_of(" \t") != std::string::npos || name[0] == ':' ||
+        h.find_first_of("\r\n") != std::string::npos) {
+      throw std::invalid_argument("bad header '" + h + "': expected 'Name: value' on one line");
+    }
+    std::string value = h.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    value.erase(value.find_last_not_of(" \t") + 1);
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (name == "host") {
+      s->authority = value;  // HTTP/2 says it in :authority
+    } else if (name == "connection" || name == "content-length" || name == "te" || name == "transfer-encoding" ||
+               (s->grpc && name == "content-type")) {
+      throw std::invalid_argument("header '" + name + "' is set by ringrpc-load itself");
+    } else {
+      s->headers.emplace_back(std::move(name), std::move(value));
+    }
+  }
+  s->body = s->grpc ? grpc_frame_message(options.payload) : options.payload;
+  return std::make_unique<h2_protocol>(std::move(s));
+}
+
+}  // namespace ringrpc::load
