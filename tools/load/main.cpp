@@ -308,6 +308,13 @@ int main(int argc, char** argv) {
     }
     cfg.endpoints = resolve_endpoints(url_with_method);
     cfg.where = cfg.endpoints.front();
+    cfg.per_endpoint = is_registry_url(url);
+    if (cfg.per_endpoint) {
+      std::string listed;
+      for (const auto& e : cfg.endpoints) listed.append(listed.empty() ? "" : ", ").append(authority_of(e));
+      std::fprintf(stderr, "ringrpc-load: %s lists %zu member(s): %s\n", url.c_str(), cfg.endpoints.size(),
+                   listed.c_str());
+    }
     if (!headers.empty() && cfg.where.scheme != "http" && cfg.where.scheme != "h2c" && cfg.where.scheme != "grpc") {
       throw std::invalid_argument("-H goes with http://, h2c:// and grpc:// targets");
     }
