@@ -190,8 +190,8 @@ std::string hdr_log_text(const run_result& r, double measured_epoch) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ringrpc-load: a load generator on io_uring. ringrpc-load [options] URL\n"
-               "  URL: ringrpc://H:P/method echo://H:P redis://H:P http://H:P/path\n"
-               "       h2c://H:P/path grpc://H:P/pkg.Service/Method ([::1]:P)",
+               "  URL: ringrpc://H:P/method echo://H:P redis://H:P http://H:P/path ([::1]:P)\n"
+               "       h2c://H:P/path grpc://H:P/pkg.Service/Method etcd://H:P/service/method",
                "ringrpc-load"};
   app.require_subcommand(0, 1);
   app.get_formatter()->column_width(30);
