@@ -9,6 +9,7 @@
 #include <span>
 #include <string_view>
 
+#include "ringrpc/peer_identity.hpp"
 #include "ringrpc/status.hpp"
 
 namespace ringrpc {
@@ -41,6 +42,10 @@ class call_context {
   /// server gave up on it while stopping. Cheap enough to poll in a loop; a handler that sees
   /// it may stop early and fail(status::cancelled, ...).
   bool cancelled() const noexcept;
+  /// Who the caller proved to be: its connection's TLS identity and, when the call carried an
+  /// accepted bearer token, that token's subject (peer_identity::token_subject). Null for a
+  /// plaintext call without a token. Valid while the call is (as payload()).
+  const peer_identity* peer() const noexcept;
 
   /// Answers with status ok and `payload`. The last of reply()/fail() wins; with neither, the
   /// caller gets ok with an empty payload.

@@ -38,6 +38,7 @@ std::chrono::nanoseconds call_remaining(const detail::call& c) noexcept {
 std::uint64_t call_context::call_id() const noexcept { return _call.id; }
 std::string_view call_context::method() const noexcept { return _call.method_name; }
 std::span<const std::byte> call_context::payload() const noexcept { return _call.payload; }
+const peer_identity* call_context::peer() const noexcept { return _call.peer; }
 bool call_context::has_deadline() const noexcept { return _call.deadline_ns != 0; }
 bool call_context::one_way() const noexcept { return _call.purpose != detail::call_purpose::request; }
 bool call_context::cancelled() const noexcept {
