@@ -9,6 +9,9 @@
 #include <span>
 #include <string_view>
 
+#include <optional>
+
+#include "ringrpc/metadata.hpp"
 #include "ringrpc/peer_identity.hpp"
 #include "ringrpc/status.hpp"
 
@@ -46,6 +49,12 @@ class call_context {
   /// accepted bearer token, that token's subject (peer_identity::token_subject). Null for a
   /// plaintext call without a token. Valid while the call is (as payload()).
   const peer_identity* peer() const noexcept;
+  /// The per-call metadata the caller sent (ringrpc/metadata.hpp), already checked against
+  /// the server's caps and key rules; empty when it sent none. Valid as payload() is.
+  metadata_view metadata() const noexcept;
+  /// The caller's W3C trace context, from a valid `traceparent` pair; nullopt when there is
+  /// none or it is malformed (then the call runs as if it had none).
+  std::optional<trace_context> trace() const noexcept;
 
   /// Answers with status ok and `payload`. The last of reply()/fail() wins; with neither, the
   /// caller gets ok with an empty payload.

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "ringrpc/authorizer.hpp"
 #include "ringrpc/call_context.hpp"
 #include "ringrpc/peer_identity.hpp"
 #include "ringrpc/thread_pool.hpp"
@@ -95,6 +96,10 @@ struct endpoint_options {
   std::optional<pool_options> own_pool;
   /// Serial endpoints: messages waiting in the inbox before new ones get SERVER_BUSY.
   unsigned inbox_capacity = 4096;
+  /// Admits or refuses each call for this endpoint, after the server's authorizer (see
+  /// ringrpc/authorizer.hpp: it runs on the reader thread, so cheap and non-blocking). Null:
+  /// none. Kept when a configuration file overrides this endpoint's other options.
+  std::shared_ptr<const ringrpc::authorizer> authorizer;
 };
 
 }  // namespace ringrpc

@@ -56,6 +56,8 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   js["metrics"] = s.metrics;
   js["slow_call_threshold_us"] = s.slow_call_threshold.count();
   js["sample_completions_every"] = s.sample_completions_every;
+  js["max_metadata_entries"] = s.max_metadata_entries;
+  js["max_metadata_bytes"] = s.max_metadata_bytes;
 
   json& jp = root["pools"] = json::object();
   for (const auto& [name, p] : cfg.pools) jp[name] = pool_json(p);
@@ -86,6 +88,9 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   jl["level"] = to_string(cfg.logging.level);
   jl["format"] = to_string(cfg.logging.format);
   jl["file"] = cfg.logging.file;
+
+  // The file's name only: the tokens are secrets and never shown.
+  root["auth"]["tokens_file"] = cfg.auth.tokens_file;
   return root;
 }
 

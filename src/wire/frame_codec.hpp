@@ -38,7 +38,9 @@ struct frame_view {
   /// key rules (wire/metadata_check.hpp); null when the frame has none, as every frame of
   /// before had.
   const flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>* metadata = nullptr;
-  /// Encoded: pairs to send (the decoder leaves this empty).
+  /// Encoded: pairs to send (the decoder leaves these empty): `metadata_defaults` first, but
+  /// those whose key `metadata_out` also has, then `metadata_out`.
+  std::span<const metadata_entry> metadata_defaults;
   std::span<const metadata_entry> metadata_out;
 };
 
@@ -72,7 +74,7 @@ class frame_encoder {
 
  private:
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>> encode_metadata(
-      std::span<const metadata_entry> pairs);
+      std::span<const metadata_entry> defaults, std::span<const metadata_entry> pairs);
   flatbuffers::FlatBufferBuilder _fbb;
   std::vector<flatbuffers::Offset<wire::Metadata>> _entries;  // reused between frames
 };
