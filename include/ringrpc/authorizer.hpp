@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/peer_identity.hpp"
@@ -37,6 +38,10 @@ namespace ringrpc {
 struct bearer_token {
   std::string token;    ///< RFC 6750 b64token characters, e.g. 32 random bytes in base64url
   std::string subject;  ///< e.g. "billing-batch"; non-empty
+  /// Empty: the token may call every method. Otherwise only these: an entry "NAME" allows the
+  /// method "NAME" and every "NAME.x" (an endpoint), "Greeter.SayHello" that method alone;
+  /// other calls with this token are answered permission_denied.
+  std::vector<std::string> methods;
 };
 
 enum class authorization {

@@ -1,10 +1,11 @@
 // `[auth] tokens_file`: the bearer tokens a server accepts, kept out of the configuration file
 // (which /status shows and which is often world-readable) in a file of their own.
 //
-// Format: one token per line, `SUBJECT TOKEN` separated by spaces or tabs; blank lines and lines
-// starting with '#' are skipped. SUBJECT is a name for logs and authorizers (letters, digits and
-// `_ - . @ :`); TOKEN uses RFC 6750 b64token characters. Errors name the file and line, never
-// the token.
+// Format: one token per line, `SUBJECT TOKEN [METHODS]` separated by spaces or tabs; blank lines
+// and lines starting with '#' are skipped. SUBJECT is a name for logs and authorizers (letters,
+// digits and `_ - . @ :`); TOKEN uses RFC 6750 b64token characters; METHODS, if given, is a
+// comma-separated list of the methods or endpoints the token may call (bearer_token::methods).
+// Errors name the file and line, never the token.
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -81,8 +82,21 @@ std::vector<bearer_token> parse_bearer_tokens(std::string_view text, const std::
     skip_blank();
     const std::string_view token = word();
     skip_blank();
+    std::string_view methods = word();
+    skip_blank();
     if (token.empty() || !line.empty()) {
-      throw config_error(source, line_no, "auth.tokens_file", "expected 'SUBJECT TOKEN' on this line");
+      throw config_error(source, line_no, "auth.tokens_file", "expected 'SUBJECT TOKEN [METHODS]' on this line");
+    }
+    std::vector<std::string> allowed;
+    while (!methods.empty()) {
+      const auto comma = methods.find(',');
+      const std::string_view m = methods.substr(0, comma);
+      if (m.empty()) throw config_error(source, line_no, "auth.tokens_file", "an empty method in the list");
+      allowed.emplace_back(m);
+      methods.remove_prefix(comma == std::string_view::npos ? methods.size() : comma + 1);
+      if (comma != std::string_view::npos && methods.empty()) {
+        throw config_error(source, line_no, "auth.tokens_file", "an empty method in the list");
+      }
     }
     for (char ch : subject) {
       if (!subject_char(ch)) {
@@ -96,7 +110,7 @@ std::vector<bearer_token> parse_bearer_tokens(std::string_view text, const std::
                          "the token may use letters, digits and - . _ ~ + / (then '=' padding) only");
     }
     if (out.size() == max_tokens) throw config_error(source, line_no, "auth.tokens_file", "more than 10000 tokens");
-    out.push_back({std::string(token), std::string(subject)});
+    out.push_back({std::string(token), std::string(subject), std::move(allowed)});
   }
   return out;
 }

@@ -6,8 +6,8 @@ namespace ringrpc::detail {
 
 token_table::token_table(const std::vector<bearer_token>& tokens) : _tokens(tokens) {}
 
-const std::string* token_table::match(std::string_view presented) const noexcept {
-  const std::string* found = nullptr;
+const bearer_token* token_table::match(std::string_view presented) const noexcept {
+  const bearer_token* found = nullptr;
   // Every token is compared in full, whatever matched before: the time taken tells an
   // observer how long the configured tokens are, not how much of one it guessed.
   for (const bearer_token& t : _tokens) {
@@ -18,9 +18,17 @@ const std::string* token_table::match(std::string_view presented) const noexcept
     }
     // Kept from being turned into an early exit: the compiler must assume `diff` is read.
     asm volatile("" : "+r"(diff));
-    if (diff == 0 && found == nullptr) found = &t.subject;
+    if (diff == 0 && found == nullptr) found = &t;
   }
   return found;
+}
+
+bool token_table::allows(const bearer_token& t, std::string_view method) noexcept {
+  if (t.methods.empty()) return true;
+  for (const std::string& m : t.methods) {
+    if (method == m || (method.size() > m.size() && method.starts_with(m) && method[m.size()] == '.')) return true;
+  }
+  return false;
 }
 
 call_guard::call_guard(const server_options& o)
@@ -66,12 +74,16 @@ status call_guard::admit_caller(connection& c, call& k, const frame_view& v, std
       why = "the authorization metadata is not of the form 'Bearer <token>'";
       return status::unauthenticated;
     }
-    const std::string* subject = _tokens.match(*token);
-    if (subject == nullptr) {
+    const bearer_token* accepted = _tokens.match(*token);
+    if (accepted == nullptr) {
       why = "bearer token not accepted";
       return status::unauthenticated;
     }
-    k.peer = token_identity(c, *subject);
+    k.peer = token_identity(c, accepted->subject);
+    if (!token_table::allows(*accepted, v.method)) {
+      why.assign("the bearer token of '").append(accepted->subject).append("' does not allow this method");
+      return status::permission_denied;
+    }
   }
   if (_authorizer != nullptr) return decide(*_authorizer, {v.method, k.peer, md}, why, "server");
   return status::ok;

@@ -26,8 +26,10 @@ class token_table {
  public:
   explicit token_table(const std::vector<bearer_token>& tokens);
   bool empty() const noexcept { return _tokens.empty(); }
-  /// The subject of the token equal to `presented`, or null.
-  const std::string* match(std::string_view presented) const noexcept;
+  /// The token equal to `presented`, or null.
+  const bearer_token* match(std::string_view presented) const noexcept;
+  /// True when `t` may call `method` (bearer_token::methods).
+  static bool allows(const bearer_token& t, std::string_view method) noexcept;
 
  private:
   std::vector<bearer_token> _tokens;

@@ -212,6 +212,21 @@ TEST(bearer_token, missing_or_wrong_is_unauthenticated_and_a_good_one_names_its_
   EXPECT_NE(metrics.find("path=\"unauthenticated\"} 6"), std::string::npos) << metrics;
 }
 
+TEST(bearer_token, a_token_limited_to_some_methods_is_permission_denied_elsewhere) {
+  server_options o;
+  o.bearer_tokens = {{"tok-limited-42", "limited", {"echo", "vault"}}};
+  fixture f(o);
+  client_options co;
+  co.bearer_token = "tok-limited-42";
+  client c = f.connect(co);
+  ASSERT_TRUE(c.call("echo", "x").ok());
+  ASSERT_TRUE(c.call("vault", "").ok());
+  auto r = c.call("who", "");
+  EXPECT_EQ(r.code, status::permission_denied);
+  EXPECT_EQ(r.message, "the bearer token of 'limited' does not allow this method");
+  EXPECT_EQ(f.srv->stats().calls_permission_denied, 1u);
+}
+
 TEST(authorizer, server_wide_decides_by_subject_and_method) {
   auto decide = make_authorizer([](const authorization_request& r) {
     if (r.peer == nullptr || r.peer->token_subject.empty()) return authorization::unauthenticated;

@@ -112,25 +112,38 @@ TEST(bearer, scheme_and_token_syntax) {
 TEST(token_table, matches_whole_tokens_only) {
   const detail::token_table t({{"alpha-token", "a"}, {"beta", "b"}, {"alpha-token", "dup"}});
   ASSERT_NE(t.match("alpha-token"), nullptr);
-  EXPECT_EQ(*t.match("alpha-token"), "a");  // the first of equal tokens wins
-  EXPECT_EQ(*t.match("beta"), "b");
+  EXPECT_EQ(t.match("alpha-token")->subject, "a");  // the first of equal tokens wins
+  EXPECT_EQ(t.match("beta")->subject, "b");
   EXPECT_EQ(t.match("alpha-toke"), nullptr);
   EXPECT_EQ(t.match("alpha-tokens"), nullptr);
   EXPECT_EQ(t.match("bet"), nullptr);
   EXPECT_EQ(t.match(""), nullptr);
   EXPECT_EQ(t.match(std::string_view("beta\0", 5)), nullptr);
   EXPECT_TRUE(detail::token_table({}).empty());
+  const bearer_token limited{"x", "s", {"echo", "Greeter.SayHello", "kv"}};
+  EXPECT_TRUE(detail::token_table::allows(limited, "echo"));
+  EXPECT_TRUE(detail::token_table::allows(limited, "kv.get"));
+  EXPECT_TRUE(detail::token_table::allows(limited, "Greeter.SayHello"));
+  EXPECT_FALSE(detail::token_table::allows(limited, "Greeter.SayBye"));
+  EXPECT_FALSE(detail::token_table::allows(limited, "echo2"));
+  EXPECT_FALSE(detail::token_table::allows(limited, "kv"  "x.get"));
+  EXPECT_FALSE(detail::token_table::allows(limited, "ech"));
+  EXPECT_TRUE(detail::token_table::allows({"x", "s", {}}, "anything"));
 }
 
 TEST(tokens_file, lines_comments_and_errors_that_never_show_the_token) {
-  const auto tokens = parse_bearer_tokens("# who may call\n\nalice  tok-a1\r\n\tbob\ttok-b2  \n", "t");
+  const auto tokens = parse_bearer_tokens("# who may call\n\nalice  tok-a1\r\n\tbob\ttok-b2  echo,kv.get\n", "t");
   ASSERT_EQ(tokens.size(), 2u);
+  EXPECT_TRUE(tokens[0].methods.empty());
+  EXPECT_EQ(tokens[1].methods, (std::vector<std::string>{"echo", "kv.get"}));
+  EXPECT_THROW(parse_bearer_tokens("a tok echo,\n", "t"), config_error);
+  EXPECT_THROW(parse_bearer_tokens("a tok echo,,kv\n", "t"), config_error);
   EXPECT_EQ(tokens[0].subject, "alice");
   EXPECT_EQ(tokens[0].token, "tok-a1");
   EXPECT_EQ(tokens[1].subject, "bob");
   EXPECT_EQ(tokens[1].token, "tok-b2");
   try {
-    parse_bearer_tokens("alice ok\ncarol sec ret\n", "tokens.txt");
+    parse_bearer_tokens("alice ok\ncarol sec ret x\n", "tokens.txt");
     FAIL();
   } catch (const config_error& e) {
     EXPECT_EQ(e.source(), "tokens.txt");
