@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs tests/wire/protocol_client.py (an independent Python client written from docs/protocol.md)
 # against a fresh ringrpc-server, then against one that checks bearer tokens (--tokens-file);
-# against a fresh ringrpc-server, then stops the server with SIGTERM and checks it exits 0.
+# each time it stops the server with SIGTERM and checks it exits 0.
 # Usage: protocol_client_test.sh PATH/TO/ringrpc-server PATH/TO/protocol_client.py
 # Exit 77 (skipped) when the server cannot start because io_uring is unavailable.
 set -u
