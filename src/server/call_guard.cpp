@@ -32,7 +32,9 @@ bool token_table::allows(const bearer_token& t, std::string_view method) noexcep
 }
 
 call_guard::call_guard(const server_options& o)
-    : _limits{o.max_metadata_entries, o.max_metadata_bytes}, _tokens(o.bearer_tokens) {}
+    : _limits{o.max_metadata_entries, o.max_metadata_bytes},
+      _tokens(o.bearer_tokens),
+      _every_call(!_tokens.empty()) {}
 
 namespace {
 

@@ -40,9 +40,12 @@ class call_guard {
   explicit call_guard(const server_options& o);
 
   /// Before start().
-  void set_authorizer(std::shared_ptr<const authorizer> a) noexcept { _authorizer = std::move(a); }
+  void set_authorizer(std::shared_ptr<const authorizer> a) noexcept {
+    _authorizer = std::move(a);
+    _every_call = !_tokens.empty() || _authorizer != nullptr;
+  }
   /// True when every call must come here (tokens or a server-wide authorizer).
-  bool checks_every_call() const noexcept { return !_tokens.empty() || _authorizer != nullptr; }
+  bool checks_every_call() const noexcept { return _every_call; }
 
   /// Reader thread: checks the metadata, resolves who the caller is (k.peer) and asks the
   /// server's authorizer. status::ok, or the refusal's status with `why` set.
@@ -66,6 +69,7 @@ class call_guard {
   const metadata_limits _limits;
   const token_table _tokens;
   std::shared_ptr<const authorizer> _authorizer;
+  bool _every_call = false;  // read per call: one byte, not the vector and the pointer
   sharded_counter _unauthenticated, _permission_denied, _bad_metadata;
 };
 

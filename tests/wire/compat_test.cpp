@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -142,6 +145,59 @@ TEST(compat, todays_server_answers_an_old_client_byte_for_byte_as_before) {
       EXPECT_EQ(old->kind(), v1::Kind::Pong);
     }
   }
+}
+
+// The hex dump after `heading` in docs/protocol.md (the first ``` block after it), as bytes.
+std::vector<std::byte> documented_dump(const std::string& heading) {
+  std::ifstream in(RINGRPC_PROTOCOL_DOC);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const auto at = doc.find(heading);
+  if (at == std::string::npos) return {};
+  const auto open = doc.find("```\n", at);
+  const auto close = doc.find("```", open + 4);
+  std::istringstream lines(doc.substr(open + 4, close - open - 4));
+  std::vector<std::byte> out;
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string w;
+    while (words >> w) out.push_back(static_cast<std::byte>(std::stoul(w, nullptr, 16)));
+  }
+  return out;
+}
+
+TEST(compat, the_documented_frame_with_metadata_decodes_as_described) {
+  std::vector<std::byte> frame = documented_dump("### 4.4 The fixed layout with metadata");
+  ASSERT_EQ(frame.size(), 144u);
+  ASSERT_EQ(detail::read_frame_length(frame.data()), 140u);
+  detail::frame_view v;
+  ASSERT_EQ(detail::decode_frame(frame, v), detail::decode_outcome::ok);
+  EXPECT_EQ(v.call_id, 1u);
+  EXPECT_EQ(v.method, "echo");
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(v.payload.data()), v.payload.size()), "hi");
+  ASSERT_NE(v.metadata, nullptr);
+  const metadata_view md(v.metadata);
+  ASSERT_EQ(md.size(), 1u);
+  EXPECT_EQ(md[0].key, "tenant");
+  EXPECT_EQ(md[0].value, "blue");
+  // An old peer's verifier takes it too; it just does not see the pair.
+  EXPECT_NE(old_read(frame), nullptr);
+  // And the server answers it like the request of 4.3.
+  server_options o;
+  o.readers = 1;
+  server srv(o);
+  add_builtin_methods(srv);
+  srv.start();
+  test::raw_socket s(srv.port());
+  ASSERT_TRUE(s.send_all(frame));
+  detail::frame_view got;
+  std::vector<std::byte> storage;
+  ASSERT_TRUE(s.read_frame(got, storage));
+  EXPECT_EQ(got.call_id, 1u);
+  EXPECT_EQ(got.kind, wire::Kind::Reply);
+  EXPECT_EQ(got.payload.size(), 2u);
 }
 
 }  // namespace
