@@ -1,31 +1,9 @@
 #include "wire/frame_codec.hpp"
 
-#include <algorithm>
 #include <bit>
 #include <cstring>
 
 namespace ringrpc::detail {
-
-flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>> frame_encoder::encode_metadata(
-    std::span<const metadata_entry> defaults, std::span<const metadata_entry> pairs) {
-  _entries.clear();
-  auto add = [this](const metadata_entry& m) {
-    const auto key = _fbb.CreateString(m.key.data(), m.key.size());
-    // An empty value is still written (not left absent): the pair's presence is the point.
-    const auto value = _fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(m.value.data()), m.value.size());
-    wire::MetadataBuilder e(_fbb);
-    e.add_key(key);
-    e.add_value(value);
-    _entries.push_back(e.Finish());
-  };
-  for (const metadata_entry& d : defaults) {
-    const bool replaced = std::any_of(pairs.begin(), pairs.end(),
-                                      [&](const metadata_entry& m) { return m.key == d.key; });
-    if (!replaced) add(d);
-  }
-  for (const metadata_entry& m : pairs) add(m);
-  return _fbb.CreateVector(_entries);
-}
 
 std::span<const std::byte> frame_encoder::encode(const frame_view& f) {
   _fbb.Clear();
@@ -41,8 +19,8 @@ std::span<const std::byte> frame_encoder::encode(const frame_view& f) {
   flatbuffers::Offset<flatbuffers::String> message;
   if (!f.message.empty()) message = _fbb.CreateString(f.message.data(), f.message.size());
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>> metadata;
-  if (!f.metadata_out.empty() || !f.metadata_defaults.empty()) {
-    metadata = encode_metadata(f.metadata_defaults, f.metadata_out);
+  if (f.metadata_out != nullptr && !(f.metadata_out->defaults.empty() && f.metadata_out->pairs.empty())) {
+    metadata = encode_metadata(*f.metadata_out);
   }
 
   wire::FrameBuilder b(_fbb);

@@ -38,10 +38,16 @@ struct frame_view {
   /// key rules (wire/metadata_check.hpp); null when the frame has none, as every frame of
   /// before had.
   const flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>* metadata = nullptr;
-  /// Encoded: pairs to send (the decoder leaves these empty): `metadata_defaults` first, but
-  /// those whose key `metadata_out` also has, then `metadata_out`.
-  std::span<const metadata_entry> metadata_defaults;
-  std::span<const metadata_entry> metadata_out;
+  /// Encoded: pairs to send, or null (the decoder leaves it null). One pointer, not the spans
+  /// themselves: every frame_view is built per call, and frames without metadata are the many.
+  const struct metadata_to_send* metadata_out = nullptr;
+};
+
+/// What frame_encoder sends as metadata: `defaults` first, but those whose key `pairs` also
+/// has, then `pairs`.
+struct metadata_to_send {
+  std::span<const metadata_entry> defaults;
+  std::span<const metadata_entry> pairs;
 };
 
 /// Encodes a Reply frame (status Ok) for `call_id` carrying `payload` into `out` (replacing its
@@ -73,8 +79,9 @@ class frame_encoder {
   static constexpr std::size_t keep_bytes = 64 * 1024;
 
  private:
+  // Defined in metadata.cpp, out of encode()'s way: frames without metadata are the many.
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>> encode_metadata(
-      std::span<const metadata_entry> defaults, std::span<const metadata_entry> pairs);
+      const metadata_to_send& m);
   flatbuffers::FlatBufferBuilder _fbb;
   std::vector<flatbuffers::Offset<wire::Metadata>> _entries;  // reused between frames
 };

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "ringrpc/metadata.hpp"
+#include "wire/frame_codec.hpp"
 #include "wire/metadata_check.hpp"
 
 namespace ringrpc {
@@ -122,6 +123,29 @@ std::optional<std::string_view> parse_bearer(std::string_view a) noexcept {
 }  // namespace ringrpc
 
 namespace ringrpc::detail {
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>> frame_encoder::encode_metadata(
+    const metadata_to_send& m) {
+  const auto defaults = m.defaults;
+  const auto pairs = m.pairs;
+  _entries.clear();
+  auto add = [this](const metadata_entry& pair) {
+    const auto key = _fbb.CreateString(pair.key.data(), pair.key.size());
+    // An empty value is still written (not left absent): the pair's presence is the point.
+    const auto value = _fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(pair.value.data()), pair.value.size());
+    wire::MetadataBuilder e(_fbb);
+    e.add_key(key);
+    e.add_value(value);
+    _entries.push_back(e.Finish());
+  };
+  for (const metadata_entry& d : defaults) {
+    const bool replaced = std::any_of(pairs.begin(), pairs.end(),
+                                      [&](const metadata_entry& p) { return p.key == d.key; });
+    if (!replaced) add(d);
+  }
+  for (const metadata_entry& pair : pairs) add(pair);
+  return _fbb.CreateVector(_entries);
+}
 
 metadata_check check_metadata(const wire_metadata& md, metadata_limits limits) noexcept {
   metadata_check c;

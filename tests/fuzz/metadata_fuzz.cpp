@@ -116,7 +116,8 @@ void check_round_trip(const std::uint8_t* p, std::size_t n, metadata_limits limi
   frame_view f;
   f.call_id = 1;
   f.method = "m";
-  f.metadata_out = pairs;
+  const metadata_to_send to_send{{}, pairs};
+  f.metadata_out = &to_send;
   enc.encode_into(f, buf);
   frame_view v;
   FUZZ_CHECK(decode_frame(buf, v) == decode_outcome::ok);

@@ -78,7 +78,8 @@ TEST(compat, old_verifier_accepts_todays_frames_with_metadata_and_new_statuses) 
   f.call_id = 11;
   f.method = "echo";
   f.payload = test::bytes_of("hello");
-  f.metadata_out = md;
+  const detail::metadata_to_send to_send{{}, md};
+  f.metadata_out = &to_send;
   enc.encode_into(f, buf);
   const v1::Frame* old = old_read(buf);
   ASSERT_NE(old, nullptr) << "an old server would refuse a new client's frame";

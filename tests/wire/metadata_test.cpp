@@ -21,7 +21,8 @@ detail::frame_view round_trip(const std::vector<metadata_entry>& md, std::vector
   detail::frame_view f;
   f.call_id = 1;
   f.method = "m";
-  f.metadata_out = md;
+  const detail::metadata_to_send to_send{{}, md};
+  f.metadata_out = &to_send;
   enc.encode_into(f, storage);
   detail::frame_view v;
   EXPECT_EQ(detail::decode_frame(storage, v), detail::decode_outcome::ok);
