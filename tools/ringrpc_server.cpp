@@ -288,6 +288,8 @@ int main(int argc, char** argv) {
       {"admin.port", {}},           {"logging.level", {}},
       {"server.max_buffered_bytes", {}}, {"server.write_stall_timeout_ms", {}},
       {"server.frame_stall_timeout_ms", {}},
+      {"auth.tokens_file", {}},     {"server.max_metadata_entries", {}},
+      {"server.max_metadata_bytes", {}},
   };
   auto& flags = sources.flags;
   const auto defaults = default_config_json();
@@ -303,6 +305,7 @@ int main(int argc, char** argv) {
     else if (key == "server.default_policy") type = "POLICY";
     else if (key == "server.metrics") type = "BOOL";
     else if (key == "logging.level") type = "LEVEL";
+    else if (key.ends_with("_file")) type = "FILE";
     auto* o = app.add_option_function<std::string>(names, [&flags, i](const std::string& v) { flags[i].value = v; },
                                                    help);
     o->type_name(type);
@@ -335,6 +338,11 @@ int main(int argc, char** argv) {
   flag("--frame-stall-timeout-ms", 18,
        "close connections whose partial frame gets no byte this long; 0 = never "
        "[server.frame_stall_timeout_ms]");
+  flag("--tokens-file", 19,
+       "accept only calls carrying 'authorization: Bearer TOKEN' for a TOKEN of this file of "
+       "'SUBJECT TOKEN' lines (docs/security.md) [auth.tokens_file]");
+  flag("--max-metadata-entries", 20, "metadata pairs a call may carry [server.max_metadata_entries]");
+  flag("--max-metadata-bytes", 21, "bytes of metadata keys and values a call may carry [server.max_metadata_bytes]");
   app.add_option("--set", sources.sets, "any configuration key, e.g. --set pools.slow.threads=4 (repeatable)")
       ->type_name("KEY=VALUE");
   try {

@@ -15,8 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/authorizer.hpp"
 #include "ringrpc/call_context.hpp"
 #include "ringrpc/endpoint.hpp"
+#include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 #include "ringrpc/thread_pool.hpp"
 
@@ -104,6 +106,17 @@ struct server_options {
   std::chrono::microseconds slow_call_threshold{0};
   /// Post a call_completed event for one call in this many (per thread); 0 = never.
   unsigned sample_completions_every = 0;
+
+  /// Per-call metadata a call may carry (ringrpc/metadata.hpp): at most this many pairs and
+  /// this many bytes of keys plus values; beyond either the call is answered BAD_REQUEST and
+  /// does not run (the connection stays open). The frame itself is bounded by max_frame_bytes.
+  std::uint32_t max_metadata_entries = default_max_metadata_entries;
+  std::uint32_t max_metadata_bytes = default_max_metadata_bytes;
+  /// Bearer tokens the server accepts (docs/security.md). Empty: tokens are not checked (an
+  /// `authorization` pair is then just metadata). Otherwise every call must carry
+  /// `authorization: Bearer <one of these>` or is answered UNAUTHENTICATED unrun; its token's
+  /// subject becomes call_context::peer()->token_subject. Compared in constant time.
+  std::vector<bearer_token> bearer_tokens;
 };
 
 /// Counters of a running server, merged from per-thread counters when read.
@@ -137,6 +150,9 @@ struct server_stats {
   std::uint64_t connections_write_stalled = 0;  ///< shed: replies waited, peer read nothing
   std::uint64_t connections_frame_stalled = 0;  ///< shed: a partial frame got no further byte
   std::uint64_t out_of_memory = 0;  ///< allocations that failed: a call or a connection failed
+  std::uint64_t calls_bad_metadata = 0;      ///< BAD_REQUEST: metadata over the caps or malformed
+  std::uint64_t calls_unauthenticated = 0;   ///< UNAUTHENTICATED: no accepted token/identity
+  std::uint64_t calls_permission_denied = 0; ///< PERMISSION_DENIED: an authorizer refused
 };
 
 /// What server::wait() does with SIGINT and SIGTERM.
@@ -187,6 +203,11 @@ class server {
   /// already (fixed, `handlers` threads). Throws std::invalid_argument on a duplicate name or
   /// bad options, std::logic_error after start().
   void add_pool(std::string name, pool_options options);
+
+  /// The server-wide authorizer (ringrpc/authorizer.hpp): every call must pass it (and then its
+  /// endpoint's own, endpoint_options::authorizer). Runs on the reader threads: cheap and
+  /// non-blocking. Null removes it. Throws std::logic_error after start().
+  void set_authorizer(std::shared_ptr<const authorizer> a);
 
   /// Registers an endpoint under `name` (no dots; calls to "name" and "name.x" reach it). Before
   /// start() it starts with the server; after, on_start() runs here before it can get anything.

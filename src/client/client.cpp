@@ -150,6 +150,9 @@ void client::call_async(std::string_view method, std::span<const std::byte> payl
   f.method = method;
   f.timeout_us = timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0;
   f.payload = payload;
+  // Only calls that send metadata pay for it; the others pass a null pointer.
+  const detail::metadata_to_send md{_conn->metadata, options.metadata};
+  if (!md.defaults.empty() || !md.pairs.empty()) f.metadata_out = &md;
   encode_request(f, p->frame);
   if (!_conn->admit(p->frame.size())) {
     // Refused before the loop ever sees it: the pool takes the pending back from any thread.
@@ -215,6 +218,8 @@ bool client::send_one_way(std::string_view method, std::span<const std::byte> pa
   f.kind = wire::Kind::OneWay;
   f.method = method;
   f.payload = payload;
+  const detail::metadata_to_send md{_conn->metadata, {}};
+  if (!md.defaults.empty()) f.metadata_out = &md;
   encode_request(f, p->frame);
   if (!_conn->admit(p->frame.size())) {
     loop.recycle(p);

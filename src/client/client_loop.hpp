@@ -60,9 +60,13 @@ struct client_conn {
         default_timeout(o.default_timeout),
         max_pending_calls(o.max_pending_calls),
         max_pending_bytes(o.max_pending_bytes),
+        metadata(o.metadata),
         max_frame_bytes(o.max_frame_bytes),
         inflight(o.max_pending_calls) {
     assembler.emplace(max_frame_bytes);
+    if (!o.bearer_token.empty()) {
+      metadata.push_back({"authorization", std::string("Bearer ").append(o.bearer_token)});
+    }
   }
 
   const int fd;
@@ -71,6 +75,9 @@ struct client_conn {
   const std::chrono::microseconds default_timeout;
   const std::uint32_t max_pending_calls;
   const std::size_t max_pending_bytes;
+  /// Sent with every call and one-way message (client_options::metadata and bearer_token);
+  /// written before the connection is shared, read-only after.
+  std::vector<metadata_entry> metadata;
   // Taken by the calling thread before a call is posted, given back by the loop (uncount()).
   std::atomic<std::uint32_t> pending_calls{0};
   std::atomic<std::size_t> pending_bytes{0};

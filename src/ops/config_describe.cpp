@@ -56,6 +56,8 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   js["metrics"] = s.metrics;
   js["slow_call_threshold_us"] = s.slow_call_threshold.count();
   js["sample_completions_every"] = s.sample_completions_every;
+  js["max_metadata_entries"] = s.max_metadata_entries;
+  js["max_metadata_bytes"] = s.max_metadata_bytes;
 
   json& jp = root["pools"] = json::object();
   for (const auto& [name, p] : cfg.pools) jp[name] = pool_json(p);
@@ -98,6 +100,8 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   jd["prefix"] = cfg.discovery.prefix;
   jd["lease_ttl_s"] = cfg.discovery.lease_ttl.count();
   jd["deregister_grace_ms"] = cfg.discovery.deregister_grace.count();
+  // The file's name only: the tokens are secrets and never shown.
+  root["auth"]["tokens_file"] = cfg.auth.tokens_file;
   return root;
 }
 

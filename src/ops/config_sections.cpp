@@ -68,6 +68,8 @@ void read_server(context& ctx, const toml::table& t, server_options& s) {
   r.integer("slow_call_threshold_us", slow_us, 0, k_day_ms * 1000);
   s.slow_call_threshold = std::chrono::microseconds(slow_us);
   r.integer("sample_completions_every", s.sample_completions_every, 0, 1'000'000'000);
+  r.integer("max_metadata_entries", s.max_metadata_entries, 0, 65'536);
+  r.integer("max_metadata_bytes", s.max_metadata_bytes, 0, std::int64_t{1} << 30);
   r.finish();
 }
 
@@ -188,6 +190,12 @@ void read_discovery(context& ctx, const toml::table& t, discovery_config& d) {
   r.finish();
 }
 
+void read_auth(context& ctx, const toml::table& t, auth_options& a) {
+  table_reader r(ctx, t, "auth", "[auth]");
+  r.string("tokens_file", a.tokens_file);
+  r.finish();
+}
+
 void read_all(context& ctx, const toml::table& root, server_config& cfg, event_queue_names known) {
   table_reader r(ctx, root, "", "the top level");
   if (const auto* t = r.table("server")) read_server(ctx, *t, cfg.server);
@@ -197,6 +205,7 @@ void read_all(context& ctx, const toml::table& root, server_config& cfg, event_q
   if (const auto* t = r.table("admin")) read_admin(ctx, *t, cfg.admin);
   if (const auto* t = r.table("logging")) read_logging(ctx, *t, cfg.logging);
   if (const auto* t = r.table("discovery")) read_discovery(ctx, *t, cfg.discovery);
+  if (const auto* t = r.table("auth")) read_auth(ctx, *t, cfg.auth);
   r.finish();
 }
 }  // namespace ringrpc::config_detail

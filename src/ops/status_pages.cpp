@@ -83,6 +83,9 @@ void fill_metrics(const server_core& core, metrics_snapshot& m) {
   rejected.add(static_cast<double>(st.calls_rejected_stopping), {{"path", "shutting_down"}});
   rejected.add(static_cast<double>(st.calls_unknown), {{"path", "unknown_method"}});
   rejected.add(static_cast<double>(st.bad_frames), {{"path", "bad_frame"}});
+  rejected.add(static_cast<double>(st.calls_bad_metadata), {{"path", "bad_metadata"}});
+  rejected.add(static_cast<double>(st.calls_unauthenticated), {{"path", "unauthenticated"}});
+  rejected.add(static_cast<double>(st.calls_permission_denied), {{"path", "permission_denied"}});
   m.counter("ringrpc_rpc_cancel_requests_total", "Cancel frames received.")
       .add(static_cast<double>(st.cancel_requests));
   m.counter("ringrpc_rpc_replies_written_total",

@@ -38,6 +38,19 @@ std::chrono::nanoseconds call_remaining(const detail::call& c) noexcept {
 std::uint64_t call_context::call_id() const noexcept { return _call.id; }
 std::string_view call_context::method() const noexcept { return _call.method_name; }
 std::span<const std::byte> call_context::payload() const noexcept { return _call.payload; }
+const peer_identity* call_context::peer() const noexcept { return _call.peer; }
+metadata_view call_context::metadata() const noexcept {
+  // Calls from clients keep their whole verified frame in `request`; others have no metadata.
+  if (_call.purpose != detail::call_purpose::request && _call.purpose != detail::call_purpose::one_way) return {};
+  if (_call.request.size() < detail::frame_prefix_bytes + 8) return {};
+  return metadata_view(flatbuffers::GetSizePrefixedRoot<wire::Frame>(_call.request.data())->metadata());
+}
+std::optional<trace_context> call_context::trace() const noexcept {
+  const auto value = metadata().find("traceparent");
+  trace_context t;
+  if (!value || !parse_traceparent(*value, t)) return std::nullopt;
+  return t;
+}
 bool call_context::has_deadline() const noexcept { return _call.deadline_ns != 0; }
 bool call_context::one_way() const noexcept { return _call.purpose != detail::call_purpose::request; }
 bool call_context::cancelled() const noexcept {
@@ -185,8 +198,20 @@ void server::add_pool(std::string name, pool_options options) {
   _core->endpoints().add_pool(std::move(name), options);
 }
 
+void server::set_authorizer(std::shared_ptr<const authorizer> a) {
+  if (_core->state() != detail::server_state::configured) {
+    throw std::logic_error("set_authorizer() must come before start()");
+  }
+  _core->guard().set_authorizer(std::move(a));
+}
+
 void server::register_endpoint(std::string name, std::shared_ptr<endpoint> ep, endpoint_options options) {
-  if (const endpoint_options* o = _core->endpoint_override(name)) options = *o;
+  if (const endpoint_options* o = _core->endpoint_override(name)) {
+    // The file tunes threads and queues; who may call is the code's decision, so it stays.
+    auto who = std::move(options.authorizer);
+    options = *o;
+    if (options.authorizer == nullptr) options.authorizer = std::move(who);
+  }
   _core->endpoints().register_endpoint(std::move(name), std::move(ep), std::move(options), false);
 }
 

@@ -25,6 +25,7 @@
 #include "ringrpc/log.hpp"
 #include "ringrpc/server.hpp"
 #include "server/acceptor.hpp"
+#include "server/call_guard.hpp"
 #include "server/caller_shares.hpp"
 #include "server/deferred_state.hpp"
 #include "server/memory_budget.hpp"
@@ -86,6 +87,8 @@ class server_core final : public exec_host {
   peer_limits& peers() noexcept { return *_peers; }
   /// Fair-share counters of callers keyed by address (fair_share_by = address).
   caller_shares& callers() noexcept { return _callers; }
+  /// Metadata caps, bearer tokens and the server's authorizer (call_guard.hpp).
+  call_guard& guard() noexcept { return _guard; }
   /// Allocations that failed (a call or a connection was failed instead of the server).
   void note_out_of_memory() noexcept { _out_of_memory.add(); }
   reader& reader_at(std::size_t i) noexcept { return *_readers[i]; }
@@ -176,6 +179,7 @@ class server_core final : public exec_host {
   bool wait_until(Pred pred, std::chrono::steady_clock::time_point deadline);
 
   server_options _options;
+  call_guard _guard{_options};
   uring_features _features;
   dispatcher _dispatcher{*this};
   std::unique_ptr<memory_budget> _budget;

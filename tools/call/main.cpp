@@ -274,6 +274,17 @@ int main(int argc, char** argv) {
   app.add_flag("--base64", base64, "untyped: -d is base64, the reply is printed in base64")->excludes(hex_flag);
   app.add_flag("--compact", compact, "print the reply on one line");
   app.add_flag("--emit-defaults", emit_defaults, "also print fields equal to their default value");
+  std::string token;
+  std::vector<std::string> metadata;
+  app.add_option("--token", token,
+                 "send 'authorization: Bearer TOKEN' with each call (plaintext: trusted networks "
+                 "only); prefer the environment variable, which ps does not show")
+      ->envname("RINGRPC_TOKEN")
+      ->type_name("TOKEN");
+  app.add_option("-H,--metadata", metadata,
+                 "a metadata pair sent with each call, e.g. -H traceparent=00-...-01 (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -290,6 +301,21 @@ int main(int argc, char** argv) {
       throw tool_error(exit_usage, e.what());
     }
     if (call.timeout.count() <= 0) throw tool_error(exit_usage, "--timeout must be positive");
+    for (const std::string& kv : metadata) {
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos || !ringrpc::valid_metadata_key(kv.substr(0, eq))) {
+        throw tool_error(exit_usage, "-H needs KEY=VALUE with a lowercase KEY (a-z 0-9 - _ .), got '" +
+                                         kv.substr(0, eq) + "'");
+      }
+      call.metadata.push_back({kv.substr(0, eq), kv.substr(eq + 1)});
+    }
+    // The token is never echoed, in errors either.
+    if (!token.empty()) {
+      if (!ringrpc::parse_bearer(std::string("Bearer ").append(token))) {
+        throw tool_error(exit_usage, "--token / RINGRPC_TOKEN holds characters a bearer token cannot have");
+      }
+      call.metadata.push_back({"authorization", std::string("Bearer ").append(token)});
+    }
     session s(parse_address(target), schema_file, includes, call, connect);
     if (command == "list") {
       if (!name.empty()) throw tool_error(exit_usage, "list takes no name");
