@@ -27,6 +27,7 @@
 #include "ringrpc/log.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/thread_pool.hpp"
+#include "ringrpc/tls.hpp"
 
 namespace ringrpc {
 
@@ -57,6 +58,9 @@ struct server_config {
   event_bus_config events;                                    ///< `[events]`
   admin_options admin;                                        ///< `[admin]`
   log_options logging;                                        ///< `[logging]`
+  /// `[tls]`: certificate files and policy (the port and handshake limits are in `server`).
+  /// The program makes the record layer from it (ringrpc::tls_context::server, ringrpc-tls).
+  tls_options tls;
 };
 
 /// A configuration that cannot be used. what() is the whole message, one line:

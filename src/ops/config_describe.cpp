@@ -86,6 +86,18 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   jl["level"] = to_string(cfg.logging.level);
   jl["format"] = to_string(cfg.logging.format);
   jl["file"] = cfg.logging.file;
+
+  json& jt = root["tls"];
+  jt["port"] = cfg.server.tls_port;
+  jt["cert"] = cfg.tls.cert_file;
+  jt["key"] = cfg.tls.key_file;
+  jt["ca"] = cfg.tls.ca_file;
+  jt["require_client_cert"] = cfg.tls.require_client_cert;
+  jt["min_version"] = cfg.tls.min_version;
+  jt["ciphers"] = cfg.tls.ciphers;
+  jt["ciphersuites"] = cfg.tls.ciphersuites;
+  jt["handshake_timeout_ms"] = cfg.server.tls_handshake_timeout.count();
+  jt["max_handshakes"] = cfg.server.max_tls_handshakes;
   return root;
 }
 
