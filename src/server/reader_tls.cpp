@@ -5,17 +5,41 @@
 // does not finish in time is shed by the sweep.
 #include <sys/socket.h>
 
+#include <memory>
 #include <string>
 
 #include "server/reader.hpp"
 #include "server/server_core.hpp"
 #include "uring/cqe_tag.hpp"
 
+// The peer's verified identity goes to the connection (ringrpc/peer_identity.hpp, with the
+// authorizer); where that is not part of the tree yet, TLS works without it.
+#if __has_include("ringrpc/peer_identity.hpp")
+#include "ringrpc/peer_identity.hpp"
+#define RINGRPC_TLS_PUBLISHES_IDENTITY 1
+#endif
+
 namespace ringrpc::detail {
 
 namespace {
 
 tls_link& link_of(connection* c) noexcept { return *c->rare.load(std::memory_order_relaxed)->tls; }
+
+// What the handshake verified (the client's certificate under mutual TLS, or nothing) becomes
+// the connection's identity before anyone hears of the connection. Throws std::bad_alloc.
+void publish_identity([[maybe_unused]] connection* c, [[maybe_unused]] const record_session& s) {
+#ifdef RINGRPC_TLS_PUBLISHES_IDENTITY
+  peer_certificate_identity id = s.peer_identity();  // empty unless verified
+  if (id.empty()) return;
+  auto who = std::make_shared<peer_identity>();
+  who->subject = std::move(id.subject);
+  who->dns_names = std::move(id.dns_names);
+  who->uris = std::move(id.uris);
+  who->ip_addresses = std::move(id.ips);
+  who->certificate_verified = true;
+  c->set_peer_identity(std::move(who));
+#endif
+}
 
 }  // namespace
 
@@ -79,7 +103,13 @@ void reader::tls_established(connection* c, tls_link& t) noexcept {
   _core.end_handshake();
   _tls_handshakes.add();
   t.announced = true;
-  // TODO(auth): hand t.session->peer_identity() to the connection's identity (peer_identity.hpp).
+  try {
+    publish_identity(c, *t.session);
+  } catch (const std::bad_alloc&) {
+    // Without memory to keep who the peer is, it is nobody: the authorizer refuses what needs
+    // an identity, nothing is let in on a guess.
+    _core.note_out_of_memory();
+  }
   notify_endpoints(c, call_purpose::connected);
 }
 

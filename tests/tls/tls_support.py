@@ -57,10 +57,10 @@ def make_all(d):
 class Server:
     """ringrpc-server on 127.0.0.1 with free ports; stopped by PID (TERM, then KILL)."""
 
-    def __init__(self, binary, args, workdir):
+    def __init__(self, binary, args, workdir, prefix=()):
         self.out = open(os.path.join(workdir, "server.out"), "w+")
         self.err = open(os.path.join(workdir, "server.err"), "w+")
-        self.proc = subprocess.Popen([binary, "--port", "0", "--readers", "1", "--handlers", "1",
+        self.proc = subprocess.Popen([*prefix, binary, "--port", "0", "--readers", "1", "--handlers", "1",
                                       "--admin-port", "0", *args],
                                      stdout=self.out, stderr=self.err)
         self.port = self.tls_port = self.admin_port = None
