@@ -26,6 +26,8 @@
 
 namespace ringrpc {
 
+class record_layer;  // ringrpc/record_layer.hpp
+
 namespace detail {
 class client_loop;
 struct client_conn;
@@ -96,6 +98,11 @@ struct client_options {
   /// before a call is added, so a single request larger than this is still accepted when less
   /// is pending; beyond it, client_busy.
   std::size_t max_pending_bytes = 64u << 20;
+  /// TLS to the server: a client context of ringrpc-tls (ringrpc::tls_context::client with
+  /// the CA, an optional client certificate, the server name, `insecure`). Null: plaintext.
+  /// Calls made while the handshake runs wait for it; a failed handshake fails them with
+  /// connection_closed and the reason.
+  std::shared_ptr<record_layer> tls;
 };
 
 /// One I/O thread with its own ring. Shared by the clients created with it; lives as long as

@@ -66,6 +66,9 @@ class record_layer {
   virtual std::string_view name() const noexcept = 0;
   /// A session for a newly accepted connection, or null if none can be made now.
   virtual std::unique_ptr<record_session> new_server_session() = 0;
+  /// A session for a connection this side opened to `host` (SNI and the name verified), or
+  /// null if this layer makes no client sessions.
+  virtual std::unique_ptr<record_session> new_client_session(std::string_view /*host*/) { return nullptr; }
   /// Bytes one session holds while idle and during its handshake, as charged to the server's
   /// memory budget (an estimate: the library allocates them itself).
   virtual std::size_t session_bytes() const noexcept = 0;

@@ -63,7 +63,7 @@ class tls_context final : public record_layer {
   std::unique_ptr<record_session> new_server_session() override;
   std::size_t session_bytes() const noexcept override;
   /// A client session; `host` is verified (and sent as SNI) unless server_name overrides it.
-  std::unique_ptr<record_session> new_client_session(std::string_view host);
+  std::unique_ptr<record_session> new_client_session(std::string_view host) override;
   /// "CN=... (expires 2027-01-01)": the certificate in use, for logs and /status.
   std::string certificate_summary() const;
 

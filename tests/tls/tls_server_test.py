@@ -2,7 +2,7 @@
 """TLS listener of ringrpc-server against Python's ssl module: byte-exact calls (one TLS record
 and many, pipelined), the plaintext port beside it, garbage instead of a ClientHello, a stalled
 handshake, mutual TLS refusals, start-up errors for bad certificates and a SIGHUP reload.
-Usage: tls_server_test.py PATH/TO/ringrpc-server"""
+Usage: tls_server_test.py PATH/TO/ringrpc-server [PATH/TO/ringrpc-call]"""
 
 import os
 import random
@@ -18,6 +18,7 @@ from tls_support import (Server, client_context, echo_frame, make_all, pc, read_
                          tls_connect)
 
 SERVER = sys.argv[1]
+CALL = sys.argv[2] if len(sys.argv) > 2 else None
 failures = []
 
 
@@ -129,6 +130,16 @@ def refused(port, ctx, what):
         pass
 
 
+def ringrpc_call(srv, certs):
+    base = [CALL, "ringrpcs://127.0.0.1:%d" % srv.tls_port, "call", "echo", "-d", "over tls"]
+    p = subprocess.run(base + ["--cacert", certs["ca"] + ".pem"], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and p.stdout == "over tls", "ringrpc-call: %d %r %r" % (p.returncode, p.stdout, p.stderr))
+    p = subprocess.run(base + ["--cacert", certs["other-ca"] + ".pem"], capture_output=True, text=True, timeout=30)
+    check(p.returncode != 0 and "certificate verify failed" in p.stderr, "wrong CA: %d %r" % (p.returncode, p.stderr))
+    p = subprocess.run(base + ["--insecure"], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and p.stdout == "over tls", "--insecure: %d %r" % (p.returncode, p.stderr))
+
+
 def mutual(binary, certs, work):
     srv = Server(binary, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
                           "--tls-key", certs["server"] + ".key", "--tls-ca", certs["ca"] + ".pem",
@@ -217,6 +228,8 @@ def main():
             run("plaintext port beside the TLS one", plaintext_beside, srv, certs)
             run("garbage instead of a ClientHello: that connection closes", garbage, srv, certs)
             run("stalled handshake: closed after the timeout, counted", stalled, srv, certs)
+            if CALL:
+                run("ringrpc-call ringrpcs:// (--cacert, wrong CA, --insecure)", ringrpc_call, srv, certs)
             print("     /status tls: %s" % srv.tls_stats())
         finally:
             rc = srv.stop()
