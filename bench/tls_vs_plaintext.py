@@ -5,8 +5,11 @@ another. Rounds alternate plaintext and TLS at depth 1 and 16, then TLS handshak
 is the median over the rounds with min and max. CPU per call is the server's own (utime+stime
 from /proc/PID/stat over the run) divided by the calls it answered.
 
+With --baseline PATH (a ringrpc-server built before TLS), plaintext rounds against it join the
+alternation, so "plaintext did not get slower" is a ratio measured in the same run.
+
 Run under the bench lock:
-  flock /tmp/ringrpc-bench.lock bench/tls_vs_plaintext.py --build build/bench [--rounds 5]"""
+  flock /tmp/ringrpc-bench.lock bench/tls_vs_plaintext.py --build build/bench [--rounds 5] [--baseline OLD]"""
 
 import argparse
 import json
@@ -37,6 +40,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
+    ap.add_argument("--baseline", help="a ringrpc-server built before TLS: its plaintext calls join the rounds, "
+                                       "on the same CPU, to show plaintext did not get slower")
     args = ap.parse_args()
     server_bin = os.path.join(args.build, "tools", "ringrpc-server")
     client_bin = os.path.join(args.build, "bench", "tls_bench_client")
@@ -48,18 +53,27 @@ def main():
                                   "--tls-key", key, "--log-level", "warn"], work,
                      prefix=["taskset", "-c", args.server_cpu])
         pid = srv.proc.pid
+        base = None
+        if args.baseline:
+            bdir = os.path.join(work, "baseline")
+            os.makedirs(bdir)
+            base = Server(args.baseline, ["--dispatch", "direct", "--log-level", "warn"], bdir,
+                          prefix=["taskset", "-c", args.server_cpu])
         results = {}
         try:
             cases = [("plaintext d1", srv.port, ["--depth", "1"]), ("tls d1", srv.tls_port, ["--tls", "--depth", "1"]),
                      ("plaintext d16", srv.port, ["--depth", "16"]), ("tls d16", srv.tls_port, ["--tls", "--depth", "16"]),
                      ("tls handshakes", srv.tls_port, ["--handshakes"])]
+            if base:
+                cases += [("baseline d1", base.port, ["--depth", "1"]), ("baseline d16", base.port, ["--depth", "16"])]
             for r in range(args.rounds):
                 for name, port, extra in cases:
-                    before = cpu_seconds(pid)
+                    spid = base.proc.pid if name.startswith("baseline") else pid
+                    before = cpu_seconds(spid)
                     out = subprocess.run(["taskset", "-c", args.client_cpu, client_bin, "--port", str(port),
                                           "--seconds", str(args.seconds), *extra],
                                          capture_output=True, text=True, timeout=60, check=True).stdout
-                    used = cpu_seconds(pid) - before
+                    used = cpu_seconds(spid) - before
                     j = json.loads(out)
                     results.setdefault(name, []).append({
                         "calls_per_s": j["calls"] / j["seconds"],
@@ -68,6 +82,8 @@ def main():
                 time.sleep(0.2)
         finally:
             srv.stop()
+            if base:
+                base.stop()
 
     def med(name, key):
         v = [x[key] for x in results[name]]
@@ -88,6 +104,12 @@ def main():
         print("TLS/plaintext %-4s CPU per call %.2fx [%.2f..%.2f], calls/s %.2fx [%.2f..%.2f]" % (
             d, statistics.median(ratios), min(ratios), max(ratios),
             statistics.median(rates), min(rates), max(rates)))
+    if "baseline d1" in results:
+        for d in ("d1", "d16"):
+            ratios = [n["cpu_us_per_call"] / b["cpu_us_per_call"]
+                      for n, b in zip(results["plaintext " + d], results["baseline " + d])]
+            print("plaintext now/before TLS %-4s CPU per call %.3fx [%.3f..%.3f]" % (
+                d, statistics.median(ratios), min(ratios), max(ratios)))
 
 
 if __name__ == "__main__":
