@@ -27,6 +27,8 @@
 
 namespace ringrpc {
 
+class record_layer;  // ringrpc/record_layer.hpp
+
 namespace detail {
 class client_loop;
 struct client_conn;
@@ -109,6 +111,11 @@ struct client_options {
   /// server that checks bearer tokens (docs/security.md). Plaintext on the wire: for trusted
   /// networks only. Never logged by ringrpc.
   std::string bearer_token;
+  /// TLS to the server: a client context of ringrpc-tls (ringrpc::tls_context::client with
+  /// the CA, an optional client certificate, the server name, `insecure`). Null: plaintext.
+  /// Calls made while the handshake runs wait for it; a failed handshake fails them with
+  /// connection_closed and the reason.
+  std::shared_ptr<record_layer> tls;
 };
 
 /// One I/O thread with its own ring. Shared by the clients created with it; lives as long as

@@ -28,6 +28,7 @@
 #include "ringrpc/log.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/thread_pool.hpp"
+#include "ringrpc/tls.hpp"
 
 namespace ringrpc {
 
@@ -68,6 +69,9 @@ struct server_config {
   log_options logging;                                        ///< `[logging]`
   discovery_config discovery;                                 ///< `[discovery]`
   auth_options auth;                                          ///< `[auth]`
+  /// `[tls]`: certificate files and policy (the port and handshake limits are in `server`).
+  /// The program makes the record layer from it (ringrpc::tls_context::server, ringrpc-tls).
+  tls_options tls;
 };
 
 /// Reads a tokens file (auth_options::tokens_file). Throws config_error naming the file and

@@ -11,6 +11,8 @@
 #include "client/client_loop.hpp"
 #include "client/tcp_connect.hpp"
 
+#include <unistd.h>
+
 namespace ringrpc {
 
 std::string_view to_string(call_error e) noexcept {
@@ -101,6 +103,15 @@ client client::connect(const std::string& host, std::uint16_t port, client_optio
   if (!runtime) runtime = client_runtime::create();
   const int fd = connect_socket(host, port, options.connect_timeout);
   auto* conn = new detail::client_conn(fd, options);
+  if (options.tls) {
+    try {
+      detail::attach_tls(*conn, *options.tls, host);  // tls_client_setup.cpp
+    } catch (...) {
+      ::close(fd);
+      delete conn;
+      throw;
+    }
+  }
   detail::client_loop& loop = *runtime->_loop;
   detail::pending* p = loop.get_pending();
   p->kind = detail::pending::what::attach;

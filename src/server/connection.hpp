@@ -16,6 +16,7 @@
 #include "ringrpc/peer_identity.hpp"
 #include "server/caller_shares.hpp"
 #include "server/peer_address.hpp"
+#include "server/tls_link.hpp"
 #include "server/write_slots.hpp"
 #include "wire/frame_assembler.hpp"
 
@@ -24,7 +25,7 @@ namespace ringrpc::detail {
 class reader;
 
 /// Why the reader closed a connection itself (the sweep's timeouts); `peer`: it did not.
-enum class close_cause : std::uint8_t { peer, idle, write_stalled, frame_stalled };
+enum class close_cause : std::uint8_t { peer, idle, write_stalled, frame_stalled, handshake_timeout };
 
 /// The reason as events and logs give it; null for `peer`.
 inline const char* describe(close_cause c) noexcept {
@@ -32,6 +33,7 @@ inline const char* describe(close_cause c) noexcept {
     case close_cause::idle: return "idle";
     case close_cause::write_stalled: return "write stalled: the peer read nothing while replies waited";
     case close_cause::frame_stalled: return "frame stalled: part of a frame and no further byte";
+    case close_cause::handshake_timeout: return "TLS handshake timed out";
     case close_cause::peer: break;
   }
   return nullptr;
@@ -144,6 +146,7 @@ struct connection {
     /// subject seen on this connection (bounded by the configured tokens' subjects); calls
     /// carrying that token point at it.
     std::vector<std::shared_ptr<const peer_identity>> token_identities;
+    std::unique_ptr<tls_link> tls;  // TLS listener's connections only (reader_tls.cpp)
   };
   std::atomic<connection_rare*> rare{nullptr};
   connection_rare& rare_part() {
@@ -196,6 +199,7 @@ struct connection {
   bool budget_paused = false;  // not read while the server's memory budget is exhausted
   bool counted_per_address = false;  // admitted by peer_limits: released when it finishes
   bool liveness_checked = false;  // looked at once in this silence (reader::check_liveness)
+  bool tls = false;  // accepted on the TLS listener: bytes pass through rare->tls (never changes)
   close_cause closed_by = close_cause::peer;  // why the reader closed it, if it did
   peer_address address;  // set at hand-off, before anyone else sees it (here: it packs)
   std::size_t assembler_charged = 0;  // assembler capacity charged to the memory budget

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "ringrpc/record_layer.hpp"
 #include "server/server_core.hpp"
 
 namespace ringrpc {
@@ -328,6 +329,10 @@ int server::wait(wait_signals signals) {
   return wait_first_signal.load();
 }
 std::uint16_t server::port() const noexcept { return _core->port(); }
+std::uint16_t server::tls_port() const noexcept { return _core->tls_port(); }
+std::string_view server::tls_record_layer() const noexcept {
+  return _core->options().tls ? _core->options().tls->name() : std::string_view();
+}
 const server_options& server::options() const noexcept { return _core->options(); }
 server_stats server::stats() const { return _core->stats(); }
 std::vector<pool_stats> server::pool_stats_all() const { return _core->endpoints().stats(); }

@@ -26,6 +26,7 @@
 #include "byte_text.hpp"
 #include "cli_conventions.hpp"
 #include "ringrpc/client.hpp"
+#include "tls_target.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
 
@@ -77,10 +78,14 @@ class session {
         _call(call),
         _connect_timeout(connect_timeout) {}
 
+  /// ringrpcs://: the connection speaks TLS through `tls`.
+  void use_tls(std::shared_ptr<ringrpc::record_layer> tls) { _tls = std::move(tls); }
+
   ringrpc::client& connection() {
     if (!_client) {
       ringrpc::client_options o;
       o.connect_timeout = _connect_timeout;
+      o.tls = _tls;
       try {
         _client.emplace(ringrpc::client::connect(_where.host, _where.port, o));
       } catch (const std::system_error& e) {
@@ -105,6 +110,7 @@ class session {
   std::vector<std::string> _includes;
   ringrpc::call_options _call;
   std::chrono::milliseconds _connect_timeout;
+  std::shared_ptr<ringrpc::record_layer> _tls;
   std::optional<ringrpc::client> _client;
 };
 
@@ -252,7 +258,15 @@ int main(int argc, char** argv) {
   std::string target, command, name, data, schema_file, timeout = "10s", connect_timeout = "3s";
   std::vector<std::string> includes;
   bool compact = false, emit_defaults = false, raw = false, hex = false, base64 = false;
-  app.add_option("address", target, "HOST:PORT of the server")->required()->type_name("HOST:PORT");
+  app.add_option("address", target, "HOST:PORT of the server; ringrpcs://HOST:PORT for TLS")
+      ->required()
+      ->type_name("HOST:PORT");
+  ringrpc::tools::tls_flags tls;
+  app.add_option("--cacert", tls.cacert, "ringrpcs://: PEM CAs to verify the server with (default: the system's)")
+      ->type_name("FILE");
+  app.add_option("--cert", tls.cert, "ringrpcs://: PEM client certificate (mutual TLS)")->type_name("FILE");
+  app.add_option("--key", tls.key, "ringrpcs://: PEM private key of --cert")->type_name("FILE");
+  app.add_flag("--insecure", tls.insecure, "ringrpcs://: do not verify the server's certificate");
   app.add_option("command", command, "list, describe or call")->required()->type_name("COMMAND");
   app.add_option("name", name, "describe: a service, method or type; call: Service.Method or an untyped method")
       ->type_name("NAME");
@@ -316,7 +330,16 @@ int main(int argc, char** argv) {
       }
       call.metadata.push_back({"authorization", std::string("Bearer ").append(token)});
     }
+    const bool use_tls = ringrpc::tools::take_scheme(target);
+    if (tls.any() && !use_tls) throw tool_error(exit_usage, "--cacert, --cert, --key and --insecure need a ringrpcs:// address");
     session s(parse_address(target), schema_file, includes, call, connect);
+    if (use_tls) {
+      try {
+        s.use_tls(ringrpc::tools::make_client_tls(tls));
+      } catch (const std::exception& e) {
+        throw tool_error(exit_usage, e.what());
+      }
+    }
     if (command == "list") {
       if (!name.empty()) throw tool_error(exit_usage, "list takes no name");
       return run_list(s);
