@@ -12,12 +12,7 @@
 #include "server/server_core.hpp"
 #include "uring/cqe_tag.hpp"
 
-// The peer's verified identity goes to the connection (ringrpc/peer_identity.hpp, with the
-// authorizer); where that is not part of the tree yet, TLS works without it.
-#if __has_include("ringrpc/peer_identity.hpp")
 #include "ringrpc/peer_identity.hpp"
-#define RINGRPC_TLS_PUBLISHES_IDENTITY 1
-#endif
 
 namespace ringrpc::detail {
 
@@ -27,8 +22,7 @@ tls_link& link_of(connection* c) noexcept { return *c->rare.load(std::memory_ord
 
 // What the handshake verified (the client's certificate under mutual TLS, or nothing) becomes
 // the connection's identity before anyone hears of the connection. Throws std::bad_alloc.
-void publish_identity([[maybe_unused]] connection* c, [[maybe_unused]] const record_session& s) {
-#ifdef RINGRPC_TLS_PUBLISHES_IDENTITY
+void publish_identity(connection* c, const record_session& s) {
   peer_certificate_identity id = s.peer_identity();  // empty unless verified
   if (id.empty()) return;
   auto who = std::make_shared<peer_identity>();
@@ -38,7 +32,6 @@ void publish_identity([[maybe_unused]] connection* c, [[maybe_unused]] const rec
   who->ip_addresses = std::move(id.ips);
   who->certificate_verified = true;
   c->set_peer_identity(std::move(who));
-#endif
 }
 
 }  // namespace

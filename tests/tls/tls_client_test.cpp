@@ -3,6 +3,7 @@
 // handshake finished, mutual TLS, verification failures, and the plaintext port beside it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <optional>
@@ -11,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "ringrpc/authorizer.hpp"
+#include "ringrpc/call_context.hpp"
 #include "ringrpc/client.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/tls.hpp"
@@ -151,6 +154,55 @@ TEST(TlsClient, MutualTls) {
   const auto st = s.srv->stats();
   EXPECT_GE(st.tls_handshake_failures, 2u);
   EXPECT_EQ(st.tls_handshakes, 1u);
+}
+
+// The verified client certificate becomes the caller's identity: the handler sees it in
+// call_context::peer(), and the server's authorizer decides on it before the call runs.
+TEST(TlsClient, VerifiedCertificateIsTheIdentityTheAuthorizerDecidesOn) {
+  ringrpc::server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  ringrpc::tls_options t;
+  t.cert_file = files()("server.pem");
+  t.key_file = files()("server.key");
+  t.ca_file = files()("ca.pem");
+  t.require_client_cert = true;
+  o.tls = ringrpc::tls_context::server(t);
+  ringrpc::server srv(o);
+  srv.add_method("whoami", [](ringrpc::call_context& ctx) {
+    const ringrpc::peer_identity* p = ctx.peer();
+    if (p == nullptr) return ctx.fail(ringrpc::status::internal, "no identity");
+    std::string s = p->subject;
+    for (const auto& u : p->uris) s.append(" uri=").append(u);
+    for (const auto& d : p->dns_names) s.append(" dns=").append(d);
+    for (const auto& i : p->ip_addresses) s.append(" ip=").append(i);
+    s.append(p->certificate_verified ? " verified" : " unverified");
+    ctx.reply(s);
+  });
+  srv.add_method("admin.reset", [](ringrpc::call_context& ctx) { ctx.reply(std::string_view("reset")); });
+  srv.set_authorizer(ringrpc::make_authorizer([](const ringrpc::authorization_request& r) {
+    if (r.peer == nullptr || !r.peer->certificate_verified) return ringrpc::authorization::unauthenticated;
+    const bool is_admin = std::find(r.peer->uris.begin(), r.peer->uris.end(), "spiffe://unit/admin") != r.peer->uris.end();
+    if (r.method.starts_with("admin.") && !is_admin) return ringrpc::authorization::permission_denied;
+    return ringrpc::authorization::allow;
+  }));
+  srv.start();
+
+  auto ct = trusting();
+  ct.cert_file = files()("client.pem");
+  ct.key_file = files()("client.key");
+  auto c = ringrpc::client::connect("127.0.0.1", srv.tls_port(), client_tls(ct));
+  const auto who = c.call("whoami", std::string_view(""));
+  ASSERT_TRUE(who.ok()) << who.message;
+  EXPECT_EQ(who.payload_string(), "CN=client-1 uri=spiffe://unit/client-1 dns=client-1.unit ip=10.0.0.7 verified");
+  const auto denied = c.call("admin.reset", std::string_view(""));
+  EXPECT_EQ(denied.code, ringrpc::status::permission_denied) << denied.message;
+  EXPECT_EQ(srv.stats().calls_permission_denied, 1u);
+
+  // The plaintext port beside it: no certificate, so the same authorizer says unauthenticated.
+  auto plain = ringrpc::client::connect("127.0.0.1", srv.port());
+  EXPECT_EQ(plain.call("whoami", std::string_view("")).code, ringrpc::status::unauthenticated);
+  EXPECT_EQ(srv.stats().calls_unauthenticated, 1u);
 }
 
 TEST(TlsClient, ManyConnectionsAtOnce) {
