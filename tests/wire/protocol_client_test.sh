@@ -33,7 +33,11 @@ trap 'exit 1' INT TERM HUP
 run_round() {
   client_args=$1
   shift
-  "$server" --port 0 --readers 1 --handlers 1 "$@" >"$work/stdout" 2>"$work/stderr" &
+  # A fresh file each round: the shell truncates it in the child, after fork, so reading a
+  # reused file could find the previous round's port.
+  rm -f "$work/stdout" "$work/stderr"
+  : >"$work/stdout"
+  "$server" --port 0 --readers 1 --handlers 1 "$@" >>"$work/stdout" 2>"$work/stderr" &
   pid=$!
 
   # Wait (at most 10 s) for "listening on HOST:PORT".
