@@ -39,6 +39,7 @@
 #ifdef RINGRPC_HAVE_DISCOVERY
 #include "ringrpc/discovery.hpp"
 #endif
+#include "ringrpc/tls.hpp"
 
 namespace {
 
@@ -288,6 +289,12 @@ int main(int argc, char** argv) {
       {"admin.port", {}},           {"logging.level", {}},
       {"server.max_buffered_bytes", {}}, {"server.write_stall_timeout_ms", {}},
       {"server.frame_stall_timeout_ms", {}},
+      {"auth.tokens_file", {}},     {"server.max_metadata_entries", {}},
+      {"server.max_metadata_bytes", {}},
+      {"tls.port", {}},             {"tls.cert", {}},
+      {"tls.key", {}},              {"tls.ca", {}},
+      {"tls.require_client_cert", {}}, {"tls.min_version", {}},
+      {"tls.ciphers", {}},
   };
   auto& flags = sources.flags;
   const auto defaults = default_config_json();
@@ -303,6 +310,11 @@ int main(int argc, char** argv) {
     else if (key == "server.default_policy") type = "POLICY";
     else if (key == "server.metrics") type = "BOOL";
     else if (key == "logging.level") type = "LEVEL";
+    else if (key.ends_with("_file")) type = "FILE";
+    else if (key == "tls.cert" || key == "tls.key" || key == "tls.ca") type = "FILE";
+    else if (key == "tls.require_client_cert") type = "BOOL";
+    else if (key == "tls.min_version") type = "1.2|1.3";
+    else if (key == "tls.ciphers") type = "LIST";
     auto* o = app.add_option_function<std::string>(names, [&flags, i](const std::string& v) { flags[i].value = v; },
                                                    help);
     o->type_name(type);
@@ -335,6 +347,18 @@ int main(int argc, char** argv) {
   flag("--frame-stall-timeout-ms", 18,
        "close connections whose partial frame gets no byte this long; 0 = never "
        "[server.frame_stall_timeout_ms]");
+  flag("--tokens-file", 19,
+       "accept only calls carrying 'authorization: Bearer TOKEN' for a TOKEN of this file of "
+       "'SUBJECT TOKEN' lines (docs/security.md) [auth.tokens_file]");
+  flag("--max-metadata-entries", 20, "metadata pairs a call may carry [server.max_metadata_entries]");
+  flag("--max-metadata-bytes", 21, "bytes of metadata keys and values a call may carry [server.max_metadata_bytes]");
+  flag("--tls-port", 22, "TLS listener beside the plaintext one (needs --tls-cert) [tls.port]");
+  flag("--tls-cert", 23, "PEM certificate chain of the TLS listener [tls.cert]");
+  flag("--tls-key", 24, "PEM private key of --tls-cert [tls.key]");
+  flag("--tls-ca", 25, "PEM CAs that sign client certificates [tls.ca]");
+  flag("--tls-require-client-cert", 26, "mutual TLS: refuse clients without a certificate from --tls-ca [tls.require_client_cert]");
+  flag("--tls-min-version", 27, "lowest TLS version accepted [tls.min_version]");
+  flag("--tls-ciphers", 28, "TLS 1.2 cipher list, OpenSSL syntax; \"\" = OpenSSL's default [tls.ciphers]");
   app.add_option("--set", sources.sets, "any configuration key, e.g. --set pools.slow.threads=4 (repeatable)")
       ->type_name("KEY=VALUE");
   try {
@@ -365,6 +389,25 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // The TLS listener's certificates are checked before anything starts: a missing, unreadable,
+  // expired or mismatched one is a start-up failure naming the file.
+#ifdef RINGRPC_HAVE_TLS
+  std::shared_ptr<ringrpc::tls_context> tls;
+  if (cfg.tls.enabled()) {
+    try {
+      tls = ringrpc::tls_context::server(cfg.tls);
+    } catch (const std::exception& e) {
+      return startup_failure(one_line(e.what()));
+    }
+    cfg.server.tls = tls;
+  }
+#else
+  if (cfg.tls.enabled()) return startup_failure("TLS: this ringrpc-server was built without TLS (meson -Dtls=enabled)");
+#endif
+  if (!cfg.tls.enabled() && (!cfg.tls.key_file.empty() || !cfg.tls.ca_file.empty() || cfg.server.tls_port != 0)) {
+    return startup_failure("TLS: tls.key, tls.ca and tls.port need tls.cert (--tls-cert)");
+  }
 
   std::optional<ringrpc::server> srv;
   // A failed start is one line: the server's own lines of a start it then undoes
@@ -415,6 +458,16 @@ int main(int argc, char** argv) {
   const bool v6 = cfg.server.host.find(':') != std::string::npos;
   std::printf(v6 ? "listening on [%s]:%u\n" : "listening on %s:%u\n", cfg.server.host.c_str(),
               static_cast<unsigned>(srv->port()));
+#ifdef RINGRPC_HAVE_TLS
+  if (tls) {
+    std::printf(v6 ? "tls listening on [%s]:%u\n" : "tls listening on %s:%u\n", cfg.server.host.c_str(),
+                static_cast<unsigned>(srv->tls_port()));
+    ringrpc::log::info("tls_listening", {{"port", std::to_string(srv->tls_port())},
+                                         {"record_layer", std::string(tls->name())},
+                                         {"certificate", tls->certificate_summary()},
+                                         {"client_certificates", cfg.tls.require_client_cert ? "required" : "optional"}});
+  }
+#endif
   if (cfg.admin.enabled) {
     std::printf("admin on http://%s:%u/\n", cfg.admin.host.c_str(), static_cast<unsigned>(srv->admin_port()));
   }
@@ -426,6 +479,18 @@ int main(int argc, char** argv) {
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig != SIGHUP) break;
     hup.reload();
+#ifdef RINGRPC_HAVE_TLS
+    if (tls) {
+      // The same files, read again (a renewed certificate): new handshakes get it, connections
+      // already open keep theirs; a bad file keeps the certificate in effect.
+      try {
+        tls->reload();
+        ringrpc::log::info("tls_reloaded", {{"certificate", tls->certificate_summary()}});
+      } catch (const std::exception& e) {
+        ringrpc::log::warn("tls_reload_failed", {{"msg", one_line(e.what())}, {"kept", tls->certificate_summary()}});
+      }
+    }
+#endif
   }
 
   // stop() blocks this thread for up to the drain timeout; another thread keeps listening, so

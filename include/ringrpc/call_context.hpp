@@ -9,6 +9,10 @@
 #include <span>
 #include <string_view>
 
+#include <optional>
+
+#include "ringrpc/metadata.hpp"
+#include "ringrpc/peer_identity.hpp"
 #include "ringrpc/status.hpp"
 
 namespace ringrpc {
@@ -41,6 +45,16 @@ class call_context {
   /// server gave up on it while stopping. Cheap enough to poll in a loop; a handler that sees
   /// it may stop early and fail(status::cancelled, ...).
   bool cancelled() const noexcept;
+  /// Who the caller proved to be: its connection's TLS identity and, when the call carried an
+  /// accepted bearer token, that token's subject (peer_identity::token_subject). Null for a
+  /// plaintext call without a token. Valid while the call is (as payload()).
+  const peer_identity* peer() const noexcept;
+  /// The per-call metadata the caller sent (ringrpc/metadata.hpp), already checked against
+  /// the server's caps and key rules; empty when it sent none. Valid as payload() is.
+  metadata_view metadata() const noexcept;
+  /// The caller's W3C trace context, from a valid `traceparent` pair; nullopt when there is
+  /// none or it is malformed (then the call runs as if it had none).
+  std::optional<trace_context> trace() const noexcept;
 
   /// Answers with status ok and `payload`. The last of reply()/fail() wins; with neither, the
   /// caller gets ok with an empty payload.

@@ -22,9 +22,12 @@
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 
 namespace ringrpc {
+
+class record_layer;  // ringrpc/record_layer.hpp
 
 namespace detail {
 class client_loop;
@@ -78,6 +81,12 @@ struct call_options {
   /// call was made, and a Cancel frame tells the server to give up on it (a late reply is
   /// dropped). Zero: the client's default_timeout.
   std::chrono::microseconds timeout{0};
+  /// Per-call metadata (ringrpc/metadata.hpp), sent with this call after the connection's own
+  /// (client_options::metadata): a key set here replaces the connection's pair of that key.
+  /// Keys must be lowercase tokens and unique, and the whole within the server's caps
+  /// (default 32 pairs, 8 KiB), or the server answers bad_request. E.g.
+  /// {{"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}.
+  std::vector<metadata_entry> metadata;
 };
 
 struct client_options {
@@ -96,6 +105,17 @@ struct client_options {
   /// before a call is added, so a single request larger than this is still accepted when less
   /// is pending; beyond it, client_busy.
   std::size_t max_pending_bytes = 64u << 20;
+  /// Sent with every call and one-way message of the connection.
+  std::vector<metadata_entry> metadata;
+  /// Non-empty: every call and one-way message carries `authorization: Bearer <token>`, for a
+  /// server that checks bearer tokens (docs/security.md). Plaintext on the wire: for trusted
+  /// networks only. Never logged by ringrpc.
+  std::string bearer_token;
+  /// TLS to the server: a client context of ringrpc-tls (ringrpc::tls_context::client with
+  /// the CA, an optional client certificate, the server name, `insecure`). Null: plaintext.
+  /// Calls made while the handshake runs wait for it; a failed handshake fails them with
+  /// connection_closed and the reason.
+  std::shared_ptr<record_layer> tls;
 };
 
 /// One I/O thread with its own ring. Shared by the clients created with it; lives as long as

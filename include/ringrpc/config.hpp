@@ -28,6 +28,7 @@
 #include "ringrpc/log.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/thread_pool.hpp"
+#include "ringrpc/tls.hpp"
 
 namespace ringrpc {
 
@@ -50,6 +51,14 @@ struct event_bus_config {
   std::size_t capacity_of(std::string_view name) const;
 };
 
+/// `[auth]`: bearer tokens for plaintext deployments on trusted networks (docs/security.md).
+struct auth_options {
+  /// A file of `SUBJECT TOKEN` lines (src/ops/config_tokens.cpp), read when the server is
+  /// built from this configuration; its tokens join server_options::bearer_tokens. A path
+  /// relative to the working directory. Empty: none.
+  std::string tokens_file;
+};
+
 /// Everything a server process is configured with.
 struct server_config {
   server_options server;                                      ///< `[server]`
@@ -59,7 +68,17 @@ struct server_config {
   admin_options admin;                                        ///< `[admin]`
   log_options logging;                                        ///< `[logging]`
   discovery_config discovery;                                 ///< `[discovery]`
+  auth_options auth;                                          ///< `[auth]`
+  /// `[tls]`: certificate files and policy (the port and handshake limits are in `server`).
+  /// The program makes the record layer from it (ringrpc::tls_context::server, ringrpc-tls).
+  tls_options tls;
 };
+
+/// Reads a tokens file (auth_options::tokens_file). Throws config_error naming the file and
+/// line (never the token) for an unreadable file or a malformed line.
+std::vector<bearer_token> load_bearer_tokens(const std::string& path);
+/// The same from text; `source` names it in errors.
+std::vector<bearer_token> parse_bearer_tokens(std::string_view text, const std::string& source);
 
 /// A configuration that cannot be used. what() is the whole message, one line:
 /// `SOURCE:LINE: KEY: PROBLEM` (`SOURCE: KEY: PROBLEM` when there is no line, as for

@@ -6,11 +6,14 @@
 /// The table in docs/execution.md says which event runs on which thread under each policy.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "ringrpc/authorizer.hpp"
 #include "ringrpc/call_context.hpp"
+#include "ringrpc/peer_identity.hpp"
 #include "ringrpc/thread_pool.hpp"
 
 namespace ringrpc {
@@ -19,6 +22,10 @@ namespace ringrpc {
 struct peer_info {
   std::uint64_t connection_id = 0;  ///< unique for the server's life
   std::string address;              ///< "127.0.0.1:53412"
+  /// What the connection proved (TLS, once its handshake verified the peer) as the event was
+  /// delivered; null for plaintext, and for on_connected before a handshake finished. Bearer
+  /// tokens are per call: they show in call_context::peer(), not here.
+  std::shared_ptr<const peer_identity> identity;
 };
 
 /// Override what you need. Handlers run on the thread the endpoint's dispatch policy picks; an
@@ -89,6 +96,10 @@ struct endpoint_options {
   std::optional<pool_options> own_pool;
   /// Serial endpoints: messages waiting in the inbox before new ones get SERVER_BUSY.
   unsigned inbox_capacity = 4096;
+  /// Admits or refuses each call for this endpoint, after the server's authorizer (see
+  /// ringrpc/authorizer.hpp: it runs on the reader thread, so cheap and non-blocking). Null:
+  /// none. Kept when a configuration file overrides this endpoint's other options.
+  std::shared_ptr<const ringrpc::authorizer> authorizer;
 };
 
 }  // namespace ringrpc

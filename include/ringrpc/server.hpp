@@ -15,8 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/authorizer.hpp"
 #include "ringrpc/call_context.hpp"
 #include "ringrpc/endpoint.hpp"
+#include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 #include "ringrpc/thread_pool.hpp"
 
@@ -27,6 +29,7 @@ class server_core;
 }  // namespace detail
 
 class event_bus;
+class record_layer;
 struct server_config;
 
 /// Knobs of one server. Zero for a count means "derive from the CPUs this process may use"
@@ -104,6 +107,28 @@ struct server_options {
   std::chrono::microseconds slow_call_threshold{0};
   /// Post a call_completed event for one call in this many (per thread); 0 = never.
   unsigned sample_completions_every = 0;
+
+  /// Per-call metadata a call may carry (ringrpc/metadata.hpp): at most this many pairs and
+  /// this many bytes of keys plus values; beyond either the call is answered BAD_REQUEST and
+  /// does not run (the connection stays open). The frame itself is bounded by max_frame_bytes.
+  std::uint32_t max_metadata_entries = default_max_metadata_entries;
+  std::uint32_t max_metadata_bytes = default_max_metadata_bytes;
+  /// Bearer tokens the server accepts (docs/security.md). Empty: tokens are not checked (an
+  /// `authorization` pair is then just metadata). Otherwise every call must carry
+  /// `authorization: Bearer <one of these>` or is answered UNAUTHENTICATED unrun; its token's
+  /// subject becomes call_context::peer()->token_subject. Compared in constant time.
+  std::vector<bearer_token> bearer_tokens;
+  /// A TLS listener beside the plaintext one: set to a record layer (ringrpc::tls_context::server
+  /// from ringrpc-tls, ringrpc/tls.hpp) and connections to `tls_port` speak TLS; frames inside
+  /// are the same. Null (the default): no TLS listener, and the core links no TLS library.
+  std::shared_ptr<record_layer> tls;
+  std::uint16_t tls_port = 0;  ///< 0 picks a free port; see server::tls_port()
+  /// A TLS connection that has not finished its handshake this long after it was accepted is
+  /// closed (counted in tls_handshake_timeouts); 0 = never.
+  std::chrono::milliseconds tls_handshake_timeout{10'000};
+  /// Handshakes under way at once, server-wide; connections beyond it are closed at once and
+  /// counted (tls_handshakes_refused). 0 = 1024.
+  unsigned max_tls_handshakes = 0;
 };
 
 /// Counters of a running server, merged from per-thread counters when read.
@@ -137,6 +162,14 @@ struct server_stats {
   std::uint64_t connections_write_stalled = 0;  ///< shed: replies waited, peer read nothing
   std::uint64_t connections_frame_stalled = 0;  ///< shed: a partial frame got no further byte
   std::uint64_t out_of_memory = 0;  ///< allocations that failed: a call or a connection failed
+  std::uint64_t calls_bad_metadata = 0;      ///< BAD_REQUEST: metadata over the caps or malformed
+  std::uint64_t calls_unauthenticated = 0;   ///< UNAUTHENTICATED: no accepted token/identity
+  std::uint64_t calls_permission_denied = 0; ///< PERMISSION_DENIED: an authorizer refused
+  std::uint64_t tls_handshakes = 0;          ///< TLS handshakes completed
+  std::uint64_t tls_handshake_failures = 0;  ///< refused or garbled handshakes (connection closed)
+  std::uint64_t tls_handshake_timeouts = 0;  ///< closed: no handshake within tls_handshake_timeout
+  std::uint64_t tls_handshakes_refused = 0;  ///< closed at once: max_tls_handshakes were under way
+  std::uint64_t tls_handshakes_in_progress = 0;
 };
 
 /// What server::wait() does with SIGINT and SIGTERM.
@@ -188,6 +221,11 @@ class server {
   /// bad options, std::logic_error after start().
   void add_pool(std::string name, pool_options options);
 
+  /// The server-wide authorizer (ringrpc/authorizer.hpp): every call must pass it (and then its
+  /// endpoint's own, endpoint_options::authorizer). Runs on the reader threads: cheap and
+  /// non-blocking. Null removes it. Throws std::logic_error after start().
+  void set_authorizer(std::shared_ptr<const authorizer> a);
+
   /// Registers an endpoint under `name` (no dots; calls to "name" and "name.x" reach it). Before
   /// start() it starts with the server; after, on_start() runs here before it can get anything.
   /// Throws std::invalid_argument on an empty, dotted or taken name or an unknown pool.
@@ -235,6 +273,10 @@ class server {
 
   /// The bound port (useful with port 0). Valid after start().
   std::uint16_t port() const noexcept;
+  /// The TLS listener's bound port (0 without one). Valid after start().
+  std::uint16_t tls_port() const noexcept;
+  /// Which record layer the TLS listener uses ("userspace OpenSSL"), or "" without one.
+  std::string_view tls_record_layer() const noexcept;
 
   const server_options& options() const noexcept;
   server_stats stats() const;

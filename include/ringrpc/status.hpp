@@ -20,6 +20,12 @@ enum class status : std::uint16_t {
   shutting_down = 6,      ///< the server is stopping and takes no new calls
   internal = 7,           ///< the handler threw; the message carries what()
   cancelled = 8,          ///< the caller cancelled the call
+  /// The call carried no credentials, or ones the server does not accept (a missing or unknown
+  /// bearer token; an authorizer that found no usable identity). Not run.
+  unauthenticated = 9,
+  /// The caller's identity is known, and it may not call this method (an authorizer said so,
+  /// or a handler did). Not run, when the authorizer refused it.
+  permission_denied = 10,
 };
 
 /// Stable lower-case name, e.g. "server_busy"; "unknown_status" for values not listed above.

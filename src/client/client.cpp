@@ -11,6 +11,8 @@
 #include "client/client_loop.hpp"
 #include "client/tcp_connect.hpp"
 
+#include <unistd.h>
+
 namespace ringrpc {
 
 std::string_view to_string(call_error e) noexcept {
@@ -101,6 +103,15 @@ client client::connect(const std::string& host, std::uint16_t port, client_optio
   if (!runtime) runtime = client_runtime::create();
   const int fd = connect_socket(host, port, options.connect_timeout);
   auto* conn = new detail::client_conn(fd, options);
+  if (options.tls) {
+    try {
+      detail::attach_tls(*conn, *options.tls, host);  // tls_client_setup.cpp
+    } catch (...) {
+      ::close(fd);
+      delete conn;
+      throw;
+    }
+  }
   detail::client_loop& loop = *runtime->_loop;
   detail::pending* p = loop.get_pending();
   p->kind = detail::pending::what::attach;
@@ -150,6 +161,9 @@ void client::call_async(std::string_view method, std::span<const std::byte> payl
   f.method = method;
   f.timeout_us = timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0;
   f.payload = payload;
+  // Only calls that send metadata pay for it; the others pass a null pointer.
+  const detail::metadata_to_send md{_conn->metadata, options.metadata};
+  if (!md.defaults.empty() || !md.pairs.empty()) f.metadata_out = &md;
   encode_request(f, p->frame);
   if (!_conn->admit(p->frame.size())) {
     // Refused before the loop ever sees it: the pool takes the pending back from any thread.
@@ -215,6 +229,8 @@ bool client::send_one_way(std::string_view method, std::span<const std::byte> pa
   f.kind = wire::Kind::OneWay;
   f.method = method;
   f.payload = payload;
+  const detail::metadata_to_send md{_conn->metadata, {}};
+  if (!md.defaults.empty()) f.metadata_out = &md;
   encode_request(f, p->frame);
   if (!_conn->admit(p->frame.size())) {
     loop.recycle(p);

@@ -145,6 +145,7 @@ void client_loop::accept_work(pending* p) {
       _conns.push_back(c);
       arm_recv(c);
       put_pending(p);
+      if (c->tls) tls_start(c);
       return;
     case pending::what::detach:
       c->detached = true;
@@ -207,15 +208,11 @@ void client_loop::arm_recv(client_conn* c) noexcept {
 
 void client_loop::on_recv(client_conn* c, const io_uring_cqe& cqe) {
   const recv_left left = take_recv(*_buffers, cqe, c->dead, [this, c](std::span<const std::byte> bytes) {
-    auto r = c->assembler->feed(bytes, [this, c](std::span<const std::byte> f) { return on_frame(c, f); });
-    if (r == frame_assembler::result::frame_too_large) {
-      fail_connection(c, call_error::protocol_error,
-                      "reply frame exceeds the client's max_frame_bytes");
-    } else if (r != frame_assembler::result::ok && r != frame_assembler::result::paused &&
-               !c->dead) {
-      fail_connection(c, call_error::protocol_error, "could not buffer a reply frame");
+    if (c->tls) {
+      tls_receive(c, bytes);  // ciphertext: its plaintext comes back through feed_frames()
+    } else {
+      feed_frames(c, bytes);
     }
-    release_receive_memory(c);
   });
   if (left == recv_left::armed) return;
   c->recv_armed = false;
@@ -226,6 +223,18 @@ void client_loop::on_recv(client_conn* c, const io_uring_cqe& cqe) {
                     cqe.res == 0 ? "server closed the connection" : std::strerror(-cqe.res));
   }
   maybe_free(c);
+}
+
+void client_loop::feed_frames(client_conn* c, std::span<const std::byte> bytes) {
+  auto r = c->assembler->feed(bytes, [this, c](std::span<const std::byte> f) { return on_frame(c, f); });
+  if (r == frame_assembler::result::frame_too_large) {
+    fail_connection(c, call_error::protocol_error,
+                    "reply frame exceeds the client's max_frame_bytes");
+  } else if (r != frame_assembler::result::ok && r != frame_assembler::result::paused &&
+             !c->dead) {
+    fail_connection(c, call_error::protocol_error, "could not buffer a reply frame");
+  }
+  release_receive_memory(c);
 }
 
 void client_loop::release_receive_memory(client_conn* c) noexcept {
@@ -277,6 +286,10 @@ bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
 }
 
 void client_loop::start_write(client_conn* c) noexcept {
+  if (c->tls) {
+    tls_start_write(c);
+    return;
+  }
   msghdr* msg = c->out.next();
   if (msg == nullptr) return;
   io_uring_sqe* sqe = _ring->get_sqe();
@@ -290,6 +303,11 @@ void client_loop::written(pending* p) noexcept {
 }
 
 void client_loop::on_write(client_conn* c, int res) {
+  if (c->tls) {
+    tls_on_write(c, res);
+    maybe_free(c);
+    return;
+  }
   if (res < 0 && !c->dead) fail_connection(c, call_error::connection_closed, std::strerror(-res));
   if (c->out.completed(res, c->dead, [this](pending* p) { written(p); })) start_write(c);
   maybe_free(c);
@@ -354,7 +372,7 @@ void client_loop::fail_connection(client_conn* c, call_error e, std::string_view
   const call_outcome o = failure(e, why);
   c->inflight.drain([&](pending* p) { complete(p, o); });
   c->deadlines.clear();
-  if (!c->out.in_flight()) c->out.queue().clear([this](pending* p) { written(p); });
+  if (!c->writing()) c->out.queue().clear([this](pending* p) { written(p); });
 }
 
 std::int64_t client_loop::next_deadline() const noexcept {
@@ -387,7 +405,7 @@ void client_loop::expire_deadlines() noexcept {
 }
 
 void client_loop::maybe_free(client_conn* c) noexcept {
-  if (!c->detached || c->recv_armed || c->out.in_flight()) return;
+  if (!c->detached || c->recv_armed || c->writing()) return;
   std::erase(_conns, c);
   std::erase(_dirty, c);
   ::close(c->fd);

@@ -24,6 +24,7 @@
 #include "uring/ring_waker.hpp"
 #include "ringrpc/client.hpp"
 #include "base/write_queue.hpp"
+#include "client/tls_client_link.hpp"
 
 namespace ringrpc::detail {
 
@@ -60,9 +61,13 @@ struct client_conn {
         default_timeout(o.default_timeout),
         max_pending_calls(o.max_pending_calls),
         max_pending_bytes(o.max_pending_bytes),
+        metadata(o.metadata),
         max_frame_bytes(o.max_frame_bytes),
         inflight(o.max_pending_calls) {
     assembler.emplace(max_frame_bytes);
+    if (!o.bearer_token.empty()) {
+      metadata.push_back({"authorization", std::string("Bearer ").append(o.bearer_token)});
+    }
   }
 
   const int fd;
@@ -71,6 +76,9 @@ struct client_conn {
   const std::chrono::microseconds default_timeout;
   const std::uint32_t max_pending_calls;
   const std::size_t max_pending_bytes;
+  /// Sent with every call and one-way message (client_options::metadata and bearer_token);
+  /// written before the connection is shared, read-only after.
+  std::vector<metadata_entry> metadata;
   // Taken by the calling thread before a call is posted, given back by the loop (uncount()).
   std::atomic<std::uint32_t> pending_calls{0};
   std::atomic<std::size_t> pending_bytes{0};
@@ -107,6 +115,9 @@ struct client_conn {
   bool dead = false;      // no more traffic: pending calls failed, new ones fail at once
   bool detached = false;  // the client let go; free once no request names this connection
   std::promise<void>* on_freed = nullptr;
+  std::unique_ptr<tls_client_link> tls;  // TLS connections only (tls_client.cpp)
+  /// A write of this connection is with the kernel (the plaintext writer's, or TLS's own).
+  bool writing() const noexcept { return out.in_flight() || (tls && tls->in_flight); }
 };
 
 class client_loop {
@@ -146,6 +157,12 @@ class client_loop {
   std::int64_t next_deadline() const noexcept;
   void maybe_free(client_conn* c) noexcept;
   void put_pending(pending* p) noexcept;
+  // TLS connections (tls_client.cpp): the session between the socket and the frames.
+  void tls_start(client_conn* c) noexcept;
+  void tls_receive(client_conn* c, std::span<const std::byte> cipher);
+  void tls_start_write(client_conn* c) noexcept;
+  void tls_on_write(client_conn* c, int res) noexcept;
+  void feed_frames(client_conn* c, std::span<const std::byte> bytes);
 
   ring* _ring = nullptr;
   provided_buffers* _buffers = nullptr;

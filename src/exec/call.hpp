@@ -14,6 +14,10 @@
 #include "base/mpsc_queue.hpp"
 #include "exec/worker_pool.hpp"
 
+namespace ringrpc {
+struct peer_identity;
+}
+
 namespace ringrpc::detail {
 
 struct connection;
@@ -60,6 +64,9 @@ struct call : mpsc_node, pool_task {
   std::size_t request_charged = 0;
   std::size_t reply_charged = 0;
   bool share_counted = false;  // counted in its caller's fair share (released with the call)
+  /// Who the caller proved to be (its connection's TLS identity, or that plus an accepted
+  /// token's subject); owned by the connection, which outlives the call. Null: nobody.
+  const peer_identity* peer = nullptr;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   static call* from_node(mpsc_node* n) noexcept { return static_cast<call*>(n); }
@@ -101,6 +108,7 @@ class call_pool {
     c->request_charged = c->reply_charged = 0;
     c->over_share = false;
     c->share_counted = false;
+    c->peer = nullptr;
   }
 
  private:

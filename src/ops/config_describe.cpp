@@ -56,6 +56,8 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   js["metrics"] = s.metrics;
   js["slow_call_threshold_us"] = s.slow_call_threshold.count();
   js["sample_completions_every"] = s.sample_completions_every;
+  js["max_metadata_entries"] = s.max_metadata_entries;
+  js["max_metadata_bytes"] = s.max_metadata_bytes;
 
   json& jp = root["pools"] = json::object();
   for (const auto& [name, p] : cfg.pools) jp[name] = pool_json(p);
@@ -98,6 +100,19 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   jd["prefix"] = cfg.discovery.prefix;
   jd["lease_ttl_s"] = cfg.discovery.lease_ttl.count();
   jd["deregister_grace_ms"] = cfg.discovery.deregister_grace.count();
+  // The file's name only: the tokens are secrets and never shown.
+  root["auth"]["tokens_file"] = cfg.auth.tokens_file;
+  json& jt = root["tls"];
+  jt["port"] = cfg.server.tls_port;
+  jt["cert"] = cfg.tls.cert_file;
+  jt["key"] = cfg.tls.key_file;
+  jt["ca"] = cfg.tls.ca_file;
+  jt["require_client_cert"] = cfg.tls.require_client_cert;
+  jt["min_version"] = cfg.tls.min_version;
+  jt["ciphers"] = cfg.tls.ciphers;
+  jt["ciphersuites"] = cfg.tls.ciphersuites;
+  jt["handshake_timeout_ms"] = cfg.server.tls_handshake_timeout.count();
+  jt["max_handshakes"] = cfg.server.max_tls_handshakes;
   return root;
 }
 

@@ -68,6 +68,8 @@ void read_server(context& ctx, const toml::table& t, server_options& s) {
   r.integer("slow_call_threshold_us", slow_us, 0, k_day_ms * 1000);
   s.slow_call_threshold = std::chrono::microseconds(slow_us);
   r.integer("sample_completions_every", s.sample_completions_every, 0, 1'000'000'000);
+  r.integer("max_metadata_entries", s.max_metadata_entries, 0, 65'536);
+  r.integer("max_metadata_bytes", s.max_metadata_bytes, 0, std::int64_t{1} << 30);
   r.finish();
 }
 
@@ -139,6 +141,25 @@ void read_admin(context& ctx, const toml::table& t, admin_options& a) {
   r.finish();
 }
 
+// [tls]: the files and policy go to the record layer (ringrpc-tls reads them); the port and the
+// handshake limits are the server's.
+void read_tls(context& ctx, const toml::table& t, server_config& cfg) {
+  table_reader r(ctx, t, "tls", "[tls]");
+  r.integer("port", cfg.server.tls_port, 0, 65535);
+  r.string("cert", cfg.tls.cert_file);
+  r.string("key", cfg.tls.key_file);
+  r.string("ca", cfg.tls.ca_file);
+  r.boolean("require_client_cert", cfg.tls.require_client_cert);
+  r.string("min_version", cfg.tls.min_version, [](std::string_view v) -> std::string {
+    return v == "1.2" || v == "1.3" ? "" : "must be \"1.2\" or \"1.3\"";
+  });
+  r.string("ciphers", cfg.tls.ciphers);
+  r.string("ciphersuites", cfg.tls.ciphersuites);
+  r.millis("handshake_timeout_ms", cfg.server.tls_handshake_timeout, 0, k_day_ms);
+  r.integer("max_handshakes", cfg.server.max_tls_handshakes, 0, 16'777'216);
+  r.finish();
+}
+
 void read_logging(context& ctx, const toml::table& t, log_options& l) {
   table_reader r(ctx, t, "logging", "[logging]");
   r.enumeration("level", l.level, log_levels);
@@ -188,6 +209,12 @@ void read_discovery(context& ctx, const toml::table& t, discovery_config& d) {
   r.finish();
 }
 
+void read_auth(context& ctx, const toml::table& t, auth_options& a) {
+  table_reader r(ctx, t, "auth", "[auth]");
+  r.string("tokens_file", a.tokens_file);
+  r.finish();
+}
+
 void read_all(context& ctx, const toml::table& root, server_config& cfg, event_queue_names known) {
   table_reader r(ctx, root, "", "the top level");
   if (const auto* t = r.table("server")) read_server(ctx, *t, cfg.server);
@@ -197,6 +224,8 @@ void read_all(context& ctx, const toml::table& root, server_config& cfg, event_q
   if (const auto* t = r.table("admin")) read_admin(ctx, *t, cfg.admin);
   if (const auto* t = r.table("logging")) read_logging(ctx, *t, cfg.logging);
   if (const auto* t = r.table("discovery")) read_discovery(ctx, *t, cfg.discovery);
+  if (const auto* t = r.table("auth")) read_auth(ctx, *t, cfg.auth);
+  if (const auto* t = r.table("tls")) read_tls(ctx, *t, cfg);
   r.finish();
 }
 }  // namespace ringrpc::config_detail

@@ -13,8 +13,21 @@
 
 namespace ringrpc {
 
+namespace {
+
+// The server options with the tokens of [auth] tokens_file added (read now, at construction).
+server_options with_tokens_file(const server_config& config) {
+  server_options o = config.server;
+  if (!config.auth.tokens_file.empty()) {
+    for (auto& t : load_bearer_tokens(config.auth.tokens_file)) o.bearer_tokens.push_back(std::move(t));
+  }
+  return o;
+}
+
+}  // namespace
+
 server::server(const server_config& config)
-    : _core(std::make_unique<detail::server_core>(config.server)) {
+    : _core(std::make_unique<detail::server_core>(with_tokens_file(config))) {
   validate(config);
   log::configure(config.logging);
   config_detail::warn_ineffective(config_detail::ineffective_keys(config));

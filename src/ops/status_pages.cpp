@@ -13,6 +13,8 @@
 #include "ops/process_metrics.hpp"
 #include "ops/prometheus_text.hpp"
 #include "ops/status_pages.hpp"
+
+#include "ringrpc/record_layer.hpp"
 #include "ringrpc/version.hpp"
 #include "server/server_core.hpp"
 
@@ -83,6 +85,9 @@ void fill_metrics(const server_core& core, metrics_snapshot& m) {
   rejected.add(static_cast<double>(st.calls_rejected_stopping), {{"path", "shutting_down"}});
   rejected.add(static_cast<double>(st.calls_unknown), {{"path", "unknown_method"}});
   rejected.add(static_cast<double>(st.bad_frames), {{"path", "bad_frame"}});
+  rejected.add(static_cast<double>(st.calls_bad_metadata), {{"path", "bad_metadata"}});
+  rejected.add(static_cast<double>(st.calls_unauthenticated), {{"path", "unauthenticated"}});
+  rejected.add(static_cast<double>(st.calls_permission_denied), {{"path", "permission_denied"}});
   m.counter("ringrpc_rpc_cancel_requests_total", "Cancel frames received.")
       .add(static_cast<double>(st.cancel_requests));
   m.counter("ringrpc_rpc_replies_written_total",
@@ -148,6 +153,14 @@ void fill_metrics(const server_core& core, metrics_snapshot& m) {
   refused.add(static_cast<double>(st.connections_refused_per_address), {{"reason", "per_address"}});
   m.counter("ringrpc_connections_idle_closed_total", "Connections closed after idle_timeout.")
       .add(static_cast<double>(st.connections_idle_closed));
+  m.counter("ringrpc_tls_handshakes_total", "TLS handshakes completed.")
+      .add(static_cast<double>(st.tls_handshakes));
+  m.counter("ringrpc_tls_handshake_failures_total", "TLS handshakes refused or garbled (connection closed).")
+      .add(static_cast<double>(st.tls_handshake_failures));
+  m.counter("ringrpc_tls_handshake_timeouts_total", "TLS connections closed: no handshake within tls_handshake_timeout.")
+      .add(static_cast<double>(st.tls_handshake_timeouts));
+  m.counter("ringrpc_tls_handshakes_refused_total", "TLS connections closed at once: max_tls_handshakes under way.")
+      .add(static_cast<double>(st.tls_handshakes_refused));
   m.counter("ringrpc_connections_dead_closed_total",
             "Connections the liveness check closed: reset or ended, but their receive never completed.")
       .add(static_cast<double>(st.connections_dead_closed));
@@ -208,6 +221,19 @@ std::string status_json(const server_core& core, const server_config* given) {
   j["state"] = core.draining() ? "draining" : core.state() == server_state::running ? "running" : "stopped";
   j["uptime_seconds"] = core.started_ns() == 0 ? 0.0 : static_cast<double>(now_ns() - core.started_ns()) / 1e9;
   j["listen"] = core.options().host + ":" + std::to_string(core.port());
+  {
+    // Which record layer the TLS listener uses: userspace OpenSSL today; kernel TLS could be.
+    const server_stats st = core.stats();
+    const auto& o = core.options();
+    j["tls"] = {{"enabled", o.tls != nullptr},
+                {"record_layer", o.tls ? std::string(o.tls->name()) : std::string("none (plaintext only)")},
+                {"listen", o.tls ? o.host + ":" + std::to_string(core.tls_port()) : std::string()},
+                {"handshakes", st.tls_handshakes},
+                {"handshake_failures", st.tls_handshake_failures},
+                {"handshake_timeouts", st.tls_handshake_timeouts},
+                {"handshakes_refused", st.tls_handshakes_refused},
+                {"handshakes_in_progress", st.tls_handshakes_in_progress}};
+  }
   server_config in_effect;
   if (given != nullptr) in_effect = *given;
   in_effect.server = core.options();

@@ -7,13 +7,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "exec/call.hpp"
+#include "ringrpc/peer_identity.hpp"
 #include "server/caller_shares.hpp"
 #include "server/peer_address.hpp"
+#include "server/tls_link.hpp"
 #include "server/write_slots.hpp"
 #include "wire/frame_assembler.hpp"
 
@@ -22,7 +25,7 @@ namespace ringrpc::detail {
 class reader;
 
 /// Why the reader closed a connection itself (the sweep's timeouts); `peer`: it did not.
-enum class close_cause : std::uint8_t { peer, idle, write_stalled, frame_stalled };
+enum class close_cause : std::uint8_t { peer, idle, write_stalled, frame_stalled, handshake_timeout };
 
 /// The reason as events and logs give it; null for `peer`.
 inline const char* describe(close_cause c) noexcept {
@@ -30,6 +33,7 @@ inline const char* describe(close_cause c) noexcept {
     case close_cause::idle: return "idle";
     case close_cause::write_stalled: return "write stalled: the peer read nothing while replies waited";
     case close_cause::frame_stalled: return "frame stalled: part of a frame and no further byte";
+    case close_cause::handshake_timeout: return "TLS handshake timed out";
     case close_cause::peer: break;
   }
   return nullptr;
@@ -132,6 +136,17 @@ struct connection {
     std::mutex cancel_mu;
     std::vector<std::uint64_t> cancelled_ids;
     std::string failure;
+    /// Reader thread: who the peer proved to be (TLS, after the handshake); null = nobody.
+    /// Calls point at it (call::peer) for their life, so a replaced identity is retired, not
+    /// freed, until the connection goes.
+    std::shared_ptr<const peer_identity> identity;  // written under identity_mu
+    std::mutex identity_mu;  // other threads copying `identity` (connection events)
+    std::vector<std::shared_ptr<const peer_identity>> retired_identities;
+    /// Reader thread: the connection's identity plus an accepted token's subject, one per
+    /// subject seen on this connection (bounded by the configured tokens' subjects); calls
+    /// carrying that token point at it.
+    std::vector<std::shared_ptr<const peer_identity>> token_identities;
+    std::unique_ptr<tls_link> tls;  // TLS listener's connections only (reader_tls.cpp)
   };
   std::atomic<connection_rare*> rare{nullptr};
   connection_rare& rare_part() {
@@ -141,6 +156,33 @@ struct connection {
       rare.store(r, std::memory_order_release);
     }
     return *r;
+  }
+
+  /// Reader thread (the TLS layer, once its handshake has verified what the peer presented):
+  /// publishes who the peer is, for the authorizer, call_context::peer() and later connection
+  /// events. Calls already accepted keep the identity they were accepted with. Throws
+  /// std::bad_alloc.
+  void set_peer_identity(std::shared_ptr<const peer_identity> who) {
+    connection_rare& r = rare_part();
+    r.retired_identities.reserve(r.retired_identities.size() + r.token_identities.size() + 1);
+    std::lock_guard lock(r.identity_mu);
+    if (r.identity != nullptr) r.retired_identities.push_back(std::move(r.identity));
+    r.identity = std::move(who);
+    // Token identities copy the old one's certificate part: derive them afresh.
+    for (auto& t : r.token_identities) r.retired_identities.push_back(std::move(t));
+    r.token_identities.clear();
+  }
+  /// Reader thread: the identity calls are accepted with; null for plaintext.
+  const peer_identity* identity() const noexcept {
+    const connection_rare* r = rare.load(std::memory_order_relaxed);
+    return r != nullptr ? r->identity.get() : nullptr;
+  }
+  /// Any thread: a copy of the identity as it is now (connection events).
+  std::shared_ptr<const peer_identity> identity_shared() const {
+    connection_rare* r = rare.load(std::memory_order_acquire);
+    if (r == nullptr) return nullptr;
+    std::lock_guard lock(r->identity_mu);
+    return r->identity;
   }
 
   // --- reader thread
@@ -157,6 +199,7 @@ struct connection {
   bool budget_paused = false;  // not read while the server's memory budget is exhausted
   bool counted_per_address = false;  // admitted by peer_limits: released when it finishes
   bool liveness_checked = false;  // looked at once in this silence (reader::check_liveness)
+  bool tls = false;  // accepted on the TLS listener: bytes pass through rare->tls (never changes)
   close_cause closed_by = close_cause::peer;  // why the reader closed it, if it did
   peer_address address;  // set at hand-off, before anyone else sees it (here: it packs)
   std::size_t assembler_charged = 0;  // assembler capacity charged to the memory budget

@@ -166,6 +166,8 @@ void reader::handle(const io_uring_cqe& cqe) {
     case op::wake: _waker.arm(*_ring); break;
     case op::handoff: on_handoff(cqe.res); break;
     case op::recv: on_recv(tag_ptr<connection>(cqe.user_data), cqe); break;
+    case op::handoff_tls: on_handoff(cqe.res, true); break;
+    case op::recv_tls: on_recv_tls(tag_ptr<connection>(cqe.user_data), cqe); break;
     case op::send: _replies.on_write(tag_ptr<connection>(cqe.user_data), cqe.res); break;
     case op::timeout: _sweep_due = true; break;  // acted on after this turn's receives
     default: break;  // cancel results: -ENOENT / -EALREADY mean the recv had already ended

@@ -103,12 +103,23 @@ class reader {
   std::uint64_t write_stalled() const noexcept { return _write_stalled.get(); }
   std::uint64_t frame_stalled() const noexcept { return _frame_stalled.get(); }
   std::uint64_t dead_closed() const noexcept { return _dead_closed.get(); }
+  std::uint64_t tls_handshakes() const noexcept { return _tls_handshakes.get(); }
+  std::uint64_t tls_handshake_failures() const noexcept { return _tls_failures.get(); }
+  std::uint64_t tls_handshake_timeouts() const noexcept { return _tls_timeouts.get(); }
+  std::uint64_t tls_handshakes_refused() const noexcept { return _tls_refused.get(); }
 
  private:
   void run(const uring_features& features, std::promise<void>& ready);
   void handle(const io_uring_cqe& cqe);
-  void on_handoff(int fd);
+  void on_handoff(int fd, bool tls = false);
   void on_recv(connection* c, const io_uring_cqe& cqe);
+  // TLS connections (reader_tls.cpp).
+  bool start_tls(connection* c) noexcept;
+  void on_recv_tls(connection* c, const io_uring_cqe& cqe);
+  void tls_failed(connection* c, tls_link& t, const std::string& why) noexcept;
+  void tls_established(connection* c, tls_link& t) noexcept;
+  void finish_tls(connection* c) noexcept;
+  void charge_tls(connection* c, tls_link& t) noexcept;
   void on_resume(connection* c);
   bool on_frame(connection* c, std::span<const std::byte> frame);
   void deliver(connection* c, std::span<const std::byte> data);
@@ -169,7 +180,8 @@ class reader {
   counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
       _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls, _budget_pauses,
       _rejected_memory, _write_stalled, _frame_stalled, _dead_closed, _liveness_kicked,
-      _refused_per_address;
+      _refused_per_address, _tls_handshakes, _tls_failures, _tls_timeouts, _tls_refused;
+  std::vector<std::byte> _tls_plain;  // plaintext one receive yielded (reused: no allocation per call)
   memory_budget::account _account;  // this reader's share of the server's memory budget
   call_cache _calls;  // before _replies: the responder's calls come back to it
   responder _replies;

@@ -16,7 +16,7 @@
 
 namespace ringrpc::detail {
 
-void reader::on_handoff(int fd) {
+void reader::on_handoff(int fd, bool tls) {
   if (fd < 0) return;
   if (_closing_all) {
     ::close(fd);
@@ -78,6 +78,7 @@ void reader::on_handoff(int fd) {
   }
   c->accepted_ns = _turn_ns;
   c->last_read_ns = _turn_ns;
+  c->tls = tls;
   _alive.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard lock(_live_mu);  // /connections reads the list from the admin thread
@@ -96,6 +97,11 @@ void reader::on_handoff(int fd) {
     start_close(c);
     return;
   }
+  // A TLS connection is "connected" for the endpoints once its handshake is done.
+  if (tls) {
+    if (start_tls(c)) arm_recv(c);
+    return;
+  }
   notify_endpoints(c, call_purpose::connected);
   arm_recv(c);
 }
@@ -103,7 +109,7 @@ void reader::on_handoff(int fd) {
 void reader::arm_recv(connection* c) noexcept {
   io_uring_sqe* sqe = _ring->get_sqe();
   _buffers->prep_recv_multishot(sqe, c->fd);
-  io_uring_sqe_set_data64(sqe, make_tag(op::recv, c));
+  io_uring_sqe_set_data64(sqe, make_tag(c->tls ? op::recv_tls : op::recv, c));
   c->recv_armed = true;
   c->cancel_sent = false;
 }
@@ -111,7 +117,7 @@ void reader::arm_recv(connection* c) noexcept {
 void reader::cancel_recv(connection* c) noexcept {
   if (!c->recv_armed || c->cancel_sent) return;
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_cancel64(sqe, make_tag(op::recv, c), 0);
+  io_uring_prep_cancel64(sqe, make_tag(c->tls ? op::recv_tls : op::recv, c), 0);
   io_uring_sqe_set_data64(sqe, make_tag(op::cancel));
   c->cancel_sent = true;
 }
@@ -205,6 +211,7 @@ void reader::maybe_finish(connection* c) noexcept {
   }
   c->assembler.reset();  // nothing more is framed: give its memory back now
   charge_assembler(c);
+  if (c->tls) finish_tls(c);
   if (c->budget_paused) {
     c->budget_paused = false;
     --_budget_paused;
@@ -228,8 +235,12 @@ void reader::maybe_finish(connection* c) noexcept {
     e.duration_ns = static_cast<std::uint64_t>(_turn_ns - c->accepted_ns);
     return e;
   });
-  if (!c->failure().empty()) notify_endpoints(c, call_purpose::network_error, c->failure());
-  notify_endpoints(c, call_purpose::disconnected);
+  // A TLS connection whose handshake never finished was never announced either.
+  const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
+  if (!c->tls || (rare != nullptr && rare->tls && rare->tls->announced)) {
+    if (!c->failure().empty()) notify_endpoints(c, call_purpose::network_error, c->failure());
+    notify_endpoints(c, call_purpose::disconnected);
+  }
   // The reader's own reference goes at the end of the turn: callers up the stack may still
   // touch the connection, and calls it posted may be released by the responder meanwhile.
   _to_release.push_back(c);

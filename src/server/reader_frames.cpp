@@ -255,6 +255,31 @@ void reader::dispatch(call* k, const frame_view& v) {
     answer(k, v.call_id, refuse_kind, status::shutting_down, "server is shutting down");
     return;
   }
+  auto refuse_guarded = [&](status code, std::string_view why, const char* stage) {
+    _core.guard().count(code);
+    // Logged rate-limited by the event log; the method and the metadata are the caller's
+    // bytes (and may hold a token), so the event names only the stage and the verdict.
+    _core.post_event(event_kind::call_rejected, [&] {
+      event e;
+      e.peer = k->conn->peer();
+      e.name = stage;
+      e.detail = std::string(to_string(code));
+      e.id = v.call_id;
+      return e;
+    });
+    answer(k, v.call_id, refuse_kind, code, why);
+  };
+  // Metadata, an identity or server-wide checks: rare, and off the path of a plain call, which
+  // pays these three tests only.
+  if (v.metadata != nullptr || k->conn->rare.load(std::memory_order_relaxed) != nullptr ||
+      _core.guard().checks_every_call()) [[unlikely]] {
+    std::string why;
+    const status s = _core.guard().admit_caller(*k->conn, *k, v, why);  // may throw bad_alloc
+    if (s != status::ok) {
+      refuse_guarded(s, why, "caller");
+      return;
+    }
+  }
   // Most connections call one method over and over: one compare instead of hashing its name.
   endpoint_slot* slot = nullptr;
   if (_last_slot != nullptr && v.method == _last_method) {
@@ -268,6 +293,14 @@ void reader::dispatch(call* k, const frame_view& v) {
     answer(k, v.call_id, refuse_kind, status::unknown_method,
            "no method named '" + std::string(v.method) + "'");
     return;
+  }
+  if (const authorizer* a = slot->options().authorizer.get()) [[unlikely]] {
+    std::string why;
+    const status s = _core.guard().admit_endpoint(*a, *k, v, why);
+    if (s != status::ok) {
+      refuse_guarded(s, why, "endpoint");
+      return;
+    }
   }
   k->id = v.call_id;
   k->kind = v.kind;

@@ -33,7 +33,8 @@ void reader::arm_sweep_timer() noexcept {
   // paused, so reading resumes promptly when memory frees up.
   const auto& o = _core.options();
   std::int64_t tick = liveness_after_ns;  // the liveness check wants a tick this often
-  for (const auto t : {o.idle_timeout, o.write_stall_timeout, o.frame_stall_timeout}) {
+  const std::chrono::milliseconds handshake = o.tls ? o.tls_handshake_timeout : std::chrono::milliseconds(0);
+  for (const auto t : {o.idle_timeout, o.write_stall_timeout, o.frame_stall_timeout, handshake}) {
     if (t.count() > 0) {
       tick = std::min<std::int64_t>(tick, std::chrono::duration_cast<std::chrono::nanoseconds>(t).count() / 4);
     }
@@ -98,6 +99,7 @@ void reader::sweep() noexcept {
   const std::int64_t idle = ns(o.idle_timeout);
   const std::int64_t write_stall = ns(o.write_stall_timeout);
   const std::int64_t frame_stall = ns(o.frame_stall_timeout);
+  const std::int64_t handshake = o.tls ? ns(o.tls_handshake_timeout) : 0;
   for (connection* c = _live; c != nullptr;) {
     connection* next = c->live_next;  // shed() may unlink c
     if (c->closing) {
@@ -120,6 +122,18 @@ void reader::sweep() noexcept {
         _turn_ns - c->last_read_ns >= liveness_after_ns && check_liveness(c)) {
       c = next;
       continue;
+    }
+    if (c->tls && handshake > 0) {
+      // A handshake that has not finished in time holds a handshake slot and its session's
+      // memory for a peer that may never finish it.
+      const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
+      if (rare != nullptr && rare->tls && rare->tls->handshaking &&
+          _turn_ns - rare->tls->handshake_started_ns > handshake) {
+        c->note_failure("TLS handshake not finished within tls_handshake_timeout");
+        shed(c, close_cause::handshake_timeout, _tls_timeouts);
+        c = next;
+        continue;
+      }
     }
     const std::int64_t last_write = c->last_write_ns.load(std::memory_order_relaxed);
     const std::int64_t stalled_since = c->write != nullptr ? c->write->stalled_since_ns : 0;

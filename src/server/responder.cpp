@@ -39,19 +39,11 @@ void responder::enqueue(call* k) noexcept {
     release_call(k);  // one-way, or nobody left to read it
     return;
   }
-  write_slot* w = c->write;
-  if (w == nullptr) {
-    if ((w = _slots.take(c)) == nullptr) {
-      // No memory to queue the reply: this connection fails, the others go on.
-      _core.note_out_of_memory();
-      c->write_failed.store(true, std::memory_order_relaxed);
-      ::shutdown(c->fd, SHUT_RDWR);
-      release_call(k);
-      return;
-    }
-    c->write = w;
-    link_writing(w);
+  if (c->write == nullptr && !take_slot(c)) {
+    release_call(k);
+    return;
   }
+  write_slot* w = c->write;
   if (w->replies.empty()) w->stalled_since_ns = _owner.turn_ns();
   w->replies.push_back(k);
   k->reply_charged = k->reply.size();
@@ -67,6 +59,20 @@ void responder::enqueue(call* k) noexcept {
     retain(c);
     _dirty.push_back(c);
   }
+}
+
+bool responder::take_slot(connection* c) noexcept {
+  write_slot* w = _slots.take(c);
+  if (w == nullptr) {
+    // No memory to queue the reply: this connection fails, the others go on.
+    _core.note_out_of_memory();
+    c->write_failed.store(true, std::memory_order_relaxed);
+    ::shutdown(c->fd, SHUT_RDWR);
+    return false;
+  }
+  c->write = w;
+  link_writing(w);
+  return true;
 }
 
 void responder::flush() noexcept {
@@ -92,6 +98,10 @@ void responder::shut_down_writers() noexcept {
 }
 
 void responder::start_write(connection* c) noexcept {
+  if (c->tls) {
+    start_tls_write(c);
+    return;
+  }
   write_slot& w = *c->write;
   if (w.replies.empty()) return;
   const std::size_t n = w.replies.gather(w.iov, write_slot::max_iov);
@@ -110,6 +120,10 @@ void responder::start_write(connection* c) noexcept {
 }
 
 void responder::on_write(connection* c, int res) noexcept {
+  if (c->tls) {
+    on_tls_write(c, res);
+    return;
+  }
   write_slot& w = *c->write;
   w.in_flight = false;
   // Releasing calls may drop every other reference to the connection; keep it alive until
@@ -120,25 +134,29 @@ void responder::on_write(connection* c, int res) noexcept {
   } else if (res < 0) {
     fail_writes(c);
   } else {
-    const std::int64_t now = _owner.turn_ns();
     _bytes_out.add(static_cast<std::uint64_t>(res));
     if (w.replies.consume(static_cast<std::size_t>(res), [this](call* k) { release_call(k); })) {
       _partial_writes.add();
     }
-    note_queued(c, w.replies.bytes());
-    c->last_write_ns.store(now, std::memory_order_relaxed);
-    // The peer took bytes: whatever still waits has waited only since now.
-    w.stalled_since_ns = w.replies.empty() ? 0 : now;
-    if (c->backlogged.load(std::memory_order_relaxed) && w.replies.bytes() <= _max_queued_bytes / 2) {
-      c->backlogged.store(false, std::memory_order_seq_cst);
-      maybe_resume(c);
-    }
+    after_written(c, w);
     // Replies queued while this write was out go now, unless this turn's flush() will send
     // them together with the turn's new ones.
     if (!w.replies.empty() && !w.dirty) start_write(c);
   }
   if (!w.dirty) give_back_if_done(c);  // else flush() sends what came meanwhile
   release(c);
+}
+
+void responder::after_written(connection* c, write_slot& w) noexcept {
+  const std::int64_t now = _owner.turn_ns();
+  note_queued(c, w.replies.bytes());
+  c->last_write_ns.store(now, std::memory_order_relaxed);
+  // The peer took bytes: whatever still waits has waited only since now.
+  w.stalled_since_ns = w.replies.empty() ? 0 : now;
+  if (c->backlogged.load(std::memory_order_relaxed) && w.replies.bytes() <= _max_queued_bytes / 2) {
+    c->backlogged.store(false, std::memory_order_seq_cst);
+    maybe_resume(c);
+  }
 }
 
 void responder::give_back_if_done(connection* c) noexcept {

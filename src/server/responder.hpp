@@ -46,6 +46,9 @@ class responder {
   void take_inbox() noexcept;
   /// Reader thread, end of turn: one gathered write per connection that got replies this turn.
   void flush() noexcept;
+  /// Reader thread: a TLS connection's session has ciphertext of its own to send (handshake,
+  /// alerts); it goes out with this turn's writes, ahead of any reply sealed after it.
+  void kick(connection* c) noexcept;
   /// Reader thread: a write's completion.
   void on_write(connection* c, int res) noexcept;
   /// Reader thread, stopping: shut down every socket that still has replies queued. A peer that
@@ -63,6 +66,11 @@ class responder {
 
  private:
   void start_write(connection* c) noexcept;
+  // TLS connections (responder_tls.cpp): replies are sealed into ciphertext before the write.
+  bool take_slot(connection* c) noexcept;
+  void start_tls_write(connection* c) noexcept;
+  void on_tls_write(connection* c, int res) noexcept;
+  void after_written(connection* c, write_slot& w) noexcept;
   void fail_writes(connection* c) noexcept;
   void release_call(call* c) noexcept;
   void maybe_resume(connection* c) noexcept;
@@ -82,6 +90,7 @@ class responder {
   counter _released;
   counter _partial_writes;
   counter _bytes_out;
+  std::vector<std::byte> _seal_scratch;  // gathered replies, sealed in one go (few, full records)
 };
 
 }  // namespace ringrpc::detail

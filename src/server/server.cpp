@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "ringrpc/record_layer.hpp"
 #include "server/server_core.hpp"
 
 namespace ringrpc {
@@ -38,6 +39,19 @@ std::chrono::nanoseconds call_remaining(const detail::call& c) noexcept {
 std::uint64_t call_context::call_id() const noexcept { return _call.id; }
 std::string_view call_context::method() const noexcept { return _call.method_name; }
 std::span<const std::byte> call_context::payload() const noexcept { return _call.payload; }
+const peer_identity* call_context::peer() const noexcept { return _call.peer; }
+metadata_view call_context::metadata() const noexcept {
+  // Calls from clients keep their whole verified frame in `request`; others have no metadata.
+  if (_call.purpose != detail::call_purpose::request && _call.purpose != detail::call_purpose::one_way) return {};
+  if (_call.request.size() < detail::frame_prefix_bytes + 8) return {};
+  return metadata_view(flatbuffers::GetSizePrefixedRoot<wire::Frame>(_call.request.data())->metadata());
+}
+std::optional<trace_context> call_context::trace() const noexcept {
+  const auto value = metadata().find("traceparent");
+  trace_context t;
+  if (!value || !parse_traceparent(*value, t)) return std::nullopt;
+  return t;
+}
 bool call_context::has_deadline() const noexcept { return _call.deadline_ns != 0; }
 bool call_context::one_way() const noexcept { return _call.purpose != detail::call_purpose::request; }
 bool call_context::cancelled() const noexcept {
@@ -185,8 +199,20 @@ void server::add_pool(std::string name, pool_options options) {
   _core->endpoints().add_pool(std::move(name), options);
 }
 
+void server::set_authorizer(std::shared_ptr<const authorizer> a) {
+  if (_core->state() != detail::server_state::configured) {
+    throw std::logic_error("set_authorizer() must come before start()");
+  }
+  _core->guard().set_authorizer(std::move(a));
+}
+
 void server::register_endpoint(std::string name, std::shared_ptr<endpoint> ep, endpoint_options options) {
-  if (const endpoint_options* o = _core->endpoint_override(name)) options = *o;
+  if (const endpoint_options* o = _core->endpoint_override(name)) {
+    // The file tunes threads and queues; who may call is the code's decision, so it stays.
+    auto who = std::move(options.authorizer);
+    options = *o;
+    if (options.authorizer == nullptr) options.authorizer = std::move(who);
+  }
   _core->endpoints().register_endpoint(std::move(name), std::move(ep), std::move(options), false);
 }
 
@@ -303,6 +329,10 @@ int server::wait(wait_signals signals) {
   return wait_first_signal.load();
 }
 std::uint16_t server::port() const noexcept { return _core->port(); }
+std::uint16_t server::tls_port() const noexcept { return _core->tls_port(); }
+std::string_view server::tls_record_layer() const noexcept {
+  return _core->options().tls ? _core->options().tls->name() : std::string_view();
+}
 const server_options& server::options() const noexcept { return _core->options(); }
 server_stats server::stats() const { return _core->stats(); }
 std::vector<pool_stats> server::pool_stats_all() const { return _core->endpoints().stats(); }

@@ -87,7 +87,7 @@ void server_core::run_call(endpoint_slot& slot, call* c) noexcept {
     case call_purpose::connected:
     case call_purpose::disconnected:
     case call_purpose::network_error: {
-      const peer_info peer{c->conn->id, c->conn->peer()};
+      const peer_info peer{c->conn->id, c->conn->peer(), c->conn->identity_shared()};
       endpoint& ep = slot.target();
       switch (c->purpose) {
         case call_purpose::connected:

@@ -4,6 +4,8 @@
 
 #include "server/server_core.hpp"
 
+#include "ringrpc/record_layer.hpp"
+
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -142,6 +144,10 @@ void server_core::start() {
       event e;
       const bool v6 = _options.host.find(':') != std::string::npos;
       e.detail = (v6 ? "[" + _options.host + "]" : _options.host) + ":" + std::to_string(port());
+      if (_options.tls) {
+        e.detail.append(", TLS on port ").append(std::to_string(tls_port())).append(" (record layer: ")
+            .append(_options.tls->name()).append(")");
+      }
       return e;
     });
   } catch (...) {
@@ -169,6 +175,7 @@ void server_core::resolve_limits(std::size_t default_queue) {
                                                    1, 16'777'216));
     }
   }
+  if (_options.max_tls_handshakes == 0) _options.max_tls_handshakes = 1024;
   if (_options.max_connections_per_address == 0 && _options.max_connections != 0) {
     _options.max_connections_per_address =
         std::max(1u, _options.max_connections - _options.max_connections / 10);
@@ -253,9 +260,17 @@ server_stats server_core::stats() const {
     s.calls_rejected_memory += r->rejected_memory();
     s.connections_write_stalled += r->write_stalled();
     s.connections_frame_stalled += r->frame_stalled();
+    s.tls_handshakes += r->tls_handshakes();
+    s.tls_handshake_failures += r->tls_handshake_failures();
+    s.tls_handshake_timeouts += r->tls_handshake_timeouts();
+    s.tls_handshakes_refused += r->tls_handshakes_refused();
   }
+  s.tls_handshakes_in_progress = _tls_handshakes.load(std::memory_order_relaxed);
   s.calls_rejected_busy += _refused_busy.get();
   s.out_of_memory = _out_of_memory.get();
+  s.calls_bad_metadata = _guard.bad_metadata();
+  s.calls_unauthenticated = _guard.unauthenticated();
+  s.calls_permission_denied = _guard.permission_denied();
   if (_budget) {
     s.buffered_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->used(), 0));
     s.buffered_bytes_peak = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->peak(), 0));

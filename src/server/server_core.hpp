@@ -25,6 +25,7 @@
 #include "ringrpc/log.hpp"
 #include "ringrpc/server.hpp"
 #include "server/acceptor.hpp"
+#include "server/call_guard.hpp"
 #include "server/caller_shares.hpp"
 #include "server/deferred_state.hpp"
 #include "server/memory_budget.hpp"
@@ -86,6 +87,8 @@ class server_core final : public exec_host {
   peer_limits& peers() noexcept { return *_peers; }
   /// Fair-share counters of callers keyed by address (fair_share_by = address).
   caller_shares& callers() noexcept { return _callers; }
+  /// Metadata caps, bearer tokens and the server's authorizer (call_guard.hpp).
+  call_guard& guard() noexcept { return _guard; }
   /// Allocations that failed (a call or a connection was failed instead of the server).
   void note_out_of_memory() noexcept { _out_of_memory.add(); }
   reader& reader_at(std::size_t i) noexcept { return *_readers[i]; }
@@ -146,6 +149,7 @@ class server_core final : public exec_host {
   std::size_t post_local_to_all(std::span<const std::byte> payload);
 
   std::uint16_t port() const noexcept { return _acceptor ? _acceptor->port() : 0; }
+  std::uint16_t tls_port() const noexcept { return _acceptor ? _acceptor->tls_port() : 0; }
   server_stats stats() const;
 
   /// max_connections: true if one more connection may open (then release it when it closes).
@@ -159,6 +163,17 @@ class server_core final : public exec_host {
   }
   void release_connection_slot() noexcept { _open_connections.fetch_sub(1, std::memory_order_relaxed); }
   unsigned open_connections() const noexcept { return _open_connections.load(std::memory_order_relaxed); }
+  /// max_tls_handshakes: true if one more handshake may start (then end_handshake() once it
+  /// is done or its connection is gone). Once per TLS connection, never per call.
+  bool admit_handshake() noexcept {
+    const unsigned max = _options.max_tls_handshakes;
+    if (_tls_handshakes.fetch_add(1, std::memory_order_relaxed) >= max) {
+      _tls_handshakes.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+  void end_handshake() noexcept { _tls_handshakes.fetch_sub(1, std::memory_order_relaxed); }
 
  private:
   void execute(endpoint_slot& slot, call* c) noexcept;
@@ -176,6 +191,7 @@ class server_core final : public exec_host {
   bool wait_until(Pred pred, std::chrono::steady_clock::time_point deadline);
 
   server_options _options;
+  call_guard _guard{_options};
   uring_features _features;
   dispatcher _dispatcher{*this};
   std::unique_ptr<memory_budget> _budget;
@@ -193,6 +209,7 @@ class server_core final : public exec_host {
   std::chrono::system_clock::time_point _started_at{};
   std::int64_t _started_ns = 0;
   std::atomic<unsigned> _open_connections{0};
+  std::atomic<unsigned> _tls_handshakes{0};  // TLS handshakes under way
   std::int64_t _slow_call_ns = 0;
   sharded_counter _settled;  // admitted client calls that ran or were refused
   sharded_counter _refused_busy;

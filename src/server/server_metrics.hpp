@@ -20,7 +20,7 @@
 
 namespace ringrpc::detail {
 
-inline constexpr std::size_t status_count = 9;  // status::ok .. status::cancelled
+inline constexpr std::size_t status_count = 11;  // status::ok .. status::permission_denied
 
 /// One thread's numbers for one method.
 struct method_metrics {

@@ -15,6 +15,8 @@ enum class op : std::uint8_t {
   cancel = 6,          // an ASYNC_CANCEL we issued; only its failure is interesting
   wake = 7,            // read on the thread's eventfd: other threads queued work for us
   timeout = 9,         // a timer of the owning loop
+  handoff_tls = 10,    // as handoff, for a socket accepted on the TLS listener
+  recv_tls = 11,       // multishot recv of a TLS connection: ciphertext for its session
 };
 
 // Layout: bits 0..7 are the op, bits 8..63 a pointer (or zero). User-space pointers on x86-64

@@ -18,6 +18,10 @@ std::span<const std::byte> frame_encoder::encode(const frame_view& f) {
   }
   flatbuffers::Offset<flatbuffers::String> message;
   if (!f.message.empty()) message = _fbb.CreateString(f.message.data(), f.message.size());
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>> metadata;
+  if (f.metadata_out != nullptr && !(f.metadata_out->defaults.empty() && f.metadata_out->pairs.empty())) {
+    metadata = encode_metadata(*f.metadata_out);
+  }
 
   wire::FrameBuilder b(_fbb);
   b.add_call_id(f.call_id);
@@ -26,6 +30,7 @@ std::span<const std::byte> frame_encoder::encode(const frame_view& f) {
   if (!method.IsNull()) b.add_method(method);
   if (!message.IsNull()) b.add_message(message);
   b.add_retry_after_ms(f.retry_after_ms);
+  if (!metadata.IsNull()) b.add_metadata(metadata);
   b.add_status(static_cast<wire::Status>(f.code));
   b.add_kind(f.kind);
   _fbb.FinishSizePrefixed(b.Finish());
@@ -101,7 +106,7 @@ decode_outcome decode_frame(std::span<const std::byte> frame, frame_view& view) 
   const auto* buf = reinterpret_cast<const std::uint8_t*>(frame.data());
   view = frame_view{};
   flatbuffers::Verifier::Options opts;
-  opts.max_depth = 8;  // a Frame has no nesting; a deep buffer is an attack, not a call
+  opts.max_depth = 8;  // a Frame nests one level (metadata); a deep buffer is an attack, not a call
   flatbuffers::Verifier verifier(buf, frame.size(), opts);
   if (frame.size() < frame_prefix_bytes + 8 ||
       !verifier.VerifySizePrefixedBuffer<wire::Frame>(nullptr)) {
@@ -119,6 +124,7 @@ decode_outcome decode_frame(std::span<const std::byte> frame, frame_view& view) 
   view.code = static_cast<status>(f->status());
   if (const auto* msg = f->message()) view.message = {msg->data(), msg->size()};
   view.retry_after_ms = f->retry_after_ms();
+  view.metadata = f->metadata();
   // Enum values the schema does not know are legal FlatBuffers but meaningless to us.
   if (view.kind > wire::Kind::MAX) return decode_outcome::malformed_with_id;
   return decode_outcome::ok;

@@ -10,6 +10,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include "wire/frame_generated.h"
+#include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 
 namespace ringrpc::detail {
@@ -33,6 +34,20 @@ struct frame_view {
   status code = status::ok;
   std::string_view message;
   std::uint32_t retry_after_ms = 0;
+  /// Decoded: the frame's metadata, verified as FlatBuffers but not yet against any caps or
+  /// key rules (wire/metadata_check.hpp); null when the frame has none, as every frame of
+  /// before had.
+  const flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>* metadata = nullptr;
+  /// Encoded: pairs to send, or null (the decoder leaves it null). One pointer, not the spans
+  /// themselves: every frame_view is built per call, and frames without metadata are the many.
+  const struct metadata_to_send* metadata_out = nullptr;
+};
+
+/// What frame_encoder sends as metadata: `defaults` first, but those whose key `pairs` also
+/// has, then `pairs`.
+struct metadata_to_send {
+  std::span<const metadata_entry> defaults;
+  std::span<const metadata_entry> pairs;
 };
 
 /// Encodes a Reply frame (status Ok) for `call_id` carrying `payload` into `out` (replacing its
@@ -64,7 +79,11 @@ class frame_encoder {
   static constexpr std::size_t keep_bytes = 64 * 1024;
 
  private:
+  // Defined in metadata.cpp, out of encode()'s way: frames without metadata are the many.
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>> encode_metadata(
+      const metadata_to_send& m);
   flatbuffers::FlatBufferBuilder _fbb;
+  std::vector<flatbuffers::Offset<wire::Metadata>> _entries;  // reused between frames
 };
 
 /// What decoding a complete frame gave.

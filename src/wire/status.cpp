@@ -13,6 +13,8 @@ std::string_view to_string(status s) noexcept {
     case status::shutting_down: return "shutting_down";
     case status::internal: return "internal";
     case status::cancelled: return "cancelled";
+    case status::unauthenticated: return "unauthenticated";
+    case status::permission_denied: return "permission_denied";
   }
   return "unknown_status";
 }

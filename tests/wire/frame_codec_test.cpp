@@ -484,7 +484,9 @@ TEST(Status, ToStringNames) {
   EXPECT_EQ(ringrpc::to_string(status::shutting_down), "shutting_down");
   EXPECT_EQ(ringrpc::to_string(status::internal), "internal");
   EXPECT_EQ(ringrpc::to_string(status::cancelled), "cancelled");
-  EXPECT_EQ(ringrpc::to_string(static_cast<status>(9)), "unknown_status");
+  EXPECT_EQ(ringrpc::to_string(status::unauthenticated), "unauthenticated");
+  EXPECT_EQ(ringrpc::to_string(status::permission_denied), "permission_denied");
+  EXPECT_EQ(ringrpc::to_string(static_cast<status>(11)), "unknown_status");
   EXPECT_EQ(ringrpc::to_string(static_cast<status>(0xffff)), "unknown_status");
 }
 
@@ -500,6 +502,9 @@ TEST(Status, WireValuesMatchSchema) {
   EXPECT_EQ(static_cast<int>(status::shutting_down), static_cast<int>(Status::ShuttingDown));
   EXPECT_EQ(static_cast<int>(status::internal), static_cast<int>(Status::Internal));
   EXPECT_EQ(static_cast<int>(status::cancelled), static_cast<int>(Status::Cancelled));
+  EXPECT_EQ(static_cast<int>(status::unauthenticated), static_cast<int>(Status::Unauthenticated));
+  EXPECT_EQ(static_cast<int>(status::permission_denied), static_cast<int>(Status::PermissionDenied));
+  EXPECT_EQ(static_cast<int>(Status::MAX), 10);  // a new status needs a line above
 }
 
 }  // namespace

@@ -17,10 +17,13 @@ import time
 # Kind and Status values (docs/protocol.md sections 3 and 6).
 REQUEST, ONE_WAY, REPLY, ERROR, CANCEL, PING, PONG = range(7)
 OK, UNKNOWN_METHOD, BAD_REQUEST, FRAME_TOO_LARGE, SERVER_BUSY, DEADLINE_EXCEEDED, \
-    SHUTTING_DOWN, INTERNAL, CANCELLED = range(9)
+    SHUTTING_DOWN, INTERNAL, CANCELLED, UNAUTHENTICATED, PERMISSION_DENIED = range(11)
 
 # Field ids (= vtable slots).
-F_CALL_ID, F_KIND, F_METHOD, F_TIMEOUT_US, F_PAYLOAD, F_STATUS, F_MESSAGE, F_RETRY = range(8)
+F_CALL_ID, F_KIND, F_METHOD, F_TIMEOUT_US, F_PAYLOAD, F_STATUS, F_MESSAGE, F_RETRY, \
+    F_METADATA = range(9)
+# Fields of a Metadata table (section 3.1).
+M_KEY, M_VALUE = range(2)
 
 
 class ProtocolError(Exception):
@@ -53,9 +56,39 @@ def _pad4(b):
     return b + b"\0" * (-len(b) % 4)
 
 
+def _encode_metadata(pairs, pos):
+    """The metadata objects of section 4.4 laid out from position `pos` (a multiple of 4):
+    one shared Metadata vtable, the vector, the tables, then the keys and values. Returns
+    (bytes, position of the vector)."""
+    n = len(pairs)
+    vt_pos = pos
+    vtable = struct.pack("<HHHH", 8, 12, 4, 8)           # 2 entries; key at +4, value at +8
+    vec_pos = vt_pos + len(vtable)
+    tables_pos = vec_pos + 4 + 4 * n
+    data_pos = tables_pos + 12 * n
+    data = b""
+    tables = b""
+    offsets = b""
+    for i, (key, value) in enumerate(pairs):
+        key = key.encode() if isinstance(key, str) else bytes(key)
+        value = value.encode() if isinstance(value, str) else bytes(value)
+        t = tables_pos + 12 * i
+        key_at = data_pos + len(data)
+        data += _pad4(struct.pack("<I", len(key)) + key + b"\0")
+        value_at = data_pos + len(data)
+        data += _pad4(struct.pack("<I", len(value)) + value)
+        offsets += struct.pack("<I", t - (vec_pos + 4 + 4 * i))
+        tables += struct.pack("<iII", t - vt_pos, key_at - (t + 4), value_at - (t + 8))
+    return vtable + struct.pack("<I", n) + offsets + tables + data, vec_pos
+
+
 def encode_frame(call_id=0, kind=REQUEST, method=None, timeout_us=0, payload=None,
-                 status=OK, message=None, retry_after_ms=0):
-    """Returns one complete frame (prefix included). None for method/payload/message = absent."""
+                 status=OK, message=None, retry_after_ms=0, metadata=None):
+    """Returns one complete frame (prefix included). None for method/payload/message/metadata =
+    absent. Without metadata the layout of section 4.3, with it that of 4.4."""
+    if metadata is not None:
+        return _encode_frame_with_metadata(call_id, kind, method, timeout_us, payload, status,
+                                           message, retry_after_ms, metadata)
     if isinstance(method, str):
         method = method.encode()
     if isinstance(message, str):
@@ -87,6 +120,51 @@ def encode_frame(call_id=0, kind=REQUEST, method=None, timeout_us=0, payload=Non
     assert len(table) == TABLE_SIZE
     head = struct.pack("<I", ROOT) + vtable  # positions 4..27
     head += b"\0" * (TABLE_POS - 4 - len(head))  # padding 28..31
+    body = head + table + objects
+    return struct.pack("<I", len(body)) + body
+
+
+def _encode_frame_with_metadata(call_id, kind, method, timeout_us, payload, status, message,
+                                retry_after_ms, metadata):
+    """Section 4.4: the layout of 4.3 with a 9th vtable entry (metadata at table + 40), the
+    table 4 bytes longer and the objects from position 76."""
+    if isinstance(method, str):
+        method = method.encode()
+    if isinstance(message, str):
+        message = message.encode()
+    table_size = TABLE_SIZE + 4
+    offsets = dict(FIELD_OFFSETS)
+    offsets[F_METADATA] = 40
+    pos = TABLE_POS + table_size  # 76
+    objects = b""
+    obj_pos = {}
+    for fid, data, is_string in ((F_METHOD, method, True), (F_PAYLOAD, payload, False),
+                                 (F_MESSAGE, message, True)):
+        if data is None:
+            continue
+        data = bytes(data)
+        obj_pos[fid] = pos + len(objects)
+        objects += _pad4(struct.pack("<I", len(data)) + data + (b"\0" if is_string else b""))
+    md, obj_pos[F_METADATA] = _encode_metadata(metadata, pos + len(objects))
+    objects += md
+
+    entries = []
+    for fid in range(9):
+        present = fid not in (F_METHOD, F_PAYLOAD, F_MESSAGE) or fid in obj_pos
+        entries.append(offsets[fid] if present else 0)
+    vtable = struct.pack("<HH9H", 4 + 2 * 9, table_size, *entries)
+
+    def uoff(fid):
+        if fid not in obj_pos:
+            return 0
+        return obj_pos[fid] - (TABLE_POS + offsets[fid])
+
+    table = struct.pack("<iIQQIIIHBxI", TABLE_POS - VTABLE_POS, retry_after_ms, call_id,
+                        timeout_us, uoff(F_METHOD), uoff(F_PAYLOAD), uoff(F_MESSAGE), status, kind,
+                        uoff(F_METADATA))
+    assert len(table) == table_size
+    head = struct.pack("<I", ROOT) + vtable  # positions 4..29
+    head += b"\0" * (TABLE_POS - 4 - len(head))  # padding 30..31
     body = head + table + objects
     return struct.pack("<I", len(body)) + body
 
@@ -133,6 +211,29 @@ def decode_body(b):
             raise ProtocolError("field %d: string without terminator" % fid)
         return bytes(b[p + 4:p + 4 + n])
 
+    def metadata():
+        o = field(F_METADATA)
+        if not o:
+            return None
+        p = t + o + _u("I", b, t + o)
+        pairs = []
+        for i in range(_u("I", b, p)):
+            e = p + 4 + 4 * i
+            mt = e + _u("I", b, e)
+            mv = mt - _u("i", b, mt)
+            mvsize = _u("H", b, mv)
+
+            def entry(fid):
+                at = 4 + 2 * fid
+                fo = _u("H", b, mv + at) if at < mvsize else 0
+                if not fo:
+                    return b""
+                q = mt + fo + _u("I", b, mt + fo)
+                n = _u("I", b, q)
+                return bytes(b[q + 4:q + 4 + n])
+            pairs.append((entry(M_KEY).decode("ascii", "replace"), entry(M_VALUE)))
+        return pairs
+
     return {
         "call_id": scalar(F_CALL_ID, "Q"),
         "kind": scalar(F_KIND, "B"),
@@ -142,6 +243,7 @@ def decode_body(b):
         "status": scalar(F_STATUS, "H"),
         "message": blob(F_MESSAGE, True).decode("utf-8", "replace"),
         "retry_after_ms": scalar(F_RETRY, "I"),
+        "metadata": metadata(),
     }
 
 
@@ -201,8 +303,18 @@ def check_self_consistency():
     f = decode_frame(encode_frame(call_id=7, kind=ERROR, method="m", timeout_us=9, payload=b"\1\2",
                                   status=SERVER_BUSY, message="busy", retry_after_ms=10))
     check(f == {"call_id": 7, "kind": ERROR, "method": "m", "timeout_us": 9, "payload": b"\1\2",
-                "status": SERVER_BUSY, "message": "busy", "retry_after_ms": 10},
+                "status": SERVER_BUSY, "message": "busy", "retry_after_ms": 10, "metadata": None},
           "encode/decode round trip: %r" % f)
+    md = [("traceparent", TRACEPARENT), ("bin", b"\0\xff"), ("empty", b"")]
+    f = decode_frame(encode_frame(call_id=8, method="m", payload=b"x", metadata=md))
+    check(f["metadata"] == [(k, v.encode() if isinstance(v, str) else v) for k, v in md]
+          and f["payload"] == b"x" and f["method"] == "m", "metadata round trip: %r" % f)
+    # docs/protocol.md section 4.4: the fixed layout with metadata.
+    check(encode_frame(call_id=1, method="echo", payload=b"hi", metadata=[("tenant", "blue")])
+          == bytes.fromhex(DOC_METADATA),
+          "the fixed-layout encoder with metadata differs from docs/protocol.md 4.4:\n"
+          + encode_frame(call_id=1, method="echo", payload=b"hi",
+                         metadata=[("tenant", "blue")]).hex(" "))
     # docs/protocol.md section 5: the builder's echo request and the server's (hand-laid) reply.
     req = bytes.fromhex(DOC_REQUEST)
     f = decode_frame(req)
@@ -245,9 +357,23 @@ DOC_FIXED = """
 00 00 00 00 02 00 00 00 68 69 00 00
 """
 
+DOC_METADATA = """
+8c 00 00 00 1c 00 00 00 16 00 2c 00 08 00 26 00
+18 00 10 00 1c 00 24 00 00 00 04 00 28 00 00 00
+18 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00
+00 00 00 00 00 00 00 00 14 00 00 00 1c 00 00 00
+00 00 00 00 00 00 00 00 20 00 00 00 04 00 00 00
+65 63 68 6f 00 00 00 00 02 00 00 00 68 69 00 00
+08 00 0c 00 04 00 08 00 01 00 00 00 04 00 00 00
+10 00 00 00 08 00 00 00 10 00 00 00 06 00 00 00
+74 65 6e 61 6e 74 00 00 04 00 00 00 62 6c 75 65
+"""
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
-def call(conn, call_id, method, payload=None, timeout_us=0):
-    conn.send(encode_frame(call_id=call_id, method=method, payload=payload, timeout_us=timeout_us))
+
+def call(conn, call_id, method, payload=None, timeout_us=0, metadata=None):
+    conn.send(encode_frame(call_id=call_id, method=method, payload=payload, timeout_us=timeout_us,
+                           metadata=metadata))
     f = conn.read_frame()
     check(f["call_id"] == call_id, "%s: answer for call %d, expected %d (%s)"
           % (method, f["call_id"], call_id, describe(f)))
@@ -368,6 +494,56 @@ def check_sleep_bad_payload(conn):
     check(f["kind"] == ERROR and f["status"] == BAD_REQUEST, "sleep 'soon': " + describe(f))
 
 
+def check_metadata(conn):
+    """Section 3.1: metadata within the caps reaches the method; beyond them, or with a bad
+    key, the call gets BadRequest and the connection stays open."""
+    conn.send(bytes.fromhex(DOC_METADATA))
+    f = conn.read_frame()
+    check(f["call_id"] == 1 and f["kind"] == REPLY and f["payload"] == b"hi",
+          "the documented frame with metadata: " + describe(f))
+    md = [("traceparent", TRACEPARENT), ("k%d" % 1, b"\0\1\2"), ("empty", b"")]
+    f = call(conn, 7100, "echo", b"with metadata", metadata=md)
+    check(f["kind"] == REPLY and f["payload"] == b"with metadata", "echo with metadata: " + describe(f))
+    at_caps = [("k%02d" % i, b"v" * 10) for i in range(31)] + [("last", b"x" * (8192 - 31 * 13 - 4))]
+    f = call(conn, 7101, "echo", b"at the caps", metadata=at_caps)
+    check(f["kind"] == REPLY, "32 pairs, 8192 bytes (the default caps): " + describe(f))
+    bad = [("33 pairs", [("k%02d" % i, b"") for i in range(33)], "max_metadata_entries (32)"),
+           ("8193 bytes", [("big", b"x" * 8190)], "max_metadata_bytes (8192)"),
+           ("an uppercase key", [("Tenant", b"blue")], "not a lowercase token"),
+           ("a duplicate key", [("a", b"1"), ("a", b"2")], "appears twice")]
+    for i, (what, pairs, says) in enumerate(bad):
+        f = call(conn, 7110 + i, "echo", b"x", metadata=pairs)
+        check(f["kind"] == ERROR and f["status"] == BAD_REQUEST and says in f["message"],
+              "metadata with %s: expected Error/BadRequest(2) naming %r, got %s"
+              % (what, says, describe(f)))
+        f = call(conn, 7120 + i, "echo", b"still open")
+        check(f["kind"] == REPLY and f["payload"] == b"still open",
+              "after metadata with %s: %s" % (what, describe(f)))
+
+
+def check_bearer_tokens(conn, token, limited_token):
+    """Section 6 and docs/security.md: a server with --tokens-file answers calls without an
+    accepted token Unauthenticated, and a token's disallowed methods PermissionDenied."""
+    f = call(conn, 8000, "echo", b"x")
+    check(f["kind"] == ERROR and f["status"] == UNAUTHENTICATED,
+          "no token: expected Error/Unauthenticated(9), got " + describe(f))
+    f = call(conn, 8001, "echo", b"x", metadata=[("authorization", "Bearer not-" + token)])
+    check(f["kind"] == ERROR and f["status"] == UNAUTHENTICATED and token not in f["message"],
+          "wrong token: expected Error/Unauthenticated(9), got " + describe(f))
+    f = call(conn, 8002, "echo", b"x", metadata=[("authorization", "Bearer " + token),
+                                                ("traceparent", TRACEPARENT)])
+    check(f["kind"] == REPLY and f["payload"] == b"x", "good token: " + describe(f))
+    auth = [("authorization", "Bearer " + limited_token)]
+    f = call(conn, 8003, "echo", b"y", metadata=auth)
+    check(f["kind"] == REPLY and f["payload"] == b"y", "limited token, allowed method: " + describe(f))
+    f = call(conn, 8004, "sleep", b"1", metadata=auth)
+    check(f["kind"] == ERROR and f["status"] == PERMISSION_DENIED,
+          "limited token, other method: expected Error/PermissionDenied(10), got " + describe(f))
+    conn.send(encode_frame(call_id=8005, kind=PING))
+    f = conn.read_frame()
+    check(f["kind"] == PONG, "Ping needs no token: " + describe(f))
+
+
 def check_frame_too_large(host, port, timeout):
     conn = Connection(host, port, timeout)
     try:
@@ -413,7 +589,23 @@ def main():
     ap.add_argument("--timeout", type=float, default=20.0, help="socket timeout in seconds")
     ap.add_argument("--skip-deadline", action="store_true",
                     help="skip the DeadlineExceeded check (it needs a server with one handler)")
+    ap.add_argument("--token", help="the server checks bearer tokens: run the token checks "
+                    "only, with this token (allowed every method)")
+    ap.add_argument("--limited-token", help="with --token: a token allowed only 'echo'")
     args = ap.parse_args()
+
+    if args.token:
+        try:
+            conn = Connection(args.host, args.port, args.timeout)
+            check_self_consistency()
+            check_bearer_tokens(conn, args.token, args.limited_token)
+            conn.close()
+        except (Failure, ProtocolError, EOFError, OSError) as e:
+            print("FAIL: bearer tokens: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+            return 1
+        print("ok   bearer tokens -> Unauthenticated / PermissionDenied")
+        print("protocol_client: all checks passed")
+        return 0
 
     checks = [("encoder/decoder vs docs/protocol.md dumps", lambda c: check_self_consistency()),
               ("documented echo example, byte for byte", check_doc_example),
@@ -425,7 +617,8 @@ def main():
               ("verification failure with id -> BadRequest, stays open",
                check_verification_failure_with_id),
               ("pipelining 100 requests", check_pipelining),
-              ("sleep with a bad payload -> BadRequest", check_sleep_bad_payload)]
+              ("sleep with a bad payload -> BadRequest", check_sleep_bad_payload),
+              ("metadata: reaches the method; over the caps -> BadRequest", check_metadata)]
     if not args.skip_deadline:
         checks.append(("timeout_us shorter than the queueing -> DeadlineExceeded", check_deadline))
 

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs tests/wire/protocol_client.py (an independent Python client written from docs/protocol.md)
-# against a fresh ringrpc-server, then stops the server with SIGTERM and checks it exits 0.
+# against a fresh ringrpc-server, then against one that checks bearer tokens (--tokens-file);
+# each time it stops the server with SIGTERM and checks it exits 0.
 # Usage: protocol_client_test.sh PATH/TO/ringrpc-server PATH/TO/protocol_client.py
 # Exit 77 (skipped) when the server cannot start because io_uring is unavailable.
 set -u
@@ -28,58 +29,72 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-"$server" --port 0 --readers 1 --handlers 1 >"$work/stdout" 2>"$work/stderr" &
-pid=$!
+# run_round CLIENT_ARGS SERVER_ARGS...: one server, the client against it, then a clean stop.
+run_round() {
+  client_args=$1
+  shift
+  # A fresh file each round: the shell truncates it in the child, after fork, so reading a
+  # reused file could find the previous round's port.
+  rm -f "$work/stdout" "$work/stderr"
+  : >"$work/stdout"
+  "$server" --port 0 --readers 1 --handlers 1 "$@" >>"$work/stdout" 2>"$work/stderr" &
+  pid=$!
 
-# Wait (at most 10 s) for "listening on HOST:PORT".
-port=
-i=0
-while [ $i -lt 100 ]; do
-  port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/stdout")
-  [ -n "$port" ] && break
-  if ! alive; then
-    wait "$pid"
-    rc=$?
-    pid=
-    echo "ringrpc-server exited with status $rc before listening:" >&2
-    cat "$work/stderr" >&2
-    if grep -qi 'io_uring' "$work/stderr"; then exit 77; fi
+  # Wait (at most 10 s) for "listening on HOST:PORT".
+  port=
+  i=0
+  while [ $i -lt 100 ]; do
+    port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/stdout")
+    [ -n "$port" ] && break
+    if ! alive; then
+      wait "$pid"
+      rc=$?
+      pid=
+      echo "ringrpc-server exited with status $rc before listening:" >&2
+      cat "$work/stderr" >&2
+      if grep -qi 'io_uring' "$work/stderr"; then exit 77; fi
+      exit 1
+    fi
+    sleep 0.1
+    i=$((i + 1))
+  done
+  if [ -z "$port" ]; then
+    echo "ringrpc-server printed no 'listening on HOST:PORT' line within 10 s" >&2
+    cat "$work/stdout" "$work/stderr" >&2
     exit 1
   fi
-  sleep 0.1
-  i=$((i + 1))
-done
-if [ -z "$port" ]; then
-  echo "ringrpc-server printed no 'listening on HOST:PORT' line within 10 s" >&2
-  cat "$work/stdout" "$work/stderr" >&2
-  exit 1
-fi
-echo "ringrpc-server (pid $pid) listening on port $port"
+  echo "ringrpc-server (pid $pid) listening on port $port"
 
-timeout 90 python3 "$client" --port "$port"
-client_rc=$?
-if [ $client_rc -ne 0 ]; then
-  echo "protocol_client.py failed (status $client_rc; 124 = timed out)" >&2
-fi
+  timeout 90 python3 "$client" --port "$port" $client_args
+  client_rc=$?
+  if [ $client_rc -ne 0 ]; then
+    echo "protocol_client.py failed (status $client_rc; 124 = timed out)" >&2
+  fi
 
-# Stop the server the way an operator would; it must drain and exit 0 within 15 s.
-kill -TERM "$pid"
-i=0
-while alive && [ $i -lt 150 ]; do
-  sleep 0.1
-  i=$((i + 1))
-done
-if alive; then
-  echo "ringrpc-server did not exit within 15 s of SIGTERM; killing it" >&2
-  cat "$work/stderr" >&2
-  exit 1
-fi
-wait "$pid"
-server_rc=$?
-pid=
-cat "$work/stderr"
-if [ $server_rc -ne 0 ]; then
-  echo "ringrpc-server exited with status $server_rc after SIGTERM (expected 0)" >&2
-  exit 1
-fi
-exit $client_rc
+  # Stop the server the way an operator would; it must drain and exit 0 within 15 s.
+  kill -TERM "$pid"
+  i=0
+  while alive && [ $i -lt 150 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  if alive; then
+    echo "ringrpc-server did not exit within 15 s of SIGTERM; killing it" >&2
+    cat "$work/stderr" >&2
+    exit 1
+  fi
+  wait "$pid"
+  server_rc=$?
+  pid=
+  cat "$work/stderr"
+  if [ $server_rc -ne 0 ]; then
+    echo "ringrpc-server exited with status $server_rc after SIGTERM (expected 0)" >&2
+    exit 1
+  fi
+  return $client_rc
+}
+
+run_round "" || exit $?
+# Bearer tokens (docs/security.md): a second server that checks them, one token per line.
+printf '# subject token [methods]\nfull tok-full-0123456789\nlimited tok-limited-42 echo\n' >"$work/tokens"
+run_round "--token tok-full-0123456789 --limited-token tok-limited-42" --tokens-file "$work/tokens"

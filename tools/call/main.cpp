@@ -26,6 +26,7 @@
 #include "byte_text.hpp"
 #include "cli_conventions.hpp"
 #include "ringrpc/client.hpp"
+#include "tls_target.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
 
@@ -77,10 +78,14 @@ class session {
         _call(call),
         _connect_timeout(connect_timeout) {}
 
+  /// ringrpcs://: the connection speaks TLS through `tls`.
+  void use_tls(std::shared_ptr<ringrpc::record_layer> tls) { _tls = std::move(tls); }
+
   ringrpc::client& connection() {
     if (!_client) {
       ringrpc::client_options o;
       o.connect_timeout = _connect_timeout;
+      o.tls = _tls;
       try {
         _client.emplace(ringrpc::client::connect(_where.host, _where.port, o));
       } catch (const std::system_error& e) {
@@ -105,6 +110,7 @@ class session {
   std::vector<std::string> _includes;
   ringrpc::call_options _call;
   std::chrono::milliseconds _connect_timeout;
+  std::shared_ptr<ringrpc::record_layer> _tls;
   std::optional<ringrpc::client> _client;
 };
 
@@ -252,7 +258,15 @@ int main(int argc, char** argv) {
   std::string target, command, name, data, schema_file, timeout = "10s", connect_timeout = "3s";
   std::vector<std::string> includes;
   bool compact = false, emit_defaults = false, raw = false, hex = false, base64 = false;
-  app.add_option("address", target, "HOST:PORT of the server")->required()->type_name("HOST:PORT");
+  app.add_option("address", target, "HOST:PORT of the server; ringrpcs://HOST:PORT for TLS")
+      ->required()
+      ->type_name("HOST:PORT");
+  ringrpc::tools::tls_flags tls;
+  app.add_option("--cacert", tls.cacert, "ringrpcs://: PEM CAs to verify the server with (default: the system's)")
+      ->type_name("FILE");
+  app.add_option("--cert", tls.cert, "ringrpcs://: PEM client certificate (mutual TLS)")->type_name("FILE");
+  app.add_option("--key", tls.key, "ringrpcs://: PEM private key of --cert")->type_name("FILE");
+  app.add_flag("--insecure", tls.insecure, "ringrpcs://: do not verify the server's certificate");
   app.add_option("command", command, "list, describe or call")->required()->type_name("COMMAND");
   app.add_option("name", name, "describe: a service, method or type; call: Service.Method or an untyped method")
       ->type_name("NAME");
@@ -274,6 +288,17 @@ int main(int argc, char** argv) {
   app.add_flag("--base64", base64, "untyped: -d is base64, the reply is printed in base64")->excludes(hex_flag);
   app.add_flag("--compact", compact, "print the reply on one line");
   app.add_flag("--emit-defaults", emit_defaults, "also print fields equal to their default value");
+  std::string token;
+  std::vector<std::string> metadata;
+  app.add_option("--token", token,
+                 "send 'authorization: Bearer TOKEN' with each call (plaintext: trusted networks "
+                 "only); prefer the environment variable, which ps does not show")
+      ->envname("RINGRPC_TOKEN")
+      ->type_name("TOKEN");
+  app.add_option("-H,--metadata", metadata,
+                 "a metadata pair sent with each call, e.g. -H traceparent=00-...-01 (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -290,7 +315,31 @@ int main(int argc, char** argv) {
       throw tool_error(exit_usage, e.what());
     }
     if (call.timeout.count() <= 0) throw tool_error(exit_usage, "--timeout must be positive");
+    for (const std::string& kv : metadata) {
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos || !ringrpc::valid_metadata_key(kv.substr(0, eq))) {
+        throw tool_error(exit_usage, "-H needs KEY=VALUE with a lowercase KEY (a-z 0-9 - _ .), got '" +
+                                         kv.substr(0, eq) + "'");
+      }
+      call.metadata.push_back({kv.substr(0, eq), kv.substr(eq + 1)});
+    }
+    // The token is never echoed, in errors either.
+    if (!token.empty()) {
+      if (!ringrpc::parse_bearer(std::string("Bearer ").append(token))) {
+        throw tool_error(exit_usage, "--token / RINGRPC_TOKEN holds characters a bearer token cannot have");
+      }
+      call.metadata.push_back({"authorization", std::string("Bearer ").append(token)});
+    }
+    const bool use_tls = ringrpc::tools::take_scheme(target);
+    if (tls.any() && !use_tls) throw tool_error(exit_usage, "--cacert, --cert, --key and --insecure need a ringrpcs:// address");
     session s(parse_address(target), schema_file, includes, call, connect);
+    if (use_tls) {
+      try {
+        s.use_tls(ringrpc::tools::make_client_tls(tls));
+      } catch (const std::exception& e) {
+        throw tool_error(exit_usage, e.what());
+      }
+    }
     if (command == "list") {
       if (!name.empty()) throw tool_error(exit_usage, "list takes no name");
       return run_list(s);

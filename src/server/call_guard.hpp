@@ -1,0 +1,76 @@
+#pragma once
+// What a call must pass on the reader thread before it is queued, beyond the frame itself: its
+// metadata within the caps, a bearer token the server accepts (when it checks tokens), and the
+// server's and its endpoint's authorizers. Refusals are counted here. Calls from connections
+// with no identity, no metadata and no checks configured never come here (reader::dispatch).
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/sharded_counter.hpp"
+#include "exec/call.hpp"
+#include "ringrpc/authorizer.hpp"
+#include "ringrpc/server.hpp"
+#include "wire/frame_codec.hpp"
+#include "wire/metadata_check.hpp"
+
+namespace ringrpc::detail {
+
+struct connection;
+
+/// The accepted bearer tokens. Lookup time depends on the configured tokens' lengths only,
+/// never on where the presented token first differs or which token it matches.
+class token_table {
+ public:
+  explicit token_table(const std::vector<bearer_token>& tokens);
+  bool empty() const noexcept { return _tokens.empty(); }
+  /// The token equal to `presented`, or null.
+  const bearer_token* match(std::string_view presented) const noexcept;
+  /// True when `t` may call `method` (bearer_token::methods).
+  static bool allows(const bearer_token& t, std::string_view method) noexcept;
+
+ private:
+  std::vector<bearer_token> _tokens;
+};
+
+class call_guard {
+ public:
+  explicit call_guard(const server_options& o);
+
+  /// Before start().
+  void set_authorizer(std::shared_ptr<const authorizer> a) noexcept {
+    _authorizer = std::move(a);
+    _every_call = !_tokens.empty() || _authorizer != nullptr;
+  }
+  /// True when every call must come here (tokens or a server-wide authorizer).
+  bool checks_every_call() const noexcept { return _every_call; }
+
+  /// Reader thread: checks the metadata, resolves who the caller is (k.peer) and asks the
+  /// server's authorizer. status::ok, or the refusal's status with `why` set.
+  status admit_caller(connection& c, call& k, const frame_view& v, std::string& why);
+  /// Reader thread: the endpoint's own authorizer, after admit_caller.
+  status admit_endpoint(const authorizer& a, const call& k, const frame_view& v, std::string& why) noexcept;
+
+  /// Counts a refusal by its status.
+  void count(status s) noexcept {
+    if (s == status::unauthenticated) _unauthenticated.add();
+    else if (s == status::permission_denied) _permission_denied.add();
+    else _bad_metadata.add();
+  }
+  std::uint64_t unauthenticated() const noexcept { return _unauthenticated.get(); }
+  std::uint64_t permission_denied() const noexcept { return _permission_denied.get(); }
+  std::uint64_t bad_metadata() const noexcept { return _bad_metadata.get(); }
+
+ private:
+  status decide(const authorizer& a, const authorization_request& r, std::string& why,
+                const char* whose) const noexcept;
+  const metadata_limits _limits;
+  const token_table _tokens;
+  std::shared_ptr<const authorizer> _authorizer;
+  bool _every_call = false;  // read per call: one byte, not the vector and the pointer
+  sharded_counter _unauthenticated, _permission_denied, _bad_metadata;
+};
+
+}  // namespace ringrpc::detail

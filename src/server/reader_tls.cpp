@@ -1,0 +1,164 @@
+// TLS connections on the reader: ciphertext from the multishot receive goes through the
+// connection's record session into the same frame assembler plaintext bytes go to; what the
+// session has to say back (handshake flights, alerts) is written by the shard's responder like
+// a reply. Nothing here blocks: a handshake advances only when its bytes arrive, and one that
+// does not finish in time is shed by the sweep.
+#include <sys/socket.h>
+
+#include <memory>
+#include <string>
+
+#include "server/reader.hpp"
+#include "server/server_core.hpp"
+#include "uring/cqe_tag.hpp"
+
+#include "ringrpc/peer_identity.hpp"
+
+namespace ringrpc::detail {
+
+namespace {
+
+tls_link& link_of(connection* c) noexcept { return *c->rare.load(std::memory_order_relaxed)->tls; }
+
+// What the handshake verified (the client's certificate under mutual TLS, or nothing) becomes
+// the connection's identity before anyone hears of the connection. Throws std::bad_alloc.
+void publish_identity(connection* c, const record_session& s) {
+  peer_certificate_identity id = s.peer_identity();  // empty unless verified
+  if (id.empty()) return;
+  auto who = std::make_shared<peer_identity>();
+  who->subject = std::move(id.subject);
+  who->dns_names = std::move(id.dns_names);
+  who->uris = std::move(id.uris);
+  who->ip_addresses = std::move(id.ips);
+  who->certificate_verified = true;
+  c->set_peer_identity(std::move(who));
+}
+
+}  // namespace
+
+bool reader::start_tls(connection* c) noexcept {
+  if (!_core.admit_handshake()) {
+    _tls_refused.add();
+    c->note_failure("refused: max_tls_handshakes handshakes already under way");
+    _core.post_event(event_kind::limit_hit, [&] {
+      event e;
+      e.peer = c->peer();
+      e.name = "max_tls_handshakes";
+      e.value = _core.options().max_tls_handshakes;
+      e.detail = "connection refused";
+      e.id = c->id;
+      return e;
+    });
+    ::shutdown(c->fd, SHUT_RDWR);
+    start_close(c);
+    return false;
+  }
+  try {
+    connection::connection_rare& rare = c->rare_part();
+    auto link = std::make_unique<tls_link>();
+    link->session = _core.options().tls->new_server_session();
+    if (!link->session) throw std::bad_alloc();
+    link->handshake_started_ns = _turn_ns;
+    rare.tls = std::move(link);
+  } catch (...) {
+    _core.end_handshake();
+    _core.note_out_of_memory();
+    c->note_failure("out of memory starting a TLS session");
+    ::shutdown(c->fd, SHUT_RDWR);
+    start_close(c);
+    return false;
+  }
+  charge_tls(c, link_of(c));
+  return true;
+}
+
+void reader::charge_tls(connection* c, tls_link& t) noexcept {
+  if (c->finished) return;  // finish_tls() gave the charge back for good
+  t.recharge(_account, _core.options().tls->session_bytes());
+}
+
+void reader::finish_tls(connection* c) noexcept {
+  const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
+  if (rare == nullptr || !rare->tls) return;
+  tls_link& t = *rare->tls;
+  if (t.handshaking) {
+    t.handshaking = false;
+    _core.end_handshake();
+  }
+  // The session's memory is the connection's until it is freed, but nothing of it is the
+  // budget's business once no byte is read or written for it any more.
+  _account.release(static_cast<std::int64_t>(t.charged));
+  t.charged = 0;
+}
+
+void reader::tls_established(connection* c, tls_link& t) noexcept {
+  t.handshaking = false;
+  _core.end_handshake();
+  _tls_handshakes.add();
+  t.announced = true;
+  try {
+    publish_identity(c, *t.session);
+  } catch (const std::bad_alloc&) {
+    // Without memory to keep who the peer is, it is nobody: the authorizer refuses what needs
+    // an identity, nothing is let in on a guess.
+    _core.note_out_of_memory();
+  }
+  notify_endpoints(c, call_purpose::connected);
+}
+
+void reader::tls_failed(connection* c, tls_link& t, const std::string& why) noexcept {
+  if (t.handshaking) _tls_failures.add();
+  c->note_failure(why);
+  // The alert that says why (if the session made one) is a few bytes into an empty socket
+  // buffer: sent here, it cannot block, and the peer learns more than "connection reset".
+  if (!t.pending.empty() && t.cipher.empty()) {
+    (void)::send(c->fd, t.pending.data(), t.pending.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  t.pending.clear();
+  c->gone.store(true, std::memory_order_relaxed);
+  ::shutdown(c->fd, SHUT_RDWR);
+  start_close(c);
+}
+
+void reader::on_recv_tls(connection* c, const io_uring_cqe& cqe) {
+  if (cqe.flags & IORING_CQE_F_BUFFER) {
+    const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+    if (cqe.res > 0 && !c->closing) {
+      _bytes_in.add(static_cast<std::uint64_t>(cqe.res));
+      c->last_read_ns = _turn_ns;
+      c->liveness_checked = false;
+      tls_link& t = link_of(c);
+      try {
+        _tls_plain.clear();
+        const std::size_t had_pending = t.pending.size();
+        const auto outcome = t.session->receive(_buffers->bytes(id, static_cast<std::size_t>(cqe.res)),
+                                                _tls_plain, t.pending);
+        if (outcome == record_session::outcome::failed) {
+          tls_failed(c, t, t.session->error());
+        } else {
+          if (t.handshaking && t.session->established()) tls_established(c, t);
+          if (t.pending.size() != had_pending) _replies.kick(c);
+          if (!_tls_plain.empty()) deliver(c, _tls_plain);
+          // close_notify: the peer's stream ends here, as a FIN would end it.
+          if (outcome == record_session::outcome::closed) {
+            c->half_closed = true;
+            ::shutdown(c->fd, SHUT_RD);
+          }
+        }
+      } catch (const std::bad_alloc&) {
+        out_of_memory(c, "out of memory receiving from this TLS connection");
+      }
+      charge_assembler(c);
+      charge_tls(c, t);
+      // A big receive leaves a big scratch buffer; keep what a few records need.
+      if (_tls_plain.capacity() > 256 * 1024) std::vector<std::byte>().swap(_tls_plain);
+    }
+    _buffers->recycle(id);
+  }
+  // The end of the multishot receive is the same as for plaintext.
+  io_uring_cqe rest = cqe;
+  rest.flags &= ~IORING_CQE_F_BUFFER;
+  on_recv(c, rest);
+}
+
+}  // namespace ringrpc::detail

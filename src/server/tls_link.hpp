@@ -1,0 +1,45 @@
+#pragma once
+// A TLS connection's record state on its shard: the session (record_layer.hpp) and the
+// ciphertext waiting to be written. Plaintext connections have none; a TLS one keeps it in its
+// rare part, so the connection struct stays the size of a plaintext one.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ringrpc/record_layer.hpp"
+#include "server/memory_budget.hpp"
+
+namespace ringrpc::detail {
+
+/// Owned by the connection (freed with it); used by the shard's thread only (reader and
+/// responder run there), so no field is shared.
+struct tls_link {
+  std::unique_ptr<record_session> session;
+  /// Ciphertext the reader's side produced (handshake flights, alerts, tickets) that no write
+  /// carries yet; the next write starts with it, so records keep the session's order.
+  std::vector<std::byte> pending;
+  /// The ciphertext of the write in flight (or about to go): `pending` first, then the sealed
+  /// replies. A partial write leaves `sent` short of its size and the rest goes next.
+  std::vector<std::byte> cipher;
+  std::size_t sent = 0;
+  /// Plaintext bytes at the head of the reply queue that `cipher` carries: released (their
+  /// calls answered) once all of `cipher` is written.
+  std::size_t sealed = 0;
+  std::int64_t handshake_started_ns = 0;
+  std::size_t charged = 0;  // what this link has charged to the memory budget
+  bool handshaking = true;  // holds one of the server's handshake slots while true
+  bool announced = false;   // endpoints were told "connected" (so they hear "disconnected")
+  bool write_ref = false;   // a write is out and holds a reference on the connection
+
+  /// Brings what this link has charged to `a`'s budget up to date (the reader and the
+  /// responder each use their own account; both settle with the one server-wide total).
+  void recharge(memory_budget::account& a, std::size_t session_bytes) noexcept {
+    const std::size_t now = session_bytes + pending.capacity() + cipher.capacity();
+    a.charge(static_cast<std::int64_t>(now) - static_cast<std::int64_t>(charged));
+    charged = now;
+  }
+};
+
+}  // namespace ringrpc::detail

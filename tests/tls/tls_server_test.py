@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""TLS listener of ringrpc-server against Python's ssl module: byte-exact calls (one TLS record
+and many, pipelined), the plaintext port beside it, garbage instead of a ClientHello, a stalled
+handshake, mutual TLS refusals, start-up errors for bad certificates and a SIGHUP reload.
+Usage: tls_server_test.py PATH/TO/ringrpc-server [PATH/TO/ringrpc-call]"""
+
+import os
+import random
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+
+from tls_support import (Server, client_context, echo_frame, make_all, pc, read_frame,
+                         tls_connect)
+
+SERVER = sys.argv[1]
+CALL = sys.argv[2] if len(sys.argv) > 2 else None
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def run(name, fn, *args):
+    t0 = time.monotonic()
+    try:
+        fn(*args)
+        print("ok   %-62s %6.0f ms" % (name, (time.monotonic() - t0) * 1e3))
+    except Exception as e:  # noqa: BLE001 - every failure is reported, the others still run
+        failures.append(name)
+        print("FAIL %s: %s: %s" % (name, type(e).__name__, e))
+
+
+def echo_sizes(srv, certs):
+    ctx = client_context(certs["ca"] + ".pem")
+    with tls_connect(srv.tls_port, ctx) as s:
+        check(s.selected_alpn_protocol() == "ringrpc/1", "ALPN: %r" % s.selected_alpn_protocol())
+        rnd = random.Random(1)
+        for i, size in enumerate([0, 1, 100, 16383, 16384, 16385, 100_000, 1 << 20]):
+            payload = bytes(rnd.getrandbits(8) for _ in range(min(size, 4096))) * (size // 4096 + 1)
+            payload = payload[:size]
+            s.sendall(echo_frame(i + 1, payload))
+            f = read_frame(s)
+            check(f["call_id"] == i + 1 and f["kind"] == pc.REPLY and f["status"] == pc.OK,
+                  "size %d: %s" % (size, pc.describe(f)))
+            check(f["payload"] == payload, "size %d: payload differs" % size)
+
+
+def pipelined(srv, certs):
+    ctx = client_context(certs["ca"] + ".pem")
+    with tls_connect(srv.tls_port, ctx) as s:
+        rnd = random.Random(2)
+        sent = {}
+        batch = bytearray()
+        for i in range(1, 201):
+            payload = os.urandom(rnd.choice([1, 50, 3000, 20000]))
+            sent[i] = payload
+            batch += echo_frame(i, payload)
+        s.sendall(bytes(batch))  # every request before any reply is read
+        # Replies come in completion order (the fair share may reorder): match them by id.
+        for _ in range(200):
+            f = read_frame(s)
+            check(f["call_id"] in sent, "unexpected reply %s" % pc.describe(f))
+            check(f["payload"] == sent.pop(f["call_id"]), "call %d: payload differs" % f["call_id"])
+        check(not sent, "no reply for %s" % sorted(sent))
+
+
+def plaintext_beside(srv, certs):
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(echo_frame(7, b"plain"))
+        f = read_frame(s)
+        check(f["payload"] == b"plain", "plaintext echo: %s" % pc.describe(f))
+    # A TLS ClientHello on the plaintext port is a bad frame there, not a handshake.
+    ctx = client_context(certs["ca"] + ".pem")
+    try:
+        tls_connect(srv.port, ctx, timeout=5).close()
+        raise AssertionError("a TLS handshake succeeded on the plaintext port")
+    except (ssl.SSLError, OSError):
+        pass
+
+
+def garbage(srv, certs):
+    before = srv.tls_stats()["handshake_failures"]
+    with socket.create_connection(("127.0.0.1", srv.tls_port), timeout=10) as bad, \
+            tls_connect(srv.tls_port, client_context(certs["ca"] + ".pem")) as good:
+        bad.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b"\0" * 200)
+        data = b""
+        try:
+            while True:
+                chunk = bad.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except ConnectionResetError:
+            pass
+        check(len(data) < 64, "the server answered garbage with %d bytes" % len(data))
+        check(srv.wait_stat("handshake_failures", before + 1) >= before + 1, "failure not counted")
+        good.sendall(echo_frame(1, b"still here"))
+        check(read_frame(good)["payload"] == b"still here", "another connection was affected")
+
+
+def stalled(srv, certs):
+    before = srv.tls_stats()["handshake_timeouts"]
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", srv.tls_port), timeout=10) as s:
+        s.sendall(b"\x16\x03\x01")  # the start of a record header, then nothing
+        try:
+            check(s.recv(1) == b"", "the server sent bytes to a stalled handshake")
+        except ConnectionResetError:
+            pass
+    waited = time.monotonic() - t0
+    check(waited < 8, "closed only after %.1f s (handshake timeout 300 ms)" % waited)
+    check(srv.wait_stat("handshake_timeouts", before + 1) >= before + 1, "timeout not counted")
+
+
+def refused(port, ctx, what):
+    try:
+        with tls_connect(port, ctx) as s:
+            # TLS 1.3: the client finishes first; the server's verdict comes with the next read.
+            s.sendall(echo_frame(1, b"x"))
+            f = read_frame(s)
+            raise AssertionError("%s got an answer: %s" % (what, pc.describe(f)))
+    except (ssl.SSLError, EOFError, ConnectionResetError, BrokenPipeError):
+        pass
+
+
+def ringrpc_call(srv, certs):
+    base = [CALL, "ringrpcs://127.0.0.1:%d" % srv.tls_port, "call", "echo", "-d", "over tls"]
+    p = subprocess.run(base + ["--cacert", certs["ca"] + ".pem"], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and p.stdout == "over tls", "ringrpc-call: %d %r %r" % (p.returncode, p.stdout, p.stderr))
+    p = subprocess.run(base + ["--cacert", certs["other-ca"] + ".pem"], capture_output=True, text=True, timeout=30)
+    check(p.returncode != 0 and "certificate verify failed" in p.stderr, "wrong CA: %d %r" % (p.returncode, p.stderr))
+    p = subprocess.run(base + ["--insecure"], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and p.stdout == "over tls", "--insecure: %d %r" % (p.returncode, p.stderr))
+
+
+def mutual(binary, certs, work):
+    srv = Server(binary, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
+                          "--tls-key", certs["server"] + ".key", "--tls-ca", certs["ca"] + ".pem",
+                          "--tls-require-client-cert", "true"], work)
+    try:
+        ca = certs["ca"] + ".pem"
+        refused(srv.tls_port, client_context(ca), "a client without a certificate")
+        refused(srv.tls_port, client_context(ca, certs["stranger"] + ".pem", certs["stranger"] + ".key"),
+                "a client signed by another CA")
+        check(srv.wait_stat("handshake_failures", 2) >= 2, "refusals not counted: %s" % srv.tls_stats())
+        with tls_connect(srv.tls_port, client_context(ca, certs["client"] + ".pem", certs["client"] + ".key")) as s:
+            s.sendall(echo_frame(5, b"trusted"))
+            check(read_frame(s)["payload"] == b"trusted", "the trusted client was not served")
+    finally:
+        srv.stop()
+
+
+def startup_errors(binary, certs, work):
+    cases = [
+        ([certs["expired"] + ".pem", certs["expired"] + ".key"], "expired"),
+        ([certs["server"] + ".pem", certs["client"] + ".key"], "does not match"),
+        ([os.path.join(work, "missing.pem"), certs["server"] + ".key"], "No such file"),
+        ([certs["server"] + ".key", certs["server"] + ".key"], "no usable PEM certificate"),
+    ]
+    for (cert, key), expected in cases:
+        p = subprocess.run([binary, "--port", "0", "--tls-port", "0", "--tls-cert", cert, "--tls-key", key],
+                           capture_output=True, text=True, timeout=20)
+        check(p.returncode == 2, "%s: exit %d, want 2" % (expected, p.returncode))
+        check(expected in p.stderr and p.stderr.count("\n") == 1,
+              "%s: stderr %r" % (expected, p.stderr))
+
+
+def reload(binary, certs, work):
+    cert, key = os.path.join(work, "live.pem"), os.path.join(work, "live.key")
+    for src, dst in [(certs["server"] + ".pem", cert), (certs["server"] + ".key", key)]:
+        with open(src, "rb") as a, open(dst, "wb") as b:
+            b.write(a.read())
+    srv = Server(binary, ["--tls-port", "0", "--tls-cert", cert, "--tls-key", key], work)
+    try:
+        ctx = client_context(certs["ca"] + ".pem")
+        old = tls_connect(srv.tls_port, ctx)
+        check(dict(x[0] for x in old.getpeercert()["subject"])["commonName"] == "localhost", "first cert")
+        for src, dst in [(certs["server2"] + ".pem", cert), (certs["server2"] + ".key", key)]:
+            with open(src, "rb") as a, open(dst + ".new", "wb") as b:
+                b.write(a.read())
+            os.replace(dst + ".new", dst)
+        srv.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "tls_reloaded" not in srv.stderr() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check("tls_reloaded" in srv.stderr(), "no tls_reloaded line: " + srv.stderr()[-500:])
+        old.sendall(echo_frame(9, b"after reload"))
+        check(read_frame(old)["payload"] == b"after reload", "the open connection broke")
+        old.close()
+        with tls_connect(srv.tls_port, ctx) as new:
+            cn = dict(x[0] for x in new.getpeercert()["subject"])["commonName"]
+            check(cn == "localhost-renewed", "new connection saw %r" % cn)
+            new.sendall(echo_frame(10, b"new"))
+            check(read_frame(new)["payload"] == b"new", "new connection")
+        # A broken file on reload keeps the certificate in effect.
+        with open(cert, "w") as f:
+            f.write("not a certificate\n")
+        srv.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "tls_reload_failed" not in srv.stderr() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check("tls_reload_failed" in srv.stderr(), "no tls_reload_failed line")
+        with tls_connect(srv.tls_port, ctx) as new:
+            new.sendall(echo_frame(11, b"kept"))
+            check(read_frame(new)["payload"] == b"kept", "served after a failed reload")
+    finally:
+        check(srv.stop() == 0, "server exit status")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="ringrpc-tls.") as work:
+        certs = make_all(work)
+        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
+                              "--tls-key", certs["server"] + ".key",
+                              "--set", "tls.handshake_timeout_ms=300"], work)
+        try:
+            st = srv.tls_stats()
+            check(st["record_layer"] == "userspace OpenSSL", "/status tls: %s" % st)
+            run("echo over TLS, 0 B .. 1 MiB, byte-exact", echo_sizes, srv, certs)
+            run("200 pipelined calls over TLS", pipelined, srv, certs)
+            run("plaintext port beside the TLS one", plaintext_beside, srv, certs)
+            run("garbage instead of a ClientHello: that connection closes", garbage, srv, certs)
+            run("stalled handshake: closed after the timeout, counted", stalled, srv, certs)
+            if CALL:
+                run("ringrpc-call ringrpcs:// (--cacert, wrong CA, --insecure)", ringrpc_call, srv, certs)
+            print("     /status tls: %s" % srv.tls_stats())
+        finally:
+            rc = srv.stop()
+            if rc != 0:
+                failures.append("server exit %d: %s" % (rc, srv.stderr()[-2000:]))
+        run("mutual TLS: no certificate, other CA refused; trusted served", mutual, SERVER, certs, work)
+        run("start-up errors: expired, mismatched, missing, not a certificate", startup_errors,
+            SERVER, certs, work)
+        run("SIGHUP reload: open connection kept, new ones see the new cert", reload, SERVER, certs, work)
+    if failures:
+        print("FAILED: " + ", ".join(failures))
+        return 1
+    print("tls_server_test: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
