@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ringrpc/channel.hpp"
 #include "ringrpc/discovery_config.hpp"
@@ -84,6 +85,14 @@ class etcd_registration final : public registration {
 /// revision; a lost connection is retried with backoff, the last membership kept meanwhile.
 /// Throws std::invalid_argument for a malformed target.
 std::shared_ptr<resolver> make_etcd_resolver(std::string_view target);
+
+/// The members of an "etcd://HOST:PORT/service[?prefix=/p]" target as etcd lists them now:
+/// one listing, no watch (ringrpc-load spreads its connections over them). Values that are not
+/// member records are logged and skipped. Throws std::invalid_argument for a malformed target,
+/// std::runtime_error (naming etcd's address and what failed) when etcd does not answer within
+/// `timeout` or answers with an error. An empty list is no error.
+std::vector<member_address> list_members(std::string_view target,
+                                         std::chrono::milliseconds timeout = std::chrono::milliseconds(3000));
 
 /// channel::create with etcd:// targets too.
 channel open_channel(std::string_view target, channel_options options = {});

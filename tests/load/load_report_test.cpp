@@ -271,6 +271,41 @@ TEST(write_json, KindsVerdictsAndInterruption) {
   EXPECT_NE(text.find("passed"), std::string::npos) << text;
 }
 
+TEST(write_json, MembersOfARegistryTarget) {
+  run_result r = sample_run();
+  ringrpc::load::kind_result a, b;
+  a.name = "127.0.0.1:7001";
+  a.calls_ok = 5;
+  a.latency_ns.record(2000);
+  b.name = "[::1]:7002";
+  b.calls_ok = 4;
+  b.errors["closed"] = 3;
+  b.latency_ns.record(9000);
+  r.members = {a, b};
+
+  std::ostringstream out;
+  write_json(r, {50, 99}, out);
+  const auto j = nlohmann::json::parse(out.str());
+  ASSERT_EQ(j["members"].size(), 2u);
+  EXPECT_EQ(j["members"][0]["address"], "127.0.0.1:7001");
+  EXPECT_EQ(j["members"][0]["calls_ok"], 5);
+  EXPECT_EQ(j["members"][0]["error_total"], 0);
+  EXPECT_NEAR(j["members"][0]["latency_us"]["p50"].get<double>(), 2, 0.01);
+  EXPECT_EQ(j["members"][1]["errors"]["closed"], 3);
+  EXPECT_EQ(j["members"][1]["error_total"], 3);
+  EXPECT_NEAR(j["members"][1]["latency_us"]["p99"].get<double>(), 9, 0.01);
+
+  const std::string text = format_summary(r, {50, 99});
+  EXPECT_NE(text.find("member"), std::string::npos) << text;
+  EXPECT_NE(text.find("127.0.0.1:7001"), std::string::npos) << text;
+  EXPECT_NE(text.find("[::1]:7002"), std::string::npos) << text;
+
+  r.members.clear();  // a host:port target: no members key at all
+  std::ostringstream plain;
+  write_json(r, {50, 99}, plain);
+  EXPECT_FALSE(nlohmann::json::parse(plain.str()).contains("members"));
+}
+
 TEST(write_json, ClosedLoopHasNoServiceLatencyAndEmptyRunIsValid) {
   run_result r;
   std::ostringstream out;

@@ -37,7 +37,8 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   // Connect everything first: an unreachable target is one clear error, not a run of failures.
   std::vector<std::vector<conn_state>> per_thread(threads);
   for (unsigned i = 0; i < cfg.connections; ++i) {
-    const target& endpoint = cfg.endpoints.empty() ? cfg.where : cfg.endpoints[i % cfg.endpoints.size()];
+    const unsigned endpoint_index = cfg.endpoints.empty() ? 0 : static_cast<unsigned>(i % cfg.endpoints.size());
+    const target& endpoint = cfg.endpoints.empty() ? cfg.where : cfg.endpoints[endpoint_index];
     const int fd = connect_to(endpoint, cfg.connect_timeout);
     if (fd < 0) {
       for (auto& v : per_thread) for (auto& c : v) ::close(c.fd);
@@ -46,6 +47,7 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     }
     conn_state c;
     c.endpoint = &endpoint;
+    c.endpoint_index = endpoint_index;
     c.index = i;
     c.fd = fd;
     c.codec = proto.new_connection();
@@ -158,6 +160,23 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
         for (const auto& [e, n] : w->kinds[k].errors) kr.errors[e] += n;
       }
       r.kinds.push_back(std::move(kr));
+    }
+  }
+  if (cfg.per_endpoint) {
+    // Per endpoint, merged over the threads the way the --mix kinds are.
+    const std::size_t n = std::max<std::size_t>(cfg.endpoints.size(), 1);
+    for (std::size_t e = 0; e < n; ++e) {
+      kind_result m;
+      const target& t = cfg.endpoints.empty() ? cfg.where : cfg.endpoints[e];
+      const bool v6 = t.host.find(':') != std::string::npos;
+      m.name.append(v6 ? "[" : "").append(t.host).append(v6 ? "]:" : ":").append(std::to_string(t.port));
+      for (auto& w : workers) {
+        if (w->endpoints.size() <= e) continue;
+        m.calls_ok += w->endpoints[e].ok;
+        m.latency_ns.merge(w->endpoints[e].latency);
+        for (const auto& [k, v] : w->endpoints[e].errors) m.errors[k] += v;
+      }
+      r.members.push_back(std::move(m));
     }
   }
   r.measured_s = static_cast<double>(std::max<std::int64_t>(window_end - run.measure_from, 1)) / 1e9;

@@ -21,6 +21,9 @@ struct engine_config {
   target where;
   /// Where connection i goes: endpoints[i % size] (resolve_endpoints); empty: `where`.
   std::vector<target> endpoints;
+  /// Count calls, errors and latency per endpoint too (run_result::members): a registry
+  /// target (etcd://), whose members the report shows apart.
+  bool per_endpoint = false;
   std::vector<request_kind> kinds;  ///< weighted mix; at least one
   unsigned threads = 1;
   unsigned connections = 64;  ///< in total, spread over the threads

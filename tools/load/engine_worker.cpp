@@ -49,12 +49,13 @@ second_bucket* worker::bucket(std::int64_t now) {
   return &seconds[i];
 }
 
-void worker::count_error(const std::string& kind, std::int64_t now, const slot* s) {
+void worker::count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s) {
   live.errors.fetch_add(1, std::memory_order_relaxed);  // the live line shows warm-up too
   if (second_bucket* b = bucket(now)) {
     ++errors[kind];
     ++b->errors;
     if (s != nullptr && !kinds.empty()) ++kinds[s->kind].errors[kind];
+    if (!endpoints.empty()) ++endpoints[c.endpoint_index].errors[kind];
   }
 }
 
@@ -136,7 +137,7 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
   slot* found = c.window.find(r.seq);
   if (found == nullptr) {
     // An answer to something never asked (or already forgotten): the stream is not ours.
-    if (c.in_flight == 0) count_error("protocol", now);
+    if (c.in_flight == 0) count_error("protocol", now, c);
     lose(c, "protocol", now);
     return false;
   }
@@ -151,7 +152,7 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
   if (!s.timed_out && _cfg.call_timeout.count() > 0 && now - s.sent_ns >= _cfg.call_timeout.count()) {
     // Arrived after its deadline but before the periodic check noticed: still a timeout.
     s.timed_out = true;
-    count_error("timeout", now, &s);
+    count_error("timeout", now, c, &s);
   }
   if (!s.timed_out) {
     if (r.status == reply_status::ok) {
@@ -166,6 +167,10 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
           ++kinds[s.kind].ok;
           kinds[s.kind].latency.record(lat);
         }
+        if (!endpoints.empty()) {
+          ++endpoints[c.endpoint_index].ok;
+          endpoints[c.endpoint_index].latency.record(lat);
+        }
         if (_run.schedule != nullptr) {
           service.record(static_cast<std::uint64_t>(now - s.sent_ns));
           const std::size_t step = _run.schedule->step_at(s.intended_ns);
@@ -177,7 +182,7 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
         last_completion_ns = now;
       }
     } else {
-      count_error(r.error.empty() ? std::string("error_reply") : r.error, now, &s);
+      count_error(r.error.empty() ? std::string("error_reply") : r.error, now, c, &s);
     }
   }
   if (_run.schedule == nullptr && issuing(now) && !c.peer_closing) issue(c, now, now);
@@ -226,7 +231,7 @@ void worker::lose(conn_state& c, const std::string& why, std::int64_t now) {
   // the calls pipelined behind it; they are dropped, not failed (wrk does the same).
   if (!why.empty()) {
     c.window.for_each([&](const slot& s) {
-      if (!s.timed_out) count_error(why, now, &s);
+      if (!s.timed_out) count_error(why, now, c, &s);
     });
   }
   c.window.clear();
@@ -248,7 +253,7 @@ void worker::expire(std::int64_t now) {
         // Counted once; the slot stays taken until the late reply arrives, so a server that
         // stopped answering also stops receiving new calls on this connection.
         s.timed_out = true;
-        count_error("timeout", now, &s);
+        count_error("timeout", now, c, &s);
       }
     });
   }
@@ -289,6 +294,7 @@ void worker::run() {
   while (!_run.go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
   step_ok.assign(_cfg.steps.size(), 0);
   if (_cfg.kinds.size() > 1) kinds.resize(_cfg.kinds.size());
+  if (_cfg.per_endpoint) endpoints.resize(std::max<std::size_t>(_cfg.endpoints.size(), 1));
   for (std::size_t i = 0; i < _cfg.steps.size(); ++i) step_latency.emplace_back(1000, 60'000'000'000ull, 3);
   const std::int64_t start = now_ns();
   for (conn_state& c : _conns) {
@@ -330,7 +336,7 @@ void worker::run() {
       ::close(c.fd);
       c.fd = connect_to(*c.endpoint, _cfg.connect_timeout);
       if (c.fd < 0) {
-        count_error("connect", now);
+        count_error("connect", now, c);
         c.reconnect_at = now + 100'000'000;
         continue;
       }
@@ -370,6 +376,7 @@ void worker::run() {
             if (s.timed_out) return;  // timeouts counted already
             ++errors["unfinished"];
             if (!kinds.empty()) ++kinds[s.kind].errors["unfinished"];
+            if (!endpoints.empty()) ++endpoints[c.endpoint_index].errors["unfinished"];
           });
         }
         break;

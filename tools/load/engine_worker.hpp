@@ -35,6 +35,7 @@ struct tx_batch {
 struct conn_state {
   unsigned index = 0;  // among all connections: the schedule spreads calls by it
   const target* endpoint = nullptr;  // where it connects (and reconnects): one of the config's
+  unsigned endpoint_index = 0;       // which of them: its counters in worker::endpoints
   int fd = -1;
   std::unique_ptr<connection_codec> codec;  // also named by rx's framer
   call_window window;
@@ -107,6 +108,7 @@ class worker final {
   detail::latency_histogram service = make_latency_histogram();
   std::vector<second_bucket> seconds;
   std::vector<kind_bucket> kinds;  // empty unless the run has several kinds
+  std::vector<kind_bucket> endpoints;  // per endpoint; empty unless config.per_endpoint
   std::uint64_t calls_ok = 0;
   std::int64_t last_completion_ns = 0;
   bool quota_used_up = false;
@@ -125,7 +127,7 @@ class worker final {
   void flush(conn_state& c);
   void send(conn_state& c);
   void lose(conn_state& c, const std::string& why, std::int64_t now);
-  void count_error(const std::string& kind, std::int64_t now, const slot* s = nullptr);
+  void count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s = nullptr);
   void diagnose(const conn_state& c, std::int64_t now, bool closed = false);
   void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);
   void expire(std::int64_t now);

@@ -190,8 +190,8 @@ std::string hdr_log_text(const run_result& r, double measured_epoch) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ringrpc-load: a load generator on io_uring. ringrpc-load [options] URL\n"
-               "  URL: ringrpc://H:P/method echo://H:P redis://H:P http://H:P/path\n"
-               "       h2c://H:P/path grpc://H:P/pkg.Service/Method ([::1]:P)",
+               "  URL: ringrpc://H:P/method echo://H:P redis://H:P http://H:P/path ([::1]:P)\n"
+               "       h2c://H:P/path grpc://H:P/pkg.Service/Method etcd://H:P/service/method",
                "ringrpc-load"};
   app.require_subcommand(0, 1);
   app.get_formatter()->column_width(30);
@@ -308,6 +308,13 @@ int main(int argc, char** argv) {
     }
     cfg.endpoints = resolve_endpoints(url_with_method);
     cfg.where = cfg.endpoints.front();
+    cfg.per_endpoint = is_registry_url(url);
+    if (cfg.per_endpoint) {
+      std::string listed;
+      for (const auto& e : cfg.endpoints) listed.append(listed.empty() ? "" : ", ").append(authority_of(e));
+      std::fprintf(stderr, "ringrpc-load: %s lists %zu member(s): %s\n", url.c_str(), cfg.endpoints.size(),
+                   listed.c_str());
+    }
     if (!headers.empty() && cfg.where.scheme != "http" && cfg.where.scheme != "h2c" && cfg.where.scheme != "grpc") {
       throw std::invalid_argument("-H goes with http://, h2c:// and grpc:// targets");
     }

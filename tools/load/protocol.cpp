@@ -8,6 +8,10 @@
 #include <stdexcept>
 #include <string>
 
+#if RINGRPC_LOAD_HAVE_DISCOVERY
+#include "target_etcd.hpp"
+#endif
+
 namespace ringrpc::load {
 
 // Defined in proto_<scheme>.cpp. Declared here rather than in a header because nothing else may
@@ -148,8 +152,22 @@ target parse_target(std::string_view url) {
   return t;
 }
 
+bool is_registry_url(std::string_view url) {
+  const auto sep = url.find("://");
+  return sep != std::string_view::npos && lower(url.substr(0, sep)) == "etcd";
+}
+
 std::vector<target> resolve_endpoints(std::string_view url) {
   // host:port targets are one endpoint; a registry-backed scheme resolves to its members here.
+  if (is_registry_url(url)) {
+#if RINGRPC_LOAD_HAVE_DISCOVERY
+    return resolve_etcd_endpoints(url, std::chrono::milliseconds(3000));
+#else
+    throw std::invalid_argument("'" + std::string(url) +
+                                "': this build of ringrpc-load has no service discovery (built without libcurl, "
+                                "meson option discovery); give the members as host:port targets");
+#endif
+  }
   return {parse_target(url)};
 }
 

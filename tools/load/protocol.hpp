@@ -48,7 +48,13 @@ struct codec_options {
 /// seam for targets that name a set of servers (a registry, e.g. etcd://) rather than one:
 /// they resolve here to their members, and the engine spreads connections over the list
 /// (engine_config::endpoints). Throws std::invalid_argument as parse_target does.
+/// etcd://HOST:PORT/SERVICE[/PATH][?prefix=/p&scheme=ringrpc] lists the service's live members
+/// once (target_etcd.hpp); std::runtime_error when etcd cannot be reached or lists none, and
+/// std::invalid_argument in a build without the discovery library.
 std::vector<target> resolve_endpoints(std::string_view url);
+
+/// Whether `url` names a registry (etcd://) whose members resolve_endpoints lists.
+bool is_registry_url(std::string_view url);
 
 /// The outcome of trying to parse one reply from the front of the received bytes.
 enum class reply_status {

@@ -250,6 +250,22 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
     }
   }
 
+  if (!r.members.empty()) {
+    // One row per member of a registry target (etcd://): how the connections' calls spread.
+    std::size_t w = 6;
+    for (const kind_result& m : r.members) w = std::max(w, m.name.size());
+    const int wi = static_cast<int>(std::min<std::size_t>(w, 48));
+    out += "\n";
+    out += strprintf("  %-*s %12s %8s %11s %11s\n", wi, "member", "calls ok", "errors", "p50 (us)", "p99 (us)");
+    for (const kind_result& m : r.members) {
+      const auto& h = m.latency_ns;
+      out += strprintf("  %-*s %12s %8s %11s %11s\n", wi, m.name.c_str(), format_count(m.calls_ok).c_str(),
+                       format_count(m.error_total()).c_str(), format_us(ns_to_us(h.value_at_percentile(50))).c_str(),
+                       format_us(ns_to_us(h.value_at_percentile(99))).c_str());
+      for (const auto& [kind, n] : m.errors) out += strprintf("  %-*s %12s %8s\n", wi, ("  " + kind).c_str(), "", format_count(n).c_str());
+    }
+  }
+
   if (!r.steps.empty()) {
     out += "\n";
     out += strprintf("  %-6s %14s %14s %9s %14s\n", "step", "requested/s", "achieved/s", "", "p99 (us)");

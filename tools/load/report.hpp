@@ -63,6 +63,9 @@ struct run_result {
   std::string diagnosis;
   /// Per request kind, in --mix order; empty when the run had a single kind.
   std::vector<kind_result> kinds;
+  /// Per endpoint of a registry target (etcd://), in the order its members were listed; the
+  /// name is the member's HOST:PORT. Their counts add up to the totals. Empty otherwise.
+  std::vector<kind_result> members;
   std::vector<threshold_verdict> verdicts;
   double warmup_s = 0;
   double measured_s = 0;

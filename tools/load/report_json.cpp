@@ -89,6 +89,18 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
     j["kinds"] = std::move(kinds);
   }
 
+  if (!r.members.empty()) {
+    nlohmann::json members = nlohmann::json::array();
+    for (const kind_result& m : r.members) {
+      members.push_back({{"address", m.name},
+                         {"calls_ok", m.calls_ok},
+                         {"errors", m.errors},
+                         {"error_total", m.error_total()},
+                         {"latency_us", latency_object(m.latency_ns, percentiles)}});
+    }
+    j["members"] = std::move(members);
+  }
+
   if (!r.verdicts.empty()) {
     nlohmann::json verdicts = nlohmann::json::array();
     bool any = false;
