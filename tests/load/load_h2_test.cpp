@@ -148,6 +148,7 @@ class memory_server {
   std::string grpc_status;  // empty: plain HTTP/2
   std::map<std::string, std::string> last_headers;
   unsigned requests = 0;
+  unsigned refuse = 0;  // the next this many requests get RST_STREAM REFUSED_STREAM, unanswered
 
   memory_server() {
     nghttp2_session_callbacks* cbs = nullptr;
@@ -211,6 +212,11 @@ class memory_server {
     auto* self = static_cast<memory_server*>(user);
     if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
     ++self->requests;
+    if (self->refuse > 0) {
+      --self->refuse;
+      nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_REFUSED_STREAM);
+      return 0;
+    }
     self->_bodies.push_back(std::make_unique<reply_body>());
     reply_body* b = self->_bodies.back().get();
     if (self->grpc_status.empty()) {
@@ -354,6 +360,40 @@ TEST(H2Codec, GoawayDropsTheRefusedAndClosesAfter) {
   EXPECT_TRUE(o.close_after);
   EXPECT_EQ(o.answered.count(1), 1u);
   EXPECT_EQ(o.answered.count(2), 0u);
+}
+
+TEST(H2Codec, RefusedStreamIsSentAgainAndAnsweredOnce) {
+  h2_fixture f("h2c://127.0.0.1:8080/ok");
+  f.server.refuse = 2;
+  f.request(0);
+  f.request(1);
+  f.request(2);
+  outcome o = f.round_trip();  // streams 1 and 3 refused, 5 answered; the refused go again
+  EXPECT_EQ(o.protocol_error, "");
+  ASSERT_EQ(o.answered.size(), 1u);
+  EXPECT_EQ(o.answered.at(2), "");
+  ASSERT_FALSE(f.out.empty());  // the refused requests' new HEADERS
+  o = f.round_trip();
+  EXPECT_EQ(o.protocol_error, "");
+  ASSERT_EQ(o.answered.size(), 2u);
+  EXPECT_EQ(o.answered.at(0), "");
+  EXPECT_EQ(o.answered.at(1), "");
+  EXPECT_EQ(f.server.requests, 5u);
+}
+
+TEST(H2Codec, StreamRefusedEveryTimeEndsAsAnError) {
+  h2_fixture f("h2c://127.0.0.1:8080/ok");
+  f.server.refuse = 1000;
+  f.request(0);
+  std::map<std::uint64_t, std::string> answered;
+  for (int round = 0; round < 20 && answered.empty(); ++round) {
+    const outcome o = f.round_trip();
+    ASSERT_EQ(o.protocol_error, "");
+    answered = o.answered;
+  }
+  ASSERT_EQ(answered.size(), 1u);
+  EXPECT_EQ(answered.at(0), "h2_refused_stream");
+  EXPECT_EQ(f.server.requests, 9u);  // the first attempt and 8 more
 }
 
 TEST(H2Codec, ResetStreamIsAnError) {

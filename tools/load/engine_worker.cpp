@@ -228,10 +228,16 @@ void worker::lose(conn_state& c, const std::string& why, std::int64_t now) {
   if (c.dead) return;
   c.dead = true;
   // An empty `why`: the server said it would close after an earlier reply, so it never took
-  // the calls pipelined behind it; they are dropped, not failed (wrk does the same).
+  // the calls pipelined behind it (or, for HTTP/2, past a GOAWAY's last stream); they are not
+  // failed but given back to -n, to be issued again on the next connection (as h2load does),
+  // so that ok + errors still adds up to -n.
   if (!why.empty()) {
     c.window.for_each([&](const slot& s) {
       if (!s.timed_out) count_error(why, now, c, &s);
+    });
+  } else {
+    c.window.for_each([&](const slot& s) {
+      if (!s.timed_out && s.sent_ns >= _run.measure_from && _issued > 0) --_issued;  // issue() counted it
     });
   }
   c.window.clear();
@@ -362,6 +368,7 @@ void worker::run() {
       }
     }
 
+    if (issuing(now)) drain_until = 0;  // calls given back by a closing connection reopened -n
     if (!issuing(now)) {
       quota_used_up = _issued >= _quota;
       bool idle = true;

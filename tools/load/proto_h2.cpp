@@ -32,6 +32,10 @@ constexpr std::int32_t stream_window = 16 << 20;
 constexpr std::int32_t connection_window = 1 << 30;
 // Past this stream id the connection asks to be replaced before ids run out (2^31 - 1).
 constexpr std::int32_t last_usable_stream_id = 0x7fffffff - 2 * 65536;
+// A stream the server refused (REFUSED_STREAM: it never processed it) is sent again this many
+// times on the same connection; past that it counts as an h2_refused_stream error, so a server
+// that refuses everything ends calls instead of looping on them.
+constexpr unsigned max_refusals = 8;
 
 struct h2_settings {
   bool grpc = false;
@@ -57,6 +61,8 @@ const std::string k_method = ":method", k_scheme = ":scheme", k_authority = ":au
 // One stream in flight. Reused through a free list: a run's steady state allocates none.
 struct stream_state {
   std::uint64_t seq = 0;
+  const request_kind* kind = nullptr;  // kept to send the request again if refused
+  unsigned refusals = 0;
   std::size_t body_sent = 0;
   std::uint64_t reply_bytes = 0;
   unsigned http_status = 0;
@@ -103,24 +109,25 @@ class h2_codec final : public connection_codec {
   void write_request(std::vector<std::byte>& out, std::uint64_t seq, const request_kind& kind) override {
     stream_state* s = take_stream();
     s->seq = seq;
-    const std::vector<nghttp2_nv>& nva = headers_for(kind);
-    s->has_body = _settings->grpc || kind.method == "POST" || kind.method == "PUT" || kind.method == "PATCH";
-    nghttp2_data_provider body{};
-    body.source.ptr = s;
-    body.read_callback = &h2_codec::read_body;
-    const std::int32_t id = nghttp2_submit_request(_session, nullptr, nva.data(), nva.size(),
-                                                   s->has_body ? &body : nullptr, s);
-    if (id < 0) {
-      // Out of stream ids (or memory): the call stays unanswered and times out or is reported
-      // unfinished; write_pending has already asked for a new connection near the end.
-      give_back(s);
-    } else {
-      ++_open;
-    }
+    s->kind = &kind;
+    s->refusals = 0;
+    submit(s);
     write_pending(out);
   }
 
   void write_pending(std::vector<std::byte>& out) override {
+    // Refused streams go again, on this connection while it takes new streams; nghttp2 holds
+    // back any HEADERS beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS until one closes.
+    // After a GOAWAY they stay unanswered: the engine gives such calls back to be issued on
+    // the next connection when this one closes (as calls behind an HTTP/1.1 Connection: close).
+    for (stream_state* s : _retry) {
+      if (_goaway || _retiring) {
+        give_back(s);
+      } else {
+        submit(s);
+      }
+    }
+    _retry.clear();
     if (_open == 0 && _retiring && !_goaway_sent) {
       // Stream ids nearly used up: say goodbye so the server closes and the engine reconnects.
       nghttp2_session_terminate_session(_session, NGHTTP2_NO_ERROR);
@@ -191,6 +198,31 @@ class h2_codec final : public connection_codec {
     return r;
   }
 
+  // Opens a stream for the call on `s` (a first attempt or a refused one's next).
+  void submit(stream_state* s) {
+    s->body_sent = 0;
+    s->reply_bytes = 0;
+    s->http_status = 0;
+    s->ended = false;
+    s->grpc_status.clear();
+    s->messages.reset();
+    const request_kind& kind = *s->kind;
+    const std::vector<nghttp2_nv>& nva = headers_for(kind);
+    s->has_body = _settings->grpc || kind.method == "POST" || kind.method == "PUT" || kind.method == "PATCH";
+    nghttp2_data_provider body{};
+    body.source.ptr = s;
+    body.read_callback = &h2_codec::read_body;
+    const std::int32_t id = nghttp2_submit_request(_session, nullptr, nva.data(), nva.size(),
+                                                   s->has_body ? &body : nullptr, s);
+    if (id < 0) {
+      // Out of stream ids (or memory): the call stays unanswered and times out or is reported
+      // unfinished; write_pending has already asked for a new connection near the end.
+      give_back(s);
+    } else {
+      ++_open;
+    }
+  }
+
   const std::vector<nghttp2_nv>& headers_for(const request_kind& kind) {
     for (const auto& [k, nva] : _nva) {
       if (k == &kind) return nva;
@@ -218,13 +250,7 @@ class h2_codec final : public connection_codec {
     }
     stream_state* s = _free.back();
     _free.pop_back();
-    s->body_sent = 0;
-    s->reply_bytes = 0;
-    s->http_status = 0;
-    s->ended = false;
-    s->grpc_status.clear();
-    s->messages.reset();
-    return s;
+    return s;  // submit() resets what one attempt leaves
   }
   void give_back(stream_state* s) { _free.push_back(s); }
 
@@ -307,7 +333,17 @@ class h2_codec final : public connection_codec {
     if (s == nullptr) return 0;
     if (!s->ended) {
       if (self->_goaway && id > self->_goaway_last) {
-        s->ended = true;  // never processed by the server: dropped with the connection, as HTTP/1.1's close
+        // Never processed by the server: the engine issues it again on the next connection.
+        s->ended = true;
+      } else if (error_code == NGHTTP2_REFUSED_STREAM && !self->_goaway && s->refusals < max_refusals) {
+        // Not processed either (too many streams for the server, say): sent again from
+        // write_pending, after this receive; the call stays in flight meanwhile.
+        ++s->refusals;
+        nghttp2_session_set_stream_user_data(session, id, nullptr);
+        self->_retry.push_back(s);
+        --self->_open;
+        if (id >= last_usable_stream_id) self->_retiring = true;
+        return 0;
       } else {
         std::string kind = "h2_";
         for (const char* p = nghttp2_http2_strerror(error_code); *p != '\0'; ++p) {
@@ -340,6 +376,7 @@ class h2_codec final : public connection_codec {
   std::vector<std::pair<const request_kind*, std::vector<nghttp2_nv>>> _nva;
   std::vector<std::unique_ptr<stream_state>> _all;
   std::vector<stream_state*> _free;
+  std::vector<stream_state*> _retry;  // refused streams to send again
   unsigned _open = 0;
   // What the frame being parsed did.
   unsigned _ended_count = 0;
