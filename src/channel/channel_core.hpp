@@ -41,6 +41,7 @@ struct member_conn {
   std::atomic<bool> failed{false};        // connection failed: eject
   std::atomic<unsigned> missed_checks{0};  // health checks missed in a row
   std::atomic<bool> check_in_flight{false};
+  std::atomic<bool> old_server_noted{false};  // logged once: no built-in ping there
 };
 
 struct member_snapshot {

@@ -14,6 +14,11 @@
 
 namespace ringrpc::detail {
 
+namespace {
+// Reserved: server::register_endpoint refuses every name starting "ringrpc.".
+constexpr std::string_view builtin_ping_method = "ringrpc.ping";
+}  // namespace
+
 void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
   if (cqe.flags & IORING_CQE_F_BUFFER) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
@@ -289,6 +294,12 @@ void reader::dispatch(call* k, const frame_view& v) {
     _last_slot = slot;
   }
   if (slot == nullptr) {
+    // The built-in ping is never in the table (names under "ringrpc." are refused at
+    // registration), so plain calls pay nothing for it: only a lookup that missed looks here.
+    if (v.method == builtin_ping_method) {
+      answer_ping(k, v.call_id, refuse_kind);
+      return;
+    }
     _unknown.add();
     answer(k, v.call_id, refuse_kind, status::unknown_method,
            "no method named '" + std::string(v.method) + "'");
@@ -390,6 +401,16 @@ void reader::dispatch(call* k, const frame_view& v) {
              "endpoint '" + slot->name() + "' is stopped");
       return;
   }
+}
+
+void reader::answer_ping(call* k, std::uint64_t id, wire::Kind kind) noexcept {
+  // Answered here, on the reader: no handler thread, no queue. It says the server is running
+  // and reading this connection, and whether it wants new calls (docs/protocol.md, 7.1).
+  if (_core.leaving()) {
+    answer(k, id, kind, status::shutting_down, "server is stopping; move calls to another member");
+    return;
+  }
+  answer(k, id, kind == wire::Kind::OneWay ? kind : wire::Kind::Reply, status::ok, {});
 }
 
 call* reader::new_call(connection* c) noexcept {
