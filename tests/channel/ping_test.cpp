@@ -63,9 +63,9 @@ TEST(ping, is_answered_while_every_handler_thread_is_stuck) {
 TEST(ping, names_under_ringrpc_are_reserved) {
   server_options o;
   server s(o);
-  EXPECT_THROW(s.add_method("ringrpc.ping", [](call_context& ctx) { ctx.reply({}); }), std::invalid_argument);
-  EXPECT_THROW(s.add_method("ringrpc.anything", [](call_context& ctx) { ctx.reply({}); }), std::invalid_argument);
-  EXPECT_NO_THROW(s.add_method("ringrpcish", [](call_context& ctx) { ctx.reply({}); }));
+  EXPECT_THROW(s.add_method("ringrpc.ping", [](call_context& ctx) { ctx.reply(ctx.payload()); }), std::invalid_argument);
+  EXPECT_THROW(s.add_method("ringrpc.anything", [](call_context& ctx) { ctx.reply(ctx.payload()); }), std::invalid_argument);
+  EXPECT_NO_THROW(s.add_method("ringrpcish", [](call_context& ctx) { ctx.reply(ctx.payload()); }));
 }
 
 TEST(ping, a_stopping_server_answers_shutting_down_while_its_calls_finish) {
