@@ -274,16 +274,19 @@ void reader::dispatch(call* k, const frame_view& v) {
     });
     answer(k, v.call_id, refuse_kind, code, why);
   };
-  // Metadata, an identity or server-wide checks: rare, and off the path of a plain call, which
-  // pays these three tests only.
-  if (v.metadata != nullptr || k->conn->rare.load(std::memory_order_relaxed) != nullptr ||
-      _core.guard().checks_every_call()) [[unlikely]] {
+  // Metadata or server-wide checks (tokens, an authorizer): rare, and off the path of a plain
+  // call, which pays these two tests only. A connection with a rare part (every TLS one, any
+  // that sent a cancel) needs the guard only for those too; its calls just carry its identity,
+  // as the guard would have set it, for call_context::peer() and endpoint authorizers.
+  if (v.metadata != nullptr || _core.guard().checks_every_call()) [[unlikely]] {
     std::string why;
     const status s = _core.guard().admit_caller(*k->conn, *k, v, why);  // may throw bad_alloc
     if (s != status::ok) {
       refuse_guarded(s, why, "caller");
       return;
     }
+  } else if (k->conn->rare.load(std::memory_order_relaxed) != nullptr) [[unlikely]] {
+    k->peer = k->conn->identity();
   }
   // Most connections call one method over and over: one compare instead of hashing its name.
   endpoint_slot* slot = nullptr;
