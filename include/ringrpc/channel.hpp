@@ -94,6 +94,9 @@ struct channel_options {
   unsigned max_attempts = 3;           ///< per call, the first included
   double retry_max_tokens = 10;        ///< the retry budget (gRPC retryThrottling maxTokens)
   double retry_token_ratio = 0.1;      ///< tokens a success gives back (tokenRatio)
+  /// The I/O thread the members' connections use; null: the channel starts its own. Many
+  /// channels (or channels and clients) may share one, as clients do.
+  std::shared_ptr<client_runtime> runtime;
 };
 
 struct channel_call_options {

@@ -15,7 +15,8 @@ constexpr auto tick = std::chrono::milliseconds(20);
 }  // namespace
 
 channel_core::channel_core(std::shared_ptr<resolver> r, channel_options options)
-    : _options(std::move(options)), _resolver(std::move(r)), _runtime(client_runtime::create()),
+    : _options(std::move(options)), _resolver(std::move(r)),
+      _runtime(_options.runtime ? _options.runtime : client_runtime::create()),
       _target(_resolver->describe()), _id(next_channel_id.fetch_add(1)),
       _snap(std::make_unique<const member_snapshot>()),
       _budget(_options.retry_max_tokens, _options.retry_token_ratio) {
