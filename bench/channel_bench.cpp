@@ -54,6 +54,10 @@ child start_server(const std::string& bin, unsigned index) {
     c.port = pick_port(index * 31 + attempt);
     const std::string port = std::to_string(c.port);
     std::vector<std::string> argv{bin, "--port", port, "--readers", "1", "--handlers", "1", "--log-level", "warn"};
+    // SERVER_CPU: the server pinned to that CPU (the per-core comparison, channel_per_core.sh).
+    const char* cpu = std::getenv("SERVER_CPU");
+    const std::string exe = cpu != nullptr && *cpu != '\0' ? std::string("/usr/bin/taskset") : bin;
+    if (exe != bin) argv.insert(argv.begin(), {exe, "-c", cpu});
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
@@ -61,7 +65,7 @@ child start_server(const std::string& bin, unsigned index) {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    if (posix_spawn(&c.pid, bin.c_str(), &fa, nullptr, args.data(), environ) != 0) {
+    if (posix_spawn(&c.pid, exe.c_str(), &fa, nullptr, args.data(), environ) != 0) {
       std::fprintf(stderr, "cannot start %s\n", bin.c_str());
       std::exit(2);
     }
@@ -147,11 +151,70 @@ summary summarize(std::vector<double> v) {
 
 const std::byte payload[16] = {};
 
+// The per-core comparison (bench/channel_per_core.sh): `connections` plain clients against as
+// many one-member channels, all on one shared I/O thread, each keeping `depth` calls in flight
+// (the window is depth x connections); alternating rounds, median with min and max.
+int per_core(const std::string& bin, unsigned rounds, double seconds, unsigned connections, unsigned depth) {
+  child one = start_server(bin, 0);
+  const std::string target = "127.0.0.1:" + std::to_string(one.port);
+  std::vector<double> plain_rate, plain_cpu, chan_rate, chan_cpu, rate_ratio, cpu_ratio;
+  for (unsigned r = 0; r < rounds; ++r) {
+    round_result p, c;
+    {
+      auto rt = ringrpc::client_runtime::create();
+      std::vector<ringrpc::client> cl;
+      for (unsigned i = 0; i < connections; ++i) cl.push_back(ringrpc::client::connect("127.0.0.1", one.port, {}, rt));
+      std::atomic<unsigned> next{0};
+      p = closed_loop(
+          [&](ringrpc::call_callback cb) {
+            cl[next.fetch_add(1, std::memory_order_relaxed) % connections].call_async("echo", payload, std::move(cb));
+          },
+          connections * depth, seconds);
+    }
+    {
+      auto rt = ringrpc::client_runtime::create();
+      std::vector<ringrpc::channel> ch;
+      for (unsigned i = 0; i < connections; ++i) {
+        ringrpc::channel_options o;
+        o.runtime = rt;
+        ch.push_back(ringrpc::channel::create(target, o));
+      }
+      for (auto& x : ch) x.wait_for_members(1, std::chrono::seconds(5));
+      std::atomic<unsigned> next{0};
+      c = closed_loop(
+          [&](ringrpc::call_callback cb) {
+            ch[next.fetch_add(1, std::memory_order_relaxed) % connections].call_async("echo", payload, std::move(cb));
+          },
+          connections * depth, seconds);
+    }
+    plain_rate.push_back(p.calls_per_s);
+    plain_cpu.push_back(p.cpu_us_per_call);
+    chan_rate.push_back(c.calls_per_s);
+    chan_cpu.push_back(c.cpu_us_per_call);
+    rate_ratio.push_back(c.calls_per_s / p.calls_per_s);
+    cpu_ratio.push_back(c.cpu_us_per_call / p.cpu_us_per_call);
+  }
+  stop_server(one);
+  const auto pr = summarize(plain_rate), pc = summarize(plain_cpu), cr = summarize(chan_rate),
+             cc = summarize(chan_cpu), rr = summarize(rate_ratio), cq = summarize(cpu_ratio);
+  std::printf("per-core: %u connections, depth %u, %u alternating rounds of %.1f s\n", connections, depth, rounds,
+              seconds);
+  std::printf("  %-8s %12s %22s %16s %18s\n", "", "calls/s", "[min, max]", "client us/call", "[min, max]");
+  std::printf("  %-8s %12.0f [%9.0f, %9.0f] %16.2f [%7.2f, %7.2f]\n", "client", pr.median, pr.min, pr.max, pc.median,
+              pc.min, pc.max);
+  std::printf("  %-8s %12.0f [%9.0f, %9.0f] %16.2f [%7.2f, %7.2f]\n", "channel", cr.median, cr.min, cr.max, cc.median,
+              cc.min, cc.max);
+  std::printf("  channel/client per round: calls/s %.3f [%.3f, %.3f], CPU per call %.3f [%.3f, %.3f]\n", rr.median,
+              rr.min, rr.max, cq.median, cq.min, cq.max);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: channel_bench RINGRPC_SERVER [--rounds N] [--seconds S] [--window W]\n");
+    std::fprintf(stderr, "usage: channel_bench RINGRPC_SERVER [--rounds N] [--seconds S] [--window W]\n"
+                 "       channel_bench RINGRPC_SERVER --connections C [--depth D] [--rounds N] [--seconds S]\n");
     return 2;
   }
   const std::string bin = argv[1];
@@ -163,6 +226,12 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--window")) window = static_cast<unsigned>(std::atoi(argv[i + 1]));
   }
   ::signal(SIGPIPE, SIG_IGN);
+  unsigned connections = 0, depth = 1;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--connections")) connections = static_cast<unsigned>(std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--depth")) depth = static_cast<unsigned>(std::atoi(argv[i + 1]));
+  }
+  if (connections > 0) return per_core(bin, rounds, seconds, connections, std::max(1u, depth));
 
   // 1. Overhead with one member.
   child one = start_server(bin, 0);

@@ -10,8 +10,10 @@
 /// only the resolver interface below).
 ///
 /// Members: each has one connection. A member whose connection fails, or that misses
-/// `eject_after_failures` health checks in a row (a call of `health_method`; any answer from
-/// the server, even "unknown method", counts as alive), is ejected: no call goes to it until
+/// `eject_after_failures` health checks in a row (a call of `health_method`, by default the
+/// server's built-in `ringrpc.ping`; any answer but SHUTTING_DOWN counts as alive, so does
+/// "unknown method" from a server too old to have the ping), or whose ping says SHUTTING_DOWN
+/// (it is stopping), is ejected: no call goes to it until
 /// it is reconnected, with exponential backoff from `reconnect_backoff_min` to `_max`.
 ///
 /// Failover: a call whose connection fails under it is retried on another member only when
@@ -83,13 +85,18 @@ struct channel_options {
   client_options client;  ///< for each member's connection
   std::chrono::milliseconds health_interval{1000};
   std::chrono::milliseconds health_timeout{1000};
-  std::string health_method = "ping";
+  /// The server's built-in ping, answered by its reader thread (docs/protocol.md). A member
+  /// whose ping says SHUTTING_DOWN (it is stopping) is ejected at once.
+  std::string health_method = "ringrpc.ping";
   unsigned eject_after_failures = 2;  ///< health checks missed in a row; a failed connection ejects at once
   std::chrono::milliseconds reconnect_backoff_min{100};
   std::chrono::milliseconds reconnect_backoff_max{5000};
   unsigned max_attempts = 3;           ///< per call, the first included
   double retry_max_tokens = 10;        ///< the retry budget (gRPC retryThrottling maxTokens)
   double retry_token_ratio = 0.1;      ///< tokens a success gives back (tokenRatio)
+  /// The I/O thread the members' connections use; null: the channel starts its own. Many
+  /// channels (or channels and clients) may share one, as clients do.
+  std::shared_ptr<client_runtime> runtime;
 };
 
 struct channel_call_options {

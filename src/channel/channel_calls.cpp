@@ -6,13 +6,16 @@
 #include <vector>
 
 #include "channel/balancer.hpp"
+#include "channel/call_state_pool.hpp"
 #include "channel/channel_core.hpp"
 
 namespace ringrpc::detail {
 
 /// What a call needs across attempts. The payload is copied only for idempotent calls, the
 /// only ones retried after the caller's buffer may be gone (the others are retried only
-/// while call_async has not returned).
+/// while call_async has not returned). Recycled through a per-thread pool: a call costs no
+/// allocation once the pool is warm, and the callback given to the member's client holds
+/// two pointers, small enough for std::function to keep without allocating either.
 struct channel_core::call_state {
   std::string method;
   std::vector<std::byte> payload;
@@ -20,7 +23,35 @@ struct channel_core::call_state {
   channel_call_options options;
   unsigned attempts = 0;
   const member_conn* last = nullptr;  // the member of the attempt that failed: avoided next
+  std::shared_ptr<member_conn> member;  // of the attempt in flight: keeps its connection open
+  std::span<const std::byte> caller_payload;  // valid only while call_async has not returned
+  call_state* next_free = nullptr;
+
+  void recycle() noexcept {
+    done = nullptr;
+    member.reset();
+    last = nullptr;
+    attempts = 0;
+    caller_payload = {};
+    payload.clear();
+    // A pooled state must not keep a big call's memory.
+    if (payload.capacity() > 4096) std::vector<std::byte>().swap(payload);
+    if (method.capacity() > 256) std::string().swap(method);
+  }
 };
+
+namespace {
+using call_state_pool = recycling_pool<channel_core::call_state>;
+}  // namespace
+
+void channel_core::finish(call_state* st, const call_outcome& o) {
+  // Recycled even when the callback throws: it is the caller's, and the state is ours.
+  struct give_back {
+    call_state* st;
+    ~give_back() { call_state_pool::put(st); }
+  } back{st};
+  if (st->done) st->done(o);
+}
 
 namespace {
 
@@ -76,24 +107,29 @@ std::shared_ptr<member_conn> channel_core::pick(const member_snapshot& snap, con
 
 void channel_core::call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
                               channel_call_options options) {
-  auto st = std::make_shared<call_state>();
-  st->method = std::string(method);
-  if (options.idempotent) st->payload.assign(payload.begin(), payload.end());
+  call_state* st = call_state_pool::get();
+  try {
+    st->method.assign(method);
+    if (options.idempotent) st->payload.assign(payload.begin(), payload.end());
+  } catch (...) {
+    call_state_pool::put(st);
+    throw;
+  }
   st->done = std::move(done);
   st->options = options;
-  attempt(std::move(st), payload);
+  attempt(st, payload);
 }
 
-void channel_core::attempt(std::shared_ptr<call_state> st, std::span<const std::byte> payload) {
+void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
   ++st->attempts;
   if (_closed.load(std::memory_order_acquire)) {
     call_outcome o;
     o.error = call_error::client_closed;
     o.message = "channel is closed";
-    if (st->done) st->done(o);
+    finish(st, o);
     return;
   }
-  std::shared_ptr<member_conn> m;
+  std::shared_ptr<member_conn> m;  // held across the send: a refusal may finish the call inside it
   {
     const auto snap = _snap.read();
     m = pick(*snap, st->last);
@@ -104,31 +140,35 @@ void channel_core::attempt(std::shared_ptr<call_state> st, std::span<const std::
     call_outcome o;
     o.error = call_error::connection_closed;
     o.message = why;
-    if (st->done) st->done(o);
+    finish(st, o);
     return;
   }
   member_conn& conn = *m;
+  st->member = m;
   conn.counters->outstanding.fetch_add(1, std::memory_order_relaxed);
   conn.counters->calls.fetch_add(1, std::memory_order_relaxed);
+  st->caller_payload = payload;
   call_options co;
   co.timeout = st->options.timeout;
   conn.conn.call_async(
       st->method, payload,
-      [this, st, m = std::move(m), payload](const call_outcome& o) mutable {
-        m->counters->outstanding.fetch_sub(1, std::memory_order_relaxed);
+      [this, st](const call_outcome& o) {
+        // The attempt is over: its member reference moves out, so a retry can take another.
+        const std::shared_ptr<member_conn> held = std::move(st->member);
+        held->counters->outstanding.fetch_sub(1, std::memory_order_relaxed);
         // A callback not on the runtime thread ran inside call_async: nothing was sent, and
         // the caller's payload is still valid.
         const bool sent = _runtime->in_runtime_thread();
-        on_outcome(st, *m, o, sent, sent ? std::span<const std::byte>(st->payload) : payload);
+        on_outcome(st, *held, o, sent, sent ? std::span<const std::byte>(st->payload) : st->caller_payload);
       },
       co);
 }
 
-void channel_core::on_outcome(const std::shared_ptr<call_state>& st, member_conn& m, const call_outcome& o, bool sent,
+void channel_core::on_outcome(call_state* st, member_conn& m, const call_outcome& o, bool sent,
                               std::span<const std::byte> payload) {
   if (o.ok()) {
     _budget.on_success();
-    if (st->done) st->done(o);
+    finish(st, o);
     return;
   }
   const bool conn_failed = o.error == call_error::connection_closed || o.error == call_error::protocol_error;
@@ -145,21 +185,21 @@ void channel_core::on_outcome(const std::shared_ptr<call_state>& st, member_conn
                                   .append("); not retried: the call is not marked idempotent, it may have run");
       call_outcome out = o;
       out.message = why;
-      if (st->done) st->done(out);
+      finish(st, out);
       return;
     }
-    if (st->done) st->done(o);
+    finish(st, o);
     return;
   }
   _budget.on_failure();
   if (st->attempts >= _options.max_attempts) {
-    if (st->done) st->done(o);
+    finish(st, o);
     return;
   }
   // A call refused before it was sent, while call_async has not returned, can still use the
   // caller's payload; later ones need the copy, which only idempotent calls keep.
   if (sent && !st->options.idempotent) {
-    if (st->done) st->done(o);
+    finish(st, o);
     return;
   }
   if (!_budget.retry_allowed()) {
@@ -167,7 +207,7 @@ void channel_core::on_outcome(const std::shared_ptr<call_state>& st, member_conn
     const std::string why = std::string(o.message).append(" (retry budget of the channel exhausted: not retried)");
     call_outcome out = o;
     out.message = why;
-    if (st->done) st->done(out);
+    finish(st, out);
     return;
   }
   _retries.fetch_add(1, std::memory_order_relaxed);

@@ -15,7 +15,8 @@ constexpr auto tick = std::chrono::milliseconds(20);
 }  // namespace
 
 channel_core::channel_core(std::shared_ptr<resolver> r, channel_options options)
-    : _options(std::move(options)), _resolver(std::move(r)), _runtime(client_runtime::create()),
+    : _options(std::move(options)), _resolver(std::move(r)),
+      _runtime(_options.runtime ? _options.runtime : client_runtime::create()),
       _target(_resolver->describe()), _id(next_channel_id.fetch_add(1)),
       _snap(std::make_unique<const member_snapshot>()),
       _budget(_options.retry_max_tokens, _options.retry_token_ratio) {
@@ -234,9 +235,26 @@ void channel_core::check_health(const std::vector<std::shared_ptr<member_conn>>&
     m->conn.call_async(
         _options.health_method, {},
         [this, m](const call_outcome& out) {
-          // Any answer from the server (even "unknown method") means it is alive and reading.
+          // A stopping server's ping says SHUTTING_DOWN while it still serves (its deregister
+          // grace): eject now, so calls move away before its listener closes. Ejecting retires
+          // the connection gracefully: calls already on it finish there.
+          if (out.error == call_error::server_status && out.code == status::shutting_down) {
+            log::info("channel_member_leaving", {{"target", _target}, {"member", m->label}});
+            report_failed(*m);
+            m->check_in_flight.store(false, std::memory_order_release);
+            return;
+          }
+          // Any other answer from the server means it is alive and reading. The built-in ping
+          // answers ok; a server too old to have it answers "unknown method", which then counts
+          // as alive too (it proves only that the server reads, not that its threads run).
           const bool alive = out.error == call_error::none || out.error == call_error::server_status ||
                              out.error == call_error::client_busy;
+          if (out.error == call_error::server_status && out.code == status::unknown_method &&
+              _options.health_method == "ringrpc.ping" && !m->old_server_noted.exchange(true)) {
+            log::info("channel_health_fallback",
+                      {{"target", _target}, {"member", m->label},
+                       {"msg", "member has no built-in ringrpc.ping (older server): any answer counts as alive"}});
+          }
           if (alive) {
             m->missed_checks.store(0, std::memory_order_relaxed);
           } else if (out.error == call_error::connection_closed ||

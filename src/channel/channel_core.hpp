@@ -41,6 +41,7 @@ struct member_conn {
   std::atomic<bool> failed{false};        // connection failed: eject
   std::atomic<unsigned> missed_checks{0};  // health checks missed in a row
   std::atomic<bool> check_in_flight{false};
+  std::atomic<bool> old_server_noted{false};  // logged once: no built-in ping there
 };
 
 struct member_snapshot {
@@ -66,8 +67,10 @@ class channel_core {
   /// From a call's callback: the connection failed; the maintenance thread ejects it.
   void report_failed(member_conn& m) noexcept;
 
+ public:
+  struct call_state;  // channel_calls.cpp; public only for its pool
+
  private:
-  struct call_state;
   struct member_entry {
     member_address address;
     std::shared_ptr<member_counters> counters = std::make_shared<member_counters>();
@@ -85,9 +88,11 @@ class channel_core {
   void publish();
   void retire(std::shared_ptr<member_conn> conn);
 
-  void attempt(std::shared_ptr<call_state> st, std::span<const std::byte> payload);
-  void on_outcome(const std::shared_ptr<call_state>& st, member_conn& m, const call_outcome& o, bool sent,
+  void attempt(call_state* st, std::span<const std::byte> payload);
+  void on_outcome(call_state* st, member_conn& m, const call_outcome& o, bool sent,
                   std::span<const std::byte> payload);
+  /// The call's last word: runs its callback once, then gives its state back to the pool.
+  static void finish(call_state* st, const call_outcome& o);
   std::shared_ptr<member_conn> pick(const member_snapshot& snap, const member_conn* avoid) noexcept;
 
   channel_options _options;

@@ -147,6 +147,7 @@ class reader {
   void refresh_table() noexcept;
   void answer(call* c, std::uint64_t id, wire::Kind kind, status code, std::string_view message,
               std::uint32_t retry_after_ms = 0) noexcept;
+  void answer_ping(call* k, std::uint64_t id, wire::Kind kind) noexcept;
   void end_of_turn() noexcept;
   void run_resumes() noexcept;
 

@@ -14,6 +14,11 @@
 
 namespace ringrpc::detail {
 
+namespace {
+// Reserved: server::register_endpoint refuses every name starting "ringrpc.".
+constexpr std::string_view builtin_ping_method = "ringrpc.ping";
+}  // namespace
+
 void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
   if (cqe.flags & IORING_CQE_F_BUFFER) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
@@ -269,16 +274,19 @@ void reader::dispatch(call* k, const frame_view& v) {
     });
     answer(k, v.call_id, refuse_kind, code, why);
   };
-  // Metadata, an identity or server-wide checks: rare, and off the path of a plain call, which
-  // pays these three tests only.
-  if (v.metadata != nullptr || k->conn->rare.load(std::memory_order_relaxed) != nullptr ||
-      _core.guard().checks_every_call()) [[unlikely]] {
+  // Metadata or server-wide checks (tokens, an authorizer): rare, and off the path of a plain
+  // call, which pays these two tests only. A connection with a rare part (every TLS one, any
+  // that sent a cancel) needs the guard only for those too; its calls just carry its identity,
+  // as the guard would have set it, for call_context::peer() and endpoint authorizers.
+  if (v.metadata != nullptr || _core.guard().checks_every_call()) [[unlikely]] {
     std::string why;
     const status s = _core.guard().admit_caller(*k->conn, *k, v, why);  // may throw bad_alloc
     if (s != status::ok) {
       refuse_guarded(s, why, "caller");
       return;
     }
+  } else if (k->conn->rare.load(std::memory_order_relaxed) != nullptr) [[unlikely]] {
+    k->peer = k->conn->identity();
   }
   // Most connections call one method over and over: one compare instead of hashing its name.
   endpoint_slot* slot = nullptr;
@@ -289,6 +297,12 @@ void reader::dispatch(call* k, const frame_view& v) {
     _last_slot = slot;
   }
   if (slot == nullptr) {
+    // The built-in ping is never in the table (names under "ringrpc." are refused at
+    // registration), so plain calls pay nothing for it: only a lookup that missed looks here.
+    if (v.method == builtin_ping_method) {
+      answer_ping(k, v.call_id, refuse_kind);
+      return;
+    }
     _unknown.add();
     answer(k, v.call_id, refuse_kind, status::unknown_method,
            "no method named '" + std::string(v.method) + "'");
@@ -390,6 +404,16 @@ void reader::dispatch(call* k, const frame_view& v) {
              "endpoint '" + slot->name() + "' is stopped");
       return;
   }
+}
+
+void reader::answer_ping(call* k, std::uint64_t id, wire::Kind kind) noexcept {
+  // Answered here, on the reader: no handler thread, no queue. It says the server is running
+  // and reading this connection, and whether it wants new calls (docs/protocol.md, 7.1).
+  if (_core.leaving()) {
+    answer(k, id, kind, status::shutting_down, "server is stopping; move calls to another member");
+    return;
+  }
+  answer(k, id, kind == wire::Kind::OneWay ? kind : wire::Kind::Reply, status::ok, {});
 }
 
 call* reader::new_call(connection* c) noexcept {

@@ -206,7 +206,19 @@ void server::set_authorizer(std::shared_ptr<const authorizer> a) {
   _core->guard().set_authorizer(std::move(a));
 }
 
+namespace {
+// Names under "ringrpc." belong to the server itself (ringrpc.ping is answered by the reader);
+// an endpoint there would be shadowed or would shadow a later built-in.
+void refuse_reserved_name(std::string_view name) {
+  if (name.starts_with("ringrpc.")) {
+    throw std::invalid_argument(std::string("method name '").append(name).append(
+        "' is reserved: names starting \"ringrpc.\" belong to the server's built-ins"));
+  }
+}
+}  // namespace
+
 void server::register_endpoint(std::string name, std::shared_ptr<endpoint> ep, endpoint_options options) {
+  refuse_reserved_name(name);
   if (const endpoint_options* o = _core->endpoint_override(name)) {
     // The file tunes threads and queues; who may call is the code's decision, so it stays.
     auto who = std::move(options.authorizer);
@@ -221,6 +233,7 @@ bool server::unregister_endpoint(std::string_view name) {
 }
 
 void server::add_method(std::string name, method_handler handler) {
+  refuse_reserved_name(name);
   if (!handler) throw std::invalid_argument("method '" + name + "' has no handler");
   endpoint_options o;
   o.policy = _core->options().default_policy;

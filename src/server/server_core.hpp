@@ -95,6 +95,9 @@ class server_core final : public exec_host {
   std::size_t reader_count() const noexcept { return _readers.size(); }
   server_state state() const noexcept { return _state.load(std::memory_order_acquire); }
   bool draining() const noexcept { return state() >= server_state::draining; }
+  /// True from the moment stop() begins (before deregistration's grace): the built-in ping
+  /// answers SHUTTING_DOWN so channels move calls away while every other call is still served.
+  bool leaving() const noexcept { return _leaving.load(std::memory_order_relaxed) || draining(); }
   /// Set once the drain deadline passed: queued calls are answered SHUTTING_DOWN unrun.
   bool abandoning() const noexcept { return _abandon.load(std::memory_order_acquire); }
 
@@ -216,6 +219,7 @@ class server_core final : public exec_host {
   sharded_counter _out_of_memory;  // admitted, then refused with their inbox (serial endpoints)
   std::atomic<server_state> _state{server_state::configured};
   std::atomic<bool> _abandon{false};
+  std::atomic<bool> _leaving{false};  // stop() has begun; see leaving()
   std::mutex _stop_mu;        // one stop() at a time; later callers wait for it
   std::mutex _async_stop_mu;  // guards _async_stop
   std::thread _async_stop;    // stop() called from a handler runs here

@@ -69,6 +69,7 @@ void server_core::stop_blocking() {
   // 0. Deregister first, serving as usual meanwhile, so callers move away before anything is
   //    refused (the registration's grace); stop() calls are serialised by _stop_mu.
   if (state() == server_state::running) {
+    _leaving.store(true, std::memory_order_relaxed);
     for (auto& part : _attachments) {
       if (auto* reg = dynamic_cast<registration_attachment*>(part.get())) reg->before_stop();
     }

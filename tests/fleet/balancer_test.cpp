@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
 
+#include "channel/call_state_pool.hpp"
 #include "channel/host_port.hpp"
 #include "channel/retry_budget.hpp"
 #include "channel/snapshot_cell.hpp"
@@ -154,6 +156,53 @@ TEST(static_resolver, lists_and_errors) {
   EXPECT_THROW(ringrpc::make_static_resolver("etcd://x:1/s"), std::invalid_argument);
   EXPECT_EQ(ringrpc::parse_balancing_policy("p2c"), balancing_policy::power_of_two_choices);
   EXPECT_THROW(ringrpc::parse_balancing_policy("random"), std::invalid_argument);
+}
+
+// The channel's call-state pool: objects made on one thread and given back on another (a
+// call made by the caller, finished on the I/O thread) come back to the maker through the
+// depot, so the pool stops allocating once warm, and no object is handed out twice.
+struct pooled {
+  pooled* next_free = nullptr;
+  std::atomic<int> users{0};
+  int recycled = 0;
+  void recycle() noexcept { ++recycled; }
+};
+
+TEST(recycling_pool, objects_freed_on_another_thread_come_back_and_are_never_shared) {
+  using pool = ringrpc::detail::recycling_pool<pooled>;
+  constexpr int in_flight = 200, rounds = 50;
+  std::vector<pooled*> handoff(in_flight);
+  std::atomic<int> phase{0};  // even: maker's turn; odd: freer's turn
+  std::thread freer([&] {
+    for (int r = 0; r < rounds; ++r) {
+      while (phase.load(std::memory_order_acquire) != 2 * r + 1) std::this_thread::yield();
+      for (pooled* p : handoff) {
+        EXPECT_EQ(p->users.fetch_sub(1), 1);
+        pool::put(p);
+      }
+      phase.store(2 * r + 2, std::memory_order_release);
+    }
+  });
+  std::vector<int> made_after_round;
+  for (int r = 0; r < rounds; ++r) {
+    while (phase.load(std::memory_order_acquire) != 2 * r) std::this_thread::yield();
+    for (auto& p : handoff) {
+      p = pool::get();
+      EXPECT_EQ(p->users.fetch_add(1), 0) << "an object handed out twice";
+    }
+    std::sort(handoff.begin(), handoff.end());
+    EXPECT_EQ(std::adjacent_find(handoff.begin(), handoff.end()), handoff.end());
+    int fresh = 0;
+    for (pooled* p : handoff) fresh += p->recycled == 0 ? 1 : 0;
+    made_after_round.push_back(fresh);
+    phase.store(2 * r + 1, std::memory_order_release);
+  }
+  freer.join();
+  // The first round makes everything; later rounds reuse what the other thread gave back
+  // (all but what stays in its own list, at most two batches).
+  EXPECT_EQ(made_after_round.front(), in_flight);
+  EXPECT_LE(made_after_round.back(), 128);
+  EXPECT_LT(made_after_round.back(), in_flight);
 }
 
 }  // namespace

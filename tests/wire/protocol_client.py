@@ -419,6 +419,29 @@ def check_ping(conn):
               "ping %d: expected Pong with the same id, got %s" % (cid, describe(f)))
 
 
+# docs/protocol.md section 9.1: a call of the built-in ringrpc.ping (call_id 7, the fixed
+# layout of 4.3) and the server's answer, byte for byte.
+DOC_PING_REQUEST = (
+    "58 00 00 00 1c 00 00 00 14 00 28 00 08 00 26 00 18 00 10 00 00 00 24 00 00 00 04 00 00 00 00 00"
+    " 18 00 00 00 00 00 00 00 07 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 10 00 00 00 00 00 00 00"
+    " 00 00 00 00 00 00 00 00 0c 00 00 00 72 69 6e 67 72 70 63 2e 70 69 6e 67 00 00 00 00")
+DOC_PING_REPLY = "1c 00 00 00 0c 00 00 00 08 00 10 00 08 00 07 00 08 00 00 00 00 00 00 02 07 00 00 00 00 00 00 00"
+
+
+def check_builtin_ping(conn):
+    """ringrpc.ping is answered Reply/Ok with no payload, whatever the request carried."""
+    check(encode_frame(call_id=7, method="ringrpc.ping") == bytes.fromhex(DOC_PING_REQUEST),
+          "the encoder's ringrpc.ping request differs from docs/protocol.md 9.1")
+    conn.send(bytes.fromhex(DOC_PING_REQUEST))
+    n = struct.unpack("<I", conn._recv_exact(4))[0]
+    got = struct.pack("<I", n) + conn._recv_exact(n)
+    check(got == bytes.fromhex(DOC_PING_REPLY),
+          "reply to the documented ringrpc.ping differs from docs/protocol.md:\n" + got.hex(" "))
+    f = call(conn, 3100, "ringrpc.ping", b"anything")
+    check(f["kind"] == REPLY and f["status"] == OK and f["payload"] == b"",
+          "ringrpc.ping: expected Reply/Ok with an empty payload, got " + describe(f))
+
+
 def check_silent_kinds(conn):
     """OneWay and Cancel are never answered: the next frame is the Pong that follows them."""
     conn.send(encode_frame(call_id=4000, kind=ONE_WAY, method="echo", payload=b"dropped"))
@@ -612,6 +635,7 @@ def main():
               ("echo round trips (0 B .. 100 KiB)", check_echo),
               ("unknown method -> UnknownMethod", check_unknown_method),
               ("ping -> pong", check_ping),
+              ("built-in ringrpc.ping -> Reply/Ok, byte for byte", check_builtin_ping),
               ("one-way and cancel are not answered", check_silent_kinds),
               ("client-sent Reply -> BadRequest, stays open", check_client_sent_reply),
               ("verification failure with id -> BadRequest, stays open",
