@@ -173,7 +173,11 @@ void channel_core::eject_failed() {
     e.conn->failed.store(true, std::memory_order_release);
     e.counters->failures.fetch_add(1, std::memory_order_relaxed);
     _ejections.fetch_add(1, std::memory_order_relaxed);
-    e.backoff = _options.reconnect_backoff_min;
+    // A member that said it is stopping still accepts connections during its deregister
+    // grace; redialling it at once would hand it calls again. Stay away for the longest
+    // backoff: by then it is gone (or its ping says SHUTTING_DOWN again).
+    e.backoff = e.conn->leaving.load(std::memory_order_acquire) ? _options.reconnect_backoff_max
+                                                                : _options.reconnect_backoff_min;
     e.next_attempt = now + e.backoff;
     log::warn("channel_member_ejected", {{"target", _target}, {"member", label}, {"retry_in_ms", static_cast<std::int64_t>(e.backoff.count())}});
     retire(std::move(e.conn));
@@ -240,6 +244,7 @@ void channel_core::check_health(const std::vector<std::shared_ptr<member_conn>>&
           // the connection gracefully: calls already on it finish there.
           if (out.error == call_error::server_status && out.code == status::shutting_down) {
             log::info("channel_member_leaving", {{"target", _target}, {"member", m->label}});
+            m->leaving.store(true, std::memory_order_release);
             report_failed(*m);
             m->check_in_flight.store(false, std::memory_order_release);
             return;

@@ -42,6 +42,7 @@ struct member_conn {
   std::atomic<unsigned> missed_checks{0};  // health checks missed in a row
   std::atomic<bool> check_in_flight{false};
   std::atomic<bool> old_server_noted{false};  // logged once: no built-in ping there
+  std::atomic<bool> leaving{false};           // its ping said SHUTTING_DOWN: stay away longer
 };
 
 struct member_snapshot {

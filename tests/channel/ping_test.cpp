@@ -131,5 +131,50 @@ TEST(ping, a_channel_ejects_a_stopping_member_before_it_has_stopped) {
   ch.close();
 }
 
+// A deregister grace as a registry gives it: the server keeps serving (and accepting) a while.
+class grace_only final : public registration {
+ public:
+  void on_started(std::uint16_t) override {}
+  void before_stop() noexcept override { std::this_thread::sleep_for(800ms); }
+};
+
+TEST(ping, a_leaving_member_is_not_redialled_during_its_grace) {
+  server_options so;
+  so.readers = 1;
+  so.handlers = 1;
+  auto leaving = std::make_unique<server>(so);
+  add_builtin_methods(*leaving);
+  leaving->add_registration(std::make_shared<grace_only>());
+  leaving->start();
+  const std::uint16_t leaving_port = leaving->port();
+  auto staying = builtin_server(1);
+  channel_options o;
+  o.health_interval = 20ms;
+  o.reconnect_backoff_min = 10ms;  // a failed member would be dialled again at once...
+  o.reconnect_backoff_max = 5s;    // ...one that said it is leaving stays out this long
+  auto ch = channel::create(std::string("127.0.0.1:")
+                                .append(std::to_string(leaving_port))
+                                .append(",127.0.0.1:")
+                                .append(std::to_string(staying->port())),
+                            o);
+  ASSERT_TRUE(ch.wait_for_members(2, 5s));
+  std::thread stopper([&] { leaving->stop(); });
+  for (int i = 0; i < 200 && ch.stats().ejections == 0; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_GT(ch.stats().ejections, 0u);
+  // Inside the grace (800 ms): the member still accepts, yet the channel keeps away from it.
+  for (int i = 0; i < 30; ++i) {
+    const auto r = ch.call("echo", std::string_view("x"));
+    EXPECT_TRUE(r.ok()) << r.message;
+    std::this_thread::sleep_for(10ms);
+  }
+  for (const auto& m : ch.members()) {
+    if (m.address.port == leaving_port) {
+      EXPECT_FALSE(m.up) << "a leaving member was dialled again";
+    }
+  }
+  stopper.join();
+  ch.close();
+}
+
 }  // namespace
 }  // namespace ringrpc
