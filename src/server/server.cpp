@@ -206,6 +206,13 @@ void server::set_authorizer(std::shared_ptr<const authorizer> a) {
   _core->guard().set_authorizer(std::move(a));
 }
 
+void server::replace_bearer_tokens(std::vector<bearer_token> tokens) {
+  if (tokens.empty()) {
+    throw std::invalid_argument("replace_bearer_tokens(): no tokens; turning token checks off takes a restart");
+  }
+  _core->guard().replace_tokens(std::move(tokens));
+}
+
 void server::register_endpoint(std::string name, std::shared_ptr<endpoint> ep, endpoint_options options) {
   if (const endpoint_options* o = _core->endpoint_override(name)) {
     // The file tunes threads and queues; who may call is the code's decision, so it stays.
