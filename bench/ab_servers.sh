@@ -25,9 +25,12 @@ server_of() {
   sha=$(git -C "$repo" rev-parse --verify "${1#commit:}^{commit}")
   dir=/tmp/ringrpc-ab.$sha
   if [[ ! -x $dir/build/tools/ringrpc-server ]]; then
-    mkdir -p "$dir/src"
-    git -C "$repo" archive "$sha" | tar -x -C "$dir/src"
-    meson setup "$dir/build" "$dir/src" -Dbuildtype=release -Dbenchmarks=false -Dtests=false >&2
+    if [[ ! -f $dir/src/meson.build ]]; then
+      mkdir -p "$dir/src"
+      git -C "$repo" archive "$sha" | tar -x -C "$dir/src"
+    fi
+    [[ -f $dir/build/build.ninja ]] ||
+      meson setup "$dir/build" "$dir/src" -Dbuildtype=release -Dbenchmarks=false -Dtests=false >&2
     ninja -C "$dir/build" -j"${AB_JOBS:-2}" tools/ringrpc-server >&2
   fi
   printf '%s\n' "$dir/build/tools/ringrpc-server"
