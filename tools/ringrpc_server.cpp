@@ -51,7 +51,8 @@ constexpr int exit_forced = 3;
 constexpr const char* exit_codes_help =
     "Signals: SIGINT/SIGTERM stop accepting, drain and exit 0; a second one during the drain\n"
     "exits 3 at once. SIGHUP re-reads --config and applies [logging] (level, format, file);\n"
-    "other changes wait for a restart. SIGPIPE is ignored.\n"
+    "other changes wait for a restart; it also re-reads the TLS certificates and the tokens\n"
+    "file named at start (a bad file keeps what is in effect). SIGPIPE is ignored.\n"
     "Exit status: 0 drained after SIGINT/SIGTERM (or --help, --version); 1 failed after\n"
     "start-up; 2 start-up failed (usage, configuration, bind, io_uring, memory; one line on\n"
     "stderr; CLI11's own codes such as 105 and 109 are reported as 2);\n"
@@ -479,6 +480,19 @@ int main(int argc, char** argv) {
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig != SIGHUP) break;
     hup.reload();
+    if (!cfg.auth.tokens_file.empty()) {
+      // The tokens file named at start, read again (a token added or revoked): calls checked
+      // from now on use it, connections stay open; a bad or empty file keeps the tokens in effect.
+      try {
+        std::vector<ringrpc::bearer_token> tokens = cfg.server.bearer_tokens;
+        for (auto& t : ringrpc::load_bearer_tokens(cfg.auth.tokens_file)) tokens.push_back(std::move(t));
+        const std::size_t n = tokens.size();
+        srv->replace_bearer_tokens(std::move(tokens));
+        ringrpc::log::info("tokens_reloaded", {{"file", cfg.auth.tokens_file}, {"tokens", std::to_string(n)}});
+      } catch (const std::exception& e) {
+        ringrpc::log::error("tokens_reload_failed", {{"file", cfg.auth.tokens_file}, {"msg", one_line(e.what())}, {"kept", "the tokens in effect"}});
+      }
+    }
 #ifdef RINGRPC_HAVE_TLS
     if (tls) {
       // The same files, read again (a renewed certificate): new handshakes get it, connections

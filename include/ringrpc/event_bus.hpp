@@ -44,8 +44,8 @@ enum class event_kind : std::uint8_t {
   server_stopped,
   endpoint_started,   ///< name: endpoint; detail: its policy and pool
   endpoint_stopped,   ///< name: endpoint
-  connection_opened,  ///< peer; id: connection id
-  connection_closed,  ///< peer; id: connection id; detail: reason (eof, idle, error text, ...)
+  connection_opened,  ///< peer; id: connection id. TLS: once the handshake is done; detail: the verified certificate's subject
+  connection_closed,  ///< peer; id: connection id; detail: reason (eof, idle, error text, ...). Only for opened ones
   call_rejected,      ///< peer; name: pool or queue; detail: which path (busy, deadline, ...)
   slow_call,          ///< peer; name: method; duration_ns; value: threshold in ns
   pool_exhausted,     ///< name: pool; value: its size

@@ -55,6 +55,13 @@ class record_session {
   virtual peer_certificate_identity peer_identity() const = 0;
   /// "TLSv1.3 TLS_AES_256_GCM_SHA384", for logs and /connections.
   virtual std::string describe() const = 0;
+  /// An orderly end of our side (the server stopping, an idle connection closed): appends the
+  /// close_notify alert to `out`, so the peer can tell the end from a truncation. Only once
+  /// established(); a record layer without one appends nothing.
+  virtual outcome close_notify(std::vector<std::byte>& out) {
+    (void)out;
+    return outcome::ok;
+  }
 };
 
 /// Makes sessions for one listener (or one client). Thread-safe: new_server_session() is called

@@ -226,6 +226,12 @@ class server {
   /// non-blocking. Null removes it. Throws std::logic_error after start().
   void set_authorizer(std::shared_ptr<const authorizer> a);
 
+  /// Replaces the accepted bearer tokens (server_options::bearer_tokens) while running: calls
+  /// checked from now on use `tokens`; connections stay open. Any thread. Throws
+  /// std::invalid_argument on an empty list: turning token checks off takes a restart, so an
+  /// emptied tokens file can never open the server to every caller.
+  void replace_bearer_tokens(std::vector<bearer_token> tokens);
+
   /// Registers an endpoint under `name` (no dots; calls to "name" and "name.x" reach it). Before
   /// start() it starts with the server; after, on_start() runs here before it can get anything.
   /// Throws std::invalid_argument on an empty, dotted or taken name or an unknown pool.

@@ -4,7 +4,9 @@
 // server's and its endpoint's authorizers. Refusals are counted here. Calls from connections
 // with no identity, no metadata and no checks configured never come here (reader::dispatch).
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,17 +24,28 @@ struct connection;
 
 /// The accepted bearer tokens. Lookup time depends on the configured tokens' lengths only,
 /// never on where the presented token first differs or which token it matches.
+///
+/// replace() (a reloaded tokens file) swaps in a new set while reader threads look tokens up:
+/// readers load one pointer (acquire, a plain load on x86: no write, no lock per call) and the
+/// sets replaced are kept until the table goes, so a reader still matching against an old set
+/// never reads freed memory. Reloads are operator actions (SIGHUP), so what is kept is a few
+/// sets of at most 10,000 tokens each, not a growing cost per call.
 class token_table {
  public:
   explicit token_table(const std::vector<bearer_token>& tokens);
-  bool empty() const noexcept { return _tokens.empty(); }
-  /// The token equal to `presented`, or null.
+  bool empty() const noexcept { return current().empty(); }
+  /// The token equal to `presented`, or null. Valid as long as the table.
   const bearer_token* match(std::string_view presented) const noexcept;
   /// True when `t` may call `method` (bearer_token::methods).
   static bool allows(const bearer_token& t, std::string_view method) noexcept;
+  /// Any thread: calls checked from now on use `tokens`.
+  void replace(std::vector<bearer_token> tokens);
 
  private:
-  std::vector<bearer_token> _tokens;
+  const std::vector<bearer_token>& current() const noexcept { return *_current.load(std::memory_order_acquire); }
+  std::mutex _replacing;  // replace() only; readers never take it
+  std::vector<std::unique_ptr<const std::vector<bearer_token>>> _sets;  // every set ever current
+  std::atomic<const std::vector<bearer_token>*> _current;
 };
 
 class call_guard {
@@ -42,10 +55,17 @@ class call_guard {
   /// Before start().
   void set_authorizer(std::shared_ptr<const authorizer> a) noexcept {
     _authorizer = std::move(a);
-    _every_call = !_tokens.empty() || _authorizer != nullptr;
+    _every_call.store(!_tokens.empty() || _authorizer != nullptr, std::memory_order_relaxed);
   }
   /// True when every call must come here (tokens or a server-wide authorizer).
-  bool checks_every_call() const noexcept { return _every_call; }
+  bool checks_every_call() const noexcept { return _every_call.load(std::memory_order_relaxed); }
+  /// Any thread, while running: the bearer tokens accepted from now on (a reloaded tokens
+  /// file). Connections stay open; a call already admitted keeps the identity it got.
+  void replace_tokens(std::vector<bearer_token> tokens) {
+    const bool checking = !tokens.empty() || _authorizer != nullptr;
+    _tokens.replace(std::move(tokens));
+    _every_call.store(checking, std::memory_order_release);
+  }
 
   /// Reader thread: checks the metadata, resolves who the caller is (k.peer) and asks the
   /// server's authorizer. status::ok, or the refusal's status with `why` set.
@@ -67,9 +87,11 @@ class call_guard {
   status decide(const authorizer& a, const authorization_request& r, std::string& why,
                 const char* whose) const noexcept;
   const metadata_limits _limits;
-  const token_table _tokens;
+  token_table _tokens;
   std::shared_ptr<const authorizer> _authorizer;
-  bool _every_call = false;  // read per call: one byte, not the vector and the pointer
+  // Read per call: one byte, not the table and the pointer. Atomic because a tokens reload may
+  // turn checking on while readers run; a relaxed load costs what a plain one does.
+  std::atomic<bool> _every_call{false};
   sharded_counter _unauthenticated, _permission_denied, _bad_metadata;
 };
 

@@ -126,6 +126,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
         connection* next = c->live_next;  // start_close may unlink c
         // Shutting the socket down ends its receive and fails any write of the responder, so
         // every reference held on the connection drains without waiting for the peer.
+        say_close_notify(c);
         ::shutdown(c->fd, SHUT_RDWR);
         start_close(c);
         c = next;

@@ -117,6 +117,8 @@ class reader {
   bool start_tls(connection* c) noexcept;
   void on_recv_tls(connection* c, const io_uring_cqe& cqe);
   void tls_failed(connection* c, tls_link& t, const std::string& why) noexcept;
+  /// An orderly close of an established TLS connection: its close_notify before the FIN.
+  void say_close_notify(connection* c) noexcept;
   void tls_established(connection* c, tls_link& t) noexcept;
   void finish_tls(connection* c) noexcept;
   void charge_tls(connection* c, tls_link& t) noexcept;

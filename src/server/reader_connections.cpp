@@ -87,12 +87,16 @@ void reader::on_handoff(int fd, bool tls) {
     _live = c;
   }
   _accepted.add();
-  _core.post_event(event_kind::connection_opened, [&] {
-    event e;
-    e.peer = c->peer();
-    e.id = c->id;
-    return e;
-  });
+  // A TLS connection is opened once its handshake is done (reader::tls_established), so the
+  // event can say who the peer proved to be; one whose handshake fails is counted, not opened.
+  if (!tls) {
+    _core.post_event(event_kind::connection_opened, [&] {
+      event e;
+      e.peer = c->peer();
+      e.id = c->id;
+      return e;
+    });
+  }
   if (_quiesced) {
     start_close(c);
     return;
@@ -225,7 +229,10 @@ void reader::maybe_finish(connection* c) noexcept {
       // No memory to name the address: it keeps one connection too many counted.
     }
   }
-  _core.post_event(event_kind::connection_closed, [&] {
+  // A TLS connection whose handshake never finished was never announced either.
+  const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
+  const bool announced = !c->tls || (rare != nullptr && rare->tls && rare->tls->announced);
+  if (announced) _core.post_event(event_kind::connection_closed, [&] {
     event e;
     e.peer = c->peer();
     e.id = c->id;
@@ -235,9 +242,7 @@ void reader::maybe_finish(connection* c) noexcept {
     e.duration_ns = static_cast<std::uint64_t>(_turn_ns - c->accepted_ns);
     return e;
   });
-  // A TLS connection whose handshake never finished was never announced either.
-  const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
-  if (!c->tls || (rare != nullptr && rare->tls && rare->tls->announced)) {
+  if (announced) {
     if (!c->failure().empty()) notify_endpoints(c, call_purpose::network_error, c->failure());
     notify_endpoints(c, call_purpose::disconnected);
   }

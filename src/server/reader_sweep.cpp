@@ -152,6 +152,7 @@ void reader::sweep() noexcept {
       // A connection waiting for a slow handler is not idle: its peer is owed an answer.
       c->closed_by = close_cause::idle;
       _idle_closed.add();
+      say_close_notify(c);
       ::shutdown(c->fd, SHUT_RDWR);
       start_close(c);
     }

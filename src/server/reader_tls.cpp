@@ -103,6 +103,14 @@ void reader::tls_established(connection* c, tls_link& t) noexcept {
     // an identity, nothing is let in on a guess.
     _core.note_out_of_memory();
   }
+  _core.post_event(event_kind::connection_opened, [&] {
+    event e;
+    e.peer = c->peer();
+    e.id = c->id;
+    // Who the handshake verified, for listeners that log connections (never a token).
+    if (const peer_identity* who = c->identity()) e.detail = who->subject;
+    return e;
+  });
   notify_endpoints(c, call_purpose::connected);
 }
 
@@ -118,6 +126,29 @@ void reader::tls_failed(connection* c, tls_link& t, const std::string& why) noex
   c->gone.store(true, std::memory_order_relaxed);
   ::shutdown(c->fd, SHUT_RDWR);
   start_close(c);
+}
+
+void reader::say_close_notify(connection* c) noexcept {
+  if (!c->tls) return;
+  connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
+  if (rare == nullptr || !rare->tls) return;
+  tls_link& t = *rare->tls;
+  // Only between writes: a write in flight or half sent would have the alert land inside its
+  // records. The responder runs on this thread, so `cipher` and `sent` are ours to read.
+  if (t.said_close_notify || !t.session->established() || t.sent != t.cipher.size() || !t.pending.empty() ||
+      c->write_failed.load(std::memory_order_relaxed)) {
+    return;
+  }
+  t.said_close_notify = true;
+  try {
+    std::vector<std::byte> alert;
+    if (t.session->close_notify(alert) != record_session::outcome::ok || alert.empty()) return;
+    // A few dozen bytes into a socket buffer nothing else is writing to: cannot block, and if
+    // the buffer is full the peer is not reading anyway and sees the FIN alone.
+    (void)::send(c->fd, alert.data(), alert.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  } catch (const std::bad_alloc&) {
+    // Without memory for the alert the peer gets the FIN alone, as from a peer without TLS.
+  }
 }
 
 void reader::on_recv_tls(connection* c, const io_uring_cqe& cqe) {

@@ -217,6 +217,13 @@ void refuse_reserved_name(std::string_view name) {
 }
 }  // namespace
 
+void server::replace_bearer_tokens(std::vector<bearer_token> tokens) {
+  if (tokens.empty()) {
+    throw std::invalid_argument("replace_bearer_tokens(): no tokens; turning token checks off takes a restart");
+  }
+  _core->guard().replace_tokens(std::move(tokens));
+}
+
 void server::register_endpoint(std::string name, std::shared_ptr<endpoint> ep, endpoint_options options) {
   refuse_reserved_name(name);
   if (const endpoint_options* o = _core->endpoint_override(name)) {

@@ -110,6 +110,18 @@ record_session::outcome openssl_session::receive(std::span<const std::byte> in, 
   }
 }
 
+record_session::outcome openssl_session::close_notify(std::vector<std::byte>& out) {
+  if (!_error.empty() || !_established) return outcome::failed;
+  // One call: it writes our close_notify into the memory BIO and returns 0 (the peer's has not
+  // come) or 1 (it had); we do not wait for the peer's, the socket is closed after this.
+  if (SSL_shutdown(_ssl) < 0) {
+    ERR_clear_error();
+    return outcome::failed;
+  }
+  drain(out);
+  return outcome::ok;
+}
+
 record_session::outcome openssl_session::seal(std::span<const std::byte> plain, std::vector<std::byte>& out) {
   if (!_error.empty()) return outcome::failed;
   while (!plain.empty()) {

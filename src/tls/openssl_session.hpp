@@ -21,6 +21,7 @@ class openssl_session final : public record_session {
                   std::vector<std::byte>& out) override;
   outcome seal(std::span<const std::byte> plain, std::vector<std::byte>& out) override;
   outcome start(std::vector<std::byte>& out) override;
+  outcome close_notify(std::vector<std::byte>& out) override;
   bool established() const noexcept override { return _established; }
   std::string error() const override { return _error; }
   peer_certificate_identity peer_identity() const override;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ringrpc/authorizer.hpp"
@@ -225,6 +226,53 @@ TEST(bearer_token, a_token_limited_to_some_methods_is_permission_denied_elsewher
   EXPECT_EQ(r.code, status::permission_denied);
   EXPECT_EQ(r.message, "the bearer token of 'limited' does not allow this method");
   EXPECT_EQ(f.srv->stats().calls_permission_denied, 1u);
+}
+
+// A tokens reload while calls run: every answer is either the old set's or the new set's verdict,
+// the connection stays open, and once replace returns the new set decides. TSan watches the swap.
+TEST(bearer_token, replaced_while_calls_run_takes_effect_without_dropping_the_connection) {
+  fixture f(with_tokens());
+  std::atomic<bool> done{false};
+  std::atomic<int> odd{0};
+  std::thread caller([&] {
+    client c = f.connect();
+    while (!done.load()) {
+      const auto r = c.call("who", "", with({{"authorization", "Bearer tok-bob-9876543210"}}));
+      if (!(r.ok() && r.payload_string().ends_with("|bob|")) && r.code != status::unauthenticated) ++odd;
+    }
+    if (!c.connected()) ++odd;
+  });
+  client carol_conn = f.connect();
+  EXPECT_EQ(carol_conn.call("echo", "x", with({{"authorization", "Bearer tok-carol-5555"}})).code,
+            status::unauthenticated);
+  for (int i = 0; i < 50; ++i) {
+    if (i % 2 == 0) f.srv->replace_bearer_tokens({{"tok-carol-5555", "carol"}});
+    else f.srv->replace_bearer_tokens({{"tok-bob-9876543210", "bob"}, {"tok-carol-5555", "carol"}});
+  }
+  done = true;
+  caller.join();
+  EXPECT_EQ(odd.load(), 0);
+  // The last set holds bob and carol; the connection opened before any reload uses it.
+  auto r = carol_conn.call("who", "", with({{"authorization", "Bearer tok-carol-5555"}}));
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_TRUE(r.payload_string().ends_with("|carol|")) << r.payload_string();
+  f.srv->replace_bearer_tokens({{"tok-carol-5555", "carol"}});
+  EXPECT_EQ(carol_conn.call("echo", "x", with({{"authorization", "Bearer tok-bob-9876543210"}})).code,
+            status::unauthenticated);
+  EXPECT_THROW(f.srv->replace_bearer_tokens({}), std::invalid_argument);
+  EXPECT_TRUE(carol_conn.call("echo", "x", with({{"authorization", "Bearer tok-carol-5555"}})).ok());
+}
+
+// A server started without tokens that gets some: calls from then on must carry one.
+TEST(bearer_token, added_to_a_server_without_tokens_are_checked_from_then_on) {
+  fixture f;
+  client c = f.connect();
+  ASSERT_TRUE(c.call("echo", "x").ok());
+  f.srv->replace_bearer_tokens({{"tok-late-77", "late"}});
+  EXPECT_EQ(c.call("echo", "x").code, status::unauthenticated);
+  auto r = c.call("who", "", with({{"authorization", "Bearer tok-late-77"}}));
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_TRUE(r.payload_string().ends_with("|late|")) << r.payload_string();
 }
 
 TEST(authorizer, server_wide_decides_by_subject_and_method) {

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <chrono>
+#include <thread>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <random>
@@ -15,6 +18,8 @@
 #include "ringrpc/authorizer.hpp"
 #include "ringrpc/call_context.hpp"
 #include "ringrpc/client.hpp"
+#include "ringrpc/endpoint.hpp"
+#include "ringrpc/event_bus.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/tls.hpp"
 #include "tls/test_certs.hpp"
@@ -203,6 +208,62 @@ TEST(TlsClient, VerifiedCertificateIsTheIdentityTheAuthorizerDecidesOn) {
   auto plain = ringrpc::client::connect("127.0.0.1", srv.port());
   EXPECT_EQ(plain.call("whoami", std::string_view("")).code, ringrpc::status::unauthenticated);
   EXPECT_EQ(srv.stats().calls_unauthenticated, 1u);
+}
+
+// Connection events of a TLS connection come once its handshake is done: the endpoint's
+// on_connected and the bus's connection_opened both know the client certificate's identity; a
+// connection whose handshake fails is counted as a failure and announced to nobody.
+TEST(TlsClient, ConnectionEventsComeAfterTheHandshakeWithTheIdentity) {
+  struct recorder : ringrpc::endpoint, ringrpc::event_listener {
+    void receive_and_reply(ringrpc::call_context& ctx) override { ctx.reply(std::string_view("ok")); }
+    void on_connected(const ringrpc::peer_info& p) override {
+      std::lock_guard lock(mu);
+      seen.push_back(std::string("connected ").append(p.identity ? p.identity->subject : "(none)"));
+    }
+    void on_disconnected(const ringrpc::peer_info& p) override {
+      std::lock_guard lock(mu);
+      seen.push_back(std::string("disconnected ").append(p.identity ? p.identity->subject : "(none)"));
+    }
+    void on_event(const ringrpc::event& e) override {
+      std::lock_guard lock(mu);
+      if (e.kind == ringrpc::event_kind::connection_opened) seen.push_back(std::string("opened ").append(e.detail));
+      if (e.kind == ringrpc::event_kind::connection_closed) seen.push_back("closed");
+    }
+    std::vector<std::string> snapshot() {
+      std::lock_guard lock(mu);
+      return seen;
+    }
+    std::mutex mu;
+    std::vector<std::string> seen;
+  };
+  tls_server s(true);
+  auto rec = std::make_shared<recorder>();
+  s.srv->register_endpoint("rec", rec);
+  ringrpc::event_kind_set kinds;
+  kinds.add(ringrpc::event_kind::connection_opened).add(ringrpc::event_kind::connection_closed);
+  s.srv->events().subscribe("log", rec, kinds);
+  auto wait_for = [&](std::size_t n) {
+    for (int i = 0; i < 500 && rec->snapshot().size() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return rec->snapshot();
+  };
+  {
+    // No client certificate: the handshake fails, nobody hears of the connection.
+    auto c = ringrpc::client::connect("127.0.0.1", s.srv->tls_port(), client_tls(trusting()));
+    EXPECT_FALSE(c.call("rec", std::string_view("x")).ok());
+  }
+  for (int i = 0; i < 200 && s.srv->stats().tls_handshake_failures < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(s.srv->stats().tls_handshake_failures, 1u);
+  {
+    auto t = trusting();
+    t.cert_file = files()("client.pem");
+    t.key_file = files()("client.key");
+    auto c = ringrpc::client::connect("127.0.0.1", s.srv->tls_port(), client_tls(t));
+    EXPECT_EQ(c.call("rec", std::string_view("x")).payload_string(), "ok");
+  }
+  auto seen = wait_for(4);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"closed", "connected CN=client-1", "disconnected CN=client-1",
+                                            "opened CN=client-1"}));
 }
 
 TEST(TlsClient, ManyConnectionsAtOnce) {

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""ringrpc-server ends a TLS connection it closes in order with close_notify before the FIN:
+an idle connection shed by --idle-timeout-ms, and open connections when the server stops
+(SIGTERM). A client that does not ignore truncation (no OP_IGNORE_UNEXPECTED_EOF,
+suppress_ragged_eofs off) then reads a clean end, where a bare FIN raises SSLEOFError.
+Usage: close_notify_test.py PATH/TO/ringrpc-server"""
+
+import signal
+import socket
+import ssl
+import sys
+import tempfile
+import time
+
+from tls_support import Server, echo_frame, make_all, pc, read_frame
+
+SERVER = sys.argv[1]
+failures = []
+
+
+def strict_context(ca):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(ca)
+    ctx.set_alpn_protocols(["ringrpc/1"])
+    ctx.options &= ~getattr(ssl, "OP_IGNORE_UNEXPECTED_EOF", 0)
+    return ctx
+
+
+def connect(port, ctx):
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return ctx.wrap_socket(raw, server_hostname="localhost", suppress_ragged_eofs=False)
+
+
+def end_of(s):
+    """'close_notify' for a clean end, 'truncated' for a FIN without it, else what came."""
+    try:
+        data = s.recv(100)
+    except ssl.SSLEOFError:
+        return "truncated"
+    except (ssl.SSLError, OSError) as e:
+        return "error %s" % e
+    return "close_notify" if data == b"" else "data %r" % data[:20]
+
+
+def expect(got, want, what):
+    if got != want:
+        failures.append(what)
+        print("FAIL %s: got %s, expected %s" % (what, got, want))
+    else:
+        print("ok   %s" % what)
+
+
+def echo_once(s, call_id):
+    s.sendall(echo_frame(call_id, b"hello"))
+    f = read_frame(s)
+    return f["kind"] == pc.REPLY and f["payload"] == b"hello"
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        certs = make_all(d)
+        ctx = strict_context(certs["ca"] + ".pem")
+        try:
+            srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
+                                  "--tls-key", certs["server"] + ".key", "--idle-timeout-ms", "300"], d)
+        except RuntimeError as e:
+            if "io_uring" in str(e):
+                print("SKIP: io_uring unavailable:", e)
+                return 77
+            raise
+        try:
+            s = connect(srv.tls_port, ctx)
+            expect(echo_once(s, 1), True, "idle: a call first")
+            expect(end_of(s), "close_notify", "idle timeout ends with close_notify")
+            s.close()
+
+        finally:
+            expect(srv.stop(), 0, "idle server exit status")
+
+        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
+                              "--tls-key", certs["server"] + ".key"], d)
+        try:
+            s = connect(srv.tls_port, ctx)
+            expect(echo_once(s, 1), True, "stop: a call first")
+            srv.signal(signal.SIGTERM)
+            expect(end_of(s), "close_notify", "server stop ends with close_notify")
+            s.close()
+            srv.proc.wait(15)  # the one SIGTERM drains and exits; stop() then sends nothing
+        finally:
+            expect(srv.stop(), 0, "stopped server exit status")
+    if failures:
+        print("close_notify: %d failure(s)" % len(failures))
+        return 1
+    print("close_notify: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
