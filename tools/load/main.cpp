@@ -30,8 +30,33 @@
 #include "thresholds.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
+#if RINGRPC_HAVE_TLS
+#include "ringrpc/tls.hpp"
+#endif
 
 namespace {
+
+// The client side of a TLS target: what to trust, who we are, and the ALPN its server expects
+// (nginx refuses a handshake whose offer it cannot match).
+std::shared_ptr<ringrpc::record_layer> make_tls_layer(const ringrpc::load::target& t, const std::string& cacert,
+                                                      const std::string& cert, const std::string& key,
+                                                      bool insecure) {
+#if RINGRPC_HAVE_TLS
+  ringrpc::tls_client_options o;
+  o.ca_file = cacert;
+  o.cert_file = cert;
+  o.key_file = key;
+  o.insecure = insecure;
+  if (t.scheme == "http") o.alpn = {"http/1.1"};
+  if (t.scheme == "h2c" || t.scheme == "grpc") o.alpn = {"h2"};
+  if (t.scheme == "redis") o.alpn = {"redis"};
+  if (cert.empty() != key.empty()) throw std::invalid_argument("--cert and --key go together");
+  return ringrpc::tls_context::client(o);
+#else
+  (void)t, (void)cacert, (void)cert, (void)key, (void)insecure;
+  throw std::invalid_argument("this build of ringrpc-load has no TLS (built without OpenSSL)");
+#endif
+}
 
 using namespace ringrpc::load;
 
@@ -233,6 +258,12 @@ int main(int argc, char** argv) {
   app.add_option("--plot", plot_path, "write an SVG plot");
   app.add_option("--shard", shard_text, "host K of N: its share of -c -R -n");
   app.add_option("--start-at", start_at_text, "start at @UNIX_S or RFC 3339 UTC");
+  std::string tls_cacert, tls_cert, tls_key;
+  bool tls_insecure = false;
+  app.add_option("--cacert", tls_cacert, "TLS: verify the server with these PEM CAs [system store]");
+  app.add_flag("-k,--insecure", tls_insecure, "TLS: do not verify the server (as curl -k)");
+  app.add_option("--cert", tls_cert, "TLS: client certificate (PEM) for mutual TLS");
+  app.add_option("--key", tls_key, "TLS: private key of --cert");
   auto* merge = app.add_subcommand("merge", "merge --hdr-log files into one summary");
   std::vector<std::string> merge_files;
   merge->add_option("files", merge_files, "interval logs")->required();
@@ -357,6 +388,12 @@ int main(int argc, char** argv) {
     cfg.warmup = !warmup.empty() ? parse_duration(warmup)
                                  : (count != 0 ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(std::chrono::seconds(1)));
     cfg.connect_timeout = parse_duration(connect_timeout);
+    if (cfg.where.tls) {
+      cfg.tls = make_tls_layer(cfg.where, tls_cacert, tls_cert, tls_key, tls_insecure);
+    } else if (!tls_cacert.empty() || !tls_cert.empty() || !tls_key.empty() || tls_insecure) {
+      throw std::invalid_argument("--cacert, --cert, --key and --insecure are for TLS targets (https://, h2://, "
+                                  "ringrpcs://, rediss://, grpcs://)");
+    }
     cfg.diagnose_first_reply = true;
     // A slow method must not pass for a silent server of another protocol.
     cfg.silence_limit = std::max<std::chrono::nanoseconds>(std::chrono::seconds(5),
