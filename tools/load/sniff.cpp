@@ -158,8 +158,11 @@ std::string diagnose_reply(const target& t, std::span<const std::byte> front, st
 }
 
 std::string diagnose_close(const target& t) {
-  return authority_of(t) + " closed the connection without answering the first request: it does not seem to " +
-         "speak " + protocol_name(t.scheme);
+  std::string line = authority_of(t) + " closed the connection without answering the first request: it does not " +
+                     "seem to speak " + protocol_name(t.scheme);
+  // A TLS port hangs up on plaintext without a byte (redis does): say what to try.
+  if (!t.tls && tls_scheme_of(t.scheme) != t.scheme) line += " (if it expects TLS, try " + tls_url_of(t) + ")";
+  return line;
 }
 
 std::string diagnose_silence(const target& t, double seconds, unsigned connections) {

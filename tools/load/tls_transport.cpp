@@ -30,7 +30,7 @@ tls_transport::result tls_transport::receive(std::span<const std::byte> in) {
 }
 
 void tls_transport::wrap(std::vector<std::byte>& batch) {
-  if (batch.empty() && _records.empty()) return;
+  if (batch.empty() && _records.empty() && (_held.empty() || !_session->established())) return;
   if (!_session->established() || !_held.empty()) {
     _held.insert(_held.end(), batch.begin(), batch.end());
     batch.clear();
