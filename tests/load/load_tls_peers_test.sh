@@ -119,6 +119,15 @@ for scheme in https h2; do
   fi
 done
 
+# The handshakes are reported apart: one per connection (none failed), with their latency.
+hs=$(python3 -c 'import json,sys; h=json.load(open(sys.argv[1]))["tls_handshakes"]; print(h["count"], sum(h["failures"].values()), h["latency_us"]["max"] > 0)' "$work/https.json" 2>&1)
+if [ "$hs" != "2 0 True" ]; then
+  fail "https:// JSON tls_handshakes: expected '2 0 True' (count, failures, max>0), got '$hs'"
+else
+  ok "tls_handshakes in the JSON: 2 handshakes for 2 connections"
+fi
+grep -q "tls handshakes" "$work/https.out" || fail "the text summary shows no 'tls handshakes' line"
+
 # An untrusted certificate: one clear line naming verification, and -k gets through.
 run_load untrusted -c 1 -n 10 --cacert "$work/stranger.pem" "https://127.0.0.1:$sport/ok"
 if [ "$rc" = 0 ] || ! grep -q "not verified" "$work/untrusted.err" "$work/untrusted.out"; then
