@@ -260,10 +260,30 @@ int main(int argc, char** argv) {
   app.add_option("--start-at", start_at_text, "start at @UNIX_S or RFC 3339 UTC");
   std::string tls_cacert, tls_cert, tls_key;
   bool tls_insecure = false;
-  app.add_option("--cacert", tls_cacert, "TLS: verify the server with these PEM CAs [system store]");
-  app.add_flag("-k,--insecure", tls_insecure, "TLS: do not verify the server (as curl -k)");
-  app.add_option("--cert", tls_cert, "TLS: client certificate (PEM) for mutual TLS");
-  app.add_option("--key", tls_key, "TLS: private key of --cert");
+  // The TLS options are taken out of argv before CLI11 parses it: --help must fit one screen
+  // (CLI11 prints a blank line even for a hidden group); docs/load.md lists them.
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto value = [&](std::string_view name, std::string& into) {
+      if (a == name && i + 1 < argc) {
+        into = argv[++i];
+        return true;
+      }
+      if (a.size() > name.size() && a.starts_with(name) && a[name.size()] == '=') {
+        into = std::string(a.substr(name.size() + 1));
+        return true;
+      }
+      return false;
+    };
+    if (i > 0 && (a == "-k" || a == "--insecure")) {
+      tls_insecure = true;
+    } else if (i == 0 || !(value("--cacert", tls_cacert) || value("--cert", tls_cert) || value("--key", tls_key))) {
+      args.push_back(argv[i]);
+    }
+  }
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   auto* merge = app.add_subcommand("merge", "merge --hdr-log files into one summary");
   std::vector<std::string> merge_files;
   merge->add_option("files", merge_files, "interval logs")->required();
