@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ringrpc/record_layer.hpp"
 
@@ -38,6 +39,9 @@ struct tls_client_options {
   std::string server_name;  ///< SNI and the name verified; "" = the host connected to
   bool insecure = false;    ///< skip verification (tests only: anyone can pose as the server)
   std::string min_version = "1.2";
+  /// ALPN protocols offered, in order of preference; empty = {"ringrpc/1"} (e.g. {"h2"} or
+  /// {"http/1.1"} for a load client of other servers, which refuse an offer they cannot match).
+  std::vector<std::string> alpn;
 };
 
 /// A certificate, key or policy that cannot be used; what() is one line naming the file.

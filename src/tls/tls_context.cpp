@@ -19,6 +19,17 @@ namespace ringrpc {
 
 namespace {
 
+// ALPN's wire form: each protocol name prefixed by its length (names of 1..255 bytes).
+std::vector<unsigned char> alpn_wire(const std::vector<std::string>& names) {
+  std::vector<unsigned char> wire;
+  for (const std::string& n : names) {
+    if (n.empty() || n.size() > 255) throw tls_error("TLS: ALPN protocol names take 1..255 bytes");
+    wire.push_back(static_cast<unsigned char>(n.size()));
+    wire.insert(wire.end(), n.begin(), n.end());
+  }
+  return wire;
+}
+
 using ctx_ptr = std::shared_ptr<SSL_CTX>;
 
 [[noreturn]] void fail(const std::string& what) {
@@ -153,7 +164,12 @@ ctx_ptr make_client_ctx(const tls_client_options& o) {
     SSL_CTX_set_verify(c, SSL_VERIFY_PEER, nullptr);
   }
   static const unsigned char alpn[] = {9, 'r', 'i', 'n', 'g', 'r', 'p', 'c', '/', '1'};
-  SSL_CTX_set_alpn_protos(c, alpn, sizeof(alpn));
+  if (o.alpn.empty()) {
+    SSL_CTX_set_alpn_protos(c, alpn, sizeof(alpn));
+  } else {
+    const std::vector<unsigned char> wire = alpn_wire(o.alpn);
+    SSL_CTX_set_alpn_protos(c, wire.data(), static_cast<unsigned>(wire.size()));
+  }
   ERR_clear_error();
   return ctx;
 }

@@ -130,6 +130,7 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   for (auto& w : workers) w->join();
 
   run_result r;
+  r.tls = cfg.tls != nullptr;
   r.interrupted = interrupted;
   if (run.diagnosed.load()) r.diagnosis = run.diagnosis;
   r.warmup_s = static_cast<double>(cfg.warmup.count()) / 1e9;
@@ -141,6 +142,8 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     r.latency_ns.merge(w->latency);
     r.service_ns.merge(w->service);
     for (const auto& [k, v] : w->errors) r.errors[k] += v;
+    r.handshake_ns.merge(w->handshake);
+    for (const auto& [k, v] : w->handshake_failures) r.handshake_failures[k] += v;
     last = std::max(last, w->last_completion_ns);
   }
   // A run that reached its call count early (-n with -T) ends at its last completion.

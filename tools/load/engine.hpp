@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "call_window.hpp"
+#include "ringrpc/record_layer.hpp"
 #include "protocol.hpp"
 #include "report.hpp"
 #include "reply_framer.hpp"
@@ -45,6 +46,9 @@ struct engine_config {
   /// When not one byte has come back this long after the start, the run stops with a
   /// diagnosis (a server of another protocol often waits silently). 0: never.
   std::chrono::nanoseconds silence_limit{0};
+  /// TLS targets (https://, ringrpcs://, ...): makes every connection's client session. Null:
+  /// plaintext.
+  std::shared_ptr<record_layer> tls;
 };
 
 /// Counters the engine publishes while it runs, read once a second by the live display.

@@ -91,6 +91,7 @@ void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
 
 void worker::flush(conn_state& c) {
   tx_batch& b = c.batch[c.filling];
+  if (c.tls != nullptr && !c.out.in_flight() && !c.dead) c.tls->wrap(b.bytes);  // plaintext -> records
   if (c.out.in_flight() || b.bytes.empty() || c.dead) return;
   // Everything issued this turn leaves in one send; requests queued meanwhile wait for the
   // next, so bytes of two sends never interleave.
@@ -192,6 +193,7 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
 void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
   const auto left = detail::take_recv(*_buffers, cqe, c.dead, [&](std::span<const std::byte> bytes) {
     live.bytes_received.fetch_add(bytes.size(), std::memory_order_relaxed);
+    if (c.tls != nullptr && !tls_receive(c, bytes, now)) return;  // bytes: now the plaintext
     const auto r = c.rx.feed(bytes, [&](std::span<const std::byte>) { return on_reply(c, c.rx.framer().last, now); });
     if (r == reply_assembler::result::frame_too_large) {
       if (_cfg.diagnose_first_reply && !c.parsed_any && !_run.any_reply.load(std::memory_order_relaxed)) {
@@ -305,6 +307,11 @@ void worker::run() {
   const std::int64_t start = now_ns();
   for (conn_state& c : _conns) {
     c.window = call_window(_cfg.depth);
+    if (_cfg.tls != nullptr && !start_tls(c, start)) {
+      c.dead = true;
+      c.reconnect_at = start + 100'000'000;
+      continue;
+    }
     arm_recv(c);
     if (_run.schedule == nullptr) {
       for (unsigned d = 0; d < _cfg.depth && issuing(start); ++d) issue(c, start, start);
@@ -346,6 +353,7 @@ void worker::run() {
         c.reconnect_at = now + 100'000'000;
         continue;
       }
+      if (_cfg.tls != nullptr && !start_tls(c, now)) continue;
       c.dead = false;
       c.peer_closing = false;
       c.parsed_any = false;
@@ -396,5 +404,62 @@ void worker::run() {
   bufs.reset();
 }
 
+bool worker::start_tls(conn_state& c, std::int64_t now) {
+  c.tls = tls_transport::open(*_cfg.tls, c.endpoint->host, now);
+  if (c.tls != nullptr) return true;
+  ++handshake_failures["tls_handshake"];
+  count_error("tls_handshake", now, c);
+  return false;
+}
+
+void worker::stop_with(const std::string& diagnosis, std::int64_t now) {
+  bool expected = false;
+  if (!_run.diagnosed.compare_exchange_strong(expected, true)) return;
+  _run.diagnosis = diagnosis;
+  _run.stop_at.store(now, std::memory_order_relaxed);
+  _run.stop.store(true, std::memory_order_relaxed);
+}
+
+// Ciphertext in, plaintext out (in `bytes`); false when the connection was lost.
+bool worker::tls_receive(conn_state& c, std::span<const std::byte>& bytes, std::int64_t now) {
+  tls_transport& t = *c.tls;
+  const bool was_established = t.established();
+  const auto r = t.receive(bytes);
+  if (r == tls_transport::result::failed) {
+    if (!t.handshake_counted) {
+      t.handshake_counted = true;
+      const std::string kind = t.peer_spoke_tls() ? t.failure_kind() : std::string("tls_handshake");
+      ++handshake_failures[kind];
+      if (!_run.any_reply.load(std::memory_order_relaxed)) {
+        // The first handshake of the run failed: every other would fail the same way.
+        if (!t.peer_spoke_tls()) {
+          stop_with(diagnose_plaintext_reply(_cfg.where), now);
+        } else if (kind == "tls_verify") {
+          stop_with("TLS: the server " + authority_of(*c.endpoint) + " was not verified: " + t.error() +
+                        "; give --cacert FILE (its CA) or --insecure",
+                    now);
+        } else {
+          stop_with("TLS handshake with " + authority_of(*c.endpoint) + " failed: " + t.error(), now);
+        }
+      }
+      lose(c, kind, now);
+    } else {
+      lose(c, "protocol", now);
+    }
+    return false;
+  }
+  if (!was_established && t.established() && !t.handshake_counted) {
+    t.handshake_counted = true;
+    handshake.record(static_cast<std::uint64_t>(std::max<std::int64_t>(now - t.handshake_started_ns, 1)));
+    // The calls waited for the handshake: their latency starts now.
+    c.window.for_each([&](slot& s) {
+      s.sent_ns = now;
+      if (_run.schedule == nullptr) s.intended_ns = now;
+    });
+  }
+  if (r == tls_transport::result::closed) c.peer_closing = true;
+  bytes = t.plain();
+  return true;
+}
 
 }  // namespace ringrpc::load::engine_detail

@@ -14,6 +14,7 @@
 
 #include "base/write_queue.hpp"
 #include "engine.hpp"
+#include "tls_transport.hpp"
 #include "uring/provided_buffers.hpp"
 #include "uring/ring.hpp"
 
@@ -53,6 +54,7 @@ struct conn_state {
   bool peer_closing = false;  // the server said it closes after its last reply: send no more
   bool parsed_any = false;    // a reply of the URL's protocol came back on this connection
   std::int64_t reconnect_at = 0;
+  std::unique_ptr<tls_transport> tls;  // TLS targets only: the records between socket and codec
 };
 
 // One request kind's counters on one thread (--mix reports).
@@ -114,6 +116,8 @@ class worker final {
   bool quota_used_up = false;
   std::vector<std::uint64_t> step_ok;  // open loop: successful calls by the step they were due in
   std::vector<detail::latency_histogram> step_latency;
+  detail::latency_histogram handshake = make_latency_histogram();  // TLS targets
+  std::map<std::string, std::uint64_t> handshake_failures;
   std::string failure;  // set if the thread could not run at all
   std::atomic<bool> finished{false};
 
@@ -131,6 +135,9 @@ class worker final {
   void diagnose(const conn_state& c, std::int64_t now, bool closed = false);
   void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);
   void expire(std::int64_t now);
+  bool start_tls(conn_state& c, std::int64_t now);
+  bool tls_receive(conn_state& c, std::span<const std::byte>& bytes, std::int64_t now);
+  void stop_with(const std::string& diagnosis, std::int64_t now);
   bool issuing(std::int64_t now) const noexcept;
   second_bucket* bucket(std::int64_t now);
   std::uint32_t pick_kind() noexcept;

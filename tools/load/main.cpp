@@ -30,8 +30,33 @@
 #include "thresholds.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
+#if RINGRPC_HAVE_TLS
+#include "ringrpc/tls.hpp"
+#endif
 
 namespace {
+
+// The client side of a TLS target: what to trust, who we are, and the ALPN its server expects
+// (nginx refuses a handshake whose offer it cannot match).
+std::shared_ptr<ringrpc::record_layer> make_tls_layer(const ringrpc::load::target& t, const std::string& cacert,
+                                                      const std::string& cert, const std::string& key,
+                                                      bool insecure) {
+#if RINGRPC_HAVE_TLS
+  ringrpc::tls_client_options o;
+  o.ca_file = cacert;
+  o.cert_file = cert;
+  o.key_file = key;
+  o.insecure = insecure;
+  if (t.scheme == "http") o.alpn = {"http/1.1"};
+  if (t.scheme == "h2c" || t.scheme == "grpc") o.alpn = {"h2"};
+  if (t.scheme == "redis") o.alpn = {"redis"};
+  if (cert.empty() != key.empty()) throw std::invalid_argument("--cert and --key go together");
+  return ringrpc::tls_context::client(o);
+#else
+  (void)t, (void)cacert, (void)cert, (void)key, (void)insecure;
+  throw std::invalid_argument("this build of ringrpc-load has no TLS (built without OpenSSL)");
+#endif
+}
 
 using namespace ringrpc::load;
 
@@ -233,6 +258,32 @@ int main(int argc, char** argv) {
   app.add_option("--plot", plot_path, "write an SVG plot");
   app.add_option("--shard", shard_text, "host K of N: its share of -c -R -n");
   app.add_option("--start-at", start_at_text, "start at @UNIX_S or RFC 3339 UTC");
+  std::string tls_cacert, tls_cert, tls_key;
+  bool tls_insecure = false;
+  // The TLS options are taken out of argv before CLI11 parses it: --help must fit one screen
+  // (CLI11 prints a blank line even for a hidden group); docs/load.md lists them.
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto value = [&](std::string_view name, std::string& into) {
+      if (a == name && i + 1 < argc) {
+        into = argv[++i];
+        return true;
+      }
+      if (a.size() > name.size() && a.starts_with(name) && a[name.size()] == '=') {
+        into = std::string(a.substr(name.size() + 1));
+        return true;
+      }
+      return false;
+    };
+    if (i > 0 && (a == "-k" || a == "--insecure")) {
+      tls_insecure = true;
+    } else if (i == 0 || !(value("--cacert", tls_cacert) || value("--cert", tls_cert) || value("--key", tls_key))) {
+      args.push_back(argv[i]);
+    }
+  }
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   auto* merge = app.add_subcommand("merge", "merge --hdr-log files into one summary");
   std::vector<std::string> merge_files;
   merge->add_option("files", merge_files, "interval logs")->required();
@@ -357,6 +408,12 @@ int main(int argc, char** argv) {
     cfg.warmup = !warmup.empty() ? parse_duration(warmup)
                                  : (count != 0 ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(std::chrono::seconds(1)));
     cfg.connect_timeout = parse_duration(connect_timeout);
+    if (cfg.where.tls) {
+      cfg.tls = make_tls_layer(cfg.where, tls_cacert, tls_cert, tls_key, tls_insecure);
+    } else if (!tls_cacert.empty() || !tls_cert.empty() || !tls_key.empty() || tls_insecure) {
+      throw std::invalid_argument("--cacert, --cert, --key and --insecure are for TLS targets (https://, h2://, "
+                                  "ringrpcs://, rediss://, grpcs://)");
+    }
     cfg.diagnose_first_reply = true;
     // A slow method must not pass for a silent server of another protocol.
     cfg.silence_limit = std::max<std::chrono::nanoseconds>(std::chrono::seconds(5),

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #if RINGRPC_LOAD_HAVE_DISCOVERY
 #include "target_etcd.hpp"
@@ -91,10 +92,19 @@ bool printable_no_space(std::string_view s) {
 target parse_target(std::string_view url) {
   const auto sep = url.find("://");
   if (sep == std::string_view::npos || sep == 0) {
-    bad_url(url, "expected SCHEME://HOST[:PORT][/PATH] with scheme ringrpc, echo, redis, http, h2c or grpc");
+    bad_url(url, "expected SCHEME://HOST[:PORT][/PATH] with scheme ringrpc, echo, redis, http, h2c or grpc (over TLS: ringrpcs, rediss, https, h2, grpcs)");
   }
   target t;
   t.scheme = lower(url.substr(0, sep));
+  // The TLS schemes speak their plaintext protocol inside TLS records.
+  static constexpr std::pair<std::string_view, std::string_view> over_tls[] = {
+      {"https", "http"}, {"rediss", "redis"}, {"ringrpcs", "ringrpc"}, {"h2", "h2c"}, {"grpcs", "grpc"}};
+  for (const auto& [secure, plain] : over_tls) {
+    if (t.scheme == secure) {
+      t.scheme = std::string(plain);
+      t.tls = true;
+    }
+  }
   if (t.scheme != "ringrpc" && t.scheme != "echo" && t.scheme != "redis" && t.scheme != "http" &&
       t.scheme != "h2c" && t.scheme != "grpc") {
     bad_url(url, "unknown scheme '" + t.scheme + "' (expected ringrpc, echo, redis, http, h2c or grpc)");
@@ -123,6 +133,8 @@ target parse_target(std::string_view url) {
   }
   if (colon != std::string_view::npos) {
     t.port = parse_port(url, authority.substr(colon + 1));
+  } else if (t.tls && (t.scheme == "http" || t.scheme == "h2c")) {
+    t.port = 443;
   } else if (t.scheme == "http" || t.scheme == "h2c") {
     t.port = 80;
   } else if (t.scheme == "redis") {

@@ -19,6 +19,8 @@ struct target {
   std::uint16_t port = 0;
   /// method (ringrpc, without the leading '/'), path (http, h2c) or "/pkg.Service/Method" (grpc)
   std::string path;
+  /// Spoken over TLS: https (http), rediss (redis), ringrpcs (ringrpc), h2 (h2c), grpcs (grpc).
+  bool tls = false;
 };
 
 /// Parses a target URL; throws std::invalid_argument with a message naming what is wrong.

@@ -178,6 +178,18 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
   out += row("errors", format_count(r.error_total()));
   for (const auto& [kind, n] : r.errors) out += row("  " + kind, format_count(n));
   out += "\n";
+  if (r.tls) {
+    // Apart from the calls: their latency starts once the handshake is done.
+    const auto& h = r.handshake_ns;
+    out += row("tls handshakes", format_count(h.count()));
+    for (const auto& [kind, n] : r.handshake_failures) out += row("  failed " + kind, format_count(n));
+    if (h.count() > 0) {
+      out += row("  p50 (us)", format_us(ns_to_us(h.value_at_percentile(50)), 1));
+      out += row("  p99 (us)", format_us(ns_to_us(h.value_at_percentile(99)), 1));
+      out += row("  max (us)", format_us(ns_to_us(h.max()), 1));
+    }
+    out += "\n";
+  }
 
   // Latency table: corrected (and, open loop, service time) side by side.
   const bool service = r.open_loop;

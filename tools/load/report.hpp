@@ -85,6 +85,12 @@ struct run_result {
   /// --hdr-log; merged across threads.
   std::vector<detail::latency_histogram> interval_latency_ns;
   std::vector<step_result> steps;
+  /// TLS targets: the duration of each completed handshake (ClientHello to established), on
+  /// every connection including reconnections; its count is the handshakes made.
+  detail::latency_histogram handshake_ns = make_latency_histogram();
+  /// TLS handshakes that failed, by kind: "tls_verify" (certificate refused), "tls_handshake".
+  std::map<std::string, std::uint64_t> handshake_failures;
+  bool tls = false;  ///< the target spoke TLS: the summary shows the handshakes
 
   double calls_per_sec() const noexcept { return measured_s > 0 ? static_cast<double>(calls_ok) / measured_s : 0; }
   std::uint64_t error_total() const noexcept;

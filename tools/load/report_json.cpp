@@ -44,6 +44,11 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
   j["calls_per_sec"] = finite(r.calls_per_sec());
   j["errors"] = r.errors;
   j["latency_us"] = latency_object(r.latency_ns, percentiles);
+  if (r.tls) {
+    j["tls_handshakes"] = {{"count", r.handshake_ns.count()},
+                           {"failures", r.handshake_failures},
+                           {"latency_us", latency_object(r.handshake_ns, percentiles)}};
+  }
   if (r.open_loop) j["service_latency_us"] = latency_object(r.service_ns, percentiles);
   j["requested_rate"] = r.open_loop ? finite(r.requested_rate) : 0.0;
   j["achieved_rate"] = finite(report_detail::achieved_rate(r));

@@ -77,6 +77,33 @@ std::string protocol_name(std::string_view scheme) {
 
 }  // namespace
 
+std::string tls_scheme_of(std::string_view scheme) {
+  if (scheme == "http") return "https";
+  if (scheme == "redis") return "rediss";
+  if (scheme == "ringrpc") return "ringrpcs";
+  if (scheme == "h2c") return "h2";
+  if (scheme == "grpc") return "grpcs";
+  return std::string(scheme);
+}
+
+std::string tls_url_of(const target& t) {
+  std::string url = tls_scheme_of(t.scheme);
+  url.append("://").append(authority_of(t));
+  if (t.scheme == "ringrpc") {
+    url.append(1, '/').append(t.path.empty() ? std::string("METHOD") : t.path);
+  } else if (t.scheme != "redis" && t.scheme != "echo") {
+    url.append(t.path.empty() ? std::string("/") : t.path);
+  }
+  return url;
+}
+
+std::string diagnose_plaintext_reply(const target& t) {
+  std::string plain = t.scheme;
+  plain.append("://").append(authority_of(t));
+  return "the server at " + authority_of(t) + " answered the TLS handshake in plaintext: it does not speak TLS " +
+         "on this port; try " + plain + (t.scheme == "ringrpc" ? "/METHOD" : (t.scheme == "redis" ? "" : "/"));
+}
+
 std::string authority_of(const target& t) {
   std::string out;
   if (t.host.find(':') != std::string::npos) {
@@ -115,7 +142,7 @@ std::string diagnose_reply(const target& t, std::span<const std::byte> front, st
     } else if (looks == "h2") {
       line += "an HTTP/2 server; try h2c://" + where + "/ or grpc://" + where + "/package.Service/Method";
     } else if (looks == "tls") {
-      line += "a TLS server, which ringrpc-load does not speak yet";
+      line += "a TLS server; try " + tls_url_of(t);
     } else {
       line += "an SSH server";
     }
@@ -131,8 +158,11 @@ std::string diagnose_reply(const target& t, std::span<const std::byte> front, st
 }
 
 std::string diagnose_close(const target& t) {
-  return authority_of(t) + " closed the connection without answering the first request: it does not seem to " +
-         "speak " + protocol_name(t.scheme);
+  std::string line = authority_of(t) + " closed the connection without answering the first request: it does not " +
+                     "seem to speak " + protocol_name(t.scheme);
+  // A TLS port hangs up on plaintext without a byte (redis does): say what to try.
+  if (!t.tls && tls_scheme_of(t.scheme) != t.scheme) line += " (if it expects TLS, try " + tls_url_of(t) + ")";
+  return line;
 }
 
 std::string diagnose_silence(const target& t, double seconds, unsigned connections) {

@@ -28,4 +28,11 @@ std::string diagnose_close(const target& t);
 /// HOST:PORT as a URL authority: IPv6 literals in brackets.
 std::string authority_of(const target& t);
 
+/// The scheme that speaks `scheme` over TLS ("http" -> "https", "h2c" -> "h2", ...).
+std::string tls_scheme_of(std::string_view scheme);
+/// `t` as the URL of its protocol over TLS: what to try when a plaintext URL meets a TLS port.
+std::string tls_url_of(const target& t);
+/// One line for a TLS target whose server answered the ClientHello with plaintext.
+std::string diagnose_plaintext_reply(const target& t);
+
 }  // namespace ringrpc::load
