@@ -10,32 +10,15 @@ set -u
 load=${1:?usage: $0 ringrpc-load ringrpc-server}
 server=${2:?usage: $0 ringrpc-load ringrpc-server}
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/load_cli.XXXXXX") || exit 1
+. "$(dirname "$0")/../lib.sh"
+test_init load_cli
 pid=
-failures=0
 
 # True while the server runs. `kill -0` alone also succeeds for an exited, not yet reaped child.
 alive() {
   state=$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$pid/stat" 2>/dev/null)
   [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
 }
-
-cleanup() {
-  # Only ever the server this script started, by its PID.
-  if [ -n "$pid" ] && alive; then
-    kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-ok() { echo "ok: $*"; }
 
 # run_load NAME ARGS...: runs ringrpc-load (bounded) with stdout/stderr in $work/NAME.{out,err}
 # and its status in $rc.
@@ -71,13 +54,21 @@ run_load help --help
 lines=$(wc -l <"$work/help.out")
 if [ $rc -ne 0 ]; then
   fail "--help exited $rc"
-elif [ "$lines" -gt 45 ]; then
-  fail "--help is $lines lines, more than one screen (45)"
+# 56 lines: the options (with the TLS four in a group of their own, which CLI11 sets off with
+# two blank lines) fill 55 today. A 60-row terminal still shows the whole help with the command
+# line above it; past 56 an option should be folded into another or the help trimmed.
+elif [ "$lines" -gt 56 ]; then
+  fail "--help is $lines lines, more than one screen (56)"
 elif awk 'length > 80 { bad = 1 } END { exit !bad }' "$work/help.out"; then
   fail "--help has lines wider than 80 columns:"
   awk 'length > 80' "$work/help.out" >&2
 elif ! grep -q -- '-P,--depth' "$work/help.out" || ! grep -q -- '--fail-if' "$work/help.out"; then
   fail "--help does not list -P,--depth and --fail-if"
+elif ! grep -q -- '--cacert' "$work/help.out" || ! grep -q -- '-k,--insecure' "$work/help.out" ||
+  ! grep -q -- '--cert ' "$work/help.out" || ! grep -q -- '--key ' "$work/help.out"; then
+  fail "--help does not list the TLS options --cacert, -k,--insecure, --cert, --key"
+elif ! grep -q -- '--new-conn-per-call' "$work/help.out"; then
+  fail "--help does not list --new-conn-per-call"
 elif ! grep -q 'URL' "$work/help.out" || ! grep -q -- '--rate' "$work/help.out"; then
   fail "--help does not describe the URL and --rate"
 else
@@ -145,6 +136,7 @@ done
 # --- a real run against ringrpc-server -------------------------------------------------------
 "$server" --port 0 --readers 1 --handlers 2 >"$work/server.out" 2>"$work/server.err" &
 pid=$!
+pids="$pids $pid"
 port=
 i=0
 while [ $i -lt 100 ]; do

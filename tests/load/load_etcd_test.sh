@@ -15,42 +15,8 @@ if [ ! -x "$etcd" ] || ! command -v python3 >/dev/null; then
   exit 77
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/load_etcd.XXXXXX") || exit 1
-pids=
-failures=0
-
-stop_pid() {
-  kill -TERM "$1" 2>/dev/null
-  for _ in $(seq 30); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null
-  wait "$1" 2>/dev/null
-}
-cleanup() {
-  # Only the processes this script started, by their PIDs: TERM, then KILL after 3 s.
-  for p in $pids; do stop_pid "$p"; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-ok() { echo "ok: $*"; }
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-wait_port() {
-  python3 -c 'import socket, sys, time
-for _ in range(100):
-    try:
-        socket.create_connection((sys.argv[1], int(sys.argv[2])), 0.2).close(); sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)' "$1" "$2"
-}
+. "$(dirname "$0")/../lib.sh"
+test_init load_etcd
 # json_field FILE EXPR: a Python expression over the JSON `j`.
 json_field() {
   python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
@@ -72,7 +38,7 @@ curl_url=http://127.0.0.1:$cport
   --log-level warn >"$work/etcd.log" 2>&1 &
 etcd_pid=$!
 pids="$pids $etcd_pid"
-if ! wait_port 127.0.0.1 "$cport"; then
+if ! wait_port 127.0.0.1 "$cport" 100; then
   if ! kill -0 "$etcd_pid" 2>/dev/null; then
     echo "etcd does not start here: $(tail -3 "$work/etcd.log"): skipped"
     exit 77
@@ -97,7 +63,7 @@ for _ in 1 2; do
   pids="$pids $!"
 done
 for p in $ports; do
-  wait_port 127.0.0.1 "$p" || { echo "FAIL: server on $p did not listen" >&2; cat "$work/server-$p.log" >&2; exit 1; }
+  wait_port 127.0.0.1 "$p" 100 || { echo "FAIL: server on $p did not listen" >&2; cat "$work/server-$p.log" >&2; exit 1; }
 done
 # Registered once both keys are listed (etcd may take a moment after the servers listen).
 registered=0

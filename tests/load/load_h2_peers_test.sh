@@ -16,42 +16,8 @@ if [ ! -x "$nginx" ] || ! command -v python3 >/dev/null; then
   exit 77
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/load_h2_peers.XXXXXX") || exit 1
-pids=
-failures=0
-
-stop_pid() {
-  kill -TERM "$1" 2>/dev/null
-  for _ in $(seq 30); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null
-  wait "$1" 2>/dev/null
-}
-cleanup() {
-  # Only the servers this script started, by their PIDs: TERM, then KILL after 3 s.
-  for p in $pids; do stop_pid "$p"; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-ok() { echo "ok: $*"; }
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-wait_port() {
-  python3 -c 'import socket, sys, time
-for _ in range(50):
-    try:
-        socket.create_connection((sys.argv[1], int(sys.argv[2])), 0.2).close(); sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)' "$1" "$2"
-}
+. "$(dirname "$0")/../lib.sh"
+test_init load_h2_peers
 run_load() {
   name=$1
   shift

@@ -15,49 +15,8 @@ if [ ! -x "$nginx" ] || [ ! -x "$redis" ] || ! command -v python3 >/dev/null; th
   exit 77
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/load_peers.XXXXXX") || exit 1
-pids=
-failures=0
-
-cleanup() {
-  # Only the servers this script started, by their PIDs. TERM first: nginx's master then stops
-  # its worker (a KILLed master leaves the worker running, orphaned); KILL what is left after 3 s.
-  for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-  for _ in $(seq 30); do
-    alive=0
-    for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ "$alive" = 1 ] || break
-    sleep 0.1
-  done
-  for p in $pids; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-ok() { echo "ok: $*"; }
-
-# A port the kernel just handed out and took back; nginx and redis cannot listen on port 0.
-free_port() {
-  python3 -c 'import socket, sys
-s = socket.socket(socket.AF_INET6 if sys.argv[1] == "6" else socket.AF_INET)
-s.bind(("::1" if sys.argv[1] == "6" else "127.0.0.1", 0)); print(s.getsockname()[1])' "${1:-4}"
-}
-
-# wait_port HOST PORT: until something accepts there (5 s at most).
-wait_port() {
-  python3 -c 'import socket, sys, time
-for _ in range(50):
-    try:
-        socket.create_connection((sys.argv[1], int(sys.argv[2])), 0.2).close(); sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)' "$1" "$2"
-}
+. "$(dirname "$0")/../lib.sh"
+test_init load_peers
 
 run_load() {
   name=$1
@@ -162,6 +121,17 @@ if [ $rc -ne 0 ] || ! grep -Eq '^  SET +[1-9]' "$work/rok.out"; then
 else
   ok "redis PING/SET/GET mix with per-kind rows"
 fi
+
+# --new-conn-per-call over plaintext: every call on a connection of its own.
+for target in "http://127.0.0.1:$hport/ok" "redis://127.0.0.1:$rport"; do
+  run_load percall -c 2 -n 50 --new-conn-per-call --json "$work/percall.json" "$target"
+  got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["calls_ok"], sum(j["errors"].values()), j["connections"]["opened"])' "$work/percall.json" 2>&1)
+  if [ $rc -ne 0 ] || [ "$got" != "50 0 50" ]; then
+    fail "$target --new-conn-per-call: exit $rc, (ok, errors, connections) = '$got'"; cat "$work/percall.err" >&2
+  else
+    ok "$target --new-conn-per-call: 50 calls on 50 connections"
+  fi
+done
 
 # --- the wrong scheme: one line naming what the server looks like, within seconds ---------------
 "$server" --port 0 --readers 1 --handlers 1 >"$work/rs.out" 2>"$work/rs.err" &

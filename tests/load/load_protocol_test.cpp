@@ -351,6 +351,24 @@ TEST(RingrpcCodec, RepliesAndErrorsMatchedByCallIdOutOfOrder) {
   EXPECT_EQ(a.consumed + b.consumed, wire.size());
 }
 
+TEST(RingrpcCodec, VerifyEchoCountsAReplyThatIsNotTheRequestsBytes) {
+  codec_options o;
+  o.payload = bytes_of("hello");
+  o.verify_echo = true;
+  auto p = make("ringrpc://h:1/echo", o);
+  const auto kind = kind_of("echo");
+  EXPECT_EQ(parse_one(*p, kind, ringrpc_frame(8, Kind::Reply, ringrpc::status::ok, {}, "hello")).status,
+            reply_status::ok);
+  for (const char* wrong : {"hellO", "hell", "hello!", ""}) {
+    const auto r = parse_one(*p, kind, ringrpc_frame(8, Kind::Reply, ringrpc::status::ok, {}, wrong));
+    EXPECT_EQ(r.status, reply_status::error_reply) << wrong;
+    EXPECT_EQ(r.error, "payload_mismatch") << wrong;
+  }
+  o.verify_echo = false;  // without --verify the bytes are not looked at
+  EXPECT_EQ(parse_one(*make("ringrpc://h:1/echo", o), kind, ringrpc_frame(8, Kind::Reply, ringrpc::status::ok, {}, "x")).status,
+            reply_status::ok);
+}
+
 TEST(RingrpcCodec, ConnectionLevelErrorsOversizeAndGarbage) {
   codec_options o;
   o.max_reply_bytes = 1024;
@@ -471,6 +489,18 @@ TEST(HttpCodec, ParsesResponses) {
   expect_reply(*p, get, "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
                reply_status::error_reply, "http_404");
   expect_reply(*p, kind_of("HEAD"), "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", reply_status::ok);
+}
+
+TEST(HttpCodec, PlainRequestAtATlsPortIsRecognised) {
+  auto p = make("http://h:1/");
+  const auto kind = kind_of("GET", "/");
+  const std::string body = "<html><center>The plain HTTP request was sent to HTTPS port</center></html>";
+  const auto r = parse_one(*p, kind, "HTTP/1.1 400 Bad Request\r\nContent-Length: " + std::to_string(body.size()) +
+                                         "\r\n\r\n" + body);
+  EXPECT_EQ(r.status, reply_status::error_reply);
+  EXPECT_EQ(r.error, "http_400");
+  EXPECT_TRUE(r.tls_port);
+  EXPECT_FALSE(parse_one(*p, kind, "HTTP/1.1 400 Bad Request\r\nContent-Length: 3\r\n\r\nbad").tls_port);
 }
 
 TEST(HttpCodec, MalformedAndOversizedResponses) {

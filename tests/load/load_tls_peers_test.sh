@@ -14,49 +14,8 @@ if [ ! -x "$nginx" ] || [ ! -x "$redis" ] || ! command -v python3 >/dev/null; th
   exit 77
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/load_tls_peers.XXXXXX") || exit 1
-pids=
-failures=0
-
-cleanup() {
-  # Only the servers this script started, by their PIDs. TERM first: nginx's master then stops
-  # its worker (a KILLed master leaves the worker running, orphaned); KILL what is left after 3 s.
-  for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-  for _ in $(seq 30); do
-    alive=0
-    for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ "$alive" = 1 ] || break
-    sleep 0.1
-  done
-  for p in $pids; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-ok() { echo "ok: $*"; }
-
-# A port the kernel just handed out and took back; nginx and redis cannot listen on port 0.
-free_port() {
-  python3 -c 'import socket, sys
-s = socket.socket(socket.AF_INET6 if sys.argv[1] == "6" else socket.AF_INET)
-s.bind(("::1" if sys.argv[1] == "6" else "127.0.0.1", 0)); print(s.getsockname()[1])' "${1:-4}"
-}
-
-# wait_port HOST PORT: until something accepts there (5 s at most).
-wait_port() {
-  python3 -c 'import socket, sys, time
-for _ in range(50):
-    try:
-        socket.create_connection((sys.argv[1], int(sys.argv[2])), 0.2).close(); sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)' "$1" "$2"
-}
+. "$(dirname "$0")/../lib.sh"
+test_init load_tls_peers
 
 run_load() {
   name=$1
@@ -67,12 +26,7 @@ run_load() {
 # --- certificates: a CA that signs the server's (127.0.0.1 and localhost), and one nobody trusts
 if ! command -v openssl >/dev/null; then echo "openssl not installed: skipped"; exit 77; fi
 cd "$work" || exit 1
-mkcert() {  # NAME SUBJECT-CN [CA-NAME]: NAME.pem NAME.key
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$2" \
-    -keyout "$1.key" -out "$1.pem" ${3:+-CA "$3.pem" -CAkey "$3.key"} \
-    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
-}
-mkcert ca "load test CA" && mkcert server "localhost" ca && mkcert stranger "stranger CA" ||
+make_cert ca "load test CA" && make_cert server "localhost" ca && make_cert stranger "stranger CA" ||
   { echo "openssl req failed" >&2; exit 1; }
 
 # --- nginx: one worker, ssl + http2 on one port, plaintext on another -------------------------
@@ -143,8 +97,27 @@ else
   ok "-k: 10 calls without verification"
 fi
 
-# The wrong side: a TLS URL at the plaintext port (nginx answers plaintext at its TLS port
-# with an HTTP 400, so the plaintext URL at a TLS port is tried on redis below).
+# --new-conn-per-call: a full handshake for every call, reported per second.
+run_load https_percall -c 2 -n 40 --new-conn-per-call --cacert "$work/ca.pem" --json "$work/https_percall.json" \
+  "https://localhost:$sport/ok"
+got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); h=j["tls_handshakes"]; print(j["calls_ok"], j["connections"]["opened"], h["count"], h["measured"], h["per_sec"] > 0)' "$work/https_percall.json" 2>&1)
+if [ "$rc" != 0 ] || [ "$got" != "40 40 40 40 True" ]; then
+  fail "https:// --new-conn-per-call: exit $rc, (ok, connections, handshakes, measured, rate>0) = '$got'"
+  cat "$work/https_percall.err" >&2
+else
+  ok "https:// --new-conn-per-call: 40 calls, 40 connections, 40 handshakes"
+fi
+
+# nginx answers plaintext at its TLS port with a 400 that says so: diagnosed, not counted.
+run_load plain_at_nginx_tls -c 1 -n 5 "http://127.0.0.1:$sport/ok"
+if [ "$rc" = 0 ] || ! grep -qh "this looks like a TLS server; try https://127.0.0.1:$sport/ok" "$work/plain_at_nginx_tls.err"; then
+  fail "http:// at nginx's TLS port: exit $rc, no 'try https://' line"; cat "$work/plain_at_nginx_tls.err" "$work/plain_at_nginx_tls.out" >&2
+else
+  ok "http:// at nginx's TLS port: $(grep -h 'try https' "$work/plain_at_nginx_tls.err")"
+fi
+
+# The wrong side: a TLS URL at the plaintext port (the plaintext URL at redis's TLS port, which
+# hangs up without a reply, is tried below).
 run_load tls_at_plain -c 1 -n 5 -k "https://127.0.0.1:$pport/ok"
 if ! grep -qh "does not speak TLS" "$work/tls_at_plain.err" "$work/tls_at_plain.out"; then
   fail "https:// at a plaintext port: no clear line (exit $rc)"; cat "$work/tls_at_plain.err" "$work/tls_at_plain.out" >&2
@@ -172,6 +145,14 @@ else
     fail "rediss:// with --cacert: exit $rc, $n calls ok"; cat "$work/rediss.err" >&2
   else
     ok "rediss://: 400 calls"
+  fi
+  run_load rediss_percall -c 2 -n 40 --new-conn-per-call --cacert "$work/ca.pem" --json "$work/rediss_percall.json" \
+    "rediss://localhost:$rport"
+  got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["calls_ok"], j["connections"]["opened"], j["tls_handshakes"]["count"])' "$work/rediss_percall.json" 2>&1)
+  if [ "$rc" != 0 ] || [ "$got" != "40 40 40" ]; then
+    fail "rediss:// --new-conn-per-call: exit $rc, (ok, connections, handshakes) = '$got'"; cat "$work/rediss_percall.err" >&2
+  else
+    ok "rediss:// --new-conn-per-call: 40 calls, 40 connections, 40 handshakes"
   fi
   run_load plain_at_tls -c 1 -n 5 "redis://127.0.0.1:$rport"
   if ! grep -qh "try rediss://127.0.0.1:$rport" "$work/plain_at_tls.err" "$work/plain_at_tls.out"; then

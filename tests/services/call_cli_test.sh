@@ -12,26 +12,8 @@ server=${2:?}
 load=${3:?}
 schema=${4:?}
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/call_cli.XXXXXX") || exit 1
-pids=
-failures=0
-
-cleanup() {
-  # Only ever the servers this script started, by their PIDs.
-  for p in $pids; do
-    kill -TERM "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-ok() { echo "ok: $*"; }
+. "$(dirname "$0")/../lib.sh"
+test_init call_cli
 
 # start_server NAME [ARGS]: starts gen_test_server and sets $sport to its port.
 start_server() {

@@ -24,6 +24,9 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
                       const std::function<void(double, const std::vector<live_counters*>&)>& tick) {
   if (cfg.kinds.empty()) throw std::invalid_argument("no request kinds to send");
   if (cfg.connections == 0 || cfg.depth == 0) throw std::invalid_argument("connections and depth must be at least 1");
+  if (cfg.new_connection_per_call && cfg.depth != 1) {
+    throw std::invalid_argument("a new connection per call carries one call: depth must be 1");
+  }
   const unsigned threads = std::max(1u, std::min(cfg.threads, cfg.connections));
   detail::probe_io_uring();  // one clear message before anything else when io_uring is unusable
 
@@ -131,6 +134,7 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
 
   run_result r;
   r.tls = cfg.tls != nullptr;
+  r.new_connection_per_call = cfg.new_connection_per_call;
   r.interrupted = interrupted;
   if (run.diagnosed.load()) r.diagnosis = run.diagnosis;
   r.warmup_s = static_cast<double>(cfg.warmup.count()) / 1e9;
@@ -144,6 +148,8 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     for (const auto& [k, v] : w->errors) r.errors[k] += v;
     r.handshake_ns.merge(w->handshake);
     for (const auto& [k, v] : w->handshake_failures) r.handshake_failures[k] += v;
+    r.connections_measured += w->connections_measured;
+    r.handshakes_measured += w->handshakes_measured;
     last = std::max(last, w->last_completion_ns);
   }
   // A run that reached its call count early (-n with -T) ends at its last completion.

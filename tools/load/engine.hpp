@@ -49,6 +49,9 @@ struct engine_config {
   /// TLS targets (https://, ringrpcs://, ...): makes every connection's client session. Null:
   /// plaintext.
   std::shared_ptr<record_layer> tls;
+  /// Every call on a connection of its own: opened (and, for TLS, handshaken) for the call and
+  /// closed by us after its reply, to measure connection set-up. Needs depth 1.
+  bool new_connection_per_call = false;
 };
 
 /// Counters the engine publishes while it runs, read once a second by the live display.

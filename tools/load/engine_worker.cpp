@@ -91,7 +91,11 @@ void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
 
 void worker::flush(conn_state& c) {
   tx_batch& b = c.batch[c.filling];
-  if (c.tls != nullptr && !c.out.in_flight() && !c.dead) c.tls->wrap(b.bytes);  // plaintext -> records
+  if (c.tls != nullptr && !c.out.in_flight() && !c.dead && !c.tls->wrap(b.bytes)) {
+    // OpenSSL refused to seal (or ran out of memory): the requests never left.
+    lose(c, "tls_seal", now_ns());
+    return;
+  }
   if (c.out.in_flight() || b.bytes.empty() || c.dead) return;
   // Everything issued this turn leaves in one send; requests queued meanwhile wait for the
   // next, so bytes of two sends never interleave.
@@ -145,6 +149,10 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
   slot s = *found;
   c.window.erase(*found);
   --c.in_flight;
+  if (r.tls_port && _cfg.tls == nullptr && _cfg.diagnose_first_reply && !c.parsed_any &&
+      !_run.any_reply.load(std::memory_order_relaxed)) {
+    stop_with(diagnose_tls_port(_cfg.where), now);  // every other call would get the same 400
+  }
   if (!c.parsed_any) {
     c.parsed_any = true;
     _run.any_reply.store(true, std::memory_order_relaxed);
@@ -186,8 +194,29 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
       count_error(r.error.empty() ? std::string("error_reply") : r.error, now, c, &s);
     }
   }
+  if (_cfg.new_connection_per_call) {
+    retire(c, now);
+    return false;
+  }
   if (_run.schedule == nullptr && issuing(now) && !c.peer_closing) issue(c, now, now);
   return true;
+}
+
+// --new-conn-per-call: the call on this connection is answered; close it (the reconnection
+// below opens the next call's connection as soon as the kernel has ended its recv).
+void worker::retire(conn_state& c, std::int64_t now) {
+  c.dead = true;
+  c.window.clear();
+  c.in_flight = 0;
+  c.batch[c.filling].bytes.clear();
+  ::shutdown(c.fd, SHUT_RDWR);
+  c.reconnect_at = now;
+}
+
+void worker::count_connection(std::int64_t now) {
+  if (now >= _run.measure_from && now < _run.measure_until && now < _run.stop_at.load(std::memory_order_relaxed)) {
+    ++connections_measured;
+  }
 }
 
 void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
@@ -307,6 +336,7 @@ void worker::run() {
   const std::int64_t start = now_ns();
   for (conn_state& c : _conns) {
     c.window = call_window(_cfg.depth);
+    count_connection(start);
     if (_cfg.tls != nullptr && !start_tls(c, start)) {
       c.dead = true;
       c.reconnect_at = start + 100'000'000;
@@ -353,6 +383,7 @@ void worker::run() {
         c.reconnect_at = now + 100'000'000;
         continue;
       }
+      count_connection(now);
       if (_cfg.tls != nullptr && !start_tls(c, now)) continue;
       c.dead = false;
       c.peer_closing = false;
@@ -426,7 +457,10 @@ bool worker::tls_receive(conn_state& c, std::span<const std::byte>& bytes, std::
   const bool was_established = t.established();
   const auto r = t.receive(bytes);
   if (r == tls_transport::result::failed) {
-    if (!t.handshake_counted) {
+    // In TLS 1.3 the client is done before the server has judged its certificate: a refusal of
+    // it arrives as an alert after established(), and is still a failed handshake.
+    const bool refused_us = t.refused_our_certificate();
+    if (!t.handshake_counted || refused_us) {
       t.handshake_counted = true;
       const std::string kind = t.peer_spoke_tls() ? t.failure_kind() : std::string("tls_handshake");
       ++handshake_failures[kind];
@@ -434,6 +468,10 @@ bool worker::tls_receive(conn_state& c, std::span<const std::byte>& bytes, std::
         // The first handshake of the run failed: every other would fail the same way.
         if (!t.peer_spoke_tls()) {
           stop_with(diagnose_plaintext_reply(_cfg.where), now);
+        } else if (refused_us) {
+          stop_with("TLS: the server " + authority_of(*c.endpoint) + " refused our client certificate (" + t.error() +
+                        "); give --cert FILE --key FILE, signed by a CA the server trusts",
+                    now);
         } else if (kind == "tls_verify") {
           stop_with("TLS: the server " + authority_of(*c.endpoint) + " was not verified: " + t.error() +
                         "; give --cacert FILE (its CA) or --insecure",
@@ -451,6 +489,7 @@ bool worker::tls_receive(conn_state& c, std::span<const std::byte>& bytes, std::
   if (!was_established && t.established() && !t.handshake_counted) {
     t.handshake_counted = true;
     handshake.record(static_cast<std::uint64_t>(std::max<std::int64_t>(now - t.handshake_started_ns, 1)));
+    if (bucket(now) != nullptr) ++handshakes_measured;
     // The calls waited for the handshake: their latency starts now.
     c.window.for_each([&](slot& s) {
       s.sent_ns = now;

@@ -118,6 +118,8 @@ class worker final {
   std::vector<detail::latency_histogram> step_latency;
   detail::latency_histogram handshake = make_latency_histogram();  // TLS targets
   std::map<std::string, std::uint64_t> handshake_failures;
+  std::uint64_t connections_measured = 0;  // opened in the measured window
+  std::uint64_t handshakes_measured = 0;   // TLS handshakes completed in it
   std::string failure;  // set if the thread could not run at all
   std::atomic<bool> finished{false};
 
@@ -131,6 +133,8 @@ class worker final {
   void flush(conn_state& c);
   void send(conn_state& c);
   void lose(conn_state& c, const std::string& why, std::int64_t now);
+  void retire(conn_state& c, std::int64_t now);
+  void count_connection(std::int64_t now);
   void count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s = nullptr);
   void diagnose(const conn_state& c, std::int64_t now, bool closed = false);
   void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);

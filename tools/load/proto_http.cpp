@@ -284,6 +284,12 @@ class http_codec final : public connection_codec {
     } else {
       r.status = reply_status::error_reply;
       r.error = "http_" + std::to_string(p.code());
+      if (p.code() == 400) {
+        // Only a 400 is read: the reply's text says whether the port wanted TLS.
+        constexpr std::string_view hint = "plain HTTP request was sent to HTTPS port";
+        const std::string_view text(reinterpret_cast<const char*>(in.data()), r.consumed);
+        r.tls_port = text.find(hint) != std::string_view::npos;
+      }
     }
     return r;
   }

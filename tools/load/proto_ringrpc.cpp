@@ -2,6 +2,7 @@
 // names its request through call_id instead of by position.
 #include "protocol.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -79,6 +80,10 @@ class ringrpc_codec final : public connection_codec {
     r.seq = seq_of(v.call_id);
     if (v.kind == wire::Kind::Reply) {
       r.status = reply_status::ok;
+      if (_options->verify_echo && !std::ranges::equal(v.payload, _options->payload)) {
+        r.status = reply_status::error_reply;
+        r.error = "payload_mismatch";
+      }
     } else if (v.kind == wire::Kind::Error) {
       r.status = reply_status::error_reply;
       // An Error that claims ok is still a failed call; name it as the client library does.

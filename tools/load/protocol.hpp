@@ -44,6 +44,9 @@ struct codec_options {
   std::string host_header;              ///< HTTP Host header
   /// HTTP: extra "Name: value" header lines (-H); a Host among them replaces host_header.
   std::vector<std::string> headers;
+  /// ringrpc: a reply whose payload is not the request's own bytes is an error
+  /// ("payload_mismatch"): for echo methods, to check the bytes come back exact.
+  bool verify_echo = false;
 };
 
 /// Where a URL's connections go: the one endpoint of a host:port target (parse_target). The
@@ -77,6 +80,9 @@ struct reply {
   /// The server announced it closes the connection after this reply (HTTP `Connection:
   /// close`): send nothing more on it and reconnect once it has closed, without an error.
   bool close_after = false;
+  /// The server answered that this port expects TLS (nginx's 400 "The plain HTTP request was
+  /// sent to HTTPS port"): a plaintext URL at a TLS port, diagnosed when it is the first reply.
+  bool tls_port = false;
 };
 
 /// Per-connection codec state. Owned by one engine thread.

@@ -178,6 +178,13 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
   out += row("errors", format_count(r.error_total()));
   for (const auto& [kind, n] : r.errors) out += row("  " + kind, format_count(n));
   out += "\n";
+  if (r.new_connection_per_call) {
+    out += row("connections/s", format_rate(r.measured_s > 0 ? static_cast<double>(r.connections_measured) / r.measured_s : 0));
+    if (r.tls) {
+      out += row("tls handshakes/s", format_rate(r.measured_s > 0 ? static_cast<double>(r.handshakes_measured) / r.measured_s : 0));
+    }
+    out += "\n";
+  }
   if (r.tls) {
     // Apart from the calls: their latency starts once the handshake is done.
     const auto& h = r.handshake_ns;

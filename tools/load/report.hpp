@@ -91,6 +91,11 @@ struct run_result {
   /// TLS handshakes that failed, by kind: "tls_verify" (certificate refused), "tls_handshake".
   std::map<std::string, std::uint64_t> handshake_failures;
   bool tls = false;  ///< the target spoke TLS: the summary shows the handshakes
+  /// --new-conn-per-call: connections opened and handshakes completed in the measured window
+  /// (their rates are per measured second).
+  bool new_connection_per_call = false;
+  std::uint64_t connections_measured = 0;
+  std::uint64_t handshakes_measured = 0;
 
   double calls_per_sec() const noexcept { return measured_s > 0 ? static_cast<double>(calls_ok) / measured_s : 0; }
   std::uint64_t error_total() const noexcept;

@@ -44,10 +44,18 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
   j["calls_per_sec"] = finite(r.calls_per_sec());
   j["errors"] = r.errors;
   j["latency_us"] = latency_object(r.latency_ns, percentiles);
+  const auto per_s = [&](std::uint64_t n) { return finite(r.measured_s > 0 ? static_cast<double>(n) / r.measured_s : 0); };
+  if (r.new_connection_per_call) {
+    j["connections"] = {{"opened", r.connections_measured}, {"per_sec", per_s(r.connections_measured)}};
+  }
   if (r.tls) {
     j["tls_handshakes"] = {{"count", r.handshake_ns.count()},
                            {"failures", r.handshake_failures},
                            {"latency_us", latency_object(r.handshake_ns, percentiles)}};
+    if (r.new_connection_per_call) {
+      j["tls_handshakes"]["measured"] = r.handshakes_measured;
+      j["tls_handshakes"]["per_sec"] = per_s(r.handshakes_measured);
+    }
   }
   if (r.open_loop) j["service_latency_us"] = latency_object(r.service_ns, percentiles);
   j["requested_rate"] = r.open_loop ? finite(r.requested_rate) : 0.0;

@@ -104,6 +104,11 @@ std::string diagnose_plaintext_reply(const target& t) {
          "on this port; try " + plain + (t.scheme == "ringrpc" ? "/METHOD" : (t.scheme == "redis" ? "" : "/"));
 }
 
+std::string diagnose_tls_port(const target& t) {
+  return "the first reply from " + authority_of(t) + " says the plain HTTP request was sent to an HTTPS port: " +
+         "this looks like a TLS server; try " + tls_url_of(t);
+}
+
 std::string authority_of(const target& t) {
   std::string out;
   if (t.host.find(':') != std::string::npos) {

@@ -34,5 +34,8 @@ std::string tls_scheme_of(std::string_view scheme);
 std::string tls_url_of(const target& t);
 /// One line for a TLS target whose server answered the ClientHello with plaintext.
 std::string diagnose_plaintext_reply(const target& t);
+/// One line for a plaintext target whose server answered that the port expects TLS (nginx's
+/// HTTP 400 "The plain HTTP request was sent to HTTPS port").
+std::string diagnose_tls_port(const target& t);
 
 }  // namespace ringrpc::load

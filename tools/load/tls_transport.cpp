@@ -1,6 +1,7 @@
 #include "tls_transport.hpp"
 
 #include <cstdint>
+#include <new>
 
 namespace ringrpc::load {
 
@@ -29,27 +30,51 @@ tls_transport::result tls_transport::receive(std::span<const std::byte> in) {
   return result::failed;
 }
 
-void tls_transport::wrap(std::vector<std::byte>& batch) {
-  if (batch.empty() && _records.empty() && (_held.empty() || !_session->established())) return;
+bool tls_transport::wrap(std::vector<std::byte>& batch) {
+  if (batch.empty() && _records.empty() && (_held.empty() || !_session->established())) return true;
   if (!_session->established() || !_held.empty()) {
     _held.insert(_held.end(), batch.begin(), batch.end());
     batch.clear();
   }
   batch.swap(_records);  // handshake bytes first; the requests (if not held) after them
-  if (_session->established()) {
-    if (!_held.empty()) {
-      _session->seal(_held, batch);
-      _held.clear();
-    } else if (!_records.empty()) {
-      _session->seal(_records, batch);
+  record_session::outcome sealed = record_session::outcome::ok;
+  try {
+    if (_session->established()) {
+      if (!_held.empty()) {
+        sealed = _session->seal(_held, batch);
+        _held.clear();
+      } else if (!_records.empty()) {
+        sealed = _session->seal(_records, batch);
+      }
     }
+  } catch (const std::bad_alloc&) {
+    _seal_error = "out of memory sealing TLS records";
+    sealed = record_session::outcome::failed;
   }
   _records.clear();
+  if (sealed != record_session::outcome::failed) return true;
+  if (_seal_error.empty()) _seal_error = "sealing TLS records failed: " + _session->error();
+  batch.clear();  // a batch missing records would desynchronise the stream
+  return false;
 }
 
 std::string tls_transport::failure_kind() const {
+  // The record session appends " (certificate: REASON)" exactly when OpenSSL's verify result
+  // (SSL_get_verify_result) is not X509_V_OK; record_session has no accessor for the number.
+  // Matching the bare word "certificate" also caught the server's "certificate required"
+  // alert, which is not our verification failing.
+  return _session->error().find(" (certificate: ") != std::string::npos ? "tls_verify" : "tls_handshake";
+}
+
+bool tls_transport::refused_our_certificate() const {
+  // The alerts a server sends about the client's certificate (RFC 8446 6.2), as OpenSSL names
+  // them in the error text: "tlsv13 alert certificate required", "alert unknown ca", ...
   const std::string why = _session->error();
-  return why.find("certificate") != std::string::npos ? "tls_verify" : "tls_handshake";
+  for (const char* alert : {"alert certificate required", "alert unknown ca", "alert bad certificate",
+                            "alert certificate unknown"}) {
+    if (why.find(alert) != std::string::npos) return true;
+  }
+  return false;
 }
 
 }  // namespace ringrpc::load

@@ -29,13 +29,17 @@ class tls_transport {
 
   /// Turns a batch of plaintext requests into what goes on the wire: handshake records queued by
   /// receive(), then the requests sealed. Before the handshake ends the requests are held back
-  /// (the batch then carries only handshake bytes, or nothing).
-  void wrap(std::vector<std::byte>& batch);
+  /// (the batch then carries only handshake bytes, or nothing). False when the records could
+  /// not be sealed (see error()): the connection is unusable.
+  bool wrap(std::vector<std::byte>& batch);
 
   bool established() const noexcept { return _session->established(); }
-  std::string error() const { return _session->error(); }
-  /// "tls_verify" when the server's certificate was refused, else "tls_handshake".
+  std::string error() const { return _seal_error.empty() ? _session->error() : _seal_error; }
+  /// "tls_verify" when our verification refused the server's certificate, else "tls_handshake".
   std::string failure_kind() const;
+  /// The server refused the handshake because of our certificate (none given, or one it does
+  /// not trust): its alert says so.
+  bool refused_our_certificate() const;
   /// Whether the first bytes the server sent were TLS records (0x14..0x17, 0x03): false for a
   /// plaintext server answering a ClientHello.
   bool peer_spoke_tls() const noexcept { return _peer_spoke_tls; }
@@ -52,6 +56,7 @@ class tls_transport {
   std::vector<std::byte> _held;     // requests issued before the handshake ended
   bool _first_bytes_seen = false;
   bool _peer_spoke_tls = true;
+  std::string _seal_error;
 };
 
 }  // namespace ringrpc::load
