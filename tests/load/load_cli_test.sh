@@ -10,6 +10,7 @@ set -u
 load=${1:?usage: $0 ringrpc-load ringrpc-server}
 server=${2:?usage: $0 ringrpc-load ringrpc-server}
 
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 test_init load_cli
 pid=

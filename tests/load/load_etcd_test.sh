@@ -15,6 +15,7 @@ if [ ! -x "$etcd" ] || ! command -v python3 >/dev/null; then
   exit 77
 fi
 
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 test_init load_etcd
 # json_field FILE EXPR: a Python expression over the JSON `j`.

@@ -16,6 +16,7 @@ if [ ! -x "$nginx" ] || ! command -v python3 >/dev/null; then
   exit 77
 fi
 
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 test_init load_h2_peers
 run_load() {

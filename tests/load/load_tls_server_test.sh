@@ -14,6 +14,7 @@ if ! command -v openssl >/dev/null || ! command -v python3 >/dev/null; then
   exit 77
 fi
 
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 test_init load_tls_server
 
@@ -40,7 +41,7 @@ start_server() {
     >"$work/$name.out" 2>"$work/$name.err" &
   pids="$pids $!"
   spid=$!
-  plain= tls=
+  plain='' tls=''
   for _ in $(seq 100); do
     plain=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/$name.out")
     tls=$(sed -n 's/^tls listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/$name.out")

@@ -12,6 +12,7 @@ server=${2:?}
 load=${3:?}
 schema=${4:?}
 
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 test_init call_cli
 
