@@ -6,6 +6,7 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -15,6 +16,8 @@ namespace {
 
 // SSL_read's unit: one TLS record's plaintext at most.
 constexpr std::size_t read_chunk = 16 * 1024;
+// The least a read asks for, so a record split across receives is not taken a byte at a time.
+constexpr std::size_t min_read = 512;
 
 }  // namespace
 
@@ -96,10 +99,22 @@ record_session::outcome openssl_session::receive(std::span<const std::byte> in, 
     if (!_established) return outcome::ok;
   }
   for (;;) {
+    // Plaintext never outnumbers the ciphertext it came from, so what is decrypted but unread
+    // plus what waits in the BIO bounds what this read can return. Growing `plain` by that,
+    // not by a whole record, spares zero-filling 16 KiB per reply; and with nothing left
+    // (no partial record inside OpenSSL either) the read that would only say WANT_READ is
+    // skipped. A record whose start OpenSSL already holds may yield more than the bound:
+    // the rest is then pending and the loop comes back for it.
+    const std::size_t avail = static_cast<std::size_t>(SSL_pending(_ssl)) + BIO_ctrl_pending(_in);
+    if (avail == 0 && SSL_has_pending(_ssl) == 0) {
+      drain(out);
+      return outcome::ok;
+    }
+    const std::size_t want = std::clamp<std::size_t>(avail, min_read, read_chunk);
     const std::size_t at = plain.size();
-    plain.resize(at + read_chunk);
+    plain.resize(at + want);
     std::size_t got = 0;
-    const int rc = SSL_read_ex(_ssl, plain.data() + at, read_chunk, &got);
+    const int rc = SSL_read_ex(_ssl, plain.data() + at, want, &got);
     plain.resize(at + got);
     if (rc == 1) continue;
     const int err = SSL_get_error(_ssl, rc);

@@ -70,8 +70,25 @@ void worker::diagnose(const conn_state& c, std::int64_t now, bool closed) {
   _run.stop.store(true, std::memory_order_relaxed);
 }
 
+// A registered file spares every recv and send the lookup and reference count of the fd
+// (the process has several threads, so each fget is an atomic on the file).
+static void use_fixed(io_uring_sqe* sqe, const conn_state& c) noexcept {
+  if (c.fixed < 0) return;
+  sqe->fd = c.fixed;
+  sqe->flags |= IOSQE_FIXED_FILE;
+}
+
+void worker::register_fd(conn_state& c) noexcept {
+  if (c.fixed >= 0 && io_uring_register_files_update(_ring->raw(), static_cast<unsigned>(c.fixed), &c.fd, 1) != 1) {
+    c.fixed = -1;
+  }
+}
+
 void worker::arm_recv(conn_state& c) {
-  detail::arm_multishot_recv(*_ring, *_buffers, c.fd, &c);
+  io_uring_sqe* sqe = _ring->get_sqe();
+  _buffers->prep_recv_multishot(sqe, c.fd);
+  use_fixed(sqe, c);
+  io_uring_sqe_set_data64(sqe, make_tag(op::recv, &c));
   c.recv_armed = true;
 }
 
@@ -108,7 +125,12 @@ void worker::send(conn_state& c) {
   msghdr* msg = c.out.next();
   if (msg == nullptr) return;
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_sendmsg(sqe, c.fd, msg, MSG_NOSIGNAL);
+  if (msg->msg_iovlen == 1) {  // the usual case: send needs no msghdr copied in
+    io_uring_prep_send(sqe, c.fd, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, MSG_NOSIGNAL);
+  } else {
+    io_uring_prep_sendmsg(sqe, c.fd, msg, MSG_NOSIGNAL);
+  }
+  use_fixed(sqe, c);
   io_uring_sqe_set_data64(sqe, make_tag(op::send, &c));
 }
 
@@ -327,6 +349,13 @@ void worker::run() {
   }
   _ring = ring.get();
   _buffers = bufs.get();
+  // Without a registered table (an old kernel, a small RLIMIT_NOFILE) ops name the fds.
+  if (io_uring_register_files_sparse(_ring->raw(), static_cast<unsigned>(_conns.size())) == 0) {
+    for (std::size_t i = 0; i < _conns.size(); ++i) {
+      _conns[i].fixed = static_cast<int>(i);
+      register_fd(_conns[i]);
+    }
+  }
   _run.ready.fetch_add(1, std::memory_order_release);
   while (!_run.go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
   step_ok.assign(_cfg.steps.size(), 0);
@@ -384,6 +413,7 @@ void worker::run() {
         continue;
       }
       count_connection(now);
+      register_fd(c);  // also lets go of the old socket the slot held
       if (_cfg.tls != nullptr && !start_tls(c, now)) continue;
       c.dead = false;
       c.peer_closing = false;

@@ -38,6 +38,7 @@ struct conn_state {
   const target* endpoint = nullptr;  // where it connects (and reconnects): one of the config's
   unsigned endpoint_index = 0;       // which of them: its counters in worker::endpoints
   int fd = -1;
+  int fixed = -1;  // its slot in the ring's registered files, or -1: ops then name fd
   std::unique_ptr<connection_codec> codec;  // also named by rx's framer
   call_window window;
   std::uint64_t next_seq = 0;
@@ -126,6 +127,7 @@ class worker final {
  private:
   void run();
   void arm_recv(conn_state& c);
+  void register_fd(conn_state& c) noexcept;
   void issue(conn_state& c, std::int64_t intended, std::int64_t now);
   void on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now);
   bool on_reply(conn_state& c, const reply& r, std::int64_t now);
