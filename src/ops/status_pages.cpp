@@ -315,10 +315,18 @@ void admin_pages::start() {
     return r;
   };
   const server_core& core = _core;
-  _admin->route("/metrics", [&core] {
+  const admin_server& admin = *_admin;
+  _admin->route("/metrics", [&core, &admin] {
     http_response r;
     r.content_type = std::string(prometheus_content_type);
     r.body = metrics_text(core);
+    // The admin server's own refusals: a scrape is where someone probing the port shows up.
+    r.body += "# HELP ringrpc_admin_tls_failures_total Admin connections closed before a request: failed or unfinished TLS handshakes, plaintext to the TLS port.\n"
+              "# TYPE ringrpc_admin_tls_failures_total counter\n"
+              "ringrpc_admin_tls_failures_total " + std::to_string(admin.tls_failures()) + "\n"
+              "# HELP ringrpc_admin_unauthorized_total Admin requests answered 401 (no bearer token, or one not accepted).\n"
+              "# TYPE ringrpc_admin_unauthorized_total counter\n"
+              "ringrpc_admin_unauthorized_total " + std::to_string(admin.unauthorized()) + "\n";
     return r;
   });
   // The index: what a person who opens http://HOST:PORT/ in a browser or curl wants first.

@@ -165,6 +165,9 @@ def main():
             expect(plaintext_to_tls(srv.admin_port), "closed", "plaintext request to the TLS admin port: closed")
             expect(wait_for(srv, "admin_tls_failed", before), True, "plaintext request: logged")
             expect(https_get(srv.admin_port, ctx, "/healthz")[0], 200, "still serving after the plaintext one")
+            metrics = https_get(srv.admin_port, ctx, "/metrics", "tok-admin-AAAA1111")[2]
+            expect("\nringrpc_admin_tls_failures_total 1\n" in metrics, True, "plaintext request: counted in /metrics")
+            expect("\nringrpc_admin_unauthorized_total 3\n" in metrics, True, "401s counted in /metrics")
 
             # SIGHUP: a new tokens file and a renewed certificate, both taken without a restart.
             with open(tokens + ".new", "w") as f:
