@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <string_view>
 #include <system_error>
@@ -200,8 +201,14 @@ void admin_server::run() {
       // The response, then our close_notify: the client can tell a whole page from a cut one.
       tls_out.clear();
       const auto* p = reinterpret_cast<const std::byte*>(text.data());
-      if (c.tls->seal({p, text.size()}, tls_out) != record_session::outcome::ok ||
-          c.tls->close_notify(tls_out) == record_session::outcome::failed) {
+      bool sealed = false;
+      try {
+        sealed = c.tls->seal({p, text.size()}, tls_out) == record_session::outcome::ok &&
+                 c.tls->close_notify(tls_out) != record_session::outcome::failed;
+      } catch (const std::bad_alloc&) {
+        // The record layer could not grow a buffer: this client goes without its page.
+      }
+      if (!sealed) {
         close_fd(c.fd);
         return;
       }
@@ -283,7 +290,12 @@ void admin_server::run() {
     tls_plain.clear();
     tls_out.clear();
     const bool was_established = c.tls->established();
-    const auto res = c.tls->receive({reinterpret_cast<const std::byte*>(data), n}, tls_plain, tls_out);
+    auto res = record_session::outcome::failed;
+    try {
+      res = c.tls->receive({reinterpret_cast<const std::byte*>(data), n}, tls_plain, tls_out);
+    } catch (const std::bad_alloc&) {
+      tls_out.clear();  // the connection fails; nothing half-made is sent
+    }
     append_bytes(c.out, tls_out);
     if (res != record_session::outcome::failed) {
       take(c, reinterpret_cast<const char*>(tls_plain.data()), tls_plain.size());
@@ -308,11 +320,16 @@ void admin_server::run() {
             return;
           }
           examine(c);
-          if (c.fd >= 0 && c.peer_closed && c.state == connection::phase::reading) {
+          if (c.fd < 0) return;
+          if (c.peer_closed && c.state == connection::phase::reading) {
             // The client ended the session before a whole request: its close_notify is
             // answered with ours, then the connection closed.
             tls_out.clear();
-            if (c.tls->close_notify(tls_out) == record_session::outcome::ok) append_bytes(c.out, tls_out);
+            try {
+              if (c.tls->close_notify(tls_out) == record_session::outcome::ok) append_bytes(c.out, tls_out);
+            } catch (const std::bad_alloc&) {
+              // The FIN alone, then.
+            }
             end_now(c);
             return;
           }
@@ -485,7 +502,11 @@ void admin_server::run() {
           c.deadline = accepted + _options.probe_read_timeout;
         }
         if (_options.tls) {
-          c.tls = _options.tls->new_server_session();
+          try {
+            c.tls = _options.tls->new_server_session();
+          } catch (const std::bad_alloc&) {
+            c.tls = nullptr;
+          }
           if (!c.tls) {
             tls_failed("no TLS session could be made");
             close_fd(fd);
