@@ -4,7 +4,7 @@ bearer tokens (--admin-tokens-file), over real loopback sockets with Python's ss
  - /status and /metrics answer 200 to a client that verifies the certificate, and the page
    ends with close_notify;
  - a plaintext request to the TLS admin port is closed without a page (and logged), the server
-   goes on;
+   goes on; a handshake that stalls is closed by the request timeout; both are counted;
  - no token: 401 with WWW-Authenticate: Bearer; a wrong one: 401; the right one: 200;
    /healthz and /readyz answer without a token;
  - SIGHUP re-reads the tokens file (the new token works, the old one no longer) and the
@@ -90,6 +90,20 @@ def plaintext_to_tls(port):
     return "http" if data.startswith(b"HTTP/") else "closed"
 
 
+def stalled_handshake(port):
+    """Half a ClientHello, then silence: 'closed' once the server gives up (within 10 s)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    try:
+        data = s.recv(4096)
+    except ConnectionResetError:
+        data = b""
+    except socket.timeout:
+        data = None
+    s.close()
+    return "closed" if data == b"" else "still open" if data is None else "answered %r" % data[:10]
+
+
 def wait_for(srv, text, count_before, seconds=10):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -165,8 +179,10 @@ def main():
             expect(plaintext_to_tls(srv.admin_port), "closed", "plaintext request to the TLS admin port: closed")
             expect(wait_for(srv, "admin_tls_failed", before), True, "plaintext request: logged")
             expect(https_get(srv.admin_port, ctx, "/healthz")[0], 200, "still serving after the plaintext one")
+            expect(stalled_handshake(srv.admin_port), "closed", "a handshake that stalls is closed (request timeout)")
             metrics = https_get(srv.admin_port, ctx, "/metrics", "tok-admin-AAAA1111")[2]
-            expect("\nringrpc_admin_tls_failures_total 1\n" in metrics, True, "plaintext request: counted in /metrics")
+            expect("\nringrpc_admin_tls_failures_total 2\n" in metrics, True,
+                   "plaintext request and stalled handshake: counted in /metrics")
             expect("\nringrpc_admin_unauthorized_total 3\n" in metrics, True, "401s counted in /metrics")
 
             # SIGHUP: a new tokens file and a renewed certificate, both taken without a restart.
