@@ -303,7 +303,12 @@ void admin_server::run() {
       if (res == record_session::outcome::closed) c.peer_closed = true;
       return true;
     }
-    if (!was_established) tls_failed("TLS handshake failed: " + c.tls->error());
+    if (!was_established) {
+      std::string why = c.tls->error().empty() ? std::string("TLS handshake failed") : c.tls->error();
+      // OpenSSL's name for a request line where a ClientHello should be.
+      if (why.find("http request") != std::string::npos) why += " (plaintext HTTP sent to the TLS admin port: use https://)";
+      tls_failed(why);
+    }
     end_now(c);  // with the alert OpenSSL wrote, if any
     return false;
   };
@@ -503,7 +508,7 @@ void admin_server::run() {
         }
         if (_options.tls) {
           try {
-            c.tls = _options.tls->new_server_session();
+            c.tls = _options.tls->new_http_server_session();
           } catch (const std::bad_alloc&) {
             c.tls = nullptr;
           }

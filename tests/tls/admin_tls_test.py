@@ -39,6 +39,7 @@ def expect(got, want, what):
 def verifying_context(ca):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # checks the chain and the name "localhost"
     ctx.load_verify_locations(ca)
+    ctx.set_alpn_protocols(["h2", "http/1.1"])  # as curl offers: the server must pick http/1.1
     # Strict about the end: a page cut by a bare FIN raises instead of reading as complete.
     ctx.options &= ~getattr(ssl, "OP_IGNORE_UNEXPECTED_EOF", 0)
     return ctx
@@ -49,6 +50,8 @@ def https_get(port, ctx, path, token=None, header=None):
     raw = socket.create_connection(("127.0.0.1", port), timeout=10)
     s = ctx.wrap_socket(raw, server_hostname="localhost", suppress_ragged_eofs=False)
     cn = dict(x[0] for x in s.getpeercert()["subject"]).get("commonName")
+    if s.selected_alpn_protocol() != "http/1.1":
+        cn = "ALPN %s" % s.selected_alpn_protocol()
     req = "GET %s HTTP/1.1\r\nHost: localhost\r\n" % path
     if token is not None:
         req += "Authorization: Bearer %s\r\n" % token
@@ -77,7 +80,7 @@ def plaintext_to_tls(port):
     """What a plain HTTP client gets from the TLS admin port: 'closed' when no HTTP came back."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"GET /status HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    data = b""
+    data = b""  # noqa: the server's alert, if any, is not HTTP
     try:
         while True:
             chunk = s.recv(4096)
@@ -178,6 +181,7 @@ def main():
             before = srv.stderr().count("admin_tls_failed")
             expect(plaintext_to_tls(srv.admin_port), "closed", "plaintext request to the TLS admin port: closed")
             expect(wait_for(srv, "admin_tls_failed", before), True, "plaintext request: logged")
+            expect("use https://" in srv.stderr(), True, "plaintext request: the log line says what happened")
             expect(https_get(srv.admin_port, ctx, "/healthz")[0], 200, "still serving after the plaintext one")
             expect(stalled_handshake(srv.admin_port), "closed", "a handshake that stalls is closed (request timeout)")
             metrics = https_get(srv.admin_port, ctx, "/metrics", "tok-admin-AAAA1111")[2]
