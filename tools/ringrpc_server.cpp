@@ -52,7 +52,7 @@ constexpr const char* exit_codes_help =
     "Signals: SIGINT/SIGTERM stop accepting, drain and exit 0; a second one during the drain\n"
     "exits 3 at once. SIGHUP re-reads --config and applies [logging] (level, format, file);\n"
     "other changes wait for a restart; it also re-reads the TLS certificates and the tokens\n"
-    "file named at start (a bad file keeps what is in effect). SIGPIPE is ignored.\n"
+    "files named at start, RPC and admin (a bad file keeps what is in effect). SIGPIPE is ignored.\n"
     "Exit status: 0 drained after SIGINT/SIGTERM (or --help, --version); 1 failed after\n"
     "start-up; 2 start-up failed (usage, configuration, bind, io_uring, memory; one line on\n"
     "stderr; CLI11's own codes such as 105 and 109 are reported as 2);\n"
@@ -145,7 +145,7 @@ struct config_sources {
     for (const auto& f : flags) {
       if (!f.value) continue;
       overrides.emplace_back(f.key, *f.value);
-      if (f.key == "admin.port" || f.key == "admin.host") overrides.emplace_back("admin.enabled", "true");
+      if (f.key.starts_with("admin.")) overrides.emplace_back("admin.enabled", "true");
     }
     for (const auto& s : sets) overrides.push_back(ringrpc::parse_override(s));
     ringrpc::apply_overrides(cfg, overrides);
@@ -296,6 +296,7 @@ int main(int argc, char** argv) {
       {"tls.key", {}},              {"tls.ca", {}},
       {"tls.require_client_cert", {}}, {"tls.min_version", {}},
       {"tls.ciphers", {}},
+      {"admin.tls", {}},            {"admin.tokens_file", {}},
   };
   auto& flags = sources.flags;
   const auto defaults = default_config_json();
@@ -319,7 +320,7 @@ int main(int argc, char** argv) {
     auto* o = app.add_option_function<std::string>(names, [&flags, i](const std::string& v) { flags[i].value = v; },
                                                    help);
     o->type_name(type);
-    if (key != "admin.port" && key != "admin.host") o->default_str(default_of(defaults, key));
+    if (!key.starts_with("admin.")) o->default_str(default_of(defaults, key));
   };
   flag("--host", 0, "address to bind [server.host]");
   flag("-p,--port", 1, "port; 0 picks a free one [server.port]");
@@ -360,6 +361,13 @@ int main(int argc, char** argv) {
   flag("--tls-require-client-cert", 26, "mutual TLS: refuse clients without a certificate from --tls-ca [tls.require_client_cert]");
   flag("--tls-min-version", 27, "lowest TLS version accepted [tls.min_version]");
   flag("--tls-ciphers", 28, "TLS 1.2 cipher list, OpenSSL syntax; \"\" = OpenSSL's default [tls.ciphers]");
+  // A bare switch, as --admin-tls=false would read oddly beside the file's `tls = true`.
+  app.add_flag_function("--admin-tls", [&flags](std::int64_t) { flags[29].value = "true"; },
+                        "serve the admin pages over TLS with --tls-cert/--tls-key (reloaded with them "
+                        "on SIGHUP) [admin.tls]");
+  flag("--admin-tokens-file", 30,
+       "admin pages but /healthz and /readyz need 'Authorization: Bearer TOKEN' for a TOKEN of "
+       "this file (the --tokens-file format) [admin.tokens_file]");
   app.add_option("--set", sources.sets, "any configuration key, e.g. --set pools.slow.threads=4 (repeatable)")
       ->type_name("KEY=VALUE");
   try {
@@ -470,7 +478,9 @@ int main(int argc, char** argv) {
   }
 #endif
   if (cfg.admin.enabled) {
-    std::printf("admin on http://%s:%u/\n", cfg.admin.host.c_str(), static_cast<unsigned>(srv->admin_port()));
+    const bool admin_v6 = cfg.admin.host.find(':') != std::string::npos;
+    std::printf(admin_v6 ? "admin on %s://[%s]:%u/\n" : "admin on %s://%s:%u/\n", cfg.admin.tls ? "https" : "http",
+                cfg.admin.host.c_str(), static_cast<unsigned>(srv->admin_port()));
   }
   std::fflush(stdout);
 
@@ -491,6 +501,17 @@ int main(int argc, char** argv) {
         ringrpc::log::info("tokens_reloaded", {{"file", cfg.auth.tokens_file}, {"tokens", std::to_string(n)}});
       } catch (const std::exception& e) {
         ringrpc::log::error("tokens_reload_failed", {{"file", cfg.auth.tokens_file}, {"msg", one_line(e.what())}, {"kept", "the tokens in effect"}});
+      }
+    }
+    if (cfg.admin.enabled && !cfg.admin.tokens_file.empty()) {
+      // Likewise the admin pages' tokens; an empty file keeps them too (never opens the pages).
+      try {
+        std::vector<ringrpc::bearer_token> tokens = ringrpc::load_bearer_tokens(cfg.admin.tokens_file);
+        const std::size_t n = tokens.size();
+        srv->replace_admin_tokens(std::move(tokens));
+        ringrpc::log::info("admin_tokens_reloaded", {{"file", cfg.admin.tokens_file}, {"tokens", std::to_string(n)}});
+      } catch (const std::exception& e) {
+        ringrpc::log::error("admin_tokens_reload_failed", {{"file", cfg.admin.tokens_file}, {"msg", one_line(e.what())}, {"kept", "the tokens in effect"}});
       }
     }
 #ifdef RINGRPC_HAVE_TLS

@@ -35,8 +35,16 @@ namespace ringrpc {
 /// `[admin]`: the HTTP status server (/metrics, /healthz, /status, ...).
 struct admin_options {
   bool enabled = false;
-  std::string host = "127.0.0.1";  ///< loopback by default: the pages are not authenticated
+  std::string host = "127.0.0.1";  ///< loopback by default: the pages show the server's insides
   std::uint16_t port = 0;          ///< 0 picks a free port
+  /// Serve the pages over TLS with the RPC listener's certificate and key (`[tls]`, reloaded
+  /// with it on SIGHUP): needs tls.cert and the record layer in server_options::tls.
+  bool tls = false;
+  /// A file of `SUBJECT TOKEN` lines (the format of auth.tokens_file; METHODS are ignored):
+  /// every page but the health probes (/healthz, /readyz) then needs
+  /// `Authorization: Bearer <one of them>`, else 401. Read when the server is built; again by
+  /// server::replace_admin_tokens (ringrpc-server does on SIGHUP). Empty: pages are open.
+  std::string tokens_file;
 };
 
 /// `[events]`: capacities of the event bus's queues (event_bus::add_queue).

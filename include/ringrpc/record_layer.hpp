@@ -73,6 +73,10 @@ class record_layer {
   virtual std::string_view name() const noexcept = 0;
   /// A session for a newly accepted connection, or null if none can be made now.
   virtual std::unique_ptr<record_session> new_server_session() = 0;
+  /// The same for a connection that speaks HTTP/1.1 instead of frames (the admin port, served
+  /// with the listener's certificate): ALPN selects "http/1.1" where new_server_session()
+  /// selects "ringrpc/1". Null if this layer makes none.
+  virtual std::unique_ptr<record_session> new_http_server_session() { return nullptr; }
   /// A session for a connection this side opened to `host` (SNI and the name verified), or
   /// null if this layer makes no client sessions.
   virtual std::unique_ptr<record_session> new_client_session(std::string_view /*host*/) { return nullptr; }

@@ -293,6 +293,11 @@ class server {
   event_bus& events() noexcept;
   /// The admin HTTP server's bound port (0 when it is disabled). Valid after start().
   std::uint16_t admin_port() const noexcept;
+  /// Replaces the tokens the admin pages accept (admin_options::tokens_file) while running, as
+  /// replace_bearer_tokens does for calls. Any thread. Throws std::invalid_argument on an empty
+  /// list, std::logic_error when the admin server was not configured with tokens (turning the
+  /// check on or off takes a restart).
+  void replace_admin_tokens(std::vector<bearer_token> tokens);
   /// The /metrics page: every metric in the Prometheus text exposition format.
   std::string metrics_text() const;
 

@@ -65,6 +65,8 @@ class tls_context final : public record_layer {
 
   std::string_view name() const noexcept override { return "userspace OpenSSL"; }
   std::unique_ptr<record_session> new_server_session() override;
+  /// ALPN "http/1.1" (a client offering only other protocols, such as only h2, is refused).
+  std::unique_ptr<record_session> new_http_server_session() override;
   std::size_t session_bytes() const noexcept override;
   /// A client session; `host` is verified (and sent as SNI) unless server_name overrides it.
   std::unique_ptr<record_session> new_client_session(std::string_view host) override;

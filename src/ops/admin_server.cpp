@@ -3,6 +3,7 @@
 #include "ops/admin_server.hpp"
 
 #include "base/thread_name.hpp"
+#include "log/log.hpp"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <string_view>
 #include <system_error>
@@ -36,6 +38,7 @@ std::string_view reason(int status) {
     case 200: return "OK";
     case 204: return "No Content";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
@@ -51,6 +54,7 @@ std::string serialize(const http_response& r, bool head_only, bool allow_header)
   s += "Content-Type: " + r.content_type + "\r\n";
   s += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
   if (allow_header) s += "Allow: GET, HEAD\r\n";
+  if (!r.www_authenticate.empty()) s += "WWW-Authenticate: " + r.www_authenticate + "\r\n";
   s += "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
   if (!head_only) s += r.body;
   return s;
@@ -67,11 +71,13 @@ http_response plain(int status, std::string body) {
 struct connection {
   enum class phase { reading, writing, lingering };
   int fd = -1;
+  std::unique_ptr<record_session> tls;  // HTTPS: every byte in and out goes through it
+  bool peer_closed = false;             // TLS: the client's close_notify has arrived
   bool probe_only = false;  // beyond max_connections: probe routes only, short read timeout
   clock_type::time_point accepted;
   phase state = phase::reading;
-  std::string in;
-  std::string out;
+  std::string in;   // the request as received (plaintext)
+  std::string out;  // bytes for the socket: the response, or (TLS) handshake records too
   std::size_t written = 0;
   std::size_t discarded = 0;
   clock_type::time_point deadline;
@@ -80,6 +86,10 @@ struct connection {
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
+}
+
+void append_bytes(std::string& to, const std::vector<std::byte>& from) {
+  to.append(reinterpret_cast<const char*>(from.data()), from.size());
 }
 
 }  // namespace
@@ -168,9 +178,44 @@ void admin_server::run() {
   std::vector<connection> conns;
   std::vector<pollfd> fds;
 
+  std::vector<std::byte> tls_plain;
+  std::vector<std::byte> tls_out;
+  clock_type::time_point last_tls_warning{};
+
+  // A TLS connection that ends before its request could be read: counted, and logged at most
+  // once a second so that a port scanner cannot fill the log.
+  auto tls_failed = [&](const std::string& why) {
+    const std::uint64_t n = _tls_failures.fetch_add(1, std::memory_order_relaxed) + 1;
+    const auto now = clock_type::now();
+    if (now - last_tls_warning < std::chrono::seconds(1)) return;
+    last_tls_warning = now;
+    log::warn("admin_tls_failed", {{"msg", why}, {"closed", "the connection"}, {"failures", std::to_string(n)}});
+  };
+
   auto respond = [&](connection& c, const http_response& r, bool head_only, bool allow_header) {
-    c.out = serialize(r, head_only, allow_header);
+    std::string text = serialize(r, head_only, allow_header);
+    // What is still unsent (TLS: a handshake or ticket record) goes first.
+    c.out.erase(0, c.written);
     c.written = 0;
+    if (c.tls) {
+      // The response, then our close_notify: the client can tell a whole page from a cut one.
+      tls_out.clear();
+      const auto* p = reinterpret_cast<const std::byte*>(text.data());
+      bool sealed = false;
+      try {
+        sealed = c.tls->seal({p, text.size()}, tls_out) == record_session::outcome::ok &&
+                 c.tls->close_notify(tls_out) != record_session::outcome::failed;
+      } catch (const std::bad_alloc&) {
+        // The record layer could not grow a buffer: this client goes without its page.
+      }
+      if (!sealed) {
+        close_fd(c.fd);
+        return;
+      }
+      append_bytes(c.out, tls_out);
+    } else {
+      c.out += text;
+    }
     c.state = connection::phase::writing;
     c.deadline = clock_type::now() + _options.write_timeout;
     c.in.clear();
@@ -188,6 +233,19 @@ void admin_server::run() {
     const http_request& req = parsed.request;
     const bool head = req.method == "HEAD";
     const auto it = _routes.find(req.path);
+    const bool probe = it != _routes.end() && it->second.kind == route_kind::probe;
+    // Unknown paths too: their 404 lists the pages.
+    if (_options.accept_token && !probe &&
+        (req.bearer_token.empty() || !_options.accept_token(req.bearer_token))) {
+      _unauthorized.fetch_add(1, std::memory_order_relaxed);
+      http_response r = plain(401, req.has_authorization ? "the bearer token is not accepted"
+                                                         : "this page needs 'Authorization: Bearer TOKEN'");
+      // RFC 6750 3: no error code when none was presented, invalid_token for a wrong one.
+      r.www_authenticate = req.has_authorization ? "Bearer realm=\"ringrpc-admin\", error=\"invalid_token\""
+                                                 : "Bearer realm=\"ringrpc-admin\"";
+      respond(c, r, head, false);
+      return;
+    }
     if (it != _routes.end() && c.probe_only && it->second.kind != route_kind::probe) {
       respond(c, plain(503, "too many admin connections; only health probes are answered now"), head, false);
       return;
@@ -209,16 +267,77 @@ void admin_server::run() {
     respond(c, r, head, false);
   };
 
+  // Keeps what arrived of the request, never more than the limit (plus one, to know it was
+  // exceeded).
+  auto take = [&](connection& c, const char* data, std::size_t n) {
+    const std::size_t room = _options.max_request_bytes + 1 - std::min(c.in.size(), _options.max_request_bytes + 1);
+    c.in.append(data, std::min(n, room));
+  };
+
+  // Sends what is pending at once, best effort (an alert or a close_notify fits a socket's
+  // send buffer), and closes.
+  auto end_now = [&](connection& c) {
+    if (c.written < c.out.size()) {
+      [[maybe_unused]] const auto sent = ::send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
+    }
+    ::shutdown(c.fd, SHUT_WR);
+    close_fd(c.fd);
+  };
+
+  // TLS: ciphertext in, the request's plaintext to c.in and handshake records to c.out. False
+  // when the connection is over (closed here).
+  auto unseal = [&](connection& c, const char* data, std::size_t n) {
+    tls_plain.clear();
+    tls_out.clear();
+    const bool was_established = c.tls->established();
+    auto res = record_session::outcome::failed;
+    try {
+      res = c.tls->receive({reinterpret_cast<const std::byte*>(data), n}, tls_plain, tls_out);
+    } catch (const std::bad_alloc&) {
+      tls_out.clear();  // the connection fails; nothing half-made is sent
+    }
+    append_bytes(c.out, tls_out);
+    if (res != record_session::outcome::failed) {
+      take(c, reinterpret_cast<const char*>(tls_plain.data()), tls_plain.size());
+      // A close_notify may follow a whole request: that one is still answered (then ours).
+      if (res == record_session::outcome::closed) c.peer_closed = true;
+      return true;
+    }
+    if (!was_established) {
+      std::string why = c.tls->error().empty() ? std::string("TLS handshake failed") : c.tls->error();
+      // OpenSSL's name for a request line where a ClientHello should be.
+      if (why.find("http request") != std::string::npos) why += " (plaintext HTTP sent to the TLS admin port: use https://)";
+      tls_failed(why);
+    }
+    end_now(c);  // with the alert OpenSSL wrote, if any
+    return false;
+  };
+
   auto read_some = [&](connection& c) {
     char buf[4096];
     for (;;) {
       const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
       if (n > 0) {
         if (c.state == connection::phase::reading) {
-          // Never hold more than the limit (plus one, to know it was exceeded).
-          const std::size_t room = _options.max_request_bytes + 1 - std::min(c.in.size(), _options.max_request_bytes + 1);
-          c.in.append(buf, std::min(static_cast<std::size_t>(n), room));
+          if (!c.tls) {
+            take(c, buf, static_cast<std::size_t>(n));
+          } else if (!unseal(c, buf, static_cast<std::size_t>(n))) {
+            return;
+          }
           examine(c);
+          if (c.fd < 0) return;
+          if (c.peer_closed && c.state == connection::phase::reading) {
+            // The client ended the session before a whole request: its close_notify is
+            // answered with ours, then the connection closed.
+            tls_out.clear();
+            try {
+              if (c.tls->close_notify(tls_out) == record_session::outcome::ok) append_bytes(c.out, tls_out);
+            } catch (const std::bad_alloc&) {
+              // The FIN alone, then.
+            }
+            end_now(c);
+            return;
+          }
           if (c.state != connection::phase::reading) return;  // the rest is drained while lingering
         } else {
           c.discarded += static_cast<std::size_t>(n);
@@ -229,6 +348,9 @@ void admin_server::run() {
       }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
       if (n < 0 && errno == EINTR) continue;
+      if (c.tls && c.state == connection::phase::reading && !c.tls->established()) {
+        tls_failed("the client left during the TLS handshake");
+      }
       close_fd(c.fd);  // EOF or error: either the client is gone or it sent all it will
       return;
     }
@@ -246,8 +368,10 @@ void admin_server::run() {
       close_fd(c.fd);
       return;
     }
-    ::shutdown(c.fd, SHUT_WR);
     c.out.clear();
+    c.written = 0;
+    if (c.state == connection::phase::reading) return;  // TLS handshake records sent
+    ::shutdown(c.fd, SHUT_WR);
     c.out.shrink_to_fit();
     c.state = connection::phase::lingering;
     c.deadline = clock_type::now() + k_linger;
@@ -256,9 +380,12 @@ void admin_server::run() {
   const std::string busy = serialize(plain(503, "too many admin connections"), false, false);
   // Closes a connection refused or evicted, with a best-effort 503: a fresh socket's send
   // buffer takes it without blocking.
+  // Over TLS there is no plaintext to send before a handshake: the connection is just closed.
   auto turn_away = [&](int& fd) {
-    [[maybe_unused]] const auto n = ::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL);
-    ::shutdown(fd, SHUT_WR);
+    if (!_options.tls) {
+      [[maybe_unused]] const auto n = ::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL);
+      ::shutdown(fd, SHUT_WR);
+    }
     close_fd(fd);
   };
 
@@ -282,7 +409,9 @@ void admin_server::run() {
     // along, must not end every poll at once.
     fds.push_back({accepting ? _listen_fd : -1, POLLIN, 0});
     for (const auto& c : conns) {
-      fds.push_back({c.fd, static_cast<short>(c.state == connection::phase::writing ? POLLOUT : POLLIN), 0});
+      short events = c.state == connection::phase::writing ? POLLOUT : POLLIN;
+      if (c.state == connection::phase::reading && c.written < c.out.size()) events |= POLLOUT;  // TLS handshake
+      fds.push_back({c.fd, events, 0});
     }
     const int rc = ::poll(fds.data(), fds.size(), timeout_ms);
     if (rc < 0 && errno != EINTR) break;  // cannot happen with valid arguments; stop serving
@@ -296,8 +425,10 @@ void admin_server::run() {
       if (c.state == connection::phase::writing) {
         if ((ev & (POLLOUT | POLLERR | POLLHUP)) != 0) write_some(c);
       } else {
-        read_some(c);
-        if (c.fd >= 0 && c.state == connection::phase::writing) write_some(c);
+        if ((ev & POLLOUT) != 0 && c.written < c.out.size()) write_some(c);
+        if (c.fd >= 0 && (ev & ~POLLOUT) != 0) read_some(c);
+        // A response to send, or (TLS) handshake records that the reads produced.
+        if (c.fd >= 0 && c.written < c.out.size()) write_some(c);
       }
     }
     const auto after = clock_type::now();
@@ -305,9 +436,14 @@ void admin_server::run() {
       if (c.fd < 0 || after < c.deadline) continue;
       if (c.state == connection::phase::reading) {
         const auto limit = c.probe_only ? _options.probe_read_timeout : _options.read_timeout;
+        if (c.tls && !c.tls->established()) {
+          tls_failed("TLS handshake not finished within " + std::to_string(limit.count()) + " ms");
+          close_fd(c.fd);
+          continue;
+        }
         respond(c, plain(408, "request not received within " + std::to_string(limit.count()) + " ms"),
                 false, false);
-        write_some(c);
+        if (c.fd >= 0) write_some(c);
       } else {
         close_fd(c.fd);  // a client that reads nothing, or lingers past its time
       }
@@ -369,6 +505,18 @@ void admin_server::run() {
           }
           c.probe_only = true;
           c.deadline = accepted + _options.probe_read_timeout;
+        }
+        if (_options.tls) {
+          try {
+            c.tls = _options.tls->new_http_server_session();
+          } catch (const std::bad_alloc&) {
+            c.tls = nullptr;
+          }
+          if (!c.tls) {
+            tls_failed("no TLS session could be made");
+            close_fd(fd);
+            continue;
+          }
         }
         c.fd = fd;
         conns.push_back(std::move(c));

@@ -5,6 +5,10 @@
 // (Connection: close), GET and HEAD only, bounded request size and time, so a slow or hostile
 // client costs one slot for at most the read timeout and never holds up the other clients;
 // health probes are answered even while every slot is taken.
+//
+// Optionally over TLS: the poll loop feeds the ciphertext it receives to a record_session (the
+// seam of ringrpc/record_layer.hpp, so this library links no TLS library) and sends what comes
+// out. And optionally behind bearer tokens, health probes excepted.
 
 #include <atomic>
 #include <chrono>
@@ -12,10 +16,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "ops/http_request.hpp"
+#include "ringrpc/record_layer.hpp"
 
 namespace ringrpc::detail {
 
@@ -23,6 +30,7 @@ struct http_response {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  std::string www_authenticate;  ///< the WWW-Authenticate header's value (with 401); "" = none
 };
 
 struct admin_server_options {
@@ -46,6 +54,14 @@ struct admin_server_options {
   /// listener that stays readable.
   std::chrono::milliseconds accept_backoff{10};
   std::chrono::milliseconds max_accept_backoff{200};
+  /// Serve HTTPS: every connection gets a session of this record layer (the RPC listener's, so
+  /// the same certificate and the same reload). The handshake counts against read_timeout (or
+  /// probe_read_timeout). Null: plaintext HTTP.
+  std::shared_ptr<record_layer> tls;
+  /// When set, every route but the probes needs `Authorization: Bearer <t>` with
+  /// accept_token(t) true; else 401 with `WWW-Authenticate: Bearer`. Runs on the admin thread
+  /// and should compare in constant time; `t` is a secret (never log it).
+  std::function<bool(std::string_view token)> accept_token;
 };
 
 /// How a route is served when every connection slot is taken.
@@ -72,6 +88,12 @@ class admin_server {
 
   /// Times accept() failed for want of resources (EMFILE and the like), for tests and reports.
   std::uint64_t accept_failures() const noexcept { return _accept_failures.load(std::memory_order_relaxed); }
+  /// TLS connections that ended before a request could be read: failed or unfinished
+  /// handshakes, plaintext sent to the TLS port. Each is closed; a warning is logged at most
+  /// once a second.
+  std::uint64_t tls_failures() const noexcept { return _tls_failures.load(std::memory_order_relaxed); }
+  /// Requests answered 401 (no token, or one not accepted).
+  std::uint64_t unauthorized() const noexcept { return _unauthorized.load(std::memory_order_relaxed); }
 
   /// Binds, listens and starts the thread. Throws std::system_error naming host:port when the
   /// address cannot be bound.
@@ -94,6 +116,8 @@ class admin_server {
   };
   std::map<std::string, route_entry, std::less<>> _routes;
   std::atomic<std::uint64_t> _accept_failures{0};
+  std::atomic<std::uint64_t> _tls_failures{0};
+  std::atomic<std::uint64_t> _unauthorized{0};
   int _listen_fd = -1;
   int _stop_fd = -1;  // eventfd: stop() writes it to end the poll
   std::uint16_t _port = 0;

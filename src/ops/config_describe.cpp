@@ -83,6 +83,8 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   ja["enabled"] = cfg.admin.enabled;
   ja["host"] = cfg.admin.host;
   ja["port"] = cfg.admin.port;
+  ja["tls"] = cfg.admin.tls;
+  ja["tokens_file"] = cfg.admin.tokens_file;
 
   json& jl = root["logging"];
   jl["level"] = to_string(cfg.logging.level);

@@ -18,6 +18,10 @@ std::vector<ineffective_key> ineffective_keys(const server_config& cfg) {
     if (cfg.admin.host != defaults.host) {
       out.push_back({"admin.host", std::string("host ").append(cfg.admin.host).append(" is ignored: ").append(fix)});
     }
+    if (cfg.admin.tls) out.push_back({"admin.tls", std::string("tls = true is ignored: ").append(fix)});
+    if (!cfg.admin.tokens_file.empty()) {
+      out.push_back({"admin.tokens_file", std::string("the tokens file is not read: ").append(fix)});
+    }
   }
   return out;
 }

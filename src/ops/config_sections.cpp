@@ -138,6 +138,8 @@ void read_admin(context& ctx, const toml::table& t, admin_options& a) {
   r.boolean("enabled", a.enabled);
   r.string("host", a.host, check_host);
   r.integer("port", a.port, 0, 65535);
+  r.boolean("tls", a.tls);
+  r.string("tokens_file", a.tokens_file);
   r.finish();
 }
 

@@ -95,6 +95,11 @@ void cross_check(const context& ctx, const server_config& cfg, event_queue_names
       }
     }
   }
+  if (cfg.admin.tls && !cfg.tls.enabled()) {
+    fail(ctx, ctx.line_of("admin.tls"), "admin.tls",
+         "is true but tls.cert is empty; the admin port serves TLS with the RPC listener's "
+         "certificate and key: set tls.cert and tls.key (--tls-cert, --tls-key)");
+  }
   if (!cfg.discovery.etcd.empty() && cfg.discovery.service.empty()) {
     fail(ctx, ctx.line_of("discovery.etcd"), "discovery.service",
          "is empty; [discovery] with etcd set needs the service name to register under");

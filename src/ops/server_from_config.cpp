@@ -5,6 +5,8 @@
 #include "ringrpc/config.hpp"
 #include "ringrpc/server.hpp"
 
+#include <stdexcept>
+
 #include "log/log.hpp"
 #include "ops/config_ineffective.hpp"
 #include "ops/status_pages.hpp"
@@ -29,6 +31,11 @@ server_options with_tokens_file(const server_config& config) {
 server::server(const server_config& config)
     : _core(std::make_unique<detail::server_core>(with_tokens_file(config))) {
   validate(config);
+  if (config.admin.enabled && config.admin.tls && config.server.tls == nullptr) {
+    throw config_error("configuration", 0, "admin.tls",
+                       "is true but the server has no record layer: set server_options::tls "
+                       "(ringrpc::tls_context::server(config.tls), library ringrpc-tls)");
+  }
   log::configure(config.logging);
   config_detail::warn_ineffective(config_detail::ineffective_keys(config));
   for (const auto& [name, p] : config.pools) _core->endpoints().add_pool(name, p);
@@ -41,6 +48,12 @@ server::server(const server_config& config)
 std::uint16_t server::admin_port() const noexcept {
   const auto* admin = _core->attachment<detail::admin_pages>();
   return admin != nullptr ? admin->port() : 0;
+}
+
+void server::replace_admin_tokens(std::vector<bearer_token> tokens) {
+  auto* admin = _core->attachment<detail::admin_pages>();
+  if (admin == nullptr) throw std::logic_error("replace_admin_tokens(): the admin server is not enabled");
+  admin->replace_tokens(std::move(tokens));
 }
 
 std::string server::metrics_text() const {

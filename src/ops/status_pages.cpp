@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -273,8 +274,28 @@ std::string connections_json(const server_core& core) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+std::vector<bearer_token> admin_tokens(const admin_options& a) {
+  if (a.tokens_file.empty()) return {};
+  std::vector<bearer_token> tokens = load_bearer_tokens(a.tokens_file);
+  // An empty file must not leave the pages open to anyone: that would be a silent downgrade.
+  if (tokens.empty()) throw config_error(a.tokens_file, 0, "admin.tokens_file", "holds no tokens");
+  return tokens;
+}
+
+}  // namespace
+
 admin_pages::admin_pages(const server_core& core, server_config config)
-    : _core(core), _config(std::move(config)) {}
+    : _core(core), _config(std::move(config)), _tokens(admin_tokens(_config.admin)) {}
+
+void admin_pages::replace_tokens(std::vector<bearer_token> tokens) {
+  if (tokens.empty()) throw std::invalid_argument("replace_admin_tokens(): no tokens; turning token checks off takes a restart");
+  if (_tokens.empty()) {
+    throw std::logic_error("replace_admin_tokens(): the admin pages were started without tokens; turning them on takes a restart");
+  }
+  _tokens.replace(std::move(tokens));
+}
 
 admin_pages::~admin_pages() { stop(); }
 
@@ -282,6 +303,10 @@ void admin_pages::start() {
   admin_server_options o;
   o.host = _config.admin.host;
   o.port = _config.admin.port;
+  if (_config.admin.tls) o.tls = _config.server.tls;  // the RPC listener's: same certificate, same reload
+  if (!_tokens.empty()) {
+    o.accept_token = [this](std::string_view t) { return _tokens.match(t) != nullptr; };
+  }
   _admin = std::make_unique<admin_server>(o);
   auto json_page = [](std::string body) {
     http_response r;
@@ -290,10 +315,18 @@ void admin_pages::start() {
     return r;
   };
   const server_core& core = _core;
-  _admin->route("/metrics", [&core] {
+  const admin_server& admin = *_admin;
+  _admin->route("/metrics", [&core, &admin] {
     http_response r;
     r.content_type = std::string(prometheus_content_type);
     r.body = metrics_text(core);
+    // The admin server's own refusals: a scrape is where someone probing the port shows up.
+    r.body += "# HELP ringrpc_admin_tls_failures_total Admin connections closed before a request: failed or unfinished TLS handshakes, plaintext to the TLS port.\n"
+              "# TYPE ringrpc_admin_tls_failures_total counter\n"
+              "ringrpc_admin_tls_failures_total " + std::to_string(admin.tls_failures()) + "\n"
+              "# HELP ringrpc_admin_unauthorized_total Admin requests answered 401 (no bearer token, or one not accepted).\n"
+              "# TYPE ringrpc_admin_unauthorized_total counter\n"
+              "ringrpc_admin_unauthorized_total " + std::to_string(admin.unauthorized()) + "\n";
     return r;
   });
   // The index: what a person who opens http://HOST:PORT/ in a browser or curl wants first.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ringrpc/config.hpp"
+#include "server/call_guard.hpp"
 #include "server/server_attachment.hpp"
 
 namespace ringrpc::detail {
@@ -27,15 +28,19 @@ std::string connections_json(const server_core& core);
 /// everything else, so /readyz says "draining" until the very end.
 class admin_pages final : public server_attachment {
  public:
+  /// Reads admin.tokens_file (config_error naming the file, or one without tokens).
   admin_pages(const server_core& core, server_config config);
   ~admin_pages() override;
   void start() override;
   void stop() noexcept override;
   std::uint16_t port() const noexcept;
+  /// server::replace_admin_tokens.
+  void replace_tokens(std::vector<bearer_token> tokens);
 
  private:
   const server_core& _core;
   const server_config _config;  // as given, for /status
+  token_table _tokens;          // empty: the pages are open
   std::unique_ptr<admin_server> _admin;
 };
 

@@ -76,6 +76,9 @@ class reader {
   bool on_its_thread() const noexcept { return current == this; }
   /// Reader thread: the clock read at the start of this loop turn.
   std::int64_t turn_ns() const noexcept { return _turn_ns; }
+  /// A TLS connection whose peer sent close_notify: ours answers it once no call of the
+  /// connection is owed an answer any more (the responder asks after each write).
+  void close_notify_if_owed(connection* c) noexcept;
   /// Reader thread: a paused connection may read again; resumed later in this turn.
   void resume_later(connection* c) noexcept;
 

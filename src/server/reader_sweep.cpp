@@ -210,6 +210,9 @@ bool reader::check_liveness(connection* c) noexcept {
 void reader::shed(connection* c, close_cause reason, counter& count) noexcept {
   count.add();
   c->closed_by = reason;
+  // A peer that stalls our writes is not reading: a close_notify would wait behind the
+  // replies it does not take (docs/tls.md). Any other shed still ends the session in order.
+  if (reason != close_cause::write_stalled) say_close_notify(c);
   // Shutting down fails the responder's write in flight (it then drops the queued replies)
   // and ends our receive; handlers polling cancelled() see the peer gone.
   c->gone.store(true, std::memory_order_relaxed);
@@ -271,6 +274,7 @@ void reader::out_of_memory(connection* c, const char* what) noexcept {
   c->note_failure(what);
   c->assembler.reset();
   c->gone.store(true, std::memory_order_relaxed);
+  say_close_notify(c);  // a few bytes, if there is memory for them
   ::shutdown(c->fd, SHUT_RDWR);
   start_close(c);
 }

@@ -151,6 +151,14 @@ void reader::say_close_notify(connection* c) noexcept {
   }
 }
 
+void reader::close_notify_if_owed(connection* c) noexcept {
+  const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
+  if (rare == nullptr || !rare->tls || !rare->tls->peer_closed) return;
+  // A call still running or a reply still unwritten: its records must come before our end.
+  if (c->outstanding.load(std::memory_order_relaxed) != 0) return;
+  say_close_notify(c);  // also waits for the write in flight and the pending records
+}
+
 void reader::on_recv_tls(connection* c, const io_uring_cqe& cqe) {
   if (cqe.flags & IORING_CQE_F_BUFFER) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
@@ -170,9 +178,12 @@ void reader::on_recv_tls(connection* c, const io_uring_cqe& cqe) {
           if (t.handshaking && t.session->established()) tls_established(c, t);
           if (t.pending.size() != had_pending) _replies.kick(c);
           if (!_tls_plain.empty()) deliver(c, _tls_plain);
-          // close_notify: the peer's stream ends here, as a FIN would end it.
+          // close_notify: the peer's stream ends here, as a FIN would end it; ours answers it
+          // after the replies still owed (now, if none are).
           if (outcome == record_session::outcome::closed) {
             c->half_closed = true;
+            t.peer_closed = true;
+            close_notify_if_owed(c);
             ::shutdown(c->fd, SHUT_RD);
           }
         }

@@ -130,6 +130,7 @@ void responder::on_tls_write(connection* c, int res) noexcept {
       if (t.cipher.capacity() > 2 * seal_limit) std::vector<std::byte>().swap(t.cipher);
       after_written(c, w);
       if ((!w.replies.empty() || !t.pending.empty()) && !w.dirty) start_tls_write(c);
+      if (!w.in_flight && t.peer_closed) _owner.close_notify_if_owed(c);
     }
   }
   if (!w.in_flight && t.write_ref) {

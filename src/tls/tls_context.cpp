@@ -71,14 +71,20 @@ int version_of(const std::string& v) {
   throw tls_error("TLS: min_version must be \"1.2\" or \"1.3\", not \"" + v + "\"");
 }
 
-// Server side of ALPN: ringrpc/1 when offered; a client that offers only other protocols
-// speaks something else and is refused; one that offers none is served (ALPN is optional).
-int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+// A session's SSL app data, when set, names the protocol it speaks instead of ringrpc/1 (the
+// admin port's HTTP sessions); it points at this constant, never at anything to free.
+constexpr std::string_view http_alpn = "http/1.1";
+
+// Server side of ALPN: ringrpc/1 (http/1.1 for an HTTP session) when offered; a client that
+// offers only other protocols speaks something else and is refused; one that offers none is
+// served (ALPN is optional).
+int select_alpn(SSL* ssl, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
                 unsigned inlen, void*) {
+  const std::string_view wanted = SSL_get_app_data(ssl) != nullptr ? http_alpn : tls_alpn;
   for (unsigned i = 0; i < inlen;) {
     const unsigned len = in[i];
     if (i + 1 + len > inlen) break;
-    if (std::string_view(reinterpret_cast<const char*>(in + i + 1), len) == tls_alpn) {
+    if (std::string_view(reinterpret_cast<const char*>(in + i + 1), len) == wanted) {
       *out = in + i + 1;
       *outlen = static_cast<unsigned char>(len);
       return SSL_TLSEXT_ERR_OK;
@@ -223,6 +229,18 @@ std::unique_ptr<record_session> tls_context::new_server_session() {
     return nullptr;
   }
   SSL_set_accept_state(ssl);
+  return std::make_unique<tls_detail::openssl_session>(ssl);
+}
+
+std::unique_ptr<record_session> tls_context::new_http_server_session() {
+  const ctx_ptr ctx = _impl->current();
+  SSL* ssl = SSL_new(ctx.get());
+  if (ssl == nullptr) {
+    ERR_clear_error();
+    return nullptr;
+  }
+  SSL_set_accept_state(ssl);
+  SSL_set_app_data(ssl, const_cast<char*>(http_alpn.data()));  // read only as "set": select_alpn
   return std::make_unique<tls_detail::openssl_session>(ssl);
 }
 

@@ -11,7 +11,9 @@
 //    where the read ended, and either is a fair answer.)
 //  - a rejection is 400, 405 (with the Allow header) or 431;
 //  - a complete request is GET or HEAD, its path starts with '/' and holds neither '?' nor
-//    bytes <= ' ', and path + '?' + query gives back the target.
+//    bytes <= ' ', and path + '?' + query gives back the target;
+//  - a bearer token comes only with an Authorization header, is a b64token (RFC 6750) and is
+//    bytes of the head as received.
 
 #include <cstddef>
 #include <cstdint>
@@ -49,12 +51,23 @@ void check_result(const http_parse_result& r, std::string_view in) {
     if (in.find('?') < in.find("\r\n")) target += "?" + r.request.query;
     const std::string line_start = r.request.method + " " + target + " HTTP/1.";
     FUZZ_CHECK(in.substr(0, line_start.size()) == line_start);
+    const std::string& t = r.request.bearer_token;
+    if (!t.empty()) {
+      FUZZ_CHECK(r.request.has_authorization);
+      FUZZ_CHECK(in.find(t) != std::string_view::npos);
+      const auto body = t.find_first_not_of(
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/");
+      FUZZ_CHECK(body != 0);
+      if (body != std::string::npos) FUZZ_CHECK(t.find_first_not_of('=', body) == std::string::npos);
+    }
   }
 }
 
 bool same_verdict(const http_parse_result& a, const http_parse_result& b) {
   return a.state == b.state && a.request.method == b.request.method &&
-         a.request.path == b.request.path && a.request.query == b.request.query;
+         a.request.path == b.request.path && a.request.query == b.request.query &&
+         a.request.has_authorization == b.request.has_authorization &&
+         a.request.bearer_token == b.request.bearer_token;
 }
 
 }  // namespace

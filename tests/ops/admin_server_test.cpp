@@ -407,3 +407,52 @@ TEST(HttpRequestParser, Rejections) {
   EXPECT_EQ(parse_http_request("GET /0123456789 HTTP/1.1\r\nA: b\r\n\r\n", 16).status, 431);
   EXPECT_EQ(parse_http_request("GET /0123456789abcdef", 16).status, 431);
 }
+
+TEST(HttpRequestParser, BearerTokenFromAuthorization) {
+  const auto r = parse_http_request("GET /status HTTP/1.1\r\nauthorization:  bearer   abc-_.~+/9==\r\n\r\n", 8192);
+  ASSERT_EQ(r.state, http_parse_result::outcome::complete);
+  EXPECT_TRUE(r.request.has_authorization);
+  EXPECT_EQ(r.request.bearer_token, "abc-_.~+/9==");
+  const auto none = parse_http_request("GET /status HTTP/1.1\r\nHost: x\r\n\r\n", 8192);
+  EXPECT_FALSE(none.request.has_authorization);
+  EXPECT_EQ(none.request.bearer_token, "");
+  // Other schemes, a bare scheme and characters outside b64token carry no bearer token.
+  for (const char* v : {"Basic dTpw", "Bearer", "Bearer ", "Bearertok", "Bearer a=b", "Bearer a b", "Bearer =x"}) {
+    const auto o = parse_http_request("GET / HTTP/1.1\r\nAuthorization: " + std::string(v) + "\r\n\r\n", 8192);
+    ASSERT_EQ(o.state, http_parse_result::outcome::complete) << v;
+    EXPECT_TRUE(o.request.has_authorization) << v;
+    EXPECT_EQ(o.request.bearer_token, "") << v;
+  }
+  const auto two = parse_http_request("GET / HTTP/1.1\r\nAuthorization: Bearer a\r\nAUTHORIZATION: Bearer b\r\n\r\n", 8192);
+  EXPECT_EQ(two.state, http_parse_result::outcome::rejected);
+  EXPECT_EQ(two.status, 400);
+  EXPECT_THAT(two.message, ::testing::Not(HasSubstr("Bearer")));
+}
+
+// Pages behind a token, probes open: over real sockets, with the token checker the server is
+// given (admin_pages passes the token table's constant-time match).
+TEST(AdminServerTokens, PagesNeedTheTokenProbesDoNot) {
+  admin_server_options o;
+  o.accept_token = [](std::string_view t) { return t == "s3cret"; };
+  admin_server server(o);
+  server.route("/status", [] { return http_response{200, "text/plain", "status\n"}; });
+  server.route("/healthz", [] { return http_response{200, "text/plain", "ok\n"}; }, route_kind::probe);
+  server.start();
+  const auto with = [&](std::string_view path, std::string_view header) {
+    return http_exchange(server.port(), "GET " + std::string(path) + " HTTP/1.1\r\nHost: x\r\n" + std::string(header) + "\r\n");
+  };
+  const std::string none = with("/status", "");
+  EXPECT_EQ(status_of(none), 401);
+  EXPECT_THAT(none, HasSubstr("\r\nWWW-Authenticate: Bearer realm=\"ringrpc-admin\"\r\n"));
+  const std::string wrong = with("/status", "Authorization: Bearer guess\r\n");
+  EXPECT_EQ(status_of(wrong), 401);
+  EXPECT_THAT(wrong, HasSubstr("error=\"invalid_token\""));
+  EXPECT_THAT(wrong, ::testing::Not(HasSubstr("guess")));
+  EXPECT_EQ(status_of(with("/status", "Authorization: Basic czNjcmV0\r\n")), 401);
+  EXPECT_EQ(status_of(with("/nowhere", "")), 401);  // a 404 would list the pages
+  const std::string right = with("/status", "Authorization: Bearer s3cret\r\n");
+  EXPECT_EQ(status_of(right), 200);
+  EXPECT_EQ(body_of(right), "status\n");
+  EXPECT_EQ(status_of(with("/healthz", "")), 200);
+  EXPECT_EQ(server.unauthorized(), 4u);
+}

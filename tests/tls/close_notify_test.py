@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ringrpc-server ends a TLS connection it closes in order with close_notify before the FIN:
-an idle connection shed by --idle-timeout-ms, and open connections when the server stops
-(SIGTERM). A client that does not ignore truncation (no OP_IGNORE_UNEXPECTED_EOF,
+an idle connection shed by --idle-timeout-ms, one shed by --frame-stall-timeout-ms (half a
+frame, then nothing), open connections when the server stops (SIGTERM), and a connection whose
+client sent its own close_notify (answered, after the reply still owed). A client that does not ignore truncation (no OP_IGNORE_UNEXPECTED_EOF,
 suppress_ragged_eofs off) then reads a clean end, where a bare FIN raises SSLEOFError.
 Usage: close_notify_test.py PATH/TO/ringrpc-server"""
 
@@ -37,6 +38,8 @@ def end_of(s):
         data = s.recv(100)
     except ssl.SSLEOFError:
         return "truncated"
+    except ssl.SSLZeroReturnError:
+        return "close_notify"  # the peer's, read after ours was sent (both sides shut down)
     except (ssl.SSLError, OSError) as e:
         return "error %s" % e
     return "close_notify" if data == b"" else "data %r" % data[:20]
@@ -48,6 +51,37 @@ def expect(got, want, what):
         print("FAIL %s: got %s, expected %s" % (what, got, want))
     else:
         print("ok   %s" % what)
+
+
+def unwrap_end(s):
+    """Our close_notify, then the server's: 'close_notify' when it answered before closing."""
+    try:
+        s.unwrap().close()
+    except (ssl.SSLError, OSError) as e:
+        s.close()
+        return "error %s" % e
+    return "close_notify"
+
+
+def unwrap_after_reply(s):
+    """Sends close_notify with a call outstanding; reads the reply, then the server's end."""
+    # Non-blocking, SSL_shutdown sends ours and stops at waiting for the peer's (SSLWantRead);
+    # blocking again, reading goes on, as a half-closed TLS stream allows.
+    s.setblocking(False)
+    try:
+        s._sslobj.shutdown()  # the ssl module has no half-close of its own
+    except ssl.SSLWantReadError:
+        pass
+    except (ssl.SSLError, OSError) as e:
+        return "error at shutdown %s" % e
+    s.settimeout(10)
+    try:
+        f = read_frame(s)
+    except (ssl.SSLError, OSError, EOFError) as e:
+        return "no reply: %s" % e
+    if f["kind"] != pc.REPLY or f["call_id"] != 7:
+        return "unexpected frame"
+    return "reply then " + end_of(s)
 
 
 def echo_once(s, call_id):
@@ -73,9 +107,33 @@ def main():
             expect(echo_once(s, 1), True, "idle: a call first")
             expect(end_of(s), "close_notify", "idle timeout ends with close_notify")
             s.close()
-
         finally:
             expect(srv.stop(), 0, "idle server exit status")
+
+        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
+                              "--tls-key", certs["server"] + ".key", "--frame-stall-timeout-ms", "300"], d)
+        try:
+            s = connect(srv.tls_port, ctx)
+            expect(echo_once(s, 1), True, "shed: a call first")
+            s.sendall(echo_frame(2, b"hello")[:7])  # the length and a little: then nothing
+            expect(end_of(s), "close_notify", "frame-stall shed ends with close_notify")
+            s.close()
+        finally:
+            expect(srv.stop(), 0, "shed server exit status")
+
+        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
+                              "--tls-key", certs["server"] + ".key"], d)
+        try:
+            s = connect(srv.tls_port, ctx)
+            expect(echo_once(s, 1), True, "peer close_notify: a call first")
+            expect(unwrap_end(s), "close_notify", "the client's close_notify is answered")
+            # A call still owed when the client ends: the reply comes first, then ours.
+            s = connect(srv.tls_port, ctx)
+            s.sendall(pc.encode_frame(call_id=7, kind=pc.REQUEST, method="sleep", payload=b"200000"))
+            expect(unwrap_after_reply(s), "reply then close_notify", "close_notify after the reply still owed")
+            s.close()
+        finally:
+            expect(srv.stop(), 0, "peer close_notify server exit status")
 
         srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
                               "--tls-key", certs["server"] + ".key"], d)

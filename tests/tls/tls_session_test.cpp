@@ -123,6 +123,26 @@ TEST(TlsSession, GarbageFailsTheServerSessionWithAReason) {
   EXPECT_FALSE(session->established());
 }
 
+// The admin port's sessions: one server context, two ALPN answers.
+TEST(TlsSession, HttpSessionsSelectHttp11AndRingrpcSessionsRingrpc) {
+  auto s = ringrpc::tls_context::server(server_opts());
+  auto offer = [&](std::vector<std::string> alpn, bool http) {
+    ringrpc::tls_client_options co = client_opts();
+    co.alpn = std::move(alpn);
+    auto c = ringrpc::tls_context::client(co);
+    pair p;
+    p.server = http ? s->new_http_server_session() : s->new_server_session();
+    p.client = c->new_client_session("localhost");
+    p.handshake();
+    return p.server->established() && p.client->established();
+  };
+  EXPECT_TRUE(offer({"h2", "http/1.1"}, true));   // what curl and browsers offer
+  EXPECT_FALSE(offer({"h2"}, true));              // nothing it speaks
+  EXPECT_FALSE(offer({"ringrpc/1"}, true));
+  EXPECT_FALSE(offer({"h2", "http/1.1"}, false));  // the RPC listener still wants ringrpc/1
+  EXPECT_TRUE(offer({"ringrpc/1"}, false));
+}
+
 TEST(TlsSession, MutualTlsRefusesMissingAndForeignCertificates) {
   auto so = server_opts();
   so.ca_file = files()("ca.pem");
