@@ -71,10 +71,10 @@ run() {  # run VARIANT BIN ROUND DEPTH: prints "VARIANT DEPTH calls_per_s cpu_us
   [[ -n $port ]] || { echo "ab_servers.sh: $variant did not start: $(cat "$work/err")" >&2; exit 1; }
   server_pid=$(awk '{print $1}' "/proc/$timeout_pid/task/$timeout_pid/children")
   local -a load=(timeout 60 taskset -c "$load_cpu" "$load_bin" -s "$size" -c "$connections" -P "$depth")
-  "${load[@]}" -T "${warmup}s" --warmup 0s "ringrpc://127.0.0.1:$port/echo" >/dev/null 2>&1
+  "${load[@]}" -d "${warmup}s" --warmup 0s "ringrpc://127.0.0.1:$port/echo" >/dev/null 2>&1
   local c0 c1
   c0=$(cpu_ticks "$server_pid")
-  "${load[@]}" -T "${duration}s" --warmup 0s --json "$work/$variant.$round.$depth.json" "ringrpc://127.0.0.1:$port/echo" >/dev/null
+  "${load[@]}" -d "${duration}s" --warmup 0s --json "$work/$variant.$round.$depth.json" "ringrpc://127.0.0.1:$port/echo" >/dev/null
   c1=$(cpu_ticks "$server_pid")
   kill -TERM "$timeout_pid"
   wait "$timeout_pid" || true
