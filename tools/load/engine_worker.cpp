@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 
 #include "base/clock.hpp"
@@ -104,6 +105,18 @@ void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
   ++c.in_flight;
   if (now >= _run.measure_from) ++_issued;  // -n counts measured calls; warm-up calls are extra
   c.codec->write_request(c.batch[c.filling].bytes, seq, _cfg.kinds[s.kind]);
+  want_flush(c);
+}
+
+void worker::want_flush(conn_state& c) noexcept {
+  if (c.flush_queued) return;
+  c.flush_queued = true;
+  _to_flush.push_back(&c);  // within the capacity reserved for every connection
+}
+
+void worker::mark_dead(conn_state& c) noexcept {
+  c.dead = true;
+  _any_dead = true;
 }
 
 void worker::flush(conn_state& c) {
@@ -227,7 +240,7 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
 // --new-conn-per-call: the call on this connection is answered; close it (the reconnection
 // below opens the next call's connection as soon as the kernel has ended its recv).
 void worker::retire(conn_state& c, std::int64_t now) {
-  c.dead = true;
+  mark_dead(c);
   c.window.clear();
   c.in_flight = 0;
   c.batch[c.filling].bytes.clear();
@@ -242,6 +255,7 @@ void worker::count_connection(std::int64_t now) {
 }
 
 void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
+  want_flush(c);  // TLS records to answer, requests held for the handshake, HTTP/2 acks
   const auto left = detail::take_recv(*_buffers, cqe, c.dead, [&](std::span<const std::byte> bytes) {
     live.bytes_received.fetch_add(bytes.size(), std::memory_order_relaxed);
     if (c.tls != nullptr && !tls_receive(c, bytes, now)) return;  // bytes: now the plaintext
@@ -279,7 +293,7 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
 
 void worker::lose(conn_state& c, const std::string& why, std::int64_t now) {
   if (c.dead) return;
-  c.dead = true;
+  mark_dead(c);
   // An empty `why`: the server said it would close after an earlier reply, so it never took
   // the calls pipelined behind it (or, for HTTP/2, past a GOAWAY's last stream); they are not
   // failed but given back to -n, to be issued again on the next connection (as h2load does),
@@ -362,19 +376,20 @@ void worker::run() {
   if (_cfg.kinds.size() > 1) kinds.resize(_cfg.kinds.size());
   if (_cfg.per_endpoint) endpoints.resize(std::max<std::size_t>(_cfg.endpoints.size(), 1));
   for (std::size_t i = 0; i < _cfg.steps.size(); ++i) step_latency.emplace_back(1000, 60'000'000'000ull, 3);
+  _to_flush.reserve(_conns.size());
   const std::int64_t start = now_ns();
   for (conn_state& c : _conns) {
     c.window = call_window(_cfg.depth);
     count_connection(start);
     if (_cfg.tls != nullptr && !start_tls(c, start)) {
-      c.dead = true;
+      mark_dead(c);
       c.reconnect_at = start + 100'000'000;
       continue;
     }
     arm_recv(c);
+    want_flush(c);  // the ClientHello, for TLS
     if (_run.schedule == nullptr) {
       for (unsigned d = 0; d < _cfg.depth && issuing(start); ++d) issue(c, start, start);
-      flush(c);
     }
   }
 
@@ -383,7 +398,11 @@ void worker::run() {
     std::int64_t now = now_ns();
     std::int64_t next_wake = now + 100'000'000;  // housekeeping at least every 100 ms
     if (_run.schedule != nullptr) schedule_open_loop(now, next_wake);
-    for (conn_state& c : _conns) flush(c);
+    for (conn_state* c : _to_flush) {
+      c->flush_queued = false;
+      flush(*c);
+    }
+    _to_flush.clear();
 
     const int rc = _ring->submit_and_wait(std::chrono::nanoseconds(std::max<std::int64_t>(next_wake - now, 0)));
     if (detail::ring::fatal(rc)) {
@@ -403,8 +422,11 @@ void worker::run() {
     expire(now);
 
     // Reconnect what was lost, once its last request has completed.
-    for (conn_state& c : _conns) {
-      if (!c.dead || c.recv_armed || c.out.in_flight() || now < c.reconnect_at || !issuing(now)) continue;
+    bool still_dead = false;
+    for (conn_state& c : _any_dead ? std::span<conn_state>(_conns) : std::span<conn_state>()) {
+      if (!c.dead) continue;
+      still_dead = true;
+      if (c.recv_armed || c.out.in_flight() || now < c.reconnect_at || !issuing(now)) continue;
       ::close(c.fd);
       c.fd = connect_to(*c.endpoint, _cfg.connect_timeout);
       if (c.fd < 0) {
@@ -423,10 +445,12 @@ void worker::run() {
       c.rx.framer().codec = c.codec.get();
       c.next_seq = 0;
       arm_recv(c);
+      want_flush(c);  // the ClientHello, for TLS
       if (_run.schedule == nullptr) {
         for (unsigned d = 0; d < _cfg.depth && issuing(now); ++d) issue(c, now, now);
       }
     }
+    _any_dead = _any_dead && still_dead;
 
     // Publish the last whole second's p99 for the live display.
     if (now >= _run.measure_from) {

@@ -51,6 +51,7 @@ struct conn_state {
   unsigned filling = 0;
   detail::gathered_writer<tx_batch, 2> out;
   bool recv_armed = false;
+  bool flush_queued = false;  // on the worker's list of connections to flush this turn
   bool dead = false;
   bool peer_closing = false;  // the server said it closes after its last reply: send no more
   bool parsed_any = false;    // a reply of the URL's protocol came back on this connection
@@ -133,6 +134,8 @@ class worker final {
   bool on_reply(conn_state& c, const reply& r, std::int64_t now);
   void on_send(conn_state& c, int res, std::int64_t now);
   void flush(conn_state& c);
+  void want_flush(conn_state& c) noexcept;
+  void mark_dead(conn_state& c) noexcept;
   void send(conn_state& c);
   void lose(conn_state& c, const std::string& why, std::int64_t now);
   void retire(conn_state& c, std::int64_t now);
@@ -158,6 +161,10 @@ class worker final {
   detail::provided_buffers* _buffers = nullptr;
   std::uint64_t _rng = 0x9e3779b97f4a7c15ull;
   std::int64_t _published_second = -1;
+  // The connections with bytes to send (or records to seal) since the last turn, so a turn
+  // costs what happened in it, not a visit to every connection; reserved for all of them.
+  std::vector<conn_state*> _to_flush;
+  bool _any_dead = false;  // some connection awaits its reconnection
   std::thread _thread;
 };
 
