@@ -146,8 +146,9 @@ class reader {
   void charge_assembler(connection* c) noexcept;
   void apply_budget() noexcept;
   void out_of_memory(connection* c, const char* what) noexcept;
-  void refuse_connection(int fd) noexcept;
-  void refuse_connection(int fd, const char* knob, unsigned value, const std::string& why) noexcept;
+  void refuse_connection(int fd, bool tls) noexcept;
+  void refuse_connection(int fd, bool tls, const char* knob, unsigned value, const std::string& why) noexcept;
+  void post_refusal(const char* knob, unsigned value) noexcept;
   void note_submitted(thread_pool* p) noexcept;
   void refresh_table() noexcept;
   void answer(call* c, std::uint64_t id, wire::Kind kind, status code, std::string_view message,

@@ -29,7 +29,7 @@ void reader::on_handoff(int fd, bool tls) {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
   }
   if (!_core.admit_connection()) {
-    refuse_connection(fd);
+    refuse_connection(fd, tls);
     return;
   }
   const peer_address address = peer_address::of_socket(fd);
@@ -43,11 +43,11 @@ void reader::on_handoff(int fd, bool tls) {
       _refused_per_address.add();
       const auto& o = _core.options();
       if (verdict == peer_limits::verdict::too_many) {
-        refuse_connection(fd, "max_connections_per_address", o.max_connections_per_address,
+        refuse_connection(fd, tls, "max_connections_per_address", o.max_connections_per_address,
                           "server has max_connections_per_address (" +
                               std::to_string(o.max_connections_per_address) + ") open from " + host);
       } else {
-        refuse_connection(fd, "accept_rate_per_address", o.accept_rate_per_address,
+        refuse_connection(fd, tls, "accept_rate_per_address", o.accept_rate_per_address,
                           "more than accept_rate_per_address (" +
                               std::to_string(o.accept_rate_per_address) + ") new connections a second from " +
                               host);
@@ -151,20 +151,26 @@ void reader::notify_endpoints(connection* c, call_purpose purpose, std::string_v
   }
 }
 
-void reader::refuse_connection(int fd) noexcept {
+void reader::refuse_connection(int fd, bool tls) noexcept {
   _refused.add();
   const unsigned max = _core.options().max_connections;
   try {
-    refuse_connection(fd, "max_connections", max,
+    refuse_connection(fd, tls, "max_connections", max,
                       "server has max_connections (" + std::to_string(max) + ") open");
   } catch (const std::bad_alloc&) {
     ::close(fd);
   }
 }
 
-void reader::refuse_connection(int fd, const char* knob, unsigned value, const std::string& why) noexcept {
+void reader::refuse_connection(int fd, bool tls, const char* knob, unsigned value, const std::string& why) noexcept {
   // Say why before closing, as an error frame with call id 0, so the client can tell a full
-  // server from a crash. The socket's buffer is empty: this small send cannot block.
+  // server from a crash. The socket's buffer is empty: this small send cannot block. A TLS
+  // client, before any handshake, would read that frame as a broken record: it gets the FIN.
+  if (tls) {
+    ::close(fd);
+    post_refusal(knob, value);
+    return;
+  }
   frame_view f;
   f.call_id = 0;
   f.kind = wire::Kind::Error;
@@ -179,6 +185,10 @@ void reader::refuse_connection(int fd, const char* knob, unsigned value, const s
     // Closed without the reason, then.
   }
   ::close(fd);
+  post_refusal(knob, value);
+}
+
+void reader::post_refusal(const char* knob, unsigned value) noexcept {
   _core.post_event(event_kind::limit_hit, [&] {
     event e;
     e.name = knob;

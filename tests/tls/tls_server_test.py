@@ -157,6 +157,30 @@ def mutual(binary, certs, work):
         srv.stop()
 
 
+def refused_at_accept(binary, certs, work):
+    # Past max_connections a plaintext client gets an error frame saying why; a TLS client has
+    # no session to read it in (it would see a broken record), so it gets only the FIN.
+    srv = Server(binary, ["--max-connections", "1", "--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
+                          "--tls-key", certs["server"] + ".key"], work)
+    try:
+        with tls_connect(srv.tls_port, client_context(certs["ca"] + ".pem")) as first:
+            first.sendall(echo_frame(1, b"first"))
+            check(read_frame(first)["payload"] == b"first", "the first connection was not served")
+            with socket.create_connection(("127.0.0.1", srv.tls_port), timeout=10) as second:
+                data = b""
+                try:
+                    while True:
+                        chunk = second.recv(4096)
+                        if not chunk:
+                            break
+                        data += chunk
+                except ConnectionResetError:
+                    pass
+                check(data == b"", "a refused TLS connection got %d plaintext bytes: %r" % (len(data), data[:40]))
+    finally:
+        srv.stop()
+
+
 def startup_errors(binary, certs, work):
     cases = [
         ([certs["expired"] + ".pem", certs["expired"] + ".key"], "expired"),
@@ -236,6 +260,8 @@ def main():
             if rc != 0:
                 failures.append("server exit %d: %s" % (rc, srv.stderr()[-2000:]))
         run("mutual TLS: no certificate, other CA refused; trusted served", mutual, SERVER, certs, work)
+        run("refused at accept (max_connections): a TLS client gets the FIN, no plaintext frame",
+            refused_at_accept, SERVER, certs, work)
         run("start-up errors: expired, mismatched, missing, not a certificate", startup_errors,
             SERVER, certs, work)
         run("SIGHUP reload: open connection kept, new ones see the new cert", reload, SERVER, certs, work)
