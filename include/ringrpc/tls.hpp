@@ -77,6 +77,7 @@ class tls_context final : public record_layer {
   explicit tls_context(std::unique_ptr<impl> i) noexcept;
 
  private:
+  std::unique_ptr<record_session> accepting_session(bool http);
   std::unique_ptr<impl> _impl;
 };
 

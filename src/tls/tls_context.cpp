@@ -221,7 +221,8 @@ void tls_context::reload() {
   _impl->ctx.swap(next);
 }
 
-std::unique_ptr<record_session> tls_context::new_server_session() {
+// A session on the accepting side; `http` marks it for select_alpn to pick http/1.1.
+std::unique_ptr<record_session> tls_context::accepting_session(bool http) {
   const ctx_ptr ctx = _impl->current();
   SSL* ssl = SSL_new(ctx.get());
   if (ssl == nullptr) {
@@ -229,20 +230,13 @@ std::unique_ptr<record_session> tls_context::new_server_session() {
     return nullptr;
   }
   SSL_set_accept_state(ssl);
+  if (http) SSL_set_app_data(ssl, const_cast<char*>(http_alpn.data()));  // read only as "set"
   return std::make_unique<tls_detail::openssl_session>(ssl);
 }
 
-std::unique_ptr<record_session> tls_context::new_http_server_session() {
-  const ctx_ptr ctx = _impl->current();
-  SSL* ssl = SSL_new(ctx.get());
-  if (ssl == nullptr) {
-    ERR_clear_error();
-    return nullptr;
-  }
-  SSL_set_accept_state(ssl);
-  SSL_set_app_data(ssl, const_cast<char*>(http_alpn.data()));  // read only as "set": select_alpn
-  return std::make_unique<tls_detail::openssl_session>(ssl);
-}
+std::unique_ptr<record_session> tls_context::new_server_session() { return accepting_session(false); }
+
+std::unique_ptr<record_session> tls_context::new_http_server_session() { return accepting_session(true); }
 
 std::unique_ptr<record_session> tls_context::new_client_session(std::string_view host) {
   const ctx_ptr ctx = _impl->current();

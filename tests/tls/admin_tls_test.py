@@ -22,18 +22,12 @@ import sys
 import tempfile
 import time
 
-from tls_support import Server, make_all
+from tls_support import Checks, Server, make_all
 
 SERVER = sys.argv[1]
-failures = []
+checks = Checks("admin_tls")
+expect = checks.expect
 
-
-def expect(got, want, what):
-    if got != want:
-        failures.append(what)
-        print("FAIL %s: got %r, expected %r" % (what, got, want))
-    else:
-        print("ok   %s" % what)
 
 
 def verifying_context(ca):
@@ -222,11 +216,7 @@ def main():
         finally:
             rc = srv.stop()
         expect(rc, 0, "server exit status")
-    if failures:
-        print("admin_tls: %d failure(s)" % len(failures))
-        return 1
-    print("admin_tls: all checks passed")
-    return 0
+    return checks.exit_code()
 
 
 if __name__ == "__main__":

@@ -13,10 +13,11 @@ import sys
 import tempfile
 import time
 
-from tls_support import Server, echo_frame, make_all, pc, read_frame
+from tls_support import Checks, Server, echo_frame, make_all, pc, read_frame
 
 SERVER = sys.argv[1]
-failures = []
+checks = Checks("close_notify")
+expect = checks.expect
 
 
 def strict_context(ca):
@@ -44,13 +45,6 @@ def end_of(s):
         return "error %s" % e
     return "close_notify" if data == b"" else "data %r" % data[:20]
 
-
-def expect(got, want, what):
-    if got != want:
-        failures.append(what)
-        print("FAIL %s: got %s, expected %s" % (what, got, want))
-    else:
-        print("ok   %s" % what)
 
 
 def unwrap_end(s):
@@ -146,11 +140,7 @@ def main():
             srv.proc.wait(15)  # the one SIGTERM drains and exits; stop() then sends nothing
         finally:
             expect(srv.stop(), 0, "stopped server exit status")
-    if failures:
-        print("close_notify: %d failure(s)" % len(failures))
-        return 1
-    print("close_notify: all checks passed")
-    return 0
+    return checks.exit_code()
 
 
 if __name__ == "__main__":

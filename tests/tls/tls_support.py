@@ -155,3 +155,25 @@ def read_frame(sock):
 
 def echo_frame(call_id, payload):
     return pc.encode_frame(call_id=call_id, kind=pc.REQUEST, method="echo", payload=payload)
+
+
+class Checks:
+    """Named checks that each print ok/FAIL and go on, so one run reports every failure."""
+
+    def __init__(self, test):
+        self.test = test
+        self.failures = []
+
+    def expect(self, got, want, what):
+        if got != want:
+            self.failures.append(what)
+            print("FAIL %s: got %r, expected %r" % (what, got, want))
+        else:
+            print("ok   %s" % what)
+
+    def exit_code(self):
+        if self.failures:
+            print("%s: %d failure(s): %s" % (self.test, len(self.failures), ", ".join(self.failures)))
+            return 1
+        print("%s: all checks passed" % self.test)
+        return 0

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-from tls_support import Server, pc
+from tls_support import Checks, Server, pc
 
 SERVER = sys.argv[1]
 
@@ -37,15 +37,8 @@ def reload_and_wait(srv, event, count_before):
 
 
 def main():
-    failures = []
-
-    def expect(got, want, what):
-        if got != want:
-            failures.append("%s: got %s, expected %s" % (what, got, want))
-            print("FAIL", what, got)
-        else:
-            print("ok  ", what)
-
+    checks = Checks("tokens_reload")
+    expect = checks.expect
     with tempfile.TemporaryDirectory() as d:
         tokens = os.path.join(d, "tokens")
         with open(tokens, "w") as f:
@@ -83,11 +76,7 @@ def main():
         finally:
             rc = srv.stop()
         expect(rc, 0, "server exit status")
-    if failures:
-        print("tokens_reload: %d failure(s)" % len(failures))
-        return 1
-    print("tokens_reload: all checks passed")
-    return 0
+    return checks.exit_code()
 
 
 if __name__ == "__main__":
