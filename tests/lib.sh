@@ -7,6 +7,8 @@
 #   free_port [6]          a loopback port nobody listens on (IPv6 ::1 with 6)
 #   wait_port HOST PORT [TENTHS]   until something accepts there (default 5 s)
 #   stop_pid PID           TERM, then KILL after 3 s; reaps it
+#   run_load NAME ARGS...  runs $load ARGS under a ${load_timeout:-30} s timeout, its output in
+#                          $work/NAME.out and .err, its exit status in $rc
 #   make_cert NAME CN [CA] NAME.pem and NAME.key (EC P-256, 2 days, SAN localhost and
 #                          127.0.0.1), self-signed or signed by CA.pem/CA.key; in the current dir
 #
@@ -68,4 +70,11 @@ make_cert() {
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$2" \
     -keyout "$1.key" -out "$1.pem" ${3:+-CA "$3.pem" -CAkey "$3.key"} \
     -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
+}
+
+run_load() {
+  name=$1
+  shift
+  timeout "${load_timeout:-30}" "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
+  rc=$?
 }

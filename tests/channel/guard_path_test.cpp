@@ -20,12 +20,7 @@ TEST(guard_path, calls_without_checks_still_carry_the_tls_identity) {
   ringrpc::server_options o;
   o.readers = 1;
   o.handlers = 1;
-  ringrpc::tls_options t;
-  t.cert_file = files()("server.pem");
-  t.key_file = files()("server.key");
-  t.ca_file = files()("ca.pem");
-  t.require_client_cert = true;
-  o.tls = ringrpc::tls_context::server(t);
+  o.tls = ringrpc::tls_context::server(ringrpc::test::server_tls(true));
   ringrpc::server srv(o);  // no authorizer, no tokens: the guard has nothing to check
   srv.add_method("whoami", [](ringrpc::call_context& ctx) {
     const ringrpc::peer_identity* p = ctx.peer();

@@ -12,6 +12,7 @@ server=${2:?usage: $0 ringrpc-load ringrpc-server}
 
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
+load_timeout=60  # some runs here take longer
 test_init load_cli
 pid=
 
@@ -23,12 +24,6 @@ alive() {
 
 # run_load NAME ARGS...: runs ringrpc-load (bounded) with stdout/stderr in $work/NAME.{out,err}
 # and its status in $rc.
-run_load() {
-  name=$1
-  shift
-  timeout 60 "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  rc=$?
-}
 
 # expect_usage_error NAME PATTERN ARGS...: exit status 2 and PATTERN (grep -E) on stderr.
 expect_usage_error() {

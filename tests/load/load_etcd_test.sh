@@ -22,12 +22,6 @@ test_init load_etcd
 json_field() {
   python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
 }
-run_load() {
-  name=$1
-  shift
-  timeout 30 "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  rc=$?
-}
 
 # --- etcd --------------------------------------------------------------------------------------
 cport=$(free_port)

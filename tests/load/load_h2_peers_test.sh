@@ -19,12 +19,6 @@ fi
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 test_init load_h2_peers
-run_load() {
-  name=$1
-  shift
-  timeout 30 "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  rc=$?
-}
 # json_field FILE EXPR: a Python expression over the JSON `j`.
 json_field() {
   python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null

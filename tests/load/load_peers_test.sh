@@ -19,13 +19,6 @@ fi
 . "$(dirname "$0")/../lib.sh"
 test_init load_peers
 
-run_load() {
-  name=$1
-  shift
-  timeout 30 "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  rc=$?
-}
-
 # --- nginx: one worker, a few locations -------------------------------------------------------
 hport=$(free_port)
 h6port=$(free_port 6)

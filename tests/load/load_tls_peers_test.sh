@@ -18,12 +18,6 @@ fi
 . "$(dirname "$0")/../lib.sh"
 test_init load_tls_peers
 
-run_load() {
-  name=$1
-  shift
-  timeout 30 "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  rc=$?
-}
 # --- certificates: a CA that signs the server's (127.0.0.1 and localhost), and one nobody trusts
 if ! command -v openssl >/dev/null; then echo "openssl not installed: skipped"; exit 77; fi
 cd "$work" || exit 1

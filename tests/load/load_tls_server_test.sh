@@ -18,12 +18,6 @@ fi
 . "$(dirname "$0")/../lib.sh"
 test_init load_tls_server
 
-run_load() {
-  name=$1
-  shift
-  timeout 30 "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  rc=$?
-}
 # json FILE EXPR: a Python expression over the JSON `j` ("" when unreadable).
 json() { python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
 

@@ -14,6 +14,7 @@ schema=${4:?}
 
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
+load_timeout=60  # some runs here take longer
 test_init call_cli
 
 # start_server NAME [ARGS]: starts gen_test_server and sets $sport to its port.
@@ -146,12 +147,6 @@ expect bareschema 0 out '"text": "x"' 127.0.0.1:"$bare" call TestService.Echo --
 
 # --- ringrpc-load --method: the JSON converted once, from reflection or --schema --------------
 # run_load NAME ARGS...: ringrpc-load (bounded), status in $rc.
-run_load() {
-  name=$1
-  shift
-  timeout 60 "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  rc=$?
-}
 run_load typed -n 200 -c 2 -d 2 --method TestService.Echo --data '{"text": "load"}' "ringrpc://$addr"
 if [ $rc -ne 0 ] || ! grep -q 'method=TestService.Echo' "$work/typed.out" || ! grep -Eq 'calls ok +200$' "$work/typed.out"; then
   fail "ringrpc-load --method TestService.Echo exited $rc"

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "ringrpc/tls.hpp"
+
 namespace ringrpc::test {
 
 class certs {
@@ -45,6 +47,19 @@ class certs {
 inline const certs& files() {
   static const certs c;
   return c;
+}
+
+/// The server side of these certificates; `mutual` also asks every client for one signed by
+/// the test CA.
+inline tls_options server_tls(bool mutual) {
+  tls_options t;
+  t.cert_file = files()("server.pem");
+  t.key_file = files()("server.key");
+  if (mutual) {
+    t.ca_file = files()("ca.pem");
+    t.require_client_cert = true;
+  }
+  return t;
 }
 
 

@@ -40,14 +40,7 @@ struct tls_server {
     ringrpc::server_options o;
     o.readers = 2;
     o.handlers = 2;
-    ringrpc::tls_options t;
-    t.cert_file = files()("server.pem");
-    t.key_file = files()("server.key");
-    if (mutual) {
-      t.ca_file = files()("ca.pem");
-      t.require_client_cert = true;
-    }
-    o.tls = ringrpc::tls_context::server(t);
+    o.tls = ringrpc::tls_context::server(ringrpc::test::server_tls(mutual));
     srv.emplace(o);
     ringrpc::add_builtin_methods(*srv);
     srv->start();
@@ -167,12 +160,7 @@ TEST(TlsClient, VerifiedCertificateIsTheIdentityTheAuthorizerDecidesOn) {
   ringrpc::server_options o;
   o.readers = 1;
   o.handlers = 1;
-  ringrpc::tls_options t;
-  t.cert_file = files()("server.pem");
-  t.key_file = files()("server.key");
-  t.ca_file = files()("ca.pem");
-  t.require_client_cert = true;
-  o.tls = ringrpc::tls_context::server(t);
+  o.tls = ringrpc::tls_context::server(ringrpc::test::server_tls(true));
   ringrpc::server srv(o);
   srv.add_method("whoami", [](ringrpc::call_context& ctx) {
     const ringrpc::peer_identity* p = ctx.peer();
