@@ -25,14 +25,14 @@ ring::ring(unsigned entries, const uring_features& features) {
 
 ring::~ring() { io_uring_queue_exit(&_ring); }
 
-int ring::submit_and_wait(std::chrono::nanoseconds timeout) noexcept {
-  if (timeout.count() < 0) return io_uring_submit_and_wait(&_ring, 1);
+int ring::submit_and_wait(std::chrono::nanoseconds timeout, unsigned wait_nr) noexcept {
+  if (timeout.count() < 0) return io_uring_submit_and_wait(&_ring, wait_nr);
   __kernel_timespec ts{};
   ts.tv_sec = static_cast<long long>(timeout.count() / 1'000'000'000);
   ts.tv_nsec = static_cast<long long>(timeout.count() % 1'000'000'000);
   io_uring_cqe* cqe = nullptr;
   // Needs IORING_FEAT_EXT_ARG (5.11) to stay one syscall; liburing falls back by itself.
-  const int rc = io_uring_submit_and_wait_timeout(&_ring, &cqe, 1, &ts, nullptr);
+  const int rc = io_uring_submit_and_wait_timeout(&_ring, &cqe, wait_nr, &ts, nullptr);
   return rc < 0 ? rc : 0;
 }
 

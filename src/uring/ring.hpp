@@ -31,9 +31,10 @@ class ring {
     return sqe;
   }
 
-  /// Submits everything queued and waits for at least one completion, or until `timeout`
-  /// (negative: no limit). One syscall for both. Returns -errno on failure, -ETIME on timeout.
-  int submit_and_wait(std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1)) noexcept;
+  /// Submits everything queued and waits for at least `wait_nr` completions (counting those
+  /// the submission itself posts), or until `timeout` (negative: no limit). One syscall for
+  /// both. Returns -errno on failure, -ETIME on timeout.
+  int submit_and_wait(std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1), unsigned wait_nr = 1) noexcept;
 
   /// Whether a result of submit() or submit_and_wait() is an error a loop cannot go on after.
   /// Interrupted, timed out, or the kernel short of resources for the moment are not: the

@@ -100,6 +100,7 @@ expect_usage_error startpast "in the past" --start-at @1000000000 ringrpc://127.
 expect_usage_error startbad "RFC 3339" --start-at 'tomorrow 9am' ringrpc://127.0.0.1:1/echo
 expect_usage_error dunit "bad duration '10q'" -d 10q ringrpc://127.0.0.1:1/echo
 expect_usage_error depth0 "at least 1" -P 0 ringrpc://127.0.0.1:1/echo
+expect_usage_error batch0 "--reply-batch" --reply-batch 0 ringrpc://127.0.0.1:1/echo
 expect_usage_error convert "ringrpc-load: .*connections" -c abc ringrpc://127.0.0.1:1/echo
 expect_usage_error failif "unknown metric 'latency'" --fail-if 'latency>2ms' ringrpc://127.0.0.1:1/echo
 expect_usage_error failunit "unit" --fail-if 'p99>2' ringrpc://127.0.0.1:1/echo
@@ -203,6 +204,16 @@ elif grep -q warning wrk.err; then
   fail "-d 1s warned: $(cat wrk.err)"
 else
   ok "-c 2 -P 3 -d 1s: depth 3, $measured s measured, config numbers are JSON numbers"
+fi
+# --reply-batch: in the closed loop's JSON config; an open loop has none (it never batches).
+run_load batch -c 2 -d 1s --warmup 0 --reply-batch 2 --json batch.json "ringrpc://127.0.0.1:$port/echo"
+run_load nobatch -c 2 -d 1s --warmup 0 -R 500 --json nobatch.json "ringrpc://127.0.0.1:$port/echo"
+if [ "$(json_num batch.json 'j["config"]["reply_batch"]')" != 2 ]; then
+  fail "--reply-batch 2: JSON config reply_batch is '$(json_num batch.json 'j["config"]["reply_batch"]')'"
+elif python3 -c 'import json, sys; sys.exit("reply_batch" in json.load(open("nobatch.json"))["config"])'; then
+  ok "--reply-batch 2 in the closed loop's config, none in the open loop's"
+else
+  fail "an open loop's JSON config names reply_batch"
 fi
 run_load olddepth -c 1 -d 2 --duration 1s --warmup 0 --json old.json "ringrpc://127.0.0.1:$port/echo"
 if [ $rc -ne 0 ] || [ "$(json_num old.json 'j["config"]["depth"]')" != 2 ]; then

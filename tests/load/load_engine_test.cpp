@@ -610,6 +610,37 @@ TEST(load_engine, garbage_with_max_calls_counts_each_call_once) {
   EXPECT_EQ(t.r.calls_ok + t.r.error_total(), cfg.max_calls) << errors_text(t.r);
 }
 
+// Replies are gathered in batches when they come fast (wake_batch.hpp); a reply that arrives
+// alone after the server has gone quiet is not held for the rest of a batch beyond the cut-off.
+// The server echoes at full speed for 300 ms, goes quiet, and 50 ms later answers one more call
+// and no other. The window is widened so that every turn waits for a batch of 4 whatever this
+// machine's speed.
+TEST(load_engine, a_lone_reply_is_not_held_for_a_batch) {
+  const auto quiet_from = steady::now() + 300ms * slow;
+  std::atomic<bool> last_answered{false};
+  tcp_server srv([&](peer& p) {
+    std::string buf;
+    while (p.read_some(buf)) {
+      if (steady::now() >= quiet_from) {
+        if (last_answered.exchange(true)) continue;  // read, never answered
+        std::this_thread::sleep_until(quiet_from + 50ms);
+      }
+      if (!p.write_all(buf)) return;
+      buf.clear();
+    }
+  });
+  auto cfg = config_for(url_of("echo", srv.port()));
+  cfg.connections = 64;
+  cfg.duration = 600ms * slow;
+  cfg.call_timeout = 300ms * slow;
+  cfg.reply_batch_window = 1s;
+  const auto t = run_load(cfg);
+  ASSERT_GT(t.r.calls_ok, 64u) << errors_text(t.r);
+  // The lone call took the server 50 ms and a few; held for a batch, it would be noticed only
+  // at the next housekeeping turn, 100 ms later.
+  EXPECT_LT(t.r.latency_ns.max(), (50'000'000u + 40'000'000u) * slow) << "a reply was held for a batch";
+}
+
 TEST(load_engine, stalled_server_times_out_and_run_ends) {
   tcp_server srv(stall_server);
   auto cfg = config_for(url_of("echo", srv.port()));

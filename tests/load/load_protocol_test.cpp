@@ -491,6 +491,34 @@ TEST(HttpCodec, ParsesResponses) {
   expect_reply(*p, kind_of("HEAD"), "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", reply_status::ok);
 }
 
+// A connection remembers its last header section (the next reply usually repeats it); a reply
+// that repeats only part of it, or differs in a byte, must still be parsed for itself.
+TEST(HttpCodec, RepeatedHeaderSectionsAreReadAsTheyAre) {
+  auto p = make("http://h");
+  const auto get = kind_of("GET");
+  auto c = with_requests(*p, get, 6);
+  const std::string head = "HTTP/1.1 200 OK\r\nServer: t\r\nContent-Length: 5\r\n\r\n";
+  auto next = [&](const std::string& wire) { return c->parse_reply(bytes_of(wire)); };
+  EXPECT_EQ(next(head + "hello").consumed, head.size() + 5);
+  EXPECT_EQ(next(head + "world").consumed, head.size() + 5);
+  // One digit of the length differs: the length read is the new one.
+  const std::string three = "HTTP/1.1 200 OK\r\nServer: t\r\nContent-Length: 3\r\n\r\n";
+  EXPECT_EQ(next(three + "abc").consumed, three.size() + 3);
+  // The same lines and one more: the section is longer, and Connection: close is seen.
+  const std::string closing = "HTTP/1.1 200 OK\r\nServer: t\r\nContent-Length: 3\r\nConnection: close\r\n\r\n";
+  const auto r = next(closing + "abc");
+  EXPECT_EQ(r.consumed, closing.size() + 3);
+  EXPECT_TRUE(r.close_after);
+  // Back to the first section: remembered or not, it says keep-alive and 5 bytes.
+  const auto again = next(head + "hello");
+  EXPECT_EQ(again.consumed, head.size() + 5);
+  EXPECT_FALSE(again.close_after);
+  // A status that differs after a repeated prefix is an error reply, not a copy of the last.
+  const auto busy = next("HTTP/1.1 503 OK\r\nServer: t\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_EQ(busy.status, reply_status::error_reply);
+  EXPECT_EQ(busy.error, "http_503");
+}
+
 TEST(HttpCodec, PlainRequestAtATlsPortIsRecognised) {
   auto p = make("http://h:1/");
   const auto kind = kind_of("GET", "/");

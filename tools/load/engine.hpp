@@ -29,6 +29,11 @@ struct engine_config {
   unsigned threads = 1;
   unsigned connections = 64;  ///< in total, spread over the threads
   unsigned depth = 1;         ///< calls in flight per connection at most
+  /// Closed loop: replies the kernel may gather before it wakes a thread (see wake_batch.hpp);
+  /// 1 wakes it for every reply.
+  unsigned reply_batch = 4;
+  /// The time whose worth of replies a batch gathers at most (tests widen it to force batches).
+  std::chrono::nanoseconds reply_batch_window{32'000};
   /// Open loop when non-empty: calls are due on this schedule (total rate over all
   /// connections); closed loop otherwise.
   std::vector<rate_step> steps;

@@ -165,6 +165,7 @@ class worker final {
   // costs what happened in it, not a visit to every connection; reserved for all of them.
   std::vector<conn_state*> _to_flush;
   bool _any_dead = false;  // some connection awaits its reconnection
+  unsigned _sends_queued = 0;  // send SQEs since the last submit: each posts a completion
   std::thread _thread;
 };
 

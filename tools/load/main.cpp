@@ -236,6 +236,8 @@ int main(int argc, char** argv) {
   app.add_option("-d", d_text, "duration, as in wrk: 10s 2m [10s]");
   app.add_option("--duration", duration, "duration (us ms s m h)")->capture_default_str();
   app.add_option("-P,--depth", cfg.depth, "calls in flight per connection")->capture_default_str();
+  app.add_option("--reply-batch", cfg.reply_batch, "closed loop: wake per N replies (1: each)")
+      ->capture_default_str();
   app.add_option("-R,--rate", rate, "open loop: total calls/s (k, M)");
   app.add_option("--rate-steps", rate_steps, "open loop in steps: 10k,20k,40k");
   app.add_option("--step-time", step_time, "duration of each rate step")->capture_default_str();
@@ -426,8 +428,8 @@ int main(int argc, char** argv) {
       for (double r : parse_rate_list(rate_steps)) cfg.steps.push_back({r, st});
     }
     if (!cfg.steps.empty() && count != 0) throw std::invalid_argument("-n works with the closed loop only");
-    if (cfg.connections == 0 || cfg.depth == 0 || cfg.threads == 0) {
-      throw std::invalid_argument("-c, -P (depth) and -t must be at least 1");
+    if (cfg.connections == 0 || cfg.depth == 0 || cfg.threads == 0 || cfg.reply_batch == 0) {
+      throw std::invalid_argument("-c, -P (depth), -t and --reply-batch must be at least 1");
     }
     for (const auto& t : thresholds) check_threshold_applies(t, !cfg.steps.empty());
     std::optional<shard_spec> shard;
@@ -494,6 +496,7 @@ int main(int argc, char** argv) {
     r.config["target"] = url;
     r.config["connections"] = cfg.connections;
     r.config["depth"] = cfg.depth;
+    if (cfg.steps.empty()) r.config["reply_batch"] = cfg.reply_batch;
     r.config["threads"] = cfg.threads;
     r.config["payload_bytes"] = co.payload.size();
     if (typed) r.config["method"] = cfg.where.path;
