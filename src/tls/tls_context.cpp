@@ -156,7 +156,7 @@ ctx_ptr make_client_ctx(const tls_client_options& o) {
   if (!ctx) throw std::bad_alloc();
   SSL_CTX* c = ctx.get();
   SSL_CTX_set_min_proto_version(c, version_of(o.min_version));
-  SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);
+  if (!o.keep_record_buffers) SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);
   if (!o.cert_file.empty() || !o.key_file.empty()) load_identity(c, o.cert_file, o.key_file);
   if (!o.insecure) {
     if (!o.ca_file.empty()) {
