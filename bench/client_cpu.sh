@@ -15,11 +15,14 @@
 #   CPU_PAIRS=nginx CPU_BASELINE_LOAD=/tmp/ringrpc-load.before bench/client_cpu.sh
 #
 # CPU_BASELINE_LOAD names a second ringrpc-load binary (say, before a change) measured in the
-# same rounds against nginx, so a change's effect is a ratio from one run, not two.
+# same rounds against nginx, so a change's effect is a ratio from one run, not two. CPU_FLOOR=1
+# adds bench/raw_http_client (build with -Dbenchmarks=true): a bare io_uring client waking per 4
+# replies as ringrpc-load does, the least CPU per request any client pays on this host.
 #
 # Environment: CPU_ROUNDS [3], CPU_DURATION seconds per wrk run [5], CPU_CONNECTIONS [64],
 # CPU_REDIS_DEPTH [16], CPU_REDIS_CALLS [2000000], CPU_BUILD_DIR [build/release],
-# CPU_SERVER_CPU / CPU_LOAD_CPU [0 / 1], CPU_PAIRS ["nginx redis"], CPU_BASELINE_LOAD [none].
+# CPU_SERVER_CPU / CPU_LOAD_CPU [0 / 1], CPU_PAIRS ["nginx redis"], CPU_BASELINE_LOAD [none],
+# CPU_FLOOR [unset].
 # Only 127.0.0.1; servers are stopped by PID on exit.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -34,6 +37,11 @@ redis_calls=${CPU_REDIS_CALLS:-2000000}
 build_dir=${CPU_BUILD_DIR:-build/release}
 pairs=" ${CPU_PAIRS:-nginx redis} "
 baseline_load=${CPU_BASELINE_LOAD:-}
+floor_client=
+if [[ -n ${CPU_FLOOR:-} ]]; then
+  floor_client=$build_dir/bench/raw_http_client
+  [[ -x $floor_client ]] || { echo "client_cpu: CPU_FLOOR needs $floor_client (-Dbenchmarks=true)" >&2; exit 2; }
+fi
 server_pin=(taskset -c "${CPU_SERVER_CPU:-0}")
 load_pin=(taskset -c "${CPU_LOAD_CPU:-1}")
 load_bin=$build_dir/tools/ringrpc-load
@@ -62,10 +70,14 @@ json_calls() { json_field "$1" calls_ok; }
 for ((round = 1; round <= rounds; round++)); do
   order=(theirs ours)
   if ((round % 2 == 0)); then order=(ours theirs); fi
-  nginx_order=("${order[@]}")
-  if [[ -n $baseline_load ]]; then
-    nginx_order=(theirs base ours)
-    if ((round % 2 == 0)); then nginx_order=(ours base theirs); fi
+  nginx_order=(theirs)
+  [[ -z $baseline_load ]] || nginx_order+=(base)
+  [[ -z $floor_client ]] || nginx_order+=(floor)
+  nginx_order+=(ours)
+  if ((round % 2 == 0)); then
+    reversed=()
+    for ((i = ${#nginx_order[@]} - 1; i >= 0; i--)); do reversed+=("${nginx_order[i]}"); done
+    nginx_order=("${reversed[@]}")
   fi
   [[ $pairs == *" nginx "* ]] || nginx_order=()
   for who in "${nginx_order[@]}"; do
@@ -73,6 +85,10 @@ for ((round = 1; round <= rounds; round++)); do
       measure "$limit" rl-base "$baseline_load" -t 1 -c "$connections" -d "${duration}s" --warmup 0 --json "$tmp/rl-base.json" \
         "http://127.0.0.1:$nginx_port/"
       row nginx "$round" baseline "$(json_calls "$tmp/rl-base.json")" "$cpu"
+    elif [[ $who == floor ]]; then
+      measure "$limit" floor "$floor_client" 127.0.0.1 "$nginx_port" --connections "$connections" \
+        --seconds "$duration" --wait-nr 4
+      row nginx "$round" floor "$(awk '/^requests/ { print $2 }' "$tmp/floor.out")" "$cpu"
     elif [[ $who == theirs ]]; then
       measure "$limit" wrk wrk -t1 "-c$connections" "-d${duration}s" "http://127.0.0.1:$nginx_port/"
       calls=$(awk '/requests in/ { print $1 }' "$tmp/wrk.out")
