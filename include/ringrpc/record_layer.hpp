@@ -51,6 +51,9 @@ class record_session {
   virtual bool established() const noexcept = 0;
   /// Why the session failed ("" if it did not).
   virtual std::string error() const = 0;
+  /// The session failed because the peer's certificate did not verify (an unknown CA, expired,
+  /// another name), not for any other reason; always false where nothing is verified.
+  virtual bool peer_unverified() const noexcept { return false; }
   /// The peer's verified certificate (after the handshake).
   virtual peer_certificate_identity peer_identity() const = 0;
   /// "TLSv1.3 TLS_AES_256_GCM_SHA384", for logs and /connections.

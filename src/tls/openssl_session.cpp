@@ -71,6 +71,13 @@ record_session::outcome openssl_session::fail(int ssl_error, const char* during)
   return outcome::failed;
 }
 
+bool openssl_session::peer_unverified() const noexcept {
+  // With verification off (--insecure) OpenSSL still records a verify result, which must not
+  // be blamed for a failure it did not cause.
+  return !_error.empty() && (SSL_get_verify_mode(_ssl) & SSL_VERIFY_PEER) != 0 &&
+         SSL_get_verify_result(_ssl) != X509_V_OK;
+}
+
 record_session::outcome openssl_session::handshake(std::vector<std::byte>& out) {
   const int rc = SSL_do_handshake(_ssl);
   drain(out);  // the next flight, or the alert that explains a failure

@@ -24,6 +24,7 @@ class openssl_session final : public record_session {
   outcome close_notify(std::vector<std::byte>& out) override;
   bool established() const noexcept override { return _established; }
   std::string error() const override { return _error; }
+  bool peer_unverified() const noexcept override;
   peer_certificate_identity peer_identity() const override;
   std::string describe() const override;
 

@@ -66,6 +66,7 @@ class ring {
   }
 
   int fd() const noexcept { return _ring.ring_fd; }
+  unsigned cq_entries() const noexcept { return _ring.cq.ring_entries; }
   io_uring* raw() noexcept { return &_ring; }
 
  private:

@@ -186,11 +186,29 @@ TEST(TlsSession, ClientRefusesAServerItCannotVerify) {
   EXPECT_FALSE(p.client->established());
   EXPECT_EQ(p.client_rc, record_session::outcome::failed);
   EXPECT_NE(p.client->error().find("certificate"), std::string::npos) << p.client->error();
+  EXPECT_TRUE(p.client->peer_unverified());
   // Insecure skips the check (and says nothing of who the server is).
   co.insecure = true;
   pair q = make_pair(server_opts(), co);
   q.handshake();
   EXPECT_TRUE(q.client->established()) << q.client->error();
+  EXPECT_FALSE(q.client->peer_unverified());
+}
+
+// A handshake that fails for another reason is not a verification failure, even when the
+// client would not have trusted the server either.
+TEST(TlsSession, OtherHandshakeFailuresAreNotVerificationFailures) {
+  auto co = client_opts();
+  co.ca_file = files()("other.pem");
+  auto ctx = ringrpc::tls_context::client(co);
+  auto session = ctx->new_client_session("localhost");
+  bytes out, plain;
+  ASSERT_EQ(session->start(out), record_session::outcome::ok);
+  const std::string junk = "HTTP/1.1 400 Bad Request\r\n\r\n";
+  EXPECT_EQ(session->receive({reinterpret_cast<const std::byte*>(junk.data()), junk.size()}, plain, out),
+            record_session::outcome::failed);
+  EXPECT_FALSE(session->error().empty());
+  EXPECT_FALSE(session->peer_unverified()) << session->error();
 }
 
 TEST(TlsSession, BadFilesAreClearErrors) {

@@ -420,7 +420,8 @@ void worker::run() {
     unsigned wait_nr = 1;
     if (batched) {
       // The sends complete as they are submitted, posting their completions before any reply.
-      wait_nr = _sends_queued + wake.target();
+      // Never more than the CQ holds: thousands of sends in one turn just batch less.
+      wait_nr = std::min(_sends_queued + wake.target(), _ring->cq_entries() / 2);
       next_wake = std::min(next_wake, now + wake_batch::bound_ns);
     }
     _sends_queued = 0;

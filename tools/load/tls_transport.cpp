@@ -59,11 +59,9 @@ bool tls_transport::wrap(std::vector<std::byte>& batch) {
 }
 
 std::string tls_transport::failure_kind() const {
-  // The record session appends " (certificate: REASON)" exactly when OpenSSL's verify result
-  // (SSL_get_verify_result) is not X509_V_OK; record_session has no accessor for the number.
-  // Matching the bare word "certificate" also caught the server's "certificate required"
-  // alert, which is not our verification failing.
-  return _session->error().find(" (certificate: ") != std::string::npos ? "tls_verify" : "tls_handshake";
+  // Not the error text: the server's "certificate required" alert names a certificate too, and
+  // is not our verification failing.
+  return _session->peer_unverified() ? "tls_verify" : "tls_handshake";
 }
 
 bool tls_transport::refused_our_certificate() const {
