@@ -1,4 +1,6 @@
 # shellcheck shell=sh
+# $load and $nginx come from the caller, which also reads $rc:
+# shellcheck disable=SC2154,SC2034
 # Helpers the shell tests share. Source it (POSIX sh): . "$(dirname "$0")/../lib.sh"
 #
 #   test_init NAME         a fresh $work directory, $pids and $failures, and the traps that
@@ -11,6 +13,9 @@
 #                          $work/NAME.out and .err, its exit status in $rc
 #   make_cert NAME CN [CA] NAME.pem and NAME.key (EC P-256, 2 days, SAN localhost and
 #                          127.0.0.1), self-signed or signed by CA.pem/CA.key; in the current dir
+#   start_nginx PORT...    nginx ($nginx) with one worker under $work/nginx, the body of its
+#                          http { } block read from stdin, config in $work/nginx.conf; waits
+#                          for every PORT on 127.0.0.1, exits 1 with nginx's logs if one fails
 #
 # Tests add the PID of every process they start to $pids; cleanup stops only those.
 
@@ -77,4 +82,30 @@ run_load() {
   shift
   timeout "${load_timeout:-30}" "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
   rc=$?
+}
+
+start_nginx() {
+  mkdir -p "$work/nginx/logs"
+  {
+    cat <<CONF
+worker_processes 1;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/logs/error.log;
+events { worker_connections 256; }
+http {
+  client_body_temp_path $work/nginx/body;
+CONF
+    cat
+    echo "}"
+  } >"$work/nginx.conf"
+  "$nginx" -p "$work/nginx" -c "$work/nginx.conf" >"$work/nginx.out" 2>&1 &
+  pids="$pids $!"
+  for _port in "$@"; do
+    if ! wait_port 127.0.0.1 "$_port"; then
+      echo "nginx did not start:" >&2
+      cat "$work/nginx.out" "$work/nginx/logs/error.log" >&2
+      exit 1
+    fi
+  done
 }

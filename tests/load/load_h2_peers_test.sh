@@ -27,17 +27,9 @@ json_field() {
 # --- nginx: an h2c port and an HTTP/1.1 port -----------------------------------------------------
 h2port=$(free_port)
 h1port=$(free_port)
-mkdir -p "$work/nginx/logs"
-cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/logs/error.log;
-events { worker_connections 256; }
-http {
+start_nginx "$h2port" "$h1port" <<CONF
   log_format calls '\$server_protocol \$status \$request_uri';
   access_log $work/nginx/logs/access.log calls;
-  client_body_temp_path $work/nginx/body;
   keepalive_requests 100000;
   server {
     listen 127.0.0.1:$h2port http2;
@@ -49,15 +41,7 @@ http {
     listen 127.0.0.1:$h1port;
     location / { return 200 "h1"; }
   }
-}
 CONF
-"$nginx" -p "$work/nginx" -c "$work/nginx.conf" >"$work/nginx.out" 2>&1 &
-pids="$pids $!"
-if ! wait_port 127.0.0.1 "$h2port" || ! wait_port 127.0.0.1 "$h1port"; then
-  echo "nginx did not start:" >&2
-  cat "$work/nginx.out" "$work/nginx/logs/error.log" >&2
-  exit 1
-fi
 
 # 300 calls over 2 connections x 8 streams: nginx logs exactly 300 HTTP/2 requests.
 run_load h2ok -c 2 -P 8 -n 300 --json "$work/h2ok.json" "h2c://127.0.0.1:$h2port/ok"

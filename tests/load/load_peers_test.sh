@@ -22,16 +22,8 @@ test_init load_peers
 # --- nginx: one worker, a few locations -------------------------------------------------------
 hport=$(free_port)
 h6port=$(free_port 6)
-mkdir -p "$work/nginx/logs"
-cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/logs/error.log;
-events { worker_connections 256; }
-http {
+start_nginx "$hport" <<CONF
   access_log off;
-  client_body_temp_path $work/nginx/body;
   server {
     listen 127.0.0.1:$hport;
     listen [::1]:$h6port;
@@ -40,15 +32,7 @@ http {
     location = /host { if (\$host != "example.test") { return 421; } return 200 "host"; }
     location / { return 404; }
   }
-}
 CONF
-"$nginx" -p "$work/nginx" -c "$work/nginx.conf" >"$work/nginx.out" 2>&1 &
-pids="$pids $!"
-if ! wait_port 127.0.0.1 "$hport"; then
-  echo "nginx did not start:" >&2
-  cat "$work/nginx.out" "$work/nginx/logs/error.log" >&2
-  exit 1
-fi
 
 run_load hok -c 2 -P 2 -d 1s --warmup 0 "http://127.0.0.1:$hport/ok"
 if [ $rc -ne 0 ] || ! grep -Eq 'calls ok +[1-9]' "$work/hok.out"; then

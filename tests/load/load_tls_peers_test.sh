@@ -27,16 +27,8 @@ make_cert ca "load test CA" && make_cert server "localhost" ca && make_cert stra
 # --- nginx: one worker, ssl + http2 on one port, plaintext on another -------------------------
 sport=$(free_port)
 pport=$(free_port)
-mkdir -p "$work/nginx/logs"
-cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/logs/error.log;
-events { worker_connections 256; }
-http {
+start_nginx "$sport" <<CONF
   access_log off;
-  client_body_temp_path $work/nginx/body;
   server {
     listen 127.0.0.1:$sport ssl http2;
     listen 127.0.0.1:$pport;
@@ -45,15 +37,7 @@ http {
     location = /ok { return 200 "ok"; }
     location / { return 404; }
   }
-}
 CONF
-"$nginx" -p "$work/nginx" -c "$work/nginx.conf" >"$work/nginx.out" 2>&1 &
-pids="$pids $!"
-if ! wait_port 127.0.0.1 "$sport"; then
-  echo "nginx did not start:" >&2
-  cat "$work/nginx.out" "$work/nginx/logs/error.log" >&2
-  exit 1
-fi
 
 # calls_ok N FILE: the JSON's calls_ok (0 if absent)
 calls_ok() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("calls_ok", 0))' "$1" 2>/dev/null || echo 0; }
