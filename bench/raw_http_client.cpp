@@ -9,10 +9,11 @@
 // fd, multishot recv into a provided buffer ring, one submit-and-wait per loop turn), so the two
 // differ only in what ringrpc-load does on top.
 //
-//   raw_http_client HOST PORT [--connections 64] [--seconds 5] [--wait-nr 1]
+//   raw_http_client HOST PORT [--connections 64] [--seconds 5] [--wait-nr 1] [--min-wait-us 0]
 //
 // Prints "requests N seconds S" on stdout. --wait-nr N waits for N completions per turn (at most
-// the calls in flight) so that the kernel wakes the loop once per N replies.
+// the calls in flight) so that the kernel wakes the loop once per N replies; --min-wait-us M
+// (6.12+) returns after M µs with fewer, if any have come.
 #include <liburing.h>
 
 #include <arpa/inet.h>
@@ -34,9 +35,8 @@
 
 namespace {
 
-unsigned buf_count = 1024;
-unsigned buf_size = 4096;
-unsigned buf_stride = 0;  // padding between buffers, then the stride
+constexpr unsigned buf_count = 1024;
+constexpr unsigned buf_size = 4096;
 constexpr unsigned short buf_group = 0;
 enum op : std::uint64_t { op_recv = 1, op_send = 2 };
 
@@ -62,7 +62,7 @@ std::size_t reply_length(const std::string& head) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: raw_http_client HOST PORT [--connections N] [--seconds S] [--wait-nr N]\n");
+    std::fprintf(stderr, "usage: raw_http_client HOST PORT [--connections N] [--seconds S] [--wait-nr N] [--min-wait-us M]\n");
     return 2;
   }
   unsigned conns = 64, seconds = 5, wait_nr = 1, min_wait_us = 0;
@@ -73,9 +73,6 @@ int main(int argc, char** argv) {
     else if (flag == "--seconds") seconds = v;
     else if (flag == "--wait-nr") wait_nr = v;
     else if (flag == "--min-wait-us") min_wait_us = v;
-    else if (flag == "--buf-count") buf_count = v;
-    else if (flag == "--buf-size") buf_size = v;
-    else if (flag == "--buf-pad") buf_stride = v;
     else die(argv[i], EINVAL);
   }
   if (conns == 0 || wait_nr == 0 || wait_nr > conns) die("--connections/--wait-nr", EINVAL);
@@ -87,7 +84,6 @@ int main(int argc, char** argv) {
   if (int r = io_uring_queue_init_params(1024, &ring, &p); r < 0) die("io_uring_queue_init", -r);
   const bool registered_ring = io_uring_register_ring_fd(&ring) == 1;
 
-  buf_stride += buf_size;
   const std::size_t ring_bytes = buf_count * sizeof(io_uring_buf);
   void* br_mem = mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
   if (br_mem == MAP_FAILED) die("mmap", errno);
@@ -98,9 +94,9 @@ int main(int argc, char** argv) {
   reg.ring_entries = buf_count;
   reg.bgid = buf_group;
   if (int r = io_uring_register_buf_ring(&ring, &reg, 0); r < 0) die("io_uring_register_buf_ring", -r);
-  std::vector<char> bufs(std::size_t{buf_count} * buf_stride);
+  std::vector<char> bufs(std::size_t{buf_count} * buf_size);
   const int mask = io_uring_buf_ring_mask(buf_count);
-  for (unsigned i = 0; i < buf_count; ++i) io_uring_buf_ring_add(br, &bufs[std::size_t{i} * buf_stride], buf_size, i, mask, static_cast<int>(i));
+  for (unsigned i = 0; i < buf_count; ++i) io_uring_buf_ring_add(br, &bufs[std::size_t{i} * buf_size], buf_size, i, mask, static_cast<int>(i));
   io_uring_buf_ring_advance(br, buf_count);
 
   sockaddr_in addr{};
@@ -172,13 +168,13 @@ int main(int argc, char** argv) {
       const unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
       connection& c = state[i];
       if (reply_bytes == 0) {
-        c.head.append(&bufs[std::size_t{bid} * buf_stride], static_cast<std::size_t>(cqe->res));
+        c.head.append(&bufs[std::size_t{bid} * buf_size], static_cast<std::size_t>(cqe->res));
         reply_bytes = reply_length(c.head);
         if (reply_bytes != 0) c.pending = c.head.size();
       } else {
         c.pending += static_cast<std::size_t>(cqe->res);
       }
-      io_uring_buf_ring_add(br, &bufs[std::size_t{bid} * buf_stride], buf_size, static_cast<unsigned short>(bid), mask,
+      io_uring_buf_ring_add(br, &bufs[std::size_t{bid} * buf_size], buf_size, static_cast<unsigned short>(bid), mask,
                             static_cast<int>(returned++));
       while (reply_bytes != 0 && c.pending >= reply_bytes) {
         c.pending -= reply_bytes;

@@ -12,6 +12,7 @@
 #include "call_window.hpp"
 #include "ringrpc/record_layer.hpp"
 #include "protocol.hpp"
+#include "wake_batch.hpp"
 #include "report.hpp"
 #include "reply_framer.hpp"
 #include "schedule.hpp"
@@ -33,7 +34,7 @@ struct engine_config {
   /// 1 wakes it for every reply.
   unsigned reply_batch = 4;
   /// The time whose worth of replies a batch gathers at most (tests widen it to force batches).
-  std::chrono::nanoseconds reply_batch_window{32'000};
+  std::chrono::nanoseconds reply_batch_window{wake_batch::default_window_ns};
   /// Open loop when non-empty: calls are due on this schedule (total rate over all
   /// connections); closed loop otherwise.
   std::vector<rate_step> steps;

@@ -359,7 +359,7 @@ void worker::run() {
   try {
     const auto features = detail::probe_io_uring();
     ring = std::make_unique<detail::ring>(1024, features);
-    bufs = std::make_unique<detail::provided_buffers>(ring->raw(), 0, 512, 32 * 1024 + 64);
+    bufs = std::make_unique<detail::provided_buffers>(ring->raw(), 0, 512, 32 * 1024);
   } catch (const std::exception& e) {
     failure = e.what();
     for (conn_state& c : _conns) ::close(c.fd);

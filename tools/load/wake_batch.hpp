@@ -24,10 +24,11 @@ namespace ringrpc::load {
 class wake_batch {
  public:
   static constexpr std::int64_t measure_ns = 1'000'000;  ///< the rate is re-estimated this often
+  static constexpr std::int64_t default_window_ns = 32'000;
 
   /// `calls` is how many calls the loop keeps in flight; a batch is at most an eighth of them, so
   /// that a few slow calls cannot hold the rest. `max` 1 turns batching off.
-  wake_batch(unsigned calls, unsigned max, std::int64_t window_ns = 32'000) noexcept
+  wake_batch(unsigned calls, unsigned max, std::int64_t window_ns = default_window_ns) noexcept
       : _cap(std::max(1u, std::min(max, calls / 8))), _window(window_ns) {}
 
   /// Replies completed this turn, and the time after them.
