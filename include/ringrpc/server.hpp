@@ -37,6 +37,17 @@ struct server_config;
 /// Who counts as one caller for the fair share of the queues (server_options::fair_share_by).
 enum class fair_share_caller : std::uint8_t { connection, address };
 
+/// How many failed authentications (a bearer token presented and not accepted) one source
+/// address may cause (docs/security.md, "Guessing tokens"): a token bucket per address holding
+/// `burst`, refilled by `per_minute`. Once it is empty, that address's calls carrying a token are
+/// refused UNAUTHENTICATED, with a retry-after, without the token being checked, until the bucket
+/// holds one again. Addresses behind one NAT share a bucket.
+struct auth_failure_limits {
+  unsigned burst = 20;           ///< failures in a row an address may have; 0 = no limit
+  unsigned per_minute = 60;      ///< refill rate: sustained failures a minute per address (>= 1)
+  unsigned per_connection = 10;  ///< a connection is closed after this many; 0 = never
+};
+
 struct server_options {
   std::string host = "127.0.0.1";          ///< address to bind; "0.0.0.0" for all IPv4
   std::uint16_t port = 0;                  ///< 0 picks a free port; see server::port()
@@ -118,6 +129,8 @@ struct server_options {
   /// `authorization: Bearer <one of these>` or is answered UNAUTHENTICATED unrun; its token's
   /// subject becomes call_context::peer()->token_subject. Compared in constant time.
   std::vector<bearer_token> bearer_tokens;
+  /// Failed bearer tokens allowed per source address and per connection.
+  auth_failure_limits auth_failures;
   /// A TLS listener beside the plaintext one: set to a record layer (ringrpc::tls_context::server
   /// from ringrpc-tls, ringrpc/tls.hpp) and connections to `tls_port` speak TLS; frames inside
   /// are the same. Null (the default): no TLS listener, and the core links no TLS library.
@@ -165,6 +178,11 @@ struct server_stats {
   std::uint64_t calls_bad_metadata = 0;      ///< BAD_REQUEST: metadata over the caps or malformed
   std::uint64_t calls_unauthenticated = 0;   ///< UNAUTHENTICATED: no accepted token/identity
   std::uint64_t calls_permission_denied = 0; ///< PERMISSION_DENIED: an authorizer refused
+  /// UNAUTHENTICATED without a look at the token: its address had used up auth_failures.burst
+  /// (also counted in calls_unauthenticated).
+  std::uint64_t calls_auth_limited = 0;
+  /// Closed after auth_failures.per_connection failed or refused tokens.
+  std::uint64_t connections_auth_closed = 0;
   std::uint64_t tls_handshakes = 0;          ///< TLS handshakes completed
   std::uint64_t tls_handshake_failures = 0;  ///< refused or garbled handshakes (connection closed)
   std::uint64_t tls_handshake_timeouts = 0;  ///< closed: no handshake within tls_handshake_timeout

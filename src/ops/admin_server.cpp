@@ -2,6 +2,7 @@
 
 #include "ops/admin_server.hpp"
 
+#include "base/clock.hpp"
 #include "base/thread_name.hpp"
 #include "log/log.hpp"
 
@@ -42,6 +43,7 @@ std::string_view reason(int status) {
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
@@ -55,6 +57,7 @@ std::string serialize(const http_response& r, bool head_only, bool allow_header)
   s += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
   if (allow_header) s += "Allow: GET, HEAD\r\n";
   if (!r.www_authenticate.empty()) s += "WWW-Authenticate: " + r.www_authenticate + "\r\n";
+  if (r.retry_after_s != 0) s += "Retry-After: " + std::to_string(r.retry_after_s) + "\r\n";
   s += "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
   if (!head_only) s += r.body;
   return s;
@@ -75,6 +78,7 @@ struct connection {
   bool peer_closed = false;             // TLS: the client's close_notify has arrived
   bool probe_only = false;  // beyond max_connections: probe routes only, short read timeout
   clock_type::time_point accepted;
+  peer_address peer;  // for the failed-token budget
   phase state = phase::reading;
   std::string in;   // the request as received (plaintext)
   std::string out;  // bytes for the socket: the response, or (TLS) handshake records too
@@ -94,7 +98,9 @@ void append_bytes(std::string& to, const std::vector<std::byte>& from) {
 
 }  // namespace
 
-admin_server::admin_server(admin_server_options options) : _options(std::move(options)) {}
+admin_server::admin_server(admin_server_options options) : _options(std::move(options)) {
+  if (_options.accept_token) _limiter = std::make_unique<auth_limiter>(_options.auth_failures, "admin");
+}
 
 admin_server::~admin_server() { stop(); }
 
@@ -234,9 +240,25 @@ void admin_server::run() {
     const bool head = req.method == "HEAD";
     const auto it = _routes.find(req.path);
     const bool probe = it != _routes.end() && it->second.kind == route_kind::probe;
+    bool unauthorized = false;
     // Unknown paths too: their 404 lists the pages.
-    if (_options.accept_token && !probe &&
-        (req.bearer_token.empty() || !_options.accept_token(req.bearer_token))) {
+    if (_options.accept_token && !probe) {
+      // A presented token is a guess, unless its address has guessed too often (then it is
+      // not looked at); no token at all is no guess and costs no budget.
+      const std::int64_t now = now_ns();
+      if (const std::uint32_t ms = req.has_authorization ? _limiter->blocked_ms(c.peer, now) : 0; ms != 0) {
+        _auth_limited.fetch_add(1, std::memory_order_relaxed);
+        http_response r = plain(429, "too many failed authentications from " + c.peer.host() +
+                                         "; its bearer tokens are refused unchecked for " + std::to_string(ms) + " ms");
+        r.retry_after_s = (ms + 999) / 1000;
+        respond(c, r, head, false);
+        return;
+      }
+      const bool accepted = !req.bearer_token.empty() && _options.accept_token(req.bearer_token);
+      if (!accepted && req.has_authorization) _limiter->note_failure(c.peer, now);
+      unauthorized = !accepted;
+    }
+    if (unauthorized) {
       _unauthorized.fetch_add(1, std::memory_order_relaxed);
       http_response r = plain(401, req.has_authorization ? "the bearer token is not accepted"
                                                          : "this page needs 'Authorization: Bearer TOKEN'");
@@ -474,6 +496,7 @@ void admin_server::run() {
         for (const auto& c : conns) (c.probe_only ? probes : regular) += 1;
         connection c;
         c.accepted = accepted;
+        c.peer = peer_address::of_socket(fd);
         if (regular < _options.max_connections) {
           c.deadline = accepted + _options.read_timeout;
         } else {

@@ -23,6 +23,8 @@
 
 #include "ops/http_request.hpp"
 #include "ringrpc/record_layer.hpp"
+#include "ringrpc/server.hpp"
+#include "server/auth_limiter.hpp"
 
 namespace ringrpc::detail {
 
@@ -31,6 +33,7 @@ struct http_response {
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
   std::string www_authenticate;  ///< the WWW-Authenticate header's value (with 401); "" = none
+  std::uint32_t retry_after_s = 0;  ///< a Retry-After header (with 429); 0 = none
 };
 
 struct admin_server_options {
@@ -62,6 +65,10 @@ struct admin_server_options {
   /// accept_token(t) true; else 401 with `WWW-Authenticate: Bearer`. Runs on the admin thread
   /// and should compare in constant time; `t` is a secret (never log it).
   std::function<bool(std::string_view token)> accept_token;
+  /// Tokens presented and not accepted, per source address (as the RPC port's; one request per
+  /// connection here, so per_connection does not apply). Past the budget, requests carrying a
+  /// token get 429 with Retry-After, unchecked.
+  auth_failure_limits auth_failures;
 };
 
 /// How a route is served when every connection slot is taken.
@@ -94,6 +101,8 @@ class admin_server {
   std::uint64_t tls_failures() const noexcept { return _tls_failures.load(std::memory_order_relaxed); }
   /// Requests answered 401 (no token, or one not accepted).
   std::uint64_t unauthorized() const noexcept { return _unauthorized.load(std::memory_order_relaxed); }
+  /// Requests answered 429 unchecked: their address had used up auth_failures.burst.
+  std::uint64_t auth_limited() const noexcept { return _auth_limited.load(std::memory_order_relaxed); }
 
   /// Binds, listens and starts the thread. Throws std::system_error naming host:port when the
   /// address cannot be bound.
@@ -118,6 +127,8 @@ class admin_server {
   std::atomic<std::uint64_t> _accept_failures{0};
   std::atomic<std::uint64_t> _tls_failures{0};
   std::atomic<std::uint64_t> _unauthorized{0};
+  std::atomic<std::uint64_t> _auth_limited{0};
+  std::unique_ptr<auth_limiter> _limiter;  // with accept_token only
   int _listen_fd = -1;
   int _stop_fd = -1;  // eventfd: stop() writes it to end the poll
   std::uint16_t _port = 0;

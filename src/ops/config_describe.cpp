@@ -104,6 +104,9 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   jd["deregister_grace_ms"] = cfg.discovery.deregister_grace.count();
   // The file's name only: the tokens are secrets and never shown.
   root["auth"]["tokens_file"] = cfg.auth.tokens_file;
+  root["auth"]["failure_burst"] = cfg.server.auth_failures.burst;
+  root["auth"]["failure_rate_per_minute"] = cfg.server.auth_failures.per_minute;
+  root["auth"]["failures_per_connection"] = cfg.server.auth_failures.per_connection;
   json& jt = root["tls"];
   jt["port"] = cfg.server.tls_port;
   jt["cert"] = cfg.tls.cert_file;

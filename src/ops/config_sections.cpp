@@ -211,9 +211,13 @@ void read_discovery(context& ctx, const toml::table& t, discovery_config& d) {
   r.finish();
 }
 
-void read_auth(context& ctx, const toml::table& t, auth_options& a) {
+void read_auth(context& ctx, const toml::table& t, server_config& cfg) {
   table_reader r(ctx, t, "auth", "[auth]");
-  r.string("tokens_file", a.tokens_file);
+  r.string("tokens_file", cfg.auth.tokens_file);
+  auth_failure_limits& f = cfg.server.auth_failures;  // the RPC port's and the admin port's
+  r.integer("failure_burst", f.burst, 0, 1'000'000);
+  r.integer("failure_rate_per_minute", f.per_minute, 1, 6'000'000);
+  r.integer("failures_per_connection", f.per_connection, 0, 1'000'000);
   r.finish();
 }
 
@@ -226,7 +230,7 @@ void read_all(context& ctx, const toml::table& root, server_config& cfg, event_q
   if (const auto* t = r.table("admin")) read_admin(ctx, *t, cfg.admin);
   if (const auto* t = r.table("logging")) read_logging(ctx, *t, cfg.logging);
   if (const auto* t = r.table("discovery")) read_discovery(ctx, *t, cfg.discovery);
-  if (const auto* t = r.table("auth")) read_auth(ctx, *t, cfg.auth);
+  if (const auto* t = r.table("auth")) read_auth(ctx, *t, cfg);
   if (const auto* t = r.table("tls")) read_tls(ctx, *t, cfg);
   r.finish();
 }

@@ -165,6 +165,13 @@ void fill_metrics(const server_core& core, metrics_snapshot& m) {
   m.counter("ringrpc_connections_dead_closed_total",
             "Connections the liveness check closed: reset or ended, but their receive never completed.")
       .add(static_cast<double>(st.connections_dead_closed));
+  m.counter("ringrpc_auth_limited_total",
+            "Calls refused UNAUTHENTICATED without a look at their token: their address had used up its "
+            "failed-authentication budget (auth failure_burst).")
+      .add(static_cast<double>(st.calls_auth_limited));
+  m.counter("ringrpc_connections_auth_closed_total",
+            "Connections closed after auth failures_per_connection failed or refused tokens.")
+      .add(static_cast<double>(st.connections_auth_closed));
   m.counter("ringrpc_received_bytes_total", "Bytes read from clients [Hadoop: ReceivedBytes].")
       .add(static_cast<double>(st.bytes_in));
   m.counter("ringrpc_sent_bytes_total", "Bytes written to clients [Hadoop: SentBytes].")
@@ -306,6 +313,7 @@ void admin_pages::start() {
   if (_config.admin.tls) o.tls = _config.server.tls;  // the RPC listener's: same certificate, same reload
   if (!_tokens.empty()) {
     o.accept_token = [this](std::string_view t) { return _tokens.match(t) != nullptr; };
+    o.auth_failures = _config.server.auth_failures;
   }
   _admin = std::make_unique<admin_server>(o);
   auto json_page = [](std::string body) {
@@ -326,7 +334,10 @@ void admin_pages::start() {
               "ringrpc_admin_tls_failures_total " + std::to_string(admin.tls_failures()) + "\n"
               "# HELP ringrpc_admin_unauthorized_total Admin requests answered 401 (no bearer token, or one not accepted).\n"
               "# TYPE ringrpc_admin_unauthorized_total counter\n"
-              "ringrpc_admin_unauthorized_total " + std::to_string(admin.unauthorized()) + "\n";
+              "ringrpc_admin_unauthorized_total " + std::to_string(admin.unauthorized()) + "\n"
+              "# HELP ringrpc_admin_auth_limited_total Admin requests answered 429 without a look at their token: their address had used up its failed-authentication budget.\n"
+              "# TYPE ringrpc_admin_auth_limited_total counter\n"
+              "ringrpc_admin_auth_limited_total " + std::to_string(admin.auth_limited()) + "\n";
     return r;
   });
   // The index: what a person who opens http://HOST:PORT/ in a browser or curl wants first.

@@ -45,7 +45,8 @@ bool token_table::allows(const bearer_token& t, std::string_view method) noexcep
 call_guard::call_guard(const server_options& o)
     : _limits{o.max_metadata_entries, o.max_metadata_bytes},
       _tokens(o.bearer_tokens),
-      _every_call(!_tokens.empty()) {}
+      _every_call(!_tokens.empty()),
+      _limiter(o.auth_failures, "rpc") {}
 
 namespace {
 
@@ -66,7 +67,8 @@ const peer_identity* token_identity(connection& c, const std::string& subject) {
 
 }  // namespace
 
-status call_guard::admit_caller(connection& c, call& k, const frame_view& v, std::string& why) {
+status call_guard::admit_caller(connection& c, call& k, const frame_view& v, std::int64_t now_ns,
+                                std::string& why, refusal& r) {
   const metadata_view md(v.metadata);
   if (v.metadata != nullptr) {
     const metadata_check check = check_metadata(*v.metadata, _limits);
@@ -77,29 +79,61 @@ status call_guard::admit_caller(connection& c, call& k, const frame_view& v, std
   }
   k.peer = c.identity();
   if (!_tokens.empty()) {
-    const auto value = md.find("authorization");
-    if (!value) {
-      why = "this server requires a bearer token: metadata 'authorization: Bearer <token>'";
-      return status::unauthenticated;
-    }
-    const auto token = parse_bearer(*value);
-    if (!token) {
-      why = "the authorization metadata is not of the form 'Bearer <token>'";
-      return status::unauthenticated;
-    }
-    const bearer_token* accepted = _tokens.match(*token);
-    if (accepted == nullptr) {
-      why = "bearer token not accepted";
-      return status::unauthenticated;
-    }
-    k.peer = token_identity(c, accepted->subject);
-    if (!token_table::allows(*accepted, v.method)) {
-      why.assign("the bearer token of '").append(accepted->subject).append("' does not allow this method");
-      return status::permission_denied;
-    }
+    const status s = check_token(c, k, v.method, md.find("authorization"), now_ns, why, r);
+    if (s != status::ok) return s;
   }
   if (_authorizer != nullptr) return decide(*_authorizer, {v.method, k.peer, md}, why, "server");
   return status::ok;
+}
+
+status call_guard::check_token(connection& c, call& k, std::string_view method,
+                               const std::optional<std::string_view>& value, std::int64_t now_ns,
+                               std::string& why, refusal& r) {
+  if (!value) {
+    // Nothing guessed, nothing spent: a caller that forgot its token is not a guesser.
+    why = "this server requires a bearer token: metadata 'authorization: Bearer <token>'";
+    return status::unauthenticated;
+  }
+  // Lock-free, a few loads of one cache line: the only cost the budget adds to a good token.
+  if (const std::uint32_t ms = _limiter.blocked_ms(c.address, now_ns); ms != 0) [[unlikely]] {
+    _auth_limited.add();
+    r.retry_after_ms = ms;
+    why.assign("too many failed authentications from ")
+        .append(c.address.host())
+        .append("; its bearer tokens are refused unchecked for ")
+        .append(std::to_string(ms))
+        .append(" ms");
+    note_auth_failure(c, r);
+    return status::unauthenticated;
+  }
+  const auto token = parse_bearer(*value);
+  const bearer_token* accepted = token ? _tokens.match(*token) : nullptr;
+  if (accepted == nullptr) {
+    r.retry_after_ms = _limiter.note_failure(c.address, now_ns);
+    why = token ? "bearer token not accepted" : "the authorization metadata is not of the form 'Bearer <token>'";
+    note_auth_failure(c, r);
+    return status::unauthenticated;
+  }
+  k.peer = token_identity(c, accepted->subject);
+  if (!token_table::allows(*accepted, method)) {
+    why.assign("the bearer token of '").append(accepted->subject).append("' does not allow this method");
+    return status::permission_denied;
+  }
+  return status::ok;
+}
+
+void call_guard::note_auth_failure(connection& c, refusal& r) noexcept {
+  if (_limiter.per_connection() == 0) return;
+  connection::connection_rare* rare = nullptr;
+  try {
+    rare = &c.rare_part();
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  if (++rare->auth_failures >= _limiter.per_connection() && !r.close) {
+    r.close = true;
+    _auth_closed.add();
+  }
 }
 
 status call_guard::admit_endpoint(const authorizer& a, const call& k, const frame_view& v,

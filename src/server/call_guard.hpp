@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "exec/call.hpp"
 #include "ringrpc/authorizer.hpp"
 #include "ringrpc/server.hpp"
+#include "server/auth_limiter.hpp"
 #include "wire/frame_codec.hpp"
 #include "wire/metadata_check.hpp"
 
@@ -67,9 +69,16 @@ class call_guard {
     _every_call.store(checking, std::memory_order_release);
   }
 
+  /// What a refusal asks of the reader beyond its status and message.
+  struct refusal {
+    std::uint32_t retry_after_ms = 0;  ///< the address's tokens are refused unchecked this long
+    bool close = false;                ///< the connection has had auth_failures.per_connection
+  };
   /// Reader thread: checks the metadata, resolves who the caller is (k.peer) and asks the
-  /// server's authorizer. status::ok, or the refusal's status with `why` set.
-  status admit_caller(connection& c, call& k, const frame_view& v, std::string& why);
+  /// server's authorizer. status::ok, or the refusal's status with `why` (and `r`) set.
+  /// `now_ns`: the steady clock, for the failed-authentication budget.
+  status admit_caller(connection& c, call& k, const frame_view& v, std::int64_t now_ns, std::string& why,
+                      refusal& r);
   /// Reader thread: the endpoint's own authorizer, after admit_caller.
   status admit_endpoint(const authorizer& a, const call& k, const frame_view& v, std::string& why) noexcept;
 
@@ -82,17 +91,23 @@ class call_guard {
   std::uint64_t unauthenticated() const noexcept { return _unauthenticated.get(); }
   std::uint64_t permission_denied() const noexcept { return _permission_denied.get(); }
   std::uint64_t bad_metadata() const noexcept { return _bad_metadata.get(); }
+  std::uint64_t auth_limited() const noexcept { return _auth_limited.get(); }
+  std::uint64_t auth_closed() const noexcept { return _auth_closed.get(); }
 
  private:
   status decide(const authorizer& a, const authorization_request& r, std::string& why,
                 const char* whose) const noexcept;
+  status check_token(connection& c, call& k, std::string_view method, const std::optional<std::string_view>& value,
+                     std::int64_t now_ns, std::string& why, refusal& r);
+  void note_auth_failure(connection& c, refusal& r) noexcept;
   const metadata_limits _limits;
   token_table _tokens;
   std::shared_ptr<const authorizer> _authorizer;
   // Read per call: one byte, not the table and the pointer. Atomic because a tokens reload may
   // turn checking on while readers run; a relaxed load costs what a plain one does.
   std::atomic<bool> _every_call{false};
-  sharded_counter _unauthenticated, _permission_denied, _bad_metadata;
+  sharded_counter _unauthenticated, _permission_denied, _bad_metadata, _auth_limited, _auth_closed;
+  auth_limiter _limiter;
 };
 
 }  // namespace ringrpc::detail

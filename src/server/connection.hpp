@@ -146,6 +146,8 @@ struct connection {
     /// subject seen on this connection (bounded by the configured tokens' subjects); calls
     /// carrying that token point at it.
     std::vector<std::shared_ptr<const peer_identity>> token_identities;
+    /// Reader thread: tokens refused on this connection (server_options::auth_failures).
+    std::uint32_t auth_failures = 0;
     std::unique_ptr<tls_link> tls;  // TLS listener's connections only (reader_tls.cpp)
   };
   std::atomic<connection_rare*> rare{nullptr};

@@ -223,7 +223,7 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
              "unexpected frame kind from a client");
       break;
   }
-  return !should_pause(c);
+  return !c->closing && !should_pause(c);
 }
 
 void reader::dispatch(call* k, const frame_view& v) {
@@ -260,7 +260,7 @@ void reader::dispatch(call* k, const frame_view& v) {
     answer(k, v.call_id, refuse_kind, status::shutting_down, "server is shutting down");
     return;
   }
-  auto refuse_guarded = [&](status code, std::string_view why, const char* stage) {
+  auto refuse_guarded = [&](status code, std::string_view why, const char* stage, std::uint32_t retry_after_ms = 0) {
     _core.guard().count(code);
     // Logged rate-limited by the event log; the method and the metadata are the caller's
     // bytes (and may hold a token), so the event names only the stage and the verdict.
@@ -272,7 +272,7 @@ void reader::dispatch(call* k, const frame_view& v) {
       e.id = v.call_id;
       return e;
     });
-    answer(k, v.call_id, refuse_kind, code, why);
+    answer(k, v.call_id, refuse_kind, code, why, retry_after_ms);
   };
   // Metadata or server-wide checks (tokens, an authorizer): rare, and off the path of a plain
   // call, which pays these two tests only. A connection with a rare part (every TLS one, any
@@ -280,9 +280,18 @@ void reader::dispatch(call* k, const frame_view& v) {
   // as the guard would have set it, for call_context::peer() and endpoint authorizers.
   if (v.metadata != nullptr || _core.guard().checks_every_call()) [[unlikely]] {
     std::string why;
-    const status s = _core.guard().admit_caller(*k->conn, *k, v, why);  // may throw bad_alloc
+    call_guard::refusal r;
+    connection* c = k->conn;
+    const status s = _core.guard().admit_caller(*c, *k, v, _turn_ns, why, r);  // may throw bad_alloc
     if (s != status::ok) {
-      refuse_guarded(s, why, "caller");
+      refuse_guarded(s, why, "caller", r.retry_after_ms);
+      if (r.close) {
+        // Answered first: the peer reads why before the close (docs/security.md).
+        c->note_failure("closed after auth_failures.per_connection (" +
+                        std::to_string(_core.options().auth_failures.per_connection) +
+                        ") failed or refused bearer tokens");
+        start_close(c);
+      }
       return;
     }
   } else if (k->conn->rare.load(std::memory_order_relaxed) != nullptr) [[unlikely]] {

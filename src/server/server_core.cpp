@@ -271,6 +271,8 @@ server_stats server_core::stats() const {
   s.calls_bad_metadata = _guard.bad_metadata();
   s.calls_unauthenticated = _guard.unauthenticated();
   s.calls_permission_denied = _guard.permission_denied();
+  s.calls_auth_limited = _guard.auth_limited();
+  s.connections_auth_closed = _guard.auth_closed();
   if (_budget) {
     s.buffered_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->used(), 0));
     s.buffered_bytes_peak = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->peak(), 0));

@@ -483,7 +483,7 @@ TEST(Config, EveryKeyIsDocumented) {
       EXPECT_THAT(text, HasSubstr("| `" + key + "` |")) << where << "." << key;
     }
   };
-  for (const char* s : {"server", "events", "admin", "logging"}) check_section(j.at(s), s);
+  for (const char* s : {"server", "events", "admin", "logging", "auth"}) check_section(j.at(s), s);
   check_section(j.at("pools").at("background"), "pools.NAME");
   check_section(j.at("endpoints").at("ledger"), "endpoints.NAME");
 }
