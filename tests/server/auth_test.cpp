@@ -13,6 +13,7 @@
 #include "ringrpc/authorizer.hpp"
 #include "ringrpc/client.hpp"
 #include "ringrpc/server.hpp"
+#include "server/auth_limiter.hpp"
 #include "test_support.hpp"
 
 namespace ringrpc {
@@ -273,6 +274,174 @@ TEST(bearer_token, added_to_a_server_without_tokens_are_checked_from_then_on) {
   auto r = c.call("who", "", with({{"authorization", "Bearer tok-late-77"}}));
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_TRUE(r.payload_string().ends_with("|late|")) << r.payload_string();
+}
+
+// --- failed authentications per source address (docs/security.md, "Guessing tokens") ---------
+
+// The limiter alone, on a clock the test moves: the budget, the block, the refill, per address.
+TEST(auth_limiter, an_address_gets_its_burst_then_one_guess_per_refill) {
+  using detail::auth_limiter;
+  using detail::peer_address;
+  auth_limiter l({/*burst*/ 3, /*per_minute*/ 60, /*per_connection*/ 0}, "test");
+  peer_address guesser, other;
+  guesser.family = other.family = 2;  // AF_INET
+  guesser.bytes[0] = other.bytes[0] = 10;
+  guesser.bytes[3] = 1;
+  other.bytes[3] = 2;
+  const std::int64_t t0 = 1'000'000'000'000;  // any steady-clock instant
+  EXPECT_EQ(l.note_failure(guesser, t0), 0u);
+  EXPECT_EQ(l.note_failure(guesser, t0), 0u);
+  EXPECT_EQ(l.blocked_ms(guesser, t0), 0u);
+  EXPECT_EQ(l.note_failure(guesser, t0), 1000u);  // empty: one token back in 60 s / 60
+  EXPECT_EQ(l.blocked_ms(guesser, t0), 1000u);
+  EXPECT_EQ(l.blocked_ms(guesser, t0 + 999'000'000), 1u);
+  EXPECT_EQ(l.blocked_ms(other, t0), 0u) << "another address has its own budget";
+  EXPECT_EQ(l.note_failure(other, t0), 0u);
+  // One refill later: one guess, then blocked again for a refill.
+  const std::int64_t t1 = t0 + 1'000'000'000;
+  EXPECT_EQ(l.blocked_ms(guesser, t1), 0u);
+  EXPECT_EQ(l.note_failure(guesser, t1), 1000u);
+  EXPECT_EQ(l.blocked_ms(guesser, t1 + 500'000'000), 500u);
+  // Time without failures refills the whole burst.
+  const std::int64_t t2 = t1 + 60'000'000'000;
+  EXPECT_EQ(l.blocked_ms(guesser, t2), 0u);
+  EXPECT_EQ(l.note_failure(guesser, t2), 0u);
+  EXPECT_EQ(l.note_failure(guesser, t2), 0u);
+  EXPECT_NE(l.note_failure(guesser, t2), 0u);
+  EXPECT_EQ(l.tracked(), 2u);
+}
+
+// A full table fails closed: an address it has no room for is blocked for one refill interval
+// at its first failure; entries whose buckets have refilled make room again.
+TEST(auth_limiter, a_full_table_blocks_new_failing_addresses_instead_of_forgetting_old_ones) {
+  using detail::auth_limiter;
+  using detail::peer_address;
+  auth_limiter l({5, 60, 0}, "test", /*max_addresses*/ 4);
+  auto addr = [](std::uint8_t n) {
+    peer_address a;
+    a.family = 2;
+    a.bytes[0] = 10;
+    a.bytes[3] = n;
+    return a;
+  };
+  const std::int64_t t0 = 1'000'000'000'000;
+  for (std::uint8_t n = 1; n <= 4; ++n) EXPECT_EQ(l.note_failure(addr(n), t0), 0u);
+  EXPECT_EQ(l.tracked(), 4u);
+  EXPECT_EQ(l.note_failure(addr(5), t0), 1000u) << "no room: blocked at once";
+  EXPECT_EQ(l.blocked_ms(addr(5), t0), 1000u);
+  EXPECT_EQ(l.tracked(), 4u) << "the cap holds";
+  for (std::uint8_t n = 1; n <= 4; ++n) EXPECT_EQ(l.blocked_ms(addr(n), t0), 0u) << "tracked ones keep their budget";
+  // A second later every tracked bucket is full again: they go, and the new address is tracked.
+  const std::int64_t t1 = t0 + 1'000'000'000;
+  EXPECT_EQ(l.note_failure(addr(5), t1), 0u);
+  EXPECT_EQ(l.tracked(), 1u);
+}
+
+TEST(auth_limiter, a_burst_of_zero_turns_it_off) {
+  detail::auth_limiter l({0, 60, 10}, "test");
+  detail::peer_address a;
+  a.family = 2;
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(l.note_failure(a, 1), 0u);
+  EXPECT_EQ(l.blocked_ms(a, 1), 0u);
+  EXPECT_EQ(l.tracked(), 0u);
+}
+
+// One call with a bearer token over a raw socket bound to a chosen 127.x address.
+struct token_caller {
+  token_caller(std::uint16_t port, const char* source) : s(port, 0, std::chrono::milliseconds(5000), source) {}
+  struct answer {
+    bool answered = false;
+    status code = status::ok;
+    std::string message;
+    std::uint32_t retry_after_ms = 0;
+  };
+  answer call(std::string_view token) {
+    const metadata_entry pair{"authorization", "Bearer " + std::string(token)};
+    detail::metadata_to_send md;
+    md.pairs = {&pair, 1};
+    detail::frame_view f = test::request(next_id++, "echo", "x");
+    f.metadata_out = &md;
+    answer a;
+    if (!s.send_frame(f)) return a;
+    detail::frame_view r;
+    std::vector<std::byte> storage;
+    if (!s.read_frame(r, storage)) return a;
+    a.answered = true;
+    a.code = r.code;
+    a.message = std::string(r.message);
+    a.retry_after_ms = r.retry_after_ms;
+    return a;
+  }
+  test::raw_socket s;
+  std::uint64_t next_id = 1;
+};
+
+server_options guessing_limited(unsigned burst, unsigned per_connection) {
+  server_options o = with_tokens();
+  // One token a minute: nothing refills while the test runs, so the counts are exact.
+  o.auth_failures = {burst, 1, per_connection};
+  return o;
+}
+
+// A guesser on 127.0.0.3 has its wrong tokens checked `burst` times; after that every token it
+// sends, even a right one, is refused unchecked with a retry-after, and its connection is closed
+// at the per-connection count. Another address, and a good token from there, are untouched.
+TEST(auth_failures, a_guesser_is_refused_unchecked_past_its_budget_and_closed_after_n) {
+  fixture f(guessing_limited(/*burst*/ 5, /*per_connection*/ 8));
+  token_caller guesser(f.srv->port(), "127.0.0.3");
+  for (int i = 1; i <= 5; ++i) {
+    const auto a = guesser.call("guess-" + std::to_string(i));
+    ASSERT_TRUE(a.answered) << i;
+    EXPECT_EQ(a.code, status::unauthenticated) << i;
+    EXPECT_EQ(a.message, "bearer token not accepted") << i;
+    EXPECT_EQ(a.retry_after_ms != 0, i == 5) << i << ": the last one in the budget says when to retry";
+  }
+  // Past the budget: refused without a look, the right token too.
+  for (const char* token : {"guess-6", "tok-alice-0123456789"}) {
+    const auto a = guesser.call(token);
+    ASSERT_TRUE(a.answered) << token;
+    EXPECT_EQ(a.code, status::unauthenticated) << token;
+    EXPECT_NE(a.message.find("too many failed authentications from 127.0.0.3"), std::string::npos) << a.message;
+    EXPECT_EQ(a.message.find(token), std::string::npos) << "never echoes the token";
+    EXPECT_GT(a.retry_after_ms, 0u);
+  }
+  // Another address keeps its own budget and its good token works.
+  client alice = f.connect();  // from 127.0.0.1
+  auto r = alice.call("echo", "x", with({{"authorization", "Bearer tok-alice-0123456789"}}));
+  ASSERT_TRUE(r.ok()) << r.message;
+  r = alice.call("echo", "x", with({{"authorization", "Bearer wrong"}}));
+  EXPECT_EQ(r.message, "bearer token not accepted");
+  // The guesser's 8th failure is answered, then its connection closes.
+  const auto eighth = guesser.call("guess-8");
+  ASSERT_TRUE(eighth.answered);
+  EXPECT_EQ(eighth.code, status::unauthenticated);
+  EXPECT_TRUE(guesser.s.wait_eof()) << "closed after failures_per_connection";
+  // A new connection from the same address starts without a budget.
+  token_caller again(f.srv->port(), "127.0.0.3");
+  const auto a = again.call("tok-alice-0123456789");
+  EXPECT_NE(a.message.find("too many failed authentications"), std::string::npos) << a.message;
+  EXPECT_TRUE(alice.call("echo", "x", with({{"authorization", "Bearer tok-alice-0123456789"}})).ok());
+  const server_stats st = f.srv->stats();
+  EXPECT_EQ(st.calls_auth_limited, 4u);
+  EXPECT_EQ(st.connections_auth_closed, 1u);
+  EXPECT_EQ(st.calls_unauthenticated, 10u);  // 5 checked + 3 unchecked + alice's + again's
+  const std::string metrics = f.srv->metrics_text();
+  EXPECT_NE(metrics.find("ringrpc_auth_limited_total 4"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ringrpc_connections_auth_closed_total 1"), std::string::npos) << metrics;
+}
+
+// Calls without a token guess nothing: they spend no budget, and never close the connection.
+TEST(auth_failures, calls_without_a_token_spend_no_budget) {
+  fixture f(guessing_limited(2, 3));
+  client anonymous = f.connect();
+  for (int i = 0; i < 20; ++i) {
+    const auto r = anonymous.call("echo", "x");
+    EXPECT_EQ(r.code, status::unauthenticated);
+    EXPECT_NE(r.message.find("requires a bearer token"), std::string::npos) << r.message;
+  }
+  EXPECT_TRUE(anonymous.connected());
+  EXPECT_TRUE(anonymous.call("echo", "x", with({{"authorization", "Bearer tok-bob-9876543210"}})).ok());
+  EXPECT_EQ(f.srv->stats().calls_auth_limited, 0u);
 }
 
 TEST(authorizer, server_wide_decides_by_subject_and_method) {
