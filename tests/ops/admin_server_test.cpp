@@ -30,9 +30,19 @@ using namespace std::chrono_literals;
 
 namespace {
 
-int connect_to(std::uint16_t port) {
+// `source`: a 127.x address to connect from, so a test can play several hosts.
+int connect_to(std::uint16_t port, const char* source = nullptr) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::system_error(errno, std::system_category(), "socket");
+  if (source != nullptr) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, source, &local.sin_addr) != 1 ||
+        ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+      ::close(fd);
+      throw std::system_error(errno, std::system_category(), "bind");
+    }
+  }
   timeval tv{};
   tv.tv_sec = 10;  // a hung server fails the test instead of hanging it
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -70,8 +80,8 @@ std::string read_all(int fd) {
 }
 
 // One request on a fresh connection; the whole response (the server closes after it).
-std::string http_exchange(std::uint16_t port, std::string_view request) {
-  const int fd = connect_to(port);
+std::string http_exchange(std::uint16_t port, std::string_view request, const char* source = nullptr) {
+  const int fd = connect_to(port, source);
   send_all(fd, request);
   std::string r = read_all(fd);
   ::close(fd);
@@ -455,4 +465,33 @@ TEST(AdminServerTokens, PagesNeedTheTokenProbesDoNot) {
   EXPECT_EQ(body_of(right), "status\n");
   EXPECT_EQ(status_of(with("/healthz", "")), 200);
   EXPECT_EQ(server.unauthorized(), 4u);
+}
+
+// Guessing admin tokens: past its budget an address gets 429 with Retry-After for any token, the
+// right one too, unchecked; another address and its right token are untouched; requests without
+// a token spend nothing.
+TEST(AdminServerTokens, AGuesserGets429PastItsBudgetWhileOthersGetIn) {
+  admin_server_options o;
+  o.accept_token = [](std::string_view t) { return t == "s3cret"; };
+  o.auth_failures = {/*burst*/ 3, /*per_minute: nothing refills during the test*/ 1, 0};
+  admin_server server(o);
+  server.route("/status", [] { return http_response{200, "text/plain", "status\n"}; });
+  server.start();
+  const auto from = [&](const char* source, std::string_view token) {
+    std::string header = token.empty() ? "" : "Authorization: Bearer " + std::string(token) + "\r\n";
+    return http_exchange(server.port(), "GET /status HTTP/1.1\r\nHost: x\r\n" + header + "\r\n", source);
+  };
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(status_of(from("127.0.0.3", "")), 401) << "no token, no guess";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(status_of(from("127.0.0.3", "guess")), 401) << i;
+  for (const char* token : {"guess", "s3cret"}) {
+    const std::string r = from("127.0.0.3", token);
+    EXPECT_EQ(status_of(r), 429) << r;
+    EXPECT_THAT(r, HasSubstr("\r\nRetry-After: "));
+    EXPECT_THAT(body_of(r), HasSubstr("too many failed authentications from 127.0.0.3"));
+    EXPECT_THAT(r, ::testing::Not(HasSubstr(token)));
+  }
+  EXPECT_EQ(status_of(from("127.0.0.1", "s3cret")), 200);
+  EXPECT_EQ(status_of(from("127.0.0.1", "guess")), 401);
+  EXPECT_EQ(server.auth_limited(), 2u);
+  EXPECT_EQ(server.unauthorized(), 9u);
 }
