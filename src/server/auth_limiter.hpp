@@ -27,7 +27,7 @@ namespace ringrpc::detail {
 
 class auth_limiter {
  public:
-  /// Addresses the table holds at most: ~100 bytes each, so about 1.6 MB when full.
+  /// Addresses the table holds at most: under 100 bytes each with the map's node, so < 2 MB.
   static constexpr std::size_t default_max_addresses = 16384;
 
   /// `where` names the port in log lines ("rpc", "admin").
