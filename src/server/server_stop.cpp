@@ -6,6 +6,7 @@
 
 #include "ringrpc/server.hpp"
 #include "server/registration_attachment.hpp"
+#include "server/stop_clock.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -31,7 +32,7 @@ void server_core::join_async_stop() noexcept {
 template <class Pred>
 bool server_core::wait_until(Pred pred, std::chrono::steady_clock::time_point deadline) {
   while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (stop_now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
@@ -76,7 +77,7 @@ void server_core::stop_blocking() {
   }
   auto expected = server_state::running;
   if (!_state.compare_exchange_strong(expected, server_state::draining)) return;
-  const auto deadline = std::chrono::steady_clock::now() + _options.drain_timeout;
+  const auto deadline = stop_now() + _options.drain_timeout;
   post_event(event_kind::server_stopping, [] { return event{}; });
 
   // 1. No new connections.
@@ -116,18 +117,20 @@ void server_core::stop_blocking() {
     // Everything but the calls whose handlers are still running gets its answer written; those
     // cannot be abandoned safely (their user code still holds them), so they are waited for
     // below, with a line per second saying which.
+    // Only briefly: what is still unwritten after abandon_grace is owed to peers that are not
+    // reading, and closing their connections (step 4) is what releases it.
     wait_until(
         [&] {
           std::uint64_t running = 0;
           for (const auto& p : _dispatcher.stats()) running += p.active;
           return calls_released() + running >= calls_created();
         },
-        std::chrono::steady_clock::now() + std::chrono::seconds(1));
+        std::max(deadline + abandon_grace, stop_now()));
   }
   // 4. Close every connection (endpoints hear on_disconnected); readers exit once every
   //    connection is gone, which needs the pools still running.
   for (auto& r : _readers) r->close_all();
-  const auto waiting_since = std::chrono::steady_clock::now();
+  const auto waiting_since = stop_now();
   for (;;) {
     const bool all_exited = wait_until(
         [&] {
@@ -136,11 +139,11 @@ void server_core::stop_blocking() {
           }
           return true;
         },
-        std::chrono::steady_clock::now() + std::chrono::seconds(1));
+        stop_now() + std::chrono::seconds(1));
     if (all_exited) break;
     // Only user code that ignores cancelled() keeps a connection alive now.
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - waiting_since);
+        stop_now() - waiting_since);
     for (const std::string& busy : _dispatcher.busy_pools()) {
       log::warn("stop_waiting_for_handler", {{"waited_ms", static_cast<std::int64_t>(waited.count())},
                                              {"pool", busy},
@@ -149,7 +152,7 @@ void server_core::stop_blocking() {
   }
   for (auto& r : _readers) r->join();
   // 5. on_stop for each endpoint, once it is idle; then the pools' threads are joined.
-  if (!_dispatcher.stop_endpoints(std::max(deadline, std::chrono::steady_clock::now() +
+  if (!_dispatcher.stop_endpoints(std::max(deadline, stop_now() +
                                                          std::chrono::seconds(1)))) {
     log::warn("endpoint_stop_timeout", {{"msg", "an endpoint is still busy; stopping its pool regardless"}});
   }

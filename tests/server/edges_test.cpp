@@ -21,6 +21,7 @@
 
 #include "ringrpc/client.hpp"
 #include "ringrpc/server.hpp"
+#include "server/stop_clock.hpp"
 #include "test_support.hpp"
 
 namespace ringrpc {
@@ -184,6 +185,55 @@ TEST(stop_edges, stop_from_a_handler_stops_the_server) {
   EXPECT_EQ(r.payload_string(), "bye");
   s.stop();  // returns once the stop the handler asked for has finished
   EXPECT_THROW(client::connect("127.0.0.1", s.port()), std::system_error);
+}
+
+// The stop's clock, moved by the test: reads are counted so the test knows when stop() has
+// taken its deadline.
+std::atomic<std::int64_t> fake_stop_ns{0};
+std::atomic<int> fake_stop_reads{0};
+std::chrono::steady_clock::time_point fake_stop_now() noexcept {
+  fake_stop_reads.fetch_add(1);
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(fake_stop_ns.load()));
+}
+
+// A peer that sends calls and never reads their answers: at the drain's deadline stop() closes
+// its connection within abandon_grace (it used to wait a second more). On a clock the test holds
+// 60 ms past the deadline, so the old second can never pass: the stop ends only if it keeps to
+// the grace. The 20 s wait below only catches a hang.
+TEST(stop_edges, the_drain_ends_at_its_timeout_though_a_peer_reads_nothing) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  o.drain_timeout = 2000ms;
+  server s(o);
+  add_builtin_methods(s);
+  s.start();
+  test::raw_socket deaf(s.port(), 4096);  // a small receive buffer it never reads
+  const std::string big(100'000, 'x');
+  for (std::uint64_t id = 1; id <= 30; ++id) ASSERT_TRUE(deaf.send_frame(test::request(id, "echo", big)));
+  // Every call answered, the answers stuck behind a peer that does not read.
+  for (int i = 0; i < 20'000 && s.stats().calls_received < 30; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(s.stats().calls_received, 30u);
+  const auto t0 = std::chrono::steady_clock::now().time_since_epoch();
+  fake_stop_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t0).count();
+  fake_stop_reads = 0;
+  detail::stop_clock.store(&fake_stop_now);
+  struct restore {
+    ~restore() { detail::stop_clock.store(&detail::steady_now); }
+  } restore_clock;
+  std::promise<void> stopped;
+  auto done = stopped.get_future();
+  std::thread stopper([&] {
+    s.stop();
+    stopped.set_value();
+  });
+  while (fake_stop_reads.load() == 0) std::this_thread::sleep_for(1ms);  // the deadline is taken
+  fake_stop_ns += std::chrono::nanoseconds(o.drain_timeout + detail::abandon_grace + 10ms).count();
+  const bool ended = done.wait_for(20s) == std::future_status::ready;
+  if (!ended) fake_stop_ns += std::chrono::nanoseconds(1h).count();  // let it end, then fail
+  stopper.join();
+  EXPECT_TRUE(ended) << "stop() waited past drain_timeout + abandon_grace for answers nobody reads";
+  EXPECT_EQ(s.stats().connections_open, 0u);
 }
 
 // After drain_timeout, stop() answers everything but the calls whose handlers still run user
