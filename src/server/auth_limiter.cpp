@@ -71,7 +71,7 @@ std::uint32_t auth_limiter::blocked_ms(const peer_address& a, std::int64_t now_n
   if (_burst == 0) return 0;
   const std::uint64_t h = _hash(key_of(a));
   const std::uint64_t tag = tag_of(h);
-  auto& words = const_cast<line&>(_blocked[h % set_count]).w;
+  auto& words = _blocked[h % set_count].w;
   const std::uint32_t now_ms = clock_ms(now_ns);
   for (auto& w : words) {
     std::uint64_t v = w.load(std::memory_order_relaxed);

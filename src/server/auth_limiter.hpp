@@ -86,7 +86,8 @@ class auth_limiter {
   const std::size_t _max_addresses;
   const char* const _where;
   const key_hash _hash;
-  std::array<line, set_count> _blocked{};
+  // Mutable: a check clears its own expired word (blocked_ms).
+  mutable std::array<line, set_count> _blocked{};
 
   mutable std::mutex _mu;
   std::unordered_map<key, bucket, key_hash> _buckets;
