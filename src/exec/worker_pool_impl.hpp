@@ -68,6 +68,7 @@
 #include "base/clock.hpp"
 #include "base/counter.hpp"
 #include "base/parking.hpp"
+#include "exec/heavy_budget.hpp"
 #include "exec/pool_queue.hpp"
 #include "exec/worker_pool.hpp"
 
@@ -206,7 +207,8 @@ struct thread_pool::impl {
 
   // ---- workers (pool_worker.cpp) -------------------------------------------------------------
   void worker_main(worker_slot& s, pool_task* first) noexcept;
-  static void run_one(worker_slot& s, pool_task* t, std::uint32_t& seq) noexcept;
+  /// Runs `t`; returns its start stamp (coarse clock).
+  static std::int64_t run_one(worker_slot& s, pool_task* t, std::uint32_t& seq) noexcept;
   bool retire() noexcept;
   void name_thread(unsigned index) noexcept;
 
