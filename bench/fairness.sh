@@ -81,11 +81,11 @@ greedy_wait() { wait "$greedy_pid" || true; greedy_pid=; }
 
 fast() {  # fast OUT.json
   "${cpu_load[@]}" "$load" -c 32 -P "$fast_depth" --duration "${secs}s" --warmup 1s --timeout 10s \
-    --json "$1" "ringrpc://127.0.0.1:$port/echo" >/dev/null
+    --json "$1" "ringrpc://127.0.0.1:$port/echo" >/dev/null 2>"$work/fast.err"
 }
 slow_start() {  # slow_start OUT.json
   "${cpu_load[@]}" nice -n 19 "$load" -c 1 -P 300 -d "$((secs + 3))s" --warmup 0s \
-    --payload-file "$work/us100000" --json "$1" "ringrpc://127.0.0.1:$port/sleep" >/dev/null &
+    --payload-file "$work/us100000" --json "$1" "ringrpc://127.0.0.1:$port/sleep" >/dev/null 2>&1 &
   greedy_pid=$!
   sleep 1
 }

@@ -111,7 +111,6 @@ class call_pool {
     c->share_counted = false;
     c->cost_units = 0;
     c->cost_hint = nullptr;
-    c->started_ns = 0;
     c->peer = nullptr;
   }
 

@@ -19,10 +19,8 @@ std::int64_t thread_pool::impl::run_one(worker_slot& s, pool_task* t, std::uint3
   std::atomic_thread_fence(std::memory_order_release);
   s.label_data.store(t->label.data(), std::memory_order_relaxed);
   s.label_size.store(t->label.size(), std::memory_order_relaxed);
-  // The one clock read per task: the overload report, the heavy budget and the submitter's
-  // measure of what the task cost (pool_task::started_ns) all use it.
+  // The one clock read per task: the overload report and the heavy budget both use it.
   const std::int64_t stamp = task_stamp_ns();
-  t->started_ns = stamp;
   s.started_ns.store(stamp, std::memory_order_relaxed);
   seq += 2;
   s.seq.store(seq, std::memory_order_release);

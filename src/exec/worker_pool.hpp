@@ -34,9 +34,6 @@ struct pool_task {
   /// heavy_task_ticks the pool treats the task as heavy (pool_queue.hpp): it may take only a
   /// share of the workers' time and of the workers at once. Must stay valid while it waits.
   const std::atomic<std::uint16_t>* cost_hint = nullptr;
-  /// The worker's start stamp for this task (coarse clock, ns), written as it starts, so the
-  /// submitter can tell what the task cost without a clock read of its own.
-  std::int64_t started_ns = 0;
 };
 
 /// The resolution of pool_task::cost_hint: 100 us (up to 6.5 s, where it saturates).

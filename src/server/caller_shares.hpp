@@ -15,12 +15,12 @@
 namespace ringrpc::detail {
 
 /// What a call costs for the fair share: one unit per `cost_unit_ticks` (5 ms) of its
-/// connection's recent handler time per call, and at least one (a coarse clock cannot time a
-/// short call, and a call is a call). A call is measured from its worker's start stamp (coarse:
-/// up to a tick, 1-4 ms, early) to the loop turn that releases it once its reply is written, so
-/// a 10 us call measures anywhere from 0 to a few ms; the unit is large enough that such calls
-/// weigh 1. The recent cost is kept per connection (connection::recent_cost, in cost_tick_us
-/// ticks): with fair_share_by = address, each call weighs what its own connection's calls cost.
+/// connection's recent handler time per call, and at least one (a call is a call, however
+/// short). Handler time is measured by the reading the server takes anyway for its processing
+/// time metrics: one call in 8 per worker, plus every call of a connection that is already
+/// heavy (server_calls.cpp). The recent cost is kept per connection (connection::recent_cost,
+/// in cost_tick_us ticks): with fair_share_by = address, each call weighs what its own
+/// connection's calls cost.
 constexpr std::uint32_t cost_unit_ticks = 50;
 constexpr std::uint32_t max_call_units = 1'000;
 

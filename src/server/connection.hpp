@@ -69,8 +69,8 @@ struct connection {
   std::atomic<std::uint32_t> outstanding{0};
   std::atomic<std::uint16_t> cancel_count{0};  // ids in the cancel set (see is_cancelled), <= 256
   /// The recent handler time per call of this connection's calls (caller_shares.hpp,
-  /// next_recent_cost): written by the shard's thread as calls are released, read by the pool
-  /// workers its queued calls wait in (pool_task::cost_hint).
+  /// next_recent_cost): written by the workers that run them (sampled), read by the reader
+  /// as it admits calls and by the pool workers its queued calls wait in (cost_hint).
   std::atomic<std::uint16_t> recent_cost{0};
   std::atomic<bool> backlogged{false};        // responder: too many reply bytes queued
   std::atomic<bool> paused{false};            // reader stopped reading for back-pressure

@@ -206,14 +206,6 @@ void responder::release_call(call* k) noexcept {
     } else {
       share.units_in_flight.fetch_sub(k->cost_units, std::memory_order_relaxed);
     }
-    // What the call cost, from its worker's start stamp to this turn's clock read (no read of
-    // its own). Calls that never ran on a pool, or were deferred (they hold no handler while
-    // they wait), have no stamp.
-    if (k->started_ns != 0) {
-      c->recent_cost.store(next_recent_cost(c->recent_cost.load(std::memory_order_relaxed),
-                                            _owner.turn_ns() - k->started_ns),
-                           std::memory_order_relaxed);
-    }
   }
   _account.release(static_cast<std::int64_t>(k->request_charged + k->reply_charged));
   c->request_bytes.store(c->request_bytes.load(std::memory_order_relaxed) - k->request_charged,

@@ -76,7 +76,6 @@ deferred_reply call_context::defer() {
   if (_core == nullptr) throw std::logic_error("call_context::defer(): not a server call");
   _deferred = true;
   _call.reply.clear();
-  _call.started_ns = 0;  // it holds no handler while it waits: not a measure of its caller's cost
   return deferred_reply(_core->defer(&_call));
 }
 

@@ -445,8 +445,9 @@ TEST(fair_share, a_slow_callers_backlog_takes_its_share_of_handler_time_not_of_c
   });
   s.start();
   auto slow = client::connect("127.0.0.1", s.port());
-  // The server learns what the slow caller's calls cost from the ones it answered.
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(slow.call("nap", "warm", call_options{}).ok());
+  // The server learns what the slow caller's calls cost from those it ran: it times one call
+  // in eight per worker (then every call of a connection found slow).
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(slow.call("nap", "warm", call_options{}).ok());
   {
     std::lock_guard lock(mu);
     order.clear();
