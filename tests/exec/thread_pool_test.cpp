@@ -867,12 +867,13 @@ std::size_t runs_before(const std::vector<std::string>& order, char kind, std::s
                                                 [&](const std::string& n) { return n[0] == kind; }));
 }
 
-// One worker held at a gate; a slow caller's backlog (four 30 ms tasks, over its share) queues
+// One worker held at a gate; a slow caller's backlog (four 60 ms tasks, over its share) queues
 // first, then a cheap caller's backlog (four, over its share), then eight tasks within their
-// share. Counting pops, every fourth would be slow: three slow tasks (90 ms) before the last
-// quick one. By cost, one slow task may go ahead; it makes the worker owe three times its time
+// share. Counting pops, every fourth would be slow: two slow tasks before the last quick one.
+// By cost, one slow task may go ahead; it makes the worker owe three times its time (180 ms)
 // to the rest, so the others all run before the second, and the cheap backlog overtakes the
-// slow one it queued behind. The slow tasks still all run, in their order.
+// slow one it queued behind. The slow tasks still all run, in their order. (A busy machine
+// only makes the slow tasks longer; the quick ones would have to be held up 180 ms in all.)
 TEST(ThreadPoolFairShare, ASlowBacklogGetsItsShareOfTimeNotOfPops) {
   gate g;
   event_count started;
@@ -886,7 +887,7 @@ TEST(ThreadPoolFairShare, ASlowBacklogGetsItsShareOfTimeNotOfPops) {
   std::mutex mu;
   std::vector<std::unique_ptr<costed_task>> tasks;
   auto name = [](char kind, int i) { return std::string(1, kind).append(std::to_string(i)); };
-  for (int i = 1; i <= 4; ++i) tasks.push_back(std::make_unique<costed_task>(order, mu, name('S', i), true, &slow_caller, 30ms));
+  for (int i = 1; i <= 4; ++i) tasks.push_back(std::make_unique<costed_task>(order, mu, name('S', i), true, &slow_caller, 60ms));
   for (int i = 1; i <= 4; ++i) tasks.push_back(std::make_unique<costed_task>(order, mu, name('C', i), true, &cheap_caller, 0ms));
   for (int i = 1; i <= 8; ++i) tasks.push_back(std::make_unique<costed_task>(order, mu, name('P', i), false, nullptr, 0ms));
   for (auto& t : tasks) ASSERT_TRUE(pool.try_submit(t.get()));

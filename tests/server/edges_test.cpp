@@ -412,10 +412,10 @@ std::ptrdiff_t lone_host_position(fair_share_caller by) {
 }
 
 // Fair share by cost, through the whole server: one handler. A slow caller (its `nap` calls take
-// 30 ms) queues six calls; four quick callers have two `step` calls each queued within their
-// share. Counting calls, every fourth pop took the slow backlog: two or three naps (60-90 ms)
-// before the last quick call. By cost, at most one nap goes ahead (it makes the worker owe
-// three times its time to the others); the rest wait until nothing else does, and all run.
+// 60 ms) queues six calls; four quick callers have two `step` calls each queued within their
+// share. Counting calls, every fourth pop took the slow backlog: two or three naps before the
+// last quick call. By cost, at most one nap goes ahead (it makes the worker owe three times
+// its time to the others); the rest wait until nothing else does, and all run.
 TEST(fair_share, a_slow_callers_backlog_takes_its_share_of_handler_time_not_of_calls) {
   server_options o;
   o.readers = 1;
@@ -436,7 +436,7 @@ TEST(fair_share, a_slow_callers_backlog_takes_its_share_of_handler_time_not_of_c
   });
   s.add_method("nap", [&](call_context& c) {
     record(c);
-    std::this_thread::sleep_for(30ms);  // what makes it slow; no assertion reads a clock
+    std::this_thread::sleep_for(60ms);  // what makes it slow; no assertion reads a clock
     c.reply("ok");
   });
   s.add_method("step", [&](call_context& c) {
