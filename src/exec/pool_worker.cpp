@@ -90,7 +90,7 @@ void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
       idle = false;
       // Replies of the short tasks before it must not wait for a long one to end.
       if (heavy && batch != 0) batch_done();
-      // The stamp is read before the task runs: record it before `t` may be gone.
+      // run_one returns the stamp it read as the task started.
       budget.started(run_one(s, t, seq), heavy);
       if (heavy && queue.heavy_done()) park.wake(1);
       if (++batch >= flush_every) batch_done();
