@@ -841,9 +841,9 @@ TEST(ThreadPoolFairShare, OverShareQueueIsBoundedApart) {
 
 // --- fair share by cost: a slow backlog gets its share of the workers' time, not of their pops --
 
-// Work of a caller whose recent calls are slow (cost hint 100 ms) or cheap (0): records its
-// name, and a slow one then takes `busy` of a worker's time (a sleep: the test asserts the
-// order it causes, never how long anything took).
+// Work of a caller whose recent calls are slow (cost hint 100 ms) or cheap (0): a slow one takes
+// `busy` of a worker's time (a sleep: the test asserts the order it causes, never how long
+// anything took), then records its name (its last touch of the task: the test may free it).
 struct costed_task : ordered_task {
   std::chrono::milliseconds busy{0};
   costed_task(std::vector<std::string>& o, std::mutex& m, std::string n, bool over,
@@ -854,8 +854,8 @@ struct costed_task : ordered_task {
   }
   static void run_costed(pool_task* p) noexcept {
     auto* t = static_cast<costed_task*>(p);
-    run_fn(p);
     if (t->busy.count() > 0) std::this_thread::sleep_for(t->busy);
+    run_fn(p);
   }
 };
 
@@ -877,15 +877,15 @@ std::size_t runs_before(const std::vector<std::string>& order, char kind, std::s
 TEST(ThreadPoolFairShare, ASlowBacklogGetsItsShareOfTimeNotOfPops) {
   gate g;
   event_count started;
+  std::vector<std::string> order;
+  std::mutex mu;
+  std::vector<std::unique_ptr<costed_task>> tasks;  // before the pool: they outlive its workers
+  blocking_task blocker(g, started);
   thread_pool pool("fair", make(pool_kind::fixed, 1, 0, 64));
   open_on_exit guard{g};
   pool.start();
-  blocking_task blocker(g, started);
   ASSERT_TRUE(submit(pool, blocker));
   ASSERT_TRUE(started.wait_for(1));
-  std::vector<std::string> order;
-  std::mutex mu;
-  std::vector<std::unique_ptr<costed_task>> tasks;
   auto name = [](char kind, int i) { return std::string(1, kind).append(std::to_string(i)); };
   for (int i = 1; i <= 4; ++i) tasks.push_back(std::make_unique<costed_task>(order, mu, name('S', i), true, &slow_caller, 60ms));
   for (int i = 1; i <= 4; ++i) tasks.push_back(std::make_unique<costed_task>(order, mu, name('C', i), true, &cheap_caller, 0ms));
@@ -912,12 +912,20 @@ TEST(ThreadPoolFairShare, ASlowBacklogGetsItsShareOfTimeNotOfPops) {
 // one, at least one), so work that arrives while a slow task holds a worker finds the other
 // one free. (Counting pops, both workers took slow tasks and the quick one waited for them.)
 TEST(ThreadPoolFairShare, ASlowBacklogNeverHoldsEveryWorker) {
+  struct quick_task : pool_task {
+    event_count* done;
+    explicit quick_task(event_count& d) : done(&d) {
+      run = [](pool_task* p) noexcept { static_cast<quick_task*>(p)->done->post(); };
+      label = "quick";
+    }
+  };
   gate g;
-  event_count started;
+  event_count started, quick_done;
+  std::vector<std::unique_ptr<blocking_task>> slow;  // before the pool: they outlive its workers
+  quick_task quick(quick_done);
   thread_pool pool("fair", make(pool_kind::fixed, 2, 0, 64));
   open_on_exit guard{g};
   pool.start();
-  std::vector<std::unique_ptr<blocking_task>> slow;
   for (int i = 0; i < 3; ++i) {
     slow.push_back(std::make_unique<blocking_task>(g, started, "slow"));
     slow.back()->over_share = true;
@@ -926,14 +934,6 @@ TEST(ThreadPoolFairShare, ASlowBacklogNeverHoldsEveryWorker) {
   }
   pool.wake(2);
   ASSERT_TRUE(started.wait_for(1));
-  event_count quick_done;
-  struct quick_task : pool_task {
-    event_count* done;
-    explicit quick_task(event_count& d) : done(&d) {
-      run = [](pool_task* p) noexcept { static_cast<quick_task*>(p)->done->post(); };
-      label = "quick";
-    }
-  } quick(quick_done);
   ASSERT_TRUE(submit(pool, quick));
   EXPECT_TRUE(quick_done.wait_for(1)) << "a quick task waited behind a slow backlog on every worker";
   EXPECT_EQ(started.count(), 1) << "slow tasks ran on both workers";
