@@ -72,10 +72,10 @@ struct server_options {
   /// Past this many calls accepted but not yet answered on one connection, reading pauses.
   /// 0 = min(256, the default pool's queue), so one connection cannot fill the queue it feeds.
   unsigned max_inflight_per_connection = 0;
-  /// Fair share of the pools' queues: a connection's calls beyond this many in flight wait in
-  /// a queue of their own, served one pop in four or when nothing else waits, so a caller with
-  /// a deep pipeline cannot delay the others; when that queue is full they get SERVER_BUSY
-  /// with a retry-after that grows with their backlog. See docs/execution.md.
+  /// Fair share of the pools' queues, in cost units (a call: 1 + its connection's recent handler
+  /// time / 5 ms): a caller's calls beyond this many units in flight wait in a queue of their own
+  /// (served one pop in four, or when nothing else waits; slow ones at most 1/4 of the handlers'
+  /// time while others wait, never every handler); when full, SERVER_BUSY. See docs/execution.md.
   unsigned fair_share_calls = 2;
   /// Who a caller is for fair_share_calls: each connection, or all connections from one peer
   /// address together (then opening more connections gains a host nothing).

@@ -64,6 +64,7 @@ struct call : mpsc_node, pool_task {
   std::size_t request_charged = 0;
   std::size_t reply_charged = 0;
   bool share_counted = false;  // counted in its caller's fair share (released with the call)
+  std::uint32_t cost_units = 0;  // what it counts there (call_units; caller_shares.hpp)
   /// Who the caller proved to be (its connection's TLS identity, or that plus an accepted
   /// token's subject); owned by the connection, which outlives the call. Null: nobody.
   const peer_identity* peer = nullptr;
@@ -108,6 +109,8 @@ class call_pool {
     c->request_charged = c->reply_charged = 0;
     c->over_share = false;
     c->share_counted = false;
+    c->cost_units = 0;
+    c->cost_hint = nullptr;
     c->peer = nullptr;
   }
 

@@ -83,7 +83,7 @@ std::size_t thread_pool::impl::run_queued_here() noexcept {
   if (!queue.created() || reserve_mode) return 0;
   std::size_t n = 0;
   pool_entry e = 0;
-  while (queue.pop_queued(e)) {
+  while (queue.pop_any(e)) {
     pool_task* t = task_of(e);
     t->run(t);
     ++n;

@@ -4,6 +4,7 @@
 // Internal to the pool's .cpp files; every operation is inline because each task pays one push
 // and one pop.
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstdint>
@@ -16,11 +17,13 @@
 namespace ringrpc::detail {
 
 /// A task pointer with tag bits: whether the submitter reserved an idle worker for it (see
-/// worker_pool_impl.hpp, "hand-off"), and whether it waits in the over-share queue.
+/// worker_pool_impl.hpp, "hand-off"), whether it waited in an over-share queue, and whether it
+/// runs as heavy work (then the worker gives its heavy slot back with heavy_done()).
 using pool_entry = std::uintptr_t;
 constexpr pool_entry reserved_bit = 1;
 constexpr pool_entry over_share_bit = 2;
-constexpr pool_entry tag_bits = reserved_bit | over_share_bit;
+constexpr pool_entry heavy_bit = 4;
+constexpr pool_entry tag_bits = reserved_bit | over_share_bit | heavy_bit;
 
 inline pool_task* task_of(pool_entry e) noexcept { return reinterpret_cast<pool_task*>(e & ~tag_bits); }
 
@@ -36,6 +39,17 @@ inline pool_task* task_of(pool_entry e) noexcept { return reinterpret_cast<pool_
 /// `over_share_every`, and whenever the main queue is empty, so callers within their share are
 /// served ahead of a caller's backlog while the backlog still drains with whatever capacity is
 /// spare (and never starves).
+///
+/// By cost: one pop of a 100 ms call is worth 10,000 pops of a 10 us one, so counting pops is
+/// not enough. An over-share task whose caller's calls are slow (pool_task::cost_hint at or
+/// above heavy_task_ticks: 5 ms) is heavy. A pop that meets one in the over-share ring runs it only if
+/// it may go ahead now (the worker's heavy_budget is paid and fewer than `heavy_busy_cap`
+/// workers run heavy work); otherwise it moves it to a third ring, the heavy ring, and looks
+/// further, so cheap backlogs are not stuck behind slow ones. The heavy ring is served ahead
+/// of the rest only under those same conditions, and otherwise when nothing else waits, by at
+/// most `heavy_spare_cap` workers at once (all but one, at least one): one worker stays free
+/// for whatever arrives next. Moving happens once per heavy task, on the worker; the heavy
+/// slot count is touched only by heavy tasks (each worth 5 ms or more of a handler).
 class pool_queue {
  public:
   static constexpr unsigned over_share_every = 4;
@@ -55,6 +69,8 @@ class pool_queue {
   /// more than reservations can ever occupy.
   void create(unsigned max_threads) {
     if (_ring) return;
+    _heavy_busy_cap = std::max(1u, max_threads / over_share_every);
+    _heavy_spare_cap = std::max(1u, max_threads - 1);
     std::size_t capacity = unbounded_ring_capacity;
     if (_hand_off) {
       capacity = 2 * static_cast<std::size_t>(max_threads);
@@ -62,7 +78,10 @@ class pool_queue {
       capacity = static_cast<std::size_t>(_bound);
     }
     _ring.emplace(capacity);
-    if (!_hand_off && !_unbounded) _over_share.emplace(capacity);
+    if (!_hand_off && !_unbounded) {
+      _over_share.emplace(capacity);
+      _heavy.emplace(capacity);
+    }
   }
   bool created() const noexcept { return _ring.has_value(); }
   bool unbounded() const noexcept { return _unbounded; }
@@ -128,26 +147,57 @@ class pool_queue {
   }
 
   /// The next entry, un-counted from the bound it was counted in: a singleton, else from the
-  /// queues (the queues first one pop in `queue_every`).
-  bool pop(pool_entry& e) noexcept {
-    if (_singletons.load(std::memory_order_relaxed) == 0) return pop_queued(e);
+  /// queues (the queues first one pop in `queue_every`). `heavy_may_go_ahead`: the worker's
+  /// heavy_budget is paid. An entry with heavy_bit holds a heavy slot: heavy_done() after it.
+  bool pop(pool_entry& e, bool heavy_may_go_ahead) noexcept {
+    if (_singletons.load(std::memory_order_relaxed) == 0) return pop_queued(e, heavy_may_go_ahead);
     thread_local unsigned pops = 0;
-    if (++pops % queue_every == 0 && pop_queued(e)) return true;
-    return pop_singleton(e) || pop_queued(e);
+    if (++pops % queue_every == 0 && pop_queued(e, heavy_may_go_ahead)) return true;
+    return pop_singleton(e) || pop_queued(e, heavy_may_go_ahead);
   }
 
   /// The next entry of the queues proper, leaving singletons where they are.
-  bool pop_queued(pool_entry& e) noexcept {
+  bool pop_queued(pool_entry& e, bool heavy_may_go_ahead) noexcept {
+    if (!_over_share) return pop_main(e);
     thread_local unsigned pops = 0;
-    if (_over_share && ++pops % over_share_every == 0 && pop_over_share(e)) return true;
+    const unsigned ahead_cap = heavy_may_go_ahead ? _heavy_busy_cap : 0;
+    if (++pops % over_share_every == 0) {
+      if (pop_heavy(e, ahead_cap) || pop_over_share(e, ahead_cap)) return true;
+    }
     if (pop_main(e)) return true;
-    return pop_over_share(e);
+    if (pop_over_share(e, ahead_cap)) return true;
+    return pop_heavy(e, _heavy_spare_cap);  // nothing else waits
   }
 
+  /// Everything, in any order and ignoring the heavy caps (run_queued_here: the pool is
+  /// stopping and the caller runs what waits itself). Never sets heavy_bit.
+  bool pop_any(pool_entry& e) noexcept {
+    if (pop_main(e)) return true;
+    if (!_over_share) return false;
+    if (_over_share->try_pop(e) || _heavy->try_pop(e)) {
+      _over_share_count.fetch_sub(1, std::memory_order_relaxed);
+      e &= ~heavy_bit;
+      return true;
+    }
+    return false;
+  }
+
+  /// A task popped with heavy_bit ended. True when heavy work waits: wake a worker for it (a
+  /// parked one may have skipped it while the slots were taken).
+  bool heavy_done() noexcept {
+    _heavy_running.fetch_sub(1, std::memory_order_relaxed);
+    return !_heavy->empty_approx();
+  }
+
+  /// Work a pop could take now: heavy work counts only while a heavy slot is free, so a worker
+  /// does not spin on work it may not take (the worker that frees a slot wakes one).
   bool has_work() const noexcept {
     return _singletons.load(std::memory_order_relaxed) != 0 || !_ring->empty_approx() || (_unbounded && _overflow_size.load(std::memory_order_relaxed) != 0) ||
-           (_over_share && !_over_share->empty_approx());
+           (_over_share && (!_over_share->empty_approx() ||
+                            (!_heavy->empty_approx() && _heavy_running.load(std::memory_order_relaxed) < _heavy_spare_cap)));
   }
+
+  unsigned heavy_running() const noexcept { return _heavy_running.load(std::memory_order_relaxed); }
 
   /// Tasks waiting now (approximate while they move).
   std::uint64_t size() const noexcept {
@@ -174,9 +224,48 @@ class pool_queue {
     return true;
   }
 
-  bool pop_over_share(pool_entry& e) noexcept {
-    if (!_over_share || !_over_share->try_pop(e)) return false;
+  static bool is_heavy(pool_entry e) noexcept {
+    const std::atomic<std::uint16_t>* hint = task_of(e)->cost_hint;
+    return hint != nullptr && hint->load(std::memory_order_relaxed) >= heavy_task_ticks;
+  }
+
+  /// A heavy slot, if fewer than `cap` are taken.
+  bool claim_heavy(unsigned cap) noexcept {
+    unsigned n = _heavy_running.load(std::memory_order_relaxed);
+    do {
+      if (n >= cap) return false;
+    } while (!_heavy_running.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
+    return true;
+  }
+
+  /// The next cheap over-share entry; a heavy one met on the way runs only if it gets a heavy
+  /// slot under `heavy_cap`, else it moves to the heavy ring (it stays counted in the bound, so
+  /// the heavy ring, as large as the bound, always has room).
+  bool pop_over_share(pool_entry& e, unsigned heavy_cap) noexcept {
+    while (_over_share->try_pop(e)) {
+      if (is_heavy(e)) {
+        // The push fails only for an instant, while a pop of the ring's oldest entry is
+        // finishing: then run it rather than lose it.
+        if (!claim_heavy(heavy_cap)) {
+          if (_heavy->try_push(e)) continue;
+          _heavy_running.fetch_add(1, std::memory_order_relaxed);
+        }
+        e |= heavy_bit;
+      }
+      _over_share_count.fetch_sub(1, std::memory_order_relaxed);
+      return true;
+    }
+    return false;
+  }
+
+  bool pop_heavy(pool_entry& e, unsigned cap) noexcept {
+    if (_heavy->empty_approx() || !claim_heavy(cap)) return false;
+    if (!_heavy->try_pop(e)) {
+      _heavy_running.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
     _over_share_count.fetch_sub(1, std::memory_order_relaxed);
+    e |= heavy_bit;
     return true;
   }
 
@@ -203,8 +292,12 @@ class pool_queue {
 
   std::optional<mpmc_queue<pool_entry>> _ring;
   std::optional<mpmc_queue<pool_entry>> _over_share;  // bounded queues: tasks beyond a caller's share
+  std::optional<mpmc_queue<pool_entry>> _heavy;       // heavy over-share tasks that could not run yet
+  unsigned _heavy_busy_cap = 1;   // heavy slots while other work waits
+  unsigned _heavy_spare_cap = 1;  // heavy slots when nothing else does
   alignas(64) std::atomic<std::int64_t> _queued_count{0};      // exact_count only
-  alignas(64) std::atomic<std::int64_t> _over_share_count{0};  // exact bound of _over_share
+  alignas(64) std::atomic<std::int64_t> _over_share_count{0};  // exact bound of _over_share and _heavy
+  alignas(64) std::atomic<unsigned> _heavy_running{0};        // workers running heavy tasks
 
   // Unbounded overflow (queue < 0).
   alignas(64) std::atomic<std::size_t> _overflow_size{0};

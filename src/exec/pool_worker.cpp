@@ -12,18 +12,21 @@
 
 namespace ringrpc::detail {
 
-void thread_pool::impl::run_one(worker_slot& s, pool_task* t, std::uint32_t& seq) noexcept {
+std::int64_t thread_pool::impl::run_one(worker_slot& s, pool_task* t, std::uint32_t& seq) noexcept {
   // Seqlock write: odd while the record changes. Copy the label before run(): `t` may be
   // gone once run() returns.
   s.seq.store(seq + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   s.label_data.store(t->label.data(), std::memory_order_relaxed);
   s.label_size.store(t->label.size(), std::memory_order_relaxed);
-  s.started_ns.store(task_stamp_ns(), std::memory_order_relaxed);
+  // The one clock read per task: the overload report and the heavy budget both use it.
+  const std::int64_t stamp = task_stamp_ns();
+  s.started_ns.store(stamp, std::memory_order_relaxed);
   seq += 2;
   s.seq.store(seq, std::memory_order_release);
   t->run(t);
   s.completed.add();
+  return stamp;
 }
 
 thread_local const thread_pool::impl* thread_pool::impl::current = nullptr;
@@ -61,15 +64,19 @@ void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
     batch_started = now;
     batch = 0;
   };
+  // Heavy over-share work takes at most a share of this worker's time while other work waits
+  // (pool_queue.hpp); timed by the start stamps run_one reads anyway.
+  heavy_budget budget(pool_queue::over_share_every);
   if (first) {
-    run_one(s, first, seq);
+    budget.started(run_one(s, first, seq), false);
     batch = 1;
   }
   for (;;) {
     pool_entry e = 0;
-    while (queue.pop(e)) {
+    while (queue.pop(e, budget.may_go_ahead())) {
       pool_task* t = task_of(e);
       const bool reserved = (e & reserved_bit) != 0;
+      const bool heavy = (e & heavy_bit) != 0;
       if (reserve_mode) {
         if (idle && !reserved) {
           available.fetch_sub(1, std::memory_order_seq_cst);
@@ -81,10 +88,15 @@ void thread_pool::impl::worker_main(worker_slot& s, pool_task* first) noexcept {
       }
       if (idle) batch_started = now_ns();  // a burst begins: time it from here, not from sleep
       idle = false;
-      run_one(s, t, seq);
+      // Replies of the short tasks before it must not wait for a long one to end.
+      if (heavy && batch != 0) batch_done();
+      // run_one returns the stamp it read as the task started.
+      budget.started(run_one(s, t, seq), heavy);
+      if (heavy && queue.heavy_done()) park.wake(1);
       if (++batch >= flush_every) batch_done();
     }
     if (batch != 0) batch_done();
+    budget.stopped(batch_started);  // batch_done's clock read, after the last task ended
     if (!idle) {
       idle = true;
       if (reserve_mode) available.fetch_add(1, std::memory_order_seq_cst);

@@ -29,7 +29,17 @@ struct pool_task {
   /// Set by the submitter for work of a caller beyond its fair share: a bounded pool queues it
   /// apart and serves it one pop in four, or when nothing else waits (docs/execution.md).
   bool over_share = false;
+  /// Optional, for over_share work: the recent handler time per call of the task's caller, in
+  /// cost_tick_us ticks, kept up to date by the submitter while the task waits. At or above
+  /// heavy_task_ticks the pool treats the task as heavy (pool_queue.hpp): it may take only a
+  /// share of the workers' time and of the workers at once. Must stay valid while it waits.
+  const std::atomic<std::uint16_t>* cost_hint = nullptr;
 };
+
+/// The resolution of pool_task::cost_hint: 100 us (up to 6.5 s, where it saturates).
+constexpr std::uint32_t cost_tick_us = 100;
+/// Over-share work whose caller's calls take 5 ms or longer is heavy (see cost_hint).
+constexpr std::uint16_t heavy_task_ticks = 50;
 
 /// Called on the thread that was refused, at most once per report interval per pool, with a
 /// one-line summary of the pool and what each busy worker has been running for how long.

@@ -2,7 +2,8 @@
 // The state behind a thread_pool (worker_pool.hpp), shared by the .cpp files that implement it,
 // one idea each:
 //   pool_options.cpp   pool kinds by name, option validation
-//   pool_queue.hpp     where accepted work waits (main queue, overflow, over-share queue)
+//   pool_queue.hpp     where accepted work waits (main queue, overflow, over-share queues)
+//   heavy_budget.hpp   a worker's share of time for heavy over-share work
 //   pool_submit.cpp    submission: the shutdown handshake, and each kind's growth policy
 //   pool_worker.cpp    the worker loop: run, flush, park, keep-alive exit
 //   pool_lifecycle.cpp start, run_queued_here, shutdown
@@ -16,8 +17,9 @@
 // Workers run the server's old handler loop: pop until empty (the burst hook every 32 tasks
 // and at the end), then prepare_wait / re-check / park on the futex event count. Per task a
 // worker pays the pop, a seqlock publication of (label, start time) for the overload report,
-// one coarse clock read, and a store to its own completed counter: no lock, no allocation, no
-// write to a line another thread writes.
+// one coarse clock read (which also times its heavy_budget), and a store to its own completed
+// counter: no lock, no allocation, no write to a line another thread writes. (Heavy tasks,
+// 5 ms or more each, also take and give back a heavy slot: pool_queue.hpp.)
 //
 // Hand-off and "is a worker idle?" (queue == 0, and eager, which adds threads only when none is
 // idle) use `available`, which is kept equal to
@@ -68,6 +70,7 @@
 #include "base/clock.hpp"
 #include "base/counter.hpp"
 #include "base/parking.hpp"
+#include "exec/heavy_budget.hpp"
 #include "exec/pool_queue.hpp"
 #include "exec/worker_pool.hpp"
 
@@ -206,7 +209,8 @@ struct thread_pool::impl {
 
   // ---- workers (pool_worker.cpp) -------------------------------------------------------------
   void worker_main(worker_slot& s, pool_task* first) noexcept;
-  static void run_one(worker_slot& s, pool_task* t, std::uint32_t& seq) noexcept;
+  /// Runs `t`; returns its start stamp (coarse clock).
+  static std::int64_t run_one(worker_slot& s, pool_task* t, std::uint32_t& seq) noexcept;
   bool retire() noexcept;
   void name_thread(unsigned index) noexcept;
 

@@ -3,18 +3,46 @@
 // each connection on its own, or every connection from one peer address together, so a host
 // cannot get more than its share by opening more connections.
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "exec/worker_pool.hpp"
+
 namespace ringrpc::detail {
+
+/// What a call costs for the fair share: one unit per `cost_unit_ticks` (5 ms) of its
+/// connection's recent handler time per call, and at least one (a call is a call, however
+/// short). Handler time is measured by the reading the server takes anyway for its processing
+/// time metrics: one call in 8 per worker, plus every call of a connection that is already
+/// heavy (server_calls.cpp). The recent cost is kept per connection (connection::recent_cost,
+/// in cost_tick_us ticks): with fair_share_by = address, each call weighs what its own
+/// connection's calls cost.
+constexpr std::uint32_t cost_unit_ticks = 50;
+constexpr std::uint32_t max_call_units = 1'000;
+
+/// Units a call of a connection whose recent calls took `recent` ticks each is charged.
+inline std::uint32_t call_units(std::uint16_t recent) noexcept {
+  return 1 + std::min<std::uint32_t>(max_call_units - 1, recent / cost_unit_ticks);
+}
+
+/// The recent cost per call after a call that took `sample_ns`: a moving average that moves a
+/// quarter of the way (a connection that turns slow is heavy after a call or two), in ticks of
+/// cost_tick_us, saturating at 6.5 s.
+inline std::uint16_t next_recent_cost(std::uint16_t recent, std::int64_t sample_ns) noexcept {
+  constexpr std::int64_t tick_ns = std::int64_t{cost_tick_us} * 1000;
+  const std::int64_t sample = std::clamp<std::int64_t>(sample_ns / tick_ns, 0, UINT16_MAX);
+  const std::int64_t r = recent;
+  return static_cast<std::uint16_t>(r + (sample - r) / 4);
+}
 
 /// The counters the fair share reads per call. A connection has its own; connections from one
 /// address share one from caller_shares. Only the connections of that caller touch it.
 struct caller_share {
-  std::atomic<std::uint32_t> in_flight{0};  // admitted calls not yet released
+  std::atomic<std::uint32_t> units_in_flight{0};  // call_units of admitted calls not yet released
   /// Calls admitted over the share and not yet released: while any are, later calls of the
   /// caller follow them into the over-share queue, so its calls are not reordered.
   std::atomic<std::int32_t> over_share_pending{0};

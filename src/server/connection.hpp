@@ -67,7 +67,11 @@ struct connection {
   /// creates calls, its responder releases them), so a plain load and store; atomic because
   /// /connections reads it. Together these calls hold one reference (see retain_for_call).
   std::atomic<std::uint32_t> outstanding{0};
-  std::atomic<std::uint32_t> cancel_count{0};  // ids in the cancel set (see is_cancelled)
+  std::atomic<std::uint16_t> cancel_count{0};  // ids in the cancel set (see is_cancelled), <= 256
+  /// The recent handler time per call of this connection's calls (caller_shares.hpp,
+  /// next_recent_cost): written by the workers that run them (sampled), read by the reader
+  /// as it admits calls and by the pool workers its queued calls wait in (cost_hint).
+  std::atomic<std::uint16_t> recent_cost{0};
   std::atomic<bool> backlogged{false};        // responder: too many reply bytes queued
   std::atomic<bool> paused{false};            // reader stopped reading for back-pressure
   std::atomic<bool> write_failed{false};      // responder: the peer cannot take replies
@@ -103,14 +107,14 @@ struct connection {
     // A cancel for a call that already finished would linger; keep the set bounded.
     if (r.cancelled_ids.size() >= max_cancelled_ids) r.cancelled_ids.erase(r.cancelled_ids.begin());
     r.cancelled_ids.push_back(call_id);
-    cancel_count.store(static_cast<std::uint32_t>(r.cancelled_ids.size()), std::memory_order_release);
+    cancel_count.store(static_cast<std::uint16_t>(r.cancelled_ids.size()), std::memory_order_release);
   }
   void forget_cancel(std::uint64_t call_id) noexcept {
     if (cancel_count.load(std::memory_order_acquire) == 0) return;
     connection_rare* r = rare.load(std::memory_order_acquire);
     std::lock_guard lock(r->cancel_mu);
     std::erase(r->cancelled_ids, call_id);
-    cancel_count.store(static_cast<std::uint32_t>(r->cancelled_ids.size()), std::memory_order_release);
+    cancel_count.store(static_cast<std::uint16_t>(r->cancelled_ids.size()), std::memory_order_release);
   }
 
   /// Reader thread: why the connection failed ("" if it did not).

@@ -332,18 +332,29 @@ void reader::dispatch(call* k, const frame_view& v) {
   k->method_name = v.method;  // inside k->request
   k->payload = v.payload;
   k->received_ns = _turn_ns;
-  // Fair share: calls of a caller that already has more than fair_share_calls in flight wait
-  // behind everyone else's (docs/execution.md). A caller is the connection (one relaxed load of
-  // a counter its calls already touch) or every connection from its address (one relaxed add
-  // on a counter only that address's connections touch); nothing is shared between callers.
-  // Once some of a caller's calls wait over its share, its later ones follow them there, so
-  // one caller's calls are not reordered between the two queues.
+  // Fair share by cost: a caller whose calls in flight already weigh fair_share_calls units or
+  // more (a call weighs 1 + its connection's recent handler time / 5 ms; caller_shares.hpp) has
+  // this one wait behind everyone else's (docs/execution.md). A caller is the connection (its
+  // own counters, written by this thread only: a load and a store) or every connection from
+  // its address (one relaxed add on a counter only that address's connections touch); nothing
+  // is shared between callers. Once some of a caller's calls wait over its share, its later
+  // ones follow them there, so one caller's calls are not reordered between the two queues.
+  // The pool reads the connection's recent cost (cost_hint) to keep a slow backlog to its
+  // share of the workers' time (pool_queue.hpp).
   caller_share& share = *k->conn->share;
-  const std::uint32_t in_flight = &share == &k->conn->own_share
-                                      ? k->conn->outstanding.load(std::memory_order_relaxed)
-                                      : share.in_flight.fetch_add(1, std::memory_order_relaxed) + 1;
+  const std::uint32_t units = call_units(k->conn->recent_cost.load(std::memory_order_relaxed));
+  std::uint32_t before = 0;
+  if (&share == &k->conn->own_share) {
+    before = share.units_in_flight.load(std::memory_order_relaxed);
+    share.units_in_flight.store(before + units, std::memory_order_relaxed);
+  } else {
+    before = share.units_in_flight.fetch_add(units, std::memory_order_relaxed);
+  }
+  const std::uint32_t in_flight = before + units;
   k->share_counted = true;
-  k->over_share = in_flight > _core.options().fair_share_calls ||
+  k->cost_units = units;
+  k->cost_hint = &k->conn->recent_cost;
+  k->over_share = before >= _core.options().fair_share_calls ||
                   share.over_share_pending.load(std::memory_order_relaxed) > 0;
   if (k->over_share) share.over_share_pending.fetch_add(1, std::memory_order_relaxed);
   // A budget beyond 10^15 us (31 years; e.g. UINT64_MAX) means "no deadline", as documented.
@@ -377,8 +388,8 @@ void reader::dispatch(call* k, const frame_view& v) {
         answer(k, v.call_id, refuse_kind, status::server_busy,
                (k->conn->share == &k->conn->own_share ? std::string("connection")
                                                        : std::string("address ").append(k->conn->address.host())) +
-                   " is over its fair share of pool '" + p->name() + "' (" +
-                   std::to_string(in_flight) + " calls in flight; fair_share_calls " +
+                   " is over its fair share of pool '" + p->name() + "' (calls weighing " +
+                   std::to_string(in_flight) + " units in flight; fair_share_calls " +
                    std::to_string(fair) + ")",
                retry);
         return;

@@ -198,8 +198,14 @@ void responder::release_call(call* k) noexcept {
   connection* c = k->conn;
   c->forget_cancel(k->id);
   if (k->share_counted) {
-    if (k->over_share) c->share->over_share_pending.fetch_sub(1, std::memory_order_relaxed);
-    if (c->share != &c->own_share) c->share->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    caller_share& share = *c->share;
+    if (k->over_share) share.over_share_pending.fetch_sub(1, std::memory_order_relaxed);
+    if (&share == &c->own_share) {  // this thread alone writes it
+      share.units_in_flight.store(share.units_in_flight.load(std::memory_order_relaxed) - k->cost_units,
+                                  std::memory_order_relaxed);
+    } else {
+      share.units_in_flight.fetch_sub(k->cost_units, std::memory_order_relaxed);
+    }
   }
   _account.release(static_cast<std::int64_t>(k->request_charged + k->reply_charged));
   c->request_bytes.store(c->request_bytes.load(std::memory_order_relaxed) - k->request_charged,

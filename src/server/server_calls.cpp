@@ -115,7 +115,8 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
   const bool request = c->purpose == call_purpose::request;
   const std::string_view method = c->method_name;
   const std::int64_t received = c->received_ns;
-  bool precise = _options.metrics && (++timing_tick & (timing_sample - 1)) == 0;
+  const bool sampled = (++timing_tick & (timing_sample - 1)) == 0;
+  bool precise = _options.metrics && sampled;
   bool sample_event = false;
   if (const unsigned every = _options.sample_completions_every; every != 0 && client) {
     thread_local unsigned seen = 0;
@@ -124,11 +125,16 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
       sample_event = precise = true;
     }
   }
-  const std::int64_t start = precise ? now_ns() : 0;
+  // Fair share by cost: the same sampled reading measures what the connection's calls cost
+  // (connection::recent_cost). A connection whose calls are already heavy has every call
+  // measured, so the estimate follows it down promptly: two clock reads beside 5 ms or more.
+  const bool heavy = client && c->conn->recent_cost.load(std::memory_order_relaxed) >= heavy_task_ticks;
+  const bool timed = precise || sampled || heavy;
+  const std::int64_t start = timed ? now_ns() : 0;
   call_context ctx(*c, this);
   if (abandoning()) {
     ctx.fail(status::shutting_down, "server stopped before the call could run");
-  } else if (const std::int64_t now = c->deadline_ns == 0 ? 0 : precise ? start : now_ns();
+  } else if (const std::int64_t now = c->deadline_ns == 0 ? 0 : timed ? start : now_ns();
              c->deadline_ns != 0 && now > c->deadline_ns) {
     ctx.fail(status::deadline_exceeded,
              "deadline passed after " + std::to_string((now - received) / 1000) +
@@ -151,9 +157,14 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
       if (!ctx._deferred) ctx.fail(status::internal, "handler threw a non-standard exception");
     }
   }
-  const std::int64_t end = precise ? now_ns() : 0;
+  const std::int64_t end = timed ? now_ns() : 0;
   if (client) _settled.add();
-  if (ctx._deferred) return;  // the deferred_reply owns the call now
+  if (ctx._deferred) return;  // the deferred_reply owns the call now (and held no handler)
+  if (timed && client) {
+    connection& conn = *c->conn;  // written by whichever worker ran the call: an estimate
+    conn.recent_cost.store(next_recent_cost(conn.recent_cost.load(std::memory_order_relaxed), end - start),
+                           std::memory_order_relaxed);
+  }
   if (!ctx._answered && request) ctx.reply(std::span<const std::byte>{});
   if (_options.metrics && client) {
     thread_metrics& m = _metrics.local();

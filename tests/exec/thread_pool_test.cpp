@@ -5,10 +5,12 @@
 // Deterministic: workers are held by tasks blocked on a gate, and the test waits for events
 // (tasks started, counters reached) with a generous upper bound; no assertion depends on speed.
 #include "exec/worker_pool.hpp"
+#include "exec/heavy_budget.hpp"
 
 #include <gtest/gtest.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -29,6 +31,7 @@ using namespace std::chrono_literals;
 using ringrpc::pool_kind;
 using ringrpc::pool_options;
 using ringrpc::pool_stats;
+using ringrpc::detail::heavy_budget;
 using ringrpc::detail::pool_task;
 using ringrpc::detail::thread_pool;
 
@@ -834,6 +837,134 @@ TEST(ThreadPoolFairShare, OverShareQueueIsBoundedApart) {
     std::lock_guard lock(mu);
     return order.size() == 8;
   }));
+}
+
+// --- fair share by cost: a slow backlog gets its share of the workers' time, not of their pops --
+
+// Work of a caller whose recent calls are slow (cost hint 100 ms) or cheap (0): a slow one takes
+// `busy` of a worker's time (a sleep: the test asserts the order it causes, never how long
+// anything took), then records its name (its last touch of the task: the test may free it).
+struct costed_task : ordered_task {
+  std::chrono::milliseconds busy{0};
+  costed_task(std::vector<std::string>& o, std::mutex& m, std::string n, bool over,
+              const std::atomic<std::uint16_t>* hint, std::chrono::milliseconds b)
+      : ordered_task(o, m, std::move(n), over), busy(b) {
+    run = &run_costed;
+    cost_hint = hint;
+  }
+  static void run_costed(pool_task* p) noexcept {
+    auto* t = static_cast<costed_task*>(p);
+    if (t->busy.count() > 0) std::this_thread::sleep_for(t->busy);
+    run_fn(p);
+  }
+};
+
+const std::atomic<std::uint16_t> slow_caller{1'000};  // 100 ms per call, in cost ticks
+const std::atomic<std::uint16_t> cheap_caller{0};
+
+std::size_t runs_before(const std::vector<std::string>& order, char kind, std::size_t end) {
+  return static_cast<std::size_t>(std::count_if(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(end),
+                                                [&](const std::string& n) { return n[0] == kind; }));
+}
+
+// One worker held at a gate; a slow caller's backlog (four 60 ms tasks, over its share) queues
+// first, then a cheap caller's backlog (four, over its share), then eight tasks within their
+// share. Counting pops, every fourth would be slow: two slow tasks before the last quick one.
+// By cost, one slow task may go ahead; it makes the worker owe three times its time (180 ms)
+// to the rest, so the others all run before the second, and the cheap backlog overtakes the
+// slow one it queued behind. The slow tasks still all run, in their order. (A busy machine
+// only makes the slow tasks longer; the quick ones would have to be held up 180 ms in all.)
+TEST(ThreadPoolFairShare, ASlowBacklogGetsItsShareOfTimeNotOfPops) {
+  gate g;
+  event_count started;
+  std::vector<std::string> order;
+  std::mutex mu;
+  std::vector<std::unique_ptr<costed_task>> tasks;  // before the pool: they outlive its workers
+  blocking_task blocker(g, started);
+  thread_pool pool("fair", make(pool_kind::fixed, 1, 0, 64));
+  open_on_exit guard{g};
+  pool.start();
+  ASSERT_TRUE(submit(pool, blocker));
+  ASSERT_TRUE(started.wait_for(1));
+  auto name = [](char kind, int i) { return std::string(1, kind).append(std::to_string(i)); };
+  for (int i = 1; i <= 4; ++i) tasks.push_back(std::make_unique<costed_task>(order, mu, name('S', i), true, &slow_caller, 60ms));
+  for (int i = 1; i <= 4; ++i) tasks.push_back(std::make_unique<costed_task>(order, mu, name('C', i), true, &cheap_caller, 0ms));
+  for (int i = 1; i <= 8; ++i) tasks.push_back(std::make_unique<costed_task>(order, mu, name('P', i), false, nullptr, 0ms));
+  for (auto& t : tasks) ASSERT_TRUE(pool.try_submit(t.get()));
+  EXPECT_EQ(pool.stats().queued, 16u);
+  g.open();
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(mu);
+    return order.size() == 16;
+  }));
+  std::lock_guard lock(mu);
+  std::vector<std::string> slow;
+  std::size_t last_quick = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (order[i][0] == 'S') slow.push_back(order[i]); else last_quick = i;
+  }
+  EXPECT_EQ(slow, (std::vector<std::string>{"S1", "S2", "S3", "S4"}));
+  EXPECT_LE(runs_before(order, 'S', last_quick), 1u) << "order: " << ::testing::PrintToString(order);
+  EXPECT_EQ(pool.stats().queued, 0u);
+}
+
+// Two workers and a backlog of slow work only: it runs, but on one worker at a time (all but
+// one, at least one), so work that arrives while a slow task holds a worker finds the other
+// one free. (Counting pops, both workers took slow tasks and the quick one waited for them.)
+TEST(ThreadPoolFairShare, ASlowBacklogNeverHoldsEveryWorker) {
+  struct quick_task : pool_task {
+    event_count* done;
+    explicit quick_task(event_count& d) : done(&d) {
+      run = [](pool_task* p) noexcept { static_cast<quick_task*>(p)->done->post(); };
+      label = "quick";
+    }
+  };
+  gate g;
+  event_count started, quick_done;
+  std::vector<std::unique_ptr<blocking_task>> slow;  // before the pool: they outlive its workers
+  quick_task quick(quick_done);
+  thread_pool pool("fair", make(pool_kind::fixed, 2, 0, 64));
+  open_on_exit guard{g};
+  pool.start();
+  for (int i = 0; i < 3; ++i) {
+    slow.push_back(std::make_unique<blocking_task>(g, started, "slow"));
+    slow.back()->over_share = true;
+    slow.back()->cost_hint = &slow_caller;
+    ASSERT_TRUE(submit(pool, *slow.back()));
+  }
+  pool.wake(2);
+  ASSERT_TRUE(started.wait_for(1));
+  ASSERT_TRUE(submit(pool, quick));
+  EXPECT_TRUE(quick_done.wait_for(1)) << "a quick task waited behind a slow backlog on every worker";
+  EXPECT_EQ(started.count(), 1) << "slow tasks ran on both workers";
+  g.open();
+  ASSERT_TRUE(started.wait_for(3));
+  for (auto& t : slow) ASSERT_TRUE(eventually([&] { return t->runs.load() == 1; }));
+}
+
+TEST(HeavyBudget, HeavyWorkMakesTheWorkerOweThreeTimesItsTime) {
+  constexpr std::int64_t ms = 1'000'000;
+  heavy_budget b(4);
+  EXPECT_TRUE(b.may_go_ahead());
+  b.started(1000 * ms, true);
+  EXPECT_FALSE(b.may_go_ahead()) << "a heavy task not yet settled";
+  b.started(1010 * ms, false);  // the heavy one took 10 ms
+  EXPECT_EQ(b.owed_ns(), 30 * ms);
+  EXPECT_FALSE(b.may_go_ahead());
+  b.stopped(1030 * ms);  // 20 ms of other work
+  EXPECT_EQ(b.owed_ns(), 10 * ms);
+  b.started(2000 * ms, false);  // idle time in between pays nothing
+  EXPECT_EQ(b.owed_ns(), 10 * ms);
+  b.started(2015 * ms, false);
+  EXPECT_EQ(b.owed_ns(), 0);
+  EXPECT_TRUE(b.may_go_ahead());
+  // A clock that steps back charges nothing; a call of hours owes at most the cap.
+  b.started(2010 * ms, true);
+  b.stopped(2000 * ms);
+  EXPECT_EQ(b.owed_ns(), 0);
+  b.started(3000 * ms, true);
+  b.stopped(3000 * ms + 3'600'000 * ms);
+  EXPECT_EQ(b.owed_ns(), heavy_budget::max_owed_ns);
 }
 
 namespace {

@@ -23,6 +23,7 @@
 #include "ringrpc/server.hpp"
 #include "server/stop_clock.hpp"
 #include "test_support.hpp"
+#include "server/caller_shares.hpp"
 
 namespace ringrpc {
 namespace {
@@ -458,6 +459,102 @@ std::ptrdiff_t lone_host_position(fair_share_caller by) {
   std::lock_guard lock(mu);
   EXPECT_EQ(order.size(), 11u);
   return std::find(order.begin(), order.end(), "lone") - order.begin();
+}
+
+// Fair share by cost, through the whole server: one handler. A slow caller (its `nap` calls take
+// 60 ms) queues six calls; four quick callers have two `step` calls each queued within their
+// share. Counting calls, every fourth pop took the slow backlog: two or three naps before the
+// last quick call. By cost, at most one nap goes ahead (it makes the worker owe three times
+// its time to the others); the rest wait until nothing else does, and all run.
+TEST(fair_share, a_slow_callers_backlog_takes_its_share_of_handler_time_not_of_calls) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  server s(o);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = true;
+  std::vector<std::string> order;
+  auto record = [&](call_context& c) {
+    std::lock_guard lock(mu);
+    order.emplace_back(reinterpret_cast<const char*>(c.payload().data()), c.payload().size());
+  };
+  s.add_method("hold", [&](call_context& c) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return !held; });
+    c.reply("ok");
+  });
+  s.add_method("nap", [&](call_context& c) {
+    record(c);
+    std::this_thread::sleep_for(60ms);  // what makes it slow; no assertion reads a clock
+    c.reply("ok");
+  });
+  s.add_method("step", [&](call_context& c) {
+    record(c);
+    c.reply("ok");
+  });
+  s.start();
+  auto slow = client::connect("127.0.0.1", s.port());
+  // The server learns what the slow caller's calls cost from those it ran: it times one call
+  // in eight per worker (then every call of a connection found slow).
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(slow.call("nap", "warm", call_options{}).ok());
+  {
+    std::lock_guard lock(mu);
+    order.clear();
+  }
+  auto holder = client::connect("127.0.0.1", s.port());
+  auto hold = holder.call_future("hold", bytes_of(""), within(20s));
+  const auto holds = [&](unsigned queued) {
+    const pool_stats p = s.pool_stats_all()[0];
+    return p.active == 1 && p.queued == queued;
+  };
+  for (int i = 0; i < 2000 && !holds(0); ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(holds(0));
+  std::vector<client> quick;
+  std::vector<std::future<call_result>> calls;
+  for (int q = 0; q < 4; ++q) {
+    quick.push_back(client::connect("127.0.0.1", s.port()));
+    for (int i = 0; i < 2; ++i) calls.push_back(quick.back().call_future("step", bytes_of("q"), within(20s)));
+  }
+  for (int i = 0; i < 2000 && !holds(8); ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(holds(8));
+  for (int i = 0; i < 6; ++i) calls.push_back(slow.call_future("nap", bytes_of("n"), within(20s)));
+  for (int i = 0; i < 2000 && !holds(14); ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(holds(14));
+  {
+    std::lock_guard lock(mu);
+    held = false;
+  }
+  cv.notify_all();
+  EXPECT_TRUE(hold.get().ok());
+  for (auto& f : calls) EXPECT_TRUE(f.get().ok());
+  std::lock_guard lock(mu);
+  ASSERT_EQ(order.size(), 14u);
+  const auto last_quick = std::find(order.rbegin(), order.rend(), "q").base() - order.begin();
+  const auto naps_first = std::count(order.begin(), order.begin() + last_quick, "n");
+  EXPECT_LE(naps_first, 1) << "order: " << ::testing::PrintToString(order);
+}
+
+// What a call weighs, and how the estimate follows a connection's calls (ticks of 100 us).
+TEST(fair_share, a_call_weighs_one_unit_plus_one_per_5_ms_of_its_connections_recent_cost) {
+  using detail::call_units;
+  using detail::next_recent_cost;
+  EXPECT_EQ(call_units(0), 1u);
+  EXPECT_EQ(call_units(49), 1u);  // 4.9 ms
+  EXPECT_EQ(call_units(50), 2u);
+  EXPECT_EQ(call_units(1'000), 21u);  // 100 ms
+  EXPECT_EQ(call_units(UINT16_MAX), detail::max_call_units);  // 5 s and more weigh the same
+  // A quarter of the way each call: a connection that turns slow weighs more within a call or
+  // two, and one slow call among quick ones moves it a quarter.
+  std::uint16_t r = 0;
+  r = next_recent_cost(r, 100'000'000);  // 100 ms
+  EXPECT_EQ(r, 250u);
+  r = next_recent_cost(r, 100'000'000);
+  EXPECT_EQ(r, 437u);
+  EXPECT_EQ(next_recent_cost(400, 0), 300u);
+  EXPECT_EQ(next_recent_cost(0, -5), 0u) << "a clock that steps back counts as nothing";
+  EXPECT_EQ(next_recent_cost(0, INT64_MAX), UINT16_MAX / 4) << "a sample saturates at 6.5 s";
+  EXPECT_EQ(next_recent_cost(UINT16_MAX, INT64_MAX), UINT16_MAX);
 }
 
 TEST(fair_share, by_connection_a_host_with_many_connections_gets_many_shares) {
