@@ -97,10 +97,10 @@ record_session::outcome openssl_session::handshake(std::vector<std::byte>& out) 
   if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return outcome::ok;
   if (!_said_anything && SSL_is_server(_ssl) == 1) {
     // The peer's first bytes were not a handshake we could answer, and OpenSSL sends no alert
-    // to bytes that do not look like TLS at all (plaintext, an HTTP request). A server that
-    // names itself is more use to a client on the wrong port than a bare FIN: a fatal
-    // unexpected_message alert (RFC 8446 5.1, what OpenSSL sends for a record it did not
-    // expect), which tools that sniff a reply recognise as TLS.
+    // to bytes that do not look like TLS at all (plaintext, an HTTP request). A client on the
+    // wrong port learns more from the first bytes of a TLS record than from a bare FIN, which
+    // a crash or a full server also produce: a fatal unexpected_message alert (RFC 8446 5.1,
+    // what OpenSSL sends to a record it did not expect).
     constexpr unsigned char alert[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x0a};
     const auto* b = reinterpret_cast<const std::byte*>(alert);
     out.insert(out.end(), b, b + sizeof(alert));

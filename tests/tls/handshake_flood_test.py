@@ -31,13 +31,13 @@ def raise_file_limit(want):
     return True
 
 
-def silent_connects(port, n):
-    """n connections from 127.0.0.2 that never send a byte (kept open by the caller)."""
+def silent_connects(port, n, source="127.0.0.2"):
+    """n connections from `source` that never send a byte (kept open by the caller)."""
     socks = []
     for _ in range(n):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.settimeout(10)
-        s.bind(("127.0.0.2", 0))
+        s.bind((source, 0))
         s.connect(("127.0.0.1", port))
         socks.append(s)
     return socks
@@ -59,17 +59,61 @@ def seen(st):
     return sum(st.get(k, 0) for k in keys)
 
 
-def real_clients(port, ca):
-    ok = 0
-    for i in range(REAL):
-        try:
-            with tls_connect(port, client_context(ca)) as s:
-                s.sendall(echo_frame(i + 1, b"real %d" % i))
-                if read_frame(s)["payload"] == b"real %d" % i:
-                    ok += 1
-        except (OSError, EOFError) as e:
+def real_client(port, ca, i, quiet=False):
+    try:
+        with tls_connect(port, client_context(ca)) as s:
+            s.sendall(echo_frame(i + 1, b"real %d" % i))
+            return read_frame(s)["payload"] == b"real %d" % i
+    except (OSError, EOFError) as e:
+        if not quiet:
             print("     real client %d: %s: %s" % (i, type(e).__name__, e))
+        return False
+
+
+def real_clients(port, ca):
+    return sum(real_client(port, ca, i) for i in range(REAL))
+
+
+def real_clients_retrying(port, ca, seconds):
+    """Each client tries again (0.1 s apart) until it is served or `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    ok = tries = 0
+    for i in range(REAL):
+        while True:
+            tries += 1
+            if real_client(port, ca, i, quiet=True):
+                ok += 1
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    print("     %d of %d served in %d tries" % (ok, REAL, tries))
     return ok
+
+
+def distributed_flood(srv, ca, checks):
+    """300 silent connects from each of four addresses: more than every slot. The per-address
+    share cannot help; closing the silent ones while slots are scarce frees them."""
+    base = srv.tls_stats()
+    socks = []
+    try:
+        for a in range(2, 6):
+            socks += silent_connects(srv.tls_port, 300, "127.0.0.%d" % a)
+        checks.expect(wait_until(lambda: seen(srv.tls_stats()) >= seen(base) + 1200, 30), True,
+                      "the server took all 1200 silent connects from four addresses")
+        st = srv.tls_stats()
+        print("     after the distributed flood: %s" % st)
+        checks.expect(st["handshakes_refused"] > base["handshakes_refused"], True,
+                      "the server-wide cap was reached (handshakes_refused)")
+        checks.expect(real_clients_retrying(srv.tls_port, ca, 60), REAL,
+                      "127.0.0.1 finished %d of %d handshakes, retrying while the slots were full" % (REAL, REAL))
+        st = srv.tls_stats()
+        closed = st.get("handshakes_silent_closed", 0) - base.get("handshakes_silent_closed", 0)
+        checks.expect(closed >= 512, True, "the silent handshakes were closed, not timed out (%d)" % closed)
+        checks.expect(st["handshake_timeouts"], 0, "no handshake timed out in the distributed flood")
+    finally:
+        for s in socks:
+            s.close()
 
 
 def metric(admin_port, name, labels=""):
@@ -120,6 +164,10 @@ def main():
                           0.0, "/metrics: refusals at the server-wide cap")
             checks.expect(metric(srv.admin_port, "ringrpc_tls_handshakes_silent_closed_total"),
                           float(st.get("handshakes_silent_closed", -1)), "/metrics: silent handshakes closed")
+            for s in socks:
+                s.close()
+            socks = []
+            distributed_flood(srv, ca, checks)
         finally:
             for s in socks:
                 s.close()
