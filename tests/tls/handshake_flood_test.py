@@ -103,13 +103,16 @@ def distributed_flood(srv, ca, checks):
                       "the server took all 1200 silent connects from four addresses")
         st = srv.tls_stats()
         print("     after the distributed flood: %s" % st)
-        checks.expect(st["handshakes_refused"] > base["handshakes_refused"], True,
-                      "the server-wide cap was reached (handshakes_refused)")
+        # Usually the server-wide cap is reached too (handshakes_refused grows); on a slow machine
+        # the silence timeout may free slots before the last connects, which is no failure.
         checks.expect(real_clients_retrying(srv.tls_port, ca, 60), REAL,
                       "127.0.0.1 finished %d of %d handshakes, retrying while the slots were full" % (REAL, REAL))
+        checks.expect(wait_until(lambda: srv.tls_stats()["handshakes_in_progress"] < 512, 30), True,
+                      "slots no longer scarce")
         st = srv.tls_stats()
+        # At least 1,024 were let in and fewer than 512 remain: the rest were closed as silent.
         closed = st.get("handshakes_silent_closed", 0) - base.get("handshakes_silent_closed", 0)
-        checks.expect(closed >= 512, True, "the silent handshakes were closed, not timed out (%d)" % closed)
+        checks.expect(closed > 512, True, "the silent handshakes were closed, not timed out (%d)" % closed)
         checks.expect(st["handshake_timeouts"], 0, "no handshake timed out in the distributed flood")
     finally:
         for s in socks:
@@ -152,8 +155,10 @@ def main():
                           "127.0.0.1 finished %d of %d handshakes and echoes on the first try" % (REAL, REAL))
             checks.expect(wait_until(lambda: srv.tls_stats().get("handshakes_silent_closed", 0) > 0, 30), True,
                           "silent handshakes closed while slots were scarce")
-            checks.expect(wait_until(lambda: srv.tls_stats()["handshakes_in_progress"] == 0, 30), True,
-                          "every silent handshake closed long before the 120 s handshake timeout")
+            # Closed while slots are scarce, i.e. until fewer than half are taken; those that had
+            # not been silent long enough then may stay until the handshake timeout.
+            checks.expect(wait_until(lambda: srv.tls_stats()["handshakes_in_progress"] < 512, 30), True,
+                          "slots no longer scarce, long before the 120 s handshake timeout")
             st = srv.tls_stats()
             print("     at the end: %s" % st)
             checks.expect(st["handshakes_refused"], 0, "the server-wide cap was never reached")
