@@ -186,17 +186,24 @@ def partial_record_stalls(binary, certs, work):
         shed0 = shed_count(srv)
         with socket.create_connection(("127.0.0.1", srv.tls_port), timeout=30) as s:
             obj, inc, out = handshake_over_memory(s, client_context(certs["ca"] + ".pem"))
-            obj.write(echo_frame(1, b"whole"))
-            s.sendall(out.read())
-            while True:  # the reply (tickets may come first)
-                try:
-                    check(obj.read(65536)[4:] != b"", "empty reply")
-                    break
-                except ssl.SSLWantReadError:
-                    data = s.recv(65536)
-                    check(data != b"", "closed before the reply")
-                    inc.write(data)
-            obj.write(echo_frame(2, b"never finished"))
+            def echo(call_id, payload):
+                obj.write(echo_frame(call_id, payload))
+                s.sendall(out.read())
+                got = b""
+                while len(got) < 4 or len(got) < 4 + int.from_bytes(got[:4], "little"):
+                    try:
+                        got += obj.read(65536)
+                    except ssl.SSLWantReadError:  # tickets may come before the reply
+                        data = s.recv(65536)
+                        check(data != b"", "closed before reply %d" % call_id)
+                        inc.write(data)
+                check(pc.decode_body(got[4:])["payload"] == payload, "reply %d" % call_id)
+
+            echo(1, b"whole")
+            # Whole records only, then quiet for three stall timeouts: idle, not stalled.
+            time.sleep(3)
+            echo(2, b"still open after 3 s of whole records and silence")
+            obj.write(echo_frame(3, b"never finished"))
             record = out.read()
             s.sendall(record[:len(record) // 2])  # half a record, then silence
             try:
