@@ -54,6 +54,9 @@ class record_session {
   /// The session failed because the peer's certificate did not verify (an unknown CA, expired,
   /// another name), not for any other reason; always false where nothing is verified.
   virtual bool peer_unverified() const noexcept { return false; }
+  /// Part of a record from the peer is held and the rest has not come (the server's
+  /// frame-stall timeout applies to it as to part of a frame). False if the layer cannot tell.
+  virtual bool holds_partial_record() const noexcept { return false; }
   /// The peer's verified certificate (after the handshake).
   virtual peer_certificate_identity peer_identity() const = 0;
   /// "TLSv1.3 TLS_AES_256_GCM_SHA384", for logs and /connections.

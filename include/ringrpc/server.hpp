@@ -142,6 +142,13 @@ struct server_options {
   /// Handshakes under way at once, server-wide; connections beyond it are closed at once and
   /// counted (tls_handshakes_refused). 0 = 1024.
   unsigned max_tls_handshakes = 0;
+  /// Handshakes under way at once from one source address; beyond it connections are closed
+  /// at once and counted (tls_handshakes_refused_per_address). 0 = half of max_tls_handshakes,
+  /// so one host cannot take every slot.
+  unsigned max_tls_handshakes_per_address = 0;
+  /// While half of max_tls_handshakes or more are under way, a handshake whose peer has sent
+  /// nothing for this long is closed (tls_handshakes_silent_closed); 0 = never.
+  std::chrono::milliseconds tls_handshake_silence_timeout{1000};
 };
 
 /// Counters of a running server, merged from per-thread counters when read.
@@ -187,6 +194,10 @@ struct server_stats {
   std::uint64_t tls_handshake_failures = 0;  ///< refused or garbled handshakes (connection closed)
   std::uint64_t tls_handshake_timeouts = 0;  ///< closed: no handshake within tls_handshake_timeout
   std::uint64_t tls_handshakes_refused = 0;  ///< closed at once: max_tls_handshakes were under way
+  /// Closed at once: max_tls_handshakes_per_address were under way from the same address.
+  std::uint64_t tls_handshakes_refused_per_address = 0;
+  /// Closed: silent for tls_handshake_silence_timeout while handshake slots were scarce.
+  std::uint64_t tls_handshakes_silent_closed = 0;
   std::uint64_t tls_handshakes_in_progress = 0;
 };
 

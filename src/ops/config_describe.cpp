@@ -118,6 +118,8 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   jt["ciphersuites"] = cfg.tls.ciphersuites;
   jt["handshake_timeout_ms"] = cfg.server.tls_handshake_timeout.count();
   jt["max_handshakes"] = cfg.server.max_tls_handshakes;
+  jt["max_handshakes_per_address"] = cfg.server.max_tls_handshakes_per_address;
+  jt["handshake_silence_timeout_ms"] = cfg.server.tls_handshake_silence_timeout.count();
   return root;
 }
 

@@ -159,6 +159,8 @@ void read_tls(context& ctx, const toml::table& t, server_config& cfg) {
   r.string("ciphersuites", cfg.tls.ciphersuites);
   r.millis("handshake_timeout_ms", cfg.server.tls_handshake_timeout, 0, k_day_ms);
   r.integer("max_handshakes", cfg.server.max_tls_handshakes, 0, 16'777'216);
+  r.integer("max_handshakes_per_address", cfg.server.max_tls_handshakes_per_address, 0, 16'777'216);
+  r.millis("handshake_silence_timeout_ms", cfg.server.tls_handshake_silence_timeout, 0, k_day_ms);
   r.finish();
 }
 

@@ -160,8 +160,13 @@ void fill_metrics(const server_core& core, metrics_snapshot& m) {
       .add(static_cast<double>(st.tls_handshake_failures));
   m.counter("ringrpc_tls_handshake_timeouts_total", "TLS connections closed: no handshake within tls_handshake_timeout.")
       .add(static_cast<double>(st.tls_handshake_timeouts));
-  m.counter("ringrpc_tls_handshakes_refused_total", "TLS connections closed at once: max_tls_handshakes under way.")
-      .add(static_cast<double>(st.tls_handshakes_refused));
+  auto& hs_refused = m.counter("ringrpc_tls_handshakes_refused_total",
+                               "TLS connections closed at once: max_tls_handshakes, or the per-address share, under way.");
+  hs_refused.add(static_cast<double>(st.tls_handshakes_refused), {{"reason", "max_handshakes"}});
+  hs_refused.add(static_cast<double>(st.tls_handshakes_refused_per_address), {{"reason", "per_address"}});
+  m.counter("ringrpc_tls_handshakes_silent_closed_total",
+            "TLS handshakes closed: the peer sent nothing for tls_handshake_silence_timeout while slots were scarce.")
+      .add(static_cast<double>(st.tls_handshakes_silent_closed));
   m.counter("ringrpc_connections_dead_closed_total",
             "Connections the liveness check closed: reset or ended, but their receive never completed.")
       .add(static_cast<double>(st.connections_dead_closed));
@@ -240,6 +245,8 @@ std::string status_json(const server_core& core, const server_config* given) {
                 {"handshake_failures", st.tls_handshake_failures},
                 {"handshake_timeouts", st.tls_handshake_timeouts},
                 {"handshakes_refused", st.tls_handshakes_refused},
+                {"handshakes_refused_per_address", st.tls_handshakes_refused_per_address},
+                {"handshakes_silent_closed", st.tls_handshakes_silent_closed},
                 {"handshakes_in_progress", st.tls_handshakes_in_progress}};
   }
   server_config in_effect;

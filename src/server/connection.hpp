@@ -25,7 +25,9 @@ namespace ringrpc::detail {
 class reader;
 
 /// Why the reader closed a connection itself (the sweep's timeouts); `peer`: it did not.
-enum class close_cause : std::uint8_t { peer, idle, write_stalled, frame_stalled, handshake_timeout };
+enum class close_cause : std::uint8_t {
+  peer, idle, write_stalled, frame_stalled, handshake_timeout, handshake_silent
+};
 
 /// The reason as events and logs give it; null for `peer`.
 inline const char* describe(close_cause c) noexcept {
@@ -34,6 +36,7 @@ inline const char* describe(close_cause c) noexcept {
     case close_cause::write_stalled: return "write stalled: the peer read nothing while replies waited";
     case close_cause::frame_stalled: return "frame stalled: part of a frame and no further byte";
     case close_cause::handshake_timeout: return "TLS handshake timed out";
+    case close_cause::handshake_silent: return "TLS handshake silent while handshake slots were scarce";
     case close_cause::peer: break;
   }
   return nullptr;

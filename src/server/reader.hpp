@@ -110,6 +110,8 @@ class reader {
   std::uint64_t tls_handshake_failures() const noexcept { return _tls_failures.get(); }
   std::uint64_t tls_handshake_timeouts() const noexcept { return _tls_timeouts.get(); }
   std::uint64_t tls_handshakes_refused() const noexcept { return _tls_refused.get(); }
+  std::uint64_t tls_handshakes_refused_per_address() const noexcept { return _tls_refused_per_address.get(); }
+  std::uint64_t tls_handshakes_silent_closed() const noexcept { return _tls_silent_closed.get(); }
 
  private:
   void run(const uring_features& features, std::promise<void>& ready);
@@ -118,6 +120,10 @@ class reader {
   void on_recv(connection* c, const io_uring_cqe& cqe);
   // TLS connections (reader_tls.cpp).
   bool start_tls(connection* c) noexcept;
+  bool admit_tls_handshake(connection* c, bool& per_address) noexcept;
+  void refuse_handshake(connection* c, counter& count, const char* knob, unsigned value, const char* why) noexcept;
+  void release_address_handshake(connection* c, bool per_address) noexcept;
+  void end_handshake(connection* c, tls_link& t) noexcept;
   void on_recv_tls(connection* c, const io_uring_cqe& cqe);
   void tls_failed(connection* c, tls_link& t, const std::string& why) noexcept;
   /// An orderly close of an established TLS connection: its close_notify before the FIN.
@@ -140,6 +146,8 @@ class reader {
   void arm_sweep_timer() noexcept;
   void sweep() noexcept;
   void shed(connection* c, close_cause reason, counter& count) noexcept;
+  bool shed_handshake(connection* c, const tls_link& t, std::int64_t timeout, std::int64_t silence,
+                      bool scarce) noexcept;
   bool peer_left(connection* c) noexcept;
   bool check_liveness(connection* c) noexcept;
   void give_back_memory() noexcept;
@@ -187,7 +195,8 @@ class reader {
   counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
       _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls, _budget_pauses,
       _rejected_memory, _write_stalled, _frame_stalled, _dead_closed, _liveness_kicked,
-      _refused_per_address, _tls_handshakes, _tls_failures, _tls_timeouts, _tls_refused;
+      _refused_per_address, _tls_handshakes, _tls_failures, _tls_timeouts, _tls_refused,
+      _tls_refused_per_address, _tls_silent_closed;
   std::vector<std::byte> _tls_plain;  // plaintext one receive yielded (reused: no allocation per call)
   memory_budget::account _account;  // this reader's share of the server's memory budget
   call_cache _calls;  // before _replies: the responder's calls come back to it

@@ -34,7 +34,11 @@ void reader::arm_sweep_timer() noexcept {
   const auto& o = _core.options();
   std::int64_t tick = liveness_after_ns;  // the liveness check wants a tick this often
   const std::chrono::milliseconds handshake = o.tls ? o.tls_handshake_timeout : std::chrono::milliseconds(0);
-  for (const auto t : {o.idle_timeout, o.write_stall_timeout, o.frame_stall_timeout, handshake}) {
+  // The silence timeout matters only while handshake slots are scarce; a tick that short the
+  // rest of the time would walk every connection four times a second for nothing.
+  const std::chrono::milliseconds silence =
+      o.tls && _core.handshakes_scarce() ? o.tls_handshake_silence_timeout : std::chrono::milliseconds(0);
+  for (const auto t : {o.idle_timeout, o.write_stall_timeout, o.frame_stall_timeout, handshake, silence}) {
     if (t.count() > 0) {
       tick = std::min<std::int64_t>(tick, std::chrono::duration_cast<std::chrono::nanoseconds>(t).count() / 4);
     }
@@ -100,6 +104,9 @@ void reader::sweep() noexcept {
   const std::int64_t write_stall = ns(o.write_stall_timeout);
   const std::int64_t frame_stall = ns(o.frame_stall_timeout);
   const std::int64_t handshake = o.tls ? ns(o.tls_handshake_timeout) : 0;
+  const std::int64_t silence = o.tls ? ns(o.tls_handshake_silence_timeout) : 0;
+  // Checked once a tick: the slots of the handshakes shed now come back as their sockets close.
+  const bool scarce = o.tls && _core.handshakes_scarce();
   for (connection* c = _live; c != nullptr;) {
     connection* next = c->live_next;  // shed() may unlink c
     if (c->closing) {
@@ -123,24 +130,23 @@ void reader::sweep() noexcept {
       c = next;
       continue;
     }
-    if (c->tls && handshake > 0) {
-      // A handshake that has not finished in time holds a handshake slot and its session's
-      // memory for a peer that may never finish it.
+    const tls_link* tls = nullptr;
+    if (c->tls) {
       const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
-      if (rare != nullptr && rare->tls && rare->tls->handshaking &&
-          _turn_ns - rare->tls->handshake_started_ns > handshake) {
-        c->note_failure("TLS handshake not finished within tls_handshake_timeout");
-        shed(c, close_cause::handshake_timeout, _tls_timeouts);
-        c = next;
-        continue;
-      }
+      if (rare != nullptr) tls = rare->tls.get();
     }
+    if (tls != nullptr && tls->handshaking && shed_handshake(c, *tls, handshake, silence, scarce)) {
+      c = next;
+      continue;
+    }
+    // Part of a frame, or part of a TLS record the frame's bytes are still inside of.
+    const bool partial = c->assembler.buffered() > 0 || (tls != nullptr && tls->session->holds_partial_record());
     const std::int64_t last_write = c->last_write_ns.load(std::memory_order_relaxed);
     const std::int64_t stalled_since = c->write != nullptr ? c->write->stalled_since_ns : 0;
     if (write_stall > 0 && stalled_since != 0 && _turn_ns - stalled_since > write_stall) {
       // Replies wait and the peer has taken no byte: it holds their memory and its calls'.
       shed(c, close_cause::write_stalled, _write_stalled);
-    } else if (frame_stall > 0 && c->assembler.buffered() > 0 && !c->assembler.holding() &&
+    } else if (frame_stall > 0 && partial && !c->assembler.holding() &&
                !c->paused.load(std::memory_order_relaxed) && _turn_ns - c->last_read_ns > frame_stall) {
       // Part of a frame, and no byte of the rest for a long time: a slow-drip peer. (A
       // connection we paused ourselves is not the peer's fault, unless the budget paused it:
@@ -158,6 +164,25 @@ void reader::sweep() noexcept {
     }
     c = next;
   }
+}
+
+// A handshake that has not finished in time holds a handshake slot and its session's memory
+// for a peer that may never finish it. While slots are scarce, one whose peer has said nothing
+// for a while goes sooner: a client that means it sends its ClientHello with the connect.
+// Returns true if `c` is being closed.
+bool reader::shed_handshake(connection* c, const tls_link& t, std::int64_t timeout, std::int64_t silence,
+                            bool scarce) noexcept {
+  if (timeout > 0 && _turn_ns - t.handshake_started_ns > timeout) {
+    c->note_failure("TLS handshake not finished within tls_handshake_timeout");
+    shed(c, close_cause::handshake_timeout, _tls_timeouts);
+    return true;
+  }
+  if (silence > 0 && scarce && _turn_ns - c->last_read_ns > silence) {
+    c->note_failure("TLS handshake silent for tls_handshake_silence_timeout while handshake slots were scarce");
+    shed(c, close_cause::handshake_silent, _tls_silent_closed);
+    return true;
+  }
+  return false;
 }
 
 // Why: after a peer sends some bytes and then resets, the multishot receive sometimes never

@@ -36,32 +36,80 @@ void publish_identity(connection* c, const record_session& s) {
 
 }  // namespace
 
-bool reader::start_tls(connection* c) noexcept {
+void reader::refuse_handshake(connection* c, counter& count, const char* knob, unsigned value,
+                              const char* why) noexcept {
+  count.add();
+  c->note_failure(why);
+  _core.post_event(event_kind::limit_hit, [&] {
+    event e;
+    e.peer = c->peer();
+    e.name = knob;
+    e.value = value;
+    e.detail = "connection refused";
+    e.id = c->id;
+    return e;
+  });
+  ::shutdown(c->fd, SHUT_RDWR);
+  start_close(c);
+}
+
+// Takes a handshake slot of the peer's address, then one of the server's: one host may hold
+// no more than its share, so the rest stay free for everyone else.
+bool reader::admit_tls_handshake(connection* c, bool& per_address) noexcept {
+  const auto& o = _core.options();
+  per_address = false;
+  try {
+    const auto verdict = _core.peers().admit_handshake(c->address.host(), _turn_ns);
+    if (verdict == peer_limits::handshake_verdict::refused) {
+      refuse_handshake(c, _tls_refused_per_address, "max_tls_handshakes_per_address",
+                       o.max_tls_handshakes_per_address,
+                       "refused: max_tls_handshakes_per_address handshakes already under way from this address");
+      return false;
+    }
+    per_address = verdict == peer_limits::handshake_verdict::counted;
+  } catch (const std::bad_alloc&) {
+    // No memory to name the address: the handshake is let in on the server-wide cap alone.
+  }
   if (!_core.admit_handshake()) {
-    _tls_refused.add();
-    c->note_failure("refused: max_tls_handshakes handshakes already under way");
-    _core.post_event(event_kind::limit_hit, [&] {
-      event e;
-      e.peer = c->peer();
-      e.name = "max_tls_handshakes";
-      e.value = _core.options().max_tls_handshakes;
-      e.detail = "connection refused";
-      e.id = c->id;
-      return e;
-    });
-    ::shutdown(c->fd, SHUT_RDWR);
-    start_close(c);
+    release_address_handshake(c, per_address);
+    refuse_handshake(c, _tls_refused, "max_tls_handshakes", o.max_tls_handshakes,
+                     "refused: max_tls_handshakes handshakes already under way");
     return false;
   }
+  return true;
+}
+
+void reader::release_address_handshake(connection* c, bool per_address) noexcept {
+  if (!per_address) return;
+  try {
+    _core.peers().end_handshake(c->address.host());
+  } catch (const std::bad_alloc&) {
+    // No memory to name the address: it keeps one handshake too many counted.
+  }
+}
+
+void reader::end_handshake(connection* c, tls_link& t) noexcept {
+  if (!t.handshaking) return;
+  t.handshaking = false;
+  _core.end_handshake();
+  release_address_handshake(c, t.handshake_per_address);
+  t.handshake_per_address = false;
+}
+
+bool reader::start_tls(connection* c) noexcept {
+  bool per_address = false;
+  if (!admit_tls_handshake(c, per_address)) return false;
   try {
     connection::connection_rare& rare = c->rare_part();
     auto link = std::make_unique<tls_link>();
     link->session = _core.options().tls->new_server_session();
     if (!link->session) throw std::bad_alloc();
     link->handshake_started_ns = _turn_ns;
+    link->handshake_per_address = per_address;
     rare.tls = std::move(link);
   } catch (...) {
     _core.end_handshake();
+    release_address_handshake(c, per_address);
     _core.note_out_of_memory();
     c->note_failure("out of memory starting a TLS session");
     ::shutdown(c->fd, SHUT_RDWR);
@@ -81,10 +129,7 @@ void reader::finish_tls(connection* c) noexcept {
   const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
   if (rare == nullptr || !rare->tls) return;
   tls_link& t = *rare->tls;
-  if (t.handshaking) {
-    t.handshaking = false;
-    _core.end_handshake();
-  }
+  end_handshake(c, t);
   // The session's memory is the connection's until it is freed, but nothing of it is the
   // budget's business once no byte is read or written for it any more.
   _account.release(static_cast<std::int64_t>(t.charged));
@@ -92,8 +137,7 @@ void reader::finish_tls(connection* c) noexcept {
 }
 
 void reader::tls_established(connection* c, tls_link& t) noexcept {
-  t.handshaking = false;
-  _core.end_handshake();
+  end_handshake(c, t);
   _tls_handshakes.add();
   t.announced = true;
   try {

@@ -123,7 +123,8 @@ void server_core::start() {
   _budget = std::make_unique<memory_budget>(_options.max_buffered_bytes);
   _peers = std::make_unique<peer_limits>(_options.max_connections_per_address,
                                          _options.accept_rate_per_address,
-                                         _options.accept_rate_per_address);
+                                         _options.accept_rate_per_address,
+                                         _options.tls ? _options.max_tls_handshakes_per_address : 0);
   _pool = std::make_unique<call_pool>(queue + 4096);
 
   try {
@@ -176,6 +177,9 @@ void server_core::resolve_limits(std::size_t default_queue) {
     }
   }
   if (_options.max_tls_handshakes == 0) _options.max_tls_handshakes = 1024;
+  if (_options.max_tls_handshakes_per_address == 0) {
+    _options.max_tls_handshakes_per_address = std::max(1u, _options.max_tls_handshakes / 2);
+  }
   if (_options.max_connections_per_address == 0 && _options.max_connections != 0) {
     _options.max_connections_per_address =
         std::max(1u, _options.max_connections - _options.max_connections / 10);
@@ -264,6 +268,8 @@ server_stats server_core::stats() const {
     s.tls_handshake_failures += r->tls_handshake_failures();
     s.tls_handshake_timeouts += r->tls_handshake_timeouts();
     s.tls_handshakes_refused += r->tls_handshakes_refused();
+    s.tls_handshakes_refused_per_address += r->tls_handshakes_refused_per_address();
+    s.tls_handshakes_silent_closed += r->tls_handshakes_silent_closed();
   }
   s.tls_handshakes_in_progress = _tls_handshakes.load(std::memory_order_relaxed);
   s.calls_rejected_busy += _refused_busy.get();

@@ -177,6 +177,10 @@ class server_core final : public exec_host {
     return true;
   }
   void end_handshake() noexcept { _tls_handshakes.fetch_sub(1, std::memory_order_relaxed); }
+  /// Half of max_tls_handshakes or more are under way: silent handshakes are closed early.
+  bool handshakes_scarce() const noexcept {
+    return 2ull * _tls_handshakes.load(std::memory_order_relaxed) >= _options.max_tls_handshakes;
+  }
 
  private:
   void execute(endpoint_slot& slot, call* c) noexcept;

@@ -30,6 +30,7 @@ struct tls_link {
   std::int64_t handshake_started_ns = 0;
   std::size_t charged = 0;  // what this link has charged to the memory budget
   bool handshaking = true;  // holds one of the server's handshake slots while true
+  bool handshake_per_address = false;  // ... and one of its address's (peer_limits) while true
   bool announced = false;   // endpoints were told "connected" (so they hear "disconnected")
   bool write_ref = false;   // a write is out and holds a reference on the connection
   bool said_close_notify = false;  // our close_notify went out (reader::say_close_notify)

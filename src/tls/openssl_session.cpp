@@ -56,6 +56,14 @@ void openssl_session::drain(std::vector<std::byte>& out) {
   out.resize(at + pending);  // may throw: the session is then failed by the caller
   const int n = BIO_read(_out, out.data() + at, static_cast<int>(pending));
   out.resize(at + (n > 0 ? static_cast<std::size_t>(n) : 0));
+  _said_anything = _said_anything || n > 0;
+}
+
+bool openssl_session::holds_partial_record() const noexcept {
+  // OpenSSL reads a record's header, then its body, into its read buffer as the bytes come;
+  // what it holds of an unfinished record counts as pending (so does ciphertext not yet read
+  // out of the BIO, which receive() never leaves behind).
+  return _error.empty() && (BIO_ctrl_pending(_in) > 0 || SSL_has_pending(_ssl) == 1);
 }
 
 record_session::outcome openssl_session::fail(int ssl_error, const char* during) {
@@ -87,6 +95,17 @@ record_session::outcome openssl_session::handshake(std::vector<std::byte>& out) 
   }
   const int err = SSL_get_error(_ssl, rc);
   if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return outcome::ok;
+  if (!_said_anything && SSL_is_server(_ssl) == 1) {
+    // The peer's first bytes were not a handshake we could answer, and OpenSSL sends no alert
+    // to bytes that do not look like TLS at all (plaintext, an HTTP request). A client on the
+    // wrong port learns more from the first bytes of a TLS record than from a bare FIN, which
+    // a crash or a full server also produce: a fatal unexpected_message alert (RFC 8446 5.1,
+    // what OpenSSL sends to a record it did not expect).
+    constexpr unsigned char alert[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x0a};
+    const auto* b = reinterpret_cast<const std::byte*>(alert);
+    out.insert(out.end(), b, b + sizeof(alert));
+    _said_anything = true;
+  }
   return fail(err, "handshake");
 }
 

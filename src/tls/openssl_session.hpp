@@ -25,6 +25,7 @@ class openssl_session final : public record_session {
   bool established() const noexcept override { return _established; }
   std::string error() const override { return _error; }
   bool peer_unverified() const noexcept override;
+  bool holds_partial_record() const noexcept override;
   peer_certificate_identity peer_identity() const override;
   std::string describe() const override;
 
@@ -37,6 +38,7 @@ class openssl_session final : public record_session {
   BIO* _in;   // ciphertext received, read by OpenSSL
   BIO* _out;  // ciphertext OpenSSL produced, for us to send
   bool _established = false;
+  bool _said_anything = false;  // drain() has given the peer bytes of ours
   std::string _error;
 };
 

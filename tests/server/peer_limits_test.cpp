@@ -43,3 +43,41 @@ TEST(PeerLimits, OffCostsNothingAndAdmitsAll) {
 }
 
 }  // namespace
+
+namespace {
+
+using handshake = peer_limits::handshake_verdict;
+
+TEST(PeerLimits, HandshakesPerAddressAreCappedAndGivenBack) {
+  peer_limits p(0, 0, 0, 2);  // connections uncounted, two handshakes per address
+  EXPECT_EQ(p.admit_handshake("10.0.0.1", 0), handshake::counted);
+  EXPECT_EQ(p.admit_handshake("10.0.0.1", 0), handshake::counted);
+  EXPECT_EQ(p.admit_handshake("10.0.0.1", 0), handshake::refused) << "the address's share is taken";
+  EXPECT_EQ(p.admit_handshake("10.0.0.2", 0), handshake::counted) << "another host has its own share";
+  EXPECT_EQ(p.handshakes_from("10.0.0.1"), 2u);
+  p.end_handshake("10.0.0.1");
+  EXPECT_EQ(p.admit_handshake("10.0.0.1", 0), handshake::counted) << "a finished handshake frees its slot";
+  p.end_handshake("10.0.0.9");  // never admitted: ignored
+  p.end_handshake("10.0.0.2");
+  EXPECT_EQ(p.handshakes_from("10.0.0.2"), 0u);
+}
+
+TEST(PeerLimits, HandshakesAndConnectionsShareAnEntryWithoutResettingEachOther) {
+  peer_limits p(3, 0, 0, 1);
+  ASSERT_EQ(p.admit("h", 0), verdict::admitted);
+  ASSERT_EQ(p.admit_handshake("h", 0), handshake::counted);
+  p.release("h");  // the connection count reaches 0 while a handshake is counted: kept
+  EXPECT_EQ(p.admit_handshake("h", 0), handshake::refused);
+  p.end_handshake("h");
+  EXPECT_EQ(p.handshakes_from("h"), 0u);
+  EXPECT_EQ(p.open_from("h"), 0u);
+  EXPECT_EQ(p.admit_handshake("h", 0), handshake::counted);
+}
+
+TEST(PeerLimits, HandshakesUncountedWhenOff) {
+  peer_limits p(2, 0, 0);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(p.admit_handshake("h", 0), handshake::uncounted);
+  EXPECT_EQ(p.handshakes_from("h"), 0u);
+}
+
+}  // namespace

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from tls_support import (Server, client_context, echo_frame, make_all, pc, read_frame,
                          tls_connect)
@@ -105,6 +106,35 @@ def garbage(srv, certs):
         check(read_frame(good)["payload"] == b"still here", "another connection was affected")
 
 
+def read_to_end(sock):
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return data
+            data += chunk
+    except ConnectionResetError:
+        return data
+
+
+def is_fatal_alert(data):
+    """One TLS alert record, fatal: content type 21, version 3.x, length 2, level 2."""
+    return len(data) == 7 and data[0] == 0x15 and data[1] == 0x03 and data[3:6] == b"\x00\x02\x02"
+
+
+def not_tls_gets_alert(srv, certs):
+    # OpenSSL itself says nothing to bytes that do not look like TLS; the server sends a fatal
+    # alert anyway, so a client on the wrong port learns it is talking to a TLS server.
+    for what, data in [("an HTTP request", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+                       ("a plaintext ringrpc frame", echo_frame(1, b"plain on the TLS port")),
+                       ("a TLS-shaped record out of place", b"\x17\x03\x03\x00\x05hello")]:
+        with socket.create_connection(("127.0.0.1", srv.tls_port), timeout=10) as s:
+            s.sendall(data)
+            got = read_to_end(s)
+            check(is_fatal_alert(got), "%s got %r, not one fatal alert" % (what, got))
+
+
 def stalled(srv, certs):
     before = srv.tls_stats()["handshake_timeouts"]
     t0 = time.monotonic()
@@ -117,6 +147,91 @@ def stalled(srv, certs):
     waited = time.monotonic() - t0
     check(waited < 8, "closed only after %.1f s (handshake timeout 300 ms)" % waited)
     check(srv.wait_stat("handshake_timeouts", before + 1) >= before + 1, "timeout not counted")
+
+
+def shed_count(srv):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % srv.admin_port, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith('ringrpc_connections_shed_total{reason="frame_stall"} '):
+                return float(line.split()[1])
+    return 0.0
+
+
+def handshake_over_memory(sock, ctx):
+    """A client session whose ciphertext we hold: so a test can send part of a record."""
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
+    while True:
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            sock.sendall(out.read())
+            data = sock.recv(65536)
+            if not data:
+                raise EOFError("closed during the handshake")
+            inc.write(data)
+    sock.sendall(out.read())
+    return obj, inc, out
+
+
+def partial_record_stalls(binary, certs, work):
+    # frame_stall_timeout_ms applies to part of a TLS record as to part of a frame, in the
+    # handshake and after it; idle and handshake timeouts are far away, so only it can close.
+    srv = Server(binary, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
+                          "--tls-key", certs["server"] + ".key",
+                          "--set", "server.frame_stall_timeout_ms=1000", "--set", "server.idle_timeout_ms=300000",
+                          "--set", "tls.handshake_timeout_ms=120000"], work)
+    try:
+        shed0 = shed_count(srv)
+        with socket.create_connection(("127.0.0.1", srv.tls_port), timeout=30) as s:
+            obj, inc, out = handshake_over_memory(s, client_context(certs["ca"] + ".pem"))
+            def echo(call_id, payload):
+                obj.write(echo_frame(call_id, payload))
+                s.sendall(out.read())
+                got = b""
+                while len(got) < 4 or len(got) < 4 + int.from_bytes(got[:4], "little"):
+                    try:
+                        got += obj.read(65536)
+                    except ssl.SSLWantReadError:  # tickets may come before the reply
+                        data = s.recv(65536)
+                        check(data != b"", "closed before reply %d" % call_id)
+                        inc.write(data)
+                check(pc.decode_body(got[4:])["payload"] == payload, "reply %d" % call_id)
+
+            echo(1, b"whole")
+            # Whole records only, then quiet for three stall timeouts: idle, not stalled.
+            time.sleep(3)
+            echo(2, b"still open after 3 s of whole records and silence")
+            obj.write(echo_frame(3, b"never finished"))
+            record = out.read()
+            s.sendall(record[:len(record) // 2])  # half a record, then silence
+            try:
+                read_to_end(s)  # ends with the FIN (our close_notify may come first)
+            except socket.timeout:
+                raise AssertionError("still open 30 s after half a record (frame_stall_timeout 1 s)")
+        check(shed_count(srv) >= shed0 + 1, "not counted as a frame stall")
+    finally:
+        srv.stop()
+
+
+def partial_client_hello_stalls(binary, certs, work):
+    srv = Server(binary, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
+                          "--tls-key", certs["server"] + ".key",
+                          "--set", "server.frame_stall_timeout_ms=1000", "--set", "server.idle_timeout_ms=300000",
+                          "--set", "tls.handshake_timeout_ms=120000"], work)
+    try:
+        shed0 = shed_count(srv)
+        with socket.create_connection(("127.0.0.1", srv.tls_port), timeout=30) as s:
+            s.sendall(b"\x16\x03\x01\x02\x00\x01")  # a ClientHello's header and one byte of it
+            try:
+                check(read_to_end(s) == b"", "the server sent bytes to a half ClientHello")
+            except socket.timeout:
+                raise AssertionError("a half ClientHello still open after 30 s (frame_stall_timeout 1 s)")
+        check(shed_count(srv) >= shed0 + 1, "the half ClientHello not counted as a frame stall")
+        check(srv.tls_stats()["handshake_timeouts"] == 0, "closed by the handshake timeout instead")
+    finally:
+        srv.stop()
 
 
 def refused(port, ctx, what):
@@ -252,6 +367,8 @@ def main():
             run("plaintext port beside the TLS one", plaintext_beside, srv, certs)
             run("garbage instead of a ClientHello: that connection closes", garbage, srv, certs)
             run("stalled handshake: closed after the timeout, counted", stalled, srv, certs)
+            run("HTTP, a plaintext frame, a stray record: one fatal alert, then the FIN",
+                not_tls_gets_alert, srv, certs)
             if CALL:
                 run("ringrpc-call ringrpcs:// (--cacert, wrong CA, --insecure)", ringrpc_call, srv, certs)
             print("     /status tls: %s" % srv.tls_stats())
@@ -259,6 +376,10 @@ def main():
             rc = srv.stop()
             if rc != 0:
                 failures.append("server exit %d: %s" % (rc, srv.stderr()[-2000:]))
+        run("half a TLS record after the handshake: closed by frame_stall_timeout",
+            partial_record_stalls, SERVER, certs, work)
+        run("half a ClientHello: closed by frame_stall_timeout before the handshake timeout",
+            partial_client_hello_stalls, SERVER, certs, work)
         run("mutual TLS: no certificate, other CA refused; trusted served", mutual, SERVER, certs, work)
         run("refused at accept (max_connections): a TLS client gets the FIN, no plaintext frame",
             refused_at_accept, SERVER, certs, work)
