@@ -147,7 +147,9 @@ class session {
   // (or, for ringrpcs://, a plaintext one); `failed` is the call's failure if it has ended,
   // null while it still waits (then only a clear verdict stops it).
   void check_peer(std::string_view method, const ringrpc::call_result* failed) {
-    const peer_probe p = probe_peer(_where.host, _where.port, probe_budget);
+    // Asked once: a slow first call that was probed while it waited is not probed again.
+    if (!_probed) _probed = probe_peer(_where.host, _where.port, probe_budget);
+    const peer_probe& p = *_probed;
     const std::string where = authority();
     if (p.sniffed == "ringrpc") {
       if (_tls && failed) {
@@ -190,6 +192,7 @@ class session {
   std::shared_ptr<ringrpc::record_layer> _tls;
   std::optional<ringrpc::client> _client;
   bool _speaks_ringrpc = false;  // the server has answered a call (or a Ping)
+  std::optional<peer_probe> _probed;
 };
 
 // What reflection.list says, or the --schema file's methods: every name list shows is one
