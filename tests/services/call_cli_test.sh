@@ -202,10 +202,14 @@ fake_peers() {
   python3 - "$@" <<'PY'
 import socket, sys, threading, time
 # http: answers anything with a 400; redis: like redis-server, silent until a line without a NUL
-# byte, then an error or +PONG; silent: reads and never answers. Ends by itself after 60 s.
+# byte, then an error or +PONG; silent: reads and never answers; close: hangs up at once. Ends by
+# itself after 60 s.
 def serve(listener, kind):
     while True:
         conn, _ = listener.accept()
+        if kind == "close":
+            conn.close()
+            continue
         threading.Thread(target=talk, args=(conn, kind), daemon=True).start()
 def talk(conn, kind):
     buf = b""
@@ -234,17 +238,19 @@ print(" ".join(ports), flush=True)
 time.sleep(60)
 PY
 }
-fake_peers http redis silent >"$work/fakes.out" 2>"$work/fakes.err" &
+fake_peers http redis silent close >"$work/fakes.out" 2>"$work/fakes.err" &
 pids="$pids $!"
 i=0
 while [ $i -lt 50 ] && ! [ -s "$work/fakes.out" ]; do sleep 0.1; i=$((i + 1)); done
-read -r fhttp fredis fsilent <"$work/fakes.out" || fail "the fake peers did not start: $(cat "$work/fakes.err")"
+read -r fhttp fredis fsilent fclose <"$work/fakes.out" || fail "the fake peers did not start: $(cat "$work/fakes.err")"
 expect fakehttp 3 err "127.0.0.1:$fhttp is not a ringrpc server: this looks like an HTTP/1.1 server" \
   127.0.0.1:"$fhttp" list --timeout 60s
 expect fakeredis 3 err "127.0.0.1:$fredis is not a ringrpc server: this looks like a Redis server \\(it answered \"PING\"" \
   127.0.0.1:"$fredis" call echo -d hello --timeout 60s
 expect fakesilent 3 err "echo timed out after 1000 ms; nor did 127.0.0.1:$fsilent answer a ringrpc Ping" \
   127.0.0.1:"$fsilent" call echo -d hello --timeout 1s
+expect fakeclose 3 err "also closed a connection of its own without answering a ringrpc Ping: .*try ringrpcs://127.0.0.1:$fclose" \
+  127.0.0.1:"$fclose" list --timeout 60s
 expect faketls 3 err "127.0.0.1:$fhttp is not a ringrpc server: this looks like an HTTP/1.1 server" \
   ringrpcs://127.0.0.1:"$fhttp" list --insecure --timeout 60s
 expect plainfortls 3 err "answered a plaintext ringrpc Ping: it does not speak TLS on this port; try ringrpc://$addr" \

@@ -167,8 +167,8 @@ class session {
     if (!failed) return;
     std::string text = failure_text(method, *failed);
     if (p.closed && !_tls) {
-      text += "; " + where + " also closed a second connection without answering a ringrpc Ping: it does not " +
-              "seem to speak ringrpc (if it expects TLS, try ringrpcs://" + where + ")";
+      text += "; " + where + " also closed a connection of its own without answering " + p.asked +
+              ": it does not seem to speak ringrpc (if it expects TLS, try ringrpcs://" + where + ")";
     } else if (p.connected && p.front.empty() && !p.closed) {
       text += "; nor did " + where + " answer a ringrpc Ping on a second connection: a stalled server, or one " +
               "that does not speak ringrpc";

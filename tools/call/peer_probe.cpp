@@ -16,7 +16,14 @@ namespace ringrpc::tools {
 
 namespace {
 
-bool send_all(int fd, std::span<const std::byte> bytes, std::chrono::milliseconds wait) {
+// What one question got: > 0 that many bytes, 0 the peer hung up (EOF or reset), -1 nothing in
+// time.
+constexpr ssize_t hung_up = 0;
+constexpr ssize_t no_answer = -1;
+
+bool reset(int err) { return err == ECONNRESET || err == EPIPE; }
+
+ssize_t send_all(int fd, std::span<const std::byte> bytes, std::chrono::milliseconds wait) {
   while (!bytes.empty()) {
     const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (n > 0) {
@@ -24,24 +31,24 @@ bool send_all(int fd, std::span<const std::byte> bytes, std::chrono::millisecond
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN) return false;
+    if (n < 0 && errno != EAGAIN) return reset(errno) ? hung_up : no_answer;
     pollfd p{fd, POLLOUT, 0};
-    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return false;
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return no_answer;
   }
-  return true;
+  return 1;
 }
 
-// Some bytes within `wait`: > 0 their count, 0 the peer closed, -1 nothing came (or an error).
 ssize_t read_within(int fd, std::span<std::byte> into, std::chrono::milliseconds wait) {
   pollfd p{fd, POLLIN, 0};
   int rc;
   while ((rc = ::poll(&p, 1, static_cast<int>(wait.count()))) < 0 && errno == EINTR) {
   }
-  if (rc <= 0) return -1;
+  if (rc <= 0) return no_answer;
   ssize_t n;
   while ((n = ::recv(fd, into.data(), into.size(), 0)) < 0 && errno == EINTR) {
   }
-  return n < 0 ? -1 : n;
+  if (n < 0) return reset(errno) ? hung_up : no_answer;
+  return n;
 }
 
 }  // namespace
@@ -53,9 +60,10 @@ peer_probe probe_peer(const std::string& host, std::uint16_t port, std::chrono::
   // One question on a connection of its own: what came back within `half`.
   const auto ask = [&](std::span<const std::byte> question) -> ssize_t {
     const int fd = detail::connect_tcp(host, port, half);
-    if (fd < 0) return -1;
+    if (fd < 0) return no_answer;
     out.connected = true;
-    const ssize_t n = send_all(fd, question, half) ? read_within(fd, buf, half) : -1;
+    ssize_t n = send_all(fd, question, half);
+    if (n > 0) n = read_within(fd, buf, half);
     ::close(fd);
     return n;
   };
@@ -68,12 +76,12 @@ peer_probe probe_peer(const std::string& host, std::uint16_t port, std::chrono::
   // No answer: a text protocol waiting for a line end, or one that stops at the Ping's NUL
   // bytes (Redis looks for the end of an inline command with strchr). A fresh connection gets a
   // line that Redis answers with +PONG and HTTP servers with a 400.
-  if (n < 0 && out.connected) {
+  if (n == no_answer && out.connected) {
     static constexpr char text[] = "PING\r\n\r\n";
     n = ask(std::as_bytes(std::span(text, sizeof text - 1)));
     out.asked = "\"PING\"";
   }
-  if (n == 0) out.closed = true;
+  if (n == hung_up && out.connected) out.closed = true;
   if (n > 0) {
     const std::span<const std::byte> front(buf.data(), static_cast<std::size_t>(n));
     out.sniffed = std::string(sniff_protocol(front));
