@@ -22,6 +22,7 @@ struct served_method {
   std::uint32_t id = 0;
   std::string request;
   std::string reply;
+  std::string doc;  // the method's /// comment, its lines joined by spaces
 };
 
 struct served_service {
@@ -34,6 +35,19 @@ struct served_service {
 std::string_view unqualified(std::string_view name) {
   const auto dot = name.rfind('.');
   return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+std::string joined_doc(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* lines) {
+  std::string out;
+  for (flatbuffers::uoffset_t i = 0; lines != nullptr && i < lines->size(); ++i) {
+    std::string_view l = lines->Get(i) ? lines->Get(i)->string_view() : std::string_view();
+    while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\t')) l.remove_suffix(1);
+    if (l.empty()) continue;
+    if (!out.empty()) out += ' ';
+    out.append(l);
+  }
+  return out;
 }
 
 const reflection::Schema& checked_schema(const schema_blob& blob) {
@@ -77,6 +91,7 @@ std::map<std::string, served_service, std::less<>> index_schemas(const std::vect
           m.id = method_id(m.full);
           m.request = call->request() && call->request()->name() ? call->request()->name()->str() : std::string();
           m.reply = call->response() && call->response()->name() ? call->response()->name()->str() : std::string();
+          m.doc = joined_doc(call->documentation());
           s.methods.push_back(std::move(m));
         }
       }
@@ -142,6 +157,10 @@ std::string list_json(const std::map<std::string, served_service, std::less<>>& 
       append_json_string(out, m.request);
       out += ",\"reply\":";
       append_json_string(out, m.reply);
+      if (!m.doc.empty()) {
+        out += ",\"doc\":";
+        append_json_string(out, m.doc);
+      }
       out += '}';
     }
     out += "]}";

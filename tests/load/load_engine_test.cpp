@@ -610,14 +610,16 @@ TEST(load_engine, garbage_with_max_calls_counts_each_call_once) {
   EXPECT_EQ(t.r.calls_ok + t.r.error_total(), cfg.max_calls) << errors_text(t.r);
 }
 
-// Replies are gathered in batches when they come fast (wake_batch.hpp); a reply that arrives
-// alone after the server has gone quiet is not held for the rest of a batch beyond the cut-off.
-// The server echoes at full speed for 300 ms, goes quiet, and 50 ms later answers one more call
-// and no other. The window is widened so that every turn waits for a batch of 4 whatever this
-// machine's speed.
-TEST(load_engine, a_lone_reply_is_not_held_for_a_batch) {
+// The engine against a server that echoes at full speed for 300 ms, goes quiet, and 50 ms
+// later answers one more call and no other: every reply the server wrote is counted ok (none
+// held until it timed out), and the calls it never answered are timeouts. How long a reply
+// can wait for a batch is the wait the loop asks for (load_wake_batch_test.cpp,
+// ALoneReplyIsNotHeldForABatch). The timeout is
+// generous (seconds): only the counts are checked, never how long anything took.
+TEST(load_engine, a_lone_reply_after_a_fast_run_is_counted) {
   const auto quiet_from = steady::now() + 300ms * slow;
   std::atomic<bool> last_answered{false};
+  std::atomic<std::uint64_t> answered_bytes{0};
   tcp_server srv([&](peer& p) {
     std::string buf;
     while (p.read_some(buf)) {
@@ -626,19 +628,20 @@ TEST(load_engine, a_lone_reply_is_not_held_for_a_batch) {
         std::this_thread::sleep_until(quiet_from + 50ms);
       }
       if (!p.write_all(buf)) return;
+      answered_bytes.fetch_add(buf.size());
       buf.clear();
     }
   });
   auto cfg = config_for(url_of("echo", srv.port()));
   cfg.connections = 64;
   cfg.duration = 600ms * slow;
-  cfg.call_timeout = 300ms * slow;
+  cfg.call_timeout = 2s * slow;
   cfg.reply_batch_window = 1s;
   const auto t = run_load(cfg);
   ASSERT_GT(t.r.calls_ok, 64u) << errors_text(t.r);
-  // The lone call took the server 50 ms and a few; held for a batch, it would be noticed only
-  // at the next housekeeping turn, 100 ms later.
-  EXPECT_LT(t.r.latency_ns.max(), (50'000'000u + 40'000'000u) * slow) << "a reply was held for a batch";
+  EXPECT_TRUE(last_answered.load()) << "the server never went quiet";
+  EXPECT_EQ(t.r.calls_ok, answered_bytes.load() / 64) << "64-byte echoes; " << errors_text(t.r);
+  EXPECT_EQ(t.r.error_total(), err(t.r, "timeout")) << errors_text(t.r);
 }
 
 TEST(load_engine, stalled_server_times_out_and_run_ends) {
@@ -648,8 +651,9 @@ TEST(load_engine, stalled_server_times_out_and_run_ends) {
   const auto t = run_load(cfg);
   EXPECT_GT(err(t.r, "timeout"), 0u) << errors_text(t.r);
   EXPECT_EQ(t.r.calls_ok, 0u);
-  // Duration 1 s, then the drain waits at most max(call timeout, 2 s).
-  EXPECT_LT(t.wall_s, (1.0 + 2.0 + 1.0) * slow);
+  // Duration 1 s, then the drain waits at most max(call timeout, 2 s); the slack only catches a
+  // hang (a drain without its bound would run until the test's own timeout).
+  EXPECT_LT(t.wall_s, (1.0 + 2.0) * slow + 5.0);
   EXPECT_GE(t.wall_s, 1.0 * slow);
 }
 

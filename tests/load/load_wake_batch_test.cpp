@@ -72,4 +72,39 @@ TEST(WakeBatch, TheCutOffIsPastTheNextSchedulerTick) {
   EXPECT_GE(wake_batch::bound_ns, 4 * ms);
 }
 
+// Replies are gathered in batches when they come fast (wake_batch.hpp); a reply that arrives
+// alone after the server has gone quiet is not held for the rest of a batch beyond the cut-off.
+// What the loop asks io_uring_enter for decides that, so that is what is checked: with the
+// batch at its largest, a turn still ends within bound_ns, however far off the loop's own next
+// wake-up is; a turn that was cut off, or the end of issuing, goes back to waking on each reply.
+TEST(WakeBatch, ALoneReplyIsNotHeldForABatch) {
+  constexpr std::int64_t t0 = 1'000 * ms;
+  wake_batch wake(64, 16, 1'000'000'000);  // a 1 s window: any rate fills the batch
+  EXPECT_EQ(wake.plan(t0, t0 + 100 * ms, 0, 4096, true).wait_nr, 1u) << "no batch before a rate is measured";
+  wake.completed(1, t0);
+  wake.completed(64, t0 + ms);
+  ASSERT_EQ(wake.target(), 8u) << "the batch is capped at an eighth of the calls in flight";
+
+  const std::int64_t now = t0 + 2 * ms;
+  const auto w = wake.plan(now, now + 100 * ms, 3, 4096, true);
+  EXPECT_TRUE(w.batched);
+  EXPECT_EQ(w.wait_nr, 3u + 8u) << "this turn's sends complete first";
+  EXPECT_EQ(w.deadline, now + wake_batch::bound_ns) << "a batched wait is cut off, not left to housekeeping";
+  EXPECT_LE(wake_batch::bound_ns, 5 * ms);
+  EXPECT_EQ(wake.plan(now, now + ms, 3, 4096, true).deadline, now + ms) << "an earlier wake-up still counts";
+  EXPECT_EQ(wake.plan(now, now + 100 * ms, 5000, 4096, true).wait_nr, 2048u) << "at most half the CQ";
+
+  const auto draining = wake.plan(now, now + 100 * ms, 3, 4096, false);
+  EXPECT_FALSE(draining.batched);
+  EXPECT_EQ(draining.wait_nr, 1u) << "once no call is issued, each reply wakes the loop";
+
+  wake.timed_out(now + 5 * ms);
+  const auto after = wake.plan(now + 5 * ms, now + 105 * ms, 3, 4096, true);
+  EXPECT_EQ(after.wait_nr, 1u) << "after a cut-off turn, every reply wakes the loop";
+  EXPECT_EQ(after.deadline, now + 105 * ms);
+  // A quiet millisecond measures no rate at all: still one.
+  wake.completed(0, now + 6 * ms);
+  EXPECT_EQ(wake.target(), 1u);
+}
+
 }  // namespace

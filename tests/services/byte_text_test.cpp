@@ -58,5 +58,18 @@ TEST(byte_text, raw_is_unchanged) {
   EXPECT_EQ(decode(byte_encoding::raw, "a\nb"), "a\nb");
 }
 
+// What a server sends, made safe for a terminal: no byte that a terminal acts on survives.
+TEST(byte_text, printable_escapes_what_a_terminal_acts_on) {
+  EXPECT_EQ(printable("\x1b]0;title\x07\x1b[2J\rfake$ \x7f"), "\\x1b]0;title\\x07\\x1b[2J\\rfake$ \\x7f");
+  EXPECT_EQ(printable("a\nb\tc"), "a\\nb\\tc") << "one line by default";
+  EXPECT_EQ(printable("a\nb\tc", true), "a\nb\tc") << "multiline keeps newlines and tabs";
+  EXPECT_EQ(printable("\xc2\x9b" "2J"), "\\xc2\\x9b2J") << "C1 CSI as UTF-8";
+  EXPECT_EQ(printable("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82")
+      << "printable UTF-8 passes";
+  EXPECT_EQ(printable("\xff\xc3"), "\\xff\\xc3") << "not UTF-8, or cut short";
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80") << "a surrogate is not UTF-8";
+  EXPECT_EQ(printable(std::string_view("\0x", 2)), "\\x00x");
+}
+
 }  // namespace
 }  // namespace ringrpc::tools

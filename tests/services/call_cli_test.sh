@@ -1,16 +1,20 @@
 #!/bin/sh
 # ringrpc-call against gen_test_server (gen_test.fbs's services): list, describe, call, with the
 # schema from reflection and from --schema, and every documented exit status (docs/services.md):
-# 0 ok, 1 server error status, 2 usage/schema/JSON, 3 connection/timeout. Then ringrpc-load
-# --method, which converts its JSON the same way.
-# Usage: call_cli_test.sh ringrpc-call gen_test_server ringrpc-load gen_test.fbs
+# 0 ok, 1 server error status, 2 usage/schema/JSON, 3 connection/timeout; a server's control
+# bytes never reach the terminal raw; describe works for every name list shows (ringrpc-server's
+# untyped methods too); peers that are not ringrpc servers (fakes speaking HTTP, Redis, nothing;
+# a real redis-server when installed) are named within seconds. Then ringrpc-load --method,
+# which converts its JSON the same way.
+# Usage: call_cli_test.sh ringrpc-call gen_test_server ringrpc-load gen_test.fbs ringrpc-server
 # Exit 77 (skipped) when the server cannot start because io_uring is unavailable.
 set -u
 
-call=${1:?usage: $0 ringrpc-call gen_test_server ringrpc-load gen_test.fbs}
+call=${1:?usage: $0 ringrpc-call gen_test_server ringrpc-load gen_test.fbs ringrpc-server}
 server=${2:?}
 load=${3:?}
 schema=${4:?}
+stock_server=${5:?}
 
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -82,9 +86,15 @@ expect noschema 2 err 'cannot read schema' 127.0.0.1:1 list --schema "$work/miss
 printf 'table T { x: nosuchtype; }\n' >"$work/broken.fbs"
 expect badschema 2 err 'does not parse.*nosuchtype' 127.0.0.1:1 list --schema "$work/broken.fbs"
 expect refused 3 err 'Connection refused' 127.0.0.1:1 list
+# Addresses: ringrpc:// is HOST:PORT; another scheme or a path is refused with what to give.
+expect httpscheme 2 err "'http://' is not a scheme of ringrpc-call; .*ringrpc://HOST:PORT" http://127.0.0.1:1 list
+expect rediscan 2 err "'redis://' is not a scheme.*ringrpc-load can load redis:// servers" redis://127.0.0.1:1 list
+expect pathgiven 2 err 'has no path; the method is an argument: ringrpc-call ringrpc://127.0.0.1:1 call echo' \
+  ringrpc://127.0.0.1:1/echo list
+expect ringrpcscheme 3 err 'connect 127.0.0.1:1' ringrpc://127.0.0.1:1 list
 
 # --- a local schema needs no server for list and describe ------------------------------------
-expect locallist 0 out '^TestService\.Echo +ringrpc\.test\.EchoRequest -> ringrpc\.test\.EchoReply$' \
+expect locallist 0 out '^TestService\.Echo +ringrpc\.test\.EchoRequest -> ringrpc\.test\.EchoReply  // Echoes every field\.$' \
   127.0.0.1:1 list --schema "$schema"
 expect localdescribe 0 out '^struct ringrpc\.test\.Point \{$' 127.0.0.1:1 describe TestService.Echo --schema "$schema"
 
@@ -95,6 +105,13 @@ echo "gen_test_server listening on port $sport"
 
 expect list 0 out '^Counter\.Next +ringrpc\.test\.Empty -> ringrpc\.test\.EchoReply$' "$addr" list
 if [ "$(wc -l <"$work/list.out")" -ne 5 ]; then fail "list printed $(wc -l <"$work/list.out") lines, expected 5"; fi
+# The method doc strings reflection carries.
+grep -Eq '^TestService\.Sleep +ringrpc\.test\.SleepRequest -> ringrpc\.test\.EchoReply  // Sleeps, then answers\.$' \
+  "$work/list.out" || fail "list shows no doc string for TestService.Sleep"
+# describe knows every name list shows.
+for n in $(cut -d' ' -f1 "$work/list.out"); do
+  expect "describe_$n" 0 out "^  [A-Za-z]+\\(" "$addr" describe "$n"
+done
 
 expect describe 0 out 'Echo\(ringrpc\.test\.EchoRequest\): ringrpc\.test\.EchoReply;  // TestService\.Echo, id 0x[0-9a-f]{8}' \
   "$addr" describe TestService.Echo
@@ -124,6 +141,19 @@ expect emptydata 0 out '"color": "Green"' "$addr" call TestService.Echo
 # Errors: the server's (1), the schema's and the JSON's (2), the transport's (3).
 expect servererror 1 err '^ringrpc-call: TestService\.Fail failed: bad_request: boom$' \
   "$addr" call TestService.Fail -d '{"code": 2, "message": "boom"}'
+# A hostile message: set the title (OSC ... BEL), clear the screen (CSI 2J, and C1 CSI as UTF-8),
+# return to the line start to draw a fake prompt. Escaped, not sent to the terminal.
+expect hostile 1 err 'bad_request: a\\x1b\]0;owned\\x07b\\x1b\[2J\\xc2\\x9b2J\\rfake\$ \\x7f' \
+  "$addr" call TestService.Fail -d '{"code": 2, "message": "a\u001b]0;owned\u0007b\u001b[2J\u009b2J\rfake$ \u007f"}'
+if od -An -c "$work/hostile.err" | grep -Eq '033|\\a|\\r|177|302 233'; then
+  fail "control bytes of the server's message reached stderr raw: $(od -An -c "$work/hostile.err")"
+fi
+# The same bytes in a typed reply: still JSON, as escapes.
+expect hostilejson 0 out '"text": "\\u001b\]0;owned\\u0007 \\u009b \\u007f"' "$addr" call TestService.Echo \
+  -d '{"text": "\u001b]0;owned\u0007 \u009b \u007f"}'
+if od -An -c "$work/hostilejson.out" | grep -Eq '033|\\a|177|302 233'; then
+  fail "control bytes of a reply reached stdout raw: $(od -An -c "$work/hostilejson.out")"
+fi
 expect unimplemented 1 err 'unknown_method: TestService\.Unimplemented is not implemented' \
   "$addr" call TestService.Unimplemented
 expect unknownmethod 2 err "unknown method 'TestService\.Nope'; TestService has Echo, Fail, Sleep, Unimplemented" \
@@ -144,6 +174,101 @@ expect noreflection 2 err 'the server has no reflection endpoint .*; give the sc
   127.0.0.1:"$bare" list
 expect noreflectioncall 2 err 'no reflection endpoint' 127.0.0.1:"$bare" call TestService.Echo
 expect bareschema 0 out '"text": "x"' 127.0.0.1:"$bare" call TestService.Echo --compact --schema "$schema" -d '{"text": "x"}'
+
+# --- ringrpc-server: untyped methods, listed with their doc strings and described -------------
+sout="$work/stock.out"
+"$stock_server" --port 0 >"$sout" 2>"$work/stock.err" &
+pids="$pids $!"
+stock=
+i=0
+while [ $i -lt 100 ] && [ -z "$stock" ]; do
+  stock=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$sout" | head -n 1)
+  [ -n "$stock" ] || sleep 0.1
+  i=$((i + 1))
+done
+if [ -z "$stock" ]; then
+  fail "ringrpc-server printed no port"; cat "$sout" "$work/stock.err" >&2
+else
+  expect stocklist 0 out '^echo +bytes -> bytes  // replies with the payload$' 127.0.0.1:"$stock" list
+  for n in $(cut -d' ' -f1 "$work/stocklist.out"); do
+    expect "stockdescribe_$n" 0 out "^$n\\(bytes\\): bytes;  // untyped" 127.0.0.1:"$stock" describe "$n"
+  done
+  grep -q '^/// replies with the payload$' "$work/stockdescribe_echo.out" || fail "describe echo shows no doc string"
+fi
+
+# --- peers that are not ringrpc servers: named from what they answer, within seconds ---------
+# A generous --timeout: a diagnosis that waited for it would run into run's 30 s bound.
+fake_peers() {
+  python3 - "$@" <<'PY'
+import socket, sys, threading, time
+# http: answers anything with a 400; redis: like redis-server, silent until a line without a NUL
+# byte, then an error or +PONG; silent: reads and never answers; close: hangs up at once. Ends by
+# itself after 60 s.
+def serve(listener, kind):
+    while True:
+        conn, _ = listener.accept()
+        if kind == "close":
+            conn.close()
+            continue
+        threading.Thread(target=talk, args=(conn, kind), daemon=True).start()
+def talk(conn, kind):
+    buf = b""
+    while True:
+        data = conn.recv(4096)
+        if not data:
+            return
+        buf += data
+        if kind == "http":
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            conn.close()
+            return
+        if kind == "redis":
+            line = buf.split(b"\0")[0]
+            if b"\n" in line:
+                conn.sendall(b"+PONG\r\n" if line.strip() == b"PING" else b"-ERR unknown command\r\n")
+                buf = b""
+ports = []
+for kind in sys.argv[1:]:
+    l = socket.socket()
+    l.bind(("127.0.0.1", 0))
+    l.listen(8)
+    ports.append(str(l.getsockname()[1]))
+    threading.Thread(target=serve, args=(l, kind), daemon=True).start()
+print(" ".join(ports), flush=True)
+time.sleep(60)
+PY
+}
+fake_peers http redis silent close >"$work/fakes.out" 2>"$work/fakes.err" &
+pids="$pids $!"
+i=0
+while [ $i -lt 50 ] && ! [ -s "$work/fakes.out" ]; do sleep 0.1; i=$((i + 1)); done
+read -r fhttp fredis fsilent fclose <"$work/fakes.out" || fail "the fake peers did not start: $(cat "$work/fakes.err")"
+expect fakehttp 3 err "127.0.0.1:$fhttp is not a ringrpc server: this looks like an HTTP/1.1 server" \
+  127.0.0.1:"$fhttp" list --timeout 60s
+expect fakeredis 3 err "127.0.0.1:$fredis is not a ringrpc server: this looks like a Redis server \\(it answered \"PING\"" \
+  127.0.0.1:"$fredis" call echo -d hello --timeout 60s
+expect fakesilent 3 err "echo timed out after 1000 ms; nor did 127.0.0.1:$fsilent answer a ringrpc Ping" \
+  127.0.0.1:"$fsilent" call echo -d hello --timeout 1s
+expect fakeclose 3 err "also closed a connection of its own without answering a ringrpc Ping: .*try ringrpcs://127.0.0.1:$fclose" \
+  127.0.0.1:"$fclose" list --timeout 60s
+expect faketls 3 err "127.0.0.1:$fhttp is not a ringrpc server: this looks like an HTTP/1.1 server" \
+  ringrpcs://127.0.0.1:"$fhttp" list --insecure --timeout 60s
+expect plainfortls 3 err "answered a plaintext ringrpc Ping: it does not speak TLS on this port; try ringrpc://$addr" \
+  ringrpcs://"$addr" list --insecure
+redis=$(command -v redis-server || true)
+if [ -n "$redis" ]; then
+  rport=$(free_port)
+  "$redis" --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" >"$work/redis.out" 2>&1 &
+  pids="$pids $!"
+  if wait_port 127.0.0.1 "$rport"; then
+    expect realredis 3 err "is not a ringrpc server: this looks like a Redis server" 127.0.0.1:"$rport" call echo \
+      -d hello --timeout 60s
+  else
+    fail "redis-server did not start: $(cat "$work/redis.out")"
+  fi
+else
+  echo "redis-server not installed: the real Redis peer is skipped"
+fi
 
 # --- ringrpc-load --method: the JSON converted once, from reflection or --schema --------------
 # run_load NAME ARGS...: ringrpc-load (bounded), status in $rc.

@@ -100,7 +100,7 @@ expect() {  # expect NAME WANTED_STDOUT ARGS...: ringrpc-call ARGS prints exactl
 }
 timeout 20 "$call" "$addr" list >"$work/list" 2>&1 || fail "list exited $?: $(cat "$work/list")"
 for m in echo sleep burn; do
-  grep -q "^$m  *bytes -> bytes$" "$work/list" || fail "list does not show $m: $(cat "$work/list")"
+  grep -q "^$m  *bytes -> bytes  // ." "$work/list" || fail "list does not show $m with its doc: $(cat "$work/list")"
 done
 expect echo "hello" "$addr" call echo -d hello
 printf 'from\na file' >"$work/data"
@@ -119,9 +119,10 @@ rc=$?
 timeout 20 "$call" "$addr" call nosuch -d x >/dev/null 2>"$work/err2"
 rc=$?
 [ $rc -eq 1 ] || fail "an unknown untyped method exited $rc, not 1: $(cat "$work/err2")"
-timeout 20 "$call" "$addr" describe echo >/dev/null 2>&1
+timeout 20 "$call" "$addr" describe echo >"$work/describe" 2>&1
 rc=$?
-[ $rc -ne 0 ] || fail "describe of an untyped method succeeded"
+[ $rc -eq 0 ] && grep -q '^echo(bytes): bytes;  // untyped' "$work/describe" ||
+  fail "describe echo exited $rc: $(cat "$work/describe")"
 
 if [ $failures -ne 0 ]; then
   echo "$failures failure(s)" >&2

@@ -14,6 +14,7 @@
 #include <charconv>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -25,6 +26,8 @@
 
 #include "byte_text.hpp"
 #include "cli_conventions.hpp"
+#include "peer_probe.hpp"
+#include "peer_sniff.hpp"
 #include "ringrpc/client.hpp"
 #include "tls_target.hpp"
 #include "typed_json.hpp"
@@ -68,6 +71,12 @@ std::string read_data(const std::string& data) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// How long a first call may go unanswered before a second connection asks whether the server
+// speaks ringrpc at all (a Redis or HTTP server waits silently for a request it can parse), and
+// how long that question may take.
+constexpr std::chrono::milliseconds probe_after{1000};
+constexpr std::chrono::milliseconds probe_budget{1000};
+
 class session {
  public:
   session(address where, std::string schema_file, std::vector<std::string> includes, ringrpc::call_options call,
@@ -95,16 +104,86 @@ class session {
     return *_client;
   }
 
+  /// One call. Until the server has answered one, a call that fails as a non-ringrpc peer would
+  /// make it fail (or is slow to answer) has the peer probed, and what it looks like reported.
+  ringrpc::call_result call(std::string_view method, std::span<const std::byte> payload) {
+    ringrpc::client& c = connection();
+    if (_speaks_ringrpc) return c.call(method, payload, _call);
+    auto pending = c.call_future(method, payload, _call);
+    if (pending.wait_for(probe_after) != std::future_status::ready) check_peer(method, nullptr);
+    ringrpc::call_result r = pending.get();
+    if (r.ok() || r.error == ringrpc::call_error::server_status) {
+      _speaks_ringrpc = true;
+    } else if (r.error == ringrpc::call_error::protocol_error || r.error == ringrpc::call_error::connection_closed ||
+               r.error == ringrpc::call_error::timeout) {
+      check_peer(method, &r);
+    }
+    return r;
+  }
+  ringrpc::call_result call(std::string_view method, std::string_view payload) {
+    return call(method, std::span(reinterpret_cast<const std::byte*>(payload.data()), payload.size()));
+  }
+  call_fn caller() {
+    return [this](std::string_view method, std::string_view payload) { return call(method, payload); };
+  }
+
   /// The schema declaring `service`: the --schema file, or the server's.
   typed_schema schema_for(std::string_view service) {
     if (!_schema_file.empty()) return typed_schema::from_file(_schema_file, _includes);
-    return fetch_schema(connection(), service, _call);
+    return fetch_schema(caller(), service, _call.timeout);
   }
+  std::string list() { return fetch_list(caller(), _call.timeout); }
 
   bool local_schema() const { return !_schema_file.empty(); }
   const ringrpc::call_options& call_options() const { return _call; }
 
  private:
+  std::string authority() const {
+    const bool v6 = _where.host.find(':') != std::string::npos;
+    return (v6 ? "[" + _where.host + "]" : _where.host) + ":" + std::to_string(_where.port);
+  }
+
+  // Asks the peer on a connection of its own. Throws when it is plainly not a ringrpc server
+  // (or, for ringrpcs://, a plaintext one); `failed` is the call's failure if it has ended,
+  // null while it still waits (then only a clear verdict stops it).
+  void check_peer(std::string_view method, const ringrpc::call_result* failed) {
+    // Asked once: a slow first call that was probed while it waited is not probed again.
+    if (!_probed) _probed = probe_peer(_where.host, _where.port, probe_budget);
+    const peer_probe& p = *_probed;
+    const std::string where = authority();
+    if (p.sniffed == "ringrpc") {
+      if (_tls && failed) {
+        throw tool_error(exit_transport, failure_text(method, *failed) + "; " + where + " answered a plaintext ringrpc Ping: " +
+                                             "it does not speak TLS on this port; try ringrpc://" + where);
+      }
+      _speaks_ringrpc = true;
+      return;
+    }
+    if (!p.sniffed.empty() && !(_tls && p.sniffed == "tls")) {
+      throw tool_error(exit_transport, where + " is not a ringrpc server: this looks like " +
+                                           std::string(server_kind(p.sniffed)) + " (it answered " + p.asked + " with \"" +
+                                           p.front + "\")");
+    }
+    if (!failed) return;
+    std::string text = failure_text(method, *failed);
+    if (p.closed && !_tls) {
+      text += "; " + where + " also closed a connection of its own without answering " + p.asked +
+              ": it does not seem to speak ringrpc (if it expects TLS, try ringrpcs://" + where + ")";
+    } else if (p.connected && p.front.empty() && !p.closed) {
+      text += "; nor did " + where + " answer a ringrpc Ping on a second connection: a stalled server, or one " +
+              "that does not speak ringrpc";
+    } else if (!p.front.empty() && !_tls) {
+      text += "; " + where + " answered " + p.asked + " with \"" + p.front + "\": it does not seem to speak ringrpc";
+    } else {
+      return;
+    }
+    throw tool_error(exit_transport, text);
+  }
+
+  std::string failure_text(std::string_view method, const ringrpc::call_result& r) const {
+    return call_failure(method, r, _call.timeout).what();
+  }
+
   address _where;
   std::string _schema_file;
   std::vector<std::string> _includes;
@@ -112,85 +191,114 @@ class session {
   std::chrono::milliseconds _connect_timeout;
   std::shared_ptr<ringrpc::record_layer> _tls;
   std::optional<ringrpc::client> _client;
+  bool _speaks_ringrpc = false;  // the server has answered a call (or a Ping)
+  std::optional<peer_probe> _probed;
 };
 
-int run_list(session& s) {
-  std::vector<method_info> methods;
-  std::vector<std::string> empty_services;
+// What reflection.list says, or the --schema file's methods: every name list shows is one
+// describe knows.
+struct served {
+  std::vector<method_info> methods;          // typed
+  std::vector<method_info> untyped;          // raw bytes in and out (ringrpc-server's echo, ...)
+  std::vector<std::string> services;         // endpoint names of the typed services
+  std::vector<std::string> services_full;    // their qualified names
+  std::vector<std::string> empty_services;   // services without methods
+};
+
+method_info method_of(const nlohmann::json& m, const char* default_type) {
+  method_info mi;
+  mi.full_name = m.at("method").get<std::string>();
+  mi.request = m.value("request", default_type);
+  mi.reply = m.value("reply", default_type);
+  mi.doc = m.value("doc", "");
+  return mi;
+}
+
+served what_is_served(session& s) {
+  served out;
   if (s.local_schema()) {
-    methods = s.schema_for({}).methods();
-  } else {
-    const std::string text = fetch_list(s.connection(), s.call_options());
-    try {
-      const auto doc = nlohmann::json::parse(text);
-      for (const auto& svc : doc.at("services")) {
-        if (svc.at("methods").empty()) empty_services.push_back(svc.at("name").get<std::string>());
-        for (const auto& m : svc.at("methods")) {
-          method_info mi;
-          mi.full_name = m.at("method").get<std::string>();
-          mi.request = m.at("request").get<std::string>();
-          mi.reply = m.at("reply").get<std::string>();
-          methods.push_back(std::move(mi));
-        }
-      }
-      // Untyped methods (ringrpc-server's echo, sleep and burn): called with raw bytes.
-      if (doc.contains("untyped")) {
-        for (const auto& m : doc.at("untyped")) {
-          method_info mi;
-          mi.full_name = m.at("method").get<std::string>();
-          mi.request = m.value("request", "bytes");
-          mi.reply = m.value("reply", "bytes");
-          methods.push_back(std::move(mi));
-        }
-      }
-    } catch (const nlohmann::json::exception& e) {
-      throw tool_error(exit_transport, std::string("reflection.list answered something that is not its JSON: ") + e.what());
+    out.methods = s.schema_for({}).methods();
+    return out;
+  }
+  const std::string text = s.list();
+  try {
+    const auto doc = nlohmann::json::parse(text);
+    for (const auto& svc : doc.at("services")) {
+      out.services.push_back(svc.at("name").get<std::string>());
+      out.services_full.push_back(svc.value("full_name", out.services.back()));
+      if (svc.at("methods").empty()) out.empty_services.push_back(out.services.back());
+      for (const auto& m : svc.at("methods")) out.methods.push_back(method_of(m, ""));
     }
+    if (doc.contains("untyped")) {
+      for (const auto& m : doc.at("untyped")) out.untyped.push_back(method_of(m, "bytes"));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw tool_error(exit_transport, std::string("reflection.list answered something that is not its JSON: ") + e.what());
   }
+  return out;
+}
+
+int run_list(session& s) {
+  served what = what_is_served(s);
+  std::vector<method_info> methods = std::move(what.methods);
+  methods.insert(methods.end(), what.untyped.begin(), what.untyped.end());
   std::sort(methods.begin(), methods.end(), [](const auto& a, const auto& b) { return a.full_name < b.full_name; });
+  // Every name, type and doc string came from the server: printable() keeps its control bytes
+  // off the terminal.
+  std::vector<std::string> names;
   std::size_t width = 0;
-  for (const auto& m : methods) width = std::max(width, m.full_name.size());
   for (const auto& m : methods) {
-    std::printf("%-*s  %s -> %s\n", static_cast<int>(width), m.full_name.c_str(), m.request.c_str(), m.reply.c_str());
+    names.push_back(printable(m.full_name));
+    width = std::max(width, names.back().size());
   }
-  for (const auto& name : empty_services) std::printf("%s (no methods)\n", name.c_str());
+  for (std::size_t i = 0; i < methods.size(); ++i) {
+    const auto& m = methods[i];
+    std::string line = names[i] + std::string(width - names[i].size(), ' ') + "  " + printable(m.request) + " -> " +
+                       printable(m.reply);
+    if (!m.doc.empty()) line += "  // " + printable(m.doc);
+    std::printf("%s\n", line.c_str());
+  }
+  for (const auto& name : what.empty_services) std::printf("%s (no methods)\n", printable(name).c_str());
   return 0;
 }
 
+// An untyped method in the style of describe's schema syntax: raw bytes in and out.
+std::string describe_untyped(const method_info& m) {
+  std::string text;
+  if (!m.doc.empty()) text += "/// " + m.doc + "\n";
+  text += m.full_name + "(" + m.request + "): " + m.reply + ";  // untyped: raw bytes in and out (call " +
+          m.full_name + " -d DATA)\n";
+  return text;
+}
+
 int run_describe(session& s, const std::string& name) {
-  // A method or a service names the schema to fetch; a type name might be in any of them.
-  std::vector<std::string> candidates;
-  if (!s.local_schema()) {
-    const auto dot = name.rfind('.');
-    if (dot != std::string::npos) candidates.push_back(name.substr(0, dot));
-    candidates.push_back(name);
-  }
   if (s.local_schema()) {
     const std::string text = s.schema_for({}).describe(name);
     if (text.empty()) throw tool_error(exit_usage, "the schema declares nothing named '" + name + "'");
-    std::fputs(text.c_str(), stdout);
+    std::fputs(printable(text, true).c_str(), stdout);
     return 0;
   }
-  for (const auto& service : candidates) {
-    try {
-      const std::string text = s.schema_for(service).describe(name);
-      if (!text.empty()) {
-        std::fputs(text.c_str(), stdout);
-        return 0;
-      }
-    } catch (const tool_error& e) {
-      if (e.exit_code() != exit_usage || std::string(e.what()).find("serves no service") == std::string::npos) throw;
+  const served what = what_is_served(s);
+  for (const auto& m : what.untyped) {
+    if (m.full_name == name) {
+      std::fputs(printable(describe_untyped(m), true).c_str(), stdout);
+      return 0;
     }
   }
-  // A type: look through every served schema.
-  const auto doc = nlohmann::json::parse(fetch_list(s.connection(), s.call_options()), nullptr, false);
-  if (!doc.is_discarded() && doc.contains("services")) {
-    for (const auto& svc : doc["services"]) {
-      const std::string text = s.schema_for(svc.value("name", "")).describe(name);
-      if (!text.empty()) {
-        std::fputs(text.c_str(), stdout);
-        return 0;
-      }
+  // A service or one of its methods names the schema to fetch; a type may be in any of them.
+  std::vector<std::string> candidates;
+  for (std::size_t i = 0; i < what.services.size(); ++i) {
+    const std::string& svc = what.services[i];
+    const std::string& full = what.services_full[i];
+    const bool names_it = name == svc || name == full || name.starts_with(svc + ".") || name.starts_with(full + ".");
+    if (names_it) candidates.insert(candidates.begin(), svc);
+    else candidates.push_back(svc);
+  }
+  for (const auto& service : candidates) {
+    const std::string text = s.schema_for(service).describe(name);
+    if (!text.empty()) {
+      std::fputs(printable(text, true).c_str(), stdout);
+      return 0;
     }
   }
   throw tool_error(exit_usage, "the server declares nothing named '" + name + "'");
@@ -206,17 +314,45 @@ int run_untyped(session& s, const std::string& name, const std::string& data, by
   } catch (const std::invalid_argument& e) {
     throw tool_error(exit_usage, e.what());
   }
-  const ringrpc::call_result r = s.connection().call(name, std::string_view(payload), s.call_options());
+  const ringrpc::call_result r = s.call(name, std::string_view(payload));
   if (!r.ok()) throw call_failure(name, r, s.call_options().timeout);
-  const std::string_view bytes = r.payload_string();
+  std::string_view bytes = r.payload_string();
   if (encoding != byte_encoding::raw) {
     std::printf("%s\n", encode(encoding, bytes).c_str());
     return 0;
   }
+  // A terminal gets the reply as printable text (its control bytes escaped); a pipe, exactly.
+  const bool terminal = ::isatty(STDOUT_FILENO);
+  std::string shown;
+  if (terminal) {
+    shown = printable(bytes, true);
+    bytes = shown;
+  }
   // An empty reply may have no buffer at all: fwrite's pointer must not be null even for 0 bytes.
   if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), stdout);
-  if (::isatty(STDOUT_FILENO) && (bytes.empty() || bytes.back() != '\n')) std::fputc('\n', stdout);
+  if (terminal && (bytes.empty() || bytes.back() != '\n')) std::fputc('\n', stdout);
   return 0;
+}
+
+// The reply's JSON with every control character in its strings as a \u escape: FlatBuffers'
+// text generator passes C0 (except the usual \n, \t ...), DEL and C1 through raw. The same
+// JSON, nothing a terminal acts on. A raw newline can only be the generator's indentation.
+std::string json_printable(const std::string& json) {
+  std::string out;
+  out.reserve(json.size());
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    const auto c = static_cast<unsigned char>(json[i]);
+    const auto next = i + 1 < json.size() ? static_cast<unsigned char>(json[i + 1]) : 0;
+    if ((c < 0x20 && c != '\n') || c == 0x7f || (c == 0xc2 && next >= 0x80 && next < 0xa0)) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", c == 0xc2 ? static_cast<unsigned>(next) : static_cast<unsigned>(c));
+      out += esc;
+      if (c == 0xc2) ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 int run_call(session& s, const std::string& name, std::string data, typed_schema::json_style style) {
@@ -228,12 +364,12 @@ int run_call(session& s, const std::string& name, std::string data, typed_schema
   typed_schema schema = s.schema_for(name.substr(0, dot));
   const method_info& m = schema.method(name);
   const auto request = schema.to_binary(m.request, read_data(data));
-  const ringrpc::call_result r = s.connection().call(
-      m.full_name, std::span(reinterpret_cast<const std::byte*>(request.data()), request.size()), s.call_options());
+  const ringrpc::call_result r =
+      s.call(m.full_name, std::span(reinterpret_cast<const std::byte*>(request.data()), request.size()));
   if (!r.ok()) throw call_failure(m.full_name, r, s.call_options().timeout);
   const std::string json =
       schema.to_json(m.reply, {reinterpret_cast<const std::uint8_t*>(r.payload.data()), r.payload.size()}, style);
-  std::printf("%s\n", json.c_str());
+  std::printf("%s\n", json_printable(json).c_str());
   return 0;
 }
 
@@ -258,7 +394,8 @@ int main(int argc, char** argv) {
   std::string target, command, name, data, schema_file, timeout = "10s", connect_timeout = "3s";
   std::vector<std::string> includes;
   bool compact = false, emit_defaults = false, raw = false, hex = false, base64 = false;
-  app.add_option("address", target, "HOST:PORT of the server; ringrpcs://HOST:PORT for TLS")
+  app.add_option("address", target,
+                 "HOST:PORT or ringrpc://HOST:PORT of the server; ringrpcs://HOST:PORT for TLS")
       ->required()
       ->type_name("HOST:PORT");
   ringrpc::tools::tls_flags tls;
@@ -330,7 +467,12 @@ int main(int argc, char** argv) {
       }
       call.metadata.push_back({"authorization", std::string("Bearer ").append(token)});
     }
-    const bool use_tls = ringrpc::tools::take_scheme(target);
+    bool use_tls = false;
+    try {
+      use_tls = ringrpc::tools::take_scheme(target);
+    } catch (const std::invalid_argument& e) {
+      throw tool_error(exit_usage, e.what());
+    }
     if (tls.any() && !use_tls) throw tool_error(exit_usage, "--cacert, --cert, --key and --insecure need a ringrpcs:// address");
     session s(parse_address(target), schema_file, includes, call, connect);
     if (use_tls) {
@@ -357,10 +499,11 @@ int main(int argc, char** argv) {
     }
     throw tool_error(exit_usage, "unknown command '" + command + "' (list, describe or call)");
   } catch (const tool_error& e) {
-    std::fprintf(stderr, "ringrpc-call: %s\n", e.what());
+    // Messages quote the server (its error message, its reflection's names): never raw.
+    std::fprintf(stderr, "ringrpc-call: %s\n", printable(e.what()).c_str());
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ringrpc-call: %s\n", e.what());
+    std::fprintf(stderr, "ringrpc-call: %s\n", printable(e.what()).c_str());
     return exit_transport;
   }
 }

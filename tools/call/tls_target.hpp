@@ -16,7 +16,8 @@ struct tls_flags {
   bool any() const { return insecure || !cacert.empty() || !cert.empty() || !key.empty(); }
 };
 
-/// Strips "ringrpcs://" (returns true) or "ringrpc://" and a trailing '/' from `target`.
+/// Strips "ringrpcs://" (returns true) or "ringrpc://" and a trailing '/' from `target`. Throws
+/// std::invalid_argument, with what to give instead, for any other scheme or a path.
 bool take_scheme(std::string& target);
 
 /// The client TLS layer for these flags; throws std::runtime_error with a one-line reason

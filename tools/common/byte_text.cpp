@@ -27,7 +27,58 @@ int b64_value(char c) {
   return -1;
 }
 
+void append_escaped(std::string& out, unsigned char c) {
+  if (c == '\r') {
+    out += "\\r";
+  } else if (c == '\n') {
+    out += "\\n";
+  } else if (c == '\t') {
+    out += "\\t";
+  } else {
+    out += "\\x";
+    out += hex_digits[c >> 4];
+    out += hex_digits[c & 0xf];
+  }
+}
+
+// The length of the UTF-8 sequence of a printable character starting at s[i], or 0 when there
+// is none (a stray byte, a truncated or overlong sequence, a surrogate, a C1 control).
+std::size_t printable_utf8(std::string_view s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const auto cont = [&](std::size_t k) { return i + k < s.size() && (b(k) & 0xc0) == 0x80; };
+  const unsigned char c = b(0);
+  if (c >= 0xc2 && c <= 0xdf && cont(1)) return c == 0xc2 && b(1) < 0xa0 ? 0 : 2;  // C2 80-9F: C1
+  if (c >= 0xe0 && c <= 0xef && cont(1) && cont(2)) {
+    if ((c == 0xe0 && b(1) < 0xa0) || (c == 0xed && b(1) >= 0xa0)) return 0;
+    return 3;
+  }
+  if (c >= 0xf0 && c <= 0xf4 && cont(1) && cont(2) && cont(3)) {
+    if ((c == 0xf0 && b(1) < 0x90) || (c == 0xf4 && b(1) >= 0x90)) return 0;
+    return 4;
+  }
+  return 0;
+}
+
 }  // namespace
+
+std::string printable(std::string_view text, bool multiline) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c >= 0x20 && c < 0x7f) || (multiline && (c == '\n' || c == '\t'))) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (const std::size_t n = c >= 0x80 ? printable_utf8(text, i) : 0; n > 0) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      append_escaped(out, c);
+      ++i;
+    }
+  }
+  return out;
+}
 
 std::string to_hex(std::string_view bytes) {
   std::string out;

@@ -243,6 +243,24 @@ typed_schema typed_schema::from_file(const std::string& path, const std::vector<
   return from_bfbs({parser.builder_.GetBufferPointer(), parser.builder_.GetSize()}, path);
 }
 
+namespace {
+
+// A /// comment as one line: each line trimmed, joined by spaces.
+std::string joined_doc(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* lines) {
+  std::string out;
+  for (flatbuffers::uoffset_t i = 0; lines != nullptr && i < lines->size(); ++i) {
+    std::string_view l = lines->Get(i)->string_view();
+    while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\t')) l.remove_suffix(1);
+    if (l.empty()) continue;
+    if (!out.empty()) out += ' ';
+    out.append(l);
+  }
+  return out;
+}
+
+}  // namespace
+
 void typed_schema::load(const std::string& origin) {
   const auto data = bfbs();
   flatbuffers::Verifier v(data.data(), data.size());
@@ -279,6 +297,7 @@ void typed_schema::load(const std::string& origin) {
       m.id = method_id(m.full_name);
       m.request = call->request()->name()->str();
       m.reply = call->response()->name()->str();
+      m.doc = joined_doc(call->documentation());
       _methods.push_back(std::move(m));
     }
   }
@@ -422,8 +441,8 @@ tool_error call_failure(std::string_view what, const call_result& r, std::chrono
 
 namespace {
 
-call_result reflection_call(client& c, std::string_view method, std::string_view payload, const call_options& options) {
-  call_result r = c.call(method, payload, options);
+call_result reflection_call(const call_fn& call, std::string_view method, std::string_view payload) {
+  call_result r = call(method, payload);
   if (r.error == call_error::server_status && r.code == status::unknown_method) {
     throw tool_error(exit_usage, "the server has no reflection endpoint (" + r.message +
                                      "); give the schema with --schema FILE");
@@ -431,22 +450,32 @@ call_result reflection_call(client& c, std::string_view method, std::string_view
   return r;
 }
 
+call_fn caller_of(client& c, const call_options& options) {
+  return [&c, &options](std::string_view method, std::string_view payload) { return c.call(method, payload, options); };
+}
+
 }  // namespace
 
-typed_schema fetch_schema(client& c, std::string_view service, const call_options& options) {
-  const call_result r = reflection_call(c, reflection_schema_method, service, options);
+typed_schema fetch_schema(const call_fn& call, std::string_view service, std::chrono::microseconds timeout) {
+  const call_result r = reflection_call(call, reflection_schema_method, service);
   if (r.error == call_error::server_status && r.code == status::bad_request) {
     throw tool_error(exit_usage, "the server serves no service named '" + std::string(service) + "'");
   }
-  if (!r.ok()) throw call_failure(reflection_schema_method, r, options.timeout);
+  if (!r.ok()) throw call_failure(reflection_schema_method, r, timeout);
   return typed_schema::from_bfbs({reinterpret_cast<const std::uint8_t*>(r.payload.data()), r.payload.size()},
                                  "the server's schema of " + std::string(service));
 }
 
-std::string fetch_list(client& c, const call_options& options) {
-  const call_result r = reflection_call(c, reflection_list_method, {}, options);
-  if (!r.ok()) throw call_failure(reflection_list_method, r, options.timeout);
+typed_schema fetch_schema(client& c, std::string_view service, const call_options& options) {
+  return fetch_schema(caller_of(c, options), service, options.timeout);
+}
+
+std::string fetch_list(const call_fn& call, std::chrono::microseconds timeout) {
+  const call_result r = reflection_call(call, reflection_list_method, {});
+  if (!r.ok()) throw call_failure(reflection_list_method, r, timeout);
   return std::string(r.payload_string());
 }
+
+std::string fetch_list(client& c, const call_options& options) { return fetch_list(caller_of(c, options), options.timeout); }
 
 }  // namespace ringrpc::tools

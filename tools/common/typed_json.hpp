@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -42,6 +43,7 @@ struct method_info {
   std::uint32_t id = 0;
   std::string request;       ///< "example.HelloRequest"
   std::string reply;
+  std::string doc;           ///< the schema's /// comment of the method, its lines joined by spaces
 };
 
 /// One binary schema and a FlatBuffers parser loaded from it.
@@ -90,12 +92,17 @@ class typed_schema {
   std::vector<method_info> _methods;
 };
 
+/// Makes one call and returns how it ended: what the reflection requests below are sent with.
+using call_fn = std::function<call_result(std::string_view method, std::string_view payload)>;
+
 /// "reflection.schema" for `service`. Throws tool_error: exit_usage when the server has no
 /// reflection or no such service, exit_server_error for other error statuses, exit_transport
-/// for connection problems and timeouts.
+/// for connection problems and timeouts (`timeout` for the message).
+typed_schema fetch_schema(const call_fn& call, std::string_view service, std::chrono::microseconds timeout);
 typed_schema fetch_schema(client& c, std::string_view service, const call_options& options);
 
 /// "reflection.list": the JSON document. Same errors.
+std::string fetch_list(const call_fn& call, std::chrono::microseconds timeout);
 std::string fetch_list(client& c, const call_options& options);
 
 /// A failed call as a tool_error: server statuses exit_server_error, the rest exit_transport.

@@ -415,18 +415,10 @@ void worker::run() {
     }
     _to_flush.clear();
 
-    // Once no more calls are issued the last replies come one by one: each wakes the loop.
-    const bool batched = wake.target() > 1 && issuing(now);
-    unsigned wait_nr = 1;
-    if (batched) {
-      // The sends complete as they are submitted, posting their completions before any reply.
-      // Never more than the CQ holds: thousands of sends in one turn just batch less.
-      wait_nr = std::min(_sends_queued + wake.target(), _ring->cq_entries() / 2);
-      next_wake = std::min(next_wake, now + wake_batch::bound_ns);
-    }
+    const wake_batch::wait w = wake.plan(now, next_wake, _sends_queued, _ring->cq_entries(), issuing(now));
     _sends_queued = 0;
-    const int rc = _ring->submit_and_wait(std::chrono::nanoseconds(std::max<std::int64_t>(next_wake - now, 0)), wait_nr);
-    if (batched && rc == -ETIME) wake.timed_out(now_ns());
+    const int rc = _ring->submit_and_wait(std::chrono::nanoseconds(std::max<std::int64_t>(w.deadline - now, 0)), w.wait_nr);
+    if (w.batched && rc == -ETIME) wake.timed_out(now_ns());
     if (detail::ring::fatal(rc)) {
       failure = std::string("io_uring_enter: ") + std::strerror(-rc);
       break;

@@ -7,13 +7,13 @@
 #include <string>
 #include <string_view>
 
+#include "peer_sniff.hpp"
 #include "protocol.hpp"
 
 namespace ringrpc::load {
 
-/// The protocol the bytes look like, as a scheme ("http", "redis", "ringrpc", "h2", "tls",
-/// "ssh"), or "" when none is recognised. Looks at the first bytes only.
-std::string_view sniff_protocol(std::span<const std::byte> front) noexcept;
+/// tools/common/peer_sniff.hpp, shared with ringrpc-call.
+using tools::sniff_protocol;
 
 /// One line for a first reply that did not parse as `t`'s protocol: what it looks like, the
 /// URL to try, or else the codec's complaint and the first bytes, escaped.

@@ -58,6 +58,27 @@ class wake_batch {
   /// The longest a turn waits for a batch (see the top of this file).
   static constexpr std::int64_t bound_ns = 5'000'000;
 
+  /// What one loop turn asks io_uring_enter for: wake once `wait_nr` completions are ready or at
+  /// `deadline`, whichever comes first.
+  struct wait {
+    unsigned wait_nr = 1;
+    std::int64_t deadline = 0;
+    bool batched = false;  ///< waiting for more than one reply: a cut-off turn calls timed_out()
+  };
+
+  /// The wait of a turn at `now` whose loop must be back by `next_wake` anyway, with `sends`
+  /// submitted in the same call (they complete first, each posting a completion), on a ring
+  /// whose CQ holds `cq_entries`. Once no more calls are issued (`issuing` false) the last
+  /// replies come one by one, so each wakes the loop. A batched wait never ends later than
+  /// bound_ns from now: a reply that arrives alone waits at most that long, in this turn only
+  /// (the kernel ends a timed-out wait with whatever completions are ready).
+  wait plan(std::int64_t now, std::int64_t next_wake, unsigned sends, unsigned cq_entries,
+            bool issuing) const noexcept {
+    if (_target <= 1 || !issuing) return {1, next_wake, false};
+    // Never more than half the CQ: thousands of sends in one turn just batch less.
+    return {std::min(sends + _target, std::max(1u, cq_entries / 2)), std::min(next_wake, now + bound_ns), true};
+  }
+
  private:
   unsigned _cap;
   std::int64_t _window;
