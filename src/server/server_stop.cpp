@@ -124,9 +124,10 @@ void server_core::stop_blocking() {
     };
     if (!wait_until(everything_released, std::max(deadline + abandon_grace, stop_now())) &&
         answer_for_running_handlers() > 0) {
-      // Only briefly: what is still unwritten then is owed to peers that are not reading, and
-      // closing their connections (step 4) is what releases it.
-      wait_until(everything_released, stop_now() + abandon_grace);
+      // Another abandon_grace for those answers to be written; only that: what is still
+      // unwritten then is owed to peers that are not reading, and closing their connections
+      // (step 4) is what releases it.
+      wait_until(everything_released, std::max(deadline + 2 * abandon_grace, stop_now()));
     }
   }
   // 4. Close every connection (endpoints hear on_disconnected); readers exit once every
