@@ -36,6 +36,8 @@ running_slot& this_thread_slot() noexcept {
   return slot;
 }
 
+void wait_for_claims() noexcept { std::lock_guard lock(registry_mu); }
+
 namespace running_calls_detail {
 void lock_registry() noexcept { registry_mu.lock(); }
 void unlock_registry() noexcept { registry_mu.unlock(); }

@@ -5,7 +5,8 @@
 //
 // Each thread owns one slot, written by itself alone (one store before the handler, one
 // exchange after): no lock and no line shared with other threads on the call path. The stopping
-// thread walks every slot; the registry's mutex is taken only when a thread starts or ends.
+// thread walks every slot under the registry's mutex, which is otherwise taken only when a
+// thread starts or ends, and by a thread whose call was claimed (wait_for_claims).
 
 #include <atomic>
 #include <cstdint>
@@ -34,10 +35,14 @@ call* claimed_marker() noexcept;
 /// This thread's slot.
 running_slot& this_thread_slot() noexcept;
 
+/// Returns once no claim_running_calls() is under way: a thread that found its call claimed
+/// calls it before recycling the call, which the claiming thread may still be reading.
+void wait_for_claims() noexcept;
+
 /// Claims every call of `server` still running user code (at most one a thread) and calls
 /// `answer(c, spare)` for each, with a call from `get_spare()` made before the claim (null:
-/// no memory, the walk ends); a spare left unused is returned in `spare`. `c` stays valid meanwhile: its thread is in user code, or waits
-/// for the registry to see that it was claimed. Returns how many it claimed.
+/// no memory, the walk ends); a spare left unused is returned in `spare`. `c` stays valid
+/// meanwhile: its thread is in user code, or in wait_for_claims(). Returns how many it claimed.
 template <class Spare, class F>
 std::uint64_t claim_running_calls(const server_core* server, call*& spare, Spare&& get_spare, F&& answer);
 

@@ -160,7 +160,9 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
     if (running != nullptr &&
         running->running.exchange(nullptr, std::memory_order_acq_rel) == claimed_marker()) {
       // The stopping server answered this call while the handler ignored cancelled(), and
-      // released it in that answer's name: this late answer goes nowhere.
+      // released it in that answer's name: this late answer goes nowhere. The stop may still
+      // be copying the call: wait until its walk is over (a stop's rare path, not the calls').
+      wait_for_claims();
       if (client) _settled.add();
       connection* conn = c->conn;
       _pool->put(c);
