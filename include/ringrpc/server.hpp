@@ -292,8 +292,9 @@ class server {
   /// drain timeout), flushes replies, closes connections and joins all threads. Idempotent;
   /// concurrent callers wait for the one that stops. From a handler or an event of this server
   /// it only starts the stop (on a thread of its own) and returns at once. After the drain
-  /// timeout it waits only for handlers still running user code, which cannot be abandoned
-  /// safely, logging each of them every second (docs/execution.md). ~server() stops likewise.
+  /// timeout a handler that ignores cancelled() has its call answered `shutting_down` for it
+  /// (its own answer is dropped), and stop() then waits only for such handlers to return,
+  /// logging each of them every second (docs/execution.md). ~server() stops likewise.
   void stop();
 
   /// Blocks until the server has stopped: stop() from another thread or a handler, the

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "ringrpc/record_layer.hpp"
+#include "server/running_calls.hpp"
 #include "server/server_core.hpp"
 
 namespace ringrpc {
@@ -74,6 +75,14 @@ void call_context::fail(status code, std::string_view message) {
 deferred_reply call_context::defer() {
   if (_deferred) throw std::logic_error("call_context::defer() called twice");
   if (_core == nullptr) throw std::logic_error("call_context::defer(): not a server call");
+  // From now on the call may outlive its handler: a stopping server answers it through its
+  // deferred state, not as a running handler's (running_calls.hpp).
+  detail::call* running = &_call;
+  if (!detail::this_thread_slot().running.compare_exchange_strong(running, nullptr,
+                                                                  std::memory_order_acq_rel) &&
+      running == detail::claimed_marker()) {
+    return deferred_reply();  // the stopping server has answered it; this answer goes nowhere
+  }
   _deferred = true;
   _call.reply.clear();
   return deferred_reply(_core->defer(&_call));

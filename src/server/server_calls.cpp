@@ -8,6 +8,7 @@
 #include <string>
 
 #include "log/log.hpp"
+#include "server/running_calls.hpp"
 #include "server/user_code.hpp"
 
 namespace ringrpc::detail {
@@ -143,6 +144,12 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
     ctx.fail(status::cancelled, "cancelled by the caller before it ran");
   } else {
     endpoint& ep = slot.target();
+    // Published for a stop whose drain times out while this handler runs (server_stop.cpp).
+    running_slot* running = c->conn != nullptr ? &this_thread_slot() : nullptr;
+    if (running != nullptr) {
+      running->server.store(this, std::memory_order_relaxed);
+      running->running.store(c, std::memory_order_release);
+    }
     try {
       if (c->purpose == call_purpose::request) {
         ep.receive_and_reply(ctx);
@@ -155,6 +162,18 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
     } catch (...) {
       report_error(slot, "handler", "a non-standard exception");
       if (!ctx._deferred) ctx.fail(status::internal, "handler threw a non-standard exception");
+    }
+    if (running != nullptr &&
+        running->running.exchange(nullptr, std::memory_order_acq_rel) == claimed_marker()) {
+      // The stopping server answered this call while the handler ignored cancelled(), and
+      // released it in that answer's name: this late answer goes nowhere. The stop may still
+      // be copying the call: wait until its walk is over (a stop's rare path, not the calls').
+      wait_for_claims();
+      if (client) _settled.add();
+      connection* conn = c->conn;
+      _pool->put(c);
+      release(conn);  // the reference the stop took for this handler (answer_for_handler)
+      return;
     }
   }
   const std::int64_t end = timed ? now_ns() : 0;

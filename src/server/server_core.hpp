@@ -185,6 +185,10 @@ class server_core final : public exec_host {
  private:
   void execute(endpoint_slot& slot, call* c) noexcept;
   void abandon_deferred() noexcept;
+  /// Stopping past the drain's deadline: answers `shutting_down` for every call whose handler
+  /// still runs user code, the handler's own answer being dropped; how many.
+  std::uint64_t answer_for_running_handlers() noexcept;
+  void answer_for_handler(call* c, call* stand_in) noexcept;
   void resolve_limits(std::size_t default_queue);
   void join_async_stop() noexcept;
   void stop_blocking();

@@ -6,6 +6,7 @@
 
 #include "ringrpc/server.hpp"
 #include "server/registration_attachment.hpp"
+#include "server/running_calls.hpp"
 #include "server/stop_clock.hpp"
 
 #include <algorithm>
@@ -114,18 +115,20 @@ void server_core::stop_blocking() {
     // Calls queued behind handlers that do not finish are answered from here, unrun.
     _dispatcher.run_queued_here();
     for (auto& r : _readers) r->notify_replies();
-    // Everything but the calls whose handlers are still running gets its answer written; those
-    // cannot be abandoned safely (their user code still holds them), so they are waited for
-    // below, with a line per second saying which.
-    // Only briefly: what is still unwritten after abandon_grace is owed to peers that are not
-    // reading, and closing their connections (step 4) is what releases it.
-    wait_until(
-        [&] {
-          std::uint64_t running = 0;
-          for (const auto& p : _dispatcher.stats()) running += p.active;
-          return calls_released() + running >= calls_created();
-        },
-        std::max(deadline + abandon_grace, stop_now()));
+    // Handlers that see cancelled() answer within abandon_grace; the calls of those that do
+    // not are answered here on their behalf (their late answers are dropped), so every
+    // accepted call gets an answer before its connection closes.
+    const auto everything_released = [&] {
+      const auto released = calls_released();  // first, as above
+      return released >= calls_created();
+    };
+    if (!wait_until(everything_released, std::max(deadline + abandon_grace, stop_now())) &&
+        answer_for_running_handlers() > 0) {
+      // Another abandon_grace for those answers to be written; only that: what is still
+      // unwritten then is owed to peers that are not reading, and closing their connections
+      // (step 4) is what releases it.
+      wait_until(everything_released, std::max(deadline + 2 * abandon_grace, stop_now()));
+    }
   }
   // 4. Close every connection (endpoints hear on_disconnected); readers exit once every
   //    connection is gone, which needs the pools still running.
@@ -162,6 +165,50 @@ void server_core::stop_blocking() {
   _bus->stop();  // delivers what is queued, then joins its threads
   // Last: the admin server's readiness page said "draining" until the end.
   for (auto& part : _attachments) part->stop();
+}
+
+std::uint64_t server_core::answer_for_running_handlers() noexcept {
+  call* spare = nullptr;
+  const auto get_spare = [&]() noexcept -> call* {
+    try {
+      return _pool->get();
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
+  };
+  const std::uint64_t answered = claim_running_calls(this, spare, get_spare, [&](call* c, call* s) {
+    answer_for_handler(c, s);
+  });
+  if (spare != nullptr) _pool->put(spare);
+  if (answered > 0) {
+    log::warn("stop_answered_for_handler", {{"calls", static_cast<std::int64_t>(answered)},
+                                            {"msg", "handlers ignore cancelled(); their calls were answered shutting_down"}});
+  }
+  return answered;
+}
+
+void server_core::answer_for_handler(call* c, call* s) noexcept {
+  // `s` stands in for `c` from here on: the responder releases it as it would `c` (its
+  // connection's count of calls, its request bytes, its fair share), and the handler's thread
+  // recycles `c` unanswered once it returns (server_core::execute).
+  s->conn = c->conn;
+  s->id = c->id;
+  s->method = c->method;
+  s->method_name = c->method_name;
+  s->purpose = c->purpose;
+  s->target = c->target;
+  s->peer = c->peer;
+  s->received_ns = c->received_ns;
+  s->request_charged = c->request_charged;
+  s->share_counted = c->share_counted;
+  s->over_share = c->over_share;
+  retain(c->conn);  // the handler's call keeps its connection (peer(), cancelled()) until it returns
+  c->abandoned.store(true, std::memory_order_relaxed);
+  if (s->purpose == call_purpose::request) {
+    encode_error(*s, status::shutting_down,
+                 "server stopped while the handler still ran (it ignored cancellation); its answer is dropped");
+  }
+  finish(s);
 }
 
 void server_core::abandon_deferred() noexcept {

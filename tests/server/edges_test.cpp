@@ -198,9 +198,9 @@ std::chrono::steady_clock::time_point fake_stop_now() noexcept {
 }
 
 // A peer that sends calls and never reads their answers: at the drain's deadline stop() closes
-// its connection within abandon_grace (it used to wait a second more). On a clock the test holds
-// 60 ms past the deadline, so the old second can never pass: the stop ends only if it keeps to
-// the grace. The 20 s wait below only catches a hang.
+// its connection within two abandon_grace (it used to wait a second more). On a clock the test
+// holds 110 ms past the deadline, so the old second can never pass: the stop ends only if it
+// keeps to the graces. The 20 s wait below only catches a hang.
 TEST(stop_edges, the_drain_ends_at_its_timeout_though_a_peer_reads_nothing) {
   server_options o;
   o.readers = 1;
@@ -229,11 +229,13 @@ TEST(stop_edges, the_drain_ends_at_its_timeout_though_a_peer_reads_nothing) {
     stopped.set_value();
   });
   while (fake_stop_reads.load() == 0) std::this_thread::sleep_for(1ms);  // the deadline is taken
-  fake_stop_ns += std::chrono::nanoseconds(o.drain_timeout + detail::abandon_grace + 10ms).count();
+  // Two graces: a handler may still be running an echo at the deadline, and its call's answer
+  // then gets a second one to be written.
+  fake_stop_ns += std::chrono::nanoseconds(o.drain_timeout + 2 * detail::abandon_grace + 10ms).count();
   const bool ended = done.wait_for(20s) == std::future_status::ready;
   if (!ended) fake_stop_ns += std::chrono::nanoseconds(1h).count();  // let it end, then fail
   stopper.join();
-  EXPECT_TRUE(ended) << "stop() waited past drain_timeout + abandon_grace for answers nobody reads";
+  EXPECT_TRUE(ended) << "stop() waited past drain_timeout + 2 abandon_grace for answers nobody reads";
   EXPECT_EQ(s.stats().connections_open, 0u);
 }
 
@@ -275,6 +277,113 @@ TEST(stop_edges, after_the_drain_timeout_only_running_handlers_are_waited_for) {
   EXPECT_TRUE(stubborn_done.load()) << "stop() returned while a handler still ran";
   (void)stubborn.get();
   EXPECT_EQ(entered.load(), 1) << "the queued call ran instead of being answered";
+}
+
+// Starts s.stop() on a thread of its own with the stop clock held by the test, and moves that
+// clock `past` the drain's deadline once stop() has taken it. The clock stays there: whatever
+// stop() then waits for on it (abandon_grace included) must come by itself.
+class held_stop {
+ public:
+  held_stop(server& s, std::chrono::nanoseconds past) {
+    fake_stop_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+    fake_stop_reads = 0;
+    detail::stop_clock.store(&fake_stop_now);
+    _stopper = std::thread([&s, this] {
+      s.stop();
+      _stopped.set_value();
+    });
+    while (fake_stop_reads.load() == 0) std::this_thread::sleep_for(1ms);  // the deadline is taken
+    fake_stop_ns += std::chrono::nanoseconds(s.options().drain_timeout + past).count();
+  }
+  /// True if stop() returned within `hang` (a bound that only catches a hang).
+  bool ended_within(std::chrono::seconds hang) {
+    return _done.wait_for(hang) == std::future_status::ready;
+  }
+  ~held_stop() {
+    if (_done.wait_for(0s) != std::future_status::ready) {
+      fake_stop_ns += std::chrono::nanoseconds(1h).count();  // let it end
+    }
+    _stopper.join();
+    detail::stop_clock.store(&detail::steady_now);
+  }
+
+ private:
+  std::promise<void> _stopped;
+  std::future<void> _done = _stopped.get_future();
+  std::thread _stopper;
+};
+
+// A handler that ignores cancelled() and does not return: when the drain gives up, its call is
+// answered shutting_down on its behalf before the connection closes (it used to be closed with
+// no answer), and the handler's own answer, once it returns, goes nowhere. The clock is held
+// between the two graces (answering, then writing), so the answer must come by itself.
+TEST(stop_edges, a_call_whose_handler_ignores_the_stop_is_answered_for_it) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  o.drain_timeout = 100ms;
+  server s(o);
+  std::atomic<bool> entered{false}, let_go{false};
+  s.add_method("stuck", [&](call_context& c) {
+    entered = true;
+    for (int i = 0; i < 30'000 && !let_go; ++i) std::this_thread::sleep_for(1ms);
+    c.reply("late");
+  });
+  s.start();
+  test::raw_socket peer(s.port(), 0, 20'000ms);
+  ASSERT_TRUE(peer.send_frame(test::request(7, "stuck", "x")));
+  while (!entered) std::this_thread::sleep_for(1ms);
+  {
+    held_stop stop(s, detail::abandon_grace + 10ms);
+    detail::frame_view v;
+    std::vector<std::byte> storage;
+    const bool answered = peer.read_frame(v, storage);
+    const bool handler_still_ran = !let_go.load();
+    let_go = true;
+    ASSERT_TRUE(answered) << "the connection closed without an answer for the running call";
+    EXPECT_TRUE(handler_still_ran);
+    EXPECT_EQ(v.call_id, 7u);
+    EXPECT_EQ(v.kind, wire::Kind::Error);
+    EXPECT_EQ(v.code, status::shutting_down) << v.message;
+    EXPECT_NE(v.message.find("ignored cancellation"), std::string_view::npos) << v.message;
+    EXPECT_TRUE(stop.ended_within(20s));
+  }
+  EXPECT_TRUE(peer.wait_eof()) << "a second answer (the handler's late one) came after the first";
+  EXPECT_EQ(s.stats().connections_open, 0u);
+}
+
+// A handler that sees cancelled() when the drain gives up answers for itself, and that answer
+// is written before the connection closes: on a clock held short of deadline + abandon_grace
+// the stop waits for it (it used to close the connection at once, the answer lost).
+TEST(stop_edges, a_handler_that_sees_the_stop_answers_before_the_close) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  o.drain_timeout = 100ms;
+  server s(o);
+  std::atomic<bool> entered{false};
+  s.add_method("polite", [&](call_context& c) {
+    entered = true;
+    for (int i = 0; i < 30'000; ++i) {
+      if (c.cancelled()) {
+        c.fail(status::cancelled, "saw the stop");
+        return;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    c.reply("never cancelled");
+  });
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  auto f = c.call_future("polite", bytes_of("x"), within(30s));
+  while (!entered) std::this_thread::sleep_for(1ms);
+  held_stop stop(s, 1ms);
+  const auto r = f.get();
+  EXPECT_EQ(r.code, status::cancelled) << to_string(r.error) << " " << r.message;
+  EXPECT_EQ(r.message, "saw the stop");
+  EXPECT_TRUE(stop.ended_within(20s));
 }
 
 }  // namespace
