@@ -12,6 +12,7 @@
 
 #include "ringrpc/server.hpp"
 #include "ringrpc/service.hpp"
+#include "wire/schema_doc.hpp"
 
 namespace ringrpc {
 namespace {
@@ -35,19 +36,6 @@ struct served_service {
 std::string_view unqualified(std::string_view name) {
   const auto dot = name.rfind('.');
   return dot == std::string_view::npos ? name : name.substr(dot + 1);
-}
-
-std::string joined_doc(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* lines) {
-  std::string out;
-  for (flatbuffers::uoffset_t i = 0; lines != nullptr && i < lines->size(); ++i) {
-    std::string_view l = lines->Get(i) ? lines->Get(i)->string_view() : std::string_view();
-    while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
-    while (!l.empty() && (l.back() == ' ' || l.back() == '\t')) l.remove_suffix(1);
-    if (l.empty()) continue;
-    if (!out.empty()) out += ' ';
-    out.append(l);
-  }
-  return out;
 }
 
 const reflection::Schema& checked_schema(const schema_blob& blob) {
@@ -91,7 +79,7 @@ std::map<std::string, served_service, std::less<>> index_schemas(const std::vect
           m.id = method_id(m.full);
           m.request = call->request() && call->request()->name() ? call->request()->name()->str() : std::string();
           m.reply = call->response() && call->response()->name() ? call->response()->name()->str() : std::string();
-          m.doc = joined_doc(call->documentation());
+          m.doc = detail::joined_doc(call->documentation());
           s.methods.push_back(std::move(m));
         }
       }

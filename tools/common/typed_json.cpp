@@ -26,6 +26,7 @@
 #include "ringrpc/reflection.hpp"
 #include "ringrpc/service.hpp"
 #include "verify_buffer.hpp"
+#include "wire/schema_doc.hpp"
 
 namespace ringrpc::tools {
 namespace {
@@ -243,24 +244,6 @@ typed_schema typed_schema::from_file(const std::string& path, const std::vector<
   return from_bfbs({parser.builder_.GetBufferPointer(), parser.builder_.GetSize()}, path);
 }
 
-namespace {
-
-// A /// comment as one line: each line trimmed, joined by spaces.
-std::string joined_doc(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* lines) {
-  std::string out;
-  for (flatbuffers::uoffset_t i = 0; lines != nullptr && i < lines->size(); ++i) {
-    std::string_view l = lines->Get(i)->string_view();
-    while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
-    while (!l.empty() && (l.back() == ' ' || l.back() == '\t')) l.remove_suffix(1);
-    if (l.empty()) continue;
-    if (!out.empty()) out += ' ';
-    out.append(l);
-  }
-  return out;
-}
-
-}  // namespace
-
 void typed_schema::load(const std::string& origin) {
   const auto data = bfbs();
   flatbuffers::Verifier v(data.data(), data.size());
@@ -297,7 +280,7 @@ void typed_schema::load(const std::string& origin) {
       m.id = method_id(m.full_name);
       m.request = call->request()->name()->str();
       m.reply = call->response()->name()->str();
-      m.doc = joined_doc(call->documentation());
+      m.doc = detail::joined_doc(call->documentation());
       _methods.push_back(std::move(m));
     }
   }
