@@ -154,25 +154,39 @@ struct config_sources {
 };
 
 /// Log lines written while the server starts, kept until it is known whether it did.
+/// A thread the start launched (discovery registration, a reader) may log after replay():
+/// it took the old sink before configure() swapped it, so a line that arrives late is
+/// written through at once rather than kept in a list nobody reads again.
 class held_lines {
  public:
   void add(std::string_view line) {
     std::lock_guard lock(_mu);
-    if (_lines.size() < 1000) _lines.emplace_back(line);
+    if (_replayed) {
+      write(line);
+    } else if (_lines.size() < 1000) {
+      _lines.emplace_back(line);
+    }
   }
   /// Writes them where the log goes: stderr, or the end of `file`.
   void replay(const std::string& file) {
     std::lock_guard lock(_mu);
-    if (_lines.empty()) return;
-    FILE* out = file.empty() ? stderr : std::fopen(file.c_str(), "ae");
-    if (out == nullptr) return;
-    for (const auto& l : _lines) std::fprintf(out, "%s\n", l.c_str());
-    if (out != stderr) std::fclose(out);
+    _replayed = true;
+    _file = file;
+    for (const auto& l : _lines) write(l);
     _lines.clear();
   }
 
  private:
+  void write(std::string_view line) {
+    FILE* out = _file.empty() ? stderr : std::fopen(_file.c_str(), "ae");
+    if (out == nullptr) return;
+    std::fprintf(out, "%.*s\n", static_cast<int>(line.size()), line.data());
+    if (out != stderr) std::fclose(out);
+  }
+
   std::mutex _mu;
+  bool _replayed = false;
+  std::string _file;
   std::vector<std::string> _lines;
 };
 
