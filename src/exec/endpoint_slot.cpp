@@ -106,31 +106,31 @@ void endpoint_slot::maybe_run_on_stop() noexcept {
   _host.endpoint_stopped(*this);
 }
 
-endpoint_slot::admit_result endpoint_slot::admit(call* c) noexcept {
+endpoint_slot::admit_result endpoint_slot::admit(work_item* item) noexcept {
   if (!enter()) return admit_result::stopped;
-  if (serial()) return admit_serial(c);
-  switch (place_for(_options.policy, c->purpose)) {
-    case run_place::caller: run(c); return admit_result::taken;
+  if (serial()) return admit_serial(item);
+  switch (place_for(_options.policy, item->purpose)) {
+    case run_place::caller: run(item); return admit_result::taken;
     case run_place::pool:
-      if (!is_message(c->purpose)) return admit_event(c);
-      c->run = &endpoint_slot::run_task;
-      c->label = _name;  // outlives the call: the report may read it after the call is gone
-      if (_pool->try_submit(c)) return admit_result::submitted;
+      if (!is_message(item->purpose)) return admit_event(item);
+      item->run = &endpoint_slot::run_task;
+      item->label = _name;  // outlives the call: the report may read it after the call is gone
+      if (_pool->try_submit(item)) return admit_result::submitted;
       break;
-    case run_place::ordered: return admit_event(c);
+    case run_place::ordered: return admit_event(item);
   }
   leave();
   _busy.fetch_add(1, std::memory_order_relaxed);
   return admit_result::busy;
 }
 
-endpoint_slot::admit_result endpoint_slot::admit_event(call* c) noexcept {
+endpoint_slot::admit_result endpoint_slot::admit_event(work_item* item) noexcept {
   // Every event waits in the lane, even when the lane is idle: an event that went straight to
   // the pool could overtake one still waiting there (on_disconnected before on_connected).
   // A connection posts at most three (connected, network_error, disconnected), each in a call
   // of its own, so the lane is bounded by the connections alive and needs no capacity.
   _lane_count.fetch_add(1, std::memory_order_acq_rel);
-  _lane.push(c);
+  _lane.push(item);
   if (_lane_scheduled.exchange(true, std::memory_order_acq_rel)) return admit_result::taken;
   if (_event_pool == nullptr || !_event_pool->submit_singleton(&_lane_drain)) {
     // Refused only by a pool that is not started or already shut down: no endpoint can reach
@@ -141,8 +141,8 @@ endpoint_slot::admit_result endpoint_slot::admit_event(call* c) noexcept {
   return admit_result::taken;
 }
 
-endpoint_slot::admit_result endpoint_slot::admit_serial(call* c) noexcept {
-  if (is_message(c->purpose)) {
+endpoint_slot::admit_result endpoint_slot::admit_serial(work_item* item) noexcept {
+  if (is_message(item->purpose)) {
     if (_inbox_count.fetch_add(1, std::memory_order_acq_rel) >= _options.inbox_capacity) {
       _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
       leave();
@@ -152,10 +152,10 @@ endpoint_slot::admit_result endpoint_slot::admit_serial(call* c) noexcept {
   } else {
     _inbox_count.fetch_add(1, std::memory_order_acq_rel);  // events bypass the capacity
   }
-  _inbox.push(c);
+  _inbox.push(item);
   // Whoever flips `_scheduled` owns the inbox until it clears it again.
   if (_scheduled.exchange(true, std::memory_order_acq_rel)) return admit_result::taken;
-  return schedule_drain(!is_message(c->purpose));
+  return schedule_drain(!is_message(item->purpose));
 }
 
 endpoint_slot::admit_result endpoint_slot::schedule_drain(bool event) noexcept {
@@ -175,12 +175,12 @@ endpoint_slot::admit_result endpoint_slot::schedule_drain(bool event) noexcept {
   return admit_result::answered;
 }
 
-call* endpoint_slot::pop_from(mpsc_queue& q, std::atomic<std::uint32_t>& count) noexcept {
+work_item* endpoint_slot::pop_from(mpsc_queue& q, std::atomic<std::uint32_t>& count) noexcept {
   // A producer counts before it links its node; between the two, pop() sees nothing although
   // the count says there is something. That window is a few instructions, unless the producer
   // was preempted: then yield rather than spin (one core may run every thread).
   for (unsigned spins = 0;; ++spins) {
-    if (mpsc_node* n = q.pop()) return call::from_node(n);
+    if (mpsc_node* n = q.pop()) return work_item::from_node(n);
     if (count.load(std::memory_order_acquire) == 0) return nullptr;
     if (spins > 64) std::this_thread::yield();
   }
@@ -189,9 +189,9 @@ call* endpoint_slot::pop_from(mpsc_queue& q, std::atomic<std::uint32_t>& count) 
 void endpoint_slot::drain_lane(unsigned limit) noexcept {
   for (;;) {
     unsigned n = 0;
-    while (call* k = pop_from(_lane, _lane_count)) {
+    while (work_item* item = pop_from(_lane, _lane_count)) {
       _lane_count.fetch_sub(1, std::memory_order_acq_rel);
-      run(k);
+      run(item);
       if (++n >= limit && _lane_count.load(std::memory_order_acquire) != 0) {
         // Let the pool's other work in: the rest of the lane goes behind it, as a singleton.
         if (_event_pool->submit_singleton(&_lane_drain)) return;
@@ -206,12 +206,12 @@ void endpoint_slot::drain_lane(unsigned limit) noexcept {
 }
 
 void endpoint_slot::drain(unsigned limit) noexcept {
-  if (call* k = std::exchange(_carried, nullptr)) run(k);  // an event refuse_queued() handed over
+  if (work_item* item = std::exchange(_carried, nullptr)) run(item);  // an event refuse_queued() handed over
   for (;;) {
     unsigned n = 0;
-    while (call* k = pop_from(_inbox, _inbox_count)) {
+    while (work_item* item = pop_from(_inbox, _inbox_count)) {
       _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
-      run(k);
+      run(item);
       if (++n >= limit && _inbox_count.load(std::memory_order_acquire) != 0) {
         // Let the pool's other work in: queue the rest of this inbox behind it.
         if (_pool->submit_now(&_drain)) return;
@@ -231,16 +231,16 @@ void endpoint_slot::refuse_queued() noexcept {
   // left the rest waiting for their timeouts). An event is never refused and never runs here
   // (this may be a reader): it and the rest of the inbox go to the pool as a singleton drain.
   for (;;) {
-    while (call* k = pop_from(_inbox, _inbox_count)) {
+    while (work_item* item = pop_from(_inbox, _inbox_count)) {
       _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
-      if (!is_message(k->purpose)) {
-        _carried = k;
+      if (!is_message(item->purpose)) {
+        _carried = item;
         if (_pool->submit_singleton(&_drain)) return;
         drain(UINT_MAX);  // the pool is not running (see admit_event)
         return;
       }
       _busy.fetch_add(1, std::memory_order_relaxed);
-      _host.refuse(k, status::server_busy,
+      _host.refuse(item, status::server_busy,
                    "pool '" + _pool->name() + "' is full; endpoint '" + _name +
                        "' cannot run its inbox (" + _host.pool_state(*_pool) + ")");
       leave();
@@ -252,14 +252,14 @@ void endpoint_slot::refuse_queued() noexcept {
   }
 }
 
-void endpoint_slot::run(call* c) noexcept {
-  _host.run_call(*this, c);
+void endpoint_slot::run(work_item* item) noexcept {
+  _host.run_item(*this, item);
   leave();
 }
 
 void endpoint_slot::run_task(pool_task* t) noexcept {
-  call* c = call::from_task(t);
-  c->target->run(c);
+  work_item* item = work_item::from_task(t);
+  item->target->run(item);
 }
 
 void endpoint_slot::drain_task(pool_task* t) noexcept {

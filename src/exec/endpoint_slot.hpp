@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "exec/call.hpp"
+#include "exec/work_item.hpp"
 #include "exec/exec_host.hpp"
 #include "base/counter.hpp"
 #include "base/mpsc_queue.hpp"
@@ -71,13 +71,13 @@ class endpoint_slot {
   bool stopping() const noexcept { return _state.load(std::memory_order_acquire) != state::running; }
   bool stopped() const noexcept { return _state.load(std::memory_order_acquire) == state::stopped; }
 
-  /// Takes `c` (whose purpose and target are set) for this endpoint, per its policy. On busy or
+  /// Takes `item` (whose purpose and target are set) for this endpoint, per its policy. On busy or
   /// stopped the call is still the caller's.
-  admit_result admit(call* c) noexcept;
+  admit_result admit(work_item* item) noexcept;
 
   /// Runs one admitted call on the current thread (pool worker, reader or inbox drain) and
   /// lets go of it.
-  void run(call* c) noexcept;
+  void run(work_item* item) noexcept;
 
   std::uint64_t rejected_busy() const noexcept { return _busy.load(std::memory_order_relaxed); }
 
@@ -87,13 +87,13 @@ class endpoint_slot {
   bool enter() noexcept;
   void leave() noexcept;
   void maybe_run_on_stop() noexcept;
-  admit_result admit_serial(call* c) noexcept;
-  admit_result admit_event(call* c) noexcept;
+  admit_result admit_serial(work_item* item) noexcept;
+  admit_result admit_event(work_item* item) noexcept;
   admit_result schedule_drain(bool event) noexcept;
   void drain(unsigned limit) noexcept;
   void drain_lane(unsigned limit) noexcept;
   void refuse_queued() noexcept;
-  static call* pop_from(mpsc_queue& q, std::atomic<std::uint32_t>& count) noexcept;
+  static work_item* pop_from(mpsc_queue& q, std::atomic<std::uint32_t>& count) noexcept;
   static void run_task(pool_task* t) noexcept;
   static void drain_task(pool_task* t) noexcept;
   static void lane_task(pool_task* t) noexcept;
@@ -120,7 +120,7 @@ class endpoint_slot {
   drain_work _drain;
   // An event popped from the inbox by refuse_queued(), handed to the drain it scheduled to
   // run it (and the rest of the inbox) on the pool. Touched only by the inbox's owner.
-  call* _carried = nullptr;
+  work_item* _carried = nullptr;
   mpsc_queue _inbox;
   alignas(64) std::atomic<std::uint32_t> _inbox_count{0};
   alignas(64) std::atomic<bool> _scheduled{false};

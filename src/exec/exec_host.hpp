@@ -14,7 +14,7 @@
 
 namespace ringrpc::detail {
 
-struct call;
+struct work_item;
 class endpoint_slot;
 
 class exec_host {
@@ -33,9 +33,9 @@ class exec_host {
 
   /// Runs one admitted call (or connection event) for `slot` on this thread and lets go of the
   /// call. Once per call: the one virtual call on the per-call path.
-  virtual void run_call(endpoint_slot& slot, call* c) noexcept = 0;
+  virtual void run_item(endpoint_slot& slot, work_item* item) noexcept = 0;
   /// Answers an admitted call without running it (and settles it for the host's stop()).
-  virtual void refuse(call* c, status code, const std::string& message) noexcept = 0;
+  virtual void refuse(work_item* item, status code, const std::string& message) noexcept = 0;
   /// An exception escaped a hook of `slot` during `what`: passed to its on_error().
   virtual void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept = 0;
   /// The slot's on_start() ran / its on_stop() ran (the host posts the events).

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "base/thread_name.hpp"
+#include "server/shard_ops.hpp"
 #include "uring/cqe_tag.hpp"
 #include "server/server_core.hpp"
 
@@ -194,7 +195,7 @@ void acceptor::run_loop(ring& r) {
         case op::timeout:
           if (!cancelling) arm_accept(r, reinterpret_cast<std::uintptr_t>(tag_ptr<void>(cqe.user_data)));
           break;
-        case op::handoff_sent:
+        case shard_ops::handoff_sent:
           // Only failures complete (IOSQE_CQE_SKIP_SUCCESS): the reader never got the socket.
           ::close(static_cast<int>(reinterpret_cast<std::uintptr_t>(tag_ptr<void>(cqe.user_data))));
           break;
@@ -206,7 +207,7 @@ void acceptor::run_loop(ring& r) {
   r.submit();  // hand-offs prepared in the last turn still go out
   // msg_ring completes during submit; a failed hand-off's completion names an fd to close.
   r.for_each_cqe([&](const io_uring_cqe& cqe) {
-    if (tag_op(cqe.user_data) == op::handoff_sent) {
+    if (tag_op(cqe.user_data) == shard_ops::handoff_sent) {
       ::close(static_cast<int>(reinterpret_cast<std::uintptr_t>(tag_ptr<void>(cqe.user_data))));
     }
   });
@@ -214,13 +215,13 @@ void acceptor::run_loop(ring& r) {
 
 void acceptor::hand_off(ring& r, int fd, bool tls) {
   _accepted.add();
-  reader& target = _core.reader_at(_next_reader++ % _core.reader_count());
+  shard& target = _core.shard_at(_next_reader++ % _core.shard_count());
   io_uring_sqe* sqe = r.get_sqe();
   // The fd rides in the message's result field; the reader's CQE carries it as cqe->res.
   io_uring_prep_msg_ring(sqe, target.ring_fd(), static_cast<unsigned>(fd),
-                        make_tag(tls ? op::handoff_tls : op::handoff), 0);
+                        make_tag(tls ? shard_ops::handoff_tls : shard_ops::handoff), 0);
   io_uring_sqe_set_data64(
-      sqe, make_tag(op::handoff_sent, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd))));
+      sqe, make_tag(shard_ops::handoff_sent, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd))));
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 }
 

@@ -2,7 +2,7 @@
 // What a call must pass on the reader thread before it is queued, beyond the frame itself: its
 // metadata within the caps, a bearer token the server accepts (when it checks tokens), and the
 // server's and its endpoint's authorizers. Refusals are counted here. Calls from connections
-// with no identity, no metadata and no checks configured never come here (reader::dispatch).
+// with no identity, no metadata and no checks configured never come here (shard::dispatch).
 
 #include <atomic>
 #include <memory>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/sharded_counter.hpp"
-#include "exec/call.hpp"
+#include "server/call.hpp"
 #include "ringrpc/authorizer.hpp"
 #include "ringrpc/server.hpp"
 #include "server/auth_limiter.hpp"

@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include "server/reader.hpp"
+#include "server/shard.hpp"
 #include "server/server_core.hpp"
 
 namespace ringrpc::detail {

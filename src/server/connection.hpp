@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "exec/call.hpp"
+#include "server/call.hpp"
 #include "ringrpc/peer_identity.hpp"
 #include "server/caller_shares.hpp"
 #include "server/peer_address.hpp"
@@ -22,7 +22,7 @@
 
 namespace ringrpc::detail {
 
-class reader;
+class shard;
 
 /// Why the reader closed a connection itself (the sweep's timeouts); `peer`: it did not.
 enum class close_cause : std::uint8_t {
@@ -42,6 +42,22 @@ inline const char* describe(close_cause c) noexcept {
   return nullptr;
 }
 
+
+/// Where the shard is with a connection's incoming bytes; it only moves forward.
+enum class read_state : std::uint8_t {
+  open,        // frames are read and run
+  peer_ended,  // nothing more will arrive (end of stream); frames already received still run
+  closing,     // no further frame is accepted; it finishes once its receive has ended
+  finished,    // the shard has let go of it; only the release of its last reference is pending
+};
+
+/// The connection's multishot receive.
+enum class recv_state : std::uint8_t {
+  idle,        // none armed (ended, or not armed yet)
+  armed,       // armed in the ring
+  cancelling,  // armed, and an ASYNC_CANCEL for it was sent
+};
+
 /// Lifetime: reference counted. The reader holds one reference from hand-off until it has seen
 /// the final completion of the connection's receive; its outstanding calls hold one between
 /// them (retain_for_call); a pending resume holds one; connection-event calls hold one each. Whoever drops the last reference closes the socket and frees the object,
@@ -52,7 +68,7 @@ inline const char* describe(close_cause c) noexcept {
 /// keep sizeof(connection) at 216 or below (static_assert at the end), which malloc serves
 /// from 224-byte chunks.
 struct connection {
-  connection(int fd_, reader* owner_, std::uint32_t max_frame) noexcept
+  connection(int fd_, shard* owner_, std::uint32_t max_frame) noexcept
       : fd(fd_), owner(owner_), assembler(max_frame) {}
   ~connection();  // closes the socket and tells the owning reader (connection.cpp)
   connection(const connection&) = delete;
@@ -65,7 +81,7 @@ struct connection {
   /// the server's caller_shares and is released with the connection).
   caller_share own_share;
   std::atomic<std::uint32_t> refs{1};
-  reader* const owner;
+  shard* const owner;
   /// Calls accepted and not yet released. Written by the shard's thread only (its reader
   /// creates calls, its responder releases them), so a plain load and store; atomic because
   /// /connections reads it. Together these calls hold one reference (see retain_for_call).
@@ -199,15 +215,12 @@ struct connection {
   connection* live_prev = nullptr;  // the reader's list of its connections
   connection* live_next = nullptr;
   connection* resume_next = nullptr;  // the reader's list of connections to resume this turn
-  bool recv_armed = false;
-  bool eof = false;
+  read_state reading = read_state::open;
+  recv_state receive = recv_state::idle;
   bool half_closed = false;  // the peer ended its stream cleanly (FIN), not a reset
-  bool closing = false;   // no further frames are accepted; finish when the recv has ended
-  bool cancel_sent = false;
-  bool finished = false;  // the reader has let go; only the release is pending
   bool budget_paused = false;  // not read while the server's memory budget is exhausted
   bool counted_per_address = false;  // admitted by peer_limits: released when it finishes
-  bool liveness_checked = false;  // looked at once in this silence (reader::check_liveness)
+  bool liveness_checked = false;  // looked at once in this silence (shard::check_liveness)
   bool tls = false;  // accepted on the TLS listener: bytes pass through rare->tls (never changes)
   close_cause closed_by = close_cause::peer;  // why the reader closed it, if it did
   peer_address address;  // set at hand-off, before anyone else sees it (here: it packs)
@@ -225,6 +238,16 @@ inline void release(connection* c) noexcept {
 }
 
 inline void retain(connection* c) noexcept { c->refs.fetch_add(1, std::memory_order_relaxed); }
+
+/// Shard thread: nothing more will arrive from the peer (a connection already closing stays so).
+inline void note_peer_ended(connection* c) noexcept {
+  if (c->reading == read_state::open) c->reading = read_state::peer_ended;
+}
+/// Shard thread: no further frame of `c` is accepted.
+inline void note_closing(connection* c) noexcept {
+  if (c->reading < read_state::closing) c->reading = read_state::closing;
+}
+inline bool is_closing(const connection* c) noexcept { return c->reading >= read_state::closing; }
 
 /// Shard thread: one more call of `c` is outstanding. The calls of a connection hold one
 /// reference between them, taken by the first and dropped by the last (responder::release_call),

@@ -5,7 +5,7 @@
 #include <memory>
 #include <mutex>
 
-#include "exec/call.hpp"
+#include "server/call.hpp"
 
 namespace ringrpc::detail {
 

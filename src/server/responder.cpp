@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <utility>
 
-#include "server/reader.hpp"
+#include "server/shard.hpp"
 #include "server/server_core.hpp"
 #include "uring/cqe_tag.hpp"
 
@@ -23,7 +23,7 @@ void note_queued(connection* c, std::size_t bytes) noexcept {
 
 }  // namespace
 
-responder::responder(server_core& core, reader& owner)
+responder::responder(server_core& core, shard& owner)
     : _core(core),
       _owner(owner),
       _max_queued_bytes(core.options().max_queued_reply_bytes),

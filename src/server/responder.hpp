@@ -7,7 +7,7 @@
 
 #include "base/counter.hpp"
 #include "base/mpsc_queue.hpp"
-#include "exec/call.hpp"
+#include "server/call.hpp"
 #include "server/connection.hpp"
 #include "server/memory_budget.hpp"
 #include "server/write_slots.hpp"
@@ -16,7 +16,7 @@
 namespace ringrpc::detail {
 
 class server_core;
-class reader;
+class shard;
 
 /// The responder role of one shard. It has no thread of its own: its reader's thread drives it
 /// on the reader's ring, so a call answered by a direct endpoint (or refused by the reader)
@@ -30,7 +30,7 @@ class reader;
 /// Threads: post() from any thread (handlers); everything else on the reader's thread.
 class responder {
  public:
-  responder(server_core& core, reader& owner);
+  responder(server_core& core, shard& owner);
   responder(const responder&) = delete;
   responder& operator=(const responder&) = delete;
 
@@ -79,7 +79,7 @@ class responder {
   void unlink_writing(write_slot* w) noexcept;
 
   server_core& _core;
-  reader& _owner;
+  shard& _owner;
   ring* _ring = nullptr;
   mpsc_queue _inbox;
   const std::size_t _max_queued_bytes;

@@ -9,7 +9,7 @@
 #include <cerrno>
 
 #include "ringrpc/record_layer.hpp"
-#include "server/reader.hpp"
+#include "server/shard.hpp"
 #include "server/responder.hpp"
 #include "server/server_core.hpp"
 #include "uring/cqe_tag.hpp"
@@ -86,7 +86,7 @@ void responder::start_tls_write(connection* c) noexcept {
       }
       t.sealed = total;
     }
-    if (!c->finished) t.recharge(_account, _core.options().tls->session_bytes());
+    if (c->reading != read_state::finished) t.recharge(_account, _core.options().tls->session_bytes());
   }
   if (t.sent == t.cipher.size()) return;  // nothing to say
   io_uring_sqe* sqe = _ring->get_sqe();
@@ -137,7 +137,7 @@ void responder::on_tls_write(connection* c, int res) noexcept {
     t.write_ref = false;
     release(c);  // we still hold the reference taken above
   }
-  if (!c->finished) t.recharge(_account, _core.options().tls->session_bytes());
+  if (c->reading != read_state::finished) t.recharge(_account, _core.options().tls->session_bytes());
   if (!w.dirty) give_back_if_done(c);
   release(c);
 }

@@ -102,30 +102,13 @@ deferred_reply::~deferred_reply() {
   if (_state) fail(status::internal, "deferred reply dropped without an answer");
 }
 
-namespace {
-
-/// The one answer of a deferred call: the first caller takes the call, encodes with `encode`,
-/// and hands it to the responder; later callers (and the stopping server's answer) find none.
-template <class Encode>
-bool answer_deferred(std::shared_ptr<detail::deferred_state> state, Encode&& encode) {
-  if (!state) return false;
-  std::unique_lock lock(state->mu);
-  detail::call* c = std::exchange(state->c, nullptr);
-  if (c == nullptr) return false;
-  if (c->purpose == detail::call_purpose::request) encode(*c);
-  state->core->deferred_answered(*state, c);
-  state->core->finish(c);
-  return true;
-}
-
-}  // namespace
-
 bool deferred_reply::reply(std::span<const std::byte> payload) {
-  return answer_deferred(std::move(_state), [&](detail::call& c) { encode_reply(c, payload); });
+  return detail::answer_deferred(std::move(_state), status::ok, {}, payload);
 }
 
 bool deferred_reply::fail(status code, std::string_view message) {
-  return answer_deferred(std::move(_state), [&](detail::call& c) { encode_error(c, code, message); });
+  // An error is never OK on the wire (as encode_error): ok here becomes internal.
+  return detail::answer_deferred(std::move(_state), code == status::ok ? status::internal : code, message, {});
 }
 
 std::span<const std::byte> deferred_reply::payload() const noexcept {

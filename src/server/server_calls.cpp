@@ -15,18 +15,8 @@ namespace ringrpc::detail {
 
 thread_local constinit const server_core* running_user_code_of = nullptr;
 thread_local constinit const server_core* stopping_server = nullptr;
-thread_local constinit const server_core* batching_replies = nullptr;
 
 namespace {
-
-// Readers this pool worker posted replies to since its last burst hook. A burst of replies to
-// one reader costs one wake-up (and none while that reader is awake anyway).
-struct reply_wakeups {
-  static constexpr std::size_t max = 16;
-  reader* readers[max];
-  std::size_t n = 0;
-};
-thread_local constinit reply_wakeups pending_wakeups{};
 
 bool from_client(const call* c) noexcept {
   return c->purpose == call_purpose::request || c->purpose == call_purpose::one_way;
@@ -53,34 +43,13 @@ struct user_code_scope {
 
 void time_next_call() noexcept { timing_tick = timing_sample - 1; }
 
-void note_reply_wakeup(reader& r) noexcept {
-  reply_wakeups& w = pending_wakeups;
-  for (std::size_t i = 0; i < w.n; ++i) {
-    if (w.readers[i] == &r) return;
-  }
-  if (w.n == reply_wakeups::max) {
-    r.notify_replies();  // more readers than we keep: this one is woken now
-    return;
-  }
-  w.readers[w.n++] = &r;
-}
-
-void flush_reply_wakeups() noexcept {
-  reply_wakeups& w = pending_wakeups;
-  for (std::size_t i = 0; i < w.n; ++i) w.readers[i]->notify_replies();
-  w.n = 0;
-  batching_replies = nullptr;
-}
-
-void server_core::run_call(endpoint_slot& slot, call* c) noexcept {
+void server_core::run_item(endpoint_slot& slot, work_item* item) noexcept {
+  call* c = call::from_item(item);
   const user_code_scope scope(this);
-  // On one of our pool workers, replies wait for the burst hook to wake their readers, which
-  // runs before the worker parks (make_pool). Elsewhere (the reader, a stopping thread) each
-  // finish() wakes its reader itself.
-  if (batching_replies != this && thread_pool::on_worker_thread()) {
-    flush_reply_wakeups();  // another server's, should there be one
-    batching_replies = this;
-  }
+  // On one of our pool workers, replies wait for the burst hook to wake their shards, which
+  // runs before the worker parks (make_pool). Elsewhere (the shard, a stopping thread) each
+  // finish() wakes its shard itself.
+  batch_reply_wakeups(this);
   switch (c->purpose) {
     case call_purpose::request:
     case call_purpose::one_way:
@@ -224,40 +193,6 @@ void server_core::note_slow_call(call* c, std::int64_t processing_ns) noexcept {
   });
 }
 
-void server_core::record_completion(call* c) noexcept {
-  if (!_options.metrics || !from_client(c)) return;
-  // A deferred reply's time is from receipt to answer: there is no separate queue time.
-  thread_metrics& m = _metrics.local();
-  m.completed(c->method_name, c->answer_status);
-  m.timed(c->method_name, 0, now_ns() - c->received_ns);
-}
-
-void server_core::finish(call* c) noexcept {
-  if (c->conn == nullptr) {  // a local post: nobody to answer
-    _pool->put(c);
-    return;
-  }
-  if (c->purpose != call_purpose::request) c->reply.clear();
-  reader& r = *c->conn->owner;
-  if (r.on_its_thread()) {
-    r.replies().enqueue(c);  // a direct endpoint, or the reader refusing: no hand-off
-    return;
-  }
-  r.replies().post(c);
-  if (batching_replies == this) {
-    note_reply_wakeup(r);  // the pool's burst hook wakes each reader once
-  } else {
-    r.notify_replies();
-  }
-}
-
-void server_core::refuse(call* c, status code, const std::string& message) noexcept {
-  if (c->purpose == call_purpose::request) encode_error(*c, code, message);
-  if (code == status::server_busy) _refused_busy.add();
-  if (from_client(c)) _settled.add();
-  finish(c);
-}
-
 void server_core::report_error(endpoint_slot& slot, const char* what,
                                std::string_view message) noexcept {
   try {
@@ -282,27 +217,6 @@ void server_core::endpoint_stopped(endpoint_slot& slot) noexcept {
     e.name = slot.name();
     return e;
   });
-}
-
-std::shared_ptr<deferred_state> server_core::defer(call* c) {
-  auto s = std::make_shared<deferred_state>();
-  s->c = c;
-  s->core = this;
-  std::lock_guard lock(_deferred_mu);
-  s->listed = true;
-  _deferred.insert(s.get());
-  return s;
-}
-
-void server_core::deferred_answered(deferred_state& s, call* c) noexcept {
-  record_completion(c);
-  {
-    std::lock_guard lock(_deferred_mu);
-    if (s.listed) {
-      s.listed = false;
-      _deferred.erase(&s);
-    }
-  }
 }
 
 }  // namespace ringrpc::detail

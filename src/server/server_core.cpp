@@ -60,7 +60,7 @@ void server_core::attach(std::unique_ptr<server_attachment> part) {
 }
 
 void server_core::snapshot_connections(std::vector<connection_info>& out) const {
-  for (const auto& r : _readers) r->snapshot_connections(out);
+  for (const auto& r : _shards) r->snapshot_connections(out);
 }
 
 const endpoint_options* server_core::endpoint_override(std::string_view name) const noexcept {
@@ -131,8 +131,8 @@ void server_core::start() {
     // Pools and endpoints (on_start) before the readers: a call can only reach a started one.
     _dispatcher.start();
     for (unsigned i = 0; i < readers; ++i) {
-      _readers.push_back(std::make_unique<reader>(*this, i));
-      _readers.back()->start(_features);
+      _shards.push_back(std::make_unique<shard>(*this, i));
+      _shards.back()->start(_features);
     }
     _acceptor = std::make_unique<acceptor>(*this);
     _state.store(server_state::running, std::memory_order_release);
@@ -232,19 +232,19 @@ std::size_t server_core::post_local_to_all(std::span<const std::byte> payload) {
 
 std::uint64_t server_core::calls_created() const noexcept {
   std::uint64_t n = 0;
-  for (const auto& r : _readers) n += r->calls_created();
+  for (const auto& r : _shards) n += r->calls_created();
   return n;
 }
 
 std::uint64_t server_core::calls_enqueued() const noexcept {
   std::uint64_t n = 0;
-  for (const auto& r : _readers) n += r->calls_enqueued();
+  for (const auto& r : _shards) n += r->calls_enqueued();
   return n;
 }
 
 server_stats server_core::stats() const {
   server_stats s;
-  for (const auto& r : _readers) {
+  for (const auto& r : _shards) {
     s.connections_accepted += r->accepted();
     s.connections_refused += r->refused();
     s.connections_refused_per_address += r->refused_per_address();
@@ -284,7 +284,7 @@ server_stats server_core::stats() const {
     s.buffered_bytes_peak = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->peak(), 0));
     s.buffered_bytes_limit = _budget->limit();
   }
-  for (const auto& r : _readers) {
+  for (const auto& r : _shards) {
     s.partial_writes += r->replies().partial_writes();
     s.bytes_out += r->replies().bytes_out();
   }
@@ -294,7 +294,7 @@ server_stats server_core::stats() const {
 
 std::uint64_t server_core::calls_released() const noexcept {
   std::uint64_t n = 0;
-  for (const auto& r : _readers) n += r->replies().released();
+  for (const auto& r : _shards) n += r->replies().released();
   return n;
 }
 

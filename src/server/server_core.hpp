@@ -17,20 +17,20 @@
 #include "base/clock.hpp"
 #include "base/counter.hpp"
 #include "base/sharded_counter.hpp"
-#include "exec/call.hpp"
+#include "server/call.hpp"
 #include "exec/dispatcher.hpp"
 #include "exec/exec_host.hpp"
-#include "exec/reply_encoding.hpp"
 #include "ringrpc/event_bus.hpp"
 #include "ringrpc/log.hpp"
 #include "ringrpc/server.hpp"
 #include "server/acceptor.hpp"
+#include "server/answer.hpp"
 #include "server/call_guard.hpp"
 #include "server/caller_shares.hpp"
 #include "server/deferred_state.hpp"
 #include "server/memory_budget.hpp"
 #include "server/peer_limits.hpp"
-#include "server/reader.hpp"
+#include "server/shard.hpp"
 #include "server/responder.hpp"
 #include "server/server_attachment.hpp"
 #include "server/server_metrics.hpp"
@@ -41,12 +41,6 @@ namespace ringrpc::detail {
 /// The next call this thread runs is timed for the histograms (the thread was idle: see
 /// server_calls.cpp).
 void time_next_call() noexcept;
-/// Pool workers: wake `r` at the end of this burst (flush_reply_wakeups), not now.
-void note_reply_wakeup(reader& r) noexcept;
-/// The burst hook of the server's pools: wakes each reader that got replies in the burst.
-void flush_reply_wakeups() noexcept;
-/// The server whose pool worker this thread is while its replies' wake-ups are batched.
-extern thread_local constinit const server_core* batching_replies;
 
 /// Lifecycle: configured -> running -> draining (no new calls run; new ones get SHUTTING_DOWN)
 /// -> stopped.
@@ -91,8 +85,8 @@ class server_core final : public exec_host {
   call_guard& guard() noexcept { return _guard; }
   /// Allocations that failed (a call or a connection was failed instead of the server).
   void note_out_of_memory() noexcept { _out_of_memory.add(); }
-  reader& reader_at(std::size_t i) noexcept { return *_readers[i]; }
-  std::size_t reader_count() const noexcept { return _readers.size(); }
+  shard& shard_at(std::size_t i) noexcept { return *_shards[i]; }
+  std::size_t shard_count() const noexcept { return _shards.size(); }
   server_state state() const noexcept { return _state.load(std::memory_order_acquire); }
   bool draining() const noexcept { return state() >= server_state::draining; }
   /// True from the moment stop() begins (before deregistration's grace): the built-in ping
@@ -113,18 +107,24 @@ class server_core final : public exec_host {
   unsigned handler_threads() const noexcept override { return _options.handlers; }
   unsigned handler_queue_size() const noexcept override { return _options.handler_queue_size; }
   /// Runs one admitted call (or event) for `slot` on this thread and lets go of the call.
-  void run_call(endpoint_slot& slot, call* c) noexcept override;
+  void run_item(endpoint_slot& slot, work_item* item) noexcept override;
   /// Answers an admitted call without running it (and settles it for stop()).
-  void refuse(call* c, status code, const std::string& message) noexcept override;
+  void refuse(work_item* item, status code, const std::string& message) noexcept override;
   void report_error(endpoint_slot& slot, const char* what, std::string_view message) noexcept override;
   void endpoint_started(endpoint_slot& slot) noexcept override;
   void endpoint_stopped(endpoint_slot& slot) noexcept override;
 
-  // Deferred replies.
-  std::shared_ptr<deferred_state> defer(call* c);
-  /// Sends the answer encoded in c->reply (or releases c when nothing goes back).
+  // The way back (answer.cpp).
+  /// Sends the answer encoded in c->reply to c's shard (or releases c when nothing goes back).
   void finish(call* c) noexcept;
-  void deferred_answered(deferred_state& s, call* c) noexcept;
+  /// Encodes a frame of `kind` answering c (none for one-way traffic), then finish(). Out of
+  /// memory for even that frame: c's connection is shut down instead.
+  void answer(call* c, wire::Kind kind, status code, std::string_view message,
+              std::uint32_t retry_after_ms = 0) noexcept;
+  /// A handler deferred c: the state its deferred_reply and a stopping server share.
+  std::shared_ptr<deferred_state> defer(call* c);
+  /// A deferred call was answered (its reply encoded): metrics, and off the pending list.
+  void settle_deferred(deferred_state& s, call* c) noexcept;
   metrics_registry& metrics() noexcept { return _metrics; }
   const metrics_registry& metrics() const noexcept { return _metrics; }
   event_bus& events() noexcept { return *_bus; }
@@ -192,7 +192,6 @@ class server_core final : public exec_host {
   void resolve_limits(std::size_t default_queue);
   void join_async_stop() noexcept;
   void stop_blocking();
-  void record_completion(call* c) noexcept;
   void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
   std::uint64_t calls_created() const noexcept;
   /// Calls whose answer was written (or whose peer was gone), over every shard.
@@ -209,7 +208,7 @@ class server_core final : public exec_host {
   std::unique_ptr<peer_limits> _peers;
   caller_shares _callers;
   std::unique_ptr<call_pool> _pool;
-  std::vector<std::unique_ptr<reader>> _readers;
+  std::vector<std::unique_ptr<shard>> _shards;
   std::unique_ptr<acceptor> _acceptor;
   metrics_registry _metrics;
   std::unique_ptr<event_bus> _bus;

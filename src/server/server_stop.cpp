@@ -88,10 +88,10 @@ void server_core::stop_blocking() {
   bool drained = wait_until([&] { return _settled.get() == calls_enqueued(); }, deadline);
   // 3. Stop reading, then wait until every call ever created has been answered and written
   //    (deferred replies included).
-  for (auto& r : _readers) r->quiesce();
+  for (auto& r : _shards) r->quiesce();
   wait_until(
       [&] {
-        for (auto& r : _readers) {
+        for (auto& r : _shards) {
           if (!r->quiesced()) return false;
         }
         return true;
@@ -114,7 +114,7 @@ void server_core::stop_blocking() {
     abandon_deferred();
     // Calls queued behind handlers that do not finish are answered from here, unrun.
     _dispatcher.run_queued_here();
-    for (auto& r : _readers) r->notify_replies();
+    for (auto& r : _shards) r->notify_replies();
     // Handlers that see cancelled() answer within abandon_grace; the calls of those that do
     // not are answered here on their behalf (their late answers are dropped), so every
     // accepted call gets an answer before its connection closes.
@@ -132,12 +132,12 @@ void server_core::stop_blocking() {
   }
   // 4. Close every connection (endpoints hear on_disconnected); readers exit once every
   //    connection is gone, which needs the pools still running.
-  for (auto& r : _readers) r->close_all();
+  for (auto& r : _shards) r->close_all();
   const auto waiting_since = stop_now();
   for (;;) {
     const bool all_exited = wait_until(
         [&] {
-          for (auto& r : _readers) {
+          for (auto& r : _shards) {
             if (!r->exited()) return false;
           }
           return true;
@@ -153,7 +153,7 @@ void server_core::stop_blocking() {
                                              {"msg", "a handler ignores cancelled(); stop waits for it"}});
     }
   }
-  for (auto& r : _readers) r->join();
+  for (auto& r : _shards) r->join();
   // 5. on_stop for each endpoint, once it is idle; then the pools' threads are joined.
   if (!_dispatcher.stop_endpoints(std::max(deadline, stop_now() +
                                                          std::chrono::seconds(1)))) {
@@ -204,11 +204,8 @@ void server_core::answer_for_handler(call* c, call* s) noexcept {
   s->over_share = c->over_share;
   retain(c->conn);  // the handler's call keeps its connection (peer(), cancelled()) until it returns
   c->abandoned.store(true, std::memory_order_relaxed);
-  if (s->purpose == call_purpose::request) {
-    encode_error(*s, status::shutting_down,
-                 "server stopped while the handler still ran (it ignored cancellation); its answer is dropped");
-  }
-  finish(s);
+  answer(s, wire::Kind::Error, status::shutting_down,
+         "server stopped while the handler still ran (it ignored cancellation); its answer is dropped");
 }
 
 void server_core::abandon_deferred() noexcept {
@@ -227,10 +224,7 @@ void server_core::abandon_deferred() noexcept {
     if (s->c == nullptr) continue;
     call* c = std::exchange(s->c, nullptr);
     c->abandoned.store(true, std::memory_order_relaxed);
-    if (c->purpose == call_purpose::request) {
-      encode_error(*c, status::shutting_down, "server stopped before the deferred reply came");
-    }
-    finish(c);
+    answer(c, wire::Kind::Error, status::shutting_down, "server stopped before the deferred reply came");
   }
 }
 

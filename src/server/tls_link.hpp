@@ -33,7 +33,7 @@ struct tls_link {
   bool handshake_per_address = false;  // ... and one of its address's (peer_limits) while true
   bool announced = false;   // endpoints were told "connected" (so they hear "disconnected")
   bool write_ref = false;   // a write is out and holds a reference on the connection
-  bool said_close_notify = false;  // our close_notify went out (reader::say_close_notify)
+  bool said_close_notify = false;  // our close_notify went out (shard::say_close_notify)
   bool peer_closed = false;        // the peer's close_notify came: ours answers it once nothing is owed
 
   /// Brings what this link has charged to `a`'s budget up to date (the reader and the

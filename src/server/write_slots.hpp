@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "base/write_queue.hpp"
-#include "exec/call.hpp"
+#include "server/call.hpp"
 
 namespace ringrpc::detail {
 

@@ -5,18 +5,24 @@
 
 namespace ringrpc::detail {
 
-/// What a completion is about. One byte, so it packs beside a pointer.
+/// What a completion is about. One byte, so it packs beside a pointer. These are the
+/// operations every ring loop here has; a loop that needs more gives the owned_* slots names
+/// of its own, next to its code (the server's are in server/shard_ops.hpp), so this module
+/// knows no one's protocol.
 enum class op : std::uint8_t {
-  accept = 1,          // multishot accept on the listening socket
-  handoff = 2,         // msg_ring sent by the acceptor: res is the new connection's fd
-  handoff_sent = 3,    // the acceptor's own completion for that msg_ring
+  accept = 1,          // multishot accept on a listening socket
+  msg_ring = 2,        // a message another ring sent to this one (IORING_OP_MSG_RING)
+  msg_ring_sent = 3,   // the sender's own completion for that message
   recv = 4,            // multishot recv of a connection
-  send = 5,            // gathered write of a connection
+  send = 5,            // a (gathered) write of a connection
   cancel = 6,          // an ASYNC_CANCEL we issued; only its failure is interesting
   wake = 7,            // read on the thread's eventfd: other threads queued work for us
   timeout = 9,         // a timer of the owning loop
-  handoff_tls = 10,    // as handoff, for a socket accepted on the TLS listener
-  recv_tls = 11,       // multishot recv of a TLS connection: ciphertext for its session
+  // Slots a ring loop names for operations of its own.
+  owned_0 = 128,
+  owned_1,
+  owned_2,
+  owned_3,
 };
 
 // Layout: bits 0..7 are the op, bits 8..63 a pointer (or zero). User-space pointers on x86-64

@@ -1,6 +1,6 @@
 // Peers that send part of a frame and then reset (SO_LINGER 0): every such connection must be
 // closed, and its fd and connection object released, even though the kernel sometimes never
-// posts the final completion of the multishot receive after the reset (reader.cpp,
+// posts the final completion of the multishot receive after the reset (shard.cpp,
 // check_liveness()). Without the liveness check about 1 in 10,000 of these connections stayed
 // open forever with the default idle timeout (off).
 

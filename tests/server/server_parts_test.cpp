@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "exec/call.hpp"
+#include "server/call.hpp"
 #include "server/connection.hpp"
 #include "server/peer_address.hpp"
 #include "server/write_slots.hpp"

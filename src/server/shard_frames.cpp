@@ -1,7 +1,7 @@
 // Bytes to calls: receive completions feed the connection's frame assembler, each whole frame is
 // verified and becomes a call dispatched to its endpoint, or is answered at once (bad frame,
 // unknown method, busy, shutting down). A connection over its share stops being read.
-#include "server/reader.hpp"
+#include "server/shard.hpp"
 
 #include <sys/socket.h>
 
@@ -19,7 +19,7 @@ namespace {
 constexpr std::string_view builtin_ping_method = "ringrpc.ping";
 }  // namespace
 
-void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
+void shard::on_recv(connection* c, const io_uring_cqe& cqe) {
   if (cqe.flags & IORING_CQE_F_BUFFER) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
     if (cqe.res > 0) {
@@ -40,19 +40,18 @@ void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
   if (cqe.flags & IORING_CQE_F_MORE) return;
 
   // The multishot receive has ended; decide whether to re-arm it.
-  c->recv_armed = false;
+  c->receive = recv_state::idle;
   if (cqe.res == 0) {
     // End of the peer's stream: a half-close (shutdown(SHUT_WR)) or a close. Either way every
     // complete request already received is answered (docs/protocol.md); a peer that closed
     // altogether makes the reply's write fail, and that cancels what is still running.
-    c->eof = true;
+    note_peer_ended(c);
     c->half_closed = true;
   } else if (cqe.res < 0 && cqe.res != -ENOBUFS && cqe.res != -ECANCELED) {
-    c->eof = true;  // reset by peer and friends: nothing more will arrive
-    c->closing = true;
+    note_closing(c);  // reset by peer and friends: nothing more will arrive
     c->gone.store(true, std::memory_order_relaxed);
     if (c->failure().empty()) c->note_failure(std::string("receive failed: ").append(std::strerror(-cqe.res)));
-  } else if (!c->closing && !_quiesced) {
+  } else if (!is_closing(c) && !_quiesced) {
     // -ENOBUFS: every provided buffer was in use. No byte was lost (the data stays in the
     // socket); re-arm once this turn has given its buffers back. -ECANCELED: we paused, but a
     // resume may already have been handled while the cancel was in flight; end_of_turn()
@@ -63,8 +62,8 @@ void reader::on_recv(connection* c, const io_uring_cqe& cqe) {
   maybe_finish(c);
 }
 
-void reader::deliver(connection* c, std::span<const std::byte> data) {
-  if (c->closing) return;
+void shard::deliver(connection* c, std::span<const std::byte> data) {
+  if (is_closing(c)) return;
   if (c->paused.load(std::memory_order_relaxed) || c->budget_paused) {
     if (!c->assembler.hold(data)) out_of_memory(c, "out of memory keeping a paused connection's bytes");
     return;
@@ -86,20 +85,20 @@ void reader::deliver(connection* c, std::span<const std::byte> data) {
       out_of_memory(c, "out of memory assembling a frame; closing the connection");
       return;
     }
-    if (r != frame_assembler::result::paused || c->closing) return;
+    if (r != frame_assembler::result::paused || is_closing(c)) return;
     if (c->budget_paused) return;  // kept; apply_budget() drains it on relief
     if (pause(c)) return;
     r = c->assembler.drain(sink);
   }
 }
 
-bool reader::should_pause(connection* c) const noexcept {
+bool shard::should_pause(connection* c) const noexcept {
   const auto& o = _core.options();
   return over_limits(c, o.max_inflight_per_connection, o.max_inflight_bytes_per_connection) ||
          c->budget_paused;
 }
 
-bool reader::pause(connection* c) noexcept {
+bool shard::pause(connection* c) noexcept {
   c->paused.store(true, std::memory_order_seq_cst);
   // The responder clears the flag when the pressure goes; if it went before the flag was
   // visible, nobody would send the resume, so look again and undo the pause ourselves.
@@ -127,8 +126,8 @@ bool reader::pause(connection* c) noexcept {
   return true;
 }
 
-void reader::on_resume(connection* c) {
-  if (!c->finished) {
+void shard::on_resume(connection* c) {
+  if (c->reading != read_state::finished) {
     if (!c->budget_paused) {
       try {
         deliver(c, {});
@@ -137,8 +136,8 @@ void reader::on_resume(connection* c) {
       }
       charge_assembler(c);
     }
-    if (!c->paused.load(std::memory_order_relaxed) && !c->budget_paused && !c->recv_armed &&
-        !c->eof && !c->closing && !_quiesced) {
+    if (!c->paused.load(std::memory_order_relaxed) && !c->budget_paused && c->receive == recv_state::idle &&
+        c->reading == read_state::open && !_quiesced) {
       arm_recv(c);
     }
     maybe_finish(c);
@@ -146,8 +145,8 @@ void reader::on_resume(connection* c) {
   _to_release.push_back(c);  // the reference the resume message carried
 }
 
-bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
-  if (c->closing) return false;
+bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
+  if (is_closing(c)) return false;
   call* k = new_call(c);
   try {
     k->request.assign(frame.begin(), frame.end());
@@ -223,10 +222,10 @@ bool reader::on_frame(connection* c, std::span<const std::byte> frame) {
              "unexpected frame kind from a client");
       break;
   }
-  return !c->closing && !should_pause(c);
+  return !is_closing(c) && !should_pause(c);
 }
 
-void reader::dispatch(call* k, const frame_view& v) {
+void shard::dispatch(call* k, const frame_view& v) {
   _received.add();
   const bool one_way = v.kind == wire::Kind::OneWay;
   const auto refuse_kind = one_way ? wire::Kind::OneWay : wire::Kind::Error;
@@ -426,7 +425,7 @@ void reader::dispatch(call* k, const frame_view& v) {
   }
 }
 
-void reader::answer_ping(call* k, std::uint64_t id, wire::Kind kind) noexcept {
+void shard::answer_ping(call* k, std::uint64_t id, wire::Kind kind) noexcept {
   // Answered here, on the reader: no handler thread, no queue. It says the server is running
   // and reading this connection, and whether it wants new calls (docs/protocol.md, 7.1).
   if (_core.leaving()) {
@@ -436,7 +435,7 @@ void reader::answer_ping(call* k, std::uint64_t id, wire::Kind kind) noexcept {
   answer(k, id, kind == wire::Kind::OneWay ? kind : wire::Kind::Reply, status::ok, {});
 }
 
-call* reader::new_call(connection* c) noexcept {
+call* shard::new_call(connection* c) noexcept {
   call* k = _calls.get();
   k->conn = c;
   retain_for_call(c);
@@ -449,30 +448,12 @@ call* reader::new_call(connection* c) noexcept {
   return k;
 }
 
-void reader::answer(call* k, std::uint64_t id, wire::Kind kind, status code,
+void shard::answer(call* k, std::uint64_t id, wire::Kind kind, status code,
                     std::string_view message, std::uint32_t retry_after_ms) noexcept {
   k->id = id;
   k->kind = kind;
-  if (kind == wire::Kind::OneWay) {
-    k->reply.clear();  // one-way traffic is never answered; the call only needs releasing
-  } else {
-    frame_view f;
-    f.call_id = id;
-    f.kind = kind;
-    f.code = code;
-    f.message = message;
-    f.retry_after_ms = retry_after_ms;
-    try {
-      _encoder.encode_into(f, k->reply);
-    } catch (const std::bad_alloc&) {
-      // No memory for even an error frame: the peer learns by the connection closing.
-      k->reply.clear();
-      _core.note_out_of_memory();
-      ::shutdown(k->conn->fd, SHUT_RDWR);
-    }
-  }
   if (_unposted == k) _unposted = nullptr;
-  _replies.enqueue(k);
+  _core.answer(k, kind, code, message, retry_after_ms);  // answer.cpp: the one way back
 }
 
 }  // namespace ringrpc::detail

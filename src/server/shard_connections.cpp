@@ -1,7 +1,7 @@
 // A connection's life on its reader: hand-off from the acceptor, admission (global and per-address
 // limits), the armed multishot receive, and the close that waits for that receive's last
 // completion before the connection is released.
-#include "server/reader.hpp"
+#include "server/shard.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,11 +12,12 @@
 #include <string>
 
 #include "server/server_core.hpp"
+#include "server/shard_ops.hpp"
 #include "uring/cqe_tag.hpp"
 
 namespace ringrpc::detail {
 
-void reader::on_handoff(int fd, bool tls) {
+void shard::on_handoff(int fd, bool tls) {
   if (fd < 0) return;
   if (_closing_all) {
     ::close(fd);
@@ -87,7 +88,7 @@ void reader::on_handoff(int fd, bool tls) {
     _live = c;
   }
   _accepted.add();
-  // A TLS connection is opened once its handshake is done (reader::tls_established), so the
+  // A TLS connection is opened once its handshake is done (shard::tls_established), so the
   // event can say who the peer proved to be; one whose handshake fails is counted, not opened.
   if (!tls) {
     _core.post_event(event_kind::connection_opened, [&] {
@@ -110,23 +111,22 @@ void reader::on_handoff(int fd, bool tls) {
   arm_recv(c);
 }
 
-void reader::arm_recv(connection* c) noexcept {
+void shard::arm_recv(connection* c) noexcept {
   io_uring_sqe* sqe = _ring->get_sqe();
   _buffers->prep_recv_multishot(sqe, c->fd);
-  io_uring_sqe_set_data64(sqe, make_tag(c->tls ? op::recv_tls : op::recv, c));
-  c->recv_armed = true;
-  c->cancel_sent = false;
+  io_uring_sqe_set_data64(sqe, make_tag(c->tls ? shard_ops::recv_tls : op::recv, c));
+  c->receive = recv_state::armed;
 }
 
-void reader::cancel_recv(connection* c) noexcept {
-  if (!c->recv_armed || c->cancel_sent) return;
+void shard::cancel_recv(connection* c) noexcept {
+  if (c->receive != recv_state::armed) return;
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_cancel64(sqe, make_tag(c->tls ? op::recv_tls : op::recv, c), 0);
+  io_uring_prep_cancel64(sqe, make_tag(c->tls ? shard_ops::recv_tls : op::recv, c), 0);
   io_uring_sqe_set_data64(sqe, make_tag(op::cancel));
-  c->cancel_sent = true;
+  c->receive = recv_state::cancelling;
 }
 
-void reader::notify_endpoints(connection* c, call_purpose purpose, std::string_view text) {
+void shard::notify_endpoints(connection* c, call_purpose purpose, std::string_view text) {
   if (!_table) return;
   for (endpoint_slot* slot : _table->hearing) {
     call* k = _core.pool().get();  // not counted as a call: nothing is answered or written
@@ -151,7 +151,7 @@ void reader::notify_endpoints(connection* c, call_purpose purpose, std::string_v
   }
 }
 
-void reader::refuse_connection(int fd, bool tls) noexcept {
+void shard::refuse_connection(int fd, bool tls) noexcept {
   _refused.add();
   const unsigned max = _core.options().max_connections;
   try {
@@ -162,7 +162,7 @@ void reader::refuse_connection(int fd, bool tls) noexcept {
   }
 }
 
-void reader::refuse_connection(int fd, bool tls, const char* knob, unsigned value, const std::string& why) noexcept {
+void shard::refuse_connection(int fd, bool tls, const char* knob, unsigned value, const std::string& why) noexcept {
   // Say why before closing, as an error frame with call id 0, so the client can tell a full
   // server from a crash. The socket's buffer is empty: this small send cannot block. A TLS
   // client, before any handshake, would read that frame as a broken record: it gets the FIN.
@@ -188,7 +188,7 @@ void reader::refuse_connection(int fd, bool tls, const char* knob, unsigned valu
   post_refusal(knob, value);
 }
 
-void reader::post_refusal(const char* knob, unsigned value) noexcept {
+void shard::post_refusal(const char* knob, unsigned value) noexcept {
   _core.post_event(event_kind::limit_hit, [&] {
     event e;
     e.name = knob;
@@ -198,26 +198,26 @@ void reader::post_refusal(const char* knob, unsigned value) noexcept {
   });
 }
 
-void reader::start_close(connection* c) noexcept {
-  c->closing = true;
+void shard::start_close(connection* c) noexcept {
+  note_closing(c);
   cancel_recv(c);
   maybe_finish(c);
 }
 
-void reader::maybe_finish(connection* c) noexcept {
-  if (c->recv_armed || c->finished) return;
+void shard::maybe_finish(connection* c) noexcept {
+  if (c->receive != recv_state::idle || c->reading == read_state::finished) return;
   // Frames held back by a pause must still be answered: wait for the resume that drains them.
   const bool kept_frames = c->assembler.holding();
-  if (!c->closing && !(c->eof && !kept_frames)) return;
-  if (c->eof && !c->closing && c->assembler.buffered() > 0) _bad_frames.add();  // truncated frame
-  c->closing = true;
+  if (c->reading == read_state::open || (c->reading == read_state::peer_ended && kept_frames)) return;
+  if (c->reading == read_state::peer_ended && c->assembler.buffered() > 0) _bad_frames.add();  // truncated frame
+  note_closing(c);
   {
     std::lock_guard lock(_live_mu);
     if (c->live_prev) c->live_prev->live_next = c->live_next; else _live = c->live_next;
     if (c->live_next) c->live_next->live_prev = c->live_prev;
     c->live_prev = c->live_next = nullptr;
   }
-  c->finished = true;
+  c->reading = read_state::finished;
   // After a clean end of stream the calls in flight still owe their answers: only a failure,
   // a shed or a stop makes them give up.
   if (!c->half_closed || !c->failure().empty() || c->closed_by != close_cause::peer || _closing_all) {

@@ -2,7 +2,7 @@
 // deferred work (re-arms, releases, wake-ups) done once at its end. Connections are accepted
 // and closed in reader_connections.cpp, frames become calls in reader_frames.cpp, timeouts and
 // the memory budget are enforced in reader_sweep.cpp.
-#include "server/reader.hpp"
+#include "server/shard.hpp"
 
 #include <sys/socket.h>
 
@@ -14,6 +14,7 @@
 
 #include "base/thread_name.hpp"
 #include "server/server_core.hpp"
+#include "server/shard_ops.hpp"
 #include "uring/cqe_tag.hpp"
 
 namespace ringrpc::detail {
@@ -25,42 +26,42 @@ constexpr unsigned ring_entries = 1024;
 
 }  // namespace
 
-reader::reader(server_core& core, unsigned index)
-    : _core(core), _index(index), _account(core.budget()), _calls(core.pool()), _replies(core, *this) {}
+shard::shard(server_core& core, unsigned index)
+    : _core(core), _index(index), _account(core.budget()), _calls(core.pool()), _responder(core, *this) {}
 
-thread_local const reader* reader::current = nullptr;
+thread_local const shard* shard::current = nullptr;
 
-reader::~reader() {
+shard::~shard() {
   close_all();
   join();
 }
 
-void reader::start(const uring_features& features) {
+void shard::start(const uring_features& features) {
   std::promise<void> ready;
   auto started = ready.get_future();
   _thread = std::thread([this, features, &ready] { run(features, ready); });
   started.get();  // rethrows a failure to create the ring
 }
 
-void reader::quiesce() noexcept {
+void shard::quiesce() noexcept {
   _quiesce.store(true, std::memory_order_release);
   _waker.notify();
 }
 
-void reader::close_all() noexcept {
+void shard::close_all() noexcept {
   _close_all.store(true, std::memory_order_release);
   _waker.notify();
 }
 
-void reader::join() {
+void shard::join() {
   if (_thread.joinable()) _thread.join();
 }
 
-void reader::connection_destroyed() noexcept {
+void shard::connection_destroyed() noexcept {
   if (_alive.fetch_sub(1, std::memory_order_acq_rel) == 1) _waker.notify();
 }
 
-void reader::run(const uring_features& features, std::promise<void>& ready) {
+void shard::run(const uring_features& features, std::promise<void>& ready) {
   // Named so tools (top -H, the dispatch-policy tests) can tell the I/O threads apart.
   name_this_thread("rr-read", _index);
   std::unique_ptr<ring> r;
@@ -77,7 +78,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
   _ring = r.get();
   _buffers = bufs.get();
   current = this;
-  _replies.attach(*_ring);
+  _responder.attach(*_ring);
   _waker.arm(*_ring);
   _ring_fd.store(_ring->fd(), std::memory_order_release);
   arm_sweep_timer();
@@ -112,7 +113,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
     }
     apply_budget();
     // Replies handlers finished since the last turn, then connections their release resumed.
-    _replies.take_inbox();
+    _responder.take_inbox();
     run_resumes();
 
     if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
@@ -134,7 +135,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
     }
     // Connections that left the live list may still have replies waiting for a peer that
     // does not read.
-    if (_closing_all) _replies.shut_down_writers();
+    if (_closing_all) _responder.shut_down_writers();
     // After the stop requests: connections they finished are released here, this turn.
     end_of_turn();
     // Every frame read before the quiesce has now been answered or queued.
@@ -148,7 +149,7 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
     // A turn that held the thread this long delayed every connection of this reader.
     if (const std::int64_t busy = now_ns() - _turn_ns; busy > stall_threshold_ns) _stalls.add();
     _waker.prepare_sleep();
-    block = _replies.inbox_empty() && _resumes == nullptr &&
+    block = _responder.inbox_empty() && _resumes == nullptr &&
             !((_quiesce.load() && !_quiesced) || (_close_all.load() && !_closing_all) ||
               (_closing_all && _live == nullptr && _alive.load() == 0));
     if (!block) _waker.cancel_sleep();
@@ -162,20 +163,20 @@ void reader::run(const uring_features& features, std::promise<void>& ready) {
   _exited.store(true, std::memory_order_release);
 }
 
-void reader::handle(const io_uring_cqe& cqe) {
+void shard::handle(const io_uring_cqe& cqe) {
   switch (tag_op(cqe.user_data)) {
     case op::wake: _waker.arm(*_ring); break;
-    case op::handoff: on_handoff(cqe.res); break;
+    case shard_ops::handoff: on_handoff(cqe.res); break;
     case op::recv: on_recv(tag_ptr<connection>(cqe.user_data), cqe); break;
-    case op::handoff_tls: on_handoff(cqe.res, true); break;
-    case op::recv_tls: on_recv_tls(tag_ptr<connection>(cqe.user_data), cqe); break;
-    case op::send: _replies.on_write(tag_ptr<connection>(cqe.user_data), cqe.res); break;
+    case shard_ops::handoff_tls: on_handoff(cqe.res, true); break;
+    case shard_ops::recv_tls: on_recv_tls(tag_ptr<connection>(cqe.user_data), cqe); break;
+    case op::send: _responder.on_write(tag_ptr<connection>(cqe.user_data), cqe.res); break;
     case op::timeout: _sweep_due = true; break;  // acted on after this turn's receives
     default: break;  // cancel results: -ENOENT / -EALREADY mean the recv had already ended
   }
 }
 
-void reader::snapshot_connections(std::vector<connection_info>& out) const {
+void shard::snapshot_connections(std::vector<connection_info>& out) const {
   std::lock_guard lock(_live_mu);
   for (const connection* c = _live; c != nullptr; c = c->live_next) {
     connection_info i;
@@ -190,7 +191,7 @@ void reader::snapshot_connections(std::vector<connection_info>& out) const {
   }
 }
 
-void reader::note_submitted(thread_pool* p) noexcept {
+void shard::note_submitted(thread_pool* p) noexcept {
   for (auto& [pool, n] : _to_wake) {
     if (pool == p) {
       ++n;
@@ -200,7 +201,7 @@ void reader::note_submitted(thread_pool* p) noexcept {
   _to_wake.emplace_back(p, 1);
 }
 
-void reader::refresh_table() noexcept {
+void shard::refresh_table() noexcept {
   auto& d = _core.endpoints();
   const auto v = d.version();
   if (_table && v == _table_version) return;
@@ -209,10 +210,10 @@ void reader::refresh_table() noexcept {
   _last_slot = nullptr;  // it may be gone from the new table
 }
 
-void reader::end_of_turn() noexcept {
+void shard::end_of_turn() noexcept {
   _buffers->commit();
   for (connection* c : _rearm) {
-    if (!c->closing && !c->recv_armed && !c->eof && !_quiesced && !c->budget_paused &&
+    if (c->reading == read_state::open && c->receive == recv_state::idle && !_quiesced && !c->budget_paused &&
         !c->paused.load(std::memory_order_relaxed)) {
       arm_recv(c);
     }
@@ -224,16 +225,16 @@ void reader::end_of_turn() noexcept {
   for (auto& [pool, n] : _to_wake) pool->wake(n);
   _to_wake.clear();
   // Last: the writes of everything answered this turn go out with this turn's submit.
-  _replies.flush();
+  _responder.flush();
 }
 
-void reader::resume_later(connection* c) noexcept {
+void shard::resume_later(connection* c) noexcept {
   retain(c);  // dropped by on_resume()
   c->resume_next = _resumes;  // at most once: only the one who cleared `paused` calls this
   _resumes = c;
 }
 
-void reader::run_resumes() noexcept {
+void shard::run_resumes() noexcept {
   // Resuming delivers held frames, whose answers may resume others: those join the list and
   // are taken in this loop too.
   while (connection* c = _resumes) {

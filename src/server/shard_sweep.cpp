@@ -1,7 +1,7 @@
 // The reader's timer: once per tick it walks its connections for the idle, write-stall and
 // frame-stall timeouts and the liveness check, and it keeps the memory budget (pausing and
 // resuming connections, failing what cannot be held).
-#include "server/reader.hpp"
+#include "server/shard.hpp"
 
 #include <malloc.h>
 #include <netinet/in.h>
@@ -26,7 +26,7 @@ constexpr std::int64_t liveness_after_ns = 1'000'000'000;
 
 }  // namespace
 
-void reader::arm_sweep_timer() noexcept {
+void shard::arm_sweep_timer() noexcept {
   // One timer per ring and one pass over this ring's connections per tick, nothing per call.
   // The tick is a fraction of the shortest timeout in force (a connection closes between 1 and
   // 1.25 timeouts after the fact), at most 1 s, and 50 ms while the budget keeps connections
@@ -55,7 +55,7 @@ void reader::arm_sweep_timer() noexcept {
 // A connection we do not read (paused) hears nothing of its peer: look at the socket instead.
 // Reset or failed: it is dead. Closed by the peer (CLOSE_WAIT): nothing more can arrive than
 // what its receive buffer holds, so a budget-paused one may read again to finish.
-bool reader::peer_left(connection* c) noexcept {
+bool shard::peer_left(connection* c) noexcept {
   int err = 0;
   socklen_t len = sizeof(err);
   if (::getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) {
@@ -83,7 +83,7 @@ bool reader::peer_left(connection* c) noexcept {
 // glibc keeps freed memory in its arenas: after a burst of big frames the bytes are free but
 // still resident, which is memory peers made us keep. Once the budget's use has fallen well
 // below its recent high, hand it back. Reader 0 alone does it, at most once per tick.
-void reader::give_back_memory() noexcept {
+void shard::give_back_memory() noexcept {
   constexpr std::int64_t trim_step = 32 << 20;
   const std::int64_t used = _core.budget().used();
   _trim_mark = std::max(_trim_mark, used);
@@ -93,9 +93,9 @@ void reader::give_back_memory() noexcept {
   }
 }
 
-void reader::sweep() noexcept {
+void shard::sweep() noexcept {
   if (_index == 0) give_back_memory();
-  _replies.trim();
+  _responder.trim();
   const auto& o = _core.options();
   const auto ns = [](std::chrono::milliseconds m) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(m).count();
@@ -109,23 +109,23 @@ void reader::sweep() noexcept {
   const bool scarce = o.tls && _core.handshakes_scarce();
   for (connection* c = _live; c != nullptr;) {
     connection* next = c->live_next;  // shed() may unlink c
-    if (c->closing) {
+    if (is_closing(c)) {
       c = next;
       continue;
     }
-    if ((c->budget_paused || c->paused.load(std::memory_order_relaxed)) && !c->recv_armed &&
+    if ((c->budget_paused || c->paused.load(std::memory_order_relaxed)) && c->receive == recv_state::idle &&
         peer_left(c)) {
-      c->eof = true;
+      note_peer_ended(c);
       c->gone.store(true, std::memory_order_relaxed);
       start_close(c);
       c = next;
       continue;
     }
-    if (c->closing || c->finished) {  // peer_left() may have resumed and finished it
+    if (is_closing(c)) {  // peer_left() may have resumed and finished it
       c = next;
       continue;
     }
-    if (!c->liveness_checked && c->recv_armed && !c->cancel_sent && !_quiesced &&
+    if (!c->liveness_checked && c->receive == recv_state::armed && !_quiesced &&
         _turn_ns - c->last_read_ns >= liveness_after_ns && check_liveness(c)) {
       c = next;
       continue;
@@ -170,7 +170,7 @@ void reader::sweep() noexcept {
 // for a peer that may never finish it. While slots are scarce, one whose peer has said nothing
 // for a while goes sooner: a client that means it sends its ClientHello with the connect.
 // Returns true if `c` is being closed.
-bool reader::shed_handshake(connection* c, const tls_link& t, std::int64_t timeout, std::int64_t silence,
+bool shard::shed_handshake(connection* c, const tls_link& t, std::int64_t timeout, std::int64_t silence,
                             bool scarce) noexcept {
   if (timeout > 0 && _turn_ns - t.handshake_started_ns > timeout) {
     c->note_failure("TLS handshake not finished within tls_handshake_timeout");
@@ -198,7 +198,7 @@ bool reader::shed_handshake(connection* c, const tls_link& t, std::int64_t timeo
 //   0: the peer ended its stream; take the end-of-stream path (replies owed are written).
 //   bytes: data the receive did not deliver; cancel it, and the -ECANCELED completion re-arms.
 // Returns true when the connection is being closed.
-bool reader::check_liveness(connection* c) noexcept {
+bool shard::check_liveness(connection* c) noexcept {
   c->liveness_checked = true;
   std::byte b{};
   const ssize_t n = ::recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -211,7 +211,7 @@ bool reader::check_liveness(connection* c) noexcept {
     return false;
   }
   _dead_closed.add();
-  c->eof = true;
+  note_peer_ended(c);
   if (n == 0) {
     c->half_closed = true;
     ::shutdown(c->fd, SHUT_RD);  // ends the stuck receive; the answers owed still go out
@@ -232,7 +232,7 @@ bool reader::check_liveness(connection* c) noexcept {
   return true;
 }
 
-void reader::shed(connection* c, close_cause reason, counter& count) noexcept {
+void shard::shed(connection* c, close_cause reason, counter& count) noexcept {
   count.add();
   c->closed_by = reason;
   // A peer that stalls our writes is not reading: a close_notify would wait behind the
@@ -245,14 +245,14 @@ void reader::shed(connection* c, close_cause reason, counter& count) noexcept {
   start_close(c);
 }
 
-void reader::charge_assembler(connection* c) noexcept {
+void shard::charge_assembler(connection* c) noexcept {
   const std::size_t now = c->assembler.capacity();
   if (now == c->assembler_charged) return;
   _account.charge(static_cast<std::int64_t>(now) - static_cast<std::int64_t>(c->assembler_charged));
   c->assembler_charged = now;
 }
 
-void reader::apply_budget() noexcept {
+void shard::apply_budget() noexcept {
   memory_budget& b = _core.budget();
   if (_budget_paused > 0 && b.relieved()) {
     // Read the paused ones again: frames they kept are delivered first.
@@ -274,7 +274,7 @@ void reader::apply_budget() noexcept {
   const std::size_t open = std::max<std::size_t>(_core.open_connections(), 1);
   const std::size_t share = std::max<std::size_t>(b.limit() / open, 64 * 1024);
   for (connection* c = _live; c != nullptr; c = c->live_next) {
-    if (c->budget_paused || c->closing) continue;
+    if (c->budget_paused || is_closing(c)) continue;
     const std::size_t held = c->assembler.capacity() + c->request_bytes.load(std::memory_order_relaxed) +
                              (c->write != nullptr ? c->write->replies.bytes() : 0);
     if (held < share) continue;
@@ -294,7 +294,7 @@ void reader::apply_budget() noexcept {
   }
 }
 
-void reader::out_of_memory(connection* c, const char* what) noexcept {
+void shard::out_of_memory(connection* c, const char* what) noexcept {
   _core.note_out_of_memory();
   c->note_failure(what);
   c->assembler.reset();

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "server/reader.hpp"
+#include "server/shard.hpp"
 #include "server/server_core.hpp"
 #include "uring/cqe_tag.hpp"
 
@@ -36,7 +36,7 @@ void publish_identity(connection* c, const record_session& s) {
 
 }  // namespace
 
-void reader::refuse_handshake(connection* c, counter& count, const char* knob, unsigned value,
+void shard::refuse_handshake(connection* c, counter& count, const char* knob, unsigned value,
                               const char* why) noexcept {
   count.add();
   c->note_failure(why);
@@ -55,7 +55,7 @@ void reader::refuse_handshake(connection* c, counter& count, const char* knob, u
 
 // Takes a handshake slot of the peer's address, then one of the server's: one host may hold
 // no more than its share, so the rest stay free for everyone else.
-bool reader::admit_tls_handshake(connection* c, bool& per_address) noexcept {
+bool shard::admit_tls_handshake(connection* c, bool& per_address) noexcept {
   const auto& o = _core.options();
   per_address = false;
   try {
@@ -79,7 +79,7 @@ bool reader::admit_tls_handshake(connection* c, bool& per_address) noexcept {
   return true;
 }
 
-void reader::release_address_handshake(connection* c, bool per_address) noexcept {
+void shard::release_address_handshake(connection* c, bool per_address) noexcept {
   if (!per_address) return;
   try {
     _core.peers().end_handshake(c->address.host());
@@ -88,7 +88,7 @@ void reader::release_address_handshake(connection* c, bool per_address) noexcept
   }
 }
 
-void reader::end_handshake(connection* c, tls_link& t) noexcept {
+void shard::end_handshake(connection* c, tls_link& t) noexcept {
   if (!t.handshaking) return;
   t.handshaking = false;
   _core.end_handshake();
@@ -96,7 +96,7 @@ void reader::end_handshake(connection* c, tls_link& t) noexcept {
   t.handshake_per_address = false;
 }
 
-bool reader::start_tls(connection* c) noexcept {
+bool shard::start_tls(connection* c) noexcept {
   bool per_address = false;
   if (!admit_tls_handshake(c, per_address)) return false;
   try {
@@ -120,12 +120,12 @@ bool reader::start_tls(connection* c) noexcept {
   return true;
 }
 
-void reader::charge_tls(connection* c, tls_link& t) noexcept {
-  if (c->finished) return;  // finish_tls() gave the charge back for good
+void shard::charge_tls(connection* c, tls_link& t) noexcept {
+  if (c->reading == read_state::finished) return;  // finish_tls() gave the charge back for good
   t.recharge(_account, _core.options().tls->session_bytes());
 }
 
-void reader::finish_tls(connection* c) noexcept {
+void shard::finish_tls(connection* c) noexcept {
   const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
   if (rare == nullptr || !rare->tls) return;
   tls_link& t = *rare->tls;
@@ -136,7 +136,7 @@ void reader::finish_tls(connection* c) noexcept {
   t.charged = 0;
 }
 
-void reader::tls_established(connection* c, tls_link& t) noexcept {
+void shard::tls_established(connection* c, tls_link& t) noexcept {
   end_handshake(c, t);
   _tls_handshakes.add();
   t.announced = true;
@@ -158,7 +158,7 @@ void reader::tls_established(connection* c, tls_link& t) noexcept {
   notify_endpoints(c, call_purpose::connected);
 }
 
-void reader::tls_failed(connection* c, tls_link& t, const std::string& why) noexcept {
+void shard::tls_failed(connection* c, tls_link& t, const std::string& why) noexcept {
   if (t.handshaking) _tls_failures.add();
   c->note_failure(why);
   // The alert that says why (if the session made one) is a few bytes into an empty socket
@@ -172,7 +172,7 @@ void reader::tls_failed(connection* c, tls_link& t, const std::string& why) noex
   start_close(c);
 }
 
-void reader::say_close_notify(connection* c) noexcept {
+void shard::say_close_notify(connection* c) noexcept {
   if (!c->tls) return;
   connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
   if (rare == nullptr || !rare->tls) return;
@@ -195,7 +195,7 @@ void reader::say_close_notify(connection* c) noexcept {
   }
 }
 
-void reader::close_notify_if_owed(connection* c) noexcept {
+void shard::close_notify_if_owed(connection* c) noexcept {
   const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
   if (rare == nullptr || !rare->tls || !rare->tls->peer_closed) return;
   // A call still running or a reply still unwritten: its records must come before our end.
@@ -203,10 +203,10 @@ void reader::close_notify_if_owed(connection* c) noexcept {
   say_close_notify(c);  // also waits for the write in flight and the pending records
 }
 
-void reader::on_recv_tls(connection* c, const io_uring_cqe& cqe) {
+void shard::on_recv_tls(connection* c, const io_uring_cqe& cqe) {
   if (cqe.flags & IORING_CQE_F_BUFFER) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
-    if (cqe.res > 0 && !c->closing) {
+    if (cqe.res > 0 && !is_closing(c)) {
       _bytes_in.add(static_cast<std::uint64_t>(cqe.res));
       c->last_read_ns = _turn_ns;
       c->liveness_checked = false;
@@ -220,7 +220,7 @@ void reader::on_recv_tls(connection* c, const io_uring_cqe& cqe) {
           tls_failed(c, t, t.session->error());
         } else {
           if (t.handshaking && t.session->established()) tls_established(c, t);
-          if (t.pending.size() != had_pending) _replies.kick(c);
+          if (t.pending.size() != had_pending) _responder.kick(c);
           if (!_tls_plain.empty()) deliver(c, _tls_plain);
           // close_notify: the peer's stream ends here, as a FIN would end it; ours answers it
           // after the replies still owed (now, if none are).

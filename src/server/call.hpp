@@ -11,8 +11,7 @@
 #include "wire/frame_codec.hpp"
 #include "ringrpc/status.hpp"
 #include "base/mpmc_queue.hpp"
-#include "base/mpsc_queue.hpp"
-#include "exec/worker_pool.hpp"
+#include "exec/work_item.hpp"
 
 namespace ringrpc {
 struct peer_identity;
@@ -21,26 +20,15 @@ struct peer_identity;
 namespace ringrpc::detail {
 
 struct connection;
-class endpoint_slot;
-
-/// What a call object carries to its endpoint. Connection events and local posts travel as
-/// calls too, so they share the inbox order and the pools' machinery.
-enum class call_purpose : std::uint8_t {
-  request,         // a call from a client: exactly one reply or error goes back
-  one_way,         // a one-way message from a client: nothing goes back
-  local_message,   // server::post(): no connection, nothing goes back
-  connected,       // endpoint events about `conn`
-  disconnected,
-  network_error,
-};
 
 /// Created by a reader for each request it accepts (and for each error it must answer), owned
 /// by whichever stage holds it: call queue -> handler -> responder -> pool. It holds one
 /// reference on its connection for its whole life.
 ///
-/// As an mpsc_node it sits in the responder's inbox or a serial endpoint's inbox (never both at
-/// once); as a pool_task it waits in a thread pool.
-struct call : mpsc_node, pool_task {
+/// Exec schedules it as a work_item (its target and purpose); the rest is the server's. As an
+/// mpsc_node it sits in the responder's inbox or a serial endpoint's inbox (never both at once);
+/// as a pool_task it waits in a thread pool.
+struct call : work_item {
   call* wq_next = nullptr;    // link in the connection's write queue
   connection* conn = nullptr;
   std::uint64_t id = 0;
@@ -52,8 +40,6 @@ struct call : mpsc_node, pool_task {
   std::span<const std::byte> payload;  // inside `request`
   std::vector<std::byte> request;      // the whole frame, prefix included (8-aligned start)
   std::vector<std::byte> reply;        // the whole answer frame, ready to write
-  endpoint_slot* target = nullptr;     // the endpoint it is for
-  call_purpose purpose = call_purpose::request;
   status answer_status = status::ok;  // what reply holds, for the metrics
   /// Set when the server gives up on the call while stopping; cancel frames and vanished
   /// peers are tracked on the connection instead (see connection::is_cancelled).
@@ -72,6 +58,7 @@ struct call : mpsc_node, pool_task {
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   static call* from_node(mpsc_node* n) noexcept { return static_cast<call*>(n); }
   static call* from_task(pool_task* t) noexcept { return static_cast<call*>(t); }
+  static call* from_item(work_item* w) noexcept { return static_cast<call*>(w); }
 };
 
 /// Recycles calls so the steady state allocates nothing: buffers keep their capacity between

@@ -1,5 +1,9 @@
 #pragma once
-// A reader ring: receives from its connections, cuts frames, verifies them, dispatches calls.
+// A shard of the server: one thread and one ring serving a share of the connections, in two
+// roles. Its reader role receives, cuts and verifies frames and dispatches calls (shard.cpp:
+// the loop; shard_connections.cpp: admitting and closing; shard_frames.cpp: frames to calls;
+// shard_sweep.cpp: timeouts and liveness; shard_tls.cpp: TLS sessions). Its responder role is
+// a part of its own (responder.hpp): the way back's writes, driven on the same thread and ring.
 
 #include <atomic>
 #include <cstdint>
@@ -10,7 +14,7 @@
 #include <vector>
 #include <thread>
 
-#include "exec/call.hpp"
+#include "server/call.hpp"
 #include "server/connection.hpp"
 #include "base/counter.hpp"
 #include "exec/dispatcher.hpp"
@@ -42,10 +46,10 @@ struct connection_info {
 /// are answered here (direct endpoints, unknown method, bad frame, busy, shutting down) and
 /// written without leaving the thread. Calls handed off in one loop turn wake each pool once;
 /// the turn's receives and writes are submitted together.
-class reader {
+class shard {
  public:
-  reader(server_core& core, unsigned index);
-  ~reader();
+  shard(server_core& core, unsigned index);
+  ~shard();
 
   /// Starts the thread and returns once its ring exists (its fd is needed for hand-offs).
   void start(const uring_features& features);
@@ -69,7 +73,7 @@ class reader {
   /// Reader thread: where this shard's calls come from and go back to.
   call_cache& calls() noexcept { return _calls; }
   /// This shard's responder: handlers post() finished calls to it, then call notify_replies().
-  responder& replies() noexcept { return _replies; }
+  responder& replies() noexcept { return _responder; }
   /// Any thread, after posting replies (once per batch): wakes the thread if it sleeps.
   void notify_replies() noexcept { _waker.notify(); }
   /// Whether the calling thread is this reader's (then a reply is queued with no hand-off).
@@ -165,7 +169,7 @@ class reader {
   void end_of_turn() noexcept;
   void run_resumes() noexcept;
 
-  static thread_local const reader* current;  // the reader whose thread this is, if any
+  static thread_local const shard* current;  // the reader whose thread this is, if any
 
   server_core& _core;
   const unsigned _index;
@@ -199,8 +203,8 @@ class reader {
       _tls_refused_per_address, _tls_silent_closed;
   std::vector<std::byte> _tls_plain;  // plaintext one receive yielded (reused: no allocation per call)
   memory_budget::account _account;  // this reader's share of the server's memory budget
-  call_cache _calls;  // before _replies: the responder's calls come back to it
-  responder _replies;
+  call_cache _calls;  // before _responder: its's calls come back to it
+  responder _responder;
   std::size_t _budget_paused = 0;   // connections of ours paused for the budget
   call* _unposted = nullptr;    // the call on_frame is dispatching, until someone owns it
   std::int64_t _trim_mark = 0;  // the budget's high since memory was last handed back

@@ -1,0 +1,15 @@
+#pragma once
+// The completions of the server's rings (acceptor and shards) in the terms of the server: the
+// acceptor hands each accepted socket to a shard as a msg_ring, whose result is the fd, and a
+// TLS listener's sockets and their receives are told apart from plaintext ones by their op.
+
+#include "uring/cqe_tag.hpp"
+
+namespace ringrpc::detail::shard_ops {
+
+inline constexpr op handoff = op::msg_ring;            // res: a plaintext connection's fd
+inline constexpr op handoff_sent = op::msg_ring_sent;  // the acceptor's own completion for it
+inline constexpr op handoff_tls = op::owned_0;         // as handoff, for the TLS listener's
+inline constexpr op recv_tls = op::owned_1;            // multishot recv: ciphertext for a session
+
+}  // namespace ringrpc::detail::shard_ops
