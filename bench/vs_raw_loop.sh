@@ -18,6 +18,7 @@
 #   bench/vs_raw_loop.sh                       # 3 rounds of 5 s runs, about 4 minutes
 #   QUICK=1 bench/vs_raw_loop.sh               # smoke run, about 30 s
 #   OUT_JSON=/tmp/vs.json ROUNDS=5 bench/vs_raw_loop.sh
+#   BASELINE_BUILD_DIR=/tmp/old/build/bench ROUNDS=5 bench/vs_raw_loop.sh   # this build against another
 #
 # Environment (all optional):
 #   DURATION [5] measured seconds per run      WARMUP [1] seconds excluded before each run
@@ -25,6 +26,9 @@
 #   SERVER_CPU / LOAD_CPU [0 / 1]              BUILD_DIR [build/bench]
 #   CONNECTIONS_IDLE [10000] (0 skips the idle-memory step)   IDLE_ROUNDS [1]
 #   OUT_JSON     also write every figure, per round and summarised, to this file
+#   BASELINE_BUILD_DIR  a second build (e.g. of the previous commit): its ringrpc-server runs as
+#                the variants direct-base and pool-base, alternated with this build's in every
+#                round, and a second table gives this build / baseline per figure (median, min, max)
 #   KEEP_WORK=1  keep the directory of raw ringrpc-load JSONs and CPU samples
 #   QUICK=1      DURATION=1 WARMUP=0.3 ROUNDS=1 CONNECTIONS_IDLE=2000 unless set
 #
@@ -54,7 +58,9 @@ out_json=${OUT_JSON:-}
 raw_bin=$build_dir/bench/raw_echo_loop
 server_bin=$build_dir/tools/ringrpc-server
 load_bin=$build_dir/tools/ringrpc-load
-for b in "$raw_bin" "$server_bin" "$load_bin"; do
+baseline_dir=${BASELINE_BUILD_DIR:-}
+base_server_bin=${baseline_dir:+$baseline_dir/tools/ringrpc-server}
+for b in "$raw_bin" "$server_bin" "$load_bin" ${base_server_bin:+"$base_server_bin"}; do
   if [[ ! -x $b ]]; then
     echo "vs_raw_loop.sh: $b is missing; build it first:" >&2
     echo "  source scripts/lib.sh && meson_setup $build_dir -Dbenchmarks=true -Dtests=false && ninja -C $build_dir" >&2
@@ -105,6 +111,8 @@ start_server() {
     raw) cmd=("$raw_bin" --port 0) ;;
     direct) cmd=("$server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=direct) ;;
     pool) cmd=("$server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=all) ;;
+    direct-base) cmd=("$base_server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=direct) ;;
+    pool-base) cmd=("$base_server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=all) ;;
   esac
   timeout "$server_lifetime" taskset -c "$server_cpu" "${cmd[@]}" >"$work/server.out" 2>"$work/server.err" &
   timeout_pid=$!
@@ -207,9 +215,10 @@ idle_step() {
 }
 
 variants=(raw direct pool)
+[[ -n $baseline_dir ]] && variants=(raw direct direct-base pool pool-base)
 for ((r = 1; r <= rounds; r++)); do
   for v in "${variants[@]}"; do
-    printf 'round %d/%d: %-6s' "$r" "$rounds" "$v" >&2
+    printf 'round %d/%d: %-11s' "$r" "$rounds" "$v" >&2
     start_server "$v"
     measure "$v" "$r" d1 0 -c "$connections" -P 1
     measure "$v" "$r" d16 1 -c "$connections" -P "$depth"
@@ -223,7 +232,8 @@ done
 
 VS_WORK=$work VS_CLK_TCK=$clk_tck VS_OUT_JSON=$out_json VS_IDLE=$idle_connections VS_DURATION=$duration \
 VS_WARMUP=$warmup VS_ROUNDS=$rounds VS_CONNECTIONS=$connections VS_SIZE=$size VS_DEPTH=$depth \
-VS_RATE=$rate VS_SERVER_CPU=$server_cpu VS_LOAD_CPU=$load_cpu python3 - <<'PY'
+VS_RATE=$rate VS_SERVER_CPU=$server_cpu VS_LOAD_CPU=$load_cpu VS_VARIANTS="${variants[*]}" \
+VS_BASELINE="$baseline_dir" python3 - <<'PY'
 import json, os, statistics, time
 e = os.environ
 work, clk_tck, out_json, idle_n = e["VS_WORK"], int(e["VS_CLK_TCK"]), e["VS_OUT_JSON"], int(e["VS_IDLE"])
@@ -259,7 +269,11 @@ for line in open(os.path.join(work, "index")):
     r, v, name, path = line.split()
     runs[(int(r), v, name)] = path
 rounds = sorted({k[0] for k in runs})
-variants = ["raw", "direct", "pool"]
+variants = e["VS_VARIANTS"].split()
+baseline = e["VS_BASELINE"]
+config["variants"] = variants
+if baseline:
+    config["baseline_build_dir"] = baseline
 
 per_round = []
 for r in rounds:
@@ -288,6 +302,12 @@ for key, label, unit, _, _, goal in metrics:
         summary[key][v] = {"median": statistics.median(pr[v][key] for pr in per_round),
                            "ratio_median": med, "ratio_min": min(ratios, default=float("nan")),
                            "ratio_max": max(ratios, default=float("nan")), "goal_met": met}
+        if baseline:
+            vs = [pr[v][key] / pr[v + "-base"][key] for pr in per_round if pr[v + "-base"][key]]
+            summary[key][v + "_vs_baseline"] = {
+                "baseline_median": statistics.median(pr[v + "-base"][key] for pr in per_round),
+                "ratio_median": statistics.median(vs) if vs else float("nan"),
+                "ratio_min": min(vs, default=float("nan")), "ratio_max": max(vs, default=float("nan"))}
 
 idle_rounds = {}
 for line in open(os.path.join(work, "idle")):
@@ -338,6 +358,20 @@ if idle:
     print(f"{'idle RSS/connection':<24}{fmt(s['raw']):>11}{fmt(s['ringrpc']):>11}  (ringrpc, any dispatch; "
           f"{idle_n:,} held{spreads})"
           f"  <= 256 B ({'ok' if s['goal_met'] else 'NO'})")
+if baseline:
+    print()
+    print(f"this build / baseline ({baseline}), same rounds; lower CPU and latency, higher calls/s is better")
+    hdr2 = f"{'figure':<24}{'direct':>11}{'base':>11}{'ratio':>7}{'min':>6}{'max':>6}{'pool':>11}{'base':>11}{'ratio':>7}{'min':>6}{'max':>6}"
+    print(hdr2)
+    print("-" * len(hdr2))
+    for key, label, unit, _, _, _ in metrics:
+        s = summary[key]
+        cells = f"{label:<24}"
+        for v in ("direct", "pool"):
+            b = s[v + "_vs_baseline"]
+            cells += (f"{num(s[v]['median'], unit):>11}{num(b['baseline_median'], unit):>11}"
+                      f"{b['ratio_median']:>7.3f}{b['ratio_min']:>6.2f}{b['ratio_max']:>6.2f}")
+        print(cells)
 for pr_i, pr in enumerate(per_round, 1):
     for v in variants:
         if pr[v]["errors"]:
