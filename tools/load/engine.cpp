@@ -62,8 +62,8 @@ void merge_seconds(run_result& r, const std::vector<std::unique_ptr<worker>>& wo
       }
     }
     const double width = std::clamp(r.measured_s - static_cast<double>(i), 1e-3, 1.0);
-    r.per_second.push_back({static_cast<double>(i) + width, width, merged.ok, merged.errors,
-                            merged.latency.value_at_percentile(99)});
+    r.per_second.push_back({static_cast<double>(i) + width, merged.ok, merged.errors,
+                            merged.latency.value_at_percentile(99), width});
     r.interval_latency_ns.push_back(std::move(merged.latency));
   }
 }

@@ -17,22 +17,22 @@ namespace ringrpc::load {
 /// One second of the measured window.
 struct second_sample {
   double t_s = 0;                 ///< end of the bucket, in seconds since the measured window began
-  /// Seconds the bucket covers: 1, except a last one cut short (an interrupted run, a duration
-  /// that is not whole seconds); its calls/s is calls_ok / width_s.
-  double width_s = 1;
   std::uint64_t calls_ok = 0;
   std::uint64_t errors = 0;
   std::uint64_t p99_ns = 0;       ///< p99 of the calls completed in that second
+  /// Seconds the bucket covers: 1, except a last one cut short (an interrupted run, a duration
+  /// that is not whole seconds); its calls/s is calls_ok / width_s.
+  double width_s = 1;
 };
 
 /// One step of an open-loop run (a single -R run has one). Its calls are the ones its
 /// schedule made due in it, whenever they were sent or answered.
 struct step_result {
-  double start_s = 0;     ///< from the start of the measured window
-  double duration_s = 0;  ///< as scheduled, or until an interruption
   double requested_rate = 0;
   double achieved_rate = 0;  ///< answered ok / duration_s (the same as answered_rate)
   std::uint64_t p99_ns = 0;
+  double start_s = 0;     ///< from the start of the measured window
+  double duration_s = 0;  ///< as scheduled, or until an interruption
   std::uint64_t scheduled = 0;  ///< calls due in the step (until an interruption)
   std::uint64_t issued = 0;     ///< of them, sent
   /// Sent more than late_send_ns after being due: while the connection had room (the client
