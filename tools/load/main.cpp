@@ -232,11 +232,12 @@ int main(int argc, char** argv) {
   app.footer("Signals: SIGINT ends the run early with all its results (summary, --json,\n"
              "--hdr-log, --plot); a second SIGINT exits at once (130) and writes nothing.\n"
              "SIGTERM and others have their default effect.\n"
-             "Exit status: 0 no error in the measured window (also --help, --version, merge,\n"
-             "plot); 2 usage, a target unreachable at start or not speaking the URL's protocol,\n"
-             "io_uring unusable, an output that cannot be written; 3 the run had errors; 4 a\n"
-             "--fail-if condition held; 5 stopped early: every first answer was an error no\n"
-             "retry changes (unknown_method, unauthenticated, http_404, ...); 130 second SIGINT.");
+             "Exit status: 0 no error in the measured window (also --help, --version,\n"
+             "merge, plot); 2 usage, a target unreachable at start or not speaking the\n"
+             "URL's protocol, io_uring unusable, an output that cannot be written; 3 the run\n"
+             "had errors; 4 a --fail-if condition held; 5 stopped early: every first answer\n"
+             "was an error no retry changes (unknown_method, unauthenticated, http_404, ...);\n"
+             "130 a second SIGINT.");
   std::string url, d_text, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
               connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
               typed_method, data, schema_file, proto_file, shard_text, start_at_text;
@@ -315,7 +316,7 @@ int main(int argc, char** argv) {
 
     // -d is the duration as in wrk, a bare number in seconds (-P is the depth).
     if (!d_text.empty()) {
-      if (app.count("--duration")) throw std::invalid_argument("-d and -z/--duration both give the duration; give one");
+      if (app.count("--duration")) throw std::invalid_argument("-d and --duration (-z) both give the duration; give one");
       duration = d_text;
     }
     const bool duration_given = app.count("--duration") != 0 || !d_text.empty();
