@@ -181,11 +181,11 @@ std::string short_reason(const std::string& reason) {
 
 std::string keep_up_reason_text(const std::string& reason) {
   if (reason == "client_behind_schedule") {
-    return "client behind schedule: over 1% of the calls were sent more than 1 ms late\n"
-           "  while their connections had room (give ringrpc-load more threads, -t, or CPU)";
+    return "client behind schedule: over 1% of the calls went out\n"
+           "  over 1 ms late with room on their connection (give the client -t or CPU)";
   }
-  return "target too slow: calls waited for a free slot (-c x -P in flight) or were not\n"
-         "  answered at the requested rate; corrected latency includes their wait";
+  return "target too slow: calls waited for a free slot (-c x -P)\n"
+         "  or went unanswered; the corrected latency includes their wait";
 }
 
 // Bytes per second in the units wrk's Transfer/sec uses.
