@@ -290,7 +290,7 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
     };
     out += row("issued rate", format_rate(r.issued_rate), share(r.issued_rate));
     out += row("answered rate", format_rate(r.answered_rate), share(r.answered_rate));
-    if (!r.kept_up) {
+    if (!r.kept_up && !r.steps.empty()) {  // none: interrupted in the warm-up
       // Say which side fell behind: the first step that did not keep up names it.
       std::string reason = "target_too_slow";
       for (const step_result& st : r.steps) {
