@@ -219,7 +219,7 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
   out += row("calls ok", format_count(r.calls_ok));
   out += row("errors", format_count(r.error_total()));
   for (const auto& [kind, n] : r.errors) out += row("  " + kind, format_count(n));
-  if (r.measured_s > 0) {
+  if (r.measured_s > 0 && (r.bytes_sent > 0 || r.bytes_received > 0)) {  // merged logs have none
     out += row("sent", format_bytes_rate(static_cast<double>(r.bytes_sent) / r.measured_s));
     out += row("received", format_bytes_rate(static_cast<double>(r.bytes_received) / r.measured_s));
   }
