@@ -72,7 +72,7 @@ elif ! grep -q '^Exit status: 0 ' "$work/help.out" || ! grep -q '^Signals: SIGIN
   ! grep -q '; 5 stopped early' "$work/help.out"; then
   fail "--help has no signals and exit status section (the man page is made from it)"
 elif ! grep -q -- '-z,--duration' "$work/help.out" || ! grep -q -- '--latency' "$work/help.out" ||
-  ! grep -q -- '-d TEXT .*bare: s' "$work/help.out"; then
+  ! grep -q -- '-d TEXT .*30 = 30 s' "$work/help.out"; then
   fail "--help does not list -z,--duration and --latency, or say a bare -d is seconds"
 else
   ok "--help exits 0 in $lines lines"

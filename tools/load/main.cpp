@@ -248,11 +248,11 @@ int main(int argc, char** argv) {
   app.add_option("url", url, "target URL");
   app.add_option("-t,--threads", cfg.threads, "threads, each with a ring")->capture_default_str();
   app.add_option("-c,--connections", cfg.connections, "connections in total")->capture_default_str();
-  app.add_option("-d", d_text, "duration as in wrk: 10s 2m; bare: s [10s]");
+  app.add_option("-d", d_text, "duration, as in wrk: 10s 2m; 30 = 30 s [10s]");
   app.add_option("-z,--duration", duration, "duration (us ms s m h; bare: s)")->capture_default_str();
   bool wrk_latency = false;
   app.add_flag("--latency", wrk_latency, "wrk's flag: percentiles always shown");
-  app.add_option("-P,--depth", cfg.depth, "calls in flight per connection")->capture_default_str();
+  app.add_option("-P,--depth", cfg.depth, "depth: calls in flight per connection")->capture_default_str();
   app.add_option("--reply-batch", cfg.reply_batch, "closed loop: wake per N replies (1: each)")
       ->capture_default_str();
   app.add_option("-R,--rate", rate, "open loop: total calls/s (k, M)");
