@@ -169,6 +169,34 @@ else
   ok "bytes/s sent and received in the summary and JSON; per-second buckets carry width_s"
 fi
 
+# --- an interrupted run: the last second is partial everywhere, the title says how long it ran --
+"$load" -c 2 -R 1k -d 30s --warmup 0 --json int.json --hdr-log int.hlog --plot int.svg \
+  "ringrpc://127.0.0.1:$port/echo" >int.out 2>int.err &
+lpid=$!
+pids="$pids $lpid"
+sleep 1.6
+kill -INT "$lpid"
+i=0
+while kill -0 "$lpid" 2>/dev/null && [ $i -lt 100 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+wait "$lpid"
+check=$(json int.json '(lambda last, m: 0 < last["width_s"] < 1 and abs(last["t_s"] - m) < 1e-6 and abs(j["steps"][0]["duration_s"] - m) < 1e-6 and j["config"]["duration_s"] == 30.0)(j["per_second"][-1], j["measured_s"])')
+measured=$(json int.json 'round(j["measured_s"], 2)')
+last_width=$(tail -n 1 int.hlog | cut -d, -f2)
+if [ "$check" != True ]; then
+  fail "SIGINT: the JSON's last bucket, step or duration does not match the measured time: $(json int.json '(j["measured_s"], j["per_second"][-1], j["steps"], j["config"]["duration_s"])')"
+elif ! python3 -c "import sys; sys.exit(not 0 < float('$last_width') < 1)"; then
+  fail "SIGINT: the --hdr-log's last interval is $last_width s wide, not a part of a second"
+elif ! grep -q 'class="partial"' int.svg; then
+  fail "SIGINT: the plot does not mark the partial last second"
+elif ! grep 'class="title"' int.svg | grep -q "$(python3 -c "print('%.3g s' % float('$measured'))")<"; then
+  fail "SIGINT: the plot's title does not give the measured $measured s: $(grep 'class="title"' int.svg)"
+else
+  ok "SIGINT after 1.6 s: last bucket $last_width s wide in the JSON, the log and the plot; title ${measured} s"
+fi
+
 if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed" >&2
   exit 1

@@ -213,7 +213,9 @@ std::string hdr_log_text(const run_result& r, double measured_epoch) {
   ringrpc::detail::interval_log_writer w(out);
   w.write_header(measured_epoch);
   for (std::size_t i = 0; i < r.interval_latency_ns.size(); ++i) {
-    w.write_interval(static_cast<double>(i), 1.0, r.interval_latency_ns[i]);
+    // A last interval cut short (SIGINT) carries its own width.
+    const double width = i < r.per_second.size() ? r.per_second[i].width_s : 1.0;
+    w.write_interval(static_cast<double>(i), width, r.interval_latency_ns[i]);
   }
   return out.str();
 }
