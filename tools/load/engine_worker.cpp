@@ -354,6 +354,8 @@ void worker::expire(std::int64_t now) {
 
 void worker::schedule_open_loop(std::int64_t now, std::int64_t& next_wake) {
   for (conn_state& c : _conns) {
+    const bool was_blocked = c.blocked_at_pass;
+    c.blocked_at_pass = true;
     if (c.dead || c.peer_closing) continue;
     while (c.in_flight < _cfg.depth && issuing(now)) {
       const std::int64_t due = _run.schedule->due_ns(c.index, c.next_due);
@@ -363,23 +365,25 @@ void worker::schedule_open_loop(std::int64_t now, std::int64_t& next_wake) {
         break;
       }
       ++c.next_due;
-      if (now - due > late_send_ns) [[unlikely]] count_late(due);
+      if (now - due > late_send_ns) [[unlikely]] count_late(due, was_blocked);
       issue(c, due, now);  // latency counts from `due`: waiting for a free slot is the server's
     }
+    c.blocked_at_pass = c.in_flight >= _cfg.depth;
   }
   _last_schedule_ns = now;
 }
 
 // A call sent over late_send_ns after it was due. Every pass sends all that is due on the
-// connections with room, so one due before the previous pass waited for a free slot (-P calls
-// in flight, or a connection being replaced): held by the target. One due since then was late
-// because this thread came round late: the client's doing.
-void worker::count_late(std::int64_t due) noexcept {
+// connections with room. So a late call whose connection could take none at the previous pass
+// (-P calls in flight, or a connection being replaced), or that was due before that pass,
+// waited for a free slot: held by the target. Any other was late because this thread came
+// round late: the client's doing.
+void worker::count_late(std::int64_t due, bool was_blocked) noexcept {
   const std::size_t step = _run.schedule->step_at(due);
   if (step < _run.first_measured_step) return;  // the warm-up
   const std::size_t i = step - _run.first_measured_step;
   if (i >= step_late_client.size()) return;
-  ++(due < _last_schedule_ns ? step_late_held : step_late_client)[i];
+  ++(was_blocked || due < _last_schedule_ns ? step_late_held : step_late_client)[i];
 }
 
 // What each connection took from the schedule, step by step: its position is the count.

@@ -43,6 +43,7 @@ struct conn_state {
   call_window window;
   std::uint64_t next_seq = 0;
   std::uint64_t next_due = 0;  // open loop: number of the next scheduled call
+  bool blocked_at_pass = false;  // open loop: could take no call at the last scheduling pass
   unsigned in_flight = 0;
   reply_assembler rx{reply_framer{}};
   // Requests issued this turn go into batch[filling]; the other one may be in a send. At most
@@ -153,7 +154,7 @@ class worker final {
   void count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s = nullptr);
   void diagnose(const conn_state& c, std::int64_t now, bool closed = false);
   void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);
-  void count_late(std::int64_t due) noexcept;
+  void count_late(std::int64_t due, bool was_blocked) noexcept;
   void count_issued_by_step();
   void note_bytes(std::int64_t now) noexcept;
   void watch_error(const std::string& kind) noexcept;
