@@ -985,6 +985,69 @@ TEST(load_engine, sub_second_rate_steps_report_their_achieved_rate) {
   EXPECT_GT(t.r.steps[1].p99_ns, 0u);
 }
 
+// Item by item, what a step did: every call of the schedule counted once, as sent and answered.
+TEST(load_engine, open_loop_step_counts_scheduled_issued_and_answered) {
+  auto srv = start_ringrpc(2);
+  auto cfg = config_for(url_of("ringrpc", srv->port(), "/echo"));
+  cfg.connections = 4;
+  cfg.depth = 8;
+  cfg.warmup = 0ms;
+  cfg.steps = {{1000, 1'000'000'000}};
+  const auto t = run_load(cfg);
+  EXPECT_EQ(t.r.error_total(), 0u) << errors_text(t.r);
+  ASSERT_EQ(t.r.steps.size(), 1u);
+  const auto& st = t.r.steps[0];
+  EXPECT_EQ(st.scheduled, 1000u);
+  // Calls due in the last moments may miss the end of the schedule, and replies after it are
+  // not in the window; the counts still nest.
+  EXPECT_LE(st.issued, 1000u);
+  EXPECT_GE(st.issued, 900u);
+  EXPECT_LE(st.answered, st.issued);
+  EXPECT_GE(st.answered + cfg.connections * cfg.depth, st.issued);
+  EXPECT_DOUBLE_EQ(st.duration_s, 1.0);
+  EXPECT_DOUBLE_EQ(st.start_s, 0.0);
+  EXPECT_LE(st.late_client + st.late_held, st.issued);
+  EXPECT_DOUBLE_EQ(t.r.answered_rate, static_cast<double>(st.answered));
+  EXPECT_DOUBLE_EQ(st.issued_rate(), static_cast<double>(st.issued));
+  EXPECT_GT(t.r.bytes_sent, 0u);
+  EXPECT_GT(t.r.bytes_received, 0u);
+}
+
+// A target that answers at most ~500 calls/s (one handler, 2 ms a call) asked for 2000/s on
+// two connections of depth 1: the calls wait for a free slot, so the step did not keep up and
+// the target is named, whatever the machine's speed.
+TEST(load_engine, open_loop_held_by_a_slow_target_did_not_keep_up) {
+  auto srv = start_ringrpc(1);
+  auto cfg = config_for(url_of("ringrpc", srv->port(), "/sleep"));
+  cfg.connections = 2;
+  cfg.depth = 1;
+  cfg.warmup = 0ms;
+  cfg.steps = {{2000, 1'000'000'000}};
+  const auto t = run_load(cfg, options_with("2000"));
+  ASSERT_EQ(t.r.steps.size(), 1u);
+  const auto& st = t.r.steps[0];
+  EXPECT_EQ(st.scheduled, 2000u);
+  EXPECT_LT(st.issued, st.scheduled);
+  EXPECT_GT(st.late_held, st.late_client);
+  EXPECT_FALSE(st.kept_up);
+  EXPECT_EQ(st.reason, "target_too_slow");
+  EXPECT_FALSE(t.r.kept_up);
+  EXPECT_LT(t.r.answered_rate, 0.5 * 2000);
+}
+
+// Every answer an error no retry changes: the run stops in about a second instead of running
+// its 10 s, and says which error.
+TEST(load_engine, hopeless_answers_stop_the_run) {
+  auto srv = start_ringrpc(1);
+  auto cfg = config_for(url_of("ringrpc", srv->port(), "/no_such_method"));
+  cfg.duration = 10s;
+  const auto t = run_load(cfg);
+  EXPECT_NE(t.r.fail_fast.find("unknown_method"), std::string::npos) << t.r.fail_fast;
+  EXPECT_NE(t.r.fail_fast.find("no_such_method"), std::string::npos) << t.r.fail_fast;
+  EXPECT_EQ(t.r.calls_ok, 0u);
+  EXPECT_LT(t.wall_s, 8.0) << "a bound that only catches running the whole 10 s";
+}
+
 long rss_kib() {
   std::FILE* f = std::fopen("/proc/self/status", "r");
   if (f == nullptr) return -1;

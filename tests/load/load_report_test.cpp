@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,6 +53,19 @@ run_result sample_run() {
     r.per_second.push_back({static_cast<double>(i), 1000u + static_cast<unsigned>(i), i == 3 ? 7u : 0u, 200'000});
   }
   r.steps = {{1000, 1000, 60'000}, {2000, 1500, 4'000'000}};
+  for (std::size_t i = 0; i < r.steps.size(); ++i) {
+    auto& st = r.steps[i];
+    st.start_s = 5.0 * static_cast<double>(i);
+    st.duration_s = 5;
+    st.scheduled = static_cast<std::uint64_t>(st.requested_rate * 5);
+    st.issued = i == 0 ? st.scheduled : 9000;  // 1800/s of 2000/s
+    st.answered = static_cast<std::uint64_t>(st.achieved_rate * 5);
+    st.late_held = i == 0 ? 0 : 4000;
+    ringrpc::load::judge_keep_up(st);
+  }
+  r.kept_up = false;
+  r.issued_rate = 1400;
+  r.answered_rate = 1000;
   return r;
 }
 
@@ -137,24 +151,36 @@ TEST(format_summary, ShowsCountsErrorsAndLatencies) {
   EXPECT_NEAR(row_numbers(s, "p99.9")[0], 200, 0.2);
   EXPECT_NEAR(row_numbers(s, "p99.99")[0], 5000, 5);
 
-  // Open loop: 1000/s achieved of 2000/s requested is a clear failure to keep up.
+  // Open loop: requested, issued and answered apart; 1000/s answered of 2000/s requested did
+  // not keep up, and the first step that missed says why.
   EXPECT_EQ(row_numbers(s, "requested"), (std::vector<double>{2000}));
-  EXPECT_EQ(row_numbers(s, "achieved")[0], 1000);
-  EXPECT_TRUE(contains(s, "TARGET COULD NOT KEEP UP")) << s;
+  EXPECT_EQ(row_numbers(s, "issued")[0], 1400);
+  EXPECT_EQ(row_numbers(s, "answered")[0], 1000);
+  EXPECT_TRUE(contains(s, "COULD NOT KEEP UP: target too slow")) << s;
+  EXPECT_FALSE(contains(s, "achieved")) << s;
 
-  // Step lines: number, requested, achieved, share, p99.
+  // Step lines: number, requested, issued, answered, share, p99, and the verdict.
   const auto step2 = row_numbers(s, "2");
-  ASSERT_GE(step2.size(), 3u) << s;
+  ASSERT_GE(step2.size(), 4u) << s;
   EXPECT_EQ(step2[0], 2000);
-  EXPECT_EQ(step2[1], 1500);
+  EXPECT_EQ(step2[1], 1800);
+  EXPECT_EQ(step2[2], 1500);
   EXPECT_NEAR(step2.back(), 4000, 0.5);
   EXPECT_TRUE(contains(s, "(75.0%)")) << s;
+  EXPECT_TRUE(contains(s, "4000  could not keep up: target too slow\n")) << s;
+  for (const std::string& line : lines_of(s)) {
+    if (line.rfind("  1 ", 0) == 0) {
+      EXPECT_FALSE(contains(line, "keep up")) << line;  // step 1 kept up
+    }
+  }
 }
 
-TEST(format_summary, NoKeepUpWarningWithinFivePercentAndNoServiceColumnClosedLoop) {
+TEST(format_summary, NoKeepUpWarningWhenKeptUpAndNoServiceColumnClosedLoop) {
   run_result r = sample_run();
-  r.requested_rate = 1040;  // 1000 achieved is 96%
+  r.kept_up = true;
+  for (auto& st : r.steps) st.kept_up = true;
   EXPECT_FALSE(contains(format_summary(r, {99}), "COULD NOT KEEP UP"));
+  EXPECT_FALSE(contains(format_summary(r, {99}), "could not keep up"));
 
   r.open_loop = false;
   r.requested_rate = 0;
@@ -222,6 +248,22 @@ TEST(write_json, HasTheDocumentedKeysAndValues) {
   EXPECT_DOUBLE_EQ(j["steps"][1]["requested_rate"].get<double>(), 2000);
   EXPECT_DOUBLE_EQ(j["steps"][1]["achieved_rate"].get<double>(), 1500);
   EXPECT_DOUBLE_EQ(j["steps"][1]["p99_us"].get<double>(), 4000);
+  EXPECT_EQ(j["steps"][0]["kept_up"], true);
+  EXPECT_FALSE(j["steps"][0].contains("reason"));
+  EXPECT_EQ(j["steps"][1]["kept_up"], false);
+  EXPECT_EQ(j["steps"][1]["reason"], "target_too_slow");
+  EXPECT_DOUBLE_EQ(j["steps"][1]["issued_rate"].get<double>(), 1800);
+  EXPECT_DOUBLE_EQ(j["steps"][1]["answered_rate"].get<double>(), 1500);
+  EXPECT_DOUBLE_EQ(j["steps"][1]["start_s"].get<double>(), 5);
+  EXPECT_DOUBLE_EQ(j["steps"][1]["duration_s"].get<double>(), 5);
+  EXPECT_EQ(j["steps"][1]["scheduled"], 10000);
+  EXPECT_EQ(j["steps"][1]["issued"], 9000);
+  EXPECT_EQ(j["steps"][1]["late_held"], 4000);
+  EXPECT_EQ(j["kept_up"], false);
+  EXPECT_DOUBLE_EQ(j["issued_rate"].get<double>(), 1400);
+  EXPECT_DOUBLE_EQ(j["answered_rate"].get<double>(), 1000);
+  for (const auto& sec : j["per_second"]) EXPECT_DOUBLE_EQ(sec["width_s"].get<double>(), 1) << sec.dump();
+  EXPECT_TRUE(j["bytes"].contains("sent_per_sec")) << j.dump();
 }
 
 TEST(write_json, KindsVerdictsAndInterruption) {
@@ -425,3 +467,96 @@ TEST(run_result, MergedHistogramsReportWhatOneHistogramOfAllValuesWould) {
 }
 
 }  // namespace
+
+namespace {
+
+using ringrpc::load::judge_keep_up;
+using ringrpc::load::step_result;
+
+// A 1 s step at 10000 calls/s: 10000 scheduled, `issued` sent of which late_client and
+// late_held went over 1 ms late, `answered` answered ok.
+step_result step(std::uint64_t issued, std::uint64_t late_client, std::uint64_t late_held, std::uint64_t answered) {
+  step_result s;
+  s.requested_rate = 10000;
+  s.duration_s = 1;
+  s.scheduled = 10000;
+  s.issued = issued;
+  s.late_client = late_client;
+  s.late_held = late_held;
+  s.answered = answered;
+  s.achieved_rate = static_cast<double>(answered);
+  judge_keep_up(s);
+  return s;
+}
+
+}  // namespace
+
+TEST(judge_keep_up, OnTimeAndAnsweredWithinTheLimits) {
+  EXPECT_TRUE(step(10000, 0, 0, 10000).kept_up);
+  EXPECT_TRUE(step(10000, 60, 40, 10000).kept_up) << "1 % late is allowed";
+  EXPECT_TRUE(step(9950, 40, 0, 9500).kept_up) << "99 % on time and 95 % answered";
+  EXPECT_EQ(step(10000, 0, 0, 10000).reason, "");
+}
+
+TEST(judge_keep_up, LateSendsOverOnePercentNameWhoseDoingTheyWere) {
+  const step_result client = step(10000, 101, 0, 10000);
+  EXPECT_FALSE(client.kept_up);
+  EXPECT_EQ(client.reason, "client_behind_schedule");
+  const step_result held = step(10000, 30, 80, 10000);
+  EXPECT_FALSE(held.kept_up);
+  EXPECT_EQ(held.reason, "target_too_slow");
+  // Calls never sent count against the 99 % as well.
+  EXPECT_FALSE(step(9800, 0, 0, 9800).kept_up);
+}
+
+TEST(judge_keep_up, AnsweredRateOffByMoreThanFivePercentIsTheTarget) {
+  const step_result short_answered = step(10000, 0, 0, 9400);  // errors, or replies never came
+  EXPECT_FALSE(short_answered.kept_up);
+  EXPECT_EQ(short_answered.reason, "target_too_slow");
+  step_result nothing;
+  judge_keep_up(nothing);
+  EXPECT_FALSE(nothing.kept_up) << "a step with nothing scheduled did not keep up with anything";
+}
+
+TEST(render_svg, RequestedRateDrawnAsScheduledStepsAndPartialLastSecond) {
+  run_result r = sample_run();
+  r.measured_s = 9.5;
+  r.per_second.back().width_s = 0.5;
+  r.per_second.back().calls_ok = 400;
+  const plot_series p = plot_series_from(r, "steps");
+  ASSERT_EQ(p.requested_steps.size(), 2u);
+  EXPECT_EQ(p.requested_steps[1], std::make_tuple(5.0, 10.0, 2000.0));
+  EXPECT_TRUE(p.last_rate_partial);
+  EXPECT_DOUBLE_EQ(p.rate.back().second, 800) << "a half second's calls are a rate over half a second";
+  EXPECT_TRUE(contains(p.title, "9.5 s")) << p.title;
+
+  const std::string svg = render_svg({p});
+  // The requested series: two levels, four points (start and end of each step), not one flat line.
+  const auto at = svg.find("data-label=\"steps requested (steps)\"");
+  ASSERT_NE(at, std::string::npos) << svg;
+  const auto pts_at = svg.find("points=\"", at) + 8;
+  const std::string pts = svg.substr(pts_at, svg.find('"', pts_at) - pts_at);
+  std::vector<std::pair<double, double>> xy;
+  std::istringstream in(pts);
+  double x = 0, y = 0;
+  char comma = 0;
+  while (in >> x >> comma >> y) xy.emplace_back(x, y);
+  ASSERT_EQ(xy.size(), 4u) << pts;
+  EXPECT_EQ(xy[0].second, xy[1].second);
+  EXPECT_EQ(xy[2].second, xy[3].second);
+  EXPECT_GT(xy[1].second, xy[2].second) << "the second step (2000/s) is drawn higher up";
+  EXPECT_EQ(xy[1].first, xy[2].first) << "the steps meet at 5 s";
+  EXPECT_TRUE(contains(svg, "class=\"partial\"")) << svg;
+
+  // Read back from the JSON: the same steps, widths and title.
+  const auto path = temp_path("steps.json");
+  {
+    std::ofstream f(path);
+    write_json(r, default_percentiles(), f);
+  }
+  const plot_series back = read_plot_series(path.string());
+  EXPECT_EQ(back.requested_steps, p.requested_steps);
+  EXPECT_EQ(back.rate, p.rate);
+  EXPECT_TRUE(back.last_rate_partial);
+  EXPECT_EQ(back.title, p.title);
+}

@@ -192,3 +192,36 @@ TEST(rate_schedule, InvalidInputThrows) {
 }
 
 }  // namespace
+
+// What the kept-up verdict counts against: each connection's share of a step adds up to the
+// step's calls, and the calls due before a time are exactly those whose due time is earlier.
+TEST(rate_schedule, CallsInStepAndDueBeforeMatchTheDueTimes) {
+  const unsigned conns = 7;
+  const rate_schedule s({{1000, s_ns / 2}, {333.3, s_ns}, {5000, s_ns / 10}}, conns, start);
+  const auto due = all_due(s, conns);
+  for (std::size_t k = 0; k < 3; ++k) {
+    const std::int64_t from = s.step_start_ns(k), to = s.step_start_ns(k + 1);
+    std::uint64_t in_step = 0, shares = 0;
+    for (unsigned c = 0; c < conns; ++c) {
+      const auto n = static_cast<std::uint64_t>(
+          std::count_if(due[c].begin(), due[c].end(), [&](std::int64_t t) { return t >= from && t < to; }));
+      EXPECT_EQ(s.calls_in_step(c, k), n) << "step " << k << " connection " << c;
+      in_step += n;
+      shares += s.calls_in_step(c, k);
+    }
+    EXPECT_EQ(s.due_before(k, to), in_step) << k;
+    EXPECT_EQ(shares, in_step) << k;
+    for (const std::int64_t until : {from, from + 1, from + (to - from) / 3, to - 1, to + s_ns}) {
+      std::uint64_t before = 0;
+      for (const auto& d : due) {
+        before += static_cast<std::uint64_t>(
+            std::count_if(d.begin(), d.end(), [&](std::int64_t t) { return t >= from && t < std::min(until, to); }));
+      }
+      EXPECT_EQ(s.due_before(k, until), before) << "step " << k << " until " << until - from;
+    }
+  }
+  EXPECT_EQ(s.calls_in_step(0, 3), 0u);
+  EXPECT_EQ(s.calls_in_step(conns, 0), 0u);
+  EXPECT_EQ(s.due_before(3, s.end_ns()), 0u);
+  EXPECT_EQ(s.step_start_ns(3), s.end_ns());
+}

@@ -104,7 +104,8 @@ TEST(evaluate_threshold, FailsExactlyWhenTheConditionHolds) {
   EXPECT_FALSE(evaluate_threshold(parse_threshold("rate<100"), r).failed);
   run_result open = r;
   open.open_loop = true;
-  open.requested_rate = 125;  // achieved 80 %
+  open.requested_rate = 125;  // answered 80 % of the schedule
+  open.answered_rate = 100;
   v = evaluate_threshold(parse_threshold("rate<90%"), open);
   EXPECT_TRUE(v.failed);
   EXPECT_NEAR(v.observed_value, 80, 1e-9);
@@ -119,3 +120,45 @@ TEST(evaluate_threshold, LatencyWithoutSuccessfulCallsFails) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string list_error_of(const char* text) {
+  try {
+    parse_thresholds(text);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+// k6 lists conditions with commas; so may --fail-if.
+TEST(parse_thresholds, CommaSeparatedConditions) {
+  const auto ts = parse_thresholds("p99>2ms,errors>0, rate<90%");
+  ASSERT_EQ(ts.size(), 3u);
+  EXPECT_EQ(ts[0].expression, "p99>2ms");
+  EXPECT_EQ(ts[0].what, threshold::metric::percentile);
+  EXPECT_DOUBLE_EQ(ts[0].limit, 2000);
+  EXPECT_EQ(ts[1].expression, "errors>0");
+  EXPECT_EQ(ts[2].expression, "rate<90%");
+  EXPECT_TRUE(ts[2].relative);
+  EXPECT_EQ(parse_thresholds("p99>2ms").size(), 1u);
+  EXPECT_NE(list_error_of("p99>2ms,,errors>0").find("empty condition"), std::string::npos) << list_error_of("p99>2ms,,errors>0");
+  EXPECT_NE(list_error_of("p99>2ms,").find("empty condition"), std::string::npos);
+  EXPECT_NE(list_error_of("p99>2ms,p99>2").find("unit"), std::string::npos) << list_error_of("p99>2ms,p99>2");
+}
+
+// An open loop's rate is the answered share of its schedule: a backlog answered late inside
+// the window must not make it look above 100 %.
+TEST(evaluate_threshold, OpenLoopRateIsTheAnsweredRate) {
+  run_result r = sample_run(12000, 0, 1000);  // 1200 calls/s completed in the window
+  r.open_loop = true;
+  r.requested_rate = 1000;
+  r.answered_rate = 900;
+  const auto v = evaluate_threshold(parse_threshold("rate<95%"), r);
+  EXPECT_DOUBLE_EQ(v.observed_value, 90);
+  EXPECT_TRUE(v.failed);
+  EXPECT_DOUBLE_EQ(evaluate_threshold(parse_threshold("rate<1k"), r).observed_value, 900);
+}

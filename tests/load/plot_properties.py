@@ -186,6 +186,36 @@ def main():
             if len(failures) == before:
                 print("ok: %s: parses, log latency axis, %d texts without overlap, series labelled" %
                       (case, len(text_boxes(root))))
+        # --rate-steps: the requested rate drawn as scheduled (a level per step), and an
+        # interrupted run's last, partial second drawn at its real end and marked.
+        c = os.path.join(d, "open-steps.json")
+        run_json(c, "ringrpc://127.0.0.1:7000/echo", True, 6, 20.0, 9000.0, 6, 20000)
+        with open(c) as f:
+            j = json.load(f)
+        j["steps"] = [{"start_s": 0.0, "duration_s": 3.0, "requested_rate": 10000.0},
+                      {"start_s": 3.0, "duration_s": 2.5, "requested_rate": 30000.0}]
+        j["measured_s"] = 5.5
+        j["per_second"] = j["per_second"][:6]
+        j["per_second"][5].update({"t_s": 5.5, "width_s": 0.5})
+        with open(c, "w") as f:
+            json.dump(j, f)
+        out = os.path.join(d, "steps.svg")
+        r = subprocess.run([load, "plot", c, "-o", out], capture_output=True, text=True, timeout=30)
+        root = generic(out) if r.returncode == 0 else None
+        if r.returncode != 0:
+            fail("steps: ringrpc-load plot exited %d: %s" % (r.returncode, r.stderr))
+        elif root is not None:
+            req = [p for p in root.iter(NS + "polyline") if p.get("data-label") == "open-steps requested (steps)"]
+            pts = [tuple(map(float, xy.split(","))) for xy in req[0].get("points").split()] if req else []
+            if len(pts) != 4 or pts[0][1] != pts[1][1] or pts[2][1] != pts[3][1] or not pts[2][1] < pts[1][1]:
+                fail("steps: the requested rate is not drawn as two steps: %s" % pts)
+            if len([e for e in root.iter(NS + "circle") if e.get("class") == "partial"]) != 1:
+                fail("steps: the partial last second is not marked")
+            title = [("".join(t.itertext())) for t in root.iter(NS + "text") if t.get("class") == "title"]
+            if not title or not title[0].endswith("5.5 s"):
+                fail("steps: the title does not give the measured 5.5 s: %s" % title)
+            else:
+                print("ok: steps: requested drawn as steps, partial second marked, measured duration in the title")
     for extra in sys.argv[2:]:
         before = len(failures)
         if generic(extra) is not None and len(failures) == before:

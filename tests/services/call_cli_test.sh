@@ -272,7 +272,7 @@ fi
 
 # --- ringrpc-load --method: the JSON converted once, from reflection or --schema --------------
 # run_load NAME ARGS...: ringrpc-load (bounded), status in $rc.
-run_load typed -n 200 -c 2 -d 2 --method TestService.Echo --data '{"text": "load"}' "ringrpc://$addr"
+run_load typed -n 200 -c 2 -P 2 --method TestService.Echo --data '{"text": "load"}' "ringrpc://$addr"
 if [ $rc -ne 0 ] || ! grep -q 'method=TestService.Echo' "$work/typed.out" || ! grep -Eq 'calls ok +200$' "$work/typed.out"; then
   fail "ringrpc-load --method TestService.Echo exited $rc"
   cat "$work/typed.out" "$work/typed.err" >&2

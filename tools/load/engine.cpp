@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/clock.hpp"
+#include "engine_fail_fast.hpp"
 #include "engine_worker.hpp"
 #include "sniff.hpp"
 #include "uring/uring_probe.hpp"
@@ -19,6 +20,98 @@ namespace ringrpc::load {
 
 using namespace engine_detail;
 using detail::now_ns;
+
+namespace {
+
+// The first answers of the run: once they show the target is hopeless, the run stops (the
+// workers drain at once, as for a diagnosis) and the message is returned; once they show it
+// is not, the workers stop sorting their errors.
+std::string watch_first_answers(shared_run& run, const std::vector<live_counters*>& live, std::int64_t now) {
+  std::uint64_t ok = 0, hopeless = 0, other = 0;
+  int kind = -1;
+  for (const live_counters* l : live) {
+    ok += l->calls_ok.load(std::memory_order_relaxed);
+    hopeless += l->hopeless_errors.load(std::memory_order_relaxed);
+    other += l->other_errors.load(std::memory_order_relaxed);
+    if (kind < 0) kind = l->hopeless_kind.load(std::memory_order_relaxed);
+  }
+  const auto v = answer_watch{}.observe(ok, hopeless, other, now - run.start_ns);
+  if (v == answer_watch::verdict::watching) return {};
+  run.watch_answers.store(false, std::memory_order_relaxed);
+  bool expected = false;
+  if (v == answer_watch::verdict::fine || run.stop.load() || !run.diagnosed.compare_exchange_strong(expected, true)) {
+    return {};
+  }
+  run.stop_at.store(now, std::memory_order_relaxed);
+  run.stop.store(true, std::memory_order_relaxed);
+  return hopeless_message(hopeless_error_name(kind), hopeless, run.config->where);
+}
+
+// Per-second buckets: exact merges across threads; the last one is as wide as what is left of
+// the measured window.
+void merge_seconds(run_result& r, const std::vector<std::unique_ptr<worker>>& workers) {
+  std::size_t secs = 0;
+  for (auto& w : workers) secs = std::max(secs, w->seconds.size());
+  for (std::size_t i = 0; i < secs; ++i) {
+    second_bucket merged;
+    for (auto& w : workers) {
+      if (i < w->seconds.size()) {
+        merged.ok += w->seconds[i].ok;
+        merged.errors += w->seconds[i].errors;
+        merged.latency.merge(w->seconds[i].latency);
+      }
+    }
+    const double width = std::clamp(r.measured_s - static_cast<double>(i), 1e-3, 1.0);
+    r.per_second.push_back({static_cast<double>(i) + width, merged.ok, merged.errors,
+                            merged.latency.value_at_percentile(99), width});
+    r.interval_latency_ns.push_back(std::move(merged.latency));
+  }
+}
+
+// Each measured step of an open loop: what was scheduled (until an interruption), sent, sent
+// late, answered, and whether it kept up.
+void merge_steps(run_result& r, const engine_config& cfg, const shared_run& run,
+                 const std::vector<std::unique_ptr<worker>>& workers) {
+  double requested_calls = 0, scheduled_s = 0, issued = 0, answered = 0;
+  r.kept_up = true;
+  for (std::size_t i = 0; i < cfg.steps.size(); ++i) {
+    const std::size_t k = i + run.first_measured_step;
+    const std::int64_t from = run.schedule->step_start_ns(k);
+    const std::int64_t until = std::min(run.schedule->step_start_ns(k + 1), run.stop_at.load());
+    if (until <= from) break;  // interrupted before this step
+    step_result sr;
+    sr.start_s = static_cast<double>(from - run.measure_from) / 1e9;
+    sr.duration_s = static_cast<double>(until - from) / 1e9;
+    sr.requested_rate = cfg.steps[i].rate;
+    sr.scheduled = run.schedule->due_before(k, until);
+    detail::latency_histogram h{1000, 60'000'000'000ull, 3};
+    for (auto& w : workers) {
+      sr.answered += w->step_ok[i];
+      sr.issued += w->step_issued[i];
+      sr.late_client += w->step_late_client[i];
+      sr.late_held += w->step_late_held[i];
+      h.merge(w->step_latency[i]);
+    }
+    // An interrupted step: only the calls due before the interruption count as asked for.
+    sr.issued = std::min(sr.issued, sr.scheduled);
+    sr.answered = std::min(sr.answered, sr.issued);
+    sr.achieved_rate = static_cast<double>(sr.answered) / sr.duration_s;
+    sr.p99_ns = h.value_at_percentile(99);
+    judge_keep_up(sr);
+    r.kept_up = r.kept_up && sr.kept_up;
+    requested_calls += sr.requested_rate * sr.duration_s;
+    scheduled_s += sr.duration_s;
+    issued += static_cast<double>(sr.issued);
+    answered += static_cast<double>(sr.answered);
+    r.steps.push_back(std::move(sr));
+  }
+  r.kept_up = r.kept_up && !r.steps.empty();
+  r.requested_rate = scheduled_s > 0 ? requested_calls / scheduled_s : 0;
+  r.issued_rate = scheduled_s > 0 ? issued / scheduled_s : 0;
+  r.answered_rate = scheduled_s > 0 ? answered / scheduled_s : 0;
+}
+
+}  // namespace
 
 run_result run_engine(const engine_config& cfg, const protocol& proto,
                       const std::function<void(double, const std::vector<live_counters*>&)>& tick) {
@@ -104,6 +197,7 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
       (cfg.steps.empty() || cfg.steps.front().rate * static_cast<double>(cfg.silence_limit.count()) / 1e9 >=
                                 2.0 * static_cast<double>(cfg.connections));
   bool interrupted = false;
+  std::string fail_fast;
   std::int64_t next_tick = run.start_ns + 1'000'000'000;
   while (!all_finished()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -125,6 +219,9 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
         run.stop.store(true, std::memory_order_relaxed);
       }
     }
+    if (run.watch_answers.load(std::memory_order_relaxed)) {
+      fail_fast = watch_first_answers(run, live, now);
+    }
     if (now >= next_tick) {
       next_tick += 1'000'000'000;
       if (tick) tick(static_cast<double>(now - run.start_ns) / 1e9, live);
@@ -137,6 +234,7 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   r.new_connection_per_call = cfg.new_connection_per_call;
   r.interrupted = interrupted;
   if (run.diagnosed.load()) r.diagnosis = run.diagnosis;
+  r.fail_fast = fail_fast;
   r.warmup_s = static_cast<double>(cfg.warmup.count()) / 1e9;
   r.open_loop = run.schedule != nullptr;
   std::int64_t last = run.measure_from;
@@ -189,44 +287,12 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     }
   }
   r.measured_s = static_cast<double>(std::max<std::int64_t>(window_end - run.measure_from, 1)) / 1e9;
-  // Per-second series: exact merges across threads.
-  std::size_t secs = 0;
-  for (auto& w : workers) secs = std::max(secs, w->seconds.size());
-  for (std::size_t i = 0; i < secs; ++i) {
-    second_bucket merged;
-    for (auto& w : workers) {
-      if (i < w->seconds.size()) {
-        merged.ok += w->seconds[i].ok;
-        merged.errors += w->seconds[i].errors;
-        merged.latency.merge(w->seconds[i].latency);
-      }
-    }
-    r.per_second.push_back({static_cast<double>(i + 1), merged.ok, merged.errors,
-                            merged.latency.value_at_percentile(99)});
-    r.interval_latency_ns.push_back(std::move(merged.latency));
+  for (auto& w : workers) {
+    r.bytes_sent += w->bytes_sent_measured;
+    r.bytes_received += w->bytes_received_measured;
   }
-  if (r.open_loop) {
-    double total_rate = 0;
-    for (const auto& s : cfg.steps) total_rate += s.rate * static_cast<double>(s.duration_ns);
-    std::int64_t total_ns = 0;
-    for (const auto& s : cfg.steps) total_ns += s.duration_ns;
-    r.requested_rate = total_ns > 0 ? total_rate / static_cast<double>(total_ns) : 0;
-    // Each step: what was asked and what the calls due in it achieved.
-    for (std::size_t i = 0; i < cfg.steps.size(); ++i) {
-      step_result sr;
-      sr.requested_rate = cfg.steps[i].rate;
-      detail::latency_histogram h{1000, 60'000'000'000ull, 3};
-      std::uint64_t ok = 0;
-      for (auto& w : workers) {
-        ok += w->step_ok[i];
-        h.merge(w->step_latency[i]);
-      }
-      const double step_s = static_cast<double>(cfg.steps[i].duration_ns) / 1e9;
-      sr.achieved_rate = step_s > 0 ? static_cast<double>(ok) / step_s : 0;
-      sr.p99_ns = h.value_at_percentile(99);
-      r.steps.push_back(sr);
-    }
-  }
+  merge_seconds(r, workers);
+  if (r.open_loop) merge_steps(r, cfg, run, workers);
   return r;
 }
 

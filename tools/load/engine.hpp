@@ -66,10 +66,16 @@ struct live_counters {
   std::atomic<std::uint64_t> errors{0};
   std::atomic<std::uint64_t> last_second_p99_ns{0};
   std::atomic<std::uint64_t> bytes_received{0};
+  /// Counted only while the run watches its first answers (engine_fail_fast.hpp): errors that
+  /// cannot improve, the first one's kind (hopeless_error_index; -1: none yet), other errors.
+  std::atomic<std::uint64_t> hopeless_errors{0};
+  std::atomic<int> hopeless_kind{-1};
+  std::atomic<std::uint64_t> other_errors{0};
 };
 
 /// Runs the load. A run stopped because the server does not speak the protocol returns with
-/// run_result::diagnosis set. Throws std::system_error when no connection can be made at start (e.g.
+/// run_result::diagnosis set; one stopped because every early answer was an error that cannot
+/// improve, with run_result::fail_fast set. Throws std::system_error when no connection can be made at start (e.g.
 /// refused), std::invalid_argument for a bad configuration. `tick` is called about once a
 /// second from the calling thread with the live counters of every thread.
 run_result run_engine(const engine_config& config, const protocol& proto,

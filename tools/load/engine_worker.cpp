@@ -12,6 +12,7 @@
 #include "base/clock.hpp"
 #include "client/multishot_recv.hpp"
 #include "client/tcp_connect.hpp"
+#include "engine_fail_fast.hpp"
 #include "sniff.hpp"
 #include "uring/cqe_tag.hpp"
 #include "uring/uring_probe.hpp"
@@ -52,6 +53,7 @@ second_bucket* worker::bucket(std::int64_t now) {
 }
 
 void worker::count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s) {
+  if (_run.watch_answers.load(std::memory_order_relaxed)) watch_error(kind);
   live.errors.fetch_add(1, std::memory_order_relaxed);  // the live line shows warm-up too
   if (second_bucket* b = bucket(now)) {
     ++errors[kind];
@@ -59,6 +61,18 @@ void worker::count_error(const std::string& kind, std::int64_t now, const conn_s
     if (s != nullptr && !kinds.empty()) ++kinds[s->kind].errors[kind];
     if (!endpoints.empty()) ++endpoints[c.endpoint_index].errors[kind];
   }
+}
+
+// Only until the first answers have decided whether the target is hopeless (engine.cpp).
+void worker::watch_error(const std::string& kind) noexcept {
+  const int index = hopeless_error_index(kind);
+  if (index < 0) {
+    live.other_errors.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  int none = -1;
+  live.hopeless_kind.compare_exchange_strong(none, index, std::memory_order_relaxed);
+  live.hopeless_errors.fetch_add(1, std::memory_order_relaxed);
 }
 
 // The first reply on a connection did not parse: say once what the server looks like and end
@@ -153,6 +167,7 @@ void worker::send(conn_state& c) {
 }
 
 void worker::on_send(conn_state& c, int res, std::int64_t now) {
+  if (res > 0) _bytes_sent += static_cast<unsigned>(res);
   // A batch is done once written whole (the kernel took part of it: the rest goes first).
   const bool rest = c.out.completed(res, c.dead, [](tx_batch* b) { b->bytes.clear(); });
   if (c.dead) return;
@@ -339,6 +354,8 @@ void worker::expire(std::int64_t now) {
 
 void worker::schedule_open_loop(std::int64_t now, std::int64_t& next_wake) {
   for (conn_state& c : _conns) {
+    const bool was_blocked = c.blocked_at_pass;
+    c.blocked_at_pass = true;
     if (c.dead || c.peer_closing) continue;
     while (c.in_flight < _cfg.depth && issuing(now)) {
       const std::int64_t due = _run.schedule->due_ns(c.index, c.next_due);
@@ -348,8 +365,53 @@ void worker::schedule_open_loop(std::int64_t now, std::int64_t& next_wake) {
         break;
       }
       ++c.next_due;
+      if (now - due > late_send_ns) [[unlikely]] count_late(due, was_blocked);
       issue(c, due, now);  // latency counts from `due`: waiting for a free slot is the server's
     }
+    c.blocked_at_pass = c.in_flight >= _cfg.depth;
+  }
+  _last_schedule_ns = now;
+}
+
+// A call sent over late_send_ns after it was due. Every pass sends all that is due on the
+// connections with room. So a late call whose connection could take none at the previous pass
+// (-P calls in flight, or a connection being replaced), or that was due before that pass,
+// waited for a free slot: held by the target. Any other was late because this thread came
+// round late: the client's doing.
+void worker::count_late(std::int64_t due, bool was_blocked) noexcept {
+  const std::size_t step = _run.schedule->step_at(due);
+  if (step < _run.first_measured_step) return;  // the warm-up
+  const std::size_t i = step - _run.first_measured_step;
+  if (i >= step_late_client.size()) return;
+  ++(was_blocked || due < _last_schedule_ns ? step_late_held : step_late_client)[i];
+}
+
+// What each connection took from the schedule, step by step: its position is the count.
+void worker::count_issued_by_step() {
+  if (_run.schedule == nullptr) return;
+  const std::size_t steps = _run.schedule->steps().size();
+  for (const conn_state& c : _conns) {
+    std::uint64_t left = c.next_due;
+    for (std::size_t k = 0; k < steps && left > 0; ++k) {
+      const std::uint64_t here = std::min(left, _run.schedule->calls_in_step(c.index, k));
+      left -= here;
+      if (k >= _run.first_measured_step && k - _run.first_measured_step < step_issued.size()) {
+        step_issued[k - _run.first_measured_step] += here;
+      }
+    }
+  }
+}
+
+// Once a turn: the byte counts at the last turn before the measured window and at the last
+// turn inside it; their differences are the window's.
+void worker::note_bytes(std::int64_t now) noexcept {
+  const std::uint64_t received = live.bytes_received.load(std::memory_order_relaxed);
+  if (now < _run.measure_from) {
+    _sent_before = _bytes_sent;
+    _received_before = received;
+  } else if (now < _run.measure_until && now < _run.stop_at.load(std::memory_order_relaxed)) {
+    bytes_sent_measured = _bytes_sent - _sent_before;
+    bytes_received_measured = received - _received_before;
   }
 }
 
@@ -378,6 +440,9 @@ void worker::run() {
   _run.ready.fetch_add(1, std::memory_order_release);
   while (!_run.go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
   step_ok.assign(_cfg.steps.size(), 0);
+  step_issued.assign(_cfg.steps.size(), 0);
+  step_late_client.assign(_cfg.steps.size(), 0);
+  step_late_held.assign(_cfg.steps.size(), 0);
   if (_cfg.kinds.size() > 1) kinds.resize(_cfg.kinds.size());
   if (_cfg.per_endpoint) endpoints.resize(std::max<std::size_t>(_cfg.endpoints.size(), 1));
   for (std::size_t i = 0; i < _cfg.steps.size(); ++i) step_latency.emplace_back(1000, 60'000'000'000ull, 3);
@@ -436,6 +501,7 @@ void worker::run() {
     _buffers->commit();
     wake.completed(received, now);
     expire(now);
+    note_bytes(now);
 
     // Reconnect what was lost, once its last request has completed.
     bool still_dead = false;
@@ -499,6 +565,7 @@ void worker::run() {
       }
     }
   }
+  count_issued_by_step();
   for (conn_state& c : _conns) {
     if (c.fd >= 0) ::close(c.fd);
   }

@@ -43,6 +43,7 @@ struct conn_state {
   call_window window;
   std::uint64_t next_seq = 0;
   std::uint64_t next_due = 0;  // open loop: number of the next scheduled call
+  bool blocked_at_pass = false;  // open loop: could take no call at the last scheduling pass
   unsigned in_flight = 0;
   reply_assembler rx{reply_framer{}};
   // Requests issued this turn go into batch[filling]; the other one may be in a send. At most
@@ -87,6 +88,8 @@ struct shared_run {
   std::atomic<std::int64_t> stop_at{never};
   std::atomic<bool> diagnosed{false};  // the first worker to set it writes `diagnosis`
   std::atomic<bool> any_reply{false};  // some connection has parsed a reply of the protocol
+  // Errors are sorted into hopeless and other (live_counters) until the first answers decided.
+  std::atomic<bool> watch_answers{true};
   std::string diagnosis;
   std::atomic<std::size_t> ready{0};  // workers whose ring is set up (or failed)
   std::atomic<bool> go{false};        // the fields above are final; start issuing
@@ -118,6 +121,14 @@ class worker final {
   bool quota_used_up = false;
   std::vector<std::uint64_t> step_ok;  // open loop: successful calls by the step they were due in
   std::vector<detail::latency_histogram> step_latency;
+  // Open loop, by measured step: calls sent (from the connections' schedule positions at the
+  // end), and those sent over late_send_ns late with room on the connection or held by -P.
+  std::vector<std::uint64_t> step_issued;
+  std::vector<std::uint64_t> step_late_client;
+  std::vector<std::uint64_t> step_late_held;
+  // Bytes on the sockets in the measured window.
+  std::uint64_t bytes_sent_measured = 0;
+  std::uint64_t bytes_received_measured = 0;
   detail::latency_histogram handshake = make_latency_histogram();  // TLS targets
   std::map<std::string, std::uint64_t> handshake_failures;
   std::uint64_t connections_measured = 0;  // opened in the measured window
@@ -143,6 +154,10 @@ class worker final {
   void count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s = nullptr);
   void diagnose(const conn_state& c, std::int64_t now, bool closed = false);
   void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);
+  void count_late(std::int64_t due, bool was_blocked) noexcept;
+  void count_issued_by_step();
+  void note_bytes(std::int64_t now) noexcept;
+  void watch_error(const std::string& kind) noexcept;
   void expire(std::int64_t now);
   bool start_tls(conn_state& c, std::int64_t now);
   bool tls_receive(conn_state& c, std::span<const std::byte>& bytes, std::int64_t now);
@@ -166,6 +181,9 @@ class worker final {
   std::vector<conn_state*> _to_flush;
   bool _any_dead = false;  // some connection awaits its reconnection
   unsigned _sends_queued = 0;  // send SQEs since the last submit: each posts a completion
+  std::int64_t _last_schedule_ns = 0;  // `now` of the previous open-loop scheduling pass
+  std::uint64_t _bytes_sent = 0;       // over the whole run; the window is cut by note_bytes
+  std::uint64_t _sent_before = 0, _received_before = 0;  // at the last turn before the window
   std::thread _thread;
 };
 

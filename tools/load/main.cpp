@@ -193,10 +193,13 @@ int run_plot(const std::vector<std::string>& files, const std::string& out_path)
   return 0;
 }
 
-// wrk's -d is the duration; ours was the depth. For one release a bare number still means the
-// depth (with a warning), and a value with a time unit is the duration.
-bool is_bare_number(const std::string& text) {
-  return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+// The length the run was given: the steps' total in an open loop (not -d's default), 0 for -n
+// alone; what it measured is measured_s.
+double scheduled_seconds(const engine_config& cfg) {
+  if (cfg.steps.empty()) return static_cast<double>(cfg.duration.count()) / 1e9;
+  double s = 0;
+  for (const auto& st : cfg.steps) s += static_cast<double>(st.duration_ns) / 1e9;
+  return s;
 }
 
 std::string read_payload_file(const std::string& path) {
@@ -210,7 +213,9 @@ std::string hdr_log_text(const run_result& r, double measured_epoch) {
   ringrpc::detail::interval_log_writer w(out);
   w.write_header(measured_epoch);
   for (std::size_t i = 0; i < r.interval_latency_ns.size(); ++i) {
-    w.write_interval(static_cast<double>(i), 1.0, r.interval_latency_ns[i]);
+    // A last interval cut short (SIGINT) carries its own width.
+    const double width = i < r.per_second.size() ? r.per_second[i].width_s : 1.0;
+    w.write_interval(static_cast<double>(i), width, r.interval_latency_ns[i]);
   }
   return out.str();
 }
@@ -226,6 +231,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.get_formatter()->column_width(30);
   app.set_version_flag("--version", "ringrpc-load " + std::string(ringrpc::version()));
+  app.footer("Signals: SIGINT ends the run early with all its results (summary, --json,\n"
+             "--hdr-log, --plot); a second SIGINT exits at once (130) and writes nothing.\n"
+             "SIGTERM and others have their default effect.\n"
+             "Exit status: 0 no error in the measured window (also --help, --version,\n"
+             "merge, plot); 2 usage, a target unreachable at start or not speaking the\n"
+             "URL's protocol, io_uring unusable, an output that cannot be written; 3 the run\n"
+             "had errors; 4 a --fail-if condition held; 5 stopped early: every first answer\n"
+             "was an error no retry changes (unknown_method, unauthenticated, http_404, ...);\n"
+             "130 a second SIGINT.");
   std::string url, d_text, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
               connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
               typed_method, data, schema_file, proto_file, shard_text, start_at_text;
@@ -236,9 +250,11 @@ int main(int argc, char** argv) {
   app.add_option("url", url, "target URL");
   app.add_option("-t,--threads", cfg.threads, "threads, each with a ring")->capture_default_str();
   app.add_option("-c,--connections", cfg.connections, "connections in total")->capture_default_str();
-  app.add_option("-d", d_text, "duration, as in wrk: 10s 2m [10s]");
-  app.add_option("--duration", duration, "duration (us ms s m h)")->capture_default_str();
-  app.add_option("-P,--depth", cfg.depth, "calls in flight per connection")->capture_default_str();
+  app.add_option("-d", d_text, "duration, as in wrk: 10s 2m; 30 = 30 s [10s]");
+  app.add_option("-z,--duration", duration, "duration (us ms s m h; bare: s)")->capture_default_str();
+  bool wrk_latency = false;
+  app.add_flag("--latency", wrk_latency, "wrk's flag: percentiles always shown");
+  app.add_option("-P,--depth", cfg.depth, "depth: calls in flight per connection")->capture_default_str();
   app.add_option("--reply-batch", cfg.reply_batch, "closed loop: wake per N replies (1: each)")
       ->capture_default_str();
   app.add_option("-R,--rate", rate, "open loop: total calls/s (k, M)");
@@ -260,7 +276,7 @@ int main(int argc, char** argv) {
   app.add_option("--connect-timeout", connect_timeout, "give up connecting after")->capture_default_str();
   app.add_option("--timeout", call_timeout, "per-call timeout, 0 = none")->capture_default_str();
   app.add_option("-p,--percentiles", percentiles_text, "e.g. 50,99,99.9");
-  app.add_option("--fail-if", fail_if, "exit 4 if: p99>2ms errors>0.1% rate<90%")->allow_extra_args(false);
+  app.add_option("--fail-if", fail_if, "exit 4 if: p99>2ms,errors>0.1%,rate<90%")->allow_extra_args(false);
   app.add_option("--json", json_path, "write results as JSON (- = stdout)");
   app.add_option("--hdr-log", hdr_path, "write per-second HdrHistogram log");
   app.add_option("--plot", plot_path, "write an SVG plot");
@@ -300,23 +316,21 @@ int main(int argc, char** argv) {
     if (plot->parsed()) return run_plot(plot_files, plot_out);
     if (url.empty()) throw std::invalid_argument("no target URL (see --help)");
 
+    // -d is the duration as in wrk, a bare number in seconds (-P is the depth).
     if (!d_text.empty()) {
-      if (is_bare_number(d_text)) {
-        if (app.count("--depth")) throw std::invalid_argument("-d " + d_text + " and -P both give the depth; use -P");
-        std::fprintf(stderr,
-                     "ringrpc-load: warning: -d %s is read as the depth for this release only; use -P %s "
-                     "(--depth). -d is the duration, as in wrk: -d 10s\n",
-                     d_text.c_str(), d_text.c_str());
-        cfg.depth = static_cast<unsigned>(std::stoul(d_text));
-      } else {
-        if (app.count("--duration")) throw std::invalid_argument("-d and --duration both give the duration; give one");
-        duration = d_text;
-      }
+      if (app.count("--duration")) throw std::invalid_argument("-d and --duration (-z) both give the duration; give one");
+      duration = d_text;
     }
-    const bool duration_given = app.count("--duration") != 0 || (!d_text.empty() && !is_bare_number(d_text));
+    const bool duration_given = app.count("--duration") != 0 || !d_text.empty();
+    if (wrk_latency) {
+      std::fprintf(stderr, "ringrpc-load: note: --latency (wrk) changes nothing: the percentiles are always "
+                           "printed; choose them with -p\n");
+    }
 
     std::vector<threshold> thresholds;
-    for (const auto& f : fail_if) thresholds.push_back(parse_threshold(f));
+    for (const auto& f : fail_if) {
+      for (auto& t : parse_thresholds(f)) thresholds.push_back(std::move(t));
+    }
 
     const bool typed = !typed_method.empty();
     const auto scheme_sep = url.find("://");
@@ -495,6 +509,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "ringrpc-load: %s\n", r.diagnosis.c_str());
       return 2;
     }
+    if (!r.fail_fast.empty()) {
+      std::fprintf(stderr, "ringrpc-load: %s\n", r.fail_fast.c_str());
+      return 5;
+    }
 
     r.config["target"] = url;
     r.config["connections"] = cfg.connections;
@@ -508,7 +526,7 @@ int main(int argc, char** argv) {
     if (!rate.empty()) r.config["rate"] = shard ? shard_rate(parse_rate(rate), *shard) : parse_rate(rate);
     if (!rate_steps.empty()) r.config["rate_steps"] = parse_rate_list(rate_steps);
     if (count != 0) r.config["count"] = count;
-    if (cfg.duration.count() > 0) r.config["duration_s"] = static_cast<double>(cfg.duration.count()) / 1e9;
+    if (const double d = scheduled_seconds(cfg); d > 0) r.config["duration_s"] = d;
     if (!headers.empty()) r.config["headers"] = headers;
     if (shard) r.config["shard"] = shard_text;
     if (start_at) r.config["start_at"] = format_utc(*start_at);

@@ -89,20 +89,41 @@ std::string percentile_key(double p) {
 plot_series plot_series_from(const run_result& r, const std::string& label) {
   plot_series s;
   s.label = label;
-  s.title = run_title(r.config);
+  s.title = run_title(r.config, r.measured_s);
   s.spectrum = report_detail::latency_spectrum(r.latency_ns);
   if (r.open_loop) {
     s.service_spectrum = report_detail::latency_spectrum(r.service_ns);
     s.requested_rate = r.requested_rate;
+    for (const step_result& st : r.steps) {
+      s.requested_steps.emplace_back(st.start_s, st.start_s + st.duration_s, st.requested_rate);
+    }
   }
   s.rate.reserve(r.per_second.size());
   for (const second_sample& x : r.per_second) {
-    s.rate.emplace_back(x.t_s, static_cast<double>(x.calls_ok));
+    s.rate.emplace_back(x.t_s, x.width_s > 0 ? static_cast<double>(x.calls_ok) / x.width_s : 0);
   }
+  s.last_rate_partial = !r.per_second.empty() && r.per_second.back().width_s < 1 - 1e-9;
   return s;
 }
 
-std::string run_title(const std::map<std::string, nlohmann::json>& config) {
+void judge_keep_up(step_result& s) noexcept {
+  constexpr double on_time_share = 0.99;
+  constexpr double rate_tolerance = 0.05;
+  const std::uint64_t late = s.late_client + s.late_held;
+  const std::uint64_t on_time = s.issued > late ? s.issued - late : 0;
+  const bool behind = static_cast<double>(on_time) < on_time_share * static_cast<double>(s.scheduled);
+  const bool rate_off = !(std::fabs(s.achieved_rate - s.requested_rate) <= rate_tolerance * s.requested_rate);
+  s.kept_up = s.scheduled > 0 && !behind && !rate_off;
+  if (s.kept_up) {
+    s.reason.clear();
+  } else {
+    // Sends held by full connections and calls answered short are the target's doing (or too
+    // few connections x depth for its latency); sends late with room to spare are the client's.
+    s.reason = behind && s.late_client > s.late_held ? "client_behind_schedule" : "target_too_slow";
+  }
+}
+
+std::string run_title(const std::map<std::string, nlohmann::json>& config, double measured_s) {
   auto text = [&](const char* key) -> std::string {
     const auto it = config.find(key);
     return it == config.end() ? std::string() : config_text(it->second);
@@ -123,7 +144,9 @@ std::string run_title(const std::map<std::string, nlohmann::json>& config) {
   } else if (text("loop") == "closed") {
     title += " \xC2\xB7 closed loop";
   }
-  if (const auto it = config.find("duration_s"); it != config.end() && it->second.is_number()) {
+  if (measured_s > 0) {
+    title += strprintf(" \xC2\xB7 %.3g s", measured_s);
+  } else if (const auto it = config.find("duration_s"); it != config.end() && it->second.is_number()) {
     title += strprintf(" \xC2\xB7 %g s", it->second.get<double>());
   }
   return title;
@@ -152,7 +175,26 @@ std::string row(const std::string& label, const std::string& value, const std::s
   return strprintf("  %-20s %14s%s\n", label.c_str(), value.c_str(), tail.c_str());
 }
 
-constexpr double keep_up_fraction = 0.95;
+std::string short_reason(const std::string& reason) {
+  return reason == "client_behind_schedule" ? "client behind schedule" : "target too slow";
+}
+
+std::string keep_up_reason_text(const std::string& reason) {
+  if (reason == "client_behind_schedule") {
+    return "client behind schedule: over 1% of the calls went out\n"
+           "  over 1 ms late with room on their connection (give the client -t or CPU)";
+  }
+  return "target too slow: calls waited for a free slot (-c x -P)\n"
+         "  or went unanswered; the corrected latency includes their wait";
+}
+
+// Bytes per second in the units wrk's Transfer/sec uses.
+std::string format_bytes_rate(double bytes_per_s) {
+  if (bytes_per_s >= 1024.0 * 1024 * 1024) return strprintf("%.2f GiB/s", bytes_per_s / (1024.0 * 1024 * 1024));
+  if (bytes_per_s >= 1024.0 * 1024) return strprintf("%.2f MiB/s", bytes_per_s / (1024.0 * 1024));
+  if (bytes_per_s >= 1024.0) return strprintf("%.2f KiB/s", bytes_per_s / 1024.0);
+  return strprintf("%.0f B/s", bytes_per_s);
+}
 
 }  // namespace
 
@@ -177,6 +219,10 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
   out += row("calls ok", format_count(r.calls_ok));
   out += row("errors", format_count(r.error_total()));
   for (const auto& [kind, n] : r.errors) out += row("  " + kind, format_count(n));
+  if (r.measured_s > 0 && (r.bytes_sent > 0 || r.bytes_received > 0)) {  // merged logs have none
+    out += row("sent", format_bytes_rate(static_cast<double>(r.bytes_sent) / r.measured_s));
+    out += row("received", format_bytes_rate(static_cast<double>(r.bytes_received) / r.measured_s));
+  }
   out += "\n";
   if (r.new_connection_per_call) {
     out += row("connections/s", format_rate(r.measured_s > 0 ? static_cast<double>(r.connections_measured) / r.measured_s : 0));
@@ -237,17 +283,23 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
   }
 
   if (r.open_loop) {
-    const double achieved = report_detail::achieved_rate(r);
     out += "\n";
     out += row("requested rate", format_rate(r.requested_rate), " calls/s");
-    std::string share;
-    if (r.requested_rate > 0) share = strprintf(" calls/s (%.1f%%)", 100 * achieved / r.requested_rate);
-    out += row("achieved rate", format_rate(achieved), share);
-    if (r.requested_rate > 0 && achieved < keep_up_fraction * r.requested_rate) {
-      out += strprintf(
-          "  TARGET COULD NOT KEEP UP: achieved %.1f%% of the requested rate; corrected latency\n"
-          "  includes the time calls waited for their turn\n",
-          100 * achieved / r.requested_rate);
+    auto share = [&](double v) {
+      return r.requested_rate > 0 ? strprintf(" calls/s (%.1f%%)", 100 * v / r.requested_rate) : std::string(" calls/s");
+    };
+    out += row("issued rate", format_rate(r.issued_rate), share(r.issued_rate));
+    out += row("answered rate", format_rate(r.answered_rate), share(r.answered_rate));
+    if (!r.kept_up && !r.steps.empty()) {  // none: interrupted in the warm-up
+      // Say which side fell behind: the first step that did not keep up names it.
+      std::string reason = "target_too_slow";
+      for (const step_result& st : r.steps) {
+        if (!st.kept_up) {
+          reason = st.reason;
+          break;
+        }
+      }
+      out += "  COULD NOT KEEP UP: " + keep_up_reason_text(reason) + "\n";
     }
   }
 
@@ -287,17 +339,15 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
 
   if (!r.steps.empty()) {
     out += "\n";
-    out += strprintf("  %-6s %14s %14s %9s %14s\n", "step", "requested/s", "achieved/s", "", "p99 (us)");
+    out += strprintf("  %-6s %12s %12s %12s %9s %12s\n", "step", "requested/s", "issued/s", "answered/s", "", "p99 (us)");
     for (std::size_t i = 0; i < r.steps.size(); ++i) {
       const step_result& s = r.steps[i];
-      const std::string share =
+      const std::string pct =
           s.requested_rate > 0 ? strprintf("(%.1f%%)", 100 * s.achieved_rate / s.requested_rate) : "";
-      const char* flag =
-          s.requested_rate > 0 && s.achieved_rate < keep_up_fraction * s.requested_rate ? "  could not keep up"
-                                                                                       : "";
-      out += strprintf("  %-6zu %14s %14s %9s %14s%s\n", i + 1, format_rate(s.requested_rate).c_str(),
-                       format_rate(s.achieved_rate).c_str(), share.c_str(),
-                       format_us(ns_to_us(s.p99_ns)).c_str(), flag);
+      const std::string flag = s.kept_up ? std::string() : "  could not keep up: " + short_reason(s.reason);
+      out += strprintf("  %-6zu %12s %12s %12s %9s %12s%s\n", i + 1, format_rate(s.requested_rate).c_str(),
+                       format_rate(s.issued_rate()).c_str(), format_rate(s.achieved_rate).c_str(), pct.c_str(),
+                       format_us(ns_to_us(s.p99_ns)).c_str(), flag.c_str());
     }
   }
 

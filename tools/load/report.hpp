@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,18 +16,44 @@ namespace ringrpc::load {
 
 /// One second of the measured window.
 struct second_sample {
-  double t_s = 0;                 ///< seconds since the measured window began
+  double t_s = 0;                 ///< end of the bucket, in seconds since the measured window began
   std::uint64_t calls_ok = 0;
   std::uint64_t errors = 0;
   std::uint64_t p99_ns = 0;       ///< p99 of the calls completed in that second
+  /// Seconds the bucket covers: 1, except a last one cut short (an interrupted run, a duration
+  /// that is not whole seconds); its calls/s is calls_ok / width_s.
+  double width_s = 1;
 };
 
-/// One step of a --rate-steps run.
+/// One step of an open-loop run (a single -R run has one). Its calls are the ones its
+/// schedule made due in it, whenever they were sent or answered.
 struct step_result {
   double requested_rate = 0;
-  double achieved_rate = 0;
+  double achieved_rate = 0;  ///< answered ok / duration_s (the same as answered_rate)
   std::uint64_t p99_ns = 0;
+  double start_s = 0;     ///< from the start of the measured window
+  double duration_s = 0;  ///< as scheduled, or until an interruption
+  std::uint64_t scheduled = 0;  ///< calls due in the step (until an interruption)
+  std::uint64_t issued = 0;     ///< of them, sent
+  /// Sent more than late_send_ns after being due: while the connection had room (the client
+  /// did not get to it in time), or held because the connection had -P calls in flight.
+  std::uint64_t late_client = 0;
+  std::uint64_t late_held = 0;
+  std::uint64_t answered = 0;   ///< answered ok
+  bool kept_up = false;
+  std::string reason;  ///< when not kept up: "client_behind_schedule" or "target_too_slow"
+
+  double issued_rate() const noexcept { return duration_s > 0 ? static_cast<double>(issued) / duration_s : 0; }
 };
+
+/// A send later than this after its due time is late (the kept-up rule).
+inline constexpr std::int64_t late_send_ns = 1'000'000;
+
+/// Sets kept_up and reason: kept up when at least 99 % of the scheduled calls were sent on
+/// time (at most 1 % more than late_send_ns late, or never sent) and the answered rate is
+/// within 5 % of the requested one. Otherwise the reason is the client when its own late
+/// sends outnumber those held by full connections, else the target.
+void judge_keep_up(step_result& s) noexcept;
 
 /// Histogram layout used everywhere: 1 ns .. 60 s, 3 significant digits.
 inline detail::latency_histogram make_latency_histogram() {
@@ -61,6 +88,10 @@ struct run_result {
   /// Set when the run was stopped because the server does not speak the URL's protocol: one
   /// line saying what it looks like instead. The other results are then meaningless.
   std::string diagnosis;
+  /// Set when the run was stopped because every answer of its first second (or its first
+  /// 1,000) was an error that cannot improve (engine_fail_fast.hpp): the message with a hint.
+  /// The other results are then meaningless.
+  std::string fail_fast;
   /// Per request kind, in --mix order; empty when the run had a single kind.
   std::vector<kind_result> kinds;
   /// Per endpoint of a registry target (etcd://), in the order its members were listed; the
@@ -71,6 +102,14 @@ struct run_result {
   double measured_s = 0;
   bool open_loop = false;
   double requested_rate = 0;      ///< calls/s asked for (open loop; 0 for closed loop)
+  /// Open loop: every step kept up (step_result::kept_up), and the run's sent and answered
+  /// calls per scheduled second over all steps.
+  bool kept_up = false;
+  double issued_rate = 0;
+  double answered_rate = 0;
+  /// Bytes written to and read from the sockets in the measured window (TLS: the records).
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
   std::uint64_t calls_ok = 0;
   /// Errors by kind: "timeout", "connect", "protocol", "closed", or the server's error kind
   /// ("server_busy", "http_503", "resp_err", ...). Never counted in calls_ok.
@@ -123,12 +162,17 @@ struct plot_series {
   std::string title;  ///< the run's configuration in one line: target, c/depth/rate, duration
   std::vector<std::pair<double, double>> spectrum;  ///< (percentile, latency_us); open loop: corrected
   std::vector<std::pair<double, double>> service_spectrum;  ///< open loop: from the actual send
-  std::vector<std::pair<double, double>> rate;      ///< (t_s, calls/s)
+  std::vector<std::pair<double, double>> rate;      ///< (t_s, calls/s), t_s the end of its bucket
+  /// Whether the last rate point is a bucket cut short (drawn apart, as partial).
+  bool last_rate_partial = false;
   double requested_rate = 0;  ///< open loop: calls/s asked for; 0 in a closed loop
+  /// Open loop: the requested rate as scheduled, one (start_s, end_s, calls/s) per step.
+  std::vector<std::tuple<double, double, double>> requested_steps;
 };
 plot_series plot_series_from(const run_result& r, const std::string& label);
-/// "TARGET · 64 conn x depth 16 · open loop 20k calls/s · 10 s" from a run's config.
-std::string run_title(const std::map<std::string, nlohmann::json>& config);
+/// "TARGET · 64 conn x depth 16 · open loop 20k calls/s · 12 s" from a run's config and its
+/// measured duration (0: the config's duration_s).
+std::string run_title(const std::map<std::string, nlohmann::json>& config, double measured_s = 0);
 /// Reads a file written by write_json(); throws std::runtime_error naming the file and problem.
 plot_series read_plot_series(const std::string& json_path);
 

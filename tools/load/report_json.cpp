@@ -60,6 +60,15 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
   if (r.open_loop) j["service_latency_us"] = latency_object(r.service_ns, percentiles);
   j["requested_rate"] = r.open_loop ? finite(r.requested_rate) : 0.0;
   j["achieved_rate"] = finite(report_detail::achieved_rate(r));
+  if (r.open_loop) {
+    j["kept_up"] = r.kept_up;
+    j["issued_rate"] = finite(r.issued_rate);
+    j["answered_rate"] = finite(r.answered_rate);
+  }
+  j["bytes"] = {{"sent", r.bytes_sent},
+                {"received", r.bytes_received},
+                {"sent_per_sec", per_s(r.bytes_sent)},
+                {"received_per_sec", per_s(r.bytes_received)}};
 
   nlohmann::json spectrum = nlohmann::json::array();
   for (const auto& [p, us] : report_detail::latency_spectrum(r.latency_ns)) {
@@ -77,6 +86,7 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
   nlohmann::json seconds = nlohmann::json::array();
   for (const second_sample& s : r.per_second) {
     seconds.push_back({{"t_s", finite(s.t_s)},
+                       {"width_s", finite(s.width_s)},
                        {"calls_ok", s.calls_ok},
                        {"errors", s.errors},
                        {"p99_us", ns_to_us(s.p99_ns)}});
@@ -85,9 +95,21 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
 
   nlohmann::json steps = nlohmann::json::array();
   for (const step_result& s : r.steps) {
-    steps.push_back({{"requested_rate", finite(s.requested_rate)},
-                     {"achieved_rate", finite(s.achieved_rate)},
-                     {"p99_us", ns_to_us(s.p99_ns)}});
+    nlohmann::json o = {{"start_s", finite(s.start_s)},
+                        {"duration_s", finite(s.duration_s)},
+                        {"requested_rate", finite(s.requested_rate)},
+                        {"issued_rate", finite(s.issued_rate())},
+                        {"answered_rate", finite(s.achieved_rate)},
+                        {"achieved_rate", finite(s.achieved_rate)},
+                        {"scheduled", s.scheduled},
+                        {"issued", s.issued},
+                        {"late_client", s.late_client},
+                        {"late_held", s.late_held},
+                        {"answered", s.answered},
+                        {"kept_up", s.kept_up},
+                        {"p99_us", ns_to_us(s.p99_ns)}};
+    if (!s.kept_up) o["reason"] = s.reason;
+    steps.push_back(std::move(o));
   }
   j["steps"] = std::move(steps);
 
@@ -179,7 +201,19 @@ plot_series read_plot_series(const std::string& json_path) {
   if (const auto config = j.find("config"); config != j.end() && config->is_object()) {
     std::map<std::string, nlohmann::json> c;
     for (const auto& [k, v] : config->items()) c[k] = v;
-    s.title = run_title(c);
+    const auto measured = j.find("measured_s");
+    s.title = run_title(c, measured != j.end() && measured->is_number() ? measured->get<double>() : 0);
+  }
+  if (const auto steps = j.find("steps"); steps != j.end() && steps->is_array()) {
+    for (const auto& st : *steps) {
+      const auto start = st.find("start_s"), length = st.find("duration_s"), rate = st.find("requested_rate");
+      if (!st.is_object() || start == st.end() || length == st.end() || rate == st.end() || !start->is_number() ||
+          !length->is_number() || !rate->is_number()) {
+        continue;  // files of older versions: the flat requested_rate is drawn instead
+      }
+      s.requested_steps.emplace_back(start->get<double>(), start->get<double>() + length->get<double>(),
+                                     rate->get<double>());
+    }
   }
 
   // Older or hand-made files may lack the time series; the latency plot still works.
@@ -189,8 +223,11 @@ plot_series read_plot_series(const std::string& json_path) {
       const std::string where = "'" + json_path + "': per_second[" + std::to_string(i) + "]";
       const nlohmann::json& sample = (*seconds)[i];
       if (!sample.is_object()) throw std::runtime_error(where + ": not an object");
-      // Each sample covers one second, so its count is its rate.
-      s.rate.emplace_back(number_at(sample, "t_s", where), number_at(sample, "calls_ok", where));
+      // A sample covers width_s seconds (older files: always one).
+      const auto w = sample.find("width_s");
+      const double width = w != sample.end() && w->is_number() && w->get<double>() > 0 ? w->get<double>() : 1.0;
+      s.rate.emplace_back(number_at(sample, "t_s", where), number_at(sample, "calls_ok", where) / width);
+      s.last_rate_partial = width < 1 - 1e-9;
     }
   }
   return s;

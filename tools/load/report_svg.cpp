@@ -10,6 +10,7 @@
 #include <cmath>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "report.hpp"
@@ -230,6 +231,10 @@ std::string render_svg(const std::vector<plot_series>& series) {
       max_rate = std::max(max_rate, rate);
     }
     max_rate = std::max(max_rate, s.requested_rate);
+    for (const auto& [from, to, rate] : s.requested_steps) {
+      max_t = std::max(max_t, to);
+      max_rate = std::max(max_rate, rate);
+    }
   }
   // Always show up to 99.999%, as HdrHistogram's plotter does, and further if the data resolve it.
   const int nines_top = std::max(5, static_cast<int>(std::ceil(max_nines - 1e-9)));
@@ -340,7 +345,32 @@ std::string render_svg(const std::vector<plot_series>& series) {
     rate_drawn.insert(rate_drawn.end(), pts.begin(), pts.end());
     polyline(svg, pts, colour, s.label, false);
     rate_legend.push_back({s.label, colour, false});
-    if (s.requested_rate > 0) {
+    if (s.last_rate_partial && !pts.empty()) {
+      // A bucket cut short (an interrupted run): its rate is over its own width, and the
+      // hollow mark says it is not a whole second.
+      svg += strprintf("<circle class=\"partial\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"white\" stroke=\"%s\" "
+                       "stroke-width=\"1.5\"><title>last bucket: part of a second</title></circle>\n",
+                       pts.back().first, pts.back().second, colour);
+    }
+    if (!s.requested_steps.empty()) {
+      // As scheduled: each step's rate over its own time, a vertical jump between steps.
+      std::vector<std::pair<double, double>> req;
+      for (const auto& [from, to, rate] : s.requested_steps) {
+        req.emplace_back(time_x.map(from), rate_y.map(rate));
+        req.emplace_back(time_x.map(to), rate_y.map(rate));
+      }
+      const std::string requested =
+          s.label + " requested " +
+          (s.requested_steps.size() == 1 ? count_label(std::get<2>(s.requested_steps.front()), 1000) + "/s"
+                                         : std::string("(steps)"));
+      polyline(svg, req, colour, requested, true);
+      for (std::size_t k = 0; k + 1 < req.size(); ++k) {
+        const double x0 = req[k].first, x1 = req[k + 1].first, y0 = req[k].second, y1 = req[k + 1].second;
+        const int n = std::max(1, static_cast<int>(std::hypot(x1 - x0, y1 - y0) / 4));
+        for (int m = 0; m <= n; ++m) rate_drawn.emplace_back(x0 + (x1 - x0) * m / n, y0 + (y1 - y0) * m / n);
+      }
+      rate_legend.push_back({requested, colour, true});
+    } else if (s.requested_rate > 0) {
       const std::string requested = s.label + " requested " + count_label(s.requested_rate, 1000) + "/s";
       const double y = rate_y.map(s.requested_rate);
       polyline(svg, {{right_lo, y}, {right_hi, y}}, colour, requested, true);

@@ -81,6 +81,26 @@ std::size_t rate_schedule::step_at(std::int64_t t_ns) const noexcept {
   return _plan.size() - 1;
 }
 
+std::uint64_t rate_schedule::calls_in_step(unsigned c, std::size_t step) const noexcept {
+  if (c >= _connections || step >= _plan.size()) return 0;
+  const step_plan& p = _plan[step];
+  return p.slots > c ? (p.slots - c - 1) / _connections + 1 : 0;
+}
+
+std::uint64_t rate_schedule::due_before(std::size_t step, std::int64_t until_ns) const noexcept {
+  if (step >= _plan.size()) return 0;
+  const step_plan& p = _plan[step];
+  if (until_ns <= p.start_ns) return 0;
+  if (until_ns - p.start_ns >= p.duration_ns) return p.slots;
+  // As for the step's slots: those with j * scale < span * rate.
+  const u128 span = u128{static_cast<std::uint64_t>(until_ns - p.start_ns)} * p.rate_ucps;
+  return static_cast<std::uint64_t>((span + ns_times_ucps_scale - 1) / ns_times_ucps_scale);
+}
+
+std::int64_t rate_schedule::step_start_ns(std::size_t step) const noexcept {
+  return step < _plan.size() ? _plan[step].start_ns : _end_ns;
+}
+
 std::int64_t rate_schedule::end_ns() const noexcept { return _end_ns; }
 
 const std::vector<rate_step>& rate_schedule::steps() const noexcept { return _steps; }

@@ -29,6 +29,13 @@ class rate_schedule {
 
   /// Index of the step in force at `t_ns` (steps.size() after the end).
   std::size_t step_at(std::int64_t t_ns) const noexcept;
+  /// Calls of connection `c` in step `step` (0 past the end): the measure of what it issued.
+  std::uint64_t calls_in_step(unsigned c, std::size_t step) const noexcept;
+  /// Calls of all connections together due in step `step` before `until_ns` (all of the
+  /// step's calls when `until_ns` is at or past its end): what an interrupted step scheduled.
+  std::uint64_t due_before(std::size_t step, std::int64_t until_ns) const noexcept;
+  /// Start of step `step` (end_ns() past the last).
+  std::int64_t step_start_ns(std::size_t step) const noexcept;
   std::int64_t end_ns() const noexcept;
   const std::vector<rate_step>& steps() const noexcept;
 

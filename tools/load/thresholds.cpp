@@ -109,6 +109,19 @@ threshold parse_threshold(std::string_view text) {
   return t;
 }
 
+std::vector<threshold> parse_thresholds(std::string_view text) {
+  std::vector<threshold> out;
+  const std::string_view whole = text;
+  for (;;) {
+    const auto comma = text.find(',');
+    const std::string_view one = text.substr(0, comma);
+    if (trim(one).empty()) bad(whole, "an empty condition (two commas, or one at an end)");
+    out.push_back(parse_threshold(one));
+    if (comma == std::string_view::npos) return out;
+    text.remove_prefix(comma + 1);
+  }
+}
+
 void check_threshold_applies(const threshold& t, bool open_loop) {
   if (t.what == threshold::metric::rate && t.relative && !open_loop) {
     throw std::invalid_argument(std::string("--fail-if ").append(in_quotes(t.expression)) +
@@ -153,12 +166,15 @@ threshold_verdict evaluate_threshold(const threshold& t, const run_result& r) {
       break;
     }
     case threshold::metric::rate: {
+      // Open loop: the calls due in the schedule that were answered, per scheduled second (never
+      // above 100 % from a backlog answered late); closed loop: calls/s.
+      const double rate = r.open_loop ? r.answered_rate : r.calls_per_sec();
       if (t.relative) {
         v.unit.assign(1, '%');
-        v.observed_value = r.requested_rate > 0 ? 100.0 * r.calls_per_sec() / r.requested_rate : 0.0;
+        v.observed_value = r.requested_rate > 0 ? 100.0 * rate / r.requested_rate : 0.0;
       } else {
         v.unit = "calls/s";
-        v.observed_value = r.calls_per_sec();
+        v.observed_value = rate;
       }
       v.observed = shown(v.observed_value, v.unit.c_str());
       break;
