@@ -16,6 +16,7 @@
 
 #include "log/log.hpp"
 #include "ringrpc/config.hpp"
+#include "ringrpc/ops.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/version.hpp"
 #include "test_support.hpp"
@@ -56,9 +57,10 @@ server_config admin_on() {
 }
 
 TEST(admin_index, slash_lists_the_pages) {
-  server s(admin_on());
+  const auto made = make_server(admin_on());
+  server& s = *made;
   s.start();
-  const auto [code, body] = http_get(s.admin_port(), "/");
+  const auto [code, body] = http_get(admin_port(s), "/");
   EXPECT_EQ(code, 200);
   for (const char* page : {"/metrics", "/metrics.json", "/status", "/connections", "/healthz", "/readyz"}) {
     EXPECT_NE(body.find(std::string("  ") + page + " "), std::string::npos) << page << " missing from:\n" << body;
@@ -68,9 +70,10 @@ TEST(admin_index, slash_lists_the_pages) {
 }
 
 TEST(admin_index, metrics_have_process_family_and_build_info) {
-  server s(admin_on());
+  const auto made = make_server(admin_on());
+  server& s = *made;
   s.start();
-  const auto [code, text] = http_get(s.admin_port(), "/metrics");
+  const auto [code, text] = http_get(admin_port(s), "/metrics");
   ASSERT_EQ(code, 200);
   EXPECT_GE(sample(text, "process_cpu_seconds_total"), 0.0) << text;
   EXPECT_GT(sample(text, "process_resident_memory_bytes"), 1e5);
@@ -92,7 +95,7 @@ TEST(admin_index, port_without_enabled_warns_naming_the_key) {
                     std::string("ringrpc_admin_index_").append(std::to_string(::getpid())).append(".log");
   server_config cfg = parse_config("[admin]\nport = 9464\n", "t.toml");
   cfg.logging.file = path.string();
-  { server s(cfg); }
+  { const auto made = make_server(cfg); }
   log::configure(log_options{}, [](std::string_view) {});  // release the file
   std::ifstream in(path);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
