@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,24 @@ TEST(admin_index, port_without_enabled_warns_naming_the_key) {
   std::filesystem::remove(path);
   EXPECT_NE(text.find("level=warn event=config_key_ignored key=admin.port"), std::string::npos) << text;
   EXPECT_NE(text.find("enabled = true"), std::string::npos) << text;
+}
+
+// ringrpc/ops.hpp on a server that did not come from make_server (nor has its admin pages):
+// no admin port, no admin tokens to replace, and the metrics page all the same.
+TEST(admin_index, ops_functions_on_a_plain_server) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  server s(o);
+  add_builtin_methods(s);
+  s.start();
+  EXPECT_EQ(admin_port(s), 0);
+  EXPECT_THROW(replace_admin_tokens(s, {{"admin-token", "operator", {}}}), std::logic_error);
+  EXPECT_EQ(sample(metrics_text(s), "ringrpc_rpc_calls_received_total"), 0.0);
+  s.stop();
+  const auto made = make_server(server_config{});  // admin pages off
+  EXPECT_EQ(admin_port(*made), 0);
+  EXPECT_THROW(replace_admin_tokens(*made, {{"admin-token", "operator", {}}}), std::logic_error);
 }
 
 }  // namespace
