@@ -34,6 +34,7 @@
 #include "ringrpc/config.hpp"
 #include "ringrpc/endpoint.hpp"
 #include "ringrpc/event_bus.hpp"
+#include "ringrpc/ops.hpp"
 #include "ringrpc/reflection.hpp"
 #include "ringrpc/server.hpp"
 #ifdef RINGRPC_HAVE_DISCOVERY
@@ -432,13 +433,13 @@ int main(int argc, char** argv) {
     return startup_failure("TLS: tls.key, tls.ca and tls.port need tls.cert (--tls-cert)");
   }
 
-  std::optional<ringrpc::server> srv;
+  std::unique_ptr<ringrpc::server> srv;
   // A failed start is one line: the server's own lines of a start it then undoes
   // (server_stopping, server_stopped) are held back until start() has succeeded, and dropped
   // if it has not.
   auto held = std::make_shared<held_lines>();
   try {
-    srv.emplace(cfg);  // configures the log (a log file that cannot be opened fails here)
+    srv = ringrpc::make_server(cfg);  // configures the log (a log file that cannot be opened fails here)
     ringrpc::log::configure(cfg.logging, [held](std::string_view line) { held->add(line); });
     ringrpc::add_builtin_methods(*srv);
     srv->register_endpoint(ringrpc::reflection_endpoint_name, std::make_shared<builtin_reflection>());
@@ -494,7 +495,7 @@ int main(int argc, char** argv) {
   if (cfg.admin.enabled) {
     const bool admin_v6 = cfg.admin.host.find(':') != std::string::npos;
     std::printf(admin_v6 ? "admin on %s://[%s]:%u/\n" : "admin on %s://%s:%u/\n", cfg.admin.tls ? "https" : "http",
-                cfg.admin.host.c_str(), static_cast<unsigned>(srv->admin_port()));
+                cfg.admin.host.c_str(), static_cast<unsigned>(ringrpc::admin_port(*srv)));
   }
   std::fflush(stdout);
 
@@ -522,7 +523,7 @@ int main(int argc, char** argv) {
       try {
         std::vector<ringrpc::bearer_token> tokens = ringrpc::load_bearer_tokens(cfg.admin.tokens_file);
         const std::size_t n = tokens.size();
-        srv->replace_admin_tokens(std::move(tokens));
+        ringrpc::replace_admin_tokens(*srv, std::move(tokens));
         ringrpc::log::info("admin_tokens_reloaded", {{"file", cfg.admin.tokens_file}, {"tokens", std::to_string(n)}});
       } catch (const std::exception& e) {
         ringrpc::log::error("admin_tokens_reload_failed", {{"file", cfg.admin.tokens_file}, {"msg", one_line(e.what())}, {"kept", "the tokens in effect"}});

@@ -26,11 +26,11 @@ namespace ringrpc {
 
 namespace detail {
 class server_core;
+class server_seam;
 }  // namespace detail
 
 class event_bus;
 class record_layer;
-struct server_config;
 
 /// Knobs of one server. Zero for a count means "derive from the CPUs this process may use"
 /// (its affinity mask, so `taskset` is honoured). Names in brackets are Hadoop IPC's.
@@ -235,12 +235,9 @@ class registration {
 /// Not copyable. add_pool() must happen before start(); the other members are thread-safe.
 class server {
  public:
+  /// A server from a configuration file, with its admin pages, is ringrpc::make_server
+  /// (ringrpc/ops.hpp, library ringrpc-ops).
   explicit server(server_options options = {});
-  /// Everything from a configuration file (ringrpc/config.hpp): the server options, the pools,
-  /// per-endpoint options (they replace what register_endpoint is given for that name, so the
-  /// operator's file wins), the admin server, the event queues' capacities and logging
-  /// (log configuration is process-wide).
-  explicit server(const server_config& config);
   ~server();  ///< stop()s if still running
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -321,17 +318,9 @@ class server {
   /// The server's event bus (ringrpc/event_bus.hpp): add queues and subscribe listeners, before
   /// or after start(). A "log" queue feeding the structured log exists already.
   event_bus& events() noexcept;
-  /// The admin HTTP server's bound port (0 when it is disabled). Valid after start().
-  std::uint16_t admin_port() const noexcept;
-  /// Replaces the tokens the admin pages accept (admin_options::tokens_file) while running, as
-  /// replace_bearer_tokens does for calls. Any thread. Throws std::invalid_argument on an empty
-  /// list, std::logic_error when the admin server was not configured with tokens (turning the
-  /// check on or off takes a restart).
-  void replace_admin_tokens(std::vector<bearer_token> tokens);
-  /// The /metrics page: every metric in the Prometheus text exposition format.
-  std::string metrics_text() const;
 
  private:
+  friend class detail::server_seam;  // what libringrpc_ops reads and sets (src/seam/)
   std::unique_ptr<detail::server_core> _core;
 };
 

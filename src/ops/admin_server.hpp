@@ -24,7 +24,7 @@
 #include "ops/http_request.hpp"
 #include "ringrpc/record_layer.hpp"
 #include "ringrpc/server.hpp"
-#include "server/auth_limiter.hpp"
+#include "auth/auth_limiter.hpp"
 
 namespace ringrpc::detail {
 

@@ -1,17 +1,16 @@
-// The members of ringrpc::server that belong to libringrpc_ops: a server built from a
-// configuration file (with its admin server), and the metrics page. They live here, not in the
-// core, so an embedder who uses neither links neither TOML nor JSON.
+// ringrpc/ops.hpp: a server built from a configuration file (with its admin server), and the
+// metrics page. They live here, not in the core, so an embedder who uses neither links neither
+// TOML nor JSON; they reach the server through the seam the server module publishes for ops
+// (seam/server_seam.hpp).
 
-#include "ringrpc/config.hpp"
-#include "ringrpc/server.hpp"
+#include "ringrpc/ops.hpp"
 
 #include <stdexcept>
 
 #include "log/log.hpp"
 #include "ops/config_ineffective.hpp"
 #include "ops/status_pages.hpp"
-#include "server/registration_attachment.hpp"
-#include "server/server_core.hpp"
+#include "seam/server_seam.hpp"
 
 namespace ringrpc {
 
@@ -28,8 +27,9 @@ server_options with_tokens_file(const server_config& config) {
 
 }  // namespace
 
-server::server(const server_config& config)
-    : _core(std::make_unique<detail::server_core>(with_tokens_file(config))) {
+std::unique_ptr<server> make_server(const server_config& config) {
+  using detail::server_seam;
+  auto s = std::make_unique<server>(with_tokens_file(config));
   validate(config);
   if (config.admin.enabled && config.admin.tls && config.server.tls == nullptr) {
     throw config_error("configuration", 0, "admin.tls",
@@ -38,28 +38,27 @@ server::server(const server_config& config)
   }
   log::configure(config.logging);
   config_detail::warn_ineffective(config_detail::ineffective_keys(config));
-  for (const auto& [name, p] : config.pools) _core->endpoints().add_pool(name, p);
-  for (const auto& [name, e] : config.endpoints) _core->set_endpoint_override(name, e);
-  _core->set_event_log(config.events.capacity_of("log"), config.logging.level,
-                       config.events.warning_interval);
-  if (config.admin.enabled) _core->attach(std::make_unique<detail::admin_pages>(*_core, config));
+  for (const auto& [name, p] : config.pools) s->add_pool(name, p);
+  for (const auto& [name, e] : config.endpoints) server_seam::set_endpoint_override(*s, name, e);
+  server_seam::set_event_log(*s, config.events.capacity_of("log"), config.logging.level,
+                             config.events.warning_interval);
+  if (config.admin.enabled) server_seam::attach(*s, std::make_unique<detail::admin_pages>(*s, config));
+  return s;
 }
 
-std::uint16_t server::admin_port() const noexcept {
-  const auto* admin = _core->attachment<detail::admin_pages>();
+std::uint16_t admin_port(const server& s) noexcept {
+  const auto* admin = detail::server_seam::part<detail::admin_pages>(s);
   return admin != nullptr ? admin->port() : 0;
 }
 
-void server::replace_admin_tokens(std::vector<bearer_token> tokens) {
-  auto* admin = _core->attachment<detail::admin_pages>();
+void replace_admin_tokens(server& s, std::vector<bearer_token> tokens) {
+  auto* admin = detail::server_seam::part<detail::admin_pages>(s);
   if (admin == nullptr) throw std::logic_error("replace_admin_tokens(): the admin server is not enabled");
   admin->replace_tokens(std::move(tokens));
 }
 
-std::string server::metrics_text() const {
-  std::string text = detail::metrics_text(*_core);
-  if (const auto* reg = _core->attachment<detail::registration_attachment>()) text += reg->hook().metrics_text();
-  return text;
+std::string metrics_text(const server& s) {
+  return detail::metrics_text(s) + detail::server_seam::registration_metrics_text(s);
 }
 
 }  // namespace ringrpc

@@ -15,9 +15,9 @@
 #include "ops/prometheus_text.hpp"
 #include "ops/status_pages.hpp"
 
+#include "base/clock.hpp"
 #include "ringrpc/record_layer.hpp"
 #include "ringrpc/version.hpp"
-#include "server/server_core.hpp"
 
 namespace ringrpc::detail {
 
@@ -31,6 +31,8 @@ histogram_value to_histogram(const metric_histogram::snapshot& s) {
   return histogram_from_buckets(b, static_cast<double>(s.sum));
 }
 
+using seam = server_seam;
+
 std::string status_label(std::size_t i) { return std::string(to_string(static_cast<status>(i))); }
 
 // Series of the per-method families, at most: a server registering more endpoints than this
@@ -41,26 +43,24 @@ constexpr std::string_view k_other_label = "(other)";
 // The method label is the name of the endpoint a call reached, as registered (an exact name,
 // dotted ones of add_method included), never the rest of what the caller wrote: "echo.<any
 // bytes>" is echo's. Names no longer registered, and the per-thread "(other)", are (other).
-std::vector<call_metrics_snapshot::method> by_label(const dispatcher::table* table,
-                                                    const std::vector<call_metrics_snapshot::method>& methods) {
-  std::map<std::string, call_metrics_snapshot::method, std::less<>> merged;
-  call_metrics_snapshot::method other;
+std::vector<method_calls> by_label(const std::vector<method_calls>& methods) {
+  std::map<std::string, method_calls, std::less<>> merged;
+  method_calls other;
   other.name = k_other_label;
   for (const auto& m : methods) {
-    const endpoint_slot* slot = table != nullptr && m.name != k_other_label ? table->find(m.name) : nullptr;
-    call_metrics_snapshot::method* into = &other;
-    if (slot != nullptr) {
-      auto it = merged.find(slot->name());
-      if (it == merged.end() && merged.size() < k_max_method_labels && slot->name() != k_other_label) {
-        it = merged.try_emplace(slot->name()).first;
-        it->second.name = slot->name();
+    method_calls* into = &other;
+    if (!m.endpoint.empty()) {
+      auto it = merged.find(m.endpoint);
+      if (it == merged.end() && merged.size() < k_max_method_labels && m.endpoint != k_other_label) {
+        it = merged.try_emplace(m.endpoint).first;
+        it->second.name = m.endpoint;
       }
       if (it != merged.end()) into = &it->second;
     }
-    for (std::size_t i = 0; i < status_count; ++i) into->by_status[i] += m.by_status[i];
+    for (std::size_t i = 0; i < status_kinds; ++i) into->by_status[i] += m.by_status[i];
     into->processing.add(m.processing);
   }
-  std::vector<call_metrics_snapshot::method> out;
+  std::vector<method_calls> out;
   out.reserve(merged.size() + 1);
   for (auto& [name, m] : merged) out.push_back(std::move(m));
   bool any_other = other.processing.count() != 0;
@@ -71,9 +71,10 @@ std::vector<call_metrics_snapshot::method> by_label(const dispatcher::table* tab
 
 }  // namespace
 
-void fill_metrics(const server_core& core, metrics_snapshot& m) {
-  const server_stats st = core.stats();
-  const double uptime = core.started_ns() == 0 ? 0.0 : static_cast<double>(now_ns() - core.started_ns()) / 1e9;
+void fill_metrics(const server& s, metrics_snapshot& m) {
+  const server_stats st = s.stats();
+  const std::int64_t started = seam::started_ns(s);
+  const double uptime = started == 0 ? 0.0 : static_cast<double>(now_ns() - started) / 1e9;
   m.gauge("ringrpc_uptime_seconds", "Seconds since the server started.").add(uptime);
 
   // Calls. Names follow Hadoop's RpcMetrics where there is one (in the HELP text).
@@ -95,11 +96,11 @@ void fill_metrics(const server_core& core, metrics_snapshot& m) {
             "Answers written to clients (or dropped because the client had gone).")
       .add(static_cast<double>(st.calls_completed));
 
-  if (core.options().metrics) {
-    const call_metrics_snapshot calls = core.metrics().snapshot();
+  if (s.options().metrics) {
+    const call_totals calls = seam::call_metrics(s);
     auto& completed = m.counter("ringrpc_rpc_calls_completed_total",
                                 "Calls that reached their endpoint, by the status of the answer.");
-    for (std::size_t i = 0; i < status_count; ++i) {
+    for (std::size_t i = 0; i < status_kinds; ++i) {
       completed.add(static_cast<double>(calls.by_status[i]), {{"status", status_label(i)}});
     }
     m.histogram("ringrpc_rpc_queue_time_seconds",
@@ -112,8 +113,8 @@ void fill_metrics(const server_core& core, metrics_snapshot& m) {
                                  "Calls by method and status [Hadoop: RpcDetailedMetrics].");
     auto& per_method_time = m.histogram("ringrpc_rpc_method_processing_time_seconds",
                                         "Processing time by method [Hadoop: RpcDetailedMetrics].");
-    for (const auto& meth : by_label(core.endpoints().current().get(), calls.methods)) {
-      for (std::size_t i = 0; i < status_count; ++i) {
+    for (const auto& meth : by_label(calls.methods)) {
+      for (std::size_t i = 0; i < status_kinds; ++i) {
         if (meth.by_status[i] == 0) continue;
         per_method.add(static_cast<double>(meth.by_status[i]),
                        {{"method", meth.name}, {"status", status_label(i)}});
@@ -130,7 +131,7 @@ void fill_metrics(const server_core& core, metrics_snapshot& m) {
   auto& pool_queued = m.gauge("ringrpc_pool_queued_tasks", "Tasks waiting, per pool.");
   auto& pool_rejected = m.counter("ringrpc_pool_rejected_total", "Work refused, per pool.");
   auto& pool_completed = m.counter("ringrpc_pool_completed_total", "Tasks run, per pool.");
-  for (const pool_stats& p : core.endpoints().stats()) {
+  for (const pool_stats& p : s.pool_stats_all()) {
     const std::vector<metric_label> l{{"pool", p.name}, {"kind", std::string(to_string(p.kind))}};
     threads.add(p.threads, l);
     active.add(p.active, l);
@@ -209,38 +210,40 @@ void fill_metrics(const server_core& core, metrics_snapshot& m) {
   // Event bus.
   auto& dropped = m.counter("ringrpc_event_queue_dropped_total", "Events dropped by a full event queue.");
   auto& depth = m.gauge("ringrpc_event_queue_depth", "Events waiting in each event queue.");
-  for (const auto& q : core.events().stats()) {
+  for (const auto& q : seam::event_queues(s)) {
     dropped.add(static_cast<double>(q.dropped), {{"queue", q.name}});
     depth.add(static_cast<double>(q.depth), {{"queue", q.name}});
   }
   fill_process_metrics(m);
 }
 
-std::string metrics_text(const server_core& core) {
+std::string metrics_text(const server& s) {
   metrics_snapshot m;
-  fill_metrics(core, m);
+  fill_metrics(s, m);
   return to_prometheus_text(m);
 }
 
-std::string metrics_json(const server_core& core) {
+std::string metrics_json(const server& s) {
   metrics_snapshot m;
-  fill_metrics(core, m);
+  fill_metrics(s, m);
   return to_json(m);
 }
 
-std::string status_json(const server_core& core, const server_config* given) {
+std::string status_json(const server& s, const server_config* given) {
   nlohmann::json j;
   j["version"] = std::string(ringrpc::version());
-  j["state"] = core.draining() ? "draining" : core.state() == server_state::running ? "running" : "stopped";
-  j["uptime_seconds"] = core.started_ns() == 0 ? 0.0 : static_cast<double>(now_ns() - core.started_ns()) / 1e9;
-  j["listen"] = core.options().host + ":" + std::to_string(core.port());
+  const server_phase phase = seam::phase(s);
+  j["state"] = phase >= server_phase::draining ? "draining" : phase == server_phase::running ? "running" : "stopped";
+  const std::int64_t started = seam::started_ns(s);
+  j["uptime_seconds"] = started == 0 ? 0.0 : static_cast<double>(now_ns() - started) / 1e9;
+  j["listen"] = s.options().host + ":" + std::to_string(s.port());
   {
     // Which record layer the TLS listener uses: userspace OpenSSL today; kernel TLS could be.
-    const server_stats st = core.stats();
-    const auto& o = core.options();
+    const server_stats st = s.stats();
+    const auto& o = s.options();
     j["tls"] = {{"enabled", o.tls != nullptr},
                 {"record_layer", o.tls ? std::string(o.tls->name()) : std::string("none (plaintext only)")},
-                {"listen", o.tls ? o.host + ":" + std::to_string(core.tls_port()) : std::string()},
+                {"listen", o.tls ? o.host + ":" + std::to_string(s.tls_port()) : std::string()},
                 {"handshakes", st.tls_handshakes},
                 {"handshake_failures", st.tls_handshake_failures},
                 {"handshake_timeouts", st.tls_handshake_timeouts},
@@ -251,13 +254,13 @@ std::string status_json(const server_core& core, const server_config* given) {
   }
   server_config in_effect;
   if (given != nullptr) in_effect = *given;
-  in_effect.server = core.options();
+  in_effect.server = s.options();
   j["config"] = nlohmann::json::parse(describe(in_effect, config_text_format::json));
   nlohmann::json eps = nlohmann::json::array();
-  for (const auto& line : core.endpoints().describe_endpoints()) eps.push_back(line);
+  for (const auto& line : seam::describe_endpoints(s)) eps.push_back(line);
   j["endpoints"] = eps;
   nlohmann::json pools = nlohmann::json::array();
-  for (const pool_stats& p : core.endpoints().stats()) {
+  for (const pool_stats& p : s.pool_stats_all()) {
     pools.push_back({{"name", p.name}, {"kind", to_string(p.kind)}, {"threads", p.threads},
                      {"active", p.active}, {"max_threads", p.max_threads},
                      {"queued", p.queued}, {"queue_capacity", p.queue_capacity},
@@ -267,9 +270,8 @@ std::string status_json(const server_core& core, const server_config* given) {
   return j.dump(2) + "\n";
 }
 
-std::string connections_json(const server_core& core) {
-  std::vector<connection_info> all;
-  core.snapshot_connections(all);
+std::string connections_json(const server& s) {
+  std::vector<connection_row> all = seam::connections(s);
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.accepted_ns < b.accepted_ns; });
   const std::int64_t now = now_ns();
   nlohmann::json arr = nlohmann::json::array();
@@ -300,8 +302,8 @@ std::vector<bearer_token> admin_tokens(const admin_options& a) {
 
 }  // namespace
 
-admin_pages::admin_pages(const server_core& core, server_config config)
-    : _core(core), _config(std::move(config)), _tokens(admin_tokens(_config.admin)) {}
+admin_pages::admin_pages(const server& s, server_config config)
+    : _server(s), _config(std::move(config)), _tokens(admin_tokens(_config.admin)) {}
 
 void admin_pages::replace_tokens(std::vector<bearer_token> tokens) {
   if (tokens.empty()) throw std::invalid_argument("replace_admin_tokens(): no tokens; turning token checks off takes a restart");
@@ -329,12 +331,12 @@ void admin_pages::start() {
     r.body = std::move(body);
     return r;
   };
-  const server_core& core = _core;
+  const server& srv = _server;
   const admin_server& admin = *_admin;
-  _admin->route("/metrics", [&core, &admin] {
+  _admin->route("/metrics", [&srv, &admin] {
     http_response r;
     r.content_type = std::string(prometheus_content_type);
-    r.body = metrics_text(core);
+    r.body = metrics_text(srv);
     // The admin server's own refusals: a scrape is where someone probing the port shows up.
     r.body += "# HELP ringrpc_admin_tls_failures_total Admin connections closed before a request: failed or unfinished TLS handshakes, plaintext to the TLS port.\n"
               "# TYPE ringrpc_admin_tls_failures_total counter\n"
@@ -360,9 +362,9 @@ void admin_pages::start() {
         "  /readyz        readiness: 200 while it takes new calls, 503 while draining\n";
     return r;
   });
-  _admin->route("/metrics.json", [&core, json_page] { return json_page(metrics_json(core)); });
-  _admin->route("/status", [this, json_page] { return json_page(status_json(_core, &_config)); });
-  _admin->route("/connections", [&core, json_page] { return json_page(connections_json(core)); });
+  _admin->route("/metrics.json", [&srv, json_page] { return json_page(metrics_json(srv)); });
+  _admin->route("/status", [this, json_page] { return json_page(status_json(_server, &_config)); });
+  _admin->route("/connections", [&srv, json_page] { return json_page(connections_json(srv)); });
   // Liveness: the process answers. Readiness: it takes new calls (false while draining). Both
   // are probes: answered even while idle clients hold every slot, or an orchestrator restarts
   // a healthy server.
@@ -371,9 +373,9 @@ void admin_pages::start() {
     r.body = "ok\n";
     return r;
   }, route_kind::probe);
-  _admin->route("/readyz", [&core] {
+  _admin->route("/readyz", [&srv] {
     http_response r;
-    const bool ready = core.state() == server_state::running;
+    const bool ready = seam::phase(srv) == server_phase::running;
     r.status = ready ? 200 : 503;
     r.body = ready ? "ready\n" : "draining\n";
     return r;

@@ -15,7 +15,7 @@
 #include "server/call.hpp"
 #include "ringrpc/peer_identity.hpp"
 #include "server/caller_shares.hpp"
-#include "server/peer_address.hpp"
+#include "base/peer_address.hpp"
 #include "server/tls_link.hpp"
 #include "server/write_slots.hpp"
 #include "wire/frame_assembler.hpp"

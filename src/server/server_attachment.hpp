@@ -1,6 +1,7 @@
 #pragma once
-// The seam through which parts that are not the RPC core (the admin HTTP server of
-// libringrpc_ops, later discovery) live and die with a server, without the core knowing them.
+// The seam through which parts that are not the RPC core live and die with a server, without
+// the core knowing them: the registration hook, and the parts libringrpc_ops adds through
+// seam/server_seam.hpp (the admin HTTP server), held together by one attachment.
 
 namespace ringrpc::detail {
 

@@ -24,6 +24,7 @@
 #include "fleet_support.hpp"
 #include "ringrpc/config.hpp"
 #include "ringrpc/discovery.hpp"
+#include "ringrpc/ops.hpp"
 #include "ringrpc/server.hpp"
 #include "uring/uring_probe.hpp"
 
@@ -294,7 +295,7 @@ TEST(fleet, an_embedded_server_registers_reports_metrics_and_deregisters_in_stop
   while (!reg->stats().registered && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(registered_keys("embedded"), 1u);
   EXPECT_EQ(reg->key(), "/ringrpc/services/embedded/127.0.0.1:" + std::to_string(srv.port()));
-  const std::string metrics = srv.metrics_text();
+  const std::string metrics = metrics_text(srv);
   EXPECT_NE(metrics.find("ringrpc_discovery_registered{service=\"embedded\"} 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("ringrpc_discovery_registrations_total{service=\"embedded\"} 1\n"), std::string::npos);
   const auto t0 = std::chrono::steady_clock::now();

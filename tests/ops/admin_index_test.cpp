@@ -11,11 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "log/log.hpp"
 #include "ringrpc/config.hpp"
+#include "ringrpc/ops.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/version.hpp"
 #include "test_support.hpp"
@@ -56,9 +58,10 @@ server_config admin_on() {
 }
 
 TEST(admin_index, slash_lists_the_pages) {
-  server s(admin_on());
+  const auto made = make_server(admin_on());
+  server& s = *made;
   s.start();
-  const auto [code, body] = http_get(s.admin_port(), "/");
+  const auto [code, body] = http_get(admin_port(s), "/");
   EXPECT_EQ(code, 200);
   for (const char* page : {"/metrics", "/metrics.json", "/status", "/connections", "/healthz", "/readyz"}) {
     EXPECT_NE(body.find(std::string("  ") + page + " "), std::string::npos) << page << " missing from:\n" << body;
@@ -68,9 +71,10 @@ TEST(admin_index, slash_lists_the_pages) {
 }
 
 TEST(admin_index, metrics_have_process_family_and_build_info) {
-  server s(admin_on());
+  const auto made = make_server(admin_on());
+  server& s = *made;
   s.start();
-  const auto [code, text] = http_get(s.admin_port(), "/metrics");
+  const auto [code, text] = http_get(admin_port(s), "/metrics");
   ASSERT_EQ(code, 200);
   EXPECT_GE(sample(text, "process_cpu_seconds_total"), 0.0) << text;
   EXPECT_GT(sample(text, "process_resident_memory_bytes"), 1e5);
@@ -92,13 +96,31 @@ TEST(admin_index, port_without_enabled_warns_naming_the_key) {
                     std::string("ringrpc_admin_index_").append(std::to_string(::getpid())).append(".log");
   server_config cfg = parse_config("[admin]\nport = 9464\n", "t.toml");
   cfg.logging.file = path.string();
-  { server s(cfg); }
+  { const auto made = make_server(cfg); }
   log::configure(log_options{}, [](std::string_view) {});  // release the file
   std::ifstream in(path);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::filesystem::remove(path);
   EXPECT_NE(text.find("level=warn event=config_key_ignored key=admin.port"), std::string::npos) << text;
   EXPECT_NE(text.find("enabled = true"), std::string::npos) << text;
+}
+
+// ringrpc/ops.hpp on a server that did not come from make_server (nor has its admin pages):
+// no admin port, no admin tokens to replace, and the metrics page all the same.
+TEST(admin_index, ops_functions_on_a_plain_server) {
+  server_options o;
+  o.readers = 1;
+  o.handlers = 1;
+  server s(o);
+  add_builtin_methods(s);
+  s.start();
+  EXPECT_EQ(admin_port(s), 0);
+  EXPECT_THROW(replace_admin_tokens(s, {{"admin-token", "operator", {}}}), std::logic_error);
+  EXPECT_EQ(sample(metrics_text(s), "ringrpc_rpc_calls_received_total"), 0.0);
+  s.stop();
+  const auto made = make_server(server_config{});  // admin pages off
+  EXPECT_EQ(admin_port(*made), 0);
+  EXPECT_THROW(replace_admin_tokens(*made, {{"admin-token", "operator", {}}}), std::logic_error);
 }
 
 }  // namespace

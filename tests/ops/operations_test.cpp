@@ -25,6 +25,7 @@
 #include "log/event_log.hpp"
 #include "ringrpc/client.hpp"
 #include "ringrpc/config.hpp"
+#include "ringrpc/ops.hpp"
 #include "ringrpc/event_bus.hpp"
 #include "ringrpc/server.hpp"
 #include "test_support.hpp"
@@ -114,17 +115,18 @@ server_config admin_config() {
 }
 
 TEST(admin, metrics_move_with_calls_and_pass_promtool) {
-  server s(admin_config());
+  const auto made = make_server(admin_config());
+  server& s = *made;
   add_builtin_methods(s);
   s.start();
-  ASSERT_NE(s.admin_port(), 0);
-  auto [code0, before] = http_get(s.admin_port(), "/metrics");
+  ASSERT_NE(admin_port(s), 0);
+  auto [code0, before] = http_get(admin_port(s), "/metrics");
   ASSERT_EQ(code0, 200);
   EXPECT_NE(before.find("# TYPE ringrpc_rpc_processing_time_seconds histogram"), std::string::npos);
   auto c = client::connect("127.0.0.1", s.port());
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(c.call("echo", "hello", within(5s)).ok());
   EXPECT_EQ(c.call("nothing.here", "x", within(5s)).code, status::unknown_method);
-  auto [code1, after] = http_get(s.admin_port(), "/metrics");
+  auto [code1, after] = http_get(admin_port(s), "/metrics");
   ASSERT_EQ(code1, 200);
   EXPECT_EQ(sample(before, "ringrpc_rpc_calls_received_total"), 0);
   EXPECT_EQ(sample(after, "ringrpc_rpc_calls_received_total"), 51);
@@ -139,7 +141,7 @@ TEST(admin, metrics_move_with_calls_and_pass_promtool) {
   EXPECT_EQ(sample(after, "ringrpc_open_connections"), 1);
   EXPECT_GT(sample(after, "ringrpc_received_bytes_total"), 50 * 5);
 
-  const auto [jcode, json] = http_get(s.admin_port(), "/metrics.json");
+  const auto [jcode, json] = http_get(admin_port(s), "/metrics.json");
   ASSERT_EQ(jcode, 200);
   const auto j = nlohmann::json::parse(json);
   EXPECT_EQ(j["ringrpc_rpc_calls_received_total"]["type"], "counter");
@@ -154,14 +156,15 @@ TEST(admin, metrics_move_with_calls_and_pass_promtool) {
 }
 
 TEST(admin, hostile_method_names_neither_grow_the_metrics_nor_break_the_page) {
-  server s(admin_config());
+  const auto made = make_server(admin_config());
+  server& s = *made;
   add_builtin_methods(s);
   s.add_method("a.b", [](call_context& ctx) { ctx.reply("ab"); });  // a dotted name of its own
   s.start();
   auto c = client::connect("127.0.0.1", s.port());
   ASSERT_TRUE(c.call("echo", "x", within(5s)).ok());
   ASSERT_TRUE(c.call("a.b", "x", within(5s)).ok());
-  const auto [code0, baseline] = http_get(s.admin_port(), "/metrics");
+  const auto [code0, baseline] = http_get(admin_port(s), "/metrics");
   ASSERT_EQ(code0, 200);
 
   // "echo.<anything>" reaches echo: these are all answered, and each is a name the caller made up.
@@ -175,7 +178,7 @@ TEST(admin, hostile_method_names_neither_grow_the_metrics_nor_break_the_page) {
   EXPECT_EQ(answered, static_cast<int>(names.size()));
   EXPECT_EQ(c.call("nothing.\xff", "x", within(5s)).code, status::unknown_method);
 
-  const auto [code1, page] = http_get(s.admin_port(), "/metrics");
+  const auto [code1, page] = http_get(admin_port(s), "/metrics");
   ASSERT_EQ(code1, 200);
   // Bounded: the same series as before the flood, bigger only by digits.
   EXPECT_LT(page.size(), baseline.size() + 4096) << "the page grew from " << baseline.size() << " to " << page.size();
@@ -242,7 +245,8 @@ TEST(admin, http_get_reads_a_slow_answer_through_interrupted_receives) {
 TEST(admin, status_connections_health_and_readiness_while_draining) {
   server_config cfg = admin_config();
   cfg.server.drain_timeout = 5s;
-  server s(cfg);
+  const auto made = make_server(cfg);
+  server& s = *made;
   std::mutex mu;
   std::condition_variable cv;
   bool entered = false, release = false;
@@ -260,7 +264,7 @@ TEST(admin, status_connections_health_and_readiness_while_draining) {
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return entered; });
   }
-  const auto [sc, status_body] = http_get(s.admin_port(), "/status");
+  const auto [sc, status_body] = http_get(admin_port(s), "/status");
   ASSERT_EQ(sc, 200);
   const auto st = nlohmann::json::parse(status_body);
   EXPECT_EQ(st["state"], "running");
@@ -268,23 +272,23 @@ TEST(admin, status_connections_health_and_readiness_while_draining) {
   EXPECT_EQ(st["config"]["server"]["handlers"], 2);
   EXPECT_NE(st["endpoints"].dump().find("hold: policy all, pool default"), std::string::npos);
 
-  const auto [cc, conns_body] = http_get(s.admin_port(), "/connections");
+  const auto [cc, conns_body] = http_get(admin_port(s), "/connections");
   ASSERT_EQ(cc, 200);
   const auto conns = nlohmann::json::parse(conns_body);
   ASSERT_EQ(conns["count"], 1);
   EXPECT_EQ(conns["connections"][0]["calls_in_flight"], 1);
   EXPECT_EQ(conns["connections"][0]["peer"].get<std::string>().rfind("127.0.0.1:", 0), 0u);
 
-  EXPECT_EQ(http_get(s.admin_port(), "/healthz").first, 200);
-  EXPECT_EQ(http_get(s.admin_port(), "/readyz").first, 200);
+  EXPECT_EQ(http_get(admin_port(s), "/healthz").first, 200);
+  EXPECT_EQ(http_get(admin_port(s), "/readyz").first, 200);
   std::thread stopper([&] { s.stop(); });
   int ready = 200;
   for (int i = 0; i < 5000 && ready == 200; ++i) {
-    ready = http_get(s.admin_port(), "/readyz").first;
+    ready = http_get(admin_port(s), "/readyz").first;
     if (ready == 200) std::this_thread::sleep_for(1ms);
   }
   EXPECT_EQ(ready, 503);                                 // not ready while draining
-  EXPECT_EQ(http_get(s.admin_port(), "/healthz").first, 200);  // but alive
+  EXPECT_EQ(http_get(admin_port(s), "/healthz").first, 200);  // but alive
   {
     std::lock_guard lock(mu);
     release = true;
@@ -446,7 +450,8 @@ TEST(limits, in_flight_cap_pauses_reading_and_reports_the_knob) {
 TEST(config, example_file_configures_a_server) {
   server_config cfg = load_config_file(RINGRPC_EXAMPLE_CONFIG);
   apply_overrides(cfg, std::vector<config_override>{{"server.port", "0"}, {"admin.port", "0"}});
-  server s(cfg);
+  const auto made = make_server(cfg);
+  server& s = *made;
   add_builtin_methods(s);
   s.start();
   auto c = client::connect("127.0.0.1", s.port());

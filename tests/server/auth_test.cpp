@@ -10,10 +10,11 @@
 #include <thread>
 #include <vector>
 
+#include "auth/auth_limiter.hpp"
 #include "ringrpc/authorizer.hpp"
 #include "ringrpc/client.hpp"
+#include "ringrpc/ops.hpp"
 #include "ringrpc/server.hpp"
-#include "server/auth_limiter.hpp"
 #include "test_support.hpp"
 
 namespace ringrpc {
@@ -210,7 +211,7 @@ TEST(bearer_token, missing_or_wrong_is_unauthenticated_and_a_good_one_names_its_
   ASSERT_TRUE(r.ok());
   const server_stats st = f.srv->stats();
   EXPECT_EQ(st.calls_unauthenticated, 6u);
-  const std::string metrics = f.srv->metrics_text();
+  const std::string metrics = metrics_text(*f.srv);
   EXPECT_NE(metrics.find("path=\"unauthenticated\"} 6"), std::string::npos) << metrics;
 }
 
@@ -425,7 +426,7 @@ TEST(auth_failures, a_guesser_is_refused_unchecked_past_its_budget_and_closed_af
   EXPECT_EQ(st.calls_auth_limited, 4u);
   EXPECT_EQ(st.connections_auth_closed, 1u);
   EXPECT_EQ(st.calls_unauthenticated, 10u);  // 5 checked + 3 unchecked + alice's + again's
-  const std::string metrics = f.srv->metrics_text();
+  const std::string metrics = metrics_text(*f.srv);
   EXPECT_NE(metrics.find("ringrpc_auth_limited_total 4"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("ringrpc_connections_auth_closed_total 1"), std::string::npos) << metrics;
 }

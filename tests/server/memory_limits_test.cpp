@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ringrpc/client.hpp"
+#include "ringrpc/ops.hpp"
 #include "ringrpc/server.hpp"
 #include "test_support.hpp"
 
@@ -153,7 +154,7 @@ TEST(memory_budget, exhausted_budget_refuses_calls_then_recovers) {
   EXPECT_GE(st.calls_rejected_memory, 1u);
   EXPECT_GE(st.budget_pauses, 1u);
   EXPECT_EQ(st.buffered_bytes_limit, o.max_buffered_bytes);
-  const std::string page = srv.metrics_text();
+  const std::string page = metrics_text(srv);
   EXPECT_NE(page.find("ringrpc_buffered_bytes_limit 4194304"), std::string::npos);
   EXPECT_NE(page.find("ringrpc_calls_rejected_memory_total"), std::string::npos);
 
@@ -230,7 +231,7 @@ TEST(stalled_peers, a_peer_that_never_reads_is_shed) {
       << srv.stats().buffered_bytes;
   auto c = client::connect("127.0.0.1", srv.port());
   EXPECT_TRUE(c.call("echo", std::string_view("others are fine")).ok());
-  EXPECT_NE(srv.metrics_text().find("ringrpc_connections_shed_total{reason=\"write_stall\"} 1"),
+  EXPECT_NE(metrics_text(srv).find("ringrpc_connections_shed_total{reason=\"write_stall\"} 1"),
             std::string::npos);
 }
 

@@ -10,7 +10,7 @@
 
 #include "server/call.hpp"
 #include "server/connection.hpp"
-#include "server/peer_address.hpp"
+#include "base/peer_address.hpp"
 #include "server/write_slots.hpp"
 
 namespace ringrpc::detail {

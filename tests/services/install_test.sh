@@ -1,8 +1,9 @@
 #!/bin/sh
 # ringrpc as an installed library: `meson install --destdir` (or, with --root, a tree unpacked
 # from the Debian packages by scripts/package_deb), then programs outside the source tree built
-# with `pkg-config --cflags --libs` only, shared and static, and a meson project with a typed
-# service found through pkg-config. Each built program runs a server and a client on 127.0.0.1.
+# with `pkg-config --cflags --libs` only, shared and static (one of them calls every declaration
+# of ringrpc/server.hpp with libringrpc alone), and a meson project with a typed service found
+# through pkg-config. Each built program runs a server and a client on 127.0.0.1.
 # Exit 77 (skipped) in a sanitizer build (installed sanitized libraries need sanitized programs)
 # or where io_uring is unavailable.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR B_SANITIZE     (meson test)
@@ -38,7 +39,7 @@ pc=$(find "$root" -name ringrpc.pc | head -n1)
 pcdir=$(dirname "$pc")
 libdir=$(dirname "$pcdir")
 [ -f "$pcdir/ringrpc-ops.pc" ] || fail "no ringrpc-ops.pc"
-for h in server.hpp client.hpp service.hpp config.hpp version.hpp cxx20.hpp; do
+for h in server.hpp client.hpp service.hpp config.hpp ops.hpp version.hpp cxx20.hpp; do
   [ -f "$(find "$root" -path "*/include/ringrpc/$h" | head -n1)" ] || fail "header ringrpc/$h not installed"
 done
 [ -f "$libdir/libringrpc.a" ] || fail "no libringrpc.a in $libdir"
@@ -90,6 +91,14 @@ readelf -d "$work/hello" | grep -q 'NEEDED.*libringrpc.so.0' || fail "hello does
 ldd "$work/hello" | grep -q "libringrpc.so.0 => $libdir/" || fail "hello does not load $libdir/libringrpc.so.0"
 run hello
 
+# Every declaration of ringrpc/server.hpp with libringrpc alone: the core library defines all
+# of them (none lives in libringrpc_ops), or this does not link.
+# shellcheck disable=SC2046,SC2086  # the flags are words
+g++ -std=c++20 -o "$work/server_api" "$src/server_api.cpp" $cflags $libs -Wl,-rpath,"$libdir" ||
+  fail "building server_api with pkg-config --cflags --libs ringrpc (ringrpc-ops not given)"
+if readelf -d "$work/server_api" | grep -q 'NEEDED.*libringrpc_ops'; then fail "server_api needs libringrpc_ops"; fi
+run server_api
+
 # Static: the archive, then what `pkg-config --static` says it needs.
 # shellcheck disable=SC2046,SC2086  # the flags are words
 g++ -std=c++20 -o "$work/hello_static" "$src/hello.cpp" $cflags "$libdir/libringrpc.a" \
@@ -111,7 +120,7 @@ grep -q 'ringrpc needs C++20' "$work/old.log" || { cat "$work/old.log" >&2; fail
 # A meson project with a typed service, through pkg-config.
 proj=$work/proj
 mkdir -p "$proj"
-cp "$src/meson.build" "$src/hello.cpp" "$src/hello_ops.cpp" "$proj/"
+cp "$src/meson.build" "$src/hello.cpp" "$src/hello_ops.cpp" "$src/server_api.cpp" "$proj/"
 cp "$src/../../../examples/greeter/greeter.fbs" "$src/../../../examples/greeter/greeter_server.cpp" \
   "$src/../../../examples/greeter/greeter_client.cpp" "$proj/"
 meson setup "$work/proj-build" "$proj" -Dbuildtype=plain \

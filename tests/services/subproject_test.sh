@@ -22,7 +22,7 @@ version=$(sed -n "s/^ *version : '\([^']*\)'.*/\1/p" "$top/meson.build" | head -
 proj=$work/parent
 mkdir -p "$proj/subprojects/packagecache"
 src=$top/tests/services/out_of_tree
-cp "$src/meson.build" "$src/hello.cpp" "$src/hello_ops.cpp" "$proj/"
+cp "$src/meson.build" "$src/hello.cpp" "$src/hello_ops.cpp" "$src/server_api.cpp" "$proj/"
 cp "$top/examples/greeter/greeter.fbs" "$top/examples/greeter/greeter_server.cpp" \
   "$top/examples/greeter/greeter_client.cpp" "$proj/"
 # The tree as a release tarball would hold it: no build directories, no git metadata.
@@ -63,6 +63,7 @@ run() {
 }
 run hello
 run hello_ops
+run server_api
 : >"$work/server.out"  # before the server starts: the loop below reads it at once
 "$work/build/greeter_server" 0 >"$work/server.out" 2>"$work/server.err" &
 pid=$!

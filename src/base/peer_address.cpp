@@ -1,4 +1,4 @@
-#include "server/peer_address.hpp"
+#include "base/peer_address.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

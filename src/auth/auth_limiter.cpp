@@ -1,4 +1,4 @@
-#include "server/auth_limiter.hpp"
+#include "auth/auth_limiter.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -21,7 +21,7 @@
 
 #include "log/event_log.hpp"
 #include "ringrpc/server.hpp"
-#include "server/peer_address.hpp"
+#include "base/peer_address.hpp"
 
 namespace ringrpc::detail {
 
