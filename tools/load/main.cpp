@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <exception>
@@ -205,6 +207,19 @@ std::string read_payload_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// --max-body, or its default: 1 MiB, but room for an echo of a larger request payload.
+std::uint32_t reply_limit(const std::string& text, const target& t, std::size_t payload_bytes) {
+  if (!text.empty()) {
+    const std::uint64_t n = parse_size(text);
+    if (n == 0 || n > (1ull << 31)) throw std::invalid_argument("--max-body must be 1 .. 2g bytes");
+    return static_cast<std::uint32_t>(n);
+  }
+  const bool echoes = t.scheme == "ringrpc" || t.scheme == "echo";
+  if (!echoes) return default_max_reply_bytes;
+  return static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(payload_bytes + (64u << 10), default_max_reply_bytes, 1ull << 31));
+}
+
 std::string hdr_log_text(const run_result& r, double measured_epoch) {
   std::ostringstream out;
   ringrpc::detail::interval_log_writer w(out);
@@ -228,7 +243,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "ringrpc-load " + std::string(ringrpc::version()));
   std::string url, d_text, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
               connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
-              typed_method, data, schema_file, proto_file, shard_text, start_at_text;
+              typed_method, data, schema_file, proto_file, shard_text, start_at_text, max_body;
   std::vector<std::string> schema_includes, headers, fail_if;
   ringrpc::load::engine_config cfg;
   std::uint64_t count = 0, key_space = 100000;
@@ -249,7 +264,8 @@ int main(int argc, char** argv) {
   app.add_option("-s,--size", size, "payload bytes (k, m)")->capture_default_str();
   app.add_option("--data", data, "--method/--proto: request JSON, or @FILE [{}]");
   app.add_option("--payload-file", payload_file, "payload read from this file");
-  app.add_option("-H,--header", headers, "http/h2c/grpc: 'Name: value' (repeat)")->allow_extra_args(false);
+  app.add_option("-H,--header", headers, "'Name: value' (repeat); ringrpc: metadata")->allow_extra_args(false);
+  app.add_option("--max-body", max_body, "fail a reply larger than this [1m]");
   app.add_option("--mix", mix, "weighted kinds, e.g. GET:8,SET:1");
   app.add_option("--method", typed_method, "ringrpc: typed Service.Method, --data JSON");
   app.add_option("--schema", schema_file, "--method: .fbs/.bfbs instead of reflection");
@@ -359,8 +375,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "ringrpc-load: %s lists %zu member(s): %s\n", url.c_str(), cfg.endpoints.size(),
                    listed.c_str());
     }
-    if (!headers.empty() && cfg.where.scheme != "http" && cfg.where.scheme != "h2c" && cfg.where.scheme != "grpc") {
-      throw std::invalid_argument("-H goes with http://, h2c:// and grpc:// targets");
+    if (!headers.empty() && (cfg.where.scheme == "echo" || cfg.where.scheme == "redis")) {
+      throw std::invalid_argument("-H goes with http://, h2c://, grpc:// and ringrpc:// targets");
     }
     codec_options co;
     if (typed) {
@@ -395,6 +411,10 @@ int main(int argc, char** argv) {
     }
     co.verify_echo = co_verify;
     co.headers = headers;
+    if (const char* token = std::getenv("RINGRPC_TOKEN"); token != nullptr && cfg.where.scheme == "ringrpc") {
+      co.bearer_token = token;  // as ringrpc-call: sent unless -H gives an authorization
+    }
+    co.max_reply_bytes = reply_limit(max_body, cfg.where, co.payload.size());
     cfg.call_timeout = parse_duration(call_timeout);
     co.timeout_us = static_cast<std::uint64_t>(cfg.call_timeout.count() / 1000);
     co.host_header = authority_of(cfg.where);
