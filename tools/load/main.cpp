@@ -27,6 +27,7 @@
 #include "protocol.hpp"
 #include "report.hpp"
 #include "ringrpc/version.hpp"
+#include "server_cost.hpp"
 #include "shard.hpp"
 #include "sniff.hpp"
 #include "thresholds.hpp"
@@ -220,6 +221,15 @@ std::uint32_t reply_limit(const std::string& text, const target& t, std::size_t 
       std::clamp<std::uint64_t>(payload_bytes + (64u << 10), default_max_reply_bytes, 1ull << 31));
 }
 
+// --server-pid or --server-metrics: checked now (the first sample is taken), so that a wrong
+// PID or URL fails before the run.
+std::unique_ptr<server_cost_meter> make_server_meter(long pid, const std::string& url) {
+  if (pid != 0 && !url.empty()) throw std::invalid_argument("give --server-pid or --server-metrics, not both");
+  if (pid != 0) return std::make_unique<server_cost_meter>("pid " + std::to_string(pid), pid_cpu_reader(pid));
+  if (!url.empty()) return std::make_unique<server_cost_meter>(url, metrics_cpu_reader(url));
+  return nullptr;
+}
+
 std::string hdr_log_text(const run_result& r, double measured_epoch) {
   std::ostringstream out;
   ringrpc::detail::interval_log_writer w(out);
@@ -266,6 +276,10 @@ int main(int argc, char** argv) {
   app.add_option("--payload-file", payload_file, "payload read from this file");
   app.add_option("-H,--header", headers, "'Name: value' (repeat); ringrpc: metadata")->allow_extra_args(false);
   app.add_option("--max-body", max_body, "fail a reply larger than this [1m]");
+  long server_pid = 0;
+  std::string server_metrics;
+  app.add_option("--server-pid", server_pid, "report this local process's CPU per call");
+  app.add_option("--server-metrics", server_metrics, "the same from process_cpu_seconds_total at URL");
   app.add_option("--mix", mix, "weighted kinds, e.g. GET:8,SET:1");
   app.add_option("--method", typed_method, "ringrpc: typed Service.Method, --data JSON");
   app.add_option("--schema", schema_file, "--method: .fbs/.bfbs instead of reflection");
@@ -488,6 +502,7 @@ int main(int argc, char** argv) {
     if (!plot_path.empty()) plot_out_file = std::make_unique<output_file>(plot_path);
     FILE* summary_stream = json_out && json_out->is_stdout() ? stderr : stdout;
 
+    std::unique_ptr<server_cost_meter> server_meter = make_server_meter(server_pid, server_metrics);
     cfg.stop_requested = &install_interrupt_handler();
     if (start_at) {
       std::fprintf(stderr, "ringrpc-load: waiting %.1f s to start at %s\n",
@@ -507,9 +522,15 @@ int main(int argc, char** argv) {
     const bool tty = isatty(STDERR_FILENO) != 0;
     std::uint64_t last_ok = 0;
     const double started_epoch = epoch_now_s();
+    if (server_meter) server_meter->start();
     run_result r = run_engine(cfg, *proto, [&](double elapsed, const std::vector<live_counters*>& live) {
       print_live(tty, elapsed, live, last_ok);
+      if (server_meter) server_meter->sample(elapsed);
     });
+    if (server_meter) {
+      server_meter->finish();
+      r.server = server_meter->result(r.warmup_s, r.measured_s, r.calls_ok + r.error_total());
+    }
     if (tty) std::fprintf(stderr, "\n");
     if (!r.diagnosis.empty()) {
       std::fprintf(stderr, "ringrpc-load: %s\n", r.diagnosis.c_str());

@@ -178,6 +178,7 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
   out += row("errors", format_count(r.error_total()));
   for (const auto& [kind, n] : r.errors) out += row("  " + kind, format_count(n));
   out += "\n";
+  if (r.server) out += format_server_cost(*r.server);
   if (r.new_connection_per_call) {
     out += row("connections/s", format_rate(r.measured_s > 0 ? static_cast<double>(r.connections_measured) / r.measured_s : 0));
     if (r.tls) {
