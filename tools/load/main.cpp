@@ -223,11 +223,19 @@ std::uint32_t reply_limit(const std::string& text, const target& t, std::size_t 
 
 // --server-pid or --server-metrics: checked now (the first sample is taken), so that a wrong
 // PID or URL fails before the run.
-std::unique_ptr<server_cost_meter> make_server_meter(long pid, const std::string& url) {
-  if (pid != 0 && !url.empty()) throw std::invalid_argument("give --server-pid or --server-metrics, not both");
-  if (pid != 0) return std::make_unique<server_cost_meter>("pid " + std::to_string(pid), pid_cpu_reader(pid));
-  if (!url.empty()) return std::make_unique<server_cost_meter>(url, metrics_cpu_reader(url));
-  return nullptr;
+std::unique_ptr<server_cost_meter> make_server_meter(const std::string& pid, const std::string& url) {
+  if (!pid.empty() && !url.empty()) throw std::invalid_argument("give --server-pid or --server-metrics, not both");
+  if (!pid.empty()) {
+    if (pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) {
+      throw std::invalid_argument("--server-pid '" + pid + "' is not a process id");
+    }
+    return std::make_unique<server_cost_meter>("pid " + pid, pid_cpu_reader(std::stol(pid)));
+  }
+  if (url.empty()) return nullptr;
+  if (!url.starts_with("http://") && !url.starts_with("https://")) {
+    throw std::invalid_argument("--server-metrics takes an http:// or https:// URL, got '" + url + "'");
+  }
+  return std::make_unique<server_cost_meter>(url, metrics_cpu_reader(url));
 }
 
 std::string hdr_log_text(const run_result& r, double measured_epoch) {
@@ -276,10 +284,10 @@ int main(int argc, char** argv) {
   app.add_option("--payload-file", payload_file, "payload read from this file");
   app.add_option("-H,--header", headers, "'Name: value' (repeat); ringrpc: metadata")->allow_extra_args(false);
   app.add_option("--max-body", max_body, "fail a reply larger than this [1m]");
-  long server_pid = 0;
-  std::string server_metrics;
-  app.add_option("--server-pid", server_pid, "report this local process's CPU per call");
-  app.add_option("--server-metrics", server_metrics, "the same from process_cpu_seconds_total at URL");
+  // --server-metrics is named in --server-pid's line, to keep --help one screen.
+  std::string server_pid, server_metrics;
+  app.add_option("--server-pid", server_pid, "target's CPU/call; or --server-metrics URL")->type_name("PID");
+  app.add_option("--server-metrics", server_metrics, "")->group("");
   app.add_option("--mix", mix, "weighted kinds, e.g. GET:8,SET:1");
   app.add_option("--method", typed_method, "ringrpc: typed Service.Method, --data JSON");
   app.add_option("--schema", schema_file, "--method: .fbs/.bfbs instead of reflection");
