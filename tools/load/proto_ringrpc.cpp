@@ -73,8 +73,10 @@ class ringrpc_codec final : public connection_codec {
       // Named only when the bytes look like a large ringrpc frame (a FlatBuffers root offset
       // inside the body, no other protocol's text): another protocol's first bytes read as a
       // huge length too, and those are diagnosed as that protocol instead.
-      if (in.size() >= frame_prefix_bytes + 4 &&
-          tools::sniff_protocol(in.first(std::min<std::size_t>(in.size(), 64))).empty()) {
+      const auto looks = in.size() >= frame_prefix_bytes + 4
+                             ? tools::sniff_protocol(in.first(std::min<std::size_t>(in.size(), 64)))
+                             : std::string_view("short");
+      if (looks.empty() || looks == "ringrpc") {
         const std::uint32_t root = read_frame_length(in.data() + frame_prefix_bytes);
         if (root >= 4 && root < body) r.lost_as = "reply_too_large";
       }
