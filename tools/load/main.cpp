@@ -101,13 +101,15 @@ std::vector<request_kind> parse_mix(const std::string& text, const target& t) {
   return kinds;
 }
 
-// --method: the request JSON converted once, here, with the method's schema (from --schema or
-// the server's reflection endpoint). Returns the wire method name ("Greeter.SayHello" even when
-// the service was given qualified).
+// --method: the request JSON converted once, here, into options.payload with the method's schema
+// (from --schema or the server's reflection endpoint, asked with the run's metadata). Returns the
+// wire method name ("Greeter.SayHello" even when the service was given qualified).
 std::string typed_payload(const target& t, const std::string& method, const std::string& json,
                           const std::string& schema_file, const std::vector<std::string>& includes,
-                          std::chrono::nanoseconds connect_timeout, std::vector<std::byte>& payload) {
+                          std::chrono::nanoseconds connect_timeout, codec_options& options) {
+  std::vector<std::byte>& payload = options.payload;
   using namespace ringrpc::tools;
+  const std::vector<ringrpc::metadata_entry> call_metadata = ringrpc_call_metadata(options);
   try {
     const auto dot = method.rfind('.');
     if (dot == std::string::npos || dot == 0 || dot + 1 == method.size()) {
@@ -120,6 +122,7 @@ std::string typed_payload(const target& t, const std::string& method, const std:
       auto c = ringrpc::client::connect(t.host, t.port, o);
       ringrpc::call_options co;
       co.timeout = std::chrono::seconds(10);
+      co.metadata = call_metadata;  // a server with bearer tokens wants one for reflection too
       return fetch_schema(c, method.substr(0, dot), co);
     }();
     const method_info& m = schema.method(method);
@@ -401,13 +404,17 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("-H goes with http://, h2c://, grpc:// and ringrpc:// targets");
     }
     codec_options co;
+    co.headers = headers;
+    if (const char* token = std::getenv("RINGRPC_TOKEN"); token != nullptr && cfg.where.scheme == "ringrpc") {
+      co.bearer_token = token;  // as ringrpc-call: sent unless -H gives an authorization
+    }
     if (typed) {
       if (cfg.where.path != typed_method) {
         throw std::invalid_argument("the URL names method '" + cfg.where.path + "' and --method '" + typed_method +
                                     "'; give it once");
       }
       cfg.where.path = typed_payload(cfg.where, typed_method, data.empty() ? std::string("{}") : data, schema_file,
-                                     schema_includes, parse_duration(connect_timeout), co.payload);
+                                     schema_includes, parse_duration(connect_timeout), co);
     } else if (grpc && !proto_file.empty()) {
       std::string text = data.empty() ? std::string("{}") : data;
       if (text[0] == '@') {
@@ -432,10 +439,6 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--verify goes with ringrpc:// and ringrpcs:// (echo:// always checks its bytes)");
     }
     co.verify_echo = co_verify;
-    co.headers = headers;
-    if (const char* token = std::getenv("RINGRPC_TOKEN"); token != nullptr && cfg.where.scheme == "ringrpc") {
-      co.bearer_token = token;  // as ringrpc-call: sent unless -H gives an authorization
-    }
     co.max_reply_bytes = reply_limit(max_body, cfg.where, co.payload.size());
     cfg.call_timeout = parse_duration(call_timeout);
     co.timeout_us = static_cast<std::uint64_t>(cfg.call_timeout.count() / 1000);

@@ -157,7 +157,9 @@ std::string lowered(std::string_view s) {
 // -H 'Name: value' (as for HTTP, the name lowercased) or 'key=value' (as ringrpc-call takes it),
 // checked against what a server accepts by default, so that a bad pair is one error up front and
 // not a bad_request per call. The values are never echoed: one may be a token.
-std::vector<metadata_entry> metadata_of(const codec_options& options) {
+}  // namespace
+
+std::vector<metadata_entry> ringrpc_call_metadata(const codec_options& options) {
   std::vector<metadata_entry> out;
   std::size_t bytes = 0;
   for (const std::string& h : options.headers) {
@@ -199,8 +201,6 @@ std::vector<metadata_entry> metadata_of(const codec_options& options) {
   return out;
 }
 
-}  // namespace
-
 std::unique_ptr<protocol> detail::make_ringrpc_protocol(const target& t, const codec_options& options) {
   if (t.path.empty()) throw std::invalid_argument("ringrpc targets need a method");
   if (options.max_reply_bytes < frame_prefix_bytes + 8) {
@@ -208,7 +208,7 @@ std::unique_ptr<protocol> detail::make_ringrpc_protocol(const target& t, const c
   }
   auto settings = std::make_shared<ringrpc_settings>();
   settings->options = options;
-  settings->metadata = metadata_of(options);
+  settings->metadata = ringrpc_call_metadata(options);
   return std::make_unique<ringrpc_protocol>(t, std::move(settings));
 }
 

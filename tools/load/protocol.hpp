@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/metadata.hpp"
+
 namespace ringrpc::load {
 
 /// A parsed target: ringrpc://host:port/method, echo://host:port, redis://host:port,
@@ -128,6 +130,10 @@ class protocol {
   /// Whether its codecs have bytes to send that no request asked for (see write_pending).
   virtual bool talks_unasked() const { return false; }
 };
+
+/// ringrpc: the metadata every call carries, made of options.headers and bearer_token (see
+/// there). Throws std::invalid_argument naming a bad pair (never showing its value).
+std::vector<metadata_entry> ringrpc_call_metadata(const codec_options& options);
 
 /// The protocol for `t`. Throws std::invalid_argument for an unknown scheme or bad options.
 std::unique_ptr<protocol> make_protocol(const target& t, const codec_options& options);
