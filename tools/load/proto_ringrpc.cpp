@@ -154,11 +154,11 @@ std::string lowered(std::string_view s) {
   return out;
 }
 
+}  // namespace
+
 // -H 'Name: value' (as for HTTP, the name lowercased) or 'key=value' (as ringrpc-call takes it),
 // checked against what a server accepts by default, so that a bad pair is one error up front and
 // not a bad_request per call. The values are never echoed: one may be a token.
-}  // namespace
-
 std::vector<metadata_entry> ringrpc_call_metadata(const codec_options& options) {
   std::vector<metadata_entry> out;
   std::size_t bytes = 0;
