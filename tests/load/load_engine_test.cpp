@@ -1160,6 +1160,28 @@ std::pair<std::size_t, std::size_t> heap_at_ticks(const std::string& url, timed_
   return {at1, at2};
 }
 
+// An HTTP/2 server that answers the first request with GOAWAY ENHANCE_YOUR_CALM covering every
+// stream and then neither answers nor closes: the calls fail by that code at once (they used
+// to wait for the end of the run and count as "unfinished").
+TEST(load_engine, h2_goaway_with_an_error_code_fails_the_calls_by_its_code) {
+  tcp_server srv([](peer& p) {
+    std::string buf;
+    if (!p.read_some(buf)) return;
+    const std::string settings("\0\0\0\x04\0\0\0\0\0", 9);
+    const std::string goaway("\0\0\x08\x07\0\0\0\0\0\x7f\xff\xff\xff\0\0\0\x0b", 17);
+    if (!p.write_all(settings + goaway)) return;
+    p.drain();
+  });
+  auto cfg = config_for(url_of("h2c", srv.port(), "/"));
+  cfg.connections = 1;
+  cfg.duration = 600ms * slow;
+  const auto t = run_load(cfg);
+  EXPECT_GT(err(t.r, "h2_goaway_enhance_your_calm"), 0u) << errors_text(t.r);
+  EXPECT_EQ(err(t.r, "unfinished"), 0u) << errors_text(t.r);
+  EXPECT_EQ(t.r.calls_ok, 0u);
+  EXPECT_TRUE(t.r.diagnosis.empty()) << t.r.diagnosis;
+}
+
 // One 8 MiB HTTP reply 1.2 s into the run: once parsed, the engine gives its buffer back.
 TEST(load_engine, a_huge_reply_leaves_no_buffer_behind) {
   if (sanitized) GTEST_SKIP() << "sanitizer allocators do not report through mallinfo2";
