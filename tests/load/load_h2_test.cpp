@@ -478,6 +478,25 @@ TEST(H2Codec, WindowOverflowIsAFlowControlError) {
   EXPECT_EQ(o.lost_as, "h2_flow_control_error");
 }
 
+// Frames that each want an answer (PING), more than nghttp2 queues answers for: a flood, which
+// ends the connection; its calls count as ENHANCE_YOUR_CALM (excessive load).
+TEST(H2Codec, AFloodOfPingsIsNamed) {
+  h2_fixture f("h2c://127.0.0.1:8080/ok");
+  f.request(0);
+  f.round_trip();
+  f.request(1);
+  f.server.receive(f.out);
+  f.out.clear();
+  std::vector<std::byte> in;
+  for (int i = 0; i < 20000; ++i) {
+    const unsigned char ping[] = {0, 0, 8, NGHTTP2_PING, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+    for (const unsigned char b : ping) in.push_back(std::byte{b});
+  }
+  const outcome o = parse_all(*f.codec, in);
+  EXPECT_NE(o.protocol_error, "");
+  EXPECT_EQ(o.lost_as, "h2_enhance_your_calm") << o.protocol_error;
+}
+
 TEST(H2Codec, ResetStreamCodesAreNamed) {
   h2_fixture f("h2c://127.0.0.1:8080/ok");
   f.request(0);

@@ -175,7 +175,10 @@ class h2_codec final : public connection_codec {
     const std::size_t frame = whole;
     const ssize_t used = nghttp2_session_mem_recv(_session, b, frame);
     if (!_failure.empty()) return fail(r, _failure, _failure_kind);
-    if (used < 0) return fail(r, std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(used)));
+    if (used < 0) {
+      return fail(r, std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(used)),
+                  "h2_" + code_name(code_of(static_cast<int>(used))));
+    }
     if (_goaway_error != NGHTTP2_NO_ERROR) {
       // The server ends the connection for an error: its calls fail by the code it gave.
       return fail(r, "HTTP/2: the server sent GOAWAY " + std::string(nghttp2_http2_strerror(_goaway_error)),
@@ -189,7 +192,8 @@ class h2_codec final : public connection_codec {
                   "h2_" + code_name(code));
     }
     if (nghttp2_session_want_read(_session) == 0 && !_goaway) {
-      return fail(r, "HTTP/2: the server's frames broke the session");
+      const std::uint32_t code = _invalid_code != 0 ? _invalid_code : std::uint32_t{NGHTTP2_PROTOCOL_ERROR};
+      return fail(r, "HTTP/2: the server's frames broke the session", "h2_" + code_name(code));
     }
     if (_ended_count > 1) return fail(r, "HTTP/2: one frame ended several streams");  // an error mid-batch
     r.consumed = frame;
@@ -383,14 +387,20 @@ class h2_codec final : public connection_codec {
   // A frame nghttp2 refused; for a connection error (an overflowing WINDOW_UPDATE on stream 0)
   // it then ends the session, and this is the code the calls in flight are failed by.
   static int on_invalid(nghttp2_session*, const nghttp2_frame*, int lib_error_code, void* user) {
-    auto* self = static_cast<h2_codec*>(user);
-    switch (lib_error_code) {
-      case NGHTTP2_ERR_FLOW_CONTROL: self->_invalid_code = NGHTTP2_FLOW_CONTROL_ERROR; break;
-      case NGHTTP2_ERR_FRAME_SIZE_ERROR: self->_invalid_code = NGHTTP2_FRAME_SIZE_ERROR; break;
-      case NGHTTP2_ERR_STREAM_CLOSED: self->_invalid_code = NGHTTP2_STREAM_CLOSED; break;
-      default: self->_invalid_code = NGHTTP2_PROTOCOL_ERROR; break;
-    }
+    static_cast<h2_codec*>(user)->_invalid_code = code_of(lib_error_code);
     return 0;
+  }
+
+  // The HTTP/2 error code that answers one of nghttp2's errors about the server's frames (a
+  // flood of frames that each want an answer is "excessive load", ENHANCE_YOUR_CALM).
+  static std::uint32_t code_of(int lib_error_code) {
+    switch (lib_error_code) {
+      case NGHTTP2_ERR_FLOW_CONTROL: return NGHTTP2_FLOW_CONTROL_ERROR;
+      case NGHTTP2_ERR_FRAME_SIZE_ERROR: return NGHTTP2_FRAME_SIZE_ERROR;
+      case NGHTTP2_ERR_STREAM_CLOSED: return NGHTTP2_STREAM_CLOSED;
+      case NGHTTP2_ERR_FLOODED: return NGHTTP2_ENHANCE_YOUR_CALM;
+      default: return NGHTTP2_PROTOCOL_ERROR;
+    }
   }
 
   static ssize_t read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
