@@ -67,6 +67,11 @@ expect_clean() {
 # --- a token-protected ringrpc-server ------------------------------------------------------
 run_load header --duration 1s --warmup 0 -c 2 -H "Authorization: Bearer $token" --json header.json "$url"
 expect_clean header
+if grep -q "$token" header.out header.err header.json; then
+  fail "the token given with -H is written out with the results"
+else
+  ok "the summary and JSON show -H authorization without its value"
+fi
 
 export RINGRPC_TOKEN="$token"  # from here to the run without a token
 run_load envtoken --duration 1s --warmup 0 -c 2 --json envtoken.json "$url"

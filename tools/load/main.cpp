@@ -211,6 +211,19 @@ std::string read_payload_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// -H as the summary and JSON show it: a credential's value is not written out with the results.
+std::vector<std::string> shown_headers(std::vector<std::string> headers) {
+  for (std::string& h : headers) {
+    const auto sep = h.find_first_of(":=");
+    std::string name = h.substr(0, sep);
+    for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (sep != std::string::npos && (name == "authorization" || name == "proxy-authorization")) {
+      h = h.substr(0, sep + 1) + " (hidden)";
+    }
+  }
+  return headers;
+}
+
 // --max-body, or its default: 1 MiB, but room for an echo of a larger request payload.
 std::uint32_t reply_limit(const std::string& text, const target& t, std::size_t payload_bytes) {
   if (!text.empty()) {
@@ -561,7 +574,8 @@ int main(int argc, char** argv) {
     if (!rate_steps.empty()) r.config["rate_steps"] = parse_rate_list(rate_steps);
     if (count != 0) r.config["count"] = count;
     if (cfg.duration.count() > 0) r.config["duration_s"] = static_cast<double>(cfg.duration.count()) / 1e9;
-    if (!headers.empty()) r.config["headers"] = headers;
+    if (!headers.empty()) r.config["headers"] = shown_headers(headers);
+    if (!max_body.empty()) r.config["max_body"] = co.max_reply_bytes;
     if (shard) r.config["shard"] = shard_text;
     if (start_at) r.config["start_at"] = format_utc(*start_at);
     if (!proto_file.empty()) r.config["proto"] = proto_file;
