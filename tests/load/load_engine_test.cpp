@@ -723,7 +723,7 @@ TEST(load_engine, oversized_reply_claims_are_refused_at_once) {
     cfg.call_timeout = 300ms;  // had the claim been believed, calls would time out instead
     cfg.duration = 600ms * slow;
     const auto t = run_load(cfg);
-    EXPECT_GT(err(t.r, "protocol"), 0u) << errors_text(t.r);
+    EXPECT_GT(err(t.r, "reply_too_large"), 0u) << errors_text(t.r);
     EXPECT_EQ(err(t.r, "timeout"), 0u) << "the claim alone must be refused: " << errors_text(t.r);
     EXPECT_EQ(t.r.calls_ok, 0u);
     EXPECT_LT(t.wall_s, (0.6 + 2.5) * slow);
@@ -1215,12 +1215,36 @@ std::pair<std::size_t, std::size_t> heap_at_ticks(const std::string& url, timed_
   cfg.duration = 2500ms;
   std::size_t at1 = 0, at2 = 0;
   int tick = 0;
-  t = run_load(cfg, options_with(std::string(64, 'x')), [&](double, std::uint64_t) {
+  codec_options o = options_with(std::string(64, 'x'));
+  o.max_reply_bytes = 64u << 20;  // past the 8 and 16 MiB replies these tests send
+  t = run_load(cfg, o, [&](double, std::uint64_t) {
     ++tick;
     if (tick == 1) at1 = heap_in_use();
     if (tick == 2) at2 = heap_in_use();
   });
   return {at1, at2};
+}
+
+// An HTTP/2 server that answers the first request with GOAWAY ENHANCE_YOUR_CALM covering every
+// stream and then neither answers nor closes: the calls fail by that code at once (they used
+// to wait for the end of the run and count as "unfinished").
+TEST(load_engine, h2_goaway_with_an_error_code_fails_the_calls_by_its_code) {
+  tcp_server srv([](peer& p) {
+    std::string buf;
+    if (!p.read_some(buf)) return;
+    const std::string settings("\0\0\0\x04\0\0\0\0\0", 9);
+    const std::string goaway("\0\0\x08\x07\0\0\0\0\0\x7f\xff\xff\xff\0\0\0\x0b", 17);
+    if (!p.write_all(settings + goaway)) return;
+    p.drain();
+  });
+  auto cfg = config_for(url_of("h2c", srv.port(), "/"));
+  cfg.connections = 1;
+  cfg.duration = 600ms * slow;
+  const auto t = run_load(cfg);
+  EXPECT_GT(err(t.r, "h2_goaway_enhance_your_calm"), 0u) << errors_text(t.r);
+  EXPECT_EQ(err(t.r, "unfinished"), 0u) << errors_text(t.r);
+  EXPECT_EQ(t.r.calls_ok, 0u);
+  EXPECT_TRUE(t.r.diagnosis.empty()) << t.r.diagnosis;
 }
 
 // One 8 MiB HTTP reply 1.2 s into the run: once parsed, the engine gives its buffer back.

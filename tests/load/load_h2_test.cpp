@@ -82,6 +82,9 @@ TEST(GrpcFraming, CallOutcome) {
   grpc_message_reader cut;
   ASSERT_TRUE(cut.feed(as_bytes(std::string("\0\0\0\0\x04zz", 7))));
   EXPECT_EQ(grpc_call_outcome(200, "0", cut), "grpc_bad_message");
+  grpc_message_reader big(16);  // --max-body 16: a message claiming 17 bytes is too large
+  EXPECT_FALSE(big.feed(as_bytes(std::string("\0\0\0\0\x11", 5))));
+  EXPECT_EQ(grpc_call_outcome(200, "0", big), "reply_too_large");
 }
 
 // --- targets -----------------------------------------------------------------------------------
@@ -173,8 +176,12 @@ class memory_server {
     }
     return out;
   }
-  void go_away(std::int32_t last) { nghttp2_submit_goaway(_s, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, nullptr, 0); }
-  void reset(std::int32_t id) { nghttp2_submit_rst_stream(_s, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR); }
+  void go_away(std::int32_t last, std::uint32_t code = NGHTTP2_NO_ERROR) {
+    nghttp2_submit_goaway(_s, NGHTTP2_FLAG_NONE, last, code, nullptr, 0);
+  }
+  void reset(std::int32_t id, std::uint32_t code = NGHTTP2_INTERNAL_ERROR) {
+    nghttp2_submit_rst_stream(_s, NGHTTP2_FLAG_NONE, id, code);
+  }
 
  private:
   struct reply_body {
@@ -244,6 +251,7 @@ struct outcome {
   unsigned no_replies = 0;
   bool close_after = false;
   std::string protocol_error;
+  std::string lost_as;  // the error kind the protocol error's calls are counted under
 };
 
 // Feeds the server's bytes to the codec as the engine would: reply by reply from the front.
@@ -255,6 +263,7 @@ outcome parse_all(connection_codec& codec, const std::vector<std::byte>& bytes) 
     if (r.status == reply_status::incomplete) break;
     if (r.status == reply_status::protocol_error) {
       o.protocol_error = r.error;
+      o.lost_as = r.lost_as;
       break;
     }
     o.close_after = o.close_after || r.close_after;
@@ -432,7 +441,71 @@ TEST(H2Codec, OversizedReplyIsRefused) {
   codec->write_request(out, 0, kinds[0]);
   server.receive(out);
   const outcome r = parse_all(*codec, server.send());
-  EXPECT_NE(r.protocol_error.find("over the limit"), std::string::npos) << r.protocol_error;
+  EXPECT_NE(r.protocol_error.find("over --max-body"), std::string::npos) << r.protocol_error;
+  EXPECT_EQ(r.lost_as, "reply_too_large");
+}
+
+// A server ending the connection for an error: the calls in flight fail by the code it gave
+// (they used to wait for an answer that never came and end the run as "unfinished").
+TEST(H2Codec, GoawayWithAnErrorCodeFailsTheConnectionByItsCode) {
+  h2_fixture f("h2c://127.0.0.1:8080/ok");
+  f.request(0);
+  f.round_trip();
+  f.request(1);  // stream 3, which the GOAWAY covers but the server never answers
+  f.server.receive(f.out);
+  f.out.clear();
+  f.server.go_away(3, NGHTTP2_ENHANCE_YOUR_CALM);
+  const outcome o = parse_all(*f.codec, f.server.send());
+  EXPECT_NE(o.protocol_error.find("ENHANCE_YOUR_CALM"), std::string::npos) << o.protocol_error;
+  EXPECT_EQ(o.lost_as, "h2_goaway_enhance_your_calm");
+}
+
+// A WINDOW_UPDATE that takes the connection's send window past 2^31-1 is a connection error
+// (RFC 9113 6.9.1): named FLOW_CONTROL_ERROR, not left for the calls to go unanswered.
+TEST(H2Codec, WindowOverflowIsAFlowControlError) {
+  h2_fixture f("h2c://127.0.0.1:8080/ok");
+  f.request(0);
+  f.round_trip();
+  f.request(1);
+  f.server.receive(f.out);
+  f.out.clear();
+  std::vector<std::byte> in = f.server.send();  // stream 3's answer is not in it yet: it is sent below
+  in.clear();
+  const unsigned char overflow[] = {0, 0, 4, NGHTTP2_WINDOW_UPDATE, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff};
+  for (const unsigned char b : overflow) in.push_back(std::byte{b});
+  const outcome o = parse_all(*f.codec, in);
+  EXPECT_NE(o.protocol_error.find("FLOW_CONTROL_ERROR"), std::string::npos) << o.protocol_error;
+  EXPECT_EQ(o.lost_as, "h2_flow_control_error");
+}
+
+// Frames that each want an answer (PING), more than nghttp2 queues answers for: a flood, which
+// ends the connection; its calls count as ENHANCE_YOUR_CALM (excessive load).
+TEST(H2Codec, AFloodOfPingsIsNamed) {
+  h2_fixture f("h2c://127.0.0.1:8080/ok");
+  f.request(0);
+  f.round_trip();
+  f.request(1);
+  f.server.receive(f.out);
+  f.out.clear();
+  std::vector<std::byte> in;
+  for (int i = 0; i < 20000; ++i) {
+    const unsigned char ping[] = {0, 0, 8, NGHTTP2_PING, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+    for (const unsigned char b : ping) in.push_back(std::byte{b});
+  }
+  const outcome o = parse_all(*f.codec, in);
+  EXPECT_NE(o.protocol_error, "");
+  EXPECT_EQ(o.lost_as, "h2_enhance_your_calm") << o.protocol_error;
+}
+
+TEST(H2Codec, ResetStreamCodesAreNamed) {
+  h2_fixture f("h2c://127.0.0.1:8080/ok");
+  f.request(0);
+  f.server.receive(f.out);
+  f.out.clear();
+  f.server.reset(1, NGHTTP2_FLOW_CONTROL_ERROR);
+  const outcome o = parse_all(*f.codec, f.server.send());
+  ASSERT_EQ(o.answered.count(0), 1u);
+  EXPECT_EQ(o.answered.at(0), "h2_flow_control_error");
 }
 
 TEST(H2Codec, PseudoAndOwnHeadersRefused) {

@@ -2,6 +2,7 @@
 #include "protocol.hpp"
 
 #include "wire/frame_codec.hpp"
+#include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 
 #include <gtest/gtest.h>
@@ -326,6 +327,46 @@ TEST(RingrpcCodec, RequestIsAFrameWithSeqMethodPayloadAndDeadline) {
   EXPECT_EQ(v.call_id, 42u);
 }
 
+// -H and RINGRPC_TOKEN (bearer_token) become the metadata of every call: what a server with
+// bearer tokens needs (docs/security.md).
+TEST(RingrpcCodec, HeadersAndTokenAreCallMetadata) {
+  auto metadata_of = [](const codec_options& o) {
+    auto p = make("ringrpc://h:1/echo", o);
+    std::vector<std::byte> out;
+    auto c = p->new_connection();
+    c->write_request(out, 0, kind_of("echo"));
+    c->write_request(out, 1, kind_of("echo"));  // every call, not the first only
+    std::vector<std::uint64_t> storage;
+    const auto first = decode_copy(std::span(out).first(out.size() / 2), storage);
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (const auto item : ringrpc::metadata_view(first.metadata)) {
+      pairs.emplace_back(std::string(item.key), std::string(item.value));
+    }
+    const auto second = decode_copy(std::span(out).subspan(out.size() / 2), storage);
+    EXPECT_EQ(ringrpc::metadata_view(second.metadata).size(), pairs.size());
+    return pairs;
+  };
+  using pairs = std::vector<std::pair<std::string, std::string>>;
+  codec_options o;
+  EXPECT_EQ(metadata_of(o), pairs{});
+  o.headers = {"Authorization: Bearer abc.def", "x-tenant=blue: green"};
+  o.bearer_token = "from-the-environment";  // -H's authorization wins
+  EXPECT_EQ(metadata_of(o), (pairs{{"authorization", "Bearer abc.def"}, {"x-tenant", "blue: green"}}));
+  o.headers.clear();
+  EXPECT_EQ(metadata_of(o), (pairs{{"authorization", "Bearer from-the-environment"}}));
+
+  o.bearer_token = "no spaces";
+  EXPECT_THROW(make("ringrpc://h:1/echo", o), std::invalid_argument);
+  o.bearer_token.clear();
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"no separator"}, {": empty key"}, {"bad key: 1"}, {"a: 1", "A: 2"}}) {
+    o.headers = bad;
+    EXPECT_THROW(make("ringrpc://h:1/echo", o), std::invalid_argument) << bad.front();
+  }
+  o.headers = {"big: " + std::string(9000, 'v')};  // past the 8 KiB a server takes by default
+  EXPECT_THROW(make("ringrpc://h:1/echo", o), std::invalid_argument);
+}
+
 TEST(RingrpcCodec, RepliesAndErrorsMatchedByCallIdOutOfOrder) {
   auto p = make("ringrpc://h:1/echo");
   const auto kind = kind_of("echo");
@@ -382,6 +423,10 @@ TEST(RingrpcCodec, ConnectionLevelErrorsOversizeAndGarbage) {
   expect_protocol_error(*p, kind, std::string("\xff\xff\xff\x7f", 4));  // only the prefix
   expect_protocol_error(*p, kind, std::string("\xfd\x03\x00\x00", 4));  // 1021 + 4 > 1024
   expect_protocol_error(*p, kind, std::string("\x08\x00\x00\x00garbage!", 12));
+  // Over --max-body: a frame that looks like ringrpc's is counted as reply_too_large; another
+  // protocol's bytes read as a huge length are left to the diagnosis of what the server speaks.
+  EXPECT_EQ(parse_one(*p, kind, std::string("\x00\x10\x00\x00\x10\x00\x00\x00", 8)).lost_as, "reply_too_large");
+  EXPECT_EQ(parse_one(*p, kind, "HTTP/1.1 400 Bad Request\r\n").lost_as, "");
   expect_protocol_error(*p, kind, ringrpc_frame(8, Kind::Pong));
   EXPECT_EQ(parse_one(*p, kind, std::string("\x08\x00", 2)).status, reply_status::incomplete);
 
@@ -554,6 +599,11 @@ TEST(HttpCodec, MalformedAndOversizedResponses) {
   expect_protocol_error(*p, get, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\n");
   expect_protocol_error(*p, get, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1001\r\n");
   expect_protocol_error(*p, get, "HTTP/1.1 200 OK\r\nX-Big: " + std::string(70 * 1024, 'a'));
+  // The limit's failures are named, so that the calls count as reply_too_large; bad bytes are not.
+  EXPECT_EQ(parse_one(*p, get, "HTTP/1.1 200 OK\r\nContent-Length: 4097\r\n\r\n").lost_as, "reply_too_large");
+  EXPECT_EQ(parse_one(*p, get, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1001\r\n").lost_as,
+            "reply_too_large");
+  EXPECT_EQ(parse_one(*p, get, "HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\n").lost_as, "");
   std::string many_chunks = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 4096; ++i) many_chunks += "1\r\nx\r\n";
   expect_protocol_error(*p, get, many_chunks);

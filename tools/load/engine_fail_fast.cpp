@@ -22,7 +22,8 @@ std::string hint_for(std::string_view kind, const target& t) {
     return where + " has no method '" + t.path + "'; `ringrpc-call " + where + " list` shows the ones it has";
   }
   if (kind == "unauthenticated" || kind == "grpc_unauthenticated" || kind == "http_401") {
-    return where + " did not accept the calls' credentials (none, or a token it does not know)";
+    return where + " did not accept the calls' credentials (none, or a token it does not know): give one with "
+                   "-H 'authorization: Bearer TOKEN' (or RINGRPC_TOKEN for ringrpc://)";
   }
   if (kind == "permission_denied" || kind == "grpc_permission_denied" || kind == "http_403") {
     return where + " knows the caller but does not allow it this call";

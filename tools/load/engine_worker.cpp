@@ -281,10 +281,13 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
     if (c.tls != nullptr && !tls_receive(c, bytes, now)) return;  // bytes: now the plaintext
     const auto r = c.rx.feed(bytes, [&](std::span<const std::byte>) { return on_reply(c, c.rx.framer().last, now); });
     if (r == reply_assembler::result::frame_too_large) {
-      if (_cfg.diagnose_first_reply && !c.parsed_any && !_run.any_reply.load(std::memory_order_relaxed)) {
+      // A reply the codec named (over --max-body, an HTTP/2 connection error) counts by its name.
+      const std::string named = c.rx.framer().last.lost_as;
+      if (named.empty() && _cfg.diagnose_first_reply && !c.parsed_any &&
+          !_run.any_reply.load(std::memory_order_relaxed)) {
         diagnose(c, now);
       }
-      lose(c, "protocol", now);  // every call in flight on it failed because of the bad bytes
+      lose(c, named.empty() ? std::string("protocol") : named, now);  // every call in flight on it failed
     } else if (r == reply_assembler::result::no_memory) {
       lose(c, "closed", now);
     }

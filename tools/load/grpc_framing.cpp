@@ -37,7 +37,7 @@ bool grpc_message_reader::feed(std::span<const std::byte> chunk) noexcept {
     const std::uint64_t n = (std::uint64_t{_prefix[1]} << 24) | (std::uint64_t{_prefix[2]} << 16) |
                             (std::uint64_t{_prefix[3]} << 8) | _prefix[4];
     if (n > _max) {
-      _error = "gRPC message over the reply limit";
+      _error = over_limit;
       return false;
     }
     _left = n;
@@ -70,6 +70,7 @@ std::string grpc_call_outcome(unsigned http_status, std::string_view grpc_status
   const auto code = parse_grpc_status(grpc_status);
   if (!code) return "grpc_bad_status";
   if (*code != 0) return grpc_status_kind(*code);
+  if (body.too_large()) return "reply_too_large";
   if (body.error() != nullptr || !body.at_boundary()) return "grpc_bad_message";
   return "";
 }

@@ -28,9 +28,12 @@ class grpc_message_reader {
   bool at_boundary() const noexcept { return _prefix_have == 0 && _left == 0; }
   std::uint64_t messages() const noexcept { return _messages; }
   const char* error() const noexcept { return _error; }
+  /// The error is a message larger than the limit (--max-body), not bad framing.
+  bool too_large() const noexcept { return _error == over_limit; }
   void reset() noexcept { *this = grpc_message_reader(_max); }
 
  private:
+  static constexpr const char* over_limit = "gRPC message over --max-body";
   std::uint64_t _max;
   std::uint64_t _left = 0;  // bytes of the current message still to come
   std::uint64_t _messages = 0;

@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <exception>
@@ -25,6 +27,7 @@
 #include "protocol.hpp"
 #include "report.hpp"
 #include "ringrpc/version.hpp"
+#include "server_cost.hpp"
 #include "shard.hpp"
 #include "sniff.hpp"
 #include "thresholds.hpp"
@@ -98,13 +101,15 @@ std::vector<request_kind> parse_mix(const std::string& text, const target& t) {
   return kinds;
 }
 
-// --method: the request JSON converted once, here, with the method's schema (from --schema or
-// the server's reflection endpoint). Returns the wire method name ("Greeter.SayHello" even when
-// the service was given qualified).
+// --method: the request JSON converted once, here, into options.payload with the method's schema
+// (from --schema or the server's reflection endpoint, asked with the run's metadata). Returns the
+// wire method name ("Greeter.SayHello" even when the service was given qualified).
 std::string typed_payload(const target& t, const std::string& method, const std::string& json,
                           const std::string& schema_file, const std::vector<std::string>& includes,
-                          std::chrono::nanoseconds connect_timeout, std::vector<std::byte>& payload) {
+                          std::chrono::nanoseconds connect_timeout, codec_options& options) {
+  std::vector<std::byte>& payload = options.payload;
   using namespace ringrpc::tools;
+  const std::vector<ringrpc::metadata_entry> call_metadata = ringrpc_call_metadata(options);
   try {
     const auto dot = method.rfind('.');
     if (dot == std::string::npos || dot == 0 || dot + 1 == method.size()) {
@@ -117,6 +122,7 @@ std::string typed_payload(const target& t, const std::string& method, const std:
       auto c = ringrpc::client::connect(t.host, t.port, o);
       ringrpc::call_options co;
       co.timeout = std::chrono::seconds(10);
+      co.metadata = call_metadata;  // a server with bearer tokens wants one for reflection too
       return fetch_schema(c, method.substr(0, dot), co);
     }();
     const method_info& m = schema.method(method);
@@ -208,6 +214,49 @@ std::string read_payload_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// -H as the summary and JSON show it: a credential's value is not written out with the results.
+std::vector<std::string> shown_headers(std::vector<std::string> headers) {
+  for (std::string& h : headers) {
+    const auto sep = h.find_first_of(":=");
+    std::string name = h.substr(0, sep);
+    for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (sep != std::string::npos && (name == "authorization" || name == "proxy-authorization")) {
+      h = h.substr(0, sep + 1) + " (hidden)";
+    }
+  }
+  return headers;
+}
+
+// --max-body, or its default: 1 MiB, but room for an echo of a larger request payload.
+std::uint32_t reply_limit(const std::string& text, const target& t, std::size_t payload_bytes) {
+  if (!text.empty()) {
+    const std::uint64_t n = parse_size(text);
+    if (n == 0 || n > (1ull << 31)) throw std::invalid_argument("--max-body must be 1 .. 2g bytes");
+    return static_cast<std::uint32_t>(n);
+  }
+  const bool echoes = t.scheme == "ringrpc" || t.scheme == "echo";
+  if (!echoes) return default_max_reply_bytes;
+  return static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(payload_bytes + (64u << 10), default_max_reply_bytes, 1ull << 31));
+}
+
+// --server-pid or --server-metrics: checked now (the first sample is taken), so that a wrong
+// PID or URL fails before the run.
+std::unique_ptr<server_cost_meter> make_server_meter(const std::string& pid, const std::string& url) {
+  if (!pid.empty() && !url.empty()) throw std::invalid_argument("give --server-pid or --server-metrics, not both");
+  if (!pid.empty()) {
+    if (pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) {
+      throw std::invalid_argument("--server-pid '" + pid + "' is not a process id");
+    }
+    return std::make_unique<server_cost_meter>("pid " + pid, pid_cpu_reader(std::stol(pid)));
+  }
+  if (url.empty()) return nullptr;
+  if (!url.starts_with("http://") && !url.starts_with("https://")) {
+    throw std::invalid_argument("--server-metrics takes an http:// or https:// URL, got '" + url + "'");
+  }
+  return std::make_unique<server_cost_meter>(url, metrics_cpu_reader(url));
+}
+
 std::string hdr_log_text(const run_result& r, double measured_epoch) {
   std::ostringstream out;
   ringrpc::detail::interval_log_writer w(out);
@@ -242,7 +291,7 @@ int main(int argc, char** argv) {
              "130 a second SIGINT.");
   std::string url, d_text, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
               connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
-              typed_method, data, schema_file, proto_file, shard_text, start_at_text;
+              typed_method, data, schema_file, proto_file, shard_text, start_at_text, max_body;
   std::vector<std::string> schema_includes, headers, fail_if;
   ringrpc::load::engine_config cfg;
   std::uint64_t count = 0, key_space = 100000;
@@ -265,7 +314,12 @@ int main(int argc, char** argv) {
   app.add_option("-s,--size", size, "payload bytes (k, m)")->capture_default_str();
   app.add_option("--data", data, "--method/--proto: request JSON, or @FILE [{}]");
   app.add_option("--payload-file", payload_file, "payload read from this file");
-  app.add_option("-H,--header", headers, "http/h2c/grpc: 'Name: value' (repeat)")->allow_extra_args(false);
+  app.add_option("-H,--header", headers, "'Name: value' (repeat); ringrpc: metadata")->allow_extra_args(false);
+  app.add_option("--max-body", max_body, "fail a reply larger than this [1m]");
+  // --server-metrics is named in --server-pid's line, to keep --help one screen.
+  std::string server_pid, server_metrics;
+  app.add_option("--server-pid", server_pid, "target's CPU/call; or --server-metrics URL")->type_name("PID");
+  app.add_option("--server-metrics", server_metrics, "")->group("");
   app.add_option("--mix", mix, "weighted kinds, e.g. GET:8,SET:1");
   app.add_option("--method", typed_method, "ringrpc: typed Service.Method, --data JSON");
   app.add_option("--schema", schema_file, "--method: .fbs/.bfbs instead of reflection");
@@ -373,17 +427,21 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "ringrpc-load: %s lists %zu member(s): %s\n", url.c_str(), cfg.endpoints.size(),
                    listed.c_str());
     }
-    if (!headers.empty() && cfg.where.scheme != "http" && cfg.where.scheme != "h2c" && cfg.where.scheme != "grpc") {
-      throw std::invalid_argument("-H goes with http://, h2c:// and grpc:// targets");
+    if (!headers.empty() && (cfg.where.scheme == "echo" || cfg.where.scheme == "redis")) {
+      throw std::invalid_argument("-H goes with http://, h2c://, grpc:// and ringrpc:// targets");
     }
     codec_options co;
+    co.headers = headers;
+    if (const char* token = std::getenv("RINGRPC_TOKEN"); token != nullptr && cfg.where.scheme == "ringrpc") {
+      co.bearer_token = token;  // as ringrpc-call: sent unless -H gives an authorization
+    }
     if (typed) {
       if (cfg.where.path != typed_method) {
         throw std::invalid_argument("the URL names method '" + cfg.where.path + "' and --method '" + typed_method +
                                     "'; give it once");
       }
       cfg.where.path = typed_payload(cfg.where, typed_method, data.empty() ? std::string("{}") : data, schema_file,
-                                     schema_includes, parse_duration(connect_timeout), co.payload);
+                                     schema_includes, parse_duration(connect_timeout), co);
     } else if (grpc && !proto_file.empty()) {
       std::string text = data.empty() ? std::string("{}") : data;
       if (text[0] == '@') {
@@ -408,7 +466,7 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--verify goes with ringrpc:// and ringrpcs:// (echo:// always checks its bytes)");
     }
     co.verify_echo = co_verify;
-    co.headers = headers;
+    co.max_reply_bytes = reply_limit(max_body, cfg.where, co.payload.size());
     cfg.call_timeout = parse_duration(call_timeout);
     co.timeout_us = static_cast<std::uint64_t>(cfg.call_timeout.count() / 1000);
     co.host_header = authority_of(cfg.where);
@@ -482,6 +540,7 @@ int main(int argc, char** argv) {
     if (!plot_path.empty()) plot_out_file = std::make_unique<output_file>(plot_path);
     FILE* summary_stream = json_out && json_out->is_stdout() ? stderr : stdout;
 
+    std::unique_ptr<server_cost_meter> server_meter = make_server_meter(server_pid, server_metrics);
     cfg.stop_requested = &install_interrupt_handler();
     if (start_at) {
       std::fprintf(stderr, "ringrpc-load: waiting %.1f s to start at %s\n",
@@ -501,9 +560,15 @@ int main(int argc, char** argv) {
     const bool tty = isatty(STDERR_FILENO) != 0;
     std::uint64_t last_ok = 0;
     const double started_epoch = epoch_now_s();
+    if (server_meter) server_meter->start();
     run_result r = run_engine(cfg, *proto, [&](double elapsed, const std::vector<live_counters*>& live) {
       print_live(tty, elapsed, live, last_ok);
+      if (server_meter) server_meter->sample(elapsed);
     });
+    if (server_meter) {
+      server_meter->finish();
+      r.server = server_meter->result(r.warmup_s, r.measured_s, r.calls_ok + r.error_total());
+    }
     if (tty) std::fprintf(stderr, "\n");
     if (!r.diagnosis.empty()) {
       std::fprintf(stderr, "ringrpc-load: %s\n", r.diagnosis.c_str());
@@ -527,7 +592,8 @@ int main(int argc, char** argv) {
     if (!rate_steps.empty()) r.config["rate_steps"] = parse_rate_list(rate_steps);
     if (count != 0) r.config["count"] = count;
     if (const double d = scheduled_seconds(cfg); d > 0) r.config["duration_s"] = d;
-    if (!headers.empty()) r.config["headers"] = headers;
+    if (!headers.empty()) r.config["headers"] = shown_headers(headers);
+    if (!max_body.empty()) r.config["max_body"] = co.max_reply_bytes;
     if (shard) r.config["shard"] = shard_text;
     if (start_at) r.config["start_at"] = format_utc(*start_at);
     if (!proto_file.empty()) r.config["proto"] = proto_file;

@@ -81,6 +81,7 @@ class h2_codec final : public connection_codec {
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &h2_codec::on_data);
     nghttp2_session_callbacks_set_on_header_callback(cbs, &h2_codec::on_header);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &h2_codec::on_close);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, &h2_codec::on_invalid);
     // nghttp2's HTTP messaging checks validate every received header name and value (a few
     // per cent of a call's CPU); the codec reads only :status and grpc-status, and a reply
     // without :status counts as http_0, so the checks buy nothing here.
@@ -173,10 +174,26 @@ class h2_codec final : public connection_codec {
     _ended_error.clear();
     const std::size_t frame = whole;
     const ssize_t used = nghttp2_session_mem_recv(_session, b, frame);
-    if (!_failure.empty()) return fail(r, _failure);
-    if (used < 0) return fail(r, std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(used)));
+    if (!_failure.empty()) return fail(r, _failure, _failure_kind);
+    if (used < 0) {
+      return fail(r, std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(used)),
+                  "h2_" + code_name(code_of(static_cast<int>(used))));
+    }
+    if (_goaway_error != NGHTTP2_NO_ERROR) {
+      // The server ends the connection for an error: its calls fail by the code it gave.
+      return fail(r, "HTTP/2: the server sent GOAWAY " + std::string(nghttp2_http2_strerror(_goaway_error)),
+                  "h2_goaway_" + code_name(_goaway_error));
+    }
+    if (!_goaway && !_goaway_sent && nghttp2_session_check_request_allowed(_session) == 0) {
+      // nghttp2 found a connection error in the server's frames (a window overflow, say) and
+      // ends the session: nothing more is read, so the calls in flight fail by its code.
+      const std::uint32_t code = _invalid_code != 0 ? _invalid_code : std::uint32_t{NGHTTP2_PROTOCOL_ERROR};
+      return fail(r, "HTTP/2: the server's frames broke the session: " + std::string(nghttp2_http2_strerror(code)),
+                  "h2_" + code_name(code));
+    }
     if (nghttp2_session_want_read(_session) == 0 && !_goaway) {
-      return fail(r, "HTTP/2: the server's frames broke the session");
+      const std::uint32_t code = _invalid_code != 0 ? _invalid_code : std::uint32_t{NGHTTP2_PROTOCOL_ERROR};
+      return fail(r, "HTTP/2: the server's frames broke the session", "h2_" + code_name(code));
     }
     if (_ended_count > 1) return fail(r, "HTTP/2: one frame ended several streams");  // an error mid-batch
     r.consumed = frame;
@@ -192,10 +209,20 @@ class h2_codec final : public connection_codec {
   }
 
  private:
-  static reply fail(reply& r, std::string why) {
+  static reply fail(reply& r, std::string why, std::string kind = {}) {
     r.status = reply_status::protocol_error;
     r.error = std::move(why);
+    r.lost_as = std::move(kind);
     return r;
+  }
+
+  // "flow_control_error", "enhance_your_calm": an HTTP/2 error code as error kinds show it.
+  static std::string code_name(std::uint32_t code) {
+    std::string name;
+    for (const char* p = nghttp2_http2_strerror(code); *p != '\0'; ++p) {
+      name.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(*p))));
+    }
+    return name;
   }
 
   // Opens a stream for the call on `s` (a first attempt or a refused one's next).
@@ -282,6 +309,7 @@ class h2_codec final : public connection_codec {
     if (frame->hd.type == NGHTTP2_GOAWAY) {
       self->_goaway = true;  // streams past its last id are closed next, unanswered: dropped
       self->_goaway_last = frame->goaway.last_stream_id;
+      self->_goaway_error = frame->goaway.error_code;
       return 0;
     }
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
@@ -298,7 +326,8 @@ class h2_codec final : public connection_codec {
     if (s == nullptr) return 0;
     s->reply_bytes += len;
     if (s->reply_bytes > self->_settings->max_reply_bytes) {
-      self->_failure = "a reply over the limit of " + std::to_string(self->_settings->max_reply_bytes) + " bytes";
+      self->_failure = "a reply body over --max-body " + std::to_string(self->_settings->max_reply_bytes);
+      self->_failure_kind = "reply_too_large";
       return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     if (self->_settings->grpc) s->messages.feed({reinterpret_cast<const std::byte*>(data), len});
@@ -345,11 +374,7 @@ class h2_codec final : public connection_codec {
         if (id >= last_usable_stream_id) self->_retiring = true;
         return 0;
       } else {
-        std::string kind = "h2_";
-        for (const char* p = nghttp2_http2_strerror(error_code); *p != '\0'; ++p) {
-          kind.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(*p))));
-        }
-        self->end(s, std::move(kind));
+        self->end(s, "h2_" + code_name(error_code));
       }
     }
     nghttp2_session_set_stream_user_data(session, id, nullptr);
@@ -357,6 +382,25 @@ class h2_codec final : public connection_codec {
     --self->_open;
     if (id >= last_usable_stream_id) self->_retiring = true;
     return 0;
+  }
+
+  // A frame nghttp2 refused; for a connection error (an overflowing WINDOW_UPDATE on stream 0)
+  // it then ends the session, and this is the code the calls in flight are failed by.
+  static int on_invalid(nghttp2_session*, const nghttp2_frame*, int lib_error_code, void* user) {
+    static_cast<h2_codec*>(user)->_invalid_code = code_of(lib_error_code);
+    return 0;
+  }
+
+  // The HTTP/2 error code that answers one of nghttp2's errors about the server's frames (a
+  // flood of frames that each want an answer is "excessive load", ENHANCE_YOUR_CALM).
+  static std::uint32_t code_of(int lib_error_code) {
+    switch (lib_error_code) {
+      case NGHTTP2_ERR_FLOW_CONTROL: return NGHTTP2_FLOW_CONTROL_ERROR;
+      case NGHTTP2_ERR_FRAME_SIZE_ERROR: return NGHTTP2_FRAME_SIZE_ERROR;
+      case NGHTTP2_ERR_STREAM_CLOSED: return NGHTTP2_STREAM_CLOSED;
+      case NGHTTP2_ERR_FLOODED: return NGHTTP2_ENHANCE_YOUR_CALM;
+      default: return NGHTTP2_PROTOCOL_ERROR;
+    }
   }
 
   static ssize_t read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
@@ -383,9 +427,12 @@ class h2_codec final : public connection_codec {
   std::uint64_t _ended_seq = 0;
   std::string _ended_error;
   std::string _failure;
+  std::string _failure_kind;  // the error kind of _failure's calls, when it has one
   bool _seen_frame = false;
   bool _goaway = false;
   std::int32_t _goaway_last = 0;
+  std::uint32_t _goaway_error = NGHTTP2_NO_ERROR;
+  std::uint32_t _invalid_code = 0;  // the last frame nghttp2 refused, as an HTTP/2 error code
   bool _retiring = false;
   bool _goaway_sent = false;
 };

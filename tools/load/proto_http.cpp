@@ -105,7 +105,7 @@ class response_parser final {
     if (head_request || code == 204 || code == 304) return step::done;
     if (_chunked) return chunked_body();
     if (!_has_length) return fail("response has neither Content-Length nor chunked encoding");
-    if (_length > _max_body) return fail("Content-Length " + std::to_string(_length) + " exceeds the reply limit");
+    if (_length > _max_body) return over_limit("Content-Length " + std::to_string(_length));
     if (_in.size() - _pos < _length) return step::incomplete;
     _pos += static_cast<std::size_t>(_length);
     return step::done;
@@ -115,6 +115,7 @@ class response_parser final {
   int code() const noexcept { return _code; }
   bool closes() const noexcept { return _close; }
   const std::string& error() const noexcept { return _error; }
+  bool too_large() const noexcept { return _too_large; }
 
  private:
   // One line ending in LF (a preceding CR is dropped), with at most `cap` bytes before the end.
@@ -187,7 +188,7 @@ class response_parser final {
     std::uint64_t data = 0;
     std::string_view l;
     while (true) {
-      if (_pos - start > 2 * _max_body) return fail("chunked body exceeds the reply limit");
+      if (_pos - start > 2 * _max_body) return over_limit("chunk framing of the body");
       if (const auto s = line(l, max_chunk_line_bytes, "chunk size line"); s != step::done) return s;
       const auto digits = trim(l.substr(0, l.find(';')));
       std::uint64_t size = 0;
@@ -195,7 +196,7 @@ class response_parser final {
       if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size()) {
         return fail("bad chunk size");
       }
-      if (size > _max_body - data) return fail("chunked body exceeds the reply limit");
+      if (size > _max_body - data) return over_limit("chunked body");
       data += size;
       if (size == 0) break;
       if (_in.size() - _pos < size + 2) return step::incomplete;
@@ -216,6 +217,11 @@ class response_parser final {
     _error = std::move(what);
     return step::bad;
   }
+  // A reply that is HTTP but larger than --max-body: its connection's calls fail by that name.
+  step over_limit(const std::string& what) {
+    _too_large = true;
+    return fail(what + " exceeds --max-body " + std::to_string(_max_body));
+  }
 
   std::span<const std::byte> _in;
   std::uint64_t _max_body;
@@ -224,6 +230,7 @@ class response_parser final {
   bool _has_length = false;
   bool _chunked = false;
   bool _close = false;  // Connection: close
+  bool _too_large = false;
   std::uint64_t _length = 0;
   std::string _error;
 };
@@ -306,7 +313,8 @@ class http_codec final : public connection_codec {
     if (s == step::incomplete) return r;
     if (s == step::bad) {
       r.status = reply_status::protocol_error;
-      r.error = "malformed HTTP response: " + p.error();
+      r.error = (p.too_large() ? "HTTP response: " : "malformed HTTP response: ") + p.error();
+      if (p.too_large()) r.lost_as = "reply_too_large";
       return r;
     }
     r.consumed = p.position();

@@ -191,6 +191,8 @@ class redis_codec final : public connection_codec {
     if (s == step::bad) {
       r.status = reply_status::protocol_error;
       r.error = "malformed RESP reply: " + p.error();
+      // The parser names its limit so: the reply is RESP, only too large for --max-body.
+      if (p.error().find("reply limit") != std::string::npos) r.lost_as = "reply_too_large";
       return r;
     }
     const auto call = _pending.front();

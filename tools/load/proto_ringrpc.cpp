@@ -8,7 +8,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "peer_sniff.hpp"
 #include "wire/frame_codec.hpp"
+#include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 
 namespace ringrpc::load {
@@ -36,9 +38,18 @@ reply protocol_error(std::string what) {
   return r;
 }
 
+// What every call of a run sends: the options, and the metadata made of -H and RINGRPC_TOKEN.
+struct ringrpc_settings {
+  codec_options options;
+  std::vector<metadata_entry> metadata;
+};
+
 class ringrpc_codec final : public connection_codec {
  public:
-  explicit ringrpc_codec(std::shared_ptr<const codec_options> options) : _options(std::move(options)) {}
+  explicit ringrpc_codec(std::shared_ptr<const ringrpc_settings> settings)
+      : _settings(std::move(settings)), _options(&_settings->options) {
+    _metadata.pairs = _settings->metadata;
+  }
 
   void write_request(std::vector<std::byte>& out, std::uint64_t seq, const request_kind& kind) override {
     frame_view f;
@@ -47,6 +58,7 @@ class ringrpc_codec final : public connection_codec {
     f.method = kind.method;
     f.timeout_us = _options->timeout_us;
     f.payload = _options->payload;
+    if (!_metadata.pairs.empty()) f.metadata_out = &_metadata;
     const auto bytes = _encoder.encode(f);
     out.insert(out.end(), bytes.begin(), bytes.end());
   }
@@ -56,8 +68,19 @@ class ringrpc_codec final : public connection_codec {
     const std::uint64_t body = read_frame_length(in.data());
     // Refuse on the prefix alone: waiting for a body this large is what a hostile peer wants.
     if (body + frame_prefix_bytes > _options->max_reply_bytes) {
-      return protocol_error("reply frame of " + std::to_string(body) + " bytes exceeds the limit of " +
-                            std::to_string(_options->max_reply_bytes));
+      reply r = protocol_error("reply frame of " + std::to_string(body) + " bytes exceeds --max-body " +
+                               std::to_string(_options->max_reply_bytes));
+      // Named only when the bytes look like a large ringrpc frame (a FlatBuffers root offset
+      // inside the body, no other protocol's text): another protocol's first bytes read as a
+      // huge length too, and those are diagnosed as that protocol instead.
+      const auto looks = in.size() >= frame_prefix_bytes + 4
+                             ? tools::sniff_protocol(in.first(std::min<std::size_t>(in.size(), 64)))
+                             : std::string_view("short");
+      if (looks.empty() || looks == "ringrpc") {
+        const std::uint32_t root = read_frame_length(in.data() + frame_prefix_bytes);
+        if (root >= 4 && root < body) r.lost_as = "reply_too_large";
+      }
+      return r;
     }
     const std::size_t total = frame_prefix_bytes + static_cast<std::size_t>(body);
     if (in.size() < total) return {};
@@ -96,18 +119,20 @@ class ringrpc_codec final : public connection_codec {
 
  private:
   // Shared, not copied: the payload may be large and there is one codec per connection.
-  std::shared_ptr<const codec_options> _options;
+  std::shared_ptr<const ringrpc_settings> _settings;
+  const codec_options* _options;
+  ringrpc::detail::metadata_to_send _metadata;
   ringrpc::detail::frame_encoder _encoder;
   std::vector<std::uint64_t> _scratch;
 };
 
 class ringrpc_protocol final : public protocol {
  public:
-  ringrpc_protocol(const target& t, const codec_options& options)
-      : _method(t.path), _options(std::make_shared<const codec_options>(options)) {}
+  ringrpc_protocol(const target& t, std::shared_ptr<const ringrpc_settings> settings)
+      : _method(t.path), _settings(std::move(settings)) {}
 
   std::unique_ptr<connection_codec> new_connection() const override {
-    return std::make_unique<ringrpc_codec>(_options);
+    return std::make_unique<ringrpc_codec>(_settings);
   }
 
   std::vector<request_kind> default_kinds() const override {
@@ -119,17 +144,72 @@ class ringrpc_protocol final : public protocol {
 
  private:
   std::string _method;
-  std::shared_ptr<const codec_options> _options;
+  std::shared_ptr<const ringrpc_settings> _settings;
 };
 
+std::string lowered(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c); });
+  return out;
+}
+
 }  // namespace
+
+// -H 'Name: value' (as for HTTP, the name lowercased) or 'key=value' (as ringrpc-call takes it),
+// checked against what a server accepts by default, so that a bad pair is one error up front and
+// not a bad_request per call. The values are never echoed: one may be a token.
+std::vector<metadata_entry> ringrpc_call_metadata(const codec_options& options) {
+  std::vector<metadata_entry> out;
+  std::size_t bytes = 0;
+  for (const std::string& h : options.headers) {
+    const auto colon = h.find(':');
+    const auto eq = h.find('=');
+    const bool http_form = colon != std::string::npos && (eq == std::string::npos || colon < eq);
+    const auto sep = http_form ? colon : eq;
+    const std::string key = sep == std::string::npos ? std::string() : lowered(std::string_view(h).substr(0, sep));
+    if (!valid_metadata_key(key)) {
+      throw std::invalid_argument("bad -H for ringrpc: expected 'key: value' or key=value with a key of a-z 0-9 - _ ., got '" +
+                                  key + "'");
+    }
+    std::string value = h.substr(sep + 1);
+    if (http_form) {  // as in HTTP, blanks around the value are not part of it
+      value.erase(0, value.find_first_not_of(" \t"));
+      value.erase(value.find_last_not_of(" \t") + 1);
+    }
+    for (const metadata_entry& e : out) {
+      if (e.key == key) throw std::invalid_argument("-H gives metadata key '" + key + "' twice");
+    }
+    bytes += key.size() + value.size();
+    out.push_back({key, std::move(value)});
+  }
+  if (!options.bearer_token.empty() &&
+      std::none_of(out.begin(), out.end(), [](const metadata_entry& e) { return e.key == "authorization"; })) {
+    std::string value = "Bearer " + options.bearer_token;
+    if (!parse_bearer(value)) {
+      throw std::invalid_argument("RINGRPC_TOKEN holds characters a bearer token cannot have");
+    }
+    bytes += std::string_view("authorization").size() + value.size();
+    out.push_back({"authorization", std::move(value)});
+  }
+  if (out.size() > default_max_metadata_entries || bytes > default_max_metadata_bytes) {
+    throw std::invalid_argument("-H gives " + std::to_string(out.size()) + " metadata pairs of " +
+                                std::to_string(bytes) + " bytes; a server takes at most " +
+                                std::to_string(default_max_metadata_entries) + " pairs of " +
+                                std::to_string(default_max_metadata_bytes) + " bytes by default");
+  }
+  return out;
+}
 
 std::unique_ptr<protocol> detail::make_ringrpc_protocol(const target& t, const codec_options& options) {
   if (t.path.empty()) throw std::invalid_argument("ringrpc targets need a method");
   if (options.max_reply_bytes < frame_prefix_bytes + 8) {
     throw std::invalid_argument("max reply bytes is too small for any ringrpc frame");
   }
-  return std::make_unique<ringrpc_protocol>(t, options);
+  auto settings = std::make_shared<ringrpc_settings>();
+  settings->options = options;
+  settings->metadata = ringrpc_call_metadata(options);
+  return std::make_unique<ringrpc_protocol>(t, std::move(settings));
 }
 
 }  // namespace ringrpc::load

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/metadata.hpp"
+
 namespace ringrpc::load {
 
 /// A parsed target: ringrpc://host:port/method, echo://host:port, redis://host:port,
@@ -35,15 +37,27 @@ struct request_kind {
   std::string path;    ///< HTTP path; unused elsewhere
 };
 
+/// --max-body's default: what one reply may hold, and so what one connection buffers.
+inline constexpr std::uint32_t default_max_reply_bytes = 1u << 20;
+
 /// Options every codec may use.
 struct codec_options {
   std::vector<std::byte> payload;       ///< request payload (ringrpc, echo, HTTP POST body, redis SET value)
   std::uint64_t key_space = 100000;     ///< redis: keys are "key:<n>", n < key_space
-  std::uint32_t max_reply_bytes = 64u << 20;  ///< a reply claiming more is a protocol error
+  /// A reply (its body: HTTP, h2c, gRPC message; its frame: ringrpc, echo, redis) claiming or
+  /// bringing more fails its connection's calls as "reply_too_large" (--max-body). A chunked
+  /// HTTP body may take twice this on the wire, its chunk framing included.
+  std::uint32_t max_reply_bytes = default_max_reply_bytes;
   std::uint64_t timeout_us = 0;         ///< ringrpc: deadline sent with each call
   std::string host_header;              ///< HTTP Host header
-  /// HTTP: extra "Name: value" header lines (-H); a Host among them replaces host_header.
+  /// HTTP, h2c, gRPC: extra "Name: value" header lines (-H); a Host among them replaces
+  /// host_header. ringrpc: metadata sent with every call, the name lowercased as its key
+  /// ("Authorization: Bearer T" is the key authorization); "key=value" as ringrpc-call takes it
+  /// is accepted too.
   std::vector<std::string> headers;
+  /// ringrpc: sent as "authorization: Bearer <token>" unless headers already have an
+  /// authorization (main() fills it from RINGRPC_TOKEN, as ringrpc-call does).
+  std::string bearer_token;
   /// ringrpc: a reply whose payload is not the request's own bytes is an error
   /// ("payload_mismatch"): for echo methods, to check the bytes come back exact.
   bool verify_echo = false;
@@ -83,6 +97,11 @@ struct reply {
   /// The server answered that this port expects TLS (nginx's 400 "The plain HTTP request was
   /// sent to HTTPS port"): a plaintext URL at a TLS port, diagnosed when it is the first reply.
   bool tls_port = false;
+  /// protocol_error only: the bytes are the protocol, but the reply broke a limit or the
+  /// server ended the connection with a named error ("reply_too_large",
+  /// "h2_goaway_enhance_your_calm", "h2_flow_control_error"). The calls in flight on the
+  /// connection are counted under this kind, and it is not diagnosed as another protocol.
+  std::string lost_as;
 };
 
 /// Per-connection codec state. Owned by one engine thread.
@@ -111,6 +130,10 @@ class protocol {
   /// Whether its codecs have bytes to send that no request asked for (see write_pending).
   virtual bool talks_unasked() const { return false; }
 };
+
+/// ringrpc: the metadata every call carries, made of options.headers and bearer_token (see
+/// there). Throws std::invalid_argument naming a bad pair (never showing its value).
+std::vector<metadata_entry> ringrpc_call_metadata(const codec_options& options);
 
 /// The protocol for `t`. Throws std::invalid_argument for an unknown scheme or bad options.
 std::unique_ptr<protocol> make_protocol(const target& t, const codec_options& options);

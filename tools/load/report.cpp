@@ -224,6 +224,7 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
     out += row("received", format_bytes_rate(static_cast<double>(r.bytes_received) / r.measured_s));
   }
   out += "\n";
+  if (r.server) out += format_server_cost(*r.server);
   if (r.new_connection_per_call) {
     out += row("connections/s", format_rate(r.measured_s > 0 ? static_cast<double>(r.connections_measured) / r.measured_s : 0));
     if (r.tls) {

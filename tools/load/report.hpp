@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/latency_histogram.hpp"
+#include "server_cost.hpp"
 
 namespace ringrpc::load {
 
@@ -135,6 +137,8 @@ struct run_result {
   bool new_connection_per_call = false;
   std::uint64_t connections_measured = 0;
   std::uint64_t handshakes_measured = 0;
+  /// --server-pid / --server-metrics: the target's CPU over the measured window.
+  std::optional<server_cost> server;
 
   double calls_per_sec() const noexcept { return measured_s > 0 ? static_cast<double>(calls_ok) / measured_s : 0; }
   std::uint64_t error_total() const noexcept;

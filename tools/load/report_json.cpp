@@ -43,6 +43,7 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
   j["calls_ok"] = r.calls_ok;
   j["calls_per_sec"] = finite(r.calls_per_sec());
   j["errors"] = r.errors;
+  if (r.server) j["server_cost"] = server_cost_json(*r.server);
   j["latency_us"] = latency_object(r.latency_ns, percentiles);
   const auto per_s = [&](std::uint64_t n) { return finite(r.measured_s > 0 ? static_cast<double>(n) / r.measured_s : 0); };
   if (r.new_connection_per_call) {
