@@ -9,8 +9,9 @@
 set -euo pipefail
 bench=$1 bin_dir=$2
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringrpc_bench_test.XXXXXX")
-ns_srv=rrb_srv_$$ ns_cli=rrb_cli_$$ serve_pid=
+ns_srv=rrb_srv_$$ ns_cli=rrb_cli_$$ serve_pid='' client_pid=''
 cleanup() {
+  if [[ -n $client_pid ]]; then kill -TERM "$client_pid" 2>/dev/null || true; wait "$client_pid" 2>/dev/null || true; fi
   if [[ -n $serve_pid ]]; then kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; fi
   # Deleting a namespace removes the veth end inside it, and with it its peer.
   ip netns del "$ns_srv" 2>/dev/null || true
@@ -18,6 +19,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM  # meson's timeout sends TERM: the namespaces go all the same
 fail() { echo "FAIL: $*" >&2; exit 1; }
 python=$(command -v python3) || { echo "skipped: no python3"; exit 77; }
 
@@ -103,7 +105,7 @@ EOF
 }
 
 # --- loopback, --quick cut down further to keep the test short
-quick=(--quick --duration 0.3 --rounds 2 --sizes 64,65536 --flows 1,50)
+quick=(--quick --duration 0.3 --rounds 2 --sizes "64,65536" --flows "1,50")
 "$bench" --bin-dir "$bin_dir" "${quick[@]}" --out "$work/out/a" >"$work/a.txt" 2>&1 || {
   cat "$work/a.txt" >&2; fail "--quick run exited $?"; }
 [[ -s $work/out/a.json && -s $work/out/a.svg ]] || fail "no JSON and SVG where --out said"
@@ -113,14 +115,18 @@ check_report "$work/out/a.json" loopback
 # --- two reports overlaid in one picture
 cp "$work/out/a.json" "$work/b.json"
 "$bench" --compare "$work/out/a.json" "$work/b.json" --out "$work/cmp" >/dev/null || fail "--compare exited $?"
-grep -q "solid a:" "$work/cmp.svg" && grep -q "dashed b:" "$work/cmp.svg" || fail "--compare SVG names both reports"
+grep -q "solid a:" "$work/cmp.svg" || fail "--compare SVG does not name the first report"
+grep -q "dashed b:" "$work/cmp.svg" || fail "--compare SVG does not name the second report"
 
 # --- two hosts: two namespaces joined by a veth pair
 if [[ $(id -u) != 0 ]] || ! ip netns list >/dev/null 2>&1; then
   echo "two-namespace mode skipped: needs root and ip netns"
   exit 0
 fi
-ip netns add "$ns_srv" && ip netns add "$ns_cli" || { echo "two-namespace mode skipped: ip netns add failed"; exit 0; }
+if ! ip netns add "$ns_srv" || ! ip netns add "$ns_cli"; then
+  echo "two-namespace mode skipped: ip netns add failed"
+  exit 0
+fi
 ip link add "rrbs$$" netns "$ns_srv" type veth peer name "rrbc$$" netns "$ns_cli"
 ip -n "$ns_srv" addr add 10.231.0.1/30 dev "rrbs$$"
 ip -n "$ns_cli" addr add 10.231.0.2/30 dev "rrbc$$"
@@ -132,7 +138,13 @@ ip netns exec "$ns_srv" "$bench" --bin-dir "$bin_dir" serve --bind 10.231.0.1 --
 serve_pid=$!
 for _ in $(seq 100); do grep -q "ringrpc-bench serve:" "$work/serve.txt" && break; sleep 0.1; done
 grep -q "ringrpc-bench serve:" "$work/serve.txt" || fail "serve did not start: $(cat "$work/serve.txt")"
+# In the background and waited for, so that a TERM (meson's timeout) runs the cleanup at once.
 ip netns exec "$ns_cli" "$bench" --bin-dir "$bin_dir" --server 10.231.0.1:7100 --quick --duration 0.3 --rounds 1 \
-  --sizes 64 --flows 1 --out "$work/out/two" >"$work/two.txt" 2>&1 || { cat "$work/two.txt" >&2; fail "--server run exited $?"; }
+  --sizes 64 --flows 1 --out "$work/out/two" >"$work/two.txt" 2>&1 &
+client_pid=$!
+rc=0
+wait "$client_pid" || rc=$?
+client_pid=
+[[ $rc == 0 ]] || { cat "$work/two.txt" >&2; fail "--server run exited $rc"; }
 check_report "$work/out/two.json" "two hosts"
 echo "two-namespace mode: ok"
