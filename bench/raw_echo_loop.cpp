@@ -8,10 +8,13 @@
 //
 // It sends back exactly the bytes it received, so `ringrpc-load echo://127.0.0.1:PORT` drives it.
 //
-//   build/bench/bench/raw_echo_loop --port 0 [--host 127.0.0.1] [--no-defer-taskrun]
+//   build/bench/bench/raw_echo_loop --port 0 [--host 127.0.0.1] [--no-defer-taskrun] [--exit-after S]
+//
+// Installed as ringrpc-raw-echo: ringrpc-bench runs it beside ringrpc-server (tools/bench).
 //
 // Prints "listening on HOST:PORT" on stdout once ready and one line about the ring it got on
-// stderr; stops on SIGTERM or SIGINT. --log-level and --max-connections are accepted and ignored
+// stderr; stops on SIGTERM or SIGINT, or after --exit-after seconds (a server left on another
+// host by `ringrpc-bench serve` does not outlive its run). --log-level and --max-connections are accepted and ignored
 // so that bench/idle_connections.py can start it like ringrpc-server.
 #include <liburing.h>
 
@@ -338,6 +341,7 @@ int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   int port = 0;
   bool try_defer = true;
+  unsigned exit_after = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -347,12 +351,24 @@ int main(int argc, char** argv) {
       host = argv[++i];
     } else if (a == "--no-defer-taskrun") {  // to see what the kernel feature is worth here
       try_defer = false;
+    } else if (a == "--exit-after" && has_value) {
+      exit_after = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
     } else if ((a == "--log-level" || a == "--max-connections") && has_value) {
       ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--port N] [--host IPV4] [--no-defer-taskrun]   (echo server; SIGTERM stops it)\n",
+      const bool help = a == "--help" || a == "-h";
+      std::fprintf(help ? stdout : stderr,
+                   "Usage: %s [--port N] [--host IPV4] [--no-defer-taskrun] [--exit-after S]\n"
+                   "A one-thread TCP echo server on plain io_uring: the baseline ringrpc-bench measures\n"
+                   "ringrpc-server against. Prints 'listening on HOST:PORT' once ready.\n\n"
+                   "  --port N            port to listen on; 0 picks one [0]\n"
+                   "  --host IPV4         address to listen on [127.0.0.1]\n"
+                   "  --no-defer-taskrun  do not ask the kernel for IORING_SETUP_DEFER_TASKRUN\n"
+                   "  --exit-after S      exit after S seconds; 0 = run until stopped [0]\n\n"
+                   "Exit status: 0 stopped by SIGTERM, SIGINT or --exit-after (or --help);\n"
+                   "2 usage, or the socket or io_uring could not be set up (one line on stderr).\n",
                    argv[0]);
-      return a == "--help" || a == "-h" ? 0 : 2;
+      return help ? 0 : 2;
     }
   }
   // Signals arrive as a completion on the ring, so a stop can never slip in between checking a
@@ -361,6 +377,7 @@ int main(int argc, char** argv) {
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGALRM);  // --exit-after: the alarm stops the loop like SIGTERM
   sigprocmask(SIG_BLOCK, &mask, nullptr);
   const int signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
   if (signal_fd < 0) die("signalfd", errno);
@@ -370,6 +387,7 @@ int main(int argc, char** argv) {
   const int listen_fd = listen_on(host, port, bound_port);
   echo_loop loop(listen_fd, try_defer);
   loop.describe();
+  if (exit_after != 0) alarm(exit_after);
   std::printf("listening on %s:%d\n", host.c_str(), bound_port);
   std::fflush(stdout);
   loop.run(signal_fd);
