@@ -306,6 +306,10 @@ int main(int argc, char** argv) {
   app.add_option("-P,--depth", cfg.depth, "depth: calls in flight per connection")->capture_default_str();
   app.add_option("--reply-batch", cfg.reply_batch, "closed loop: wake per N replies (1: each)")
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--latency-clock", [&](const std::string& v) { cfg.kernel_rx_stamps = v == "kernel"; },
+         "replies' receive times: kernel (its stamps where the socket offers them, default) or user")
+      ->check(CLI::IsMember({"kernel", "user"}));
   app.add_option("-R,--rate", rate, "open loop: total calls/s (k, M)");
   app.add_option("--rate-steps", rate_steps, "open loop in steps: 10k,20k,40k");
   app.add_option("--step-time", step_time, "duration of each rate step")->capture_default_str();
