@@ -319,11 +319,10 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
     if (_kernel_stamps) {
       // The buffer holds the recvmsg header, the stamp, then the bytes (rx_stamp.hpp).
       const stamped_bytes in = parse_recvmsg(const_cast<std::byte*>(bytes.data()), cqe.res, _rx_layout);
-      if (!in.valid) return;
+      if (!in.valid || in.payload.empty()) return;  // the end of the stream carries no stamp
       bytes = in.payload;
       ++(in.real_stamp != 0 ? stamped_receives : unstamped_receives);
       received = _rx_clock.received(in.real_stamp);
-      if (bytes.empty()) return;
     }
     live.bytes_received.fetch_add(bytes.size(), std::memory_order_relaxed);
     if (c.tls != nullptr && !tls_receive(c, bytes, now)) return;  // bytes: now the plaintext
