@@ -321,7 +321,12 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
       const stamped_bytes in = parse_recvmsg(const_cast<std::byte*>(bytes.data()), cqe.res, _rx_layout);
       if (!in.valid || in.payload.empty()) return;  // the end of the stream carries no stamp
       bytes = in.payload;
-      ++(in.real_stamp != 0 ? stamped_receives : unstamped_receives);
+      // Counted in the measured window only: the kernel turns stamping on a moment after the
+      // first socket asks (a deferred switch), so a run's first receives may carry none.
+      if (now >= _run.measure_from && now < _run.measure_until) {
+        ++(in.real_stamp != 0 ? stamped_receives : unstamped_receives);
+      }
+
       received = _rx_clock.received(in.real_stamp);
     }
     live.bytes_received.fetch_add(bytes.size(), std::memory_order_relaxed);
