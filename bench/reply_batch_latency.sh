@@ -6,16 +6,16 @@
 # --latency-clock user (the loop's clock after each wake-up) show what batching does without.
 #
 #   bench/reply_batch_latency.sh
-#   LAT_ROUNDS=5 LAT_DELAY_US=10000 bench/reply_batch_latency.sh
+#   LAT_ROUNDS=5 LAT_DELAY_US=5000 bench/reply_batch_latency.sh
 #   LAT_WRK=1 bench/reply_batch_latency.sh      # also: wrk --latency vs ringrpc-load on nginx
 #
-# The server (bench/delay_http_server.py) answers each request LAT_DELAY_US after it came in.
-# It is Python: keep the rate well below what it can serve (connections / delay), or its
-# queueing, not the delay, sets the median. --reply-batch-window 1s makes the batch 8 at any
-# rate (by default a batch is only the replies of 32 us, so slow servers would never batch).
+# The server is ringrpc-server's built-in `sleep` method (the payload is the microseconds to
+# hold the answer) with as many handler threads as calls in flight, so every call is held
+# LAT_DELAY_US and none waits for a thread. --reply-batch-window 1s makes the batch 8 at any
+# rate (by default a batch is only the replies of 32 us, so a slow server would never batch).
 #
 # Environment: LAT_ROUNDS [3], LAT_DURATION seconds [3], LAT_CONNECTIONS [64],
-# LAT_DELAY_US [10000], LAT_BUILD_DIR [build/release], LAT_WRK [unset],
+# LAT_DELAY_US [2000], LAT_BUILD_DIR [build/release], LAT_WRK [unset],
 # LAT_WRK_CONNECTIONS [64]. Only 127.0.0.1; servers are stopped by PID on exit.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -25,22 +25,24 @@ cd "$(ringrpc_root)"
 rounds=${LAT_ROUNDS:-3}
 duration=${LAT_DURATION:-3}
 connections=${LAT_CONNECTIONS:-64}
-delay_us=${LAT_DELAY_US:-10000}
+delay_us=${LAT_DELAY_US:-2000}
 build_dir=${LAT_BUILD_DIR:-build/release}
 load_bin=$build_dir/tools/ringrpc-load
+server_bin=$build_dir/tools/ringrpc-server
 server_pin=() load_pin=()
 
 # shellcheck source=bench/client_cpu_lib.sh
 source bench/client_cpu_lib.sh
-cpu_bench_need "reply_batch_latency (build ringrpc-load)" "$load_bin" python3
+cpu_bench_need "reply_batch_latency (build ringrpc-load and ringrpc-server)" "$load_bin" "$server_bin" python3
 cpu_bench_setup reply-batch-latency
 budget=$((rounds * 4 * (duration + 30) + 120))
 
 port=$(free_port)
-timeout -k 5 "$budget" python3 bench/delay_http_server.py "$port" "$delay_us" >"$tmp/delay.log" 2>&1 &
+timeout -k 5 "$budget" "$server_bin" --port "$port" --readers 1 --handlers "$connections" >"$tmp/server.log" 2>&1 &
 pids+=($!)
-wait_port "$port" || { echo "reply_batch_latency: the delay server did not start" >&2; exit 1; }
-echo "delay server on 127.0.0.1:$port, every answer held ${delay_us} us; -c $connections, ${duration} s rounds"
+wait_port "$port" || { echo "reply_batch_latency: ringrpc-server did not start" >&2; cat "$tmp/server.log" >&2; exit 1; }
+printf '%s' "$delay_us" >"$tmp/delay"
+echo "ringrpc-server on 127.0.0.1:$port, every answer held ${delay_us} us (sleep); -c $connections, ${duration} s rounds"
 
 p50() { python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(j["latency_us"]["p50"], j["calls_per_sec"], j["latency_clock"])' "$1"; }
 
@@ -52,7 +54,7 @@ for ((round = 1; round <= rounds; round++)); do
     for batch in "${batches[@]}"; do
       timeout -k 5 $((duration + 30)) "$load_bin" -t 1 -c "$connections" -d "${duration}s" --warmup 1s \
         --reply-batch "$batch" --reply-batch-window 1s --latency-clock "$clock" --json "$tmp/run.json" \
-        "http://127.0.0.1:$port/" >"$tmp/run.out" 2>&1 || { cat "$tmp/run.out" >&2; exit 1; }
+        --payload-file "$tmp/delay" "ringrpc://127.0.0.1:$port/sleep" >"$tmp/run.out" 2>&1 || { cat "$tmp/run.out" >&2; exit 1; }
       read -r us rate got <<<"$(p50 "$tmp/run.json")"
       printf 'round %d  clock %-6s (%s)  --reply-batch %d  p50 %10.1f us  %8.0f calls/s\n' \
         "$round" "$clock" "$got" "$batch" "$us" "$rate"
