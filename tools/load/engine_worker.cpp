@@ -326,7 +326,6 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
       if (now >= _run.measure_from && now < _run.measure_until) {
         ++(in.real_stamp != 0 ? stamped_receives : unstamped_receives);
       }
-
       received = _rx_clock.received(in.real_stamp);
     }
     live.bytes_received.fetch_add(bytes.size(), std::memory_order_relaxed);
