@@ -108,6 +108,7 @@ expect_usage_error startbad "RFC 3339" --start-at 'tomorrow 9am' ringrpc://127.0
 expect_usage_error dunit "bad duration '10q'" -d 10q ringrpc://127.0.0.1:1/echo
 expect_usage_error depth0 "at least 1" -P 0 ringrpc://127.0.0.1:1/echo
 expect_usage_error batch0 "--reply-batch" --reply-batch 0 ringrpc://127.0.0.1:1/echo
+expect_usage_error clock "--latency-clock" --latency-clock wall ringrpc://127.0.0.1:1/echo
 expect_usage_error convert "ringrpc-load: .*connections" -c abc ringrpc://127.0.0.1:1/echo
 expect_usage_error failif "unknown metric 'latency'" --fail-if 'latency>2ms' ringrpc://127.0.0.1:1/echo
 expect_usage_error failunit "unit" --fail-if 'p99>2' ringrpc://127.0.0.1:1/echo
@@ -224,6 +225,18 @@ elif python3 -c 'import json, sys; sys.exit("reply_batch" in json.load(open("nob
   ok "--reply-batch 2 in the closed loop's config, none in the open loop's"
 else
   fail "an open loop's JSON config names reply_batch"
+fi
+# Which clock timed the replies: the kernel's receive stamps on a loopback TCP socket (every
+# Linux with multishot recvmsg offers them; "mixed" when the kernel switched stamping on only
+# after the first replies), the loop's clock when asked.
+run_load userclock -c 2 -d 1s --warmup 0 --latency-clock user --json userclock.json "ringrpc://127.0.0.1:$port/echo"
+json_clock() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("latency_clock"))' "$1" 2>/dev/null; }
+kclock=$(json_clock batch.json)
+uclock=$(json_clock userclock.json)
+if { [ "$kclock" != kernel ] && [ "$kclock" != mixed ]; } || [ "$uclock" != user ]; then
+  fail "latency_clock: '$kclock' by default (kernel or mixed expected), '$uclock' with --latency-clock user"
+else
+  ok "latency_clock: kernel by default, user with --latency-clock user"
 fi
 # A bare number after -d is seconds, as in wrk (it was the depth once).
 run_load baresec -c 1 -d 1 --warmup 0 --json bare.json "ringrpc://127.0.0.1:$port/echo"

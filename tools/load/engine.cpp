@@ -238,6 +238,7 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   r.warmup_s = static_cast<double>(cfg.warmup.count()) / 1e9;
   r.open_loop = run.schedule != nullptr;
   std::int64_t last = run.measure_from;
+  std::uint64_t stamped = 0, unstamped = 0;
   for (auto& w : workers) {
     if (!w->failure.empty()) throw std::runtime_error(w->failure);
     r.calls_ok += w->calls_ok;
@@ -248,8 +249,11 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     for (const auto& [k, v] : w->handshake_failures) r.handshake_failures[k] += v;
     r.connections_measured += w->connections_measured;
     r.handshakes_measured += w->handshakes_measured;
+    stamped += w->stamped_receives;
+    unstamped += w->unstamped_receives;
     last = std::max(last, w->last_completion_ns);
   }
+  r.latency_clock = stamped == 0 ? "user" : unstamped == 0 ? "kernel" : "mixed";
   // A run that reached its call count early (-n with -T) ends at its last completion.
   bool all_quotas = true;
   for (auto& w : workers) all_quotas = all_quotas && w->quota_used_up;

@@ -26,6 +26,12 @@ using detail::op;
 using detail::tag_op;
 using detail::tag_ptr;
 
+static std::int64_t real_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 int connect_to(const target& t, std::chrono::nanoseconds timeout) {
   return detail::connect_tcp(t.host, t.port, timeout);
 }
@@ -102,7 +108,13 @@ void worker::register_fd(conn_state& c) noexcept {
 
 void worker::arm_recv(conn_state& c) {
   io_uring_sqe* sqe = _ring->get_sqe();
-  _buffers->prep_recv_multishot(sqe, c.fd);
+  if (_kernel_stamps) {
+    io_uring_prep_recvmsg_multishot(sqe, c.fd, &_rx_layout, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = _buffers->group_id();
+  } else {
+    _buffers->prep_recv_multishot(sqe, c.fd);
+  }
   use_fixed(sqe, c);
   io_uring_sqe_set_data64(sqe, make_tag(op::recv, &c));
   c.recv_armed = true;
@@ -117,6 +129,7 @@ void worker::issue(conn_state& c, std::int64_t intended, std::int64_t now) {
   s.sent_ns = now;
   s.timed_out = false;
   s.kind = pick_kind();
+  if (_unsent.size() < _unsent.capacity()) _unsent.push_back(&s);  // else it keeps `now`
   ++c.in_flight;
   if (now >= _run.measure_from) ++_issued;  // -n counts measured calls; warm-up calls are extra
   c.codec->write_request(c.batch[c.filling].bytes, seq, _cfg.kinds[s.kind]);
@@ -182,8 +195,33 @@ void worker::on_send(conn_state& c, int res, std::int64_t now) {
   flush(c);
 }
 
-// One reply the codec parsed; returns false if the connection had to be dropped.
-bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
+// Asks the kernel to stamp each receive on the socket (rx_stamp.hpp). The first socket decides
+// for the thread: one that refuses turns stamps off, and the loop reads the clock instead.
+void worker::enable_stamps(conn_state& c) noexcept {
+  if (!_kernel_stamps) return;
+  const int on = 1;
+  // Only the probe (the first socket) may turn them off: later sockets' receives are recvmsgs
+  // either way, and one without stamps just counts as unstamped.
+  if (::setsockopt(c.fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0 && !_stamps_probed) _kernel_stamps = false;
+}
+
+// The calls issued this turn leave with the submit that follows: one clock read, right before
+// it, is their send time (a closed loop's calls are also due then). A call issued while its
+// connection still has a send in flight leaves a little later; it keeps this stamp.
+void worker::stamp_sends() noexcept {
+  if (_unsent.empty()) return;
+  const std::int64_t t = now_ns();
+  const bool closed_loop = _run.schedule == nullptr;
+  for (slot* s : _unsent) {
+    s->sent_ns = t;
+    if (closed_loop) s->intended_ns = t;
+  }
+  _unsent.clear();
+}
+
+// One reply the codec parsed; returns false if the connection had to be dropped. `received`:
+// when the receive that completed it arrived (the kernel's stamp, or the turn's `now`).
+bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now, std::int64_t received) {
   if (r.status == reply_status::no_reply) {  // HTTP/2 control frames, a reply's head
     if (r.close_after) c.peer_closing = true;
     if (!c.parsed_any) {
@@ -224,7 +262,7 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
       if (second_bucket* b = bucket(now)) {
         ++calls_ok;
         ++b->ok;
-        const auto lat = static_cast<std::uint64_t>(now - s.intended_ns);
+        const std::uint64_t lat = reply_latency(s.intended_ns, s.sent_ns, received);
         latency.record(lat);
         b->latency.record(lat);
         if (!kinds.empty()) {
@@ -236,7 +274,7 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now) {
           endpoints[c.endpoint_index].latency.record(lat);
         }
         if (_run.schedule != nullptr) {
-          service.record(static_cast<std::uint64_t>(now - s.sent_ns));
+          service.record(reply_latency(s.sent_ns, s.sent_ns, received));
           const std::size_t step = _run.schedule->step_at(s.intended_ns);
           if (step >= _run.first_measured_step && step - _run.first_measured_step < step_ok.size()) {
             ++step_ok[step - _run.first_measured_step];
@@ -277,9 +315,24 @@ void worker::count_connection(std::int64_t now) {
 void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
   want_flush(c);  // TLS records to answer, requests held for the handshake, HTTP/2 acks
   const auto left = detail::take_recv(*_buffers, cqe, c.dead, [&](std::span<const std::byte> bytes) {
+    std::int64_t received = now;
+    if (_kernel_stamps) {
+      // The buffer holds the recvmsg header, the stamp, then the bytes (rx_stamp.hpp).
+      const stamped_bytes in = parse_recvmsg(const_cast<std::byte*>(bytes.data()), cqe.res, _rx_layout);
+      if (!in.valid || in.payload.empty()) return;  // the end of the stream carries no stamp
+      bytes = in.payload;
+      // Counted in the measured window only: the kernel turns stamping on a moment after the
+      // first socket asks (a deferred switch), so a run's first receives may carry none.
+      if (now >= _run.measure_from && now < _run.measure_until) {
+        ++(in.real_stamp != 0 ? stamped_receives : unstamped_receives);
+      }
+      received = _rx_clock.received(in.real_stamp);
+    }
     live.bytes_received.fetch_add(bytes.size(), std::memory_order_relaxed);
     if (c.tls != nullptr && !tls_receive(c, bytes, now)) return;  // bytes: now the plaintext
-    const auto r = c.rx.feed(bytes, [&](std::span<const std::byte>) { return on_reply(c, c.rx.framer().last, now); });
+    const auto r = c.rx.feed(bytes, [&](std::span<const std::byte>) {
+      return on_reply(c, c.rx.framer().last, now, received);
+    });
     if (r == reply_assembler::result::frame_too_large) {
       // A reply the codec named (over --max-body, an HTTP/2 connection error) counts by its name.
       const std::string named = c.rx.framer().last.lost_as;
@@ -450,9 +503,16 @@ void worker::run() {
   if (_cfg.per_endpoint) endpoints.resize(std::max<std::size_t>(_cfg.endpoints.size(), 1));
   for (std::size_t i = 0; i < _cfg.steps.size(); ++i) step_latency.emplace_back(1000, 60'000'000'000ull, 3);
   _to_flush.reserve(_conns.size());
+  // A connection issues at most its depth per turn, twice if it is replaced within the turn.
+  _unsent.reserve(2 * _conns.size() * _cfg.depth);
+  _rx_layout.msg_controllen = rx_stamp_control_bytes;
+  _kernel_stamps = _cfg.kernel_rx_stamps && !_conns.empty();
+  if (_kernel_stamps) enable_stamps(_conns.front());
+  _stamps_probed = true;
   const std::int64_t start = now_ns();
   for (conn_state& c : _conns) {
     c.window = call_window(_cfg.depth);
+    enable_stamps(c);
     count_connection(start);
     if (_cfg.tls != nullptr && !start_tls(c, start)) {
       mark_dead(c);
@@ -485,6 +545,7 @@ void worker::run() {
 
     const wake_batch::wait w = wake.plan(now, next_wake, _sends_queued, _ring->cq_entries(), issuing(now));
     _sends_queued = 0;
+    stamp_sends();
     const int rc = _ring->submit_and_wait(std::chrono::nanoseconds(std::max<std::int64_t>(w.deadline - now, 0)), w.wait_nr);
     if (w.batched && rc == -ETIME) wake.timed_out(now_ns());
     if (detail::ring::fatal(rc)) {
@@ -492,6 +553,7 @@ void worker::run() {
       break;
     }
     now = now_ns();
+    _rx_clock.wake(now, _kernel_stamps ? real_ns() : now);
     unsigned received = 0;
     _ring->for_each_cqe([&](const io_uring_cqe& cqe) {
       auto* c = tag_ptr<conn_state>(cqe.user_data);
@@ -520,6 +582,7 @@ void worker::run() {
         continue;
       }
       count_connection(now);
+      enable_stamps(c);
       register_fd(c);  // also lets go of the old socket the slot held
       if (_cfg.tls != nullptr && !start_tls(c, now)) continue;
       c.dead = false;

@@ -14,6 +14,7 @@
 
 #include "base/write_queue.hpp"
 #include "engine.hpp"
+#include "rx_stamp.hpp"
 #include "tls_transport.hpp"
 #include "uring/provided_buffers.hpp"
 #include "uring/ring.hpp"
@@ -131,6 +132,9 @@ class worker final {
   std::uint64_t bytes_received_measured = 0;
   detail::latency_histogram handshake = make_latency_histogram();  // TLS targets
   std::map<std::string, std::uint64_t> handshake_failures;
+  // Receives whose bytes carried the kernel's stamp, and those that did not (latency_clock).
+  std::uint64_t stamped_receives = 0;
+  std::uint64_t unstamped_receives = 0;
   std::uint64_t connections_measured = 0;  // opened in the measured window
   std::uint64_t handshakes_measured = 0;   // TLS handshakes completed in it
   std::string failure;  // set if the thread could not run at all
@@ -142,7 +146,9 @@ class worker final {
   void register_fd(conn_state& c) noexcept;
   void issue(conn_state& c, std::int64_t intended, std::int64_t now);
   void on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now);
-  bool on_reply(conn_state& c, const reply& r, std::int64_t now);
+  bool on_reply(conn_state& c, const reply& r, std::int64_t now, std::int64_t received);
+  void enable_stamps(conn_state& c) noexcept;
+  void stamp_sends() noexcept;
   void on_send(conn_state& c, int res, std::int64_t now);
   void flush(conn_state& c);
   void want_flush(conn_state& c) noexcept;
@@ -184,6 +190,14 @@ class worker final {
   std::int64_t _last_schedule_ns = 0;  // `now` of the previous open-loop scheduling pass
   std::uint64_t _bytes_sent = 0;       // over the whole run; the window is cut by note_bytes
   std::uint64_t _sent_before = 0, _received_before = 0;  // at the last turn before the window
+  // Kernel receive stamps (rx_stamp.hpp): on when the first socket accepted SO_TIMESTAMPNS;
+  // receives are then multishot recvmsgs into the provided buffers, laid out by _rx_layout.
+  bool _kernel_stamps = false;
+  bool _stamps_probed = false;
+  msghdr _rx_layout{};
+  rx_clock _rx_clock;
+  // The calls issued since the last submit: their send time is read once, right before it.
+  std::vector<slot*> _unsent;
   std::thread _thread;
 };
 

@@ -272,6 +272,9 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
   line("max", ns_to_us(lat.max()), ns_to_us(svc.max()));
   line("mean", ns_to_us(lat.mean()), ns_to_us(svc.mean()));
   line("stddev", ns_to_us(lat.stddev()), ns_to_us(svc.stddev()));
+  out += r.latency_clock == "kernel" ? "  (replies timed by the kernel's receive stamps)\n"
+         : r.latency_clock == "mixed" ? "  (replies timed by the kernel's receive stamps where the socket gave one)\n"
+                                       : "  (replies timed by the client's clock after each wake-up)\n";
   if (service) {
     out += "  (corrected: from each call's scheduled send time; service: from its actual send,\n"
            "   as tools without coordinated-omission correction report)\n";

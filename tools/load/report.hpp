@@ -139,6 +139,9 @@ struct run_result {
   std::uint64_t handshakes_measured = 0;
   /// --server-pid / --server-metrics: the target's CPU over the measured window.
   std::optional<server_cost> server;
+  /// Where replies' receive times came from: "kernel" (every receive carried the kernel's
+  /// stamp), "user" (none did: the loop's clock after each wait), "mixed".
+  std::string latency_clock = "user";
 
   double calls_per_sec() const noexcept { return measured_s > 0 ? static_cast<double>(calls_ok) / measured_s : 0; }
   std::uint64_t error_total() const noexcept;

@@ -45,6 +45,7 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
   j["errors"] = r.errors;
   if (r.server) j["server_cost"] = server_cost_json(*r.server);
   j["latency_us"] = latency_object(r.latency_ns, percentiles);
+  j["latency_clock"] = r.latency_clock;
   const auto per_s = [&](std::uint64_t n) { return finite(r.measured_s > 0 ? static_cast<double>(n) / r.measured_s : 0); };
   if (r.new_connection_per_call) {
     j["connections"] = {{"opened", r.connections_measured}, {"per_sec", per_s(r.connections_measured)}};
