@@ -44,10 +44,6 @@ void note_reply_wakeup(shard& r) noexcept {
   w.shards[w.n++] = &r;
 }
 
-bool from_client(const call* c) noexcept {
-  return c->purpose == call_purpose::request || c->purpose == call_purpose::one_way;
-}
-
 }  // namespace
 
 void batch_reply_wakeups(const server_core* core) noexcept {
@@ -102,7 +98,7 @@ void server_core::answer(call* c, wire::Kind kind, status code, std::string_view
 void server_core::refuse(work_item* item, status code, const std::string& message) noexcept {
   call* c = call::from_item(item);
   if (code == status::server_busy) _refused_busy.add();
-  if (from_client(c)) _settled.add();
+  if (c->from_client()) _settled.add();
   answer(c, wire::Kind::Error, code, message);
 }
 
@@ -117,7 +113,7 @@ std::shared_ptr<deferred_state> server_core::defer(call* c) {
 }
 
 void server_core::settle_deferred(deferred_state& s, call* c) noexcept {
-  if (_options.metrics && from_client(c)) {
+  if (_options.metrics && c->from_client()) {
     // A deferred reply's time is from receipt to answer: there is no separate queue time.
     thread_metrics& m = _metrics.local();
     m.completed(c->method_name, c->answer_status);

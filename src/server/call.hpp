@@ -56,6 +56,10 @@ struct call : work_item {
   const peer_identity* peer = nullptr;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
+  /// A request or one-way message a client sent (not a local post or a connection event).
+  bool from_client() const noexcept {
+    return purpose == call_purpose::request || purpose == call_purpose::one_way;
+  }
   static call* from_node(mpsc_node* n) noexcept { return static_cast<call*>(n); }
   static call* from_task(pool_task* t) noexcept { return static_cast<call*>(t); }
   static call* from_item(work_item* w) noexcept { return static_cast<call*>(w); }

@@ -18,10 +18,6 @@ thread_local constinit const server_core* stopping_server = nullptr;
 
 namespace {
 
-bool from_client(const call* c) noexcept {
-  return c->purpose == call_purpose::request || c->purpose == call_purpose::one_way;
-}
-
 // The clock is the largest cost of per-call metrics (a steady_clock read is ~27 ns here, and
 // timing every call cost ~11% of echo throughput on one core). So counts are exact, but only
 // one call in `timing_sample` per thread is timed precisely for the histograms; slow calls are
@@ -81,7 +77,7 @@ void server_core::run_item(endpoint_slot& slot, work_item* item) noexcept {
 void server_core::execute(endpoint_slot& slot, call* c) noexcept {
   // Once the handler has deferred, the call may be answered and recycled by another thread
   // before the handler even returns: read what is needed afterwards now.
-  const bool client = from_client(c);
+  const bool client = c->from_client();
   const bool request = c->purpose == call_purpose::request;
   const std::string_view method = c->method_name;
   const std::int64_t received = c->received_ns;
