@@ -290,6 +290,14 @@ struct h2_fixture {
     codec = proto->new_connection();
   }
   void request(std::uint64_t seq) { codec->write_request(out, seq, kinds[0]); }
+  /// A first call answered, then a second (stream 3) the server has read but not answered.
+  void second_call_pending() {
+    request(0);
+    round_trip();
+    request(1);
+    server.receive(out);
+    out.clear();
+  }
   // One round trip: what the codec wrote goes to the server, the server's answer comes back.
   outcome round_trip() {
     server.receive(out);
@@ -355,11 +363,7 @@ TEST(H2Codec, GrpcStatusFromTrailers) {
 
 TEST(H2Codec, GoawayDropsTheRefusedAndClosesAfter) {
   h2_fixture f("h2c://127.0.0.1:8080/ok");
-  f.request(0);
-  f.round_trip();
-  f.request(1);  // stream 3
-  f.server.receive(f.out);
-  f.out.clear();
+  f.second_call_pending();  // stream 3
   f.server.go_away(3);  // the last stream it takes
   f.request(2);  // stream 5: crosses the GOAWAY, refused unanswered
   f.server.receive(f.out);
@@ -449,11 +453,7 @@ TEST(H2Codec, OversizedReplyIsRefused) {
 // (they used to wait for an answer that never came and end the run as "unfinished").
 TEST(H2Codec, GoawayWithAnErrorCodeFailsTheConnectionByItsCode) {
   h2_fixture f("h2c://127.0.0.1:8080/ok");
-  f.request(0);
-  f.round_trip();
-  f.request(1);  // stream 3, which the GOAWAY covers but the server never answers
-  f.server.receive(f.out);
-  f.out.clear();
+  f.second_call_pending();  // stream 3, which the GOAWAY covers but the server never answers
   f.server.go_away(3, NGHTTP2_ENHANCE_YOUR_CALM);
   const outcome o = parse_all(*f.codec, f.server.send());
   EXPECT_NE(o.protocol_error.find("ENHANCE_YOUR_CALM"), std::string::npos) << o.protocol_error;
@@ -464,11 +464,7 @@ TEST(H2Codec, GoawayWithAnErrorCodeFailsTheConnectionByItsCode) {
 // (RFC 9113 6.9.1): named FLOW_CONTROL_ERROR, not left for the calls to go unanswered.
 TEST(H2Codec, WindowOverflowIsAFlowControlError) {
   h2_fixture f("h2c://127.0.0.1:8080/ok");
-  f.request(0);
-  f.round_trip();
-  f.request(1);
-  f.server.receive(f.out);
-  f.out.clear();
+  f.second_call_pending();
   std::vector<std::byte> in = f.server.send();  // stream 3's answer is not in it yet: it is sent below
   in.clear();
   const unsigned char overflow[] = {0, 0, 4, NGHTTP2_WINDOW_UPDATE, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff};
@@ -482,11 +478,7 @@ TEST(H2Codec, WindowOverflowIsAFlowControlError) {
 // ends the connection; its calls count as ENHANCE_YOUR_CALM (excessive load).
 TEST(H2Codec, AFloodOfPingsIsNamed) {
   h2_fixture f("h2c://127.0.0.1:8080/ok");
-  f.request(0);
-  f.round_trip();
-  f.request(1);
-  f.server.receive(f.out);
-  f.out.clear();
+  f.second_call_pending();
   std::vector<std::byte> in;
   for (int i = 0; i < 20000; ++i) {
     const unsigned char ping[] = {0, 0, 8, NGHTTP2_PING, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
