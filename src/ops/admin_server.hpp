@@ -116,6 +116,7 @@ class admin_server {
   std::string address() const;
 
  private:
+  friend class admin_loop;
   void run();
 
   admin_server_options _options;
