@@ -277,112 +277,103 @@ class reloader {
   ringrpc::event_kind_set _subscribed;
 };
 
-}  // namespace
+/// One flag that overrides one configuration key. This table is the flags' one definition:
+/// --help lists them in its order, with the kind of value and the key's default.
+struct flag_spec {
+  const char* names;
+  const char* key;
+  const char* type;  // shown in --help; `switch_type` for a bare switch that sets the key true
+  const char* help;
+};
+constexpr const char* switch_type = "";
 
-int main(int argc, char** argv) {
-  // Writing to a pipe whose reader went away (stderr piped into a logger that died) must fail
-  // that write, not kill the server.
-  ::signal(SIGPIPE, SIG_IGN);
+constexpr flag_spec flag_table[] = {
+    {"--host", "server.host", "HOST", "address to bind [server.host]"},
+    {"-p,--port", "server.port", "PORT", "port; 0 picks a free one [server.port]"},
+    {"--readers", "server.readers", "N", "reader rings; 0 = one per usable CPU [server.readers]"},
+    {"--handlers", "server.handlers", "N", "threads of the default pool; 0 = one per usable CPU [server.handlers]"},
+    {"--handler-queue-size", "server.handler_queue_size", "N",
+     "default pool queue slots per thread [server.handler_queue_size]"},
+    {"--max-frame-bytes", "server.max_frame_bytes", "BYTES", "largest accepted frame body [server.max_frame_bytes]"},
+    {"--backlog", "server.backlog", "N", "listen backlog [server.backlog]"},
+    {"--drain-timeout-ms", "server.drain_timeout_ms", "MS",
+     "how long a stop waits for accepted calls [server.drain_timeout_ms]"},
+    {"--dispatch", "server.default_policy", "POLICY",
+     "where the built-in methods run: all, direct, message, execution, connection "
+     "(docs/execution.md) [server.default_policy]"},
+    {"--idle-timeout-ms", "server.idle_timeout_ms", "MS",
+     "close connections idle this long; 0 = never [server.idle_timeout_ms]"},
+    {"--max-connections", "server.max_connections", "N",
+     "connections open at once; 0 = RLIMIT_NOFILE less 64 [server.max_connections]"},
+    {"--slow-call-us", "server.slow_call_threshold_us", "US",
+     "log calls running longer; 0 = off [server.slow_call_threshold_us]"},
+    {"--metrics", "server.metrics", "BOOL", "per-call metrics: true or false [server.metrics]"},
+    {"--admin-host", "admin.host", "HOST", "address of the status pages [admin.host]"},
+    {"--admin-port", "admin.port", "PORT", "serve /metrics, /status, ... on this port (0 picks one) [admin.port]"},
+    {"--log-level", "logging.level", "LEVEL", "trace, debug, info, warn, error, critical, off [logging.level]"},
+    {"--max-buffered-bytes", "server.max_buffered_bytes", "BYTES",
+     "memory budget for what peers make the server hold; 0 = a quarter of the memory the "
+     "process may use [server.max_buffered_bytes]"},
+    {"--write-stall-timeout-ms", "server.write_stall_timeout_ms", "MS",
+     "close connections that read nothing while replies wait; 0 = never [server.write_stall_timeout_ms]"},
+    {"--frame-stall-timeout-ms", "server.frame_stall_timeout_ms", "MS",
+     "close connections whose partial frame gets no byte this long; 0 = never "
+     "[server.frame_stall_timeout_ms]"},
+    {"--tokens-file", "auth.tokens_file", "FILE",
+     "accept only calls carrying 'authorization: Bearer TOKEN' for a TOKEN of this file of "
+     "'SUBJECT TOKEN' lines (docs/security.md) [auth.tokens_file]"},
+    {"--max-metadata-entries", "server.max_metadata_entries", "N",
+     "metadata pairs a call may carry [server.max_metadata_entries]"},
+    {"--max-metadata-bytes", "server.max_metadata_bytes", "BYTES",
+     "bytes of metadata keys and values a call may carry [server.max_metadata_bytes]"},
+    {"--tls-port", "tls.port", "PORT", "TLS listener beside the plaintext one (needs --tls-cert) [tls.port]"},
+    {"--tls-cert", "tls.cert", "FILE", "PEM certificate chain of the TLS listener [tls.cert]"},
+    {"--tls-key", "tls.key", "FILE", "PEM private key of --tls-cert [tls.key]"},
+    {"--tls-ca", "tls.ca", "FILE", "PEM CAs that sign client certificates [tls.ca]"},
+    {"--tls-require-client-cert", "tls.require_client_cert", "BOOL",
+     "mutual TLS: refuse clients without a certificate from --tls-ca [tls.require_client_cert]"},
+    {"--tls-min-version", "tls.min_version", "1.2|1.3", "lowest TLS version accepted [tls.min_version]"},
+    {"--tls-ciphers", "tls.ciphers", "LIST", "TLS 1.2 cipher list, OpenSSL syntax; \"\" = OpenSSL's default [tls.ciphers]"},
+    // A bare switch, as --admin-tls=false would read oddly beside the file's `tls = true`.
+    {"--admin-tls", "admin.tls", switch_type,
+     "serve the admin pages over TLS with --tls-cert/--tls-key (reloaded with them on SIGHUP) [admin.tls]"},
+    {"--admin-tokens-file", "admin.tokens_file", "FILE",
+     "admin pages but /healthz and /readyz need 'Authorization: Bearer TOKEN' for a TOKEN of "
+     "this file (the --tokens-file format) [admin.tokens_file]"},
+};
 
+/// Every flag of flag_table, each writing its key's override in `sources`. Each shows its value's
+/// kind and its default (admin.port's is 0, but only when given).
+void add_flags(CLI::App& app, config_sources& sources) {
+  const auto defaults = default_config_json();
+  sources.flags.clear();
+  sources.flags.reserve(std::size(flag_table));  // the callbacks keep references into it
+  for (const auto& f : flag_table) sources.flags.push_back({f.key, std::nullopt});
+  for (std::size_t i = 0; i < std::size(flag_table); ++i) {
+    const flag_spec& f = flag_table[i];
+    std::optional<std::string>& value = sources.flags[i].value;
+    if (f.type == switch_type) {
+      app.add_flag_function(f.names, [&value](std::int64_t) { value = "true"; }, f.help);
+      continue;
+    }
+    auto* o = app.add_option_function<std::string>(f.names, [&value](const std::string& v) { value = v; }, f.help);
+    o->type_name(f.type);
+    if (!std::string_view(f.key).starts_with("admin.")) o->default_str(default_of(defaults, f.key));
+  }
+}
+
+/// Parses the command line into `sources`. A status to exit with at once (help, version, a
+/// usage error), or nullopt to go on.
+std::optional<int> parse_command_line(int argc, char** argv, config_sources& sources) {
   CLI::App app{"ringrpc-server: io_uring RPC server with built-in echo, sleep and burn methods.\n"
                "Prints 'listening on HOST:PORT' once ready.\n"
                "Every knob is a key of the --config file (docs/configuration.md); flags win."};
   app.footer(exit_codes_help);
   ringrpc::tools::set_name_and_version(app, "ringrpc-server");
   app.get_formatter()->column_width(34);
-  config_sources sources;
-  app.add_option("-c,--config", sources.file,
-                 "TOML configuration file (a regular file of at most 1 MiB)")
+  app.add_option("-c,--config", sources.file, "TOML configuration file (a regular file of at most 1 MiB)")
       ->type_name("FILE");
-  sources.flags = {
-      {"server.host", {}},          {"server.port", {}},
-      {"server.readers", {}},       {"server.handlers", {}},
-      {"server.handler_queue_size", {}}, {"server.max_frame_bytes", {}},
-      {"server.backlog", {}},       {"server.drain_timeout_ms", {}},
-      {"server.default_policy", {}}, {"server.idle_timeout_ms", {}},
-      {"server.max_connections", {}}, {"server.slow_call_threshold_us", {}},
-      {"server.metrics", {}},       {"admin.host", {}},
-      {"admin.port", {}},           {"logging.level", {}},
-      {"server.max_buffered_bytes", {}}, {"server.write_stall_timeout_ms", {}},
-      {"server.frame_stall_timeout_ms", {}},
-      {"auth.tokens_file", {}},     {"server.max_metadata_entries", {}},
-      {"server.max_metadata_bytes", {}},
-      {"tls.port", {}},             {"tls.cert", {}},
-      {"tls.key", {}},              {"tls.ca", {}},
-      {"tls.require_client_cert", {}}, {"tls.min_version", {}},
-      {"tls.ciphers", {}},
-      {"admin.tls", {}},            {"admin.tokens_file", {}},
-  };
-  auto& flags = sources.flags;
-  const auto defaults = default_config_json();
-  // Each flag shows its value's kind and its default (admin.port's is 0, but only when given).
-  auto flag = [&](const char* names, std::size_t i, const char* help) {
-    const std::string& key = flags[i].key;
-    std::string type = "N";
-    if (key.ends_with("host")) type = "HOST";
-    else if (key.ends_with("port")) type = "PORT";
-    else if (key.ends_with("_ms")) type = "MS";
-    else if (key.ends_with("_us")) type = "US";
-    else if (key.ends_with("bytes")) type = "BYTES";
-    else if (key == "server.default_policy") type = "POLICY";
-    else if (key == "server.metrics") type = "BOOL";
-    else if (key == "logging.level") type = "LEVEL";
-    else if (key.ends_with("_file")) type = "FILE";
-    else if (key == "tls.cert" || key == "tls.key" || key == "tls.ca") type = "FILE";
-    else if (key == "tls.require_client_cert") type = "BOOL";
-    else if (key == "tls.min_version") type = "1.2|1.3";
-    else if (key == "tls.ciphers") type = "LIST";
-    auto* o = app.add_option_function<std::string>(names, [&flags, i](const std::string& v) { flags[i].value = v; },
-                                                   help);
-    o->type_name(type);
-    if (!key.starts_with("admin.")) o->default_str(default_of(defaults, key));
-  };
-  flag("--host", 0, "address to bind [server.host]");
-  flag("-p,--port", 1, "port; 0 picks a free one [server.port]");
-  flag("--readers", 2, "reader rings; 0 = one per usable CPU [server.readers]");
-  flag("--handlers", 3, "threads of the default pool; 0 = one per usable CPU [server.handlers]");
-  flag("--handler-queue-size", 4, "default pool queue slots per thread [server.handler_queue_size]");
-  flag("--max-frame-bytes", 5, "largest accepted frame body [server.max_frame_bytes]");
-  flag("--backlog", 6, "listen backlog [server.backlog]");
-  flag("--drain-timeout-ms", 7, "how long a stop waits for accepted calls [server.drain_timeout_ms]");
-  flag("--dispatch", 8,
-       "where the built-in methods run: all, direct, message, execution, connection "
-       "(docs/execution.md) [server.default_policy]");
-  flag("--idle-timeout-ms", 9, "close connections idle this long; 0 = never [server.idle_timeout_ms]");
-  flag("--max-connections", 10,
-       "connections open at once; 0 = RLIMIT_NOFILE less 64 [server.max_connections]");
-  flag("--slow-call-us", 11, "log calls running longer; 0 = off [server.slow_call_threshold_us]");
-  flag("--metrics", 12, "per-call metrics: true or false [server.metrics]");
-  flag("--admin-host", 13, "address of the status pages [admin.host]");
-  flag("--admin-port", 14, "serve /metrics, /status, ... on this port (0 picks one) [admin.port]");
-  flag("--log-level", 15, "trace, debug, info, warn, error, critical, off [logging.level]");
-  flag("--max-buffered-bytes", 16,
-       "memory budget for what peers make the server hold; 0 = a quarter of the memory the "
-       "process may use [server.max_buffered_bytes]");
-  flag("--write-stall-timeout-ms", 17,
-       "close connections that read nothing while replies wait; 0 = never [server.write_stall_timeout_ms]");
-  flag("--frame-stall-timeout-ms", 18,
-       "close connections whose partial frame gets no byte this long; 0 = never "
-       "[server.frame_stall_timeout_ms]");
-  flag("--tokens-file", 19,
-       "accept only calls carrying 'authorization: Bearer TOKEN' for a TOKEN of this file of "
-       "'SUBJECT TOKEN' lines (docs/security.md) [auth.tokens_file]");
-  flag("--max-metadata-entries", 20, "metadata pairs a call may carry [server.max_metadata_entries]");
-  flag("--max-metadata-bytes", 21, "bytes of metadata keys and values a call may carry [server.max_metadata_bytes]");
-  flag("--tls-port", 22, "TLS listener beside the plaintext one (needs --tls-cert) [tls.port]");
-  flag("--tls-cert", 23, "PEM certificate chain of the TLS listener [tls.cert]");
-  flag("--tls-key", 24, "PEM private key of --tls-cert [tls.key]");
-  flag("--tls-ca", 25, "PEM CAs that sign client certificates [tls.ca]");
-  flag("--tls-require-client-cert", 26, "mutual TLS: refuse clients without a certificate from --tls-ca [tls.require_client_cert]");
-  flag("--tls-min-version", 27, "lowest TLS version accepted [tls.min_version]");
-  flag("--tls-ciphers", 28, "TLS 1.2 cipher list, OpenSSL syntax; \"\" = OpenSSL's default [tls.ciphers]");
-  // A bare switch, as --admin-tls=false would read oddly beside the file's `tls = true`.
-  app.add_flag_function("--admin-tls", [&flags](std::int64_t) { flags[29].value = "true"; },
-                        "serve the admin pages over TLS with --tls-cert/--tls-key (reloaded with them "
-                        "on SIGHUP) [admin.tls]");
-  flag("--admin-tokens-file", 30,
-       "admin pages but /healthz and /readyz need 'Authorization: Bearer TOKEN' for a TOKEN of "
-       "this file (the --tokens-file format) [admin.tokens_file]");
+  add_flags(app, sources);
   app.add_option("--set", sources.sets, "any configuration key, e.g. --set pools.slow.threads=4 (repeatable)")
       ->type_name("KEY=VALUE");
   try {
@@ -397,47 +388,56 @@ int main(int argc, char** argv) {
     // One line and status 2, like every start-up failure (not CLI11's own code).
     return startup_failure(std::string(e.what()) + " (see --help)");
   }
+  return std::nullopt;
+}
 
-  ringrpc::server_config cfg;
-  try {
-    cfg = sources.load();
-  } catch (const std::exception& e) {
-    return startup_failure(e.what());
-  }
-
-  // Block the signals in every thread (the server's threads inherit the mask); main waits for
-  // them synchronously below, so no handler runs at an arbitrary point of a ring loop.
+/// Blocks the stop and reload signals in every thread (the server's threads inherit the mask);
+/// main waits for them synchronously, so no handler runs at an arbitrary point of a ring loop.
+sigset_t block_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
-  // The TLS listener's certificates are checked before anything starts: a missing, unreadable,
-  // expired or mismatched one is a start-up failure naming the file.
 #ifdef RINGRPC_HAVE_TLS
-  std::shared_ptr<ringrpc::tls_context> tls;
+using tls_handle = std::shared_ptr<ringrpc::tls_context>;
+#else
+using tls_handle = std::nullptr_t;
+#endif
+
+/// The TLS listener's certificates, checked before anything starts: a missing, unreadable,
+/// expired or mismatched one is a start-up failure naming the file. The failure's text, or
+/// nullopt.
+std::optional<std::string> set_up_tls(ringrpc::server_config& cfg, tls_handle& tls) {
+#ifdef RINGRPC_HAVE_TLS
   if (cfg.tls.enabled()) {
     try {
       tls = ringrpc::tls_context::server(cfg.tls);
     } catch (const std::exception& e) {
-      return startup_failure(one_line(e.what()));
+      return one_line(e.what());
     }
     cfg.server.tls = tls;
   }
 #else
-  if (cfg.tls.enabled()) return startup_failure("TLS: this ringrpc-server was built without TLS (meson -Dtls=enabled)");
+  (void)tls;
+  if (cfg.tls.enabled()) return "TLS: this ringrpc-server was built without TLS (meson -Dtls=enabled)";
 #endif
   if (!cfg.tls.enabled() && (!cfg.tls.key_file.empty() || !cfg.tls.ca_file.empty() || cfg.server.tls_port != 0)) {
-    return startup_failure("TLS: tls.key, tls.ca and tls.port need tls.cert (--tls-cert)");
+    return "TLS: tls.key, tls.ca and tls.port need tls.cert (--tls-cert)";
   }
+  return std::nullopt;
+}
 
-  std::unique_ptr<ringrpc::server> srv;
-  // A failed start is one line: the server's own lines of a start it then undoes
-  // (server_stopping, server_stopped) are held back until start() has succeeded, and dropped
-  // if it has not.
+/// Makes, fills and starts the server. A failed start is one line: the server's own lines of a
+/// start it then undoes (server_stopping, server_stopped) are held back until start() has
+/// succeeded, and dropped if it has not. The failure's text, or nullopt.
+std::optional<std::string> start_server(const ringrpc::server_config& cfg, std::unique_ptr<ringrpc::server>& srv) {
   auto held = std::make_shared<held_lines>();
+  auto drop_held = [&] { ringrpc::log::configure(cfg.logging, [](std::string_view) {}); };
   try {
     srv = ringrpc::make_server(cfg);  // configures the log (a log file that cannot be opened fails here)
     ringrpc::log::configure(cfg.logging, [held](std::string_view line) { held->add(line); });
@@ -457,94 +457,100 @@ int main(int argc, char** argv) {
     srv->start();
     ringrpc::log::configure(cfg.logging);
     held->replay(cfg.logging.file);
+    return std::nullopt;
   } catch (const std::bad_alloc&) {
-    ringrpc::log::configure(cfg.logging, [](std::string_view) {});
-    return startup_failure(
-        "cannot start: out of memory: the configuration asks for more than this process may "
-        "allocate (see server.handlers x server.handler_queue_size, pools.*.queue, [events] "
-        "capacities and receive buffers in docs/configuration.md)");
+    drop_held();
+    return "cannot start: out of memory: the configuration asks for more than this process may "
+           "allocate (see server.handlers x server.handler_queue_size, pools.*.queue, [events] "
+           "capacities and receive buffers in docs/configuration.md)";
   } catch (const ringrpc::config_error& e) {
-    ringrpc::log::configure(cfg.logging, [](std::string_view) {});
-    return startup_failure(e.what());
+    drop_held();
+    return e.what();
   } catch (const std::system_error& e) {
-    ringrpc::log::configure(cfg.logging, [](std::string_view) {});
+    drop_held();
     std::string what = std::string("cannot start: ") + e.what();
     if (e.code() == std::errc::resource_unavailable_try_again || e.code() == std::errc::not_enough_memory) {
       what += " (out of memory or threads: lower server.readers, server.handlers or pool threads, "
               "or raise the process's limits)";
     }
-    return startup_failure(what);
+    return what;
   } catch (const std::exception& e) {
-    ringrpc::log::configure(cfg.logging, [](std::string_view) {});
-    return startup_failure(std::string("cannot start: ") + e.what());
+    drop_held();
+    return std::string("cannot start: ") + e.what();
   }
-  // An IPv6 literal gets brackets, so the line is a HOST:PORT a client can be given as it is.
+}
+
+/// The lines scripts wait for: where the server listens (an IPv6 literal gets brackets, so the
+/// line is a HOST:PORT a client can be given as it is), its TLS listener and its admin pages.
+void announce(const ringrpc::server_config& cfg, ringrpc::server& srv, const tls_handle& tls) {
   const bool v6 = cfg.server.host.find(':') != std::string::npos;
   std::printf(v6 ? "listening on [%s]:%u\n" : "listening on %s:%u\n", cfg.server.host.c_str(),
-              static_cast<unsigned>(srv->port()));
+              static_cast<unsigned>(srv.port()));
 #ifdef RINGRPC_HAVE_TLS
   if (tls) {
     std::printf(v6 ? "tls listening on [%s]:%u\n" : "tls listening on %s:%u\n", cfg.server.host.c_str(),
-                static_cast<unsigned>(srv->tls_port()));
-    ringrpc::log::info("tls_listening", {{"port", std::to_string(srv->tls_port())},
+                static_cast<unsigned>(srv.tls_port()));
+    ringrpc::log::info("tls_listening", {{"port", std::to_string(srv.tls_port())},
                                          {"record_layer", std::string(tls->name())},
                                          {"certificate", tls->certificate_summary()},
                                          {"client_certificates", cfg.tls.require_client_cert ? "required" : "optional"}});
   }
+#else
+  (void)tls;
 #endif
   if (cfg.admin.enabled) {
     const bool admin_v6 = cfg.admin.host.find(':') != std::string::npos;
     std::printf(admin_v6 ? "admin on %s://[%s]:%u/\n" : "admin on %s://%s:%u/\n", cfg.admin.tls ? "https" : "http",
-                cfg.admin.host.c_str(), static_cast<unsigned>(ringrpc::admin_port(*srv)));
+                cfg.admin.host.c_str(), static_cast<unsigned>(ringrpc::admin_port(srv)));
   }
   std::fflush(stdout);
+}
 
-  reloader hup(*srv, sources, cfg);
-  int sig = 0;
-  for (;;) {
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (sig != SIGHUP) break;
-    hup.reload();
-    if (!cfg.auth.tokens_file.empty()) {
-      // The tokens file named at start, read again (a token added or revoked): calls checked
-      // from now on use it, connections stay open; a bad or empty file keeps the tokens in effect.
-      try {
-        std::vector<ringrpc::bearer_token> tokens = cfg.server.bearer_tokens;
-        for (auto& t : ringrpc::load_bearer_tokens(cfg.auth.tokens_file)) tokens.push_back(std::move(t));
-        const std::size_t n = tokens.size();
-        srv->replace_bearer_tokens(std::move(tokens));
-        ringrpc::log::info("tokens_reloaded", {{"file", cfg.auth.tokens_file}, {"tokens", std::to_string(n)}});
-      } catch (const std::exception& e) {
-        ringrpc::log::error("tokens_reload_failed", {{"file", cfg.auth.tokens_file}, {"msg", one_line(e.what())}, {"kept", "the tokens in effect"}});
-      }
+/// SIGHUP's re-reads beside the configuration file's: the tokens files named at start (RPC and
+/// admin) and the TLS certificate. Each bad file keeps what is in effect; connections stay open.
+void reload_secrets(const ringrpc::server_config& cfg, ringrpc::server& srv, const tls_handle& tls) {
+  namespace log = ringrpc::log;
+  if (!cfg.auth.tokens_file.empty()) {
+    try {
+      std::vector<ringrpc::bearer_token> tokens = cfg.server.bearer_tokens;
+      for (auto& t : ringrpc::load_bearer_tokens(cfg.auth.tokens_file)) tokens.push_back(std::move(t));
+      const std::size_t n = tokens.size();
+      srv.replace_bearer_tokens(std::move(tokens));
+      log::info("tokens_reloaded", {{"file", cfg.auth.tokens_file}, {"tokens", std::to_string(n)}});
+    } catch (const std::exception& e) {
+      log::error("tokens_reload_failed", {{"file", cfg.auth.tokens_file}, {"msg", one_line(e.what())}, {"kept", "the tokens in effect"}});
     }
-    if (cfg.admin.enabled && !cfg.admin.tokens_file.empty()) {
-      // Likewise the admin pages' tokens; an empty file keeps them too (never opens the pages).
-      try {
-        std::vector<ringrpc::bearer_token> tokens = ringrpc::load_bearer_tokens(cfg.admin.tokens_file);
-        const std::size_t n = tokens.size();
-        ringrpc::replace_admin_tokens(*srv, std::move(tokens));
-        ringrpc::log::info("admin_tokens_reloaded", {{"file", cfg.admin.tokens_file}, {"tokens", std::to_string(n)}});
-      } catch (const std::exception& e) {
-        ringrpc::log::error("admin_tokens_reload_failed", {{"file", cfg.admin.tokens_file}, {"msg", one_line(e.what())}, {"kept", "the tokens in effect"}});
-      }
-    }
-#ifdef RINGRPC_HAVE_TLS
-    if (tls) {
-      // The same files, read again (a renewed certificate): new handshakes get it, connections
-      // already open keep theirs; a bad file keeps the certificate in effect.
-      try {
-        tls->reload();
-        ringrpc::log::info("tls_reloaded", {{"certificate", tls->certificate_summary()}});
-      } catch (const std::exception& e) {
-        ringrpc::log::warn("tls_reload_failed", {{"msg", one_line(e.what())}, {"kept", tls->certificate_summary()}});
-      }
-    }
-#endif
   }
+  if (cfg.admin.enabled && !cfg.admin.tokens_file.empty()) {
+    // An empty file keeps the tokens in effect too (it never opens the pages).
+    try {
+      std::vector<ringrpc::bearer_token> tokens = ringrpc::load_bearer_tokens(cfg.admin.tokens_file);
+      const std::size_t n = tokens.size();
+      ringrpc::replace_admin_tokens(srv, std::move(tokens));
+      log::info("admin_tokens_reloaded", {{"file", cfg.admin.tokens_file}, {"tokens", std::to_string(n)}});
+    } catch (const std::exception& e) {
+      log::error("admin_tokens_reload_failed", {{"file", cfg.admin.tokens_file}, {"msg", one_line(e.what())}, {"kept", "the tokens in effect"}});
+    }
+  }
+#ifdef RINGRPC_HAVE_TLS
+  if (tls) {
+    // A renewed certificate: new handshakes get it, connections already open keep theirs.
+    try {
+      tls->reload();
+      log::info("tls_reloaded", {{"certificate", tls->certificate_summary()}});
+    } catch (const std::exception& e) {
+      log::warn("tls_reload_failed", {{"msg", one_line(e.what())}, {"kept", tls->certificate_summary()}});
+    }
+  }
+#else
+  (void)tls;
+#endif
+}
 
-  // stop() blocks this thread for up to the drain timeout; another thread keeps listening, so
-  // an operator who does not want to wait can say so again.
+/// Stops the server on the signal that asked for it, and reports. stop() blocks this thread for
+/// up to the drain timeout; another thread keeps listening, so an operator who does not want to
+/// wait can say so again (exit 3 at once).
+int stop_server(ringrpc::server& srv, const sigset_t& signals, int sig) {
   std::atomic<bool> stopped{false};
   std::thread watcher([&signals, &stopped] {
     const timespec tick{0, 100'000'000};
@@ -568,8 +574,8 @@ int main(int argc, char** argv) {
   });
   int rc = exit_ok;
   try {
-    srv->stop();
-    const auto s = srv->stats();
+    srv.stop();
+    const auto s = srv.stats();
     std::fprintf(stderr,
                  "ringrpc-server: stopped on %s: %llu connections, %llu calls, %llu busy, "
                  "%llu bad frames\n",
@@ -584,4 +590,37 @@ int main(int argc, char** argv) {
   stopped.store(true);
   watcher.join();
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Writing to a pipe whose reader went away (stderr piped into a logger that died) must fail
+  // that write, not kill the server.
+  ::signal(SIGPIPE, SIG_IGN);
+
+  config_sources sources;
+  if (const auto rc = parse_command_line(argc, argv, sources)) return *rc;
+  ringrpc::server_config cfg;
+  try {
+    cfg = sources.load();
+  } catch (const std::exception& e) {
+    return startup_failure(e.what());
+  }
+  const sigset_t signals = block_signals();
+  tls_handle tls{};
+  if (const auto failure = set_up_tls(cfg, tls)) return startup_failure(*failure);
+  std::unique_ptr<ringrpc::server> srv;
+  if (const auto failure = start_server(cfg, srv)) return startup_failure(*failure);
+  announce(cfg, *srv, tls);
+
+  reloader hup(*srv, sources, cfg);
+  int sig = 0;
+  for (;;) {
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    hup.reload();
+    reload_secrets(cfg, *srv, tls);
+  }
+  return stop_server(*srv, signals, sig);
 }
