@@ -269,9 +269,92 @@ std::string hdr_log_text(const run_result& r, double measured_epoch) {
   return out.str();
 }
 
-}  // namespace
+/// Everything the command line says, as given; checked and turned into a run below.
+struct cli_args {
+  std::string url, d_text, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
+              connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
+              typed_method, data, schema_file, proto_file, shard_text, start_at_text, max_body, batch_window,
+              latency_clock = "kernel", server_pid, server_metrics, tls_cacert, tls_cert, tls_key;
+  std::vector<std::string> schema_includes, headers, fail_if;
+  std::uint64_t count = 0, key_space = 100000;
+  bool verify = false, wrk_latency = false, tls_insecure = false;
+  // Which options were given at all (a default and an explicit equal value differ here).
+  bool given_duration = false, given_size = false, given_data = false, given_schema = false, given_include = false;
+  // The subcommands.
+  bool merge = false, plot = false;
+  std::vector<std::string> merge_files, plot_files;
+  std::string plot_out = "ringrpc-load.svg";
 
-int main(int argc, char** argv) {
+  bool typed() const { return !typed_method.empty(); }
+};
+
+constexpr const char* footer_text =
+    "Signals: SIGINT ends the run early with all its results (summary, --json,\n"
+    "--hdr-log, --plot); a second SIGINT exits at once (130) and writes nothing.\n"
+    "SIGTERM and others have their default effect.\n"
+    "Exit status: 0 no error in the measured window (also --help, --version,\n"
+    "merge, plot); 2 usage, a target unreachable at start or not speaking the\n"
+    "URL's protocol, io_uring unusable, an output that cannot be written; 3 the run\n"
+    "had errors; 4 a --fail-if condition held; 5 stopped early: every first answer\n"
+    "was an error no retry changes (unknown_method, unauthenticated, http_404, ...);\n"
+    "130 a second SIGINT.";
+
+void add_run_options(CLI::App& app, cli_args& a, engine_config& cfg) {
+  app.add_option("url", a.url, "target URL");
+  app.add_option("-t,--threads", cfg.threads, "threads, each with a ring")->capture_default_str();
+  app.add_option("-c,--connections", cfg.connections, "connections in total")->capture_default_str();
+  app.add_option("-d", a.d_text, "duration, as in wrk: 10s 2m; 30 = 30 s [10s]");
+  app.add_option("-z,--duration", a.duration, "duration (us ms s m h; bare: s)")->capture_default_str();
+  app.add_flag("--latency", a.wrk_latency, "wrk's flag: percentiles always shown");
+  app.add_option("-P,--depth", cfg.depth, "depth: calls in flight per connection")->capture_default_str();
+  // --latency-clock and --reply-batch-window are named in --reply-batch's line and in
+  // docs/load.md, to keep --help one screen.
+  app.add_option("--reply-batch", cfg.reply_batch, "closed loop: wake per N replies; --latency-clock")
+      ->capture_default_str();
+  app.add_option("--latency-clock", a.latency_clock, "")->group("");
+  app.add_option("--reply-batch-window", a.batch_window, "")->group("");
+  app.add_option("-R,--rate", a.rate, "open loop: total calls/s (k, M)");
+  app.add_option("--rate-steps", a.rate_steps, "open loop in steps: 10k,20k,40k");
+  app.add_option("--step-time", a.step_time, "duration of each rate step")->capture_default_str();
+  app.add_option("-n,--count", a.count, "stop after this many calls");
+  app.add_option("--warmup", a.warmup, "excluded from results [1s]");
+  app.add_option("-s,--size", a.size, "payload bytes (k, m)")->capture_default_str();
+  app.add_option("--data", a.data, "--method/--proto: request JSON, or @FILE [{}]");
+  app.add_option("--payload-file", a.payload_file, "payload read from this file");
+  app.add_option("-H,--header", a.headers, "'Name: value' (repeat); ringrpc: metadata")->allow_extra_args(false);
+  app.add_option("--max-body", a.max_body, "fail a reply larger than this [1m]");
+  // --server-metrics is named in --server-pid's line, to keep --help one screen.
+  app.add_option("--server-pid", a.server_pid, "target's CPU/call; or --server-metrics URL")->type_name("PID");
+  app.add_option("--server-metrics", a.server_metrics, "")->group("");
+  app.add_option("--mix", a.mix, "weighted kinds, e.g. GET:8,SET:1");
+  app.add_option("--method", a.typed_method, "ringrpc: typed Service.Method, --data JSON");
+  app.add_option("--schema", a.schema_file, "--method: .fbs/.bfbs instead of reflection");
+  app.add_option("--proto", a.proto_file, "grpc: .proto file for --data");
+  app.add_option("-I,--include", a.schema_includes, "include path for --schema/--proto")->allow_extra_args(false);
+  app.add_option("--key-space", a.key_space, "redis: keys key:0 .. key:N-1")->capture_default_str();
+  app.add_option("--connect-timeout", a.connect_timeout, "give up connecting after")->capture_default_str();
+  app.add_option("--timeout", a.call_timeout, "per-call timeout, 0 = none")->capture_default_str();
+  app.add_option("-p,--percentiles", a.percentiles_text, "e.g. 50,99,99.9");
+  app.add_option("--fail-if", a.fail_if, "exit 4 if: p99>2ms,errors>0.1%,rate<90%")->allow_extra_args(false);
+  app.add_option("--json", a.json_path, "write results as JSON (- = stdout)");
+  app.add_option("--hdr-log", a.hdr_path, "write per-second HdrHistogram log");
+  app.add_option("--plot", a.plot_path, "write an SVG plot");
+  app.add_option("--shard", a.shard_text, "host K of N: its share of -c -R -n");
+  app.add_option("--start-at", a.start_at_text, "start at @UNIX_S or RFC 3339 UTC");
+  // Neither wrk nor h2load has this: every call opens its own connection (TLS: a full
+  // handshake), which we close after the reply; the summary gives connections/s.
+  app.add_flag("--verify", a.verify, "ringrpc: error unless reply == request bytes");
+  app.add_flag("--new-conn-per-call", cfg.new_connection_per_call, "every call on a fresh connection (TLS: handshake)");
+  const std::string tls_group = "TLS (https h2 ringrpcs rediss grpcs)";
+  app.add_option("--cacert", a.tls_cacert, "PEM CAs to verify the server [system]")->group(tls_group);
+  app.add_flag("-k,--insecure", a.tls_insecure, "do not verify the server")->group(tls_group);
+  app.add_option("--cert", a.tls_cert, "PEM client certificate (mutual TLS)")->group(tls_group);
+  app.add_option("--key", a.tls_key, "PEM key of --cert")->group(tls_group);
+}
+
+/// Parses the command line. A status to exit with at once (help, version: 0; usage: 2), or
+/// nullopt to go on.
+std::optional<int> parse_command_line(int argc, char** argv, cli_args& a, engine_config& cfg) {
   CLI::App app{"ringrpc-load: a load generator on io_uring. ringrpc-load [options] URL\n"
                "  URL: ringrpc://H:P/method echo://H:P redis://H:P http://H:P/path ([::1]:P)\n"
                "       h2c://H:P/path grpc://H:P/pkg.Service/Method etcd://H:P/service/method\n"
@@ -280,86 +363,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.get_formatter()->column_width(30);
   app.set_version_flag("--version", "ringrpc-load " + std::string(ringrpc::version()));
-  app.footer("Signals: SIGINT ends the run early with all its results (summary, --json,\n"
-             "--hdr-log, --plot); a second SIGINT exits at once (130) and writes nothing.\n"
-             "SIGTERM and others have their default effect.\n"
-             "Exit status: 0 no error in the measured window (also --help, --version,\n"
-             "merge, plot); 2 usage, a target unreachable at start or not speaking the\n"
-             "URL's protocol, io_uring unusable, an output that cannot be written; 3 the run\n"
-             "had errors; 4 a --fail-if condition held; 5 stopped early: every first answer\n"
-             "was an error no retry changes (unknown_method, unauthenticated, http_404, ...);\n"
-             "130 a second SIGINT.");
-  std::string url, d_text, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
-              connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
-              typed_method, data, schema_file, proto_file, shard_text, start_at_text, max_body, batch_window,
-              latency_clock = "kernel";
-  std::vector<std::string> schema_includes, headers, fail_if;
-  ringrpc::load::engine_config cfg;
-  std::uint64_t count = 0, key_space = 100000;
-  bool co_verify = false;
-  app.add_option("url", url, "target URL");
-  app.add_option("-t,--threads", cfg.threads, "threads, each with a ring")->capture_default_str();
-  app.add_option("-c,--connections", cfg.connections, "connections in total")->capture_default_str();
-  app.add_option("-d", d_text, "duration, as in wrk: 10s 2m; 30 = 30 s [10s]");
-  app.add_option("-z,--duration", duration, "duration (us ms s m h; bare: s)")->capture_default_str();
-  bool wrk_latency = false;
-  app.add_flag("--latency", wrk_latency, "wrk's flag: percentiles always shown");
-  app.add_option("-P,--depth", cfg.depth, "depth: calls in flight per connection")->capture_default_str();
-  // --latency-clock and --reply-batch-window are named in --reply-batch's line and in
-  // docs/load.md, to keep --help one screen.
-  app.add_option("--reply-batch", cfg.reply_batch, "closed loop: wake per N replies; --latency-clock")
-      ->capture_default_str();
-  app.add_option("--latency-clock", latency_clock, "")->group("");
-  app.add_option("--reply-batch-window", batch_window, "")->group("");
-  app.add_option("-R,--rate", rate, "open loop: total calls/s (k, M)");
-  app.add_option("--rate-steps", rate_steps, "open loop in steps: 10k,20k,40k");
-  app.add_option("--step-time", step_time, "duration of each rate step")->capture_default_str();
-  app.add_option("-n,--count", count, "stop after this many calls");
-  app.add_option("--warmup", warmup, "excluded from results [1s]");
-  app.add_option("-s,--size", size, "payload bytes (k, m)")->capture_default_str();
-  app.add_option("--data", data, "--method/--proto: request JSON, or @FILE [{}]");
-  app.add_option("--payload-file", payload_file, "payload read from this file");
-  app.add_option("-H,--header", headers, "'Name: value' (repeat); ringrpc: metadata")->allow_extra_args(false);
-  app.add_option("--max-body", max_body, "fail a reply larger than this [1m]");
-  // --server-metrics is named in --server-pid's line, to keep --help one screen.
-  std::string server_pid, server_metrics;
-  app.add_option("--server-pid", server_pid, "target's CPU/call; or --server-metrics URL")->type_name("PID");
-  app.add_option("--server-metrics", server_metrics, "")->group("");
-  app.add_option("--mix", mix, "weighted kinds, e.g. GET:8,SET:1");
-  app.add_option("--method", typed_method, "ringrpc: typed Service.Method, --data JSON");
-  app.add_option("--schema", schema_file, "--method: .fbs/.bfbs instead of reflection");
-  app.add_option("--proto", proto_file, "grpc: .proto file for --data");
-  app.add_option("-I,--include", schema_includes, "include path for --schema/--proto")
-      ->allow_extra_args(false);
-  app.add_option("--key-space", key_space, "redis: keys key:0 .. key:N-1")->capture_default_str();
-  app.add_option("--connect-timeout", connect_timeout, "give up connecting after")->capture_default_str();
-  app.add_option("--timeout", call_timeout, "per-call timeout, 0 = none")->capture_default_str();
-  app.add_option("-p,--percentiles", percentiles_text, "e.g. 50,99,99.9");
-  app.add_option("--fail-if", fail_if, "exit 4 if: p99>2ms,errors>0.1%,rate<90%")->allow_extra_args(false);
-  app.add_option("--json", json_path, "write results as JSON (- = stdout)");
-  app.add_option("--hdr-log", hdr_path, "write per-second HdrHistogram log");
-  app.add_option("--plot", plot_path, "write an SVG plot");
-  app.add_option("--shard", shard_text, "host K of N: its share of -c -R -n");
-  app.add_option("--start-at", start_at_text, "start at @UNIX_S or RFC 3339 UTC");
-  // Neither wrk nor h2load has this: every call opens its own connection (TLS: a full
-  // handshake), which we close after the reply; the summary gives connections/s.
-  app.add_flag("--verify", co_verify, "ringrpc: error unless reply == request bytes");
-  app.add_flag("--new-conn-per-call", cfg.new_connection_per_call, "every call on a fresh connection (TLS: handshake)");
-  std::string tls_cacert, tls_cert, tls_key;
-  bool tls_insecure = false;
-  const std::string tls_group = "TLS (https h2 ringrpcs rediss grpcs)";
-  app.add_option("--cacert", tls_cacert, "PEM CAs to verify the server [system]")->group(tls_group);
-  app.add_flag("-k,--insecure", tls_insecure, "do not verify the server")->group(tls_group);
-  app.add_option("--cert", tls_cert, "PEM client certificate (mutual TLS)")->group(tls_group);
-  app.add_option("--key", tls_key, "PEM key of --cert")->group(tls_group);
+  app.footer(footer_text);
+  add_run_options(app, a, cfg);
   auto* merge = app.add_subcommand("merge", "merge --hdr-log files into one summary");
-  std::vector<std::string> merge_files;
-  merge->add_option("files", merge_files, "interval logs")->required();
+  merge->add_option("files", a.merge_files, "interval logs")->required();
   auto* plot = app.add_subcommand("plot", "overlay --json files in one SVG");
-  std::vector<std::string> plot_files;
-  std::string plot_out = "ringrpc-load.svg";
-  plot->add_option("files", plot_files, "JSON results")->required();
-  plot->add_option("-o,--output", plot_out, "SVG file")->capture_default_str();
+  plot->add_option("files", a.plot_files, "JSON results")->required();
+  plot->add_option("-o,--output", a.plot_out, "SVG file")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -368,269 +378,351 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ringrpc-load: %s (see --help)\n", e.what());
     return 2;
   }
+  a.merge = merge->parsed();
+  a.plot = plot->parsed();
+  a.given_duration = app.count("--duration") != 0;
+  a.given_size = app.count("--size") != 0;
+  a.given_data = app.count("--data") != 0;
+  a.given_schema = app.count("--schema") != 0;
+  a.given_include = app.count("--include") != 0;
+  return std::nullopt;
+}
 
-  try {
-    const auto percentiles = percentiles_text.empty() ? default_percentiles() : parse_percentiles(percentiles_text);
-    if (merge->parsed()) return run_merge(merge_files, percentiles);
-    if (plot->parsed()) return run_plot(plot_files, plot_out);
-    if (url.empty()) throw std::invalid_argument("no target URL (see --help)");
+std::string lower_scheme(const std::string& url) {
+  const auto sep = url.find("://");
+  std::string scheme = url.substr(0, sep == std::string::npos ? 0 : sep);
+  for (auto& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return scheme;
+}
 
-    // -d is the duration as in wrk, a bare number in seconds (-P is the depth).
-    if (!d_text.empty()) {
-      if (app.count("--duration")) throw std::invalid_argument("-d and --duration (-z) both give the duration; give one");
-      duration = d_text;
+/// Where the payload comes from: -s, --payload-file, --method's or --proto's --data, --mix. Each
+/// source excludes the others it cannot go with.
+void check_payload_sources(const cli_args& a) {
+  const bool grpc = lower_scheme(a.url) == "grpc";
+  if (!a.proto_file.empty() && !grpc) throw std::invalid_argument("--proto goes with grpc:// targets");
+  if (grpc && a.given_schema) throw std::invalid_argument("grpc:// takes its schema from --proto FILE, not --schema");
+  if (grpc && a.given_data && a.proto_file.empty()) {
+    throw std::invalid_argument("--data for grpc:// needs --proto FILE to convert the JSON; raw message bytes "
+                                "come from --payload-file");
+  }
+  if (grpc && !a.proto_file.empty() && (a.given_size || !a.payload_file.empty() || !a.mix.empty())) {
+    throw std::invalid_argument("--proto makes the request from --data; it excludes -s, --payload-file and --mix");
+  }
+  if (!a.typed() && !grpc && (a.given_data || a.given_schema || a.given_include)) {
+    // As in ghz, --data is a request as JSON, converted with the method's schema.
+    throw std::invalid_argument("--data, --schema and -I go with --method (--data is the request as JSON); "
+                                "raw payload bytes come from -s or --payload-file");
+  }
+  if (a.given_size && !a.payload_file.empty()) throw std::invalid_argument("give the payload once: -s or --payload-file");
+  if (a.typed()) {
+    if (a.given_size || !a.payload_file.empty() || !a.mix.empty()) {
+      throw std::invalid_argument("--method makes the payload from --data; it excludes -s, --payload-file and --mix");
     }
-    const bool duration_given = app.count("--duration") != 0 || !d_text.empty();
-    if (wrk_latency) {
-      std::fprintf(stderr, "ringrpc-load: note: --latency (wrk) changes nothing: the percentiles are always "
-                           "printed; choose them with -p\n");
-    }
+    if (lower_scheme(a.url) != "ringrpc") throw std::invalid_argument("--method works with ringrpc:// targets only");
+  }
+}
 
-    std::vector<threshold> thresholds;
-    for (const auto& f : fail_if) {
-      for (auto& t : parse_thresholds(f)) thresholds.push_back(std::move(t));
-    }
+/// The URL's endpoints (a registry lists several), and the -H check that depends on its scheme.
+void resolve_target(const cli_args& a, engine_config& cfg) {
+  std::string url = a.url;
+  // The method may be left out of the URL: ringrpc://HOST:PORT --method Service.Method.
+  if (a.typed() && a.url.find('/', a.url.find("://") + 3) == std::string::npos) url += "/" + a.typed_method;
+  cfg.endpoints = resolve_endpoints(url);
+  cfg.where = cfg.endpoints.front();
+  cfg.per_endpoint = is_registry_url(a.url);
+  if (cfg.per_endpoint) {
+    std::string listed;
+    for (const auto& e : cfg.endpoints) listed.append(listed.empty() ? "" : ", ").append(authority_of(e));
+    std::fprintf(stderr, "ringrpc-load: %s lists %zu member(s): %s\n", a.url.c_str(), cfg.endpoints.size(),
+                 listed.c_str());
+  }
+  if (!a.headers.empty() && (cfg.where.scheme == "echo" || cfg.where.scheme == "redis")) {
+    throw std::invalid_argument("-H goes with http://, h2c://, grpc:// and ringrpc:// targets");
+  }
+}
 
-    const bool typed = !typed_method.empty();
-    const auto scheme_sep = url.find("://");
-    std::string url_scheme = url.substr(0, scheme_sep == std::string::npos ? 0 : scheme_sep);
-    for (auto& ch : url_scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    const bool grpc = url_scheme == "grpc";
-    if (!proto_file.empty() && !grpc) throw std::invalid_argument("--proto goes with grpc:// targets");
-    if (grpc && app.count("--schema")) throw std::invalid_argument("grpc:// takes its schema from --proto FILE, not --schema");
-    if (grpc && app.count("--data") && proto_file.empty()) {
-      throw std::invalid_argument("--data for grpc:// needs --proto FILE to convert the JSON; raw message bytes "
-                                  "come from --payload-file");
-    }
-    if (grpc && !proto_file.empty() && (app.count("--size") || !payload_file.empty() || !mix.empty())) {
-      throw std::invalid_argument("--proto makes the request from --data; it excludes -s, --payload-file and --mix");
-    }
-    if (!typed && !grpc && (app.count("--data") || app.count("--schema") || app.count("--include"))) {
-      // As in ghz, --data is a request as JSON, converted with the method's schema.
-      throw std::invalid_argument("--data, --schema and -I go with --method (--data is the request as JSON); "
-                                  "raw payload bytes come from -s or --payload-file");
-    }
-    if (app.count("--size") && !payload_file.empty()) throw std::invalid_argument("give the payload once: -s or --payload-file");
-    std::string url_with_method = url;
-    if (typed) {
-      if (app.count("--size") || !payload_file.empty() || !mix.empty()) {
-        throw std::invalid_argument("--method makes the payload from --data; it excludes -s, --payload-file and --mix");
-      }
-      const auto sep = url.find("://");
-      std::string scheme = url.substr(0, sep == std::string::npos ? 0 : sep);
-      for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (scheme != "ringrpc") throw std::invalid_argument("--method works with ringrpc:// targets only");
-      // The method may be left out of the URL: ringrpc://HOST:PORT --method Service.Method.
-      if (url.find('/', sep + 3) == std::string::npos) url_with_method += "/" + typed_method;
-    }
-    cfg.endpoints = resolve_endpoints(url_with_method);
-    cfg.where = cfg.endpoints.front();
-    cfg.per_endpoint = is_registry_url(url);
-    if (cfg.per_endpoint) {
-      std::string listed;
-      for (const auto& e : cfg.endpoints) listed.append(listed.empty() ? "" : ", ").append(authority_of(e));
-      std::fprintf(stderr, "ringrpc-load: %s lists %zu member(s): %s\n", url.c_str(), cfg.endpoints.size(),
-                   listed.c_str());
-    }
-    if (!headers.empty() && (cfg.where.scheme == "echo" || cfg.where.scheme == "redis")) {
-      throw std::invalid_argument("-H goes with http://, h2c://, grpc:// and ringrpc:// targets");
-    }
-    codec_options co;
-    co.headers = headers;
-    if (const char* token = std::getenv("RINGRPC_TOKEN"); token != nullptr && cfg.where.scheme == "ringrpc") {
-      co.bearer_token = token;  // as ringrpc-call: sent unless -H gives an authorization
-    }
-    if (typed) {
-      if (cfg.where.path != typed_method) {
-        throw std::invalid_argument("the URL names method '" + cfg.where.path + "' and --method '" + typed_method +
-                                    "'; give it once");
-      }
-      cfg.where.path = typed_payload(cfg.where, typed_method, data.empty() ? std::string("{}") : data, schema_file,
-                                     schema_includes, parse_duration(connect_timeout), co);
-    } else if (grpc && !proto_file.empty()) {
-      std::string text = data.empty() ? std::string("{}") : data;
-      if (text[0] == '@') {
-        std::ifstream in(text.substr(1), std::ios::binary);
-        if (!in) throw std::invalid_argument("cannot read --data " + text);
-        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-      }
-      const std::string bytes = grpc_request_from_json(proto_file, schema_includes, cfg.where.path.substr(1), text);
-      co.payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
-                        reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
-    } else if (!payload_file.empty()) {
-      const std::string bytes = read_payload_file(payload_file);
-      co.payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
-                        reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
-    } else if (grpc && !app.count("--size")) {
-      co.payload.clear();  // an empty message: valid for every request type
-    } else {
-      co.payload.assign(parse_size(size), std::byte{'x'});
-    }
-    co.key_space = key_space;
-    if (co_verify && cfg.where.scheme != "ringrpc") {
-      throw std::invalid_argument("--verify goes with ringrpc:// and ringrpcs:// (echo:// always checks its bytes)");
-    }
-    co.verify_echo = co_verify;
-    co.max_reply_bytes = reply_limit(max_body, cfg.where, co.payload.size());
-    cfg.call_timeout = parse_duration(call_timeout);
-    if (!batch_window.empty()) cfg.reply_batch_window = parse_duration(batch_window);
-    if (latency_clock != "kernel" && latency_clock != "user") {
-      throw std::invalid_argument("--latency-clock is kernel or user, not '" + latency_clock + "'");
-    }
-    cfg.kernel_rx_stamps = latency_clock == "kernel";
-    co.timeout_us = static_cast<std::uint64_t>(cfg.call_timeout.count() / 1000);
-    co.host_header = authority_of(cfg.where);
-    const auto proto = make_protocol(cfg.where, co);
-    cfg.kinds = mix.empty() ? proto->default_kinds() : parse_mix(mix, cfg.where);
-    cfg.max_calls = count;
-    cfg.duration = count != 0 && !duration_given ? std::chrono::nanoseconds(0) : parse_duration(duration);
-    cfg.warmup = !warmup.empty() ? parse_duration(warmup)
-                                 : (count != 0 ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(std::chrono::seconds(1)));
-    cfg.connect_timeout = parse_duration(connect_timeout);
-    if (cfg.where.tls) {
-      cfg.tls = make_tls_layer(cfg.where, tls_cacert, tls_cert, tls_key, tls_insecure, cfg.connections);
-    } else if (!tls_cacert.empty() || !tls_cert.empty() || !tls_key.empty() || tls_insecure) {
-      throw std::invalid_argument("--cacert, --cert, --key and --insecure are for TLS targets (https://, h2://, "
-                                  "ringrpcs://, rediss://, grpcs://)");
-    }
-    if (cfg.new_connection_per_call && cfg.depth != 1) {
-      throw std::invalid_argument("--new-conn-per-call sends one call per connection: it needs -P 1, not -P " +
-                                  std::to_string(cfg.depth));
-    }
-    if (cfg.new_connection_per_call && (cfg.where.scheme == "h2c" || cfg.where.scheme == "grpc")) {
-      // HTTP/2 is made to multiplex one long-lived connection; grpc:// likewise.
-      throw std::invalid_argument("--new-conn-per-call is for ringrpc, echo, redis and http targets (and their "
-                                  "TLS schemes), not HTTP/2");
-    }
-    cfg.diagnose_first_reply = true;
-    // A slow method must not pass for a silent server of another protocol.
-    cfg.silence_limit = std::max<std::chrono::nanoseconds>(std::chrono::seconds(5),
-                                                           cfg.call_timeout + std::chrono::seconds(1));
-    if (!rate.empty() && !rate_steps.empty()) throw std::invalid_argument("use -R or --rate-steps, not both");
-    if (!rate.empty()) cfg.steps.push_back({parse_rate(rate), cfg.duration.count()});
-    if (!rate_steps.empty()) {
-      const auto st = parse_duration(step_time).count();
-      for (double r : parse_rate_list(rate_steps)) cfg.steps.push_back({r, st});
-    }
-    if (!cfg.steps.empty() && count != 0) throw std::invalid_argument("-n works with the closed loop only");
-    if (cfg.connections == 0 || cfg.depth == 0 || cfg.threads == 0 || cfg.reply_batch == 0) {
-      throw std::invalid_argument("-c, -P (depth), -t and --reply-batch must be at least 1");
-    }
-    for (const auto& t : thresholds) check_threshold_applies(t, !cfg.steps.empty());
-    std::optional<shard_spec> shard;
-    if (!shard_text.empty()) {
-      shard = parse_shard(shard_text);
-      const unsigned total = cfg.connections;
-      cfg.connections = static_cast<unsigned>(shard_share(total, *shard));
-      if (cfg.connections == 0) {
-        throw std::invalid_argument("--shard " + shard_text + ": -c " + std::to_string(total) +
-                                    " leaves this shard no connection; give at least -c " + std::to_string(shard->count));
-      }
-      for (auto& st : cfg.steps) st.rate = shard_rate(st.rate, *shard);
-      if (cfg.max_calls != 0) {
-        cfg.max_calls = shard_share(cfg.max_calls, *shard);
-        if (cfg.max_calls == 0) throw std::invalid_argument("--shard " + shard_text + ": -n leaves this shard no call");
-      }
-    }
-    std::chrono::nanoseconds start_wait{0};
-    std::optional<std::chrono::system_clock::time_point> start_at;
-    if (!start_at_text.empty()) {
-      start_at = parse_start_at(start_at_text);
-      start_wait = wait_until_start(*start_at, std::chrono::system_clock::now());
-    }
+std::vector<std::byte> as_bytes(const std::string& s) {
+  const auto* p = reinterpret_cast<const std::byte*>(s.data());
+  return {p, p + s.size()};
+}
 
-    // Claim every output before the run: a bad path fails now, not after it.
-    if (json_path == "-" && (hdr_path == "-" || plot_path == "-")) {
-      throw std::invalid_argument("only one output can go to stdout (-)");
+/// The request every call sends: made from --method's or --proto's JSON, read from a file, or
+/// -s bytes of 'x'.
+void make_payload(const cli_args& a, engine_config& cfg, codec_options& co) {
+  const bool grpc = lower_scheme(a.url) == "grpc";
+  if (a.typed()) {
+    if (cfg.where.path != a.typed_method) {
+      throw std::invalid_argument("the URL names method '" + cfg.where.path + "' and --method '" + a.typed_method +
+                                  "'; give it once");
     }
-    if (hdr_path == "-" || plot_path == "-") throw std::invalid_argument("only --json can go to stdout (-)");
-    std::unique_ptr<output_file> json_out, hdr_out, plot_out_file;
-    if (!json_path.empty()) json_out = std::make_unique<output_file>(json_path);
-    if (!hdr_path.empty()) hdr_out = std::make_unique<output_file>(hdr_path);
-    if (!plot_path.empty()) plot_out_file = std::make_unique<output_file>(plot_path);
-    FILE* summary_stream = json_out && json_out->is_stdout() ? stderr : stdout;
+    cfg.where.path = typed_payload(cfg.where, a.typed_method, a.data.empty() ? std::string("{}") : a.data,
+                                   a.schema_file, a.schema_includes, parse_duration(a.connect_timeout), co);
+  } else if (grpc && !a.proto_file.empty()) {
+    std::string text = a.data.empty() ? std::string("{}") : a.data;
+    if (text[0] == '@') {
+      std::ifstream in(text.substr(1), std::ios::binary);
+      if (!in) throw std::invalid_argument("cannot read --data " + text);
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    co.payload = as_bytes(grpc_request_from_json(a.proto_file, a.schema_includes, cfg.where.path.substr(1), text));
+  } else if (!a.payload_file.empty()) {
+    co.payload = as_bytes(read_payload_file(a.payload_file));
+  } else if (grpc && !a.given_size) {
+    co.payload.clear();  // an empty message: valid for every request type
+  } else {
+    co.payload.assign(parse_size(a.size), std::byte{'x'});
+  }
+}
 
-    std::unique_ptr<server_cost_meter> server_meter = make_server_meter(server_pid, server_metrics);
-    cfg.stop_requested = &install_interrupt_handler();
-    if (start_at) {
-      std::fprintf(stderr, "ringrpc-load: waiting %.1f s to start at %s\n",
-                   std::chrono::duration<double>(start_wait).count(), format_utc(*start_at).c_str());
-      // Sleep in short steps so Ctrl-C while waiting ends at once, with nothing run.
-      while (std::chrono::system_clock::now() < *start_at) {
-        if (cfg.stop_requested->load()) return 130;
-        std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(*start_at - std::chrono::system_clock::now()),
-            std::chrono::milliseconds(50)));
-      }
-    }
-    std::fprintf(stderr, "ringrpc-load %s: %u connection(s) x depth %u on %u thread(s), %s%s\n", url.c_str(),
-                 cfg.connections, cfg.depth, std::min(cfg.threads, cfg.connections),
-                 cfg.steps.empty() ? "closed loop" : "open loop",
-                 cfg.warmup.count() > 0 ? (", " + std::to_string(cfg.warmup.count() / 1'000'000) + " ms warm-up excluded").c_str() : "");
-    const bool tty = isatty(STDERR_FILENO) != 0;
-    std::uint64_t last_ok = 0;
-    const double started_epoch = epoch_now_s();
-    if (server_meter) server_meter->start();
-    run_result r = run_engine(cfg, *proto, [&](double elapsed, const std::vector<live_counters*>& live) {
-      print_live(tty, elapsed, live, last_ok);
-      if (server_meter) server_meter->sample(elapsed);
-    });
-    if (server_meter) {
-      server_meter->finish();
-      r.server = server_meter->result(r.warmup_s, r.measured_s, r.calls_ok + r.error_total());
-    }
-    if (tty) std::fprintf(stderr, "\n");
-    if (!r.diagnosis.empty()) {
-      std::fprintf(stderr, "ringrpc-load: %s\n", r.diagnosis.c_str());
-      return 2;
-    }
-    if (!r.fail_fast.empty()) {
-      std::fprintf(stderr, "ringrpc-load: %s\n", r.fail_fast.c_str());
-      return 5;
-    }
+/// How each call is encoded and checked: headers (metadata), token, payload, limits.
+codec_options make_codec_options(const cli_args& a, engine_config& cfg) {
+  codec_options co;
+  co.headers = a.headers;
+  if (const char* token = std::getenv("RINGRPC_TOKEN"); token != nullptr && cfg.where.scheme == "ringrpc") {
+    co.bearer_token = token;  // as ringrpc-call: sent unless -H gives an authorization
+  }
+  make_payload(a, cfg, co);
+  co.key_space = a.key_space;
+  if (a.verify && cfg.where.scheme != "ringrpc") {
+    throw std::invalid_argument("--verify goes with ringrpc:// and ringrpcs:// (echo:// always checks its bytes)");
+  }
+  co.verify_echo = a.verify;
+  co.max_reply_bytes = reply_limit(a.max_body, cfg.where, co.payload.size());
+  cfg.call_timeout = parse_duration(a.call_timeout);
+  co.timeout_us = static_cast<std::uint64_t>(cfg.call_timeout.count() / 1000);
+  co.host_header = authority_of(cfg.where);
+  return co;
+}
 
-    r.config["target"] = url;
-    r.config["connections"] = cfg.connections;
-    r.config["depth"] = cfg.depth;
-    if (cfg.steps.empty()) r.config["reply_batch"] = cfg.reply_batch;
-    r.config["threads"] = cfg.threads;
-    r.config["payload_bytes"] = co.payload.size();
-    if (typed) r.config["method"] = cfg.where.path;
-    r.config["loop"] = cfg.steps.empty() ? "closed" : "open";
-    if (!mix.empty()) r.config["mix"] = mix;
-    if (!rate.empty()) r.config["rate"] = shard ? shard_rate(parse_rate(rate), *shard) : parse_rate(rate);
-    if (!rate_steps.empty()) r.config["rate_steps"] = parse_rate_list(rate_steps);
-    if (count != 0) r.config["count"] = count;
-    if (const double d = scheduled_seconds(cfg); d > 0) r.config["duration_s"] = d;
-    if (!headers.empty()) r.config["headers"] = shown_headers(headers);
-    if (!max_body.empty()) r.config["max_body"] = co.max_reply_bytes;
-    if (shard) r.config["shard"] = shard_text;
-    if (start_at) r.config["start_at"] = format_utc(*start_at);
-    if (!proto_file.empty()) r.config["proto"] = proto_file;
-    if (co_verify) r.config["verify"] = true;
-    if (cfg.new_connection_per_call) r.config["new_conn_per_call"] = true;
-    bool threshold_failed = false;
-    for (const auto& t : thresholds) {
-      r.verdicts.push_back(evaluate_threshold(t, r));
-      threshold_failed = threshold_failed || r.verdicts.back().failed;
-    }
-    const std::string summary = format_summary(r, percentiles);
-    std::fwrite(summary.data(), 1, summary.size(), summary_stream);
-    std::fflush(summary_stream);
+/// How long, how fast and how measured: duration or count, warm-up, rate steps, latency clock.
+void set_schedule(const cli_args& a, engine_config& cfg) {
+  if (!a.batch_window.empty()) cfg.reply_batch_window = parse_duration(a.batch_window);
+  if (a.latency_clock != "kernel" && a.latency_clock != "user") {
+    throw std::invalid_argument("--latency-clock is kernel or user, not '" + a.latency_clock + "'");
+  }
+  cfg.kernel_rx_stamps = a.latency_clock == "kernel";
+  cfg.max_calls = a.count;
+  // -d is the duration as in wrk, a bare number in seconds (-P is the depth).
+  const bool duration_given = a.given_duration || !a.d_text.empty();
+  const std::string& duration = a.d_text.empty() ? a.duration : a.d_text;
+  cfg.duration = a.count != 0 && !duration_given ? std::chrono::nanoseconds(0) : parse_duration(duration);
+  cfg.warmup = !a.warmup.empty() ? parse_duration(a.warmup)
+                                 : (a.count != 0 ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(std::chrono::seconds(1)));
+  cfg.connect_timeout = parse_duration(a.connect_timeout);
+}
 
-    if (json_out) {
-      std::ostringstream j;
-      write_json(r, percentiles, j);
-      json_out->commit(j.str());
-    }
-    if (hdr_out) hdr_out->commit(hdr_log_text(r, started_epoch + r.warmup_s));
-    if (plot_out_file) plot_out_file->commit(render_svg({plot_series_from(r, url)}));
-    if (threshold_failed) return 4;
-    return r.error_total() == 0 ? 0 : 3;
-  } catch (const std::system_error& e) {
-    std::fprintf(stderr, "ringrpc-load: %s\n", e.what());
+/// TLS, and what a fresh connection per call can and cannot go with.
+void set_connections(const cli_args& a, engine_config& cfg) {
+  if (cfg.where.tls) {
+    cfg.tls = make_tls_layer(cfg.where, a.tls_cacert, a.tls_cert, a.tls_key, a.tls_insecure, cfg.connections);
+  } else if (!a.tls_cacert.empty() || !a.tls_cert.empty() || !a.tls_key.empty() || a.tls_insecure) {
+    throw std::invalid_argument("--cacert, --cert, --key and --insecure are for TLS targets (https://, h2://, "
+                                "ringrpcs://, rediss://, grpcs://)");
+  }
+  if (cfg.new_connection_per_call && cfg.depth != 1) {
+    throw std::invalid_argument("--new-conn-per-call sends one call per connection: it needs -P 1, not -P " +
+                                std::to_string(cfg.depth));
+  }
+  if (cfg.new_connection_per_call && (cfg.where.scheme == "h2c" || cfg.where.scheme == "grpc")) {
+    // HTTP/2 is made to multiplex one long-lived connection; grpc:// likewise.
+    throw std::invalid_argument("--new-conn-per-call is for ringrpc, echo, redis and http targets (and their "
+                                "TLS schemes), not HTTP/2");
+  }
+}
+
+/// The open loop's steps (-R or --rate-steps), and the bounds every loop needs.
+void set_rates(const cli_args& a, engine_config& cfg, const std::vector<threshold>& thresholds) {
+  if (!a.rate.empty() && !a.rate_steps.empty()) throw std::invalid_argument("use -R or --rate-steps, not both");
+  if (!a.rate.empty()) cfg.steps.push_back({parse_rate(a.rate), cfg.duration.count()});
+  if (!a.rate_steps.empty()) {
+    const auto st = parse_duration(a.step_time).count();
+    for (double r : parse_rate_list(a.rate_steps)) cfg.steps.push_back({r, st});
+  }
+  if (!cfg.steps.empty() && a.count != 0) throw std::invalid_argument("-n works with the closed loop only");
+  if (cfg.connections == 0 || cfg.depth == 0 || cfg.threads == 0 || cfg.reply_batch == 0) {
+    throw std::invalid_argument("-c, -P (depth), -t and --reply-batch must be at least 1");
+  }
+  for (const auto& t : thresholds) check_threshold_applies(t, !cfg.steps.empty());
+}
+
+/// --shard K/N: this host's share of the connections, the rates and the count.
+std::optional<shard_spec> apply_shard(const cli_args& a, engine_config& cfg) {
+  if (a.shard_text.empty()) return std::nullopt;
+  const shard_spec shard = parse_shard(a.shard_text);
+  const unsigned total = cfg.connections;
+  cfg.connections = static_cast<unsigned>(shard_share(total, shard));
+  if (cfg.connections == 0) {
+    throw std::invalid_argument("--shard " + a.shard_text + ": -c " + std::to_string(total) +
+                                " leaves this shard no connection; give at least -c " + std::to_string(shard.count));
+  }
+  for (auto& st : cfg.steps) st.rate = shard_rate(st.rate, shard);
+  if (cfg.max_calls != 0) {
+    cfg.max_calls = shard_share(cfg.max_calls, shard);
+    if (cfg.max_calls == 0) throw std::invalid_argument("--shard " + a.shard_text + ": -n leaves this shard no call");
+  }
+  return shard;
+}
+
+/// The result files, claimed before the run: a bad path fails now, not after it.
+struct outputs {
+  std::unique_ptr<output_file> json, hdr, plot;
+  FILE* summary = stdout;
+};
+
+outputs claim_outputs(const cli_args& a) {
+  if (a.json_path == "-" && (a.hdr_path == "-" || a.plot_path == "-")) {
+    throw std::invalid_argument("only one output can go to stdout (-)");
+  }
+  if (a.hdr_path == "-" || a.plot_path == "-") throw std::invalid_argument("only --json can go to stdout (-)");
+  outputs o;
+  if (!a.json_path.empty()) o.json = std::make_unique<output_file>(a.json_path);
+  if (!a.hdr_path.empty()) o.hdr = std::make_unique<output_file>(a.hdr_path);
+  if (!a.plot_path.empty()) o.plot = std::make_unique<output_file>(a.plot_path);
+  if (o.json && o.json->is_stdout()) o.summary = stderr;
+  return o;
+}
+
+/// --start-at: sleeps in short steps so that Ctrl-C while waiting ends at once, with nothing run.
+/// False when interrupted.
+bool wait_for_start(const std::chrono::system_clock::time_point& start_at, std::chrono::nanoseconds wait,
+                    const std::atomic<bool>& stop) {
+  std::fprintf(stderr, "ringrpc-load: waiting %.1f s to start at %s\n", std::chrono::duration<double>(wait).count(),
+               format_utc(start_at).c_str());
+  while (std::chrono::system_clock::now() < start_at) {
+    if (stop.load()) return false;
+    std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(start_at - std::chrono::system_clock::now()),
+        std::chrono::milliseconds(50)));
+  }
+  return true;
+}
+
+/// The run's settings as the summary and the JSON's `config` show them.
+void record_config(run_result& r, const cli_args& a, const engine_config& cfg, const codec_options& co,
+                   const std::optional<shard_spec>& shard, const std::optional<std::chrono::system_clock::time_point>& start_at) {
+  r.config["target"] = a.url;
+  r.config["connections"] = cfg.connections;
+  r.config["depth"] = cfg.depth;
+  if (cfg.steps.empty()) r.config["reply_batch"] = cfg.reply_batch;
+  r.config["threads"] = cfg.threads;
+  r.config["payload_bytes"] = co.payload.size();
+  if (a.typed()) r.config["method"] = cfg.where.path;
+  r.config["loop"] = cfg.steps.empty() ? "closed" : "open";
+  if (!a.mix.empty()) r.config["mix"] = a.mix;
+  if (!a.rate.empty()) r.config["rate"] = shard ? shard_rate(parse_rate(a.rate), *shard) : parse_rate(a.rate);
+  if (!a.rate_steps.empty()) r.config["rate_steps"] = parse_rate_list(a.rate_steps);
+  if (a.count != 0) r.config["count"] = a.count;
+  if (const double d = scheduled_seconds(cfg); d > 0) r.config["duration_s"] = d;
+  if (!a.headers.empty()) r.config["headers"] = shown_headers(a.headers);
+  if (!a.max_body.empty()) r.config["max_body"] = co.max_reply_bytes;
+  if (shard) r.config["shard"] = a.shard_text;
+  if (start_at) r.config["start_at"] = format_utc(*start_at);
+  if (!a.proto_file.empty()) r.config["proto"] = a.proto_file;
+  if (a.verify) r.config["verify"] = true;
+  if (cfg.new_connection_per_call) r.config["new_conn_per_call"] = true;
+}
+
+/// The summary and the result files; the exit status the results call for.
+int report(run_result& r, const cli_args& a, const std::vector<threshold>& thresholds,
+           const std::vector<double>& percentiles, outputs& out, double started_epoch) {
+  bool threshold_failed = false;
+  for (const auto& t : thresholds) {
+    r.verdicts.push_back(evaluate_threshold(t, r));
+    threshold_failed = threshold_failed || r.verdicts.back().failed;
+  }
+  const std::string summary = format_summary(r, percentiles);
+  std::fwrite(summary.data(), 1, summary.size(), out.summary);
+  std::fflush(out.summary);
+  if (out.json) {
+    std::ostringstream j;
+    write_json(r, percentiles, j);
+    out.json->commit(j.str());
+  }
+  if (out.hdr) out.hdr->commit(hdr_log_text(r, started_epoch + r.warmup_s));
+  if (out.plot) out.plot->commit(render_svg({plot_series_from(r, a.url)}));
+  if (threshold_failed) return 4;
+  return r.error_total() == 0 ? 0 : 3;
+}
+
+/// A load run, from the checked command line to its exit status.
+int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percentiles) {
+  if (!a.d_text.empty() && a.given_duration) {
+    throw std::invalid_argument("-d and --duration (-z) both give the duration; give one");
+  }
+  if (a.wrk_latency) {
+    std::fprintf(stderr, "ringrpc-load: note: --latency (wrk) changes nothing: the percentiles are always "
+                         "printed; choose them with -p\n");
+  }
+  std::vector<threshold> thresholds;
+  for (const auto& f : a.fail_if) {
+    for (auto& t : parse_thresholds(f)) thresholds.push_back(std::move(t));
+  }
+  check_payload_sources(a);
+  resolve_target(a, cfg);
+  const codec_options co = make_codec_options(a, cfg);
+  const auto proto = make_protocol(cfg.where, co);
+  cfg.kinds = a.mix.empty() ? proto->default_kinds() : parse_mix(a.mix, cfg.where);
+  set_schedule(a, cfg);
+  set_connections(a, cfg);
+  cfg.diagnose_first_reply = true;
+  // A slow method must not pass for a silent server of another protocol.
+  cfg.silence_limit = std::max<std::chrono::nanoseconds>(std::chrono::seconds(5), cfg.call_timeout + std::chrono::seconds(1));
+  set_rates(a, cfg, thresholds);
+  const std::optional<shard_spec> shard = apply_shard(a, cfg);
+  std::optional<std::chrono::system_clock::time_point> start_at;
+  std::chrono::nanoseconds start_wait{0};
+  if (!a.start_at_text.empty()) {
+    start_at = parse_start_at(a.start_at_text);
+    start_wait = wait_until_start(*start_at, std::chrono::system_clock::now());
+  }
+  outputs out = claim_outputs(a);
+
+  std::unique_ptr<server_cost_meter> server_meter = make_server_meter(a.server_pid, a.server_metrics);
+  cfg.stop_requested = &install_interrupt_handler();
+  if (start_at && !wait_for_start(*start_at, start_wait, *cfg.stop_requested)) return 130;
+  std::fprintf(stderr, "ringrpc-load %s: %u connection(s) x depth %u on %u thread(s), %s%s\n", a.url.c_str(),
+               cfg.connections, cfg.depth, std::min(cfg.threads, cfg.connections),
+               cfg.steps.empty() ? "closed loop" : "open loop",
+               cfg.warmup.count() > 0 ? (", " + std::to_string(cfg.warmup.count() / 1'000'000) + " ms warm-up excluded").c_str() : "");
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  std::uint64_t last_ok = 0;
+  const double started_epoch = epoch_now_s();
+  if (server_meter) server_meter->start();
+  run_result r = run_engine(cfg, *proto, [&](double elapsed, const std::vector<live_counters*>& live) {
+    print_live(tty, elapsed, live, last_ok);
+    if (server_meter) server_meter->sample(elapsed);
+  });
+  if (server_meter) {
+    server_meter->finish();
+    r.server = server_meter->result(r.warmup_s, r.measured_s, r.calls_ok + r.error_total());
+  }
+  if (tty) std::fprintf(stderr, "\n");
+  if (!r.diagnosis.empty()) {
+    std::fprintf(stderr, "ringrpc-load: %s\n", r.diagnosis.c_str());
     return 2;
+  }
+  if (!r.fail_fast.empty()) {
+    std::fprintf(stderr, "ringrpc-load: %s\n", r.fail_fast.c_str());
+    return 5;
+  }
+  record_config(r, a, cfg, co, shard, start_at);
+  return report(r, a, thresholds, percentiles, out, started_epoch);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cli_args a;
+  ringrpc::load::engine_config cfg;
+  if (const auto rc = parse_command_line(argc, argv, a, cfg)) return *rc;
+  try {
+    const auto percentiles = a.percentiles_text.empty() ? default_percentiles() : parse_percentiles(a.percentiles_text);
+    if (a.merge) return run_merge(a.merge_files, percentiles);
+    if (a.plot) return run_plot(a.plot_files, a.plot_out);
+    if (a.url.empty()) throw std::invalid_argument("no target URL (see --help)");
+    return run_load(a, cfg, percentiles);
   } catch (const std::exception& e) {
+    // std::system_error included: a socket or io_uring that cannot be had.
     std::fprintf(stderr, "ringrpc-load: %s\n", e.what());
     return 2;
   }
