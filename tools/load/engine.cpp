@@ -111,26 +111,11 @@ void merge_steps(run_result& r, const engine_config& cfg, const shared_run& run,
   r.answered_rate = scheduled_s > 0 ? answered / scheduled_s : 0;
 }
 
-}  // namespace
+using worker_list = std::vector<std::unique_ptr<worker>>;
 
-run_result run_engine(const engine_config& cfg, const protocol& proto,
-                      const std::function<void(double, const std::vector<live_counters*>&)>& tick) {
-  if (cfg.kinds.empty()) throw std::invalid_argument("no request kinds to send");
-  if (cfg.connections == 0 || cfg.depth == 0) throw std::invalid_argument("connections and depth must be at least 1");
-  if (cfg.new_connection_per_call && cfg.depth != 1) {
-    throw std::invalid_argument("a new connection per call carries one call: depth must be 1");
-  }
-  const unsigned threads = std::max(1u, std::min(cfg.threads, cfg.connections));
-  detail::probe_io_uring();  // one clear message before anything else when io_uring is unusable
-
-  shared_run run;
-  run.config = &cfg;
-  run.proto = &proto;
-  for (unsigned i = 0; i < cfg.kinds.size(); ++i) {
-    for (unsigned w = 0; w < std::max(1u, cfg.kinds[i].weight); ++w) run.kind_table.push_back(i);
-  }
-
-  // Connect everything first: an unreachable target is one clear error, not a run of failures.
+// Connects everything first: an unreachable target is one clear error, not a run of failures.
+// The connections, dealt to the threads in turn.
+std::vector<std::vector<conn_state>> connect_all(const engine_config& cfg, const protocol& proto, unsigned threads) {
   std::vector<std::vector<conn_state>> per_thread(threads);
   for (unsigned i = 0; i < cfg.connections; ++i) {
     const unsigned endpoint_index = cfg.endpoints.empty() ? 0 : static_cast<unsigned>(i % cfg.endpoints.size());
@@ -150,16 +135,12 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     c.rx.framer().codec = c.codec.get();
     per_thread[i % threads].push_back(std::move(c));
   }
+  return per_thread;
+}
 
-  std::vector<std::unique_ptr<worker>> workers;
-  for (unsigned t = 0; t < threads; ++t) {
-    const std::uint64_t quota = cfg.max_calls == 0 ? std::numeric_limits<std::uint64_t>::max()
-                                                   : cfg.max_calls / threads + (t < cfg.max_calls % threads ? 1 : 0);
-    workers.push_back(std::make_unique<worker>(run, std::move(per_thread[t]), quota));
-  }
-  for (auto& w : workers) w->start();
-  // The clock starts once every thread has its ring: set-up time is not charged to the
-  // schedule or the warm-up.
+// The clock starts once every thread has its ring: set-up time is not charged to the schedule
+// or the warm-up. Returns the open loop's schedule (null in a closed loop), which `run` points to.
+std::unique_ptr<rate_schedule> start_clock(shared_run& run, const engine_config& cfg, const worker_list& workers) {
   while (run.ready.load(std::memory_order_acquire) < workers.size()) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
@@ -179,12 +160,21 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   } else if (cfg.duration.count() > 0) {
     run.measure_until = run.measure_from + cfg.duration.count();
   }
+  return schedule;
+}
 
-  run.go.store(true, std::memory_order_release);
+// How watching the run ended, beside the workers' own results.
+struct watch_outcome {
+  bool interrupted = false;
+  std::string fail_fast;
+};
+
+// The engine's own thread while the workers run: a tick a second for the live display, and the
+// three reasons to stop early (SIGINT, a silent server, hopeless first answers).
+watch_outcome watch_run(shared_run& run, const engine_config& cfg, const worker_list& workers,
+                        const std::function<void(double, const std::vector<live_counters*>&)>& tick) {
   std::vector<live_counters*> live;
   for (auto& w : workers) live.push_back(&w->live);
-
-  // The live display: once a second until every worker has finished.
   auto all_finished = [&] {
     for (auto& w : workers) {
       if (!w->finished.load(std::memory_order_acquire)) return false;
@@ -196,14 +186,13 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
       cfg.silence_limit.count() > 0 &&
       (cfg.steps.empty() || cfg.steps.front().rate * static_cast<double>(cfg.silence_limit.count()) / 1e9 >=
                                 2.0 * static_cast<double>(cfg.connections));
-  bool interrupted = false;
-  std::string fail_fast;
+  watch_outcome out;
   std::int64_t next_tick = run.start_ns + 1'000'000'000;
   while (!all_finished()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const std::int64_t now = now_ns();
-    if (!interrupted && cfg.stop_requested != nullptr && cfg.stop_requested->load(std::memory_order_relaxed)) {
-      interrupted = true;
+    if (!out.interrupted && cfg.stop_requested != nullptr && cfg.stop_requested->load(std::memory_order_relaxed)) {
+      out.interrupted = true;
       std::int64_t expected = never;
       run.stop_at.compare_exchange_strong(expected, now);
       run.stop.store(true, std::memory_order_relaxed);
@@ -219,26 +208,56 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
         run.stop.store(true, std::memory_order_relaxed);
       }
     }
-    if (run.watch_answers.load(std::memory_order_relaxed)) {
-      fail_fast = watch_first_answers(run, live, now);
-    }
+    if (run.watch_answers.load(std::memory_order_relaxed)) out.fail_fast = watch_first_answers(run, live, now);
     if (now >= next_tick) {
       next_tick += 1'000'000'000;
       if (tick) tick(static_cast<double>(now - run.start_ns) / 1e9, live);
     }
   }
-  for (auto& w : workers) w->join();
+  return out;
+}
 
-  run_result r;
-  r.tls = cfg.tls != nullptr;
-  r.new_connection_per_call = cfg.new_connection_per_call;
-  r.interrupted = interrupted;
-  if (run.diagnosed.load()) r.diagnosis = run.diagnosis;
-  r.fail_fast = fail_fast;
-  r.warmup_s = static_cast<double>(cfg.warmup.count()) / 1e9;
-  r.open_loop = run.schedule != nullptr;
+// Per --mix kind, merged over the threads (only when there is more than one kind).
+void merge_kinds(run_result& r, const engine_config& cfg, const worker_list& workers) {
+  if (cfg.kinds.size() <= 1) return;
+  for (std::size_t k = 0; k < cfg.kinds.size(); ++k) {
+    kind_result kr;
+    kr.name = cfg.kinds[k].name;
+    for (auto& w : workers) {
+      if (w->kinds.size() <= k) continue;
+      kr.calls_ok += w->kinds[k].ok;
+      kr.latency_ns.merge(w->kinds[k].latency);
+      for (const auto& [e, n] : w->kinds[k].errors) kr.errors[e] += n;
+    }
+    r.kinds.push_back(std::move(kr));
+  }
+}
+
+// Per endpoint of a registry URL, merged over the threads the way the --mix kinds are.
+void merge_members(run_result& r, const engine_config& cfg, const worker_list& workers) {
+  if (!cfg.per_endpoint) return;
+  const std::size_t n = std::max<std::size_t>(cfg.endpoints.size(), 1);
+  for (std::size_t e = 0; e < n; ++e) {
+    kind_result m;
+    const target& t = cfg.endpoints.empty() ? cfg.where : cfg.endpoints[e];
+    const bool v6 = t.host.find(':') != std::string::npos;
+    m.name.append(v6 ? "[" : "").append(t.host).append(v6 ? "]:" : ":").append(std::to_string(t.port));
+    for (auto& w : workers) {
+      if (w->endpoints.size() <= e) continue;
+      m.calls_ok += w->endpoints[e].ok;
+      m.latency_ns.merge(w->endpoints[e].latency);
+      for (const auto& [k, v] : w->endpoints[e].errors) m.errors[k] += v;
+    }
+    r.members.push_back(std::move(m));
+  }
+}
+
+// The workers' totals, and the measured window: from the warm-up's end to the schedule's end,
+// an interruption, or (a run that reached its call count early, -n with -T) its last completion.
+void merge_totals(run_result& r, const shared_run& run, const worker_list& workers) {
   std::int64_t last = run.measure_from;
   std::uint64_t stamped = 0, unstamped = 0;
+  bool all_quotas = true;
   for (auto& w : workers) {
     if (!w->failure.empty()) throw std::runtime_error(w->failure);
     r.calls_ok += w->calls_ok;
@@ -249,56 +268,65 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
     for (const auto& [k, v] : w->handshake_failures) r.handshake_failures[k] += v;
     r.connections_measured += w->connections_measured;
     r.handshakes_measured += w->handshakes_measured;
+    r.bytes_sent += w->bytes_sent_measured;
+    r.bytes_received += w->bytes_received_measured;
     stamped += w->stamped_receives;
     unstamped += w->unstamped_receives;
     last = std::max(last, w->last_completion_ns);
+    all_quotas = all_quotas && w->quota_used_up;
   }
   r.latency_clock = stamped == 0 ? "user" : unstamped == 0 ? "kernel" : "mixed";
-  // A run that reached its call count early (-n with -T) ends at its last completion.
-  bool all_quotas = true;
-  for (auto& w : workers) all_quotas = all_quotas && w->quota_used_up;
   std::int64_t window_end =
       run.measure_until == never || (all_quotas && last < run.measure_until) ? last : run.measure_until;
   window_end = std::min(window_end, run.stop_at.load());
-  if (cfg.kinds.size() > 1) {
-    for (std::size_t k = 0; k < cfg.kinds.size(); ++k) {
-      kind_result kr;
-      kr.name = cfg.kinds[k].name;
-      for (auto& w : workers) {
-        if (w->kinds.size() <= k) continue;
-        kr.calls_ok += w->kinds[k].ok;
-        kr.latency_ns.merge(w->kinds[k].latency);
-        for (const auto& [e, n] : w->kinds[k].errors) kr.errors[e] += n;
-      }
-      r.kinds.push_back(std::move(kr));
-    }
-  }
-  if (cfg.per_endpoint) {
-    // Per endpoint, merged over the threads the way the --mix kinds are.
-    const std::size_t n = std::max<std::size_t>(cfg.endpoints.size(), 1);
-    for (std::size_t e = 0; e < n; ++e) {
-      kind_result m;
-      const target& t = cfg.endpoints.empty() ? cfg.where : cfg.endpoints[e];
-      const bool v6 = t.host.find(':') != std::string::npos;
-      m.name.append(v6 ? "[" : "").append(t.host).append(v6 ? "]:" : ":").append(std::to_string(t.port));
-      for (auto& w : workers) {
-        if (w->endpoints.size() <= e) continue;
-        m.calls_ok += w->endpoints[e].ok;
-        m.latency_ns.merge(w->endpoints[e].latency);
-        for (const auto& [k, v] : w->endpoints[e].errors) m.errors[k] += v;
-      }
-      r.members.push_back(std::move(m));
-    }
-  }
   r.measured_s = static_cast<double>(std::max<std::int64_t>(window_end - run.measure_from, 1)) / 1e9;
-  for (auto& w : workers) {
-    r.bytes_sent += w->bytes_sent_measured;
-    r.bytes_received += w->bytes_received_measured;
+}
+
+}  // namespace
+
+run_result run_engine(const engine_config& cfg, const protocol& proto,
+                      const std::function<void(double, const std::vector<live_counters*>&)>& tick) {
+  if (cfg.kinds.empty()) throw std::invalid_argument("no request kinds to send");
+  if (cfg.connections == 0 || cfg.depth == 0) throw std::invalid_argument("connections and depth must be at least 1");
+  if (cfg.new_connection_per_call && cfg.depth != 1) {
+    throw std::invalid_argument("a new connection per call carries one call: depth must be 1");
   }
+  const unsigned threads = std::max(1u, std::min(cfg.threads, cfg.connections));
+  detail::probe_io_uring();  // one clear message before anything else when io_uring is unusable
+
+  shared_run run;
+  run.config = &cfg;
+  run.proto = &proto;
+  for (unsigned i = 0; i < cfg.kinds.size(); ++i) {
+    for (unsigned w = 0; w < std::max(1u, cfg.kinds[i].weight); ++w) run.kind_table.push_back(i);
+  }
+  auto per_thread = connect_all(cfg, proto, threads);
+  worker_list workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    const std::uint64_t quota = cfg.max_calls == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                                   : cfg.max_calls / threads + (t < cfg.max_calls % threads ? 1 : 0);
+    workers.push_back(std::make_unique<worker>(run, std::move(per_thread[t]), quota));
+  }
+  for (auto& w : workers) w->start();
+  const auto schedule = start_clock(run, cfg, workers);
+  run.go.store(true, std::memory_order_release);
+  const watch_outcome watched = watch_run(run, cfg, workers, tick);
+  for (auto& w : workers) w->join();
+
+  run_result r;
+  r.tls = cfg.tls != nullptr;
+  r.new_connection_per_call = cfg.new_connection_per_call;
+  r.interrupted = watched.interrupted;
+  if (run.diagnosed.load()) r.diagnosis = run.diagnosis;
+  r.fail_fast = watched.fail_fast;
+  r.warmup_s = static_cast<double>(cfg.warmup.count()) / 1e9;
+  r.open_loop = run.schedule != nullptr;
+  merge_totals(r, run, workers);
+  merge_kinds(r, cfg, workers);
+  merge_members(r, cfg, workers);
   merge_seconds(r, workers);
   if (r.open_loop) merge_steps(r, cfg, run, workers);
   return r;
 }
-
 
 }  // namespace ringrpc::load
