@@ -495,6 +495,35 @@ void worker::run() {
   }
   _run.ready.fetch_add(1, std::memory_order_release);
   while (!_run.go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  size_tallies();
+  open_connections(now_ns());
+
+  // Closed loop only: an open loop wakes at its send times anyway, and its latencies are the
+  // ones people correct for coordinated omission, so they stay exact.
+  // A connection per call waits on connects and handshakes, not on replies: no batching either.
+  const bool batching = _run.schedule == nullptr && !_cfg.new_connection_per_call;
+  wake_batch wake(static_cast<unsigned>(_conns.size()) * _cfg.depth, batching ? _cfg.reply_batch : 1,
+                  _cfg.reply_batch_window.count());
+  std::int64_t drain_until = 0;
+  while (turn(wake)) {
+    const std::int64_t now = now_ns();
+    if (_any_dead) reconnect_dead(now);
+    publish_last_second(now);
+    if (issuing(now)) {
+      drain_until = 0;  // calls given back by a closing connection reopened -n
+    } else if (drained(now, drain_until)) {
+      break;
+    }
+  }
+  count_issued_by_step();
+  for (conn_state& c : _conns) {
+    if (c.fd >= 0) ::close(c.fd);
+  }
+  bufs.reset();
+}
+
+// The per-step, per-kind and per-endpoint tallies, sized once before the first call.
+void worker::size_tallies() {
   step_ok.assign(_cfg.steps.size(), 0);
   step_issued.assign(_cfg.steps.size(), 0);
   step_late_client.assign(_cfg.steps.size(), 0);
@@ -505,11 +534,15 @@ void worker::run() {
   _to_flush.reserve(_conns.size());
   // A connection issues at most its depth per turn, twice if it is replaced within the turn.
   _unsent.reserve(2 * _conns.size() * _cfg.depth);
+}
+
+// Every connection's first receive (and TLS handshake), and a closed loop's first calls. The
+// first socket probes whether the kernel stamps receives.
+void worker::open_connections(std::int64_t start) {
   _rx_layout.msg_controllen = rx_stamp_control_bytes;
   _kernel_stamps = _cfg.kernel_rx_stamps && !_conns.empty();
   if (_kernel_stamps) enable_stamps(_conns.front());
   _stamps_probed = true;
-  const std::int64_t start = now_ns();
   for (conn_state& c : _conns) {
     c.window = call_window(_cfg.depth);
     enable_stamps(c);
@@ -525,117 +558,109 @@ void worker::run() {
       for (unsigned d = 0; d < _cfg.depth && issuing(start); ++d) issue(c, start, start);
     }
   }
+}
 
-  // Closed loop only: an open loop wakes at its send times anyway, and its latencies are the
-  // ones people correct for coordinated omission, so they stay exact.
-  // A connection per call waits on connects and handshakes, not on replies: no batching either.
-  const bool batching = _run.schedule == nullptr && !_cfg.new_connection_per_call;
-  wake_batch wake(static_cast<unsigned>(_conns.size()) * _cfg.depth, batching ? _cfg.reply_batch : 1,
-                  _cfg.reply_batch_window.count());
-  std::int64_t drain_until = 0;
-  for (;;) {
-    std::int64_t now = now_ns();
-    std::int64_t next_wake = now + 100'000'000;  // housekeeping at least every 100 ms
-    if (_run.schedule != nullptr) schedule_open_loop(now, next_wake);
-    for (conn_state* c : _to_flush) {
-      c->flush_queued = false;
-      flush(*c);
-    }
-    _to_flush.clear();
-
-    const wake_batch::wait w = wake.plan(now, next_wake, _sends_queued, _ring->cq_entries(), issuing(now));
-    _sends_queued = 0;
-    stamp_sends();
-    const int rc = _ring->submit_and_wait(std::chrono::nanoseconds(std::max<std::int64_t>(w.deadline - now, 0)), w.wait_nr);
-    if (w.batched && rc == -ETIME) wake.timed_out(now_ns());
-    if (detail::ring::fatal(rc)) {
-      failure = std::string("io_uring_enter: ") + std::strerror(-rc);
-      break;
-    }
-    now = now_ns();
-    _rx_clock.wake(now, _kernel_stamps ? real_ns() : now);
-    unsigned received = 0;
-    _ring->for_each_cqe([&](const io_uring_cqe& cqe) {
-      auto* c = tag_ptr<conn_state>(cqe.user_data);
-      switch (tag_op(cqe.user_data)) {
-        case op::recv: ++received; on_recv(*c, cqe, now); break;
-        case op::send: on_send(*c, cqe.res, now); break;
-        default: break;
-      }
-    });
-    _buffers->commit();
-    wake.completed(received, now);
-    expire(now);
-    note_bytes(now);
-
-    // Reconnect what was lost, once its last request has completed.
-    bool still_dead = false;
-    for (conn_state& c : _any_dead ? std::span<conn_state>(_conns) : std::span<conn_state>()) {
-      if (!c.dead) continue;
-      still_dead = true;
-      if (c.recv_armed || c.out.in_flight() || now < c.reconnect_at || !issuing(now)) continue;
-      ::close(c.fd);
-      c.fd = connect_to(*c.endpoint, _cfg.connect_timeout);
-      if (c.fd < 0) {
-        count_error("connect", now, c);
-        c.reconnect_at = now + 100'000'000;
-        continue;
-      }
-      count_connection(now);
-      enable_stamps(c);
-      register_fd(c);  // also lets go of the old socket the slot held
-      if (_cfg.tls != nullptr && !start_tls(c, now)) continue;
-      c.dead = false;
-      c.peer_closing = false;
-      c.parsed_any = false;
-      c.codec = _run.proto->new_connection();
-      c.rx.restart();
-      c.rx.framer().codec = c.codec.get();
-      c.next_seq = 0;
-      arm_recv(c);
-      want_flush(c);  // the ClientHello, for TLS
-      if (_run.schedule == nullptr) {
-        for (unsigned d = 0; d < _cfg.depth && issuing(now); ++d) issue(c, now, now);
-      }
-    }
-    _any_dead = _any_dead && still_dead;
-
-    // Publish the last whole second's p99 for the live display.
-    if (now >= _run.measure_from) {
-      const std::int64_t sec = (now - _run.measure_from) / 1'000'000'000 - 1;
-      if (sec >= 0 && sec != _published_second && static_cast<std::size_t>(sec) < seconds.size()) {
-        _published_second = sec;
-        live.last_second_p99_ns.store(seconds[static_cast<std::size_t>(sec)].latency.value_at_percentile(99));
-      }
-    }
-
-    if (issuing(now)) drain_until = 0;  // calls given back by a closing connection reopened -n
-    if (!issuing(now)) {
-      quota_used_up = _issued >= _quota;
-      bool idle = true;
-      for (const conn_state& c : _conns) idle = idle && (c.in_flight == 0 || c.dead);
-      if (drain_until == 0) {
-        drain_until = now + std::max<std::int64_t>(_cfg.call_timeout.count(), 2'000'000'000);
-      }
-      if (idle || now >= drain_until || _run.diagnosed.load(std::memory_order_relaxed)) {
-        for (const conn_state& c : _conns) {
-          if (c.dead) continue;
-          c.window.for_each([&](const slot& s) {
-            if (s.timed_out) return;  // timeouts counted already
-            ++errors["unfinished"];
-            if (!kinds.empty()) ++kinds[s.kind].errors["unfinished"];
-            if (!endpoints.empty()) ++endpoints[c.endpoint_index].errors["unfinished"];
-          });
-        }
-        break;
-      }
-    }
+// One turn of the ring: schedule, flush, one submit-and-wait, the completions, expiry. False when
+// the ring failed (then `failure` says why).
+bool worker::turn(wake_batch& wake) {
+  std::int64_t now = now_ns();
+  std::int64_t next_wake = now + 100'000'000;  // housekeeping at least every 100 ms
+  if (_run.schedule != nullptr) schedule_open_loop(now, next_wake);
+  for (conn_state* c : _to_flush) {
+    c->flush_queued = false;
+    flush(*c);
   }
-  count_issued_by_step();
+  _to_flush.clear();
+
+  const wake_batch::wait w = wake.plan(now, next_wake, _sends_queued, _ring->cq_entries(), issuing(now));
+  _sends_queued = 0;
+  stamp_sends();
+  const int rc = _ring->submit_and_wait(std::chrono::nanoseconds(std::max<std::int64_t>(w.deadline - now, 0)), w.wait_nr);
+  if (w.batched && rc == -ETIME) wake.timed_out(now_ns());
+  if (detail::ring::fatal(rc)) {
+    failure = std::string("io_uring_enter: ") + std::strerror(-rc);
+    return false;
+  }
+  now = now_ns();
+  _rx_clock.wake(now, _kernel_stamps ? real_ns() : now);
+  unsigned received = 0;
+  _ring->for_each_cqe([&](const io_uring_cqe& cqe) {
+    auto* c = tag_ptr<conn_state>(cqe.user_data);
+    switch (tag_op(cqe.user_data)) {
+      case op::recv: ++received; on_recv(*c, cqe, now); break;
+      case op::send: on_send(*c, cqe.res, now); break;
+      default: break;
+    }
+  });
+  _buffers->commit();
+  wake.completed(received, now);
+  expire(now);
+  note_bytes(now);
+  return true;
+}
+
+// Reconnects what was lost, once its last request has completed.
+void worker::reconnect_dead(std::int64_t now) {
+  bool still_dead = false;
   for (conn_state& c : _conns) {
-    if (c.fd >= 0) ::close(c.fd);
+    if (!c.dead) continue;
+    still_dead = true;
+    if (c.recv_armed || c.out.in_flight() || now < c.reconnect_at || !issuing(now)) continue;
+    ::close(c.fd);
+    c.fd = connect_to(*c.endpoint, _cfg.connect_timeout);
+    if (c.fd < 0) {
+      count_error("connect", now, c);
+      c.reconnect_at = now + 100'000'000;
+      continue;
+    }
+    count_connection(now);
+    enable_stamps(c);
+    register_fd(c);  // also lets go of the old socket the slot held
+    if (_cfg.tls != nullptr && !start_tls(c, now)) continue;
+    c.dead = false;
+    c.peer_closing = false;
+    c.parsed_any = false;
+    c.codec = _run.proto->new_connection();
+    c.rx.restart();
+    c.rx.framer().codec = c.codec.get();
+    c.next_seq = 0;
+    arm_recv(c);
+    want_flush(c);  // the ClientHello, for TLS
+    if (_run.schedule == nullptr) {
+      for (unsigned d = 0; d < _cfg.depth && issuing(now); ++d) issue(c, now, now);
+    }
   }
-  bufs.reset();
+  _any_dead = still_dead;
+}
+
+// The last whole second's p99, for the live display.
+void worker::publish_last_second(std::int64_t now) noexcept {
+  if (now < _run.measure_from) return;
+  const std::int64_t sec = (now - _run.measure_from) / 1'000'000'000 - 1;
+  if (sec >= 0 && sec != _published_second && static_cast<std::size_t>(sec) < seconds.size()) {
+    _published_second = sec;
+    live.last_second_p99_ns.store(seconds[static_cast<std::size_t>(sec)].latency.value_at_percentile(99));
+  }
+}
+
+// Issuing is over: true once every call has come back, the drain time has passed or the run
+// was diagnosed; the calls still out are then counted "unfinished".
+bool worker::drained(std::int64_t now, std::int64_t& drain_until) {
+  quota_used_up = _issued >= _quota;
+  bool idle = true;
+  for (const conn_state& c : _conns) idle = idle && (c.in_flight == 0 || c.dead);
+  if (drain_until == 0) drain_until = now + std::max<std::int64_t>(_cfg.call_timeout.count(), 2'000'000'000);
+  if (!idle && now < drain_until && !_run.diagnosed.load(std::memory_order_relaxed)) return false;
+  for (const conn_state& c : _conns) {
+    if (c.dead) continue;
+    c.window.for_each([&](const slot& s) {
+      if (s.timed_out) return;  // timeouts counted already
+      ++errors["unfinished"];
+      if (!kinds.empty()) ++kinds[s.kind].errors["unfinished"];
+      if (!endpoints.empty()) ++endpoints[c.endpoint_index].errors["unfinished"];
+    });
+  }
+  return true;
 }
 
 bool worker::start_tls(conn_state& c, std::int64_t now) {

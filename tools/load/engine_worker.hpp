@@ -18,6 +18,7 @@
 #include "tls_transport.hpp"
 #include "uring/provided_buffers.hpp"
 #include "uring/ring.hpp"
+#include "wake_batch.hpp"
 
 namespace ringrpc::load::engine_detail {
 
@@ -142,6 +143,12 @@ class worker final {
 
  private:
   void run();
+  void size_tallies();
+  void open_connections(std::int64_t start);
+  bool turn(wake_batch& wake);
+  void reconnect_dead(std::int64_t now);
+  void publish_last_second(std::int64_t now) noexcept;
+  bool drained(std::int64_t now, std::int64_t& drain_until);
   void arm_recv(conn_state& c);
   void register_fd(conn_state& c) noexcept;
   void issue(conn_state& c, std::int64_t intended, std::int64_t now);
