@@ -4,6 +4,7 @@
 #include "report.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <charconv>
 #include <cmath>
 #include <cstdarg>
@@ -196,12 +197,8 @@ std::string format_bytes_rate(double bytes_per_s) {
   return strprintf("%.0f B/s", bytes_per_s);
 }
 
-}  // namespace
-
-std::string format_summary(const run_result& r, const std::vector<double>& percentiles) {
-  std::string out;
-
-  // Header: what ran, and which window the numbers cover.
+// What ran, and which window the numbers cover.
+void header_section(std::string& out, const run_result& r) {
   std::string target;
   if (const auto it = r.config.find("target"); it != r.config.end()) target = "  " + config_text(it->second);
   out += "ringrpc-load" + target + "  " + (r.open_loop ? "open loop" : "closed loop") + "\n";
@@ -214,7 +211,9 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
   }
   if (!config.empty()) out += "  config:" + config + "\n";
   out += "\n";
+}
 
+void totals_section(std::string& out, const run_result& r) {
   out += row("calls/s", format_rate(r.calls_per_sec()));
   out += row("calls ok", format_count(r.calls_ok));
   out += row("errors", format_count(r.error_total()));
@@ -225,27 +224,33 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
   }
   out += "\n";
   if (r.server) out += format_server_cost(*r.server);
-  if (r.new_connection_per_call) {
-    out += row("connections/s", format_rate(r.measured_s > 0 ? static_cast<double>(r.connections_measured) / r.measured_s : 0));
-    if (r.tls) {
-      out += row("tls handshakes/s", format_rate(r.measured_s > 0 ? static_cast<double>(r.handshakes_measured) / r.measured_s : 0));
-    }
-    out += "\n";
-  }
-  if (r.tls) {
-    // Apart from the calls: their latency starts once the handshake is done.
-    const auto& h = r.handshake_ns;
-    out += row("tls handshakes", format_count(h.count()));
-    for (const auto& [kind, n] : r.handshake_failures) out += row("  failed " + kind, format_count(n));
-    if (h.count() > 0) {
-      out += row("  p50 (us)", format_us(ns_to_us(h.value_at_percentile(50)), 1));
-      out += row("  p99 (us)", format_us(ns_to_us(h.value_at_percentile(99)), 1));
-      out += row("  max (us)", format_us(ns_to_us(h.max()), 1));
-    }
-    out += "\n";
-  }
+}
 
-  // Latency table: corrected (and, open loop, service time) side by side.
+// Connections opened per second (a connection per call) and TLS handshakes, apart from the
+// calls: a call's latency starts once its handshake is done.
+void connections_section(std::string& out, const run_result& r) {
+  const auto per_second = [&](std::uint64_t n) {
+    return format_rate(r.measured_s > 0 ? static_cast<double>(n) / r.measured_s : 0);
+  };
+  if (r.new_connection_per_call) {
+    out += row("connections/s", per_second(r.connections_measured));
+    if (r.tls) out += row("tls handshakes/s", per_second(r.handshakes_measured));
+    out += "\n";
+  }
+  if (!r.tls) return;
+  const auto& h = r.handshake_ns;
+  out += row("tls handshakes", format_count(h.count()));
+  for (const auto& [kind, n] : r.handshake_failures) out += row("  failed " + kind, format_count(n));
+  if (h.count() > 0) {
+    out += row("  p50 (us)", format_us(ns_to_us(h.value_at_percentile(50)), 1));
+    out += row("  p99 (us)", format_us(ns_to_us(h.value_at_percentile(99)), 1));
+    out += row("  max (us)", format_us(ns_to_us(h.max()), 1));
+  }
+  out += "\n";
+}
+
+// Corrected latency (and, in an open loop, service time) side by side, and how replies were timed.
+void latency_section(std::string& out, const run_result& r, const std::vector<double>& percentiles) {
   const bool service = r.open_loop;
   if (service) {
     out += strprintf("  %-20s %14s %14s\n", "latency (us)", "corrected", "service");
@@ -285,83 +290,87 @@ std::string format_summary(const run_result& r, const std::vector<double>& perce
                      static_cast<double>(lat.highest_trackable()) / 1e9,
                      static_cast<double>(lat.highest_trackable()) / 1e9);
   }
+}
 
-  if (r.open_loop) {
-    out += "\n";
-    out += row("requested rate", format_rate(r.requested_rate), " calls/s");
-    auto share = [&](double v) {
-      return r.requested_rate > 0 ? strprintf(" calls/s (%.1f%%)", 100 * v / r.requested_rate) : std::string(" calls/s");
-    };
-    out += row("issued rate", format_rate(r.issued_rate), share(r.issued_rate));
-    out += row("answered rate", format_rate(r.answered_rate), share(r.answered_rate));
-    if (!r.kept_up && !r.steps.empty()) {  // none: interrupted in the warm-up
-      // Say which side fell behind: the first step that did not keep up names it.
-      std::string reason = "target_too_slow";
-      for (const step_result& st : r.steps) {
-        if (!st.kept_up) {
-          reason = st.reason;
-          break;
-        }
-      }
-      out += "  COULD NOT KEEP UP: " + keep_up_reason_text(reason) + "\n";
+// An open loop: the rates asked for, issued and answered, and which side fell behind when it did.
+void open_loop_section(std::string& out, const run_result& r) {
+  if (!r.open_loop) return;
+  out += "\n";
+  out += row("requested rate", format_rate(r.requested_rate), " calls/s");
+  auto share = [&](double v) {
+    return r.requested_rate > 0 ? strprintf(" calls/s (%.1f%%)", 100 * v / r.requested_rate) : std::string(" calls/s");
+  };
+  out += row("issued rate", format_rate(r.issued_rate), share(r.issued_rate));
+  out += row("answered rate", format_rate(r.answered_rate), share(r.answered_rate));
+  if (r.kept_up || r.steps.empty()) return;  // none: interrupted in the warm-up
+  // The first step that did not keep up names the reason.
+  std::string reason = "target_too_slow";
+  for (const step_result& st : r.steps) {
+    if (!st.kept_up) {
+      reason = st.reason;
+      break;
     }
   }
+  out += "  COULD NOT KEEP UP: " + keep_up_reason_text(reason) + "\n";
+}
 
-  if (!r.kinds.empty()) {
-    // One row per --mix kind; the kind column takes the longest name (HTTP paths can be long).
-    std::size_t w = 4;
-    for (const kind_result& k : r.kinds) w = std::max(w, k.name.size());
-    const int wi = static_cast<int>(std::min<std::size_t>(w, 40));
-    out += "\n";
-    out += strprintf("  %-*s %12s %8s %11s %11s %11s\n", wi, "kind", "calls ok", "errors", "p50 (us)", "p99 (us)",
-                     "p99.9 (us)");
-    for (const kind_result& k : r.kinds) {
-      const auto& h = k.latency_ns;
-      out += strprintf("  %-*s %12s %8s %11s %11s %11s\n", wi, k.name.c_str(), format_count(k.calls_ok).c_str(),
-                       format_count(k.error_total()).c_str(), format_us(ns_to_us(h.value_at_percentile(50))).c_str(),
-                       format_us(ns_to_us(h.value_at_percentile(99))).c_str(),
-                       format_us(ns_to_us(h.value_at_percentile(99.9))).c_str());
-      for (const auto& [kind, n] : k.errors) out += strprintf("  %-*s %12s %8s\n", wi, ("  " + kind).c_str(), "", format_count(n).c_str());
-    }
+// One row per --mix kind or per member of a registry target: its calls, errors and latency. The
+// name column takes the longest name (HTTP paths can be long), up to `max_width`.
+void breakdown_table(std::string& out, const std::vector<kind_result>& rows, const char* title, std::size_t max_width,
+                     bool with_p999) {
+  if (rows.empty()) return;
+  std::size_t w = std::strlen(title);
+  for (const kind_result& k : rows) w = std::max(w, k.name.size());
+  const int wi = static_cast<int>(std::min(w, max_width));
+  out += "\n";
+  out += strprintf("  %-*s %12s %8s %11s %11s", wi, title, "calls ok", "errors", "p50 (us)", "p99 (us)");
+  out += with_p999 ? strprintf(" %11s\n", "p99.9 (us)") : "\n";
+  for (const kind_result& k : rows) {
+    const auto& h = k.latency_ns;
+    out += strprintf("  %-*s %12s %8s %11s %11s", wi, k.name.c_str(), format_count(k.calls_ok).c_str(),
+                     format_count(k.error_total()).c_str(), format_us(ns_to_us(h.value_at_percentile(50))).c_str(),
+                     format_us(ns_to_us(h.value_at_percentile(99))).c_str());
+    out += with_p999 ? strprintf(" %11s\n", format_us(ns_to_us(h.value_at_percentile(99.9))).c_str()) : "\n";
+    for (const auto& [kind, n] : k.errors) out += strprintf("  %-*s %12s %8s\n", wi, ("  " + kind).c_str(), "", format_count(n).c_str());
   }
+}
 
-  if (!r.members.empty()) {
-    // One row per member of a registry target (etcd://): how the connections' calls spread.
-    std::size_t w = 6;
-    for (const kind_result& m : r.members) w = std::max(w, m.name.size());
-    const int wi = static_cast<int>(std::min<std::size_t>(w, 48));
-    out += "\n";
-    out += strprintf("  %-*s %12s %8s %11s %11s\n", wi, "member", "calls ok", "errors", "p50 (us)", "p99 (us)");
-    for (const kind_result& m : r.members) {
-      const auto& h = m.latency_ns;
-      out += strprintf("  %-*s %12s %8s %11s %11s\n", wi, m.name.c_str(), format_count(m.calls_ok).c_str(),
-                       format_count(m.error_total()).c_str(), format_us(ns_to_us(h.value_at_percentile(50))).c_str(),
-                       format_us(ns_to_us(h.value_at_percentile(99))).c_str());
-      for (const auto& [kind, n] : m.errors) out += strprintf("  %-*s %12s %8s\n", wi, ("  " + kind).c_str(), "", format_count(n).c_str());
-    }
+void steps_section(std::string& out, const run_result& r) {
+  if (r.steps.empty()) return;
+  out += "\n";
+  out += strprintf("  %-6s %12s %12s %12s %9s %12s\n", "step", "requested/s", "issued/s", "answered/s", "", "p99 (us)");
+  for (std::size_t i = 0; i < r.steps.size(); ++i) {
+    const step_result& s = r.steps[i];
+    const std::string pct = s.requested_rate > 0 ? strprintf("(%.1f%%)", 100 * s.achieved_rate / s.requested_rate) : "";
+    const std::string flag = s.kept_up ? std::string() : "  could not keep up: " + short_reason(s.reason);
+    out += strprintf("  %-6zu %12s %12s %12s %9s %12s%s\n", i + 1, format_rate(s.requested_rate).c_str(),
+                     format_rate(s.issued_rate()).c_str(), format_rate(s.achieved_rate).c_str(), pct.c_str(),
+                     format_us(ns_to_us(s.p99_ns)).c_str(), flag.c_str());
   }
+}
 
-  if (!r.steps.empty()) {
-    out += "\n";
-    out += strprintf("  %-6s %12s %12s %12s %9s %12s\n", "step", "requested/s", "issued/s", "answered/s", "", "p99 (us)");
-    for (std::size_t i = 0; i < r.steps.size(); ++i) {
-      const step_result& s = r.steps[i];
-      const std::string pct =
-          s.requested_rate > 0 ? strprintf("(%.1f%%)", 100 * s.achieved_rate / s.requested_rate) : "";
-      const std::string flag = s.kept_up ? std::string() : "  could not keep up: " + short_reason(s.reason);
-      out += strprintf("  %-6zu %12s %12s %12s %9s %12s%s\n", i + 1, format_rate(s.requested_rate).c_str(),
-                       format_rate(s.issued_rate()).c_str(), format_rate(s.achieved_rate).c_str(), pct.c_str(),
-                       format_us(ns_to_us(s.p99_ns)).c_str(), flag.c_str());
-    }
+void verdicts_section(std::string& out, const run_result& r) {
+  if (r.verdicts.empty()) return;
+  out += "\n  thresholds (--fail-if)\n";
+  for (const threshold_verdict& v : r.verdicts) {
+    const std::string value = v.note.empty() ? v.observed : v.note;
+    out += strprintf("    %-20s %-24s %s\n", v.expression.c_str(), value.c_str(), v.failed ? "FAILED" : "passed");
   }
+}
 
-  if (!r.verdicts.empty()) {
-    out += "\n  thresholds (--fail-if)\n";
-    for (const threshold_verdict& v : r.verdicts) {
-      const std::string value = v.note.empty() ? v.observed : v.note;
-      out += strprintf("    %-20s %-24s %s\n", v.expression.c_str(), value.c_str(), v.failed ? "FAILED" : "passed");
-    }
-  }
+}  // namespace
+
+std::string format_summary(const run_result& r, const std::vector<double>& percentiles) {
+  std::string out;
+  header_section(out, r);
+  totals_section(out, r);
+  connections_section(out, r);
+  latency_section(out, r, percentiles);
+  open_loop_section(out, r);
+  breakdown_table(out, r.kinds, "kind", 40, true);
+  breakdown_table(out, r.members, "member", 48, false);
+  steps_section(out, r);
+  verdicts_section(out, r);
   return out;
 }
 
