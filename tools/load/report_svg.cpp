@@ -210,11 +210,14 @@ void legend(std::string& svg, const std::vector<legend_entry>& entries, double l
 
 }  // namespace
 
-std::string render_svg(const std::vector<plot_series>& series) {
-  // Data ranges over every series, so that all share the same axes.
+namespace {
+
+// The data's extent over every series, so that all share the same axes.
+struct data_ranges {
   double max_nines = 0, min_latency = 0, max_latency = 0, max_t = 0, max_rate = 0;
   bool any_latency = false;
-  auto take_latency = [&](const std::vector<std::pair<double, double>>& spectrum) {
+
+  void take_latency(const std::vector<std::pair<double, double>>& spectrum) {
     for (const auto& [p, us] : spectrum) {
       if (p < 100) max_nines = std::max(max_nines, nines(p));
       if (us <= 0) continue;
@@ -222,164 +225,204 @@ std::string render_svg(const std::vector<plot_series>& series) {
       max_latency = std::max(max_latency, us);
       any_latency = true;
     }
-  };
-  for (const plot_series& s : series) {
-    take_latency(s.spectrum);
-    take_latency(s.service_spectrum);
-    for (const auto& [t, rate] : s.rate) {
-      max_t = std::max(max_t, t);
-      max_rate = std::max(max_rate, rate);
-    }
-    max_rate = std::max(max_rate, s.requested_rate);
-    for (const auto& [from, to, rate] : s.requested_steps) {
-      max_t = std::max(max_t, to);
-      max_rate = std::max(max_rate, rate);
+  }
+
+  explicit data_ranges(const std::vector<plot_series>& series) {
+    for (const plot_series& s : series) {
+      take_latency(s.spectrum);
+      take_latency(s.service_spectrum);
+      for (const auto& [t, rate] : s.rate) {
+        max_t = std::max(max_t, t);
+        max_rate = std::max(max_rate, rate);
+      }
+      max_rate = std::max(max_rate, s.requested_rate);
+      for (const auto& [from, to, rate] : s.requested_steps) {
+        max_t = std::max(max_t, to);
+        max_rate = std::max(max_rate, rate);
+      }
     }
   }
-  // Always show up to 99.999%, as HdrHistogram's plotter does, and further if the data resolve it.
-  const int nines_top = std::max(5, static_cast<int>(std::ceil(max_nines - 1e-9)));
-  double lo_exp = any_latency ? std::floor(std::log10(min_latency)) : 0;
-  double hi_exp = any_latency ? std::ceil(std::log10(max_latency)) : 3;
-  if (hi_exp - lo_exp < 1) hi_exp = lo_exp + 1;
+};
+
+// The two panels' axes, from the data's extent.
+struct plot_axes {
+  int nines_top;
+  double lo_exp, hi_exp;
   double time_step = 1, rate_step = 1;
-  const double time_top = nice_top(max_t, time_step);
-  const double rate_top = nice_top(max_rate * 1.05, rate_step);  // room above a flat rate for the curve
+  double time_top, rate_top;
+  log_axis lat_y;
+  linear_axis nines_x, time_x, rate_y;
 
-  const log_axis lat_y{lo_exp, hi_exp, plot_bottom, plot_top};
-  const linear_axis nines_x{0, static_cast<double>(nines_top), left_lo, left_hi};
-  const linear_axis time_x{0, time_top, right_lo, right_hi};
-  const linear_axis rate_y{0, rate_top, plot_bottom, plot_top};
+  explicit plot_axes(const data_ranges& d)
+      // Always show up to 99.999%, as HdrHistogram's plotter does, and further if the data resolve it.
+      : nines_top(std::max(5, static_cast<int>(std::ceil(d.max_nines - 1e-9)))),
+        lo_exp(d.any_latency ? std::floor(std::log10(d.min_latency)) : 0),
+        hi_exp(std::max(d.any_latency ? std::ceil(std::log10(d.max_latency)) : 3, lo_exp + 1)),
+        time_top(nice_top(d.max_t, time_step)),
+        rate_top(nice_top(d.max_rate * 1.05, rate_step)),  // room above a flat rate for the curve
+        lat_y{lo_exp, hi_exp, plot_bottom, plot_top},
+        nines_x{0, static_cast<double>(nines_top), left_lo, left_hi},
+        time_x{0, time_top, right_lo, right_hi},
+        rate_y{0, rate_top, plot_bottom, plot_top} {}
+};
 
-  std::string svg;
-  svg += strprintf("<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" height=\"%.0f\" "
-                   "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"%g\">\n",
-                   width, height, width, height, font);
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-
-  // Title: the run's configuration; several runs: each in its legend, the title says how many.
+// The run's configuration; several runs: each in its legend, the title says how many.
+void draw_title(std::string& svg, const std::vector<plot_series>& series) {
   std::string title = series.empty() ? std::string("no runs") : series.front().title;
   for (const plot_series& s : series) {
     if (s.title != title) title = strprintf("%zu runs compared", series.size());
   }
   if (title.empty()) title = "ringrpc-load";
   text(svg, "title", width / 2, 26, "middle", fit(title, width - 40, 15), 15, " font-weight=\"bold\"");
+}
 
-  // Latency panel: log y with a label per decade (and 2, 5 within a decade when the range is
-  // one decade), nines x thinned until the labels fit their spacing.
-  for (double e = lo_exp; e <= hi_exp + 1e-9; ++e) {
+// Log y with a label per decade (and 2, 5 within a decade when the range is one decade), nines x
+// thinned until the labels fit their spacing.
+void draw_latency_grid(std::string& svg, const plot_axes& ax) {
+  for (double e = ax.lo_exp; e <= ax.hi_exp + 1e-9; ++e) {
     std::vector<double> marks{1};
-    if (hi_exp - lo_exp <= 1) marks = {1, 2, 5};
+    if (ax.hi_exp - ax.lo_exp <= 1) marks = {1, 2, 5};
     for (const double m : marks) {
       const double us = m * std::pow(10, e);
-      if (std::log10(us) > hi_exp + 1e-9) break;
-      const double y = lat_y.map(us);
+      if (std::log10(us) > ax.hi_exp + 1e-9) break;
+      const double y = ax.lat_y.map(us);
       grid_line(svg, left_lo, y, left_hi, y);
       text(svg, "tick latency-tick", left_lo - 6, y + 4, "end", latency_label(us), font,
            strprintf(" data-value=\"%g\"", us).c_str());
     }
   }
-  const double px_per_nine = (left_hi - left_lo) / nines_top;
+  const double px_per_nine = (left_hi - left_lo) / ax.nines_top;
   int stride = 1;
-  while (text_width(nines_label(nines_top)) + 8 > px_per_nine * stride) ++stride;
-  for (int k = 0; k <= nines_top; ++k) {
-    const double x = nines_x.map(k);
+  while (text_width(nines_label(ax.nines_top)) + 8 > px_per_nine * stride) ++stride;
+  for (int k = 0; k <= ax.nines_top; ++k) {
+    const double x = ax.nines_x.map(k);
     grid_line(svg, x, plot_top, x, plot_bottom);
     if (k % stride == 0) text(svg, "tick nines-tick", x, plot_bottom + 16, "middle", nines_label(k));
   }
   frame(svg, left_lo, left_hi, "latency by percentile", "percentile", "latency (log scale)", left_lo - 62);
+}
 
-  // Rate panel.
+void draw_rate_grid(std::string& svg, const plot_axes& ax) {
   for (int i = 0;; ++i) {
-    const double v = i * rate_step;
-    if (v > rate_top * (1 + 1e-9)) break;
-    const double y = rate_y.map(v);
+    const double v = i * ax.rate_step;
+    if (v > ax.rate_top * (1 + 1e-9)) break;
+    const double y = ax.rate_y.map(v);
     grid_line(svg, right_lo, y, right_hi, y);
-    text(svg, "tick rate-tick", right_lo - 6, y + 4, "end", count_label(v, rate_step));
+    text(svg, "tick rate-tick", right_lo - 6, y + 4, "end", count_label(v, ax.rate_step));
   }
   int time_stride = 1;
-  const double px_per_step = (right_hi - right_lo) / (time_top / time_step);
-  while (text_width(count_label(time_top, time_step)) + 8 > px_per_step * time_stride) ++time_stride;
+  const double px_per_step = (right_hi - right_lo) / (ax.time_top / ax.time_step);
+  while (text_width(count_label(ax.time_top, ax.time_step)) + 8 > px_per_step * time_stride) ++time_stride;
   for (int i = 0;; ++i) {
-    const double t = i * time_step;
-    if (t > time_top * (1 + 1e-9)) break;
-    const double x = time_x.map(t);
+    const double t = i * ax.time_step;
+    if (t > ax.time_top * (1 + 1e-9)) break;
+    const double x = ax.time_x.map(t);
     grid_line(svg, x, plot_top, x, plot_bottom);
-    if (i % time_stride == 0) text(svg, "tick time-tick", x, plot_bottom + 16, "middle", count_label(t, time_step));
+    if (i % time_stride == 0) text(svg, "tick time-tick", x, plot_bottom + 16, "middle", count_label(t, ax.time_step));
   }
   frame(svg, right_lo, right_hi, "calls/s over time", "time (s)", "calls/s", right_lo - 56);
+}
 
-  std::vector<legend_entry> latency_legend, rate_legend;
-  points latency_drawn, rate_drawn;
-  for (std::size_t i = 0; i < series.size(); ++i) {
-    const plot_series& s = series[i];
-    const char* colour = palette[i % std::size(palette)];
-    const bool open = !s.service_spectrum.empty() || s.requested_rate > 0;
+// What each panel's legend lists, and the points drawn there (the legend avoids them).
+struct panel {
+  std::vector<legend_entry> legend;
+  points drawn;
+};
 
-    auto spectrum_points = [&](const std::vector<std::pair<double, double>>& spectrum) {
-      std::vector<std::pair<double, double>> pts;
-      double last_x = 0;
-      for (const auto& [p, us] : spectrum) {
-        // 100% is infinitely many nines; draw the maximum where the data's resolution ends, a
-        // vertical step up from the last resolvable percentile.
-        const double x = p < 100 ? std::min(nines(p), double(nines_top)) : last_x;
-        last_x = x;
-        pts.emplace_back(nines_x.map(x), lat_y.map(us));
-      }
-      return pts;
-    };
-    const std::string corrected = open ? s.label + " (corrected)" : s.label;
-    const points corrected_pts = spectrum_points(s.spectrum);
-    latency_drawn.insert(latency_drawn.end(), corrected_pts.begin(), corrected_pts.end());
-    polyline(svg, corrected_pts, colour, corrected, false);
-    latency_legend.push_back({corrected, colour, false});
-    if (!s.service_spectrum.empty()) {
-      const std::string service = s.label + " (service)";
-      const points service_pts = spectrum_points(s.service_spectrum);
-      latency_drawn.insert(latency_drawn.end(), service_pts.begin(), service_pts.end());
-      polyline(svg, service_pts, colour, service, true);
-      latency_legend.push_back({service, colour, true});
-    }
-
+// One series' latency spectrum (corrected, and service time in an open loop).
+void draw_latency_curves(std::string& svg, const plot_series& s, const char* colour, const plot_axes& ax, panel& p) {
+  auto spectrum_points = [&](const std::vector<std::pair<double, double>>& spectrum) {
     std::vector<std::pair<double, double>> pts;
-    for (const auto& [t, rate] : s.rate) pts.emplace_back(time_x.map(t), rate_y.map(rate));
-    rate_drawn.insert(rate_drawn.end(), pts.begin(), pts.end());
-    polyline(svg, pts, colour, s.label, false);
-    rate_legend.push_back({s.label, colour, false});
-    if (s.last_rate_partial && !pts.empty()) {
-      // A bucket cut short (an interrupted run): its rate is over its own width, and the
-      // hollow mark says it is not a whole second.
-      svg += strprintf("<circle class=\"partial\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"white\" stroke=\"%s\" "
-                       "stroke-width=\"1.5\"><title>last bucket: part of a second</title></circle>\n",
-                       pts.back().first, pts.back().second, colour);
+    double last_x = 0;
+    for (const auto& [pct, us] : spectrum) {
+      // 100% is infinitely many nines; draw the maximum where the data's resolution ends, a
+      // vertical step up from the last resolvable percentile.
+      const double x = pct < 100 ? std::min(nines(pct), double(ax.nines_top)) : last_x;
+      last_x = x;
+      pts.emplace_back(ax.nines_x.map(x), ax.lat_y.map(us));
     }
-    if (!s.requested_steps.empty()) {
-      // As scheduled: each step's rate over its own time, a vertical jump between steps.
-      std::vector<std::pair<double, double>> req;
-      for (const auto& [from, to, rate] : s.requested_steps) {
-        req.emplace_back(time_x.map(from), rate_y.map(rate));
-        req.emplace_back(time_x.map(to), rate_y.map(rate));
-      }
-      const std::string requested =
-          s.label + " requested " +
-          (s.requested_steps.size() == 1 ? count_label(std::get<2>(s.requested_steps.front()), 1000) + "/s"
-                                         : std::string("(steps)"));
-      polyline(svg, req, colour, requested, true);
-      for (std::size_t k = 0; k + 1 < req.size(); ++k) {
-        const double x0 = req[k].first, x1 = req[k + 1].first, y0 = req[k].second, y1 = req[k + 1].second;
-        const int n = std::max(1, static_cast<int>(std::hypot(x1 - x0, y1 - y0) / 4));
-        for (int m = 0; m <= n; ++m) rate_drawn.emplace_back(x0 + (x1 - x0) * m / n, y0 + (y1 - y0) * m / n);
-      }
-      rate_legend.push_back({requested, colour, true});
-    } else if (s.requested_rate > 0) {
-      const std::string requested = s.label + " requested " + count_label(s.requested_rate, 1000) + "/s";
-      const double y = rate_y.map(s.requested_rate);
-      polyline(svg, {{right_lo, y}, {right_hi, y}}, colour, requested, true);
-      for (double x = right_lo; x <= right_hi; x += 4) rate_drawn.emplace_back(x, y);
-      rate_legend.push_back({requested, colour, true});
+    return pts;
+  };
+  const bool open = !s.service_spectrum.empty() || s.requested_rate > 0;
+  const std::string corrected = open ? s.label + " (corrected)" : s.label;
+  const points corrected_pts = spectrum_points(s.spectrum);
+  p.drawn.insert(p.drawn.end(), corrected_pts.begin(), corrected_pts.end());
+  polyline(svg, corrected_pts, colour, corrected, false);
+  p.legend.push_back({corrected, colour, false});
+  if (s.service_spectrum.empty()) return;
+  const std::string service = s.label + " (service)";
+  const points service_pts = spectrum_points(s.service_spectrum);
+  p.drawn.insert(p.drawn.end(), service_pts.begin(), service_pts.end());
+  polyline(svg, service_pts, colour, service, true);
+  p.legend.push_back({service, colour, true});
+}
+
+// The rate asked for, dashed: each step's rate over its own time with a vertical jump between
+// steps, or one flat line.
+void draw_requested_rate(std::string& svg, const plot_series& s, const char* colour, const plot_axes& ax, panel& p) {
+  if (!s.requested_steps.empty()) {
+    std::vector<std::pair<double, double>> req;
+    for (const auto& [from, to, rate] : s.requested_steps) {
+      req.emplace_back(ax.time_x.map(from), ax.rate_y.map(rate));
+      req.emplace_back(ax.time_x.map(to), ax.rate_y.map(rate));
     }
+    const std::string requested =
+        s.label + " requested " +
+        (s.requested_steps.size() == 1 ? count_label(std::get<2>(s.requested_steps.front()), 1000) + "/s"
+                                       : std::string("(steps)"));
+    polyline(svg, req, colour, requested, true);
+    for (std::size_t k = 0; k + 1 < req.size(); ++k) {
+      const double x0 = req[k].first, x1 = req[k + 1].first, y0 = req[k].second, y1 = req[k + 1].second;
+      const int n = std::max(1, static_cast<int>(std::hypot(x1 - x0, y1 - y0) / 4));
+      for (int m = 0; m <= n; ++m) p.drawn.emplace_back(x0 + (x1 - x0) * m / n, y0 + (y1 - y0) * m / n);
+    }
+    p.legend.push_back({requested, colour, true});
+  } else if (s.requested_rate > 0) {
+    const std::string requested = s.label + " requested " + count_label(s.requested_rate, 1000) + "/s";
+    const double y = ax.rate_y.map(s.requested_rate);
+    polyline(svg, {{right_lo, y}, {right_hi, y}}, colour, requested, true);
+    for (double x = right_lo; x <= right_hi; x += 4) p.drawn.emplace_back(x, y);
+    p.legend.push_back({requested, colour, true});
   }
-  legend(svg, latency_legend, left_lo, left_hi, latency_drawn);
-  legend(svg, rate_legend, right_lo, right_hi, rate_drawn);
+}
+
+// One series' calls/s over time, with a hollow mark on a last bucket cut short.
+void draw_rate_curves(std::string& svg, const plot_series& s, const char* colour, const plot_axes& ax, panel& p) {
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& [t, rate] : s.rate) pts.emplace_back(ax.time_x.map(t), ax.rate_y.map(rate));
+  p.drawn.insert(p.drawn.end(), pts.begin(), pts.end());
+  polyline(svg, pts, colour, s.label, false);
+  p.legend.push_back({s.label, colour, false});
+  if (s.last_rate_partial && !pts.empty()) {
+    // An interrupted run: its last rate is over its own width, and the mark says it is not a
+    // whole second.
+    svg += strprintf("<circle class=\"partial\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"white\" stroke=\"%s\" "
+                     "stroke-width=\"1.5\"><title>last bucket: part of a second</title></circle>\n",
+                     pts.back().first, pts.back().second, colour);
+  }
+  draw_requested_rate(svg, s, colour, ax, p);
+}
+
+}  // namespace
+
+std::string render_svg(const std::vector<plot_series>& series) {
+  const plot_axes ax{data_ranges(series)};
+  std::string svg;
+  svg += strprintf("<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" height=\"%.0f\" "
+                   "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"%g\">\n",
+                   width, height, width, height, font);
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  draw_title(svg, series);
+  draw_latency_grid(svg, ax);
+  draw_rate_grid(svg, ax);
+  panel latency, rate;
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const char* colour = palette[i % std::size(palette)];
+    draw_latency_curves(svg, series[i], colour, ax, latency);
+    draw_rate_curves(svg, series[i], colour, ax, rate);
+  }
+  legend(svg, latency.legend, left_lo, left_hi, latency.drawn);
+  legend(svg, rate.legend, right_lo, right_hi, rate.drawn);
   svg += "</svg>\n";
   return svg;
 }
