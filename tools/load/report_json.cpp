@@ -33,58 +33,15 @@ double finite(double v) { return std::isfinite(v) ? v : 0.0; }
 
 }  // namespace
 
-void write_json(const run_result& r, const std::vector<double>& percentiles, std::ostream& out) {
-  nlohmann::json j = nlohmann::json::object();
-  j["config"] = nlohmann::json::object();
-  for (const auto& [key, value] : r.config) j["config"][key] = value;
-  j["interrupted"] = r.interrupted;
-  j["warmup_s"] = finite(r.warmup_s);
-  j["measured_s"] = finite(r.measured_s);
-  j["calls_ok"] = r.calls_ok;
-  j["calls_per_sec"] = finite(r.calls_per_sec());
-  j["errors"] = r.errors;
-  if (r.server) j["server_cost"] = server_cost_json(*r.server);
-  j["latency_us"] = latency_object(r.latency_ns, percentiles);
-  j["latency_clock"] = r.latency_clock;
-  const auto per_s = [&](std::uint64_t n) { return finite(r.measured_s > 0 ? static_cast<double>(n) / r.measured_s : 0); };
-  if (r.new_connection_per_call) {
-    j["connections"] = {{"opened", r.connections_measured}, {"per_sec", per_s(r.connections_measured)}};
-  }
-  if (r.tls) {
-    j["tls_handshakes"] = {{"count", r.handshake_ns.count()},
-                           {"failures", r.handshake_failures},
-                           {"latency_us", latency_object(r.handshake_ns, percentiles)}};
-    if (r.new_connection_per_call) {
-      j["tls_handshakes"]["measured"] = r.handshakes_measured;
-      j["tls_handshakes"]["per_sec"] = per_s(r.handshakes_measured);
-    }
-  }
-  if (r.open_loop) j["service_latency_us"] = latency_object(r.service_ns, percentiles);
-  j["requested_rate"] = r.open_loop ? finite(r.requested_rate) : 0.0;
-  j["achieved_rate"] = finite(report_detail::achieved_rate(r));
-  if (r.open_loop) {
-    j["kept_up"] = r.kept_up;
-    j["issued_rate"] = finite(r.issued_rate);
-    j["answered_rate"] = finite(r.answered_rate);
-  }
-  j["bytes"] = {{"sent", r.bytes_sent},
-                {"received", r.bytes_received},
-                {"sent_per_sec", per_s(r.bytes_sent)},
-                {"received_per_sec", per_s(r.bytes_received)}};
+namespace {
 
+nlohmann::json spectrum_json(const detail::latency_histogram& h) {
   nlohmann::json spectrum = nlohmann::json::array();
-  for (const auto& [p, us] : report_detail::latency_spectrum(r.latency_ns)) {
-    spectrum.push_back({{"percentile", p}, {"latency_us", us}});
-  }
-  j["spectrum"] = std::move(spectrum);
-  if (r.open_loop) {
-    nlohmann::json service = nlohmann::json::array();
-    for (const auto& [p, us] : report_detail::latency_spectrum(r.service_ns)) {
-      service.push_back({{"percentile", p}, {"latency_us", us}});
-    }
-    j["service_spectrum"] = std::move(service);
-  }
+  for (const auto& [p, us] : report_detail::latency_spectrum(h)) spectrum.push_back({{"percentile", p}, {"latency_us", us}});
+  return spectrum;
+}
 
+nlohmann::json seconds_json(const run_result& r) {
   nlohmann::json seconds = nlohmann::json::array();
   for (const second_sample& s : r.per_second) {
     seconds.push_back({{"t_s", finite(s.t_s)},
@@ -93,8 +50,10 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
                        {"errors", s.errors},
                        {"p99_us", ns_to_us(s.p99_ns)}});
   }
-  j["per_second"] = std::move(seconds);
+  return seconds;
+}
 
+nlohmann::json steps_json(const run_result& r) {
   nlohmann::json steps = nlohmann::json::array();
   for (const step_result& s : r.steps) {
     nlohmann::json o = {{"start_s", finite(s.start_s)},
@@ -113,45 +72,89 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
     if (!s.kept_up) o["reason"] = s.reason;
     steps.push_back(std::move(o));
   }
-  j["steps"] = std::move(steps);
+  return steps;
+}
 
-  if (!r.kinds.empty()) {
-    nlohmann::json kinds = nlohmann::json::array();
-    for (const kind_result& k : r.kinds) {
-      kinds.push_back({{"kind", k.name},
-                       {"calls_ok", k.calls_ok},
-                       {"errors", k.errors},
-                       {"latency_us", latency_object(k.latency_ns, percentiles)}});
-    }
-    j["kinds"] = std::move(kinds);
+// The --mix kinds ("kind") or a registry's members ("address", with their error total).
+nlohmann::json breakdown_json(const std::vector<kind_result>& rows, const char* name_key, bool with_total,
+                              const std::vector<double>& percentiles) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const kind_result& k : rows) {
+    nlohmann::json o = {{name_key, k.name}, {"calls_ok", k.calls_ok}, {"errors", k.errors}};
+    if (with_total) o["error_total"] = k.error_total();
+    o["latency_us"] = latency_object(k.latency_ns, percentiles);
+    out.push_back(std::move(o));
   }
+  return out;
+}
 
-  if (!r.members.empty()) {
-    nlohmann::json members = nlohmann::json::array();
-    for (const kind_result& m : r.members) {
-      members.push_back({{"address", m.name},
-                         {"calls_ok", m.calls_ok},
-                         {"errors", m.errors},
-                         {"error_total", m.error_total()},
-                         {"latency_us", latency_object(m.latency_ns, percentiles)}});
-    }
-    j["members"] = std::move(members);
+// New connections per second (a connection per call) and the TLS handshakes.
+void connections_json(nlohmann::json& j, const run_result& r, const std::vector<double>& percentiles) {
+  const auto per_s = [&](std::uint64_t n) { return finite(r.measured_s > 0 ? static_cast<double>(n) / r.measured_s : 0); };
+  if (r.new_connection_per_call) {
+    j["connections"] = {{"opened", r.connections_measured}, {"per_sec", per_s(r.connections_measured)}};
   }
-
-  if (!r.verdicts.empty()) {
-    nlohmann::json verdicts = nlohmann::json::array();
-    bool any = false;
-    for (const threshold_verdict& v : r.verdicts) {
-      nlohmann::json o = {{"expression", v.expression}, {"observed", finite(v.observed_value)},
-                          {"limit", finite(v.limit_value)}, {"unit", v.unit}, {"failed", v.failed}};
-      if (!v.note.empty()) o["note"] = v.note;
-      verdicts.push_back(std::move(o));
-      any = any || v.failed;
-    }
-    j["thresholds"] = std::move(verdicts);
-    j["thresholds_failed"] = any;
+  if (!r.tls) return;
+  j["tls_handshakes"] = {{"count", r.handshake_ns.count()},
+                         {"failures", r.handshake_failures},
+                         {"latency_us", latency_object(r.handshake_ns, percentiles)}};
+  if (r.new_connection_per_call) {
+    j["tls_handshakes"]["measured"] = r.handshakes_measured;
+    j["tls_handshakes"]["per_sec"] = per_s(r.handshakes_measured);
   }
+}
 
+void thresholds_json(nlohmann::json& j, const run_result& r) {
+  if (r.verdicts.empty()) return;
+  nlohmann::json verdicts = nlohmann::json::array();
+  bool any = false;
+  for (const threshold_verdict& v : r.verdicts) {
+    nlohmann::json o = {{"expression", v.expression}, {"observed", finite(v.observed_value)},
+                        {"limit", finite(v.limit_value)}, {"unit", v.unit}, {"failed", v.failed}};
+    if (!v.note.empty()) o["note"] = v.note;
+    verdicts.push_back(std::move(o));
+    any = any || v.failed;
+  }
+  j["thresholds"] = std::move(verdicts);
+  j["thresholds_failed"] = any;
+}
+
+}  // namespace
+
+void write_json(const run_result& r, const std::vector<double>& percentiles, std::ostream& out) {
+  nlohmann::json j = nlohmann::json::object();
+  j["config"] = nlohmann::json::object();
+  for (const auto& [key, value] : r.config) j["config"][key] = value;
+  j["interrupted"] = r.interrupted;
+  j["warmup_s"] = finite(r.warmup_s);
+  j["measured_s"] = finite(r.measured_s);
+  j["calls_ok"] = r.calls_ok;
+  j["calls_per_sec"] = finite(r.calls_per_sec());
+  j["errors"] = r.errors;
+  if (r.server) j["server_cost"] = server_cost_json(*r.server);
+  j["latency_us"] = latency_object(r.latency_ns, percentiles);
+  j["latency_clock"] = r.latency_clock;
+  connections_json(j, r, percentiles);
+  if (r.open_loop) j["service_latency_us"] = latency_object(r.service_ns, percentiles);
+  j["requested_rate"] = r.open_loop ? finite(r.requested_rate) : 0.0;
+  j["achieved_rate"] = finite(report_detail::achieved_rate(r));
+  if (r.open_loop) {
+    j["kept_up"] = r.kept_up;
+    j["issued_rate"] = finite(r.issued_rate);
+    j["answered_rate"] = finite(r.answered_rate);
+  }
+  const auto per_s = [&](std::uint64_t n) { return finite(r.measured_s > 0 ? static_cast<double>(n) / r.measured_s : 0); };
+  j["bytes"] = {{"sent", r.bytes_sent},
+                {"received", r.bytes_received},
+                {"sent_per_sec", per_s(r.bytes_sent)},
+                {"received_per_sec", per_s(r.bytes_received)}};
+  j["spectrum"] = spectrum_json(r.latency_ns);
+  if (r.open_loop) j["service_spectrum"] = spectrum_json(r.service_ns);
+  j["per_second"] = seconds_json(r);
+  j["steps"] = steps_json(r);
+  if (!r.kinds.empty()) j["kinds"] = breakdown_json(r.kinds, "kind", false, percentiles);
+  if (!r.members.empty()) j["members"] = breakdown_json(r.members, "address", true, percentiles);
+  thresholds_json(j, r);
   out << j.dump(2) << '\n';
 }
 
