@@ -373,6 +373,129 @@ int run_call(session& s, const std::string& name, std::string data, typed_schema
   return 0;
 }
 
+/// The command line, as given.
+struct call_args {
+  std::string target, command, name, data, schema_file, timeout = "10s", connect_timeout = "3s", token;
+  std::vector<std::string> includes, metadata;
+  bool compact = false, emit_defaults = false, raw = false, hex = false, base64 = false;
+  ringrpc::tools::tls_flags tls;
+};
+
+void add_options(CLI::App& app, call_args& a) {
+  app.add_option("address", a.target,
+                 "HOST:PORT or ringrpc://HOST:PORT of the server; ringrpcs://HOST:PORT for TLS")
+      ->required()
+      ->type_name("HOST:PORT");
+  app.add_option("--cacert", a.tls.cacert, "ringrpcs://: PEM CAs to verify the server with (default: the system's)")
+      ->type_name("FILE");
+  app.add_option("--cert", a.tls.cert, "ringrpcs://: PEM client certificate (mutual TLS)")->type_name("FILE");
+  app.add_option("--key", a.tls.key, "ringrpcs://: PEM private key of --cert")->type_name("FILE");
+  app.add_flag("--insecure", a.tls.insecure, "ringrpcs://: do not verify the server's certificate");
+  app.add_option("command", a.command, "list, describe or call")->required()->type_name("COMMAND");
+  app.add_option("name", a.name, "describe: a service, method or type; call: Service.Method or an untyped method")
+      ->type_name("NAME");
+  app.add_option("-d,--data", a.data,
+                 "call: the request: JSON for a typed method (default {}), bytes for an untyped one "
+                 "(default none); @FILE reads a file, @- standard input")
+      ->type_name("DATA");
+  app.add_option("--schema", a.schema_file, "a .fbs or .bfbs schema to use instead of the server's reflection")
+      ->type_name("FILE");
+  app.add_option("-I,--include", a.includes, "search path for includes of a --schema .fbs (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("DIR");
+  app.add_option("--timeout", a.timeout, "deadline of each call (us ms s m)")->capture_default_str()->type_name("TIME");
+  app.add_option("--connect-timeout", a.connect_timeout, "give up connecting after this long")
+      ->capture_default_str()
+      ->type_name("TIME");
+  app.add_flag("--raw", a.raw, "call an untyped method even though its name has a dot");
+  auto* hex_flag = app.add_flag("--hex", a.hex, "untyped: -d is hex digits, the reply is printed in hex");
+  app.add_flag("--base64", a.base64, "untyped: -d is base64, the reply is printed in base64")->excludes(hex_flag);
+  app.add_flag("--compact", a.compact, "print the reply on one line");
+  app.add_flag("--emit-defaults", a.emit_defaults, "also print fields equal to their default value");
+  app.add_option("--token", a.token,
+                 "send 'authorization: Bearer TOKEN' with each call (plaintext: trusted networks "
+                 "only); prefer the environment variable, which ps does not show")
+      ->envname("RINGRPC_TOKEN")
+      ->type_name("TOKEN");
+  app.add_option("-H,--metadata", a.metadata,
+                 "a metadata pair sent with each call, e.g. -H traceparent=00-...-01 (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
+}
+
+/// The deadline and metadata every call of this run carries (the token is never echoed, in
+/// errors either).
+ringrpc::call_options make_call_options(const call_args& a) {
+  ringrpc::call_options call;
+  try {
+    call.timeout = std::chrono::duration_cast<std::chrono::microseconds>(ringrpc::load::parse_duration(a.timeout));
+  } catch (const std::invalid_argument& e) {
+    throw tool_error(exit_usage, e.what());
+  }
+  if (call.timeout.count() <= 0) throw tool_error(exit_usage, "--timeout must be positive");
+  for (const std::string& kv : a.metadata) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || !ringrpc::valid_metadata_key(kv.substr(0, eq))) {
+      throw tool_error(exit_usage, "-H needs KEY=VALUE with a lowercase KEY (a-z 0-9 - _ .), got '" +
+                                       kv.substr(0, eq) + "'");
+    }
+    call.metadata.push_back({kv.substr(0, eq), kv.substr(eq + 1)});
+  }
+  if (!a.token.empty()) {
+    if (!ringrpc::parse_bearer(std::string("Bearer ").append(a.token))) {
+      throw tool_error(exit_usage, "--token / RINGRPC_TOKEN holds characters a bearer token cannot have");
+    }
+    call.metadata.push_back({"authorization", std::string("Bearer ").append(a.token)});
+  }
+  return call;
+}
+
+/// The session with the server (connected lazily), over TLS for a ringrpcs:// address.
+session open_session(call_args& a, const ringrpc::call_options& call) {
+  std::chrono::milliseconds connect;
+  try {
+    connect = std::chrono::duration_cast<std::chrono::milliseconds>(ringrpc::load::parse_duration(a.connect_timeout));
+  } catch (const std::invalid_argument& e) {
+    throw tool_error(exit_usage, e.what());
+  }
+  bool use_tls = false;
+  try {
+    use_tls = ringrpc::tools::take_scheme(a.target);
+  } catch (const std::invalid_argument& e) {
+    throw tool_error(exit_usage, e.what());
+  }
+  if (a.tls.any() && !use_tls) throw tool_error(exit_usage, "--cacert, --cert, --key and --insecure need a ringrpcs:// address");
+  session s(parse_address(a.target), a.schema_file, a.includes, call, connect);
+  if (use_tls) {
+    try {
+      s.use_tls(ringrpc::tools::make_client_tls(a.tls));
+    } catch (const std::exception& e) {
+      throw tool_error(exit_usage, e.what());
+    }
+  }
+  return s;
+}
+
+/// list, describe or call; the exit status.
+int run_command(session& s, const call_args& a) {
+  if (a.command == "list") {
+    if (!a.name.empty()) throw tool_error(exit_usage, "list takes no name");
+    return run_list(s);
+  }
+  if (a.command != "describe" && a.command != "call") {
+    throw tool_error(exit_usage, "unknown command '" + a.command + "' (list, describe or call)");
+  }
+  if (a.name.empty()) throw tool_error(exit_usage, a.command + " needs a name (see --help)");
+  if (a.command == "describe") return run_describe(s, a.name);
+  const auto encoding = a.hex ? byte_encoding::hex : a.base64 ? byte_encoding::base64 : byte_encoding::raw;
+  // With --schema the call is typed: a name without a dot is then a mistake to report.
+  if (a.raw || (a.name.find('.') == std::string::npos && a.schema_file.empty())) {
+    return run_untyped(s, a.name, a.data, encoding);
+  }
+  if (a.hex || a.base64) throw tool_error(exit_usage, "--hex and --base64 are for untyped methods (see --raw)");
+  return run_call(s, a.name, a.data, {a.compact, a.emit_defaults});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -391,113 +514,17 @@ int main(int argc, char** argv) {
                  .append("; also a schema or JSON problem\n"
                          "  3 connection problem, timeout or an invalid reply"));
   ringrpc::tools::set_name_and_version(app, "ringrpc-call");
-  std::string target, command, name, data, schema_file, timeout = "10s", connect_timeout = "3s";
-  std::vector<std::string> includes;
-  bool compact = false, emit_defaults = false, raw = false, hex = false, base64 = false;
-  app.add_option("address", target,
-                 "HOST:PORT or ringrpc://HOST:PORT of the server; ringrpcs://HOST:PORT for TLS")
-      ->required()
-      ->type_name("HOST:PORT");
-  ringrpc::tools::tls_flags tls;
-  app.add_option("--cacert", tls.cacert, "ringrpcs://: PEM CAs to verify the server with (default: the system's)")
-      ->type_name("FILE");
-  app.add_option("--cert", tls.cert, "ringrpcs://: PEM client certificate (mutual TLS)")->type_name("FILE");
-  app.add_option("--key", tls.key, "ringrpcs://: PEM private key of --cert")->type_name("FILE");
-  app.add_flag("--insecure", tls.insecure, "ringrpcs://: do not verify the server's certificate");
-  app.add_option("command", command, "list, describe or call")->required()->type_name("COMMAND");
-  app.add_option("name", name, "describe: a service, method or type; call: Service.Method or an untyped method")
-      ->type_name("NAME");
-  app.add_option("-d,--data", data,
-                 "call: the request: JSON for a typed method (default {}), bytes for an untyped one "
-                 "(default none); @FILE reads a file, @- standard input")
-      ->type_name("DATA");
-  app.add_option("--schema", schema_file, "a .fbs or .bfbs schema to use instead of the server's reflection")
-      ->type_name("FILE");
-  app.add_option("-I,--include", includes, "search path for includes of a --schema .fbs (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("DIR");
-  app.add_option("--timeout", timeout, "deadline of each call (us ms s m)")->capture_default_str()->type_name("TIME");
-  app.add_option("--connect-timeout", connect_timeout, "give up connecting after this long")
-      ->capture_default_str()
-      ->type_name("TIME");
-  app.add_flag("--raw", raw, "call an untyped method even though its name has a dot");
-  auto* hex_flag = app.add_flag("--hex", hex, "untyped: -d is hex digits, the reply is printed in hex");
-  app.add_flag("--base64", base64, "untyped: -d is base64, the reply is printed in base64")->excludes(hex_flag);
-  app.add_flag("--compact", compact, "print the reply on one line");
-  app.add_flag("--emit-defaults", emit_defaults, "also print fields equal to their default value");
-  std::string token;
-  std::vector<std::string> metadata;
-  app.add_option("--token", token,
-                 "send 'authorization: Bearer TOKEN' with each call (plaintext: trusted networks "
-                 "only); prefer the environment variable, which ps does not show")
-      ->envname("RINGRPC_TOKEN")
-      ->type_name("TOKEN");
-  app.add_option("-H,--metadata", metadata,
-                 "a metadata pair sent with each call, e.g. -H traceparent=00-...-01 (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("KEY=VALUE");
+  call_args a;
+  add_options(app, a);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return ringrpc::tools::parse_error_exit(app, e);
   }
-
   try {
-    ringrpc::call_options call;
-    std::chrono::milliseconds connect;
-    try {
-      call.timeout = std::chrono::duration_cast<std::chrono::microseconds>(ringrpc::load::parse_duration(timeout));
-      connect = std::chrono::duration_cast<std::chrono::milliseconds>(ringrpc::load::parse_duration(connect_timeout));
-    } catch (const std::invalid_argument& e) {
-      throw tool_error(exit_usage, e.what());
-    }
-    if (call.timeout.count() <= 0) throw tool_error(exit_usage, "--timeout must be positive");
-    for (const std::string& kv : metadata) {
-      const auto eq = kv.find('=');
-      if (eq == std::string::npos || !ringrpc::valid_metadata_key(kv.substr(0, eq))) {
-        throw tool_error(exit_usage, "-H needs KEY=VALUE with a lowercase KEY (a-z 0-9 - _ .), got '" +
-                                         kv.substr(0, eq) + "'");
-      }
-      call.metadata.push_back({kv.substr(0, eq), kv.substr(eq + 1)});
-    }
-    // The token is never echoed, in errors either.
-    if (!token.empty()) {
-      if (!ringrpc::parse_bearer(std::string("Bearer ").append(token))) {
-        throw tool_error(exit_usage, "--token / RINGRPC_TOKEN holds characters a bearer token cannot have");
-      }
-      call.metadata.push_back({"authorization", std::string("Bearer ").append(token)});
-    }
-    bool use_tls = false;
-    try {
-      use_tls = ringrpc::tools::take_scheme(target);
-    } catch (const std::invalid_argument& e) {
-      throw tool_error(exit_usage, e.what());
-    }
-    if (tls.any() && !use_tls) throw tool_error(exit_usage, "--cacert, --cert, --key and --insecure need a ringrpcs:// address");
-    session s(parse_address(target), schema_file, includes, call, connect);
-    if (use_tls) {
-      try {
-        s.use_tls(ringrpc::tools::make_client_tls(tls));
-      } catch (const std::exception& e) {
-        throw tool_error(exit_usage, e.what());
-      }
-    }
-    if (command == "list") {
-      if (!name.empty()) throw tool_error(exit_usage, "list takes no name");
-      return run_list(s);
-    }
-    if (command == "describe" || command == "call") {
-      if (name.empty()) throw tool_error(exit_usage, command + " needs a name (see --help)");
-      if (command == "describe") return run_describe(s, name);
-      const auto encoding = hex ? byte_encoding::hex : base64 ? byte_encoding::base64 : byte_encoding::raw;
-      // With --schema the call is typed: a name without a dot is then a mistake to report.
-      if (raw || (name.find('.') == std::string::npos && schema_file.empty())) {
-        return run_untyped(s, name, data, encoding);
-      }
-      if (hex || base64) throw tool_error(exit_usage, "--hex and --base64 are for untyped methods (see --raw)");
-      return run_call(s, name, data, {compact, emit_defaults});
-    }
-    throw tool_error(exit_usage, "unknown command '" + command + "' (list, describe or call)");
+    const ringrpc::call_options call = make_call_options(a);
+    session s = open_session(a, call);
+    return run_command(s, a);
   } catch (const tool_error& e) {
     // Messages quote the server (its error message, its reflection's names): never raw.
     std::fprintf(stderr, "ringrpc-call: %s\n", printable(e.what()).c_str());
