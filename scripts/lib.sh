@@ -109,6 +109,7 @@ running() {
 }
 
 # A port the kernel just handed out and took back; nginx and redis cannot listen on port 0.
+# shellcheck disable=SC2120  # most callers want IPv4 and give no argument
 free_port() {
   python3 -c 'import socket, sys
 s = socket.socket(socket.AF_INET6 if sys.argv[1] == "6" else socket.AF_INET)
@@ -127,12 +128,13 @@ sys.exit(1)' "$1" "$2" "${3:-50}"
 
 wait_listening() {
   local pid=$1 out=$2 err=${3:-} tenths=${4:-100} i=0 line
-  listen_address= listen_port=
+  # shellcheck disable=SC2034  # the callers read them
+  listen_address='' listen_port=''
   while ((i < tenths)); do
     line=$(sed -n 's/^listening on //p' "$out" 2>/dev/null | head -n 1)
     if [[ -n "$line" ]]; then
-      listen_address=$line
-      listen_port=${line##*:}
+      # shellcheck disable=SC2034  # the callers read them
+      listen_address=$line listen_port=${line##*:}
       return 0
     fi
     if ! running "$pid"; then

@@ -34,10 +34,12 @@ grep -q 'rpath' "$pc" || fail "ringrpc.pc gives no rpath: $(grep '^Libs:' "$pc")
 # The README's lines, as written: the PKG_CONFIG_PATH it names (with DIR replaced) and the one
 # g++ line of its Embedding section.
 readme=$src/README.md
+# shellcheck disable=SC2016  # backquotes and $( are the README's text, not the shell's
 pcpath=$(sed -n 's/.*`export PKG_CONFIG_PATH=DIR\(\/[^`]*\)`.*/\1/p' "$readme" | head -n1)
 [ -n "$pcpath" ] || fail "README.md names no PKG_CONFIG_PATH for a prefix"
 [ "$work/prefix$pcpath" = "$(dirname "$pc")" ] ||
   fail "README.md says the .pc files are in DIR$pcpath; they are in $(dirname "$pc")"
+# shellcheck disable=SC2016
 line=$(grep -m1 '^    g++ -std=c++20 main.cpp \$(pkg-config --cflags --libs ringrpc)' "$readme" | sed 's/^    //')
 [ -n "$line" ] || fail "README.md has no pkg-config build line"
 echo "README: $line"
