@@ -16,6 +16,8 @@
 # LOAD_CPU [1]. Run it under `flock /tmp/ringrpc-bench.lock`. Only 127.0.0.1; every process runs
 # under `timeout` and is stopped by its PID.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # server_of ARG: ARG itself, or for commit:REF the path of that commit's ringrpc-server, built
 # once (logs on stderr).
@@ -60,15 +62,9 @@ cpu_ticks() {
 
 run() {  # run VARIANT BIN ROUND DEPTH: prints "VARIANT DEPTH calls_per_s cpu_us_per_call"
   local variant=$1 bin=$2 round=$3 depth=$4 port= server_pid=
-  timeout 120 taskset -c "$server_cpu" "$bin" --port 0 --readers 1 --handlers 1 --log-level error \
-    --dispatch="$dispatch" >"$work/out" 2>"$work/err" &
-  timeout_pid=$!
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/out")
-    [[ -n $port ]] && break
-    sleep 0.05
-  done
-  [[ -n $port ]] || { echo "ab_servers.sh: $variant did not start: $(cat "$work/err")" >&2; exit 1; }
+  start_server "$work/server" timeout 120 taskset -c "$server_cpu" "$bin" --port 0 --readers 1 --handlers 1 \
+    --log-level error --dispatch="$dispatch" || { echo "ab_servers.sh: $variant did not start" >&2; exit 1; }
+  timeout_pid=$server_pid port=$listen_port
   server_pid=$(awk '{print $1}' "/proc/$timeout_pid/task/$timeout_pid/children")
   local -a load=(timeout 60 taskset -c "$load_cpu" "$load_bin" -s "$size" -c "$connections" -P "$depth")
   "${load[@]}" -d "${warmup}s" --warmup 0s "ringrpc://127.0.0.1:$port/echo" >/dev/null 2>&1

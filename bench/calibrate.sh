@@ -123,108 +123,56 @@ trap 'exit 130' INT TERM
 per_run=$((duration + warmup + 20))
 budget=$((rounds * ${#depths[@]} * 5 * per_run + 120))
 
-# A port nothing listens on now (servers that need a fixed port get retried on a clash).
-free_port() {
-  local port used
-  used=$(ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u || true)
-  for _ in $(seq 200); do
-    port=$((20000 + RANDOM % 40000))
-    grep -qx "$port" <<<"$used" || { echo "$port"; return 0; }
-  done
-  echo "calibrate: no free port found" >&2
-  return 1
-}
+# free_port, wait_port, start_nginx and start_server are scripts/lib.sh's; what they start is
+# added to the array pids.
+track_pid() { pids+=("$1"); }
 
-# wait_port PORT PID: until something accepts on 127.0.0.1:PORT, or PID died, or 5 s passed.
-wait_port() {
-  local port=$1 pid=$2
-  for _ in $(seq 100); do
-    kill -0 "$pid" 2>/dev/null || return 1
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-    sleep 0.05
-  done
-  return 1
-}
-
-start_nginx() {
-  local dir=$tmp/nginx port pid
-  mkdir -p "$dir"
-  for _ in 1 2 3 4 5; do
-    port=$(free_port)
-    cat >"$dir/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
+start_nginx_peer() {
+  nginx_port=$(free_port)
+  nginx=$nginx_bin nginx_connections=4096
+  nginx_wrap=(timeout -k 5 "$budget" "${server_pin[@]}")
   # nginx closes a keep-alive connection after 1000 requests by default; both tools would then
   # spend part of the run reconnecting. Calibration is about the tools, so keep connections open.
+  start_nginx "$tmp/nginx" "$nginx_port" <<EOF
+  access_log off;
   keepalive_requests 1000000000;
-  client_body_temp_path $dir/client_body;
-  proxy_temp_path $dir/proxy;
-  fastcgi_temp_path $dir/fastcgi;
-  uwsgi_temp_path $dir/uwsgi;
-  scgi_temp_path $dir/scgi;
+  proxy_temp_path $tmp/nginx/proxy;
+  fastcgi_temp_path $tmp/nginx/fastcgi;
+  uwsgi_temp_path $tmp/nginx/uwsgi;
+  scgi_temp_path $tmp/nginx/scgi;
   server {
-    listen 127.0.0.1:$port;
+    listen 127.0.0.1:$nginx_port;
     location / { return 200 "ok"; }
   }
-}
 EOF
-    timeout -k 5 "$budget" "${server_pin[@]}" "$nginx_bin" -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" \
-      >"$dir/stdout" 2>&1 &
-    pid=$!
-    pids+=("$pid")
-    if wait_port "$port" "$pid"; then
-      nginx_port=$port
-      echo "nginx pid $pid on 127.0.0.1:$port (${server_pin[*]})"
-      return 0
-    fi
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  cat "$dir/stdout" "$dir/error.log" >&2 2>/dev/null || true
-  echo "calibrate: nginx did not start" >&2
-  return 1
+  echo "nginx pid ${pids[-1]} on 127.0.0.1:$nginx_port (${server_pin[*]})"
 }
 
 start_redis() {
-  local dir=$tmp/redis port pid
+  local dir=$tmp/redis pid
   mkdir -p "$dir"
-  for _ in 1 2 3 4 5; do
-    port=$(free_port)
-    timeout -k 5 "$budget" "${server_pin[@]}" redis-server --port "$port" --bind 127.0.0.1 \
-      --save '' --appendonly no --dir "$dir" --logfile "$dir/redis.log" >"$dir/stdout" 2>&1 &
-    pid=$!
-    pids+=("$pid")
-    if wait_port "$port" "$pid"; then
-      redis_port=$port
-      echo "redis-server pid $pid on 127.0.0.1:$port (${server_pin[*]})"
-      return 0
-    fi
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
+  redis_port=$(free_port)
+  timeout -k 5 "$budget" "${server_pin[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 \
+    --save '' --appendonly no --dir "$dir" --logfile "$dir/redis.log" >"$dir/stdout" 2>&1 &
+  pid=$!
+  track_pid "$pid"
+  if wait_port 127.0.0.1 "$redis_port"; then
+    echo "redis-server pid $pid on 127.0.0.1:$redis_port (${server_pin[*]})"
+    return 0
+  fi
   cat "$dir/stdout" "$dir/redis.log" >&2 2>/dev/null || true
   echo "calibrate: redis-server did not start" >&2
   return 1
 }
 
 start_ringrpc() {
-  local out=$tmp/ringrpc-server.out pid
-  timeout -k 5 "$budget" "${server_pin[@]}" "$server_bin" --host 127.0.0.1 --port 0 >"$out" 2>&1 &
-  pid=$!
-  pids+=("$pid")
-  for _ in $(seq 100); do
-    grep -q '^listening on ' "$out" && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  ringrpc_addr=$(sed -n 's/^listening on //p' "$out")
-  [[ -n "$ringrpc_addr" ]] || { cat "$out" >&2; echo "calibrate: ringrpc-server did not start" >&2; return 1; }
-  echo "ringrpc-server pid $pid on $ringrpc_addr (${server_pin[*]})"
+  if ! start_server "$tmp/ringrpc-server" timeout -k 5 "$budget" "${server_pin[@]}" "$server_bin" \
+    --host 127.0.0.1 --port 0; then
+    echo "calibrate: ringrpc-server did not start" >&2
+    return 1
+  fi
+  ringrpc_addr=$listen_address
+  echo "ringrpc-server pid $server_pid on $ringrpc_addr (${server_pin[*]})"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -380,7 +328,7 @@ record() {  # record KEY: appends the last run_* result
 }
 
 log_header "servers"
-start_nginx
+start_nginx_peer
 start_redis
 start_ringrpc
 

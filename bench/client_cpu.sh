@@ -56,12 +56,12 @@ cpu_bench_setup client-cpu
 
 budget=$((rounds * (2 * duration + 120) + 60))
 nginx_port=$(free_port)
-start_nginx "$budget" "$nginx_port" "" ""
+start_ok_nginx "$budget" "$nginx_port" "" ""
 redis_port=$(free_port)
 timeout -k 5 "$budget" "${server_pin[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' \
   --appendonly no --dir "$tmp" --logfile "$tmp/redis.log" >/dev/null 2>&1 &
 pids+=($!)
-wait_port "$redis_port" || { echo "client_cpu: redis-server did not start" >&2; exit 1; }
+wait_port 127.0.0.1 "$redis_port" || { echo "client_cpu: redis-server did not start" >&2; exit 1; }
 echo "nginx on 127.0.0.1:$nginx_port, redis on 127.0.0.1:$redis_port; servers ${server_pin[*]:-unpinned}, load ${load_pin[*]:-unpinned}"
 
 limit=$((duration + 120))

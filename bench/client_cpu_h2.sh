@@ -46,18 +46,12 @@ if (($(nproc) < 2)); then server_pin=() load_pin=(); fi
 cpu_bench_setup client-cpu-h2
 
 budget=$((rounds * 600 + 60))
-"${server_pin[@]}" "$grpc_bin" "$grpc_threads" >"$tmp/grpc.out" 2>"$tmp/grpc.err" &
-pids+=($!)
-grpc_port=
-for _ in $(seq 100); do
-  grpc_port=$(sed -n 's/^listening on 127.0.0.1:\([0-9][0-9]*\)$/\1/p' "$tmp/grpc.out")
-  [[ -n $grpc_port ]] && break
-  sleep 0.1
-done
-[[ -n $grpc_port ]] || { echo "client_cpu_h2: the gRPC server did not start" >&2; cat "$tmp/grpc.err" >&2; exit 1; }
+start_server "$tmp/grpc" "${server_pin[@]}" "$grpc_bin" "$grpc_threads" ||
+  { echo "client_cpu_h2: the gRPC server did not start" >&2; exit 1; }
+grpc_port=$listen_port
 
 nginx_port=$(free_port)
-start_nginx "$budget" "$nginx_port" http2 "http2_max_concurrent_streams 256;"
+start_ok_nginx "$budget" "$nginx_port" http2 "http2_max_concurrent_streams 256;"
 echo "gRPC server on 127.0.0.1:$grpc_port ($grpc_threads threads), nginx h2c on 127.0.0.1:$nginx_port;" \
   "servers ${server_pin[*]:-unpinned}, load ${load_pin[*]:-unpinned}; -c $connections, depth $depth"
 

@@ -2,7 +2,7 @@
 # server_pin and load_pin come from the caller; cpu, wall, tmp and pids are read by it.
 # shellcheck disable=SC2154,SC2034
 # What bench/client_cpu.sh and bench/client_cpu_h2.sh share: a scratch directory whose servers
-# are stopped by PID on exit, free ports on 127.0.0.1, nginx with one worker, running one load
+# are stopped by PID on exit, nginx with one worker (scripts/lib.sh's start_nginx), running one load
 # process under /usr/bin/time, the per-round rows and their median/min/max ratios. Sourced after
 # `set -euo pipefail`; the caller sets server_pin and load_pin (taskset arrays, maybe empty).
 
@@ -33,41 +33,22 @@ cpu_bench_need() {
   done
 }
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() {
-  python3 -c 'import socket, sys, time
-for _ in range(50):
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close(); sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)' "$1"
-}
+# free_port, wait_port, start_server and start_nginx are scripts/lib.sh's (sourced first); what
+# they start goes into the array pids.
+track_pid() { pids+=("$1"); }
 
-# start_nginx BUDGET PORT LISTEN_OPTS HTTP_EXTRA: one pinned nginx worker answering 200 "ok" on
-# 127.0.0.1:PORT (LISTEN_OPTS e.g. "http2"), stopped after BUDGET seconds at the latest.
-start_nginx() {
-  local budget=$1 port=$2 listen_opts=$3 extra=$4 nginx_bin
-  nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
-  mkdir -p "$tmp/nginx"
-  cat >"$tmp/nginx/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
+# start_ok_nginx BUDGET PORT LISTEN_OPTS HTTP_EXTRA: one pinned nginx worker answering 200 "ok"
+# on 127.0.0.1:PORT (LISTEN_OPTS e.g. "http2"), stopped after BUDGET seconds at the latest.
+start_ok_nginx() {
+  local budget=$1 port=$2 listen_opts=$3 extra=$4
+  nginx=$(command -v nginx || echo /usr/sbin/nginx) nginx_connections=4096
+  nginx_wrap=(timeout -k 5 "$budget" "${server_pin[@]}")
+  start_nginx "$tmp/nginx" "$port" <<CONF
   access_log off;
   keepalive_requests 1000000000;
-  client_body_temp_path $tmp/nginx/body;
   $extra
   server { listen 127.0.0.1:$port $listen_opts; location / { return 200 "ok"; } }
-}
 CONF
-  timeout -k 5 "$budget" "${server_pin[@]}" "$nginx_bin" -p "$tmp/nginx" -e "$tmp/nginx/error.log" \
-    -c "$tmp/nginx/nginx.conf" >"$tmp/nginx/stdout" 2>&1 &
-  pids+=($!)
-  wait_port "$port" || { echo "nginx did not start" >&2; cat "$tmp/nginx/error.log" >&2; exit 1; }
 }
 
 # measure LIMIT NAME CMD...: runs CMD pinned under /usr/bin/time for at most LIMIT seconds; sets

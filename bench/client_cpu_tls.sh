@@ -40,7 +40,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -su
 
 budget=$((rounds * (2 * duration + 120) + 60))
 port=$(free_port)
-start_nginx "$budget" "$port" ssl "ssl_certificate $tmp/server.pem; ssl_certificate_key $tmp/server.key;"
+start_ok_nginx "$budget" "$port" ssl "ssl_certificate $tmp/server.pem; ssl_certificate_key $tmp/server.key;"
 echo "nginx (ssl) on 127.0.0.1:$port; server ${server_pin[*]:-unpinned}, load ${load_pin[*]:-unpinned}"
 
 limit=$((duration + 120))

@@ -22,6 +22,8 @@
 #
 #   ROUNDS=3 SECONDS_EACH=8 RATE=400 FAST_DEPTH=1 SLOW_HANDLERS=2 bench/fairness.sh [build/release]
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build/release}
@@ -50,18 +52,10 @@ if (($(nproc) >= 2)); then cpu_server=(taskset -c 0) cpu_load=(taskset -c 1); fi
 printf '500' >"$work/us500"
 printf '100000' >"$work/us100000"
 
-start_server() {  # start_server FAIR_SHARE_CALLS [HANDLERS]
-  "${cpu_server[@]}" "$server" --port 0 --readers 1 --handlers "${2:-1}" --log-level error \
-    --set "server.fair_share_calls=$1" >"$work/server.out" 2>"$work/server.err" &
-  server_pid=$!
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/server.out")
-    [[ -n $port ]] && return 0
-    sleep 0.1
-  done
-  echo "fairness.sh: the server did not start" >&2
-  cat "$work/server.err" >&2
-  exit 1
+start_fair() {  # start_fair FAIR_SHARE_CALLS [HANDLERS]: sets server_pid and port
+  start_server "$work/server" "${cpu_server[@]}" "$server" --port 0 --readers 1 --handlers "${2:-1}" \
+    --log-level error --set "server.fair_share_calls=$1" || { echo "fairness.sh: the server did not start" >&2; exit 1; }
+  port=$listen_port
 }
 stop_server() { kill "$server_pid"; wait "$server_pid" || true; server_pid=; }
 
@@ -92,7 +86,7 @@ slow_start() {  # slow_start OUT.json
 
 run_slow() {
   for r in $(seq "$rounds"); do
-    start_server 2 "$slow_handlers"
+    start_fair 2 "$slow_handlers"
     fast "$work/fast-alone-$r.json"
     slow_start "$work/slow-$r.json"
     fast "$work/fast-beside-$r.json"
@@ -139,7 +133,7 @@ run_polite() {
     for mode in on off; do
       share=2
       [[ $mode == off ]] && share=1000000
-      start_server "$share"
+      start_fair "$share"
       polite "$work/alone-$mode-$r.json"
       greedy_start "$work/greedy-$mode-$r.json"
       polite "$work/beside-$mode-$r.json"

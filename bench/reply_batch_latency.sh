@@ -37,10 +37,9 @@ cpu_bench_need "reply_batch_latency (build ringrpc-load and ringrpc-server)" "$l
 cpu_bench_setup reply-batch-latency
 budget=$((rounds * 4 * (duration + 30) + 120))
 
-port=$(free_port)
-timeout -k 5 "$budget" "$server_bin" --port "$port" --readers 1 --handlers "$connections" >"$tmp/server.log" 2>&1 &
-pids+=($!)
-wait_port "$port" || { echo "reply_batch_latency: ringrpc-server did not start" >&2; cat "$tmp/server.log" >&2; exit 1; }
+start_server "$tmp/server" timeout -k 5 "$budget" "$server_bin" --port 0 --readers 1 --handlers "$connections" ||
+  { echo "reply_batch_latency: ringrpc-server did not start" >&2; exit 1; }
+port=$listen_port
 printf '%s' "$delay_us" >"$tmp/delay"
 echo "ringrpc-server on 127.0.0.1:$port, every answer held ${delay_us} us (sleep); -c $connections, ${duration} s rounds"
 
@@ -85,7 +84,7 @@ PY
 cpu_bench_need "reply_batch_latency LAT_WRK (Debian: nginx-light wrk)" wrk
 wrk_connections=${LAT_WRK_CONNECTIONS:-64}
 nginx_port=$(free_port)
-start_nginx "$budget" "$nginx_port" "" ""
+start_ok_nginx "$budget" "$nginx_port" "" ""
 echo
 echo "nginx on 127.0.0.1:$nginx_port; -c $wrk_connections, ${duration} s each"
 wrk_us() {  # wrk's "50%  388.00us" line, in us

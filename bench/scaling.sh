@@ -94,19 +94,15 @@ trap 'exit 130' INT TERM
 server_lifetime=$(python3 -c "import math; print(math.ceil($duration + 2 * $warmup + 60))")
 load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 20))")
 
-# start_server CPU-LIST CMD...: sets server_pid (the server, not `timeout`) and port.
-start_server() {
+# start_pinned CPU-LIST CMD...: sets server_pid (the server, not `timeout`) and port.
+start_pinned() {
   local cpus=$1
   shift
-  timeout "$server_lifetime" taskset -c "$cpus" "$@" >"$work/server.out" 2>"$work/server.err" &
-  timeout_pid=$!
-  port=
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/server.out")
-    [[ -n $port ]] && break
-    sleep 0.05
-  done
-  [[ -n $port ]] || { echo "scaling.sh: server did not start: $(cat "$work/server.err")" >&2; exit 1; }
+  if ! start_server "$work/server" timeout "$server_lifetime" taskset -c "$cpus" "$@"; then
+    echo "scaling.sh: server did not start" >&2
+    exit 1
+  fi
+  timeout_pid=$server_pid port=$listen_port
   server_pid=$(awk '{print $1}' "/proc/$timeout_pid/task/$timeout_pid/children" 2>/dev/null || true)
   [[ -n $server_pid ]] || server_pid=$(pgrep -P "$timeout_pid" | head -1 || true)
   [[ -n $server_pid ]] || { echo "scaling.sh: cannot find the server's PID" >&2; exit 1; }
@@ -158,14 +154,14 @@ load_failed() {
 echo "server CPUs: $(join "${server_cpus[@]}") (pin: $pin)  load CPUs: $load_list ($load_threads thread(s), $connections connections, depth $depth)" >&2
 for ((r = 1; r <= rounds; r++)); do
   echo "round $r/$rounds: raw loop" >&2
-  start_server "${server_cpus[0]}" "$raw_bin" --port 0
+  start_pinned "${server_cpus[0]}" "$raw_bin" --port 0
   run_step raw 1 "${server_cpus[0]}" "echo://127.0.0.1:$port" "$r"
   stop_server
   for ((s = 1; s <= half; s++)); do
     cpus=$(join "${server_cpus[@]:0:s}")
     [[ $pin == half ]] && cpus=$(join "${server_cpus[@]}")
     echo "round $r/$rounds: $s shard(s) on CPU $cpus" >&2
-    start_server "$cpus" "$server_bin" --port 0 --readers "$s" --handlers "$s" --log-level error \
+    start_pinned "$cpus" "$server_bin" --port 0 --readers "$s" --handlers "$s" --log-level error \
       --dispatch="$dispatch"
     run_step "shards$s" "$s" "$cpus" "ringrpc://127.0.0.1:$port/echo" "$r"
     stop_server

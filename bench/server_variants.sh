@@ -30,7 +30,7 @@ server_cpu=${SERVER_CPU:-0}
 load_cpu=${LOAD_CPU:-1}
 server_bin=$build_dir/tools/ringrpc-server
 load_bin=$build_dir/tools/ringrpc-load
-[[ -x $server_bin && -x $load_bin ]] || build_release "$build_dir"
+[[ -x $server_bin && -x $load_bin ]] || build_release tools/ringrpc-server tools/ringrpc-load
 
 work=$(mktemp -d)
 server_pid=
@@ -45,16 +45,9 @@ run_variant() {
   local label=$1 round=$3
   local -a flags=()
   IFS=',' read -r -a flags <<<"$2"
-  local out=$work/server.out
-  timeout $((duration + 30)) taskset -c "$server_cpu" "$server_bin" --port 0 "${flags[@]}" >"$out" 2>"$work/server.err" &
-  server_pid=$!
-  local port=
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$out")
-    [[ -n $port ]] && break
-    sleep 0.05
-  done
-  [[ -n $port ]] || { echo "server did not start: $(cat "$work/server.err")" >&2; exit 1; }
+  start_server "$work/server" timeout $((duration + 30)) taskset -c "$server_cpu" "$server_bin" --port 0 "${flags[@]}" ||
+    { echo "server did not start" >&2; exit 1; }
+  local port=$listen_port
   timeout $((duration + 20)) taskset -c "$load_cpu" "$load_bin" -c "$connections" -P "$depth" \
     --duration "${duration}s" --json "$work/$label.$round.json" "ringrpc://127.0.0.1:$port/echo" >/dev/null 2>&1
   kill -TERM "$server_pid"

@@ -104,8 +104,8 @@ trap 'exit 130' INT TERM
 server_lifetime=$(python3 -c "import math; print(math.ceil(6 * ($duration + $warmup + 15) + 30))")
 load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 20))")
 
-# start_server VARIANT: sets server_pid (the server itself, not `timeout`) and port.
-start_server() {
+# start_variant VARIANT: sets server_pid (the server itself, not `timeout`) and port.
+start_variant() {
   local -a cmd
   case $1 in
     raw) cmd=("$raw_bin" --port 0) ;;
@@ -114,18 +114,11 @@ start_server() {
     direct-base) cmd=("$base_server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=direct) ;;
     pool-base) cmd=("$base_server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=all) ;;
   esac
-  timeout "$server_lifetime" taskset -c "$server_cpu" "${cmd[@]}" >"$work/server.out" 2>"$work/server.err" &
-  timeout_pid=$!
-  port=
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/server.out")
-    [[ -n $port ]] && break
-    sleep 0.05
-  done
-  if [[ -z $port ]]; then
-    echo "vs_raw_loop.sh: $1 server did not start: $(cat "$work/server.err")" >&2
+  if ! start_server "$work/server" timeout "$server_lifetime" taskset -c "$server_cpu" "${cmd[@]}"; then
+    echo "vs_raw_loop.sh: $1 server did not start" >&2
     exit 1
   fi
+  timeout_pid=$server_pid port=$listen_port
   # timeout forks the server (taskset execs it in place): its one child is the process to read.
   server_pid=$(awk '{print $1}' "/proc/$timeout_pid/task/$timeout_pid/children" 2>/dev/null || true)
   [[ -n $server_pid ]] || server_pid=$(pgrep -P "$timeout_pid" | head -1 || true)
@@ -219,7 +212,7 @@ variants=(raw direct pool)
 for ((r = 1; r <= rounds; r++)); do
   for v in "${variants[@]}"; do
     printf 'round %d/%d: %-11s' "$r" "$rounds" "$v" >&2
-    start_server "$v"
+    start_variant "$v"
     measure "$v" "$r" d1 0 -c "$connections" -P 1
     measure "$v" "$r" d16 1 -c "$connections" -P "$depth"
     measure "$v" "$r" rate 1 -c "$connections" -R "$rate"

@@ -1,9 +1,32 @@
 # shellcheck shell=bash
-# Helpers shared by scripts/test and scripts/demo. Source it; it does not run anything itself.
+# Helpers shared by scripts/test, scripts/demo, the bench scripts and the shell tests (through
+# tests/lib.sh). Source it; it does not run anything itself. Bash.
 #
 #   install_missing_packages     apt-installs whatever in scripts/packages.txt is not installed
 #   meson_setup DIR [OPTS...]    configures DIR with OPTS, or re-applies OPTS if already configured
-#   build_release                configures (if needed) and builds build/release
+#   build_release [TARGET...]    configures (if needed) and builds build/release: the named
+#                                ninja targets only, or everything
+#
+# Processes: every one these helpers start goes through track_pid PID, which appends it to the
+# string $pids; a caller keeping $pids as an array (or elsewhere) redefines track_pid.
+#
+#   running PID                  PID has not exited (zombies count as exited)
+#   free_port [6]                a loopback port nobody listens on (IPv6 ::1 with 6)
+#   wait_port HOST PORT [TENTHS] until something accepts there (default 5 s)
+#   start_server NAME CMD...     runs CMD (a ringrpc-server or any program that prints
+#                                "listening on HOST:PORT") in the background, its output in
+#                                NAME.out and NAME.err, then wait_listening
+#   wait_listening PID OUT [ERR] [TENTHS]   until OUT has the "listening on HOST:PORT" line
+#                                (default 10 s): sets listen_address (HOST:PORT) and
+#                                listen_port; 1 with ERR shown when PID exits first or time runs
+#                                out, 77 when ERR says io_uring is unavailable (a test skips)
+#   wait_for FILE PATTERN [TENTHS]  until PATTERN (grep -E) is in FILE (default 5 s)
+#   start_nginx DIR PORT...      nginx (${nginx:-nginx}, under the words of ${nginx_wrap[@]},
+#                                e.g. timeout and taskset) with one worker and prefix DIR (logs
+#                                in DIR/logs), config DIR.conf, output DIR.out, the body of its
+#                                http { } block read from stdin, ${nginx_connections:-256}
+#                                connections; waits for every PORT on 127.0.0.1, exits 1 with
+#                                nginx's logs if one never answers
 #
 # Paths are relative to the repository root; callers cd there first (ringrpc_root gives it).
 
@@ -68,9 +91,115 @@ meson_setup() {
 # Options of the release build; scripts/test adds -Dwerror=true.
 RINGRPC_RELEASE_OPTS=(-Dbuildtype=release)
 
-# Configures build/release if needed and builds everything in it.
+# Configures build/release if needed and builds the named targets (e.g. tools/ringrpc-server),
+# or everything when none is named.
 build_release() {
   (cd "$RINGRPC_ROOT" &&
-    meson_setup build/release "${RINGRPC_RELEASE_OPTS[@]}" "$@" &&
-    ninja -C build/release -j"$RINGRPC_JOBS")
+    meson_setup build/release "${RINGRPC_RELEASE_OPTS[@]}" &&
+    ninja -C build/release -j"$RINGRPC_JOBS" "$@")
+}
+
+# --- processes: ports, servers, peers ----------------------------------------------------------
+
+track_pid() { pids="${pids:-} $1"; }
+
+# running PID: PID exists and has not exited (an exited child nobody reaped yet is a zombie).
+running() {
+  kill -0 "$1" 2>/dev/null && [[ "$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)" != Z ]]
+}
+
+# A port the kernel just handed out and took back; nginx and redis cannot listen on port 0.
+# shellcheck disable=SC2120  # most callers want IPv4 and give no argument
+free_port() {
+  python3 -c 'import socket, sys
+s = socket.socket(socket.AF_INET6 if sys.argv[1] == "6" else socket.AF_INET)
+s.bind(("::1" if sys.argv[1] == "6" else "127.0.0.1", 0)); print(s.getsockname()[1])' "${1:-4}"
+}
+
+wait_port() {
+  python3 -c 'import socket, sys, time
+for _ in range(int(sys.argv[3])):
+    try:
+        socket.create_connection((sys.argv[1], int(sys.argv[2])), 0.2).close(); sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+sys.exit(1)' "$1" "$2" "${3:-50}"
+}
+
+wait_listening() {
+  local pid=$1 out=$2 err=${3:-} tenths=${4:-100} i=0 line
+  # shellcheck disable=SC2034  # the callers read them
+  listen_address='' listen_port=''
+  while ((i < tenths)); do
+    line=$(sed -n 's/^listening on //p' "$out" 2>/dev/null | head -n 1)
+    if [[ -n "$line" ]]; then
+      # shellcheck disable=SC2034  # the callers read them
+      listen_address=$line listen_port=${line##*:}
+      return 0
+    fi
+    if ! running "$pid"; then
+      echo "$(basename "$out" .out) (pid $pid) exited before listening:" >&2
+      if [[ -n "$err" ]]; then
+        cat "$err" >&2
+        if grep -qi 'io_uring' "$err"; then return 77; fi
+      fi
+      return 1
+    fi
+    sleep 0.1
+    i=$((i + 1))
+  done
+  echo "$(basename "$out" .out) (pid $pid) printed no 'listening on HOST:PORT' line in $((tenths / 10)) s" >&2
+  [[ -z "$err" ]] || cat "$err" >&2
+  return 1
+}
+
+# wait_for FILE PATTERN [TENTHS]: until PATTERN (grep -E) is in FILE (default 5 s).
+wait_for() {
+  local i=0
+  while ((i < ${3:-50})); do
+    if grep -Eq -- "$2" "$1" 2>/dev/null; then return 0; fi
+    sleep 0.1
+    i=$((i + 1))
+  done
+  return 1
+}
+
+start_server() {
+  local name=$1
+  shift
+  : >"$name.out"
+  "$@" >"$name.out" 2>"$name.err" </dev/null &
+  server_pid=$!
+  track_pid "$server_pid"
+  wait_listening "$server_pid" "$name.out" "$name.err"
+}
+
+start_nginx() {
+  local dir=$1 port
+  shift
+  mkdir -p "$dir/logs"
+  {
+    cat <<CONF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log;
+events { worker_connections ${nginx_connections:-256}; }
+http {
+  client_body_temp_path $dir/body;
+CONF
+    cat
+    echo "}"
+  } >"$dir.conf"
+  local wrap=()
+  if [[ -n "${nginx_wrap+set}" ]]; then wrap=("${nginx_wrap[@]}"); fi
+  "${wrap[@]}" "${nginx:-nginx}" -p "$dir" -e "$dir/logs/error.log" -c "$dir.conf" >"$dir.out" 2>&1 &
+  track_pid $!
+  for port in "$@"; do
+    if ! wait_port 127.0.0.1 "$port"; then
+      echo "nginx did not start:" >&2
+      cat "$dir.out" "$dir/logs/error.log" >&2
+      exit 1
+    fi
+  done
 }

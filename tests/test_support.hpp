@@ -1,6 +1,8 @@
 #pragma once
-// Helpers for loopback integration tests: a raw socket that speaks frames byte by byte, so
-// tests can send what no well-behaved client would.
+// What the C++ tests share: whether this is a sanitizer build, call_options with a deadline
+// (within), a gate threads wait at until the test opens it, and, for loopback integration
+// tests, a raw socket that speaks frames byte by byte, so tests can send what no well-behaved
+// client would. The header's inline parts need no linking; raw_socket is in test_support.cpp.
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -8,16 +10,87 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/client.hpp"
 #include "wire/frame_codec.hpp"
 
+// An ASan or TSan build (GCC defines __SANITIZE_*; clang answers __has_feature): tests that
+// count on time or on many cycles do less there, as the sanitizers are 5-10x slower.
+// RINGRPC_TEST_TSAN: ThreadSanitizer alone, the slowest for lock-free stress loops.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define RINGRPC_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define RINGRPC_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define RINGRPC_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RINGRPC_TEST_TSAN 1
+#endif
+#endif
+
 namespace ringrpc::test {
+
+#if defined(RINGRPC_TEST_SANITIZED)
+inline constexpr bool sanitized = true;
+#else
+inline constexpr bool sanitized = false;
+#endif
+
+/// Call options whose deadline is `t` from now: c.call("echo", x, within(5s)).
+inline call_options within(std::chrono::microseconds t) {
+  call_options o;
+  o.timeout = t;
+  return o;
+}
+
+/// Threads block in wait() until the test calls open(); the test can first wait until a
+/// number of them have arrived. Open it before anything that joins the waiters is destroyed
+/// (open_on_exit), so a failing test cannot hang.
+class gate {
+ public:
+  void wait() {
+    std::unique_lock lock(_mu);
+    ++_arrived;
+    _cv.notify_all();
+    _cv.wait(lock, [&] { return _open; });
+  }
+  /// True once n waits have begun (open or not), false after `limit`.
+  bool wait_for_waiters(int n, std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+    std::unique_lock lock(_mu);
+    return _cv.wait_for(lock, limit, [&] { return _arrived >= n; });
+  }
+  void open() {
+    {
+      std::lock_guard lock(_mu);
+      _open = true;
+    }
+    _cv.notify_all();
+  }
+
+ private:
+  std::mutex _mu;
+  std::condition_variable _cv;
+  int _arrived = 0;
+  bool _open = false;
+};
+
+/// Declared after what joins the gate's waiters: opens the gate first on every way out.
+struct open_on_exit {
+  gate& g;
+  ~open_on_exit() { g.open(); }
+};
 
 inline std::span<const std::byte> bytes_of(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};

@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/cxx20.hpp"
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/peer_identity.hpp"
 

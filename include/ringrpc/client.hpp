@@ -98,8 +98,8 @@ struct client_options {
   /// Calls and one-way messages that may be queued or in flight on the connection at once. A
   /// call counts from call_async() until its callback has run and its request has left for
   /// the socket (a timed-out call still waiting to be written keeps counting). Beyond it,
-  /// calls fail at once with client_busy. The default matches the server's own per-connection
-  /// window (server_options::max_inflight_per_connection): more would only wait in buffers.
+  /// calls fail at once with client_busy. The server's own window per connection is smaller
+  /// (server_options::max_inflight_per_connection, 256 by default): the rest wait in buffers.
   std::uint32_t max_pending_calls = 4096;
   /// Request bytes (encoded frames) that may be queued or in flight on the connection. Checked
   /// before a call is added, so a single request larger than this is still accepted when less

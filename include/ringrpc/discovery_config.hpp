@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ringrpc/cxx20.hpp"
+
 namespace ringrpc {
 
 /// `[discovery]`: registration of this server in etcd (docs/deployment.md has the key layout).

@@ -35,6 +35,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/cxx20.hpp"
+
 namespace ringrpc {
 
 /// What happened. The first five are lifecycle events: never dropped for lack of capacity.

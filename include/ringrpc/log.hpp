@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "ringrpc/cxx20.hpp"
+
 namespace ringrpc {
 
 enum class log_level : std::uint8_t { trace, debug, info, warn, error, critical, off };

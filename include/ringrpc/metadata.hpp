@@ -21,6 +21,8 @@
 #include <string>
 #include <string_view>
 
+#include "ringrpc/cxx20.hpp"
+
 namespace ringrpc {
 
 inline constexpr std::uint32_t default_max_metadata_entries = 32;

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "ringrpc/cxx20.hpp"
+
 namespace ringrpc {
 
 struct peer_identity {

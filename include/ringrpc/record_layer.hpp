@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/cxx20.hpp"
+
 namespace ringrpc {
 
 /// What a peer proved about itself in the handshake (its verified certificate), empty if it

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "ringrpc/cxx20.hpp"
+
 namespace ringrpc {
 
 enum class pool_kind {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/cxx20.hpp"
 #include "ringrpc/record_layer.hpp"
 
 namespace ringrpc {

@@ -4,6 +4,8 @@
 
 #include <string_view>
 
+#include "ringrpc/cxx20.hpp"
+
 namespace ringrpc {
 
 /// The library's version, "MAJOR.MINOR.PATCH" (meson's project version at build time).

@@ -1,7 +1,7 @@
 #pragma once
 // What the execution layer schedules: one piece of work for one endpoint. The server's call
 // (src/server/call.hpp) is one; exec sees only this part of it and hands the rest back to its
-// host (exec_host::run_call), so it knows nothing of connections, budgets or write queues.
+// host (exec_host::run_item), so it knows nothing of connections, budgets or write queues.
 
 #include <cstdint>
 

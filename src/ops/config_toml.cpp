@@ -3,11 +3,47 @@
 
 #include "ops/config_toml.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 namespace ringrpc::config_detail {
+
+namespace {
+// Edits between two keys: inserting, deleting or changing one character, or swapping two
+// neighbours (optimal string alignment distance), each counts one.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  const std::size_t w = b.size() + 1;
+  std::vector<std::size_t> d((a.size() + 1) * w);
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i * w] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t change = a[i - 1] == b[j - 1] ? 0 : 1;
+      std::size_t v = std::min({d[(i - 1) * w + j] + 1, d[i * w + j - 1] + 1, d[(i - 1) * w + j - 1] + change});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) v = std::min(v, d[(i - 2) * w + j - 2] + 1);
+      d[i * w + j] = v;
+    }
+  }
+  return d[a.size() * w + b.size()];
+}
+}  // namespace
+
+std::string_view nearest_key(std::string_view key, const std::vector<std::string_view>& known) {
+  const std::size_t limit = std::max<std::size_t>(1, key.size() / 3);
+  std::string_view best;
+  std::size_t best_distance = limit + 1;
+  for (const std::string_view k : known) {
+    const std::size_t d = edit_distance(key, k);
+    if (d < best_distance) {
+      best = k;
+      best_distance = d;
+    }
+  }
+  return best;
+}
 
 std::string toml_quoted(std::string_view s) {
   std::string out = "\"";

@@ -26,6 +26,10 @@ inline unsigned line_of(const toml::node& n) { return n.source().begin.line; }
 std::int64_t integer_of(const context& ctx, const toml::node& n, const std::string& key, std::int64_t min,
                         std::int64_t max);
 
+// The one of `known` a typo of `key` most likely meant (fewest single-letter edits, at most a
+// third of the key's length, at least one), or empty when none is that close.
+std::string_view nearest_key(std::string_view key, const std::vector<std::string_view>& known);
+
 // Reads one table: every getter names a key the table may have; finish() rejects the others.
 class table_reader {
  public:
@@ -115,7 +119,9 @@ class table_reader {
       }
       unsigned line = k.source().begin.line;
       if (line == 0) line = line_of(v);
-      fail(_ctx, line, full(k.str()), "unknown key; " + _what + " takes " + allowed);
+      const std::string_view near = nearest_key(k.str(), _known);
+      const std::string hint = near.empty() ? std::string() : "did you mean " + std::string(near) + "? ";
+      fail(_ctx, line, full(k.str()), "unknown key; " + hint + _what + " takes " + allowed);
     }
   }
 

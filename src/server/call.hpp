@@ -32,7 +32,6 @@ struct call : work_item {
   call* wq_next = nullptr;    // link in the connection's write queue
   connection* conn = nullptr;
   std::uint64_t id = 0;
-  std::uint32_t method = 0;  // index into the server's method table
   std::string_view method_name;  // points into that table, which outlives every call
   wire::Kind kind = wire::Kind::Request;
   std::int64_t received_ns = 0;

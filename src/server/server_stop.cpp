@@ -193,7 +193,6 @@ void server_core::answer_for_handler(call* c, call* s) noexcept {
   // recycles `c` unanswered once it returns (server_core::execute).
   s->conn = c->conn;
   s->id = c->id;
-  s->method = c->method;
   s->method_name = c->method_name;
   s->purpose = c->purpose;
   s->target = c->target;

@@ -198,7 +198,7 @@ class shard {
   frame_encoder _encoder;
   counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
       _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls, _budget_pauses,
-      _rejected_memory, _write_stalled, _frame_stalled, _dead_closed, _liveness_kicked,
+      _rejected_memory, _write_stalled, _frame_stalled, _dead_closed,
       _refused_per_address, _tls_handshakes, _tls_failures, _tls_timeouts, _tls_refused,
       _tls_refused_per_address, _tls_silent_closed;
   std::vector<std::byte> _tls_plain;  // plaintext one receive yielded (reused: no allocation per call)

@@ -205,7 +205,6 @@ bool shard::check_liveness(connection* c) noexcept {
   const int err = n < 0 ? errno : 0;
   if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) return false;
   if (n > 0) {
-    _liveness_kicked.add();
     c->last_read_ns = _turn_ns;
     cancel_recv(c);
     return false;

@@ -13,17 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "test_support.hpp"  // RINGRPC_TEST_TSAN
+
 namespace {
 
 using ringrpc::detail::mpmc_queue;
-
-#if defined(__SANITIZE_THREAD__)
-#define RINGRPC_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RINGRPC_TEST_TSAN 1
-#endif
-#endif
 
 #if defined(RINGRPC_TEST_TSAN)
 constexpr std::uint32_t stress_items_per_producer = 20'000;

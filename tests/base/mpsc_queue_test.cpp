@@ -12,19 +12,13 @@
 #include <thread>
 #include <vector>
 
+#include "test_support.hpp"  // RINGRPC_TEST_TSAN
+
 namespace {
 
 using ringrpc::detail::mpsc_node;
 using ringrpc::detail::mpsc_queue;
 using ringrpc::detail::parking;
-
-#if defined(__SANITIZE_THREAD__)
-#define RINGRPC_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RINGRPC_TEST_TSAN 1
-#endif
-#endif
 
 #if defined(RINGRPC_TEST_TSAN)
 constexpr std::uint32_t nodes_per_producer = 10'000;

@@ -20,6 +20,7 @@ namespace ringrpc {
 namespace {
 
 using test::bytes_of;
+using test::within;
 using namespace std::chrono_literals;
 
 std::unique_ptr<server> builtin_server(unsigned handlers) {
@@ -30,12 +31,6 @@ std::unique_ptr<server> builtin_server(unsigned handlers) {
   add_builtin_methods(*s);
   s->start();
   return s;
-}
-
-call_options within(std::chrono::milliseconds t) {
-  call_options o;
-  o.timeout = t;
-  return o;
 }
 
 TEST(ping, answers_ok_with_an_empty_payload) {

@@ -21,19 +21,10 @@ namespace ringrpc {
 namespace {
 
 using test::bytes_of;
+using test::within;
 using namespace std::chrono_literals;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
-
-call_options within(std::chrono::microseconds t) {
-  call_options o;
-  o.timeout = t;
-  return o;
-}
+using test::sanitized;
 
 std::unique_ptr<server> echo_server(unsigned handlers = 2) {
   server_options o;

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -66,29 +68,14 @@ class recorder final : public event_listener {
 };
 
 // Blocks its queue inside on_event() until opened.
-class gate final : public event_listener {
+class gated_listener final : public event_listener {
  public:
-  void on_event(const event&) override {
-    std::unique_lock lock(_mutex);
-    ++_entered;
-    _cv.notify_all();
-    _cv.wait(lock, [&] { return _open; });
-  }
-  bool wait_entered(int n = 1) {
-    std::unique_lock lock(_mutex);
-    return _cv.wait_for(lock, wait_limit, [&] { return _entered >= n; });
-  }
-  void open() {
-    std::lock_guard lock(_mutex);
-    _open = true;
-    _cv.notify_all();
-  }
+  void on_event(const event&) override { _gate.wait(); }
+  bool wait_entered(int n = 1) { return _gate.wait_for_waiters(n, wait_limit); }
+  void open() { _gate.open(); }
 
  private:
-  std::mutex _mutex;
-  std::condition_variable _cv;
-  int _entered = 0;
-  bool _open = false;
+  ringrpc::test::gate _gate;
 };
 
 // Collects logger lines.
@@ -163,7 +150,7 @@ TEST(EventBus, FullQueueDropsAndCountsPerKind) {
   log_capture log;
   event_bus bus(quiet(log));
   bus.add_queue("q", 8);
-  auto g = std::make_shared<gate>();
+  auto g = std::make_shared<gated_listener>();
   auto r = std::make_shared<recorder>();
   bus.subscribe("q", g);
   bus.subscribe("q", r);
@@ -197,7 +184,7 @@ TEST(EventBus, LifecycleEventsAreNeverDroppedAndKeepTheirPlace) {
   log_capture log;
   event_bus bus(quiet(log));
   bus.add_queue("q", 4);
-  auto g = std::make_shared<gate>();
+  auto g = std::make_shared<gated_listener>();
   auto r = std::make_shared<recorder>();
   bus.subscribe("q", g);
   bus.subscribe("q", r);
@@ -329,7 +316,7 @@ TEST(EventBus, SlowListenerDelaysOnlyItsOwnQueue) {
   event_bus bus(quiet(log));
   bus.add_queue("slow", 16);
   bus.add_queue("fast", 1024);
-  auto g = std::make_shared<gate>();
+  auto g = std::make_shared<gated_listener>();
   auto fast = std::make_shared<recorder>();
   bus.subscribe("slow", g);
   bus.subscribe("fast", fast);
@@ -443,7 +430,7 @@ TEST(EventBus, DropWarningIsRateLimitedAndNamesQueueAndKind) {
   bus.post(make(event_kind::slow_call));
   bus.post(make(event_kind::slow_call));
   for (int i = 0; i < 3; ++i) bus.post(make(event_kind::slow_call));
-  auto g = std::make_shared<gate>();
+  auto g = std::make_shared<gated_listener>();
   bus.subscribe("metrics", g);
   bus.start();
   ASSERT_TRUE(log.wait_for_lines(1));

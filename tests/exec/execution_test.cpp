@@ -29,45 +29,14 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::bytes_of;
+using test::gate;
+using test::within;
 
 std::string thread_name() {
   char name[32] = {};
   pthread_getname_np(pthread_self(), name, sizeof(name));
   return name;
 }
-
-call_options within(std::chrono::microseconds t) {
-  call_options o;
-  o.timeout = t;
-  return o;
-}
-
-/// A gate handlers wait at until the test opens it.
-class gate {
- public:
-  void wait() {
-    std::unique_lock lock(_mu);
-    ++_waiting;
-    _cv.notify_all();
-    _cv.wait(lock, [&] { return _open; });
-    --_waiting;
-  }
-  void wait_for_waiters(int n) {
-    std::unique_lock lock(_mu);
-    _cv.wait(lock, [&] { return _waiting >= n; });
-  }
-  void open() {
-    std::lock_guard lock(_mu);
-    _open = true;
-    _cv.notify_all();
-  }
-
- private:
-  std::mutex _mu;
-  std::condition_variable _cv;
-  int _waiting = 0;
-  bool _open = false;
-};
 
 /// Records what the endpoint saw and checks Spark's lifecycle rules as it goes.
 class recording_endpoint : public endpoint {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/cpu_affinity.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -34,14 +35,6 @@ using ringrpc::pool_stats;
 using ringrpc::detail::heavy_budget;
 using ringrpc::detail::pool_task;
 using ringrpc::detail::thread_pool;
-
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define RINGRPC_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define RINGRPC_TEST_SANITIZED 1
-#endif
-#endif
 
 #if defined(RINGRPC_TEST_SANITIZED)
 constexpr int stress_per_producer = 10'000;
@@ -61,33 +54,10 @@ bool eventually(Pred pred, std::chrono::milliseconds limit = patience) {
   return true;
 }
 
-// Blocked tasks wait here until the test opens it.
-class gate {
- public:
-  void wait() {
-    std::unique_lock lock(_mu);
-    _cv.wait(lock, [&] { return _open; });
-  }
-  void open() {
-    {
-      std::lock_guard lock(_mu);
-      _open = true;
-    }
-    _cv.notify_all();
-  }
-
- private:
-  std::mutex _mu;
-  std::condition_variable _cv;
-  bool _open = false;
-};
-
-// Declared after the pool: opens the gate before the pool's destructor joins (also when an
-// ASSERT returns early), so a failing test cannot hang.
-struct open_on_exit {
-  gate& g;
-  ~open_on_exit() { g.open(); }
-};
+// Blocked tasks wait at a gate until the test opens it; open_on_exit (declared after the pool)
+// opens it before the pool's destructor joins, also when an ASSERT returns early.
+using ringrpc::test::gate;
+using ringrpc::test::open_on_exit;
 
 // Counts events and lets the test wait for a number of them.
 class event_count {

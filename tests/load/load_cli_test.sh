@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # The ringrpc-load command line: --help, --version, bad flags, an unreachable target, then short
 # real runs against a fresh ringrpc-server: wrk's flags (-d duration, -P depth), --json to a file
 # and to stdout, --hdr-log, --plot, outputs claimed before the run, SIGINT (once: results; twice:
@@ -142,30 +142,8 @@ for args in "--no-such-flag ringrpc://127.0.0.1:1/echo" "-c abc ringrpc://127.0.
 done
 
 # --- a real run against ringrpc-server -------------------------------------------------------
-"$server" --port 0 --readers 1 --handlers 2 >"$work/server.out" 2>"$work/server.err" &
-pid=$!
-pids="$pids $pid"
-port=
-i=0
-while [ $i -lt 100 ]; do
-  port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/server.out")
-  [ -n "$port" ] && break
-  if ! alive; then
-    wait "$pid"
-    src=$?
-    pid=
-    echo "ringrpc-server exited with status $src before listening:" >&2
-    cat "$work/server.err" >&2
-    if grep -qi 'io_uring' "$work/server.err"; then exit 77; fi
-    exit 1
-  fi
-  sleep 0.1
-  i=$((i + 1))
-done
-if [ -z "$port" ]; then
-  echo "ringrpc-server printed no 'listening on HOST:PORT' line within 10 s" >&2
-  exit 1
-fi
+start_server "$work/server" "$server" --port 0 --readers 1 --handlers 2 || exit $?
+pid=$server_pid port=$listen_port
 echo "ringrpc-server (pid $pid) listening on port $port"
 
 cd "$work" || exit 1

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc-load against etcd://: a real etcd on loopback, two ringrpc-server processes that
 # register the same service in it ([discovery], docs/deployment.md), one run spread over both
 # (each member gets calls, the per-member counts add up to the total, no errors), and clear

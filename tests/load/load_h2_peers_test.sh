@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc-load's h2c:// against nginx (listen ... http2, no TLS) and grpc:// against a real gRPC
 # server built from libgrpc++ (grpc_echo_server): calls counted right (the servers' own counts),
 # request bytes right, a gRPC error status counted as its kind, --shard runs merged, and the
@@ -27,7 +27,7 @@ json_field() {
 # --- nginx: an h2c port and an HTTP/1.1 port -----------------------------------------------------
 h2port=$(free_port)
 h1port=$(free_port)
-start_nginx "$h2port" "$h1port" <<CONF
+start_nginx "$work/nginx" "$h2port" "$h1port" <<CONF
   log_format calls '\$server_protocol \$status \$request_uri';
   access_log $work/nginx/logs/access.log calls;
   keepalive_requests 100000;
@@ -121,20 +121,11 @@ else
 fi
 
 # --- the gRPC server -------------------------------------------------------------------------
-"$grpc_server" 2 >"$work/grpc.out" 2>"$work/grpc.err" &
-gpid=$!
-pids="$pids $gpid"
-gport=
-i=0
-while [ $i -lt 100 ] && [ -z "$gport" ]; do
-  sleep 0.1
-  gport=$(sed -n 's/^listening on 127.0.0.1:\([0-9][0-9]*\)$/\1/p' "$work/grpc.out")
-  i=$((i + 1))
-done
-if [ -z "$gport" ]; then
-  fail "grpc_echo_server did not start"; cat "$work/grpc.err" >&2
+if ! start_server "$work/grpc" "$grpc_server" 2; then
+  fail "grpc_echo_server did not start"
   exit 1
 fi
+gpid=$server_pid gport=$listen_port
 gurl="grpc://127.0.0.1:$gport/ringtest.Echo/Say"
 
 # 400 calls of {"text":"hello"} (7 bytes as protobuf) and 100 that fail with NOT_FOUND (5);

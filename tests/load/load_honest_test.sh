@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc-load's numbers must not mislead, against a ringrpc-server on one core:
 # * a method the server does not have stops the run at once (exit 5) naming unknown_method;
 # * --rate-steps 2k,3000k: the first step is kept_up in the JSON, the second is not, and the
@@ -24,23 +24,9 @@ cd "$work" || exit 1
 # are what "a one-core server" means otherwise.
 pin=
 if command -v taskset >/dev/null 2>&1 && taskset -c 0 true 2>/dev/null; then pin="taskset -c 0"; fi
-$pin "$server" --port 0 --readers 1 --handlers 1 >server.out 2>server.err &
-pid=$!
-pids="$pids $pid"
-port=
-i=0
-while [ $i -lt 100 ]; do
-  port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' server.out)
-  [ -n "$port" ] && break
-  if ! kill -0 "$pid" 2>/dev/null; then
-    cat server.err >&2
-    if grep -qi 'io_uring' server.err; then exit 77; fi
-    exit 1
-  fi
-  sleep 0.1
-  i=$((i + 1))
-done
-[ -n "$port" ] || { echo "ringrpc-server did not listen within 10 s" >&2; exit 1; }
+# shellcheck disable=SC2086  # $pin is words or nothing
+start_server server $pin "$server" --port 0 --readers 1 --handlers 1 || exit $?
+pid=$server_pid port=$listen_port
 
 json() {  # json FILE PYTHON-EXPR: prints the value (Python's repr), or nothing on any error
   python3 -c 'import json, sys

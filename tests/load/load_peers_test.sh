@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc-load against the servers people point it at: nginx (HTTP/1.1, -H headers, --mix per
 # kind, an IPv6 target) and redis-server, and the wrong scheme for each (the one-line protocol
 # diagnosis, within seconds), started here on 127.0.0.1 / ::1 ports of their own.
@@ -22,7 +22,7 @@ test_init load_peers
 # --- nginx: one worker, a few locations -------------------------------------------------------
 hport=$(free_port)
 h6port=$(free_port 6)
-start_nginx "$hport" <<CONF
+start_nginx "$work/nginx" "$hport" <<CONF
   access_log off;
   server {
     listen 127.0.0.1:$hport;
@@ -112,19 +112,8 @@ for target in "http://127.0.0.1:$hport/ok" "redis://127.0.0.1:$rport"; do
 done
 
 # --- the wrong scheme: one line naming what the server looks like, within seconds ---------------
-"$server" --port 0 --readers 1 --handlers 1 >"$work/rs.out" 2>"$work/rs.err" &
-pids="$pids $!"
-i=0
-sport=
-while [ $i -lt 50 ] && [ -z "$sport" ]; do
-  sleep 0.1
-  sport=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/rs.out")
-  i=$((i + 1))
-done
-if [ -z "$sport" ]; then
-  if grep -qi io_uring "$work/rs.err"; then echo "io_uring unusable: skipped"; exit 77; fi
-  echo "ringrpc-server did not start" >&2; cat "$work/rs.err" >&2; exit 1
-fi
+start_server "$work/rs" "$server" --port 0 --readers 1 --handlers 1 || exit $?
+sport=$listen_port
 
 # expect_diagnosis NAME PATTERN URL: exit 2 within 8 s, one line matching PATTERN.
 expect_diagnosis() {

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc-load against targets it could not reach, and what the target spent:
 #   - a ringrpc-server that wants a bearer token, with -H 'authorization: Bearer ...' and with
 #     RINGRPC_TOKEN (before, -H was refused for ringrpc:// and every call was unauthenticated);
@@ -28,27 +28,12 @@ print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
 token=load-reach-test-0123456789abcdef
 printf 'tester %s\n' "$token" >"$work/tokens"
 chmod 600 "$work/tokens"
-"$server" --port 0 --readers 1 --handlers 2 --tokens-file "$work/tokens" --admin-port 0 \
-  >"$work/server.out" 2>"$work/server.err" &
-spid=$!
-pids="$pids $spid"
-port=
-admin=
-for _ in $(seq 100); do
-  port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/server.out")
-  admin=$(sed -n 's|^admin on http://127\.0\.0\.1:\([0-9][0-9]*\)/$|\1|p' "$work/server.out")
-  [ -n "$port" ] && [ -n "$admin" ] && break
-  if ! kill -0 "$spid" 2>/dev/null; then
-    cat "$work/server.err" >&2
-    if grep -qi 'io_uring' "$work/server.err"; then exit 77; fi
-    exit 1
-  fi
-  sleep 0.1
-done
-if [ -z "$port" ] || [ -z "$admin" ]; then
-  echo "ringrpc-server printed no 'listening on' and 'admin on' lines within 10 s" >&2
-  exit 1
-fi
+start_server "$work/server" "$server" --port 0 --readers 1 --handlers 2 --tokens-file "$work/tokens" \
+  --admin-port 0 || exit $?
+spid=$server_pid port=$listen_port
+wait_for "$work/server.out" '^admin on http://127\.0\.0\.1:[0-9]+/$' ||
+  { echo "ringrpc-server printed no 'admin on' line within 5 s" >&2; exit 1; }
+admin=$(sed -n 's|^admin on http://127\.0\.0\.1:\([0-9][0-9]*\)/$|\1|p' "$work/server.out")
 cd "$work" || exit 1
 url="ringrpc://127.0.0.1:$port/echo"
 

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc-load over TLS against real peers: nginx with ssl and http2 (https://, h2://) and
 # redis-server with tls-port (rediss://), certificates made here by openssl req; verification
 # on and off (-k), and a plaintext URL at a TLS port and the reverse (one-line diagnosis).
@@ -27,7 +27,7 @@ make_cert ca "load test CA" && make_cert server "localhost" ca && make_cert stra
 # --- nginx: one worker, ssl + http2 on one port, plaintext on another -------------------------
 sport=$(free_port)
 pport=$(free_port)
-start_nginx "$sport" <<CONF
+start_nginx "$work/nginx" "$sport" <<CONF
   access_log off;
   server {
     listen 127.0.0.1:$sport ssl http2;

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc-load's ringrpcs:// against ringrpc-server's TLS listener, certificates made here by
 # openssl req: echo calls byte-exact (--verify), mutual TLS (--cert/--key accepted; no client
 # certificate and one from another CA refused with one line and a nonzero exit), and
@@ -26,34 +26,20 @@ make_cert ca "load test CA" && make_cert server localhost ca && make_cert client
   make_cert stranger "stranger CA" && make_cert intruder "intruder" stranger ||
   { echo "openssl req failed" >&2; exit 1; }
 
-# start_server NAME ARGS...: ringrpc-server with a TLS listener; sets $plain and $tls (ports).
-start_server() {
+# start_tls_server NAME ARGS...: ringrpc-server with a TLS listener; sets $plain and $tls (ports).
+start_tls_server() {
   name=$1
   shift
-  tport=$(free_port)
-  "$server" --port 0 --readers 1 --handlers 2 --tls-port "$tport" --tls-cert server.pem --tls-key server.key "$@" \
-    >"$work/$name.out" 2>"$work/$name.err" &
-  pids="$pids $!"
-  spid=$!
-  plain='' tls=''
-  for _ in $(seq 100); do
-    plain=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/$name.out")
-    tls=$(sed -n 's/^tls listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/$name.out")
-    [ -n "$plain" ] && [ -n "$tls" ] && return 0
-    if ! kill -0 "$spid" 2>/dev/null; then
-      cat "$work/$name.err" >&2
-      if grep -qi 'io_uring' "$work/$name.err"; then exit 77; fi
-      echo "ringrpc-server $* exited before listening" >&2
-      exit 1
-    fi
-    sleep 0.1
-  done
-  echo "ringrpc-server printed no 'tls listening on' line" >&2
-  exit 1
+  start_server "$work/$name" "$server" --port 0 --readers 1 --handlers 2 --tls-port "$(free_port)" \
+    --tls-cert server.pem --tls-key server.key "$@" || exit $?
+  plain=$listen_port
+  wait_for "$work/$name.out" '^tls listening on .*:[0-9]+$' ||
+    { echo "ringrpc-server printed no 'tls listening on' line" >&2; exit 1; }
+  tls=$(sed -n 's/^tls listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/$name.out")
 }
 
 # --- TLS, no client certificates --------------------------------------------------------------
-start_server tls
+start_tls_server tls
 tls_port=$tls plain_port=$plain
 
 run_load echo -c 2 -P 4 -n 400 -s 1000 --verify --cacert ca.pem --json echo.json "ringrpcs://localhost:$tls_port/echo"
@@ -103,7 +89,7 @@ else
 fi
 
 # --- mutual TLS ---------------------------------------------------------------------------------
-start_server mtls --tls-ca ca.pem --tls-require-client-cert true
+start_tls_server mtls --tls-ca ca.pem --tls-require-client-cert true
 mtls_port=$tls
 
 run_load mtls_ok -c 2 -P 2 -n 100 --verify --cacert ca.pem --cert client.pem --key client.key --json mtls_ok.json \

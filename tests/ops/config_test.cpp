@@ -20,6 +20,7 @@
 
 using namespace ringrpc;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -186,6 +187,16 @@ TEST(ConfigErrors, UnknownKeyIsNamedWithItsLineAndTheAllowedKeys) {
   EXPECT_EQ(e.source(), "test.toml");
   EXPECT_THAT(e.what(), HasSubstr("test.toml:3: server.handler: unknown key"));
   EXPECT_THAT(e.what(), HasSubstr("handlers"));  // the list of allowed keys
+}
+
+TEST(ConfigErrors, ATypoGetsTheKeyItMeant) {
+  EXPECT_THAT(parse_error("[server]\nhandler = 4\n").what(), HasSubstr("unknown key; did you mean handlers? "));
+  EXPECT_THAT(parse_error("[server]\nidle_timout_ms = 4\n").what(), HasSubstr("did you mean idle_timeout_ms? "));
+  EXPECT_THAT(parse_error("[admin]\nprot = 1\n").what(), HasSubstr("did you mean port? "));
+  // Nothing close: no guess, only the list.
+  const config_error far = parse_error("[server]\nzzzzzzzz = 4\n");
+  EXPECT_THAT(far.what(), Not(HasSubstr("did you mean")));
+  EXPECT_THAT(far.what(), HasSubstr("handlers"));
 }
 
 TEST(ConfigErrors, UnknownKeysEverywhere) {
@@ -416,7 +427,7 @@ TEST(ConfigErrors, ProductsOfKnobsHaveMaxima) {
 TEST(Config, ExampleFileLoads) {
   const server_config cfg = load_config_file(RINGRPC_EXAMPLE_CONFIG);
   EXPECT_EQ(cfg.server.host, "127.0.0.1");
-  EXPECT_EQ(cfg.server.port, 7000);
+  EXPECT_EQ(cfg.server.port, 7001);
   EXPECT_EQ(cfg.server.backlog, 1024);
   EXPECT_EQ(cfg.server.handler_queue_size, 1024u);
   EXPECT_EQ(cfg.server.max_frame_bytes, 16u << 20);
@@ -430,14 +441,14 @@ TEST(Config, ExampleFileLoads) {
   EXPECT_EQ(cfg.pools.at("background").queue, 0);
 
   ASSERT_EQ(cfg.endpoints.size(), 2u);
-  EXPECT_EQ(cfg.endpoints.at("report").policy, dispatch_policy::message);
-  EXPECT_EQ(cfg.endpoints.at("report").pool, "background");
-  const endpoint_options& ledger = cfg.endpoints.at("ledger");
-  EXPECT_EQ(ledger.concurrency, endpoint_concurrency::serial);
-  EXPECT_EQ(ledger.inbox_capacity, 1024u);
-  ASSERT_TRUE(ledger.own_pool.has_value());
-  EXPECT_EQ(ledger.own_pool->threads, 2u);
-  EXPECT_EQ(ledger.own_pool->queue, 256);
+  EXPECT_EQ(cfg.endpoints.at("burn").policy, dispatch_policy::message);
+  EXPECT_EQ(cfg.endpoints.at("burn").pool, "background");
+  const endpoint_options& sleep = cfg.endpoints.at("sleep");
+  EXPECT_EQ(sleep.concurrency, endpoint_concurrency::serial);
+  EXPECT_EQ(sleep.inbox_capacity, 1024u);
+  ASSERT_TRUE(sleep.own_pool.has_value());
+  EXPECT_EQ(sleep.own_pool->threads, 2u);
+  EXPECT_EQ(sleep.own_pool->queue, 256);
 
   EXPECT_EQ(cfg.events.capacity_of("log"), 2048u);
   EXPECT_EQ(cfg.events.capacity_of("anything_else"), 10'000u);
@@ -452,7 +463,7 @@ TEST(Config, ExampleFileHasEveryKey) {
   const auto j = nlohmann::json::parse(describe(cfg, config_text_format::json));
   std::ifstream in(RINGRPC_EXAMPLE_CONFIG);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* section : {"server", "events", "admin", "logging"}) {
+  for (const char* section : {"server", "events", "admin", "logging", "auth"}) {
     for (const auto& [key, value] : j.at(section).items()) {
       if (value.is_object()) continue;
       EXPECT_THAT(text, HasSubstr("\n" + key + " = ")) << section << "." << key;
@@ -461,8 +472,15 @@ TEST(Config, ExampleFileHasEveryKey) {
   for (const auto& [key, value] : j.at("pools").at("background").items()) {
     EXPECT_THAT(text, HasSubstr("\n" + key + " = ")) << "pools." << key;
   }
-  for (const auto& [key, value] : j.at("endpoints").at("report").items()) {
+  for (const auto& [key, value] : j.at("endpoints").at("burn").items()) {
     EXPECT_THAT(text, HasSubstr("\n" + key + " = ")) << "endpoints." << key;
+  }
+  // [tls] and [discovery] need files or an etcd of the reader's: shown commented out.
+  for (const char* section : {"tls", "discovery"}) {
+    EXPECT_THAT(text, HasSubstr(std::string("\n# [") + section + "]\n")) << section;
+    for (const auto& [key, value] : j.at(section).items()) {
+      EXPECT_THAT(text, HasSubstr("\n# " + key + " = ")) << section << "." << key;
+    }
   }
 }
 
@@ -483,9 +501,14 @@ TEST(Config, EveryKeyIsDocumented) {
       EXPECT_THAT(text, HasSubstr("| `" + key + "` |")) << where << "." << key;
     }
   };
-  for (const char* s : {"server", "events", "admin", "logging", "auth"}) check_section(j.at(s), s);
+  for (const char* s : {"server", "events", "admin", "logging", "auth", "tls", "discovery"}) check_section(j.at(s), s);
+  // Every section describe() writes is among those checked here.
+  for (const auto& [section, value] : j.items()) {
+    EXPECT_TRUE(section == "pools" || section == "endpoints" || doc.find("## `[" + section + "]`") != std::string::npos)
+        << "docs/configuration.md has no section for [" << section << "]";
+  }
   check_section(j.at("pools").at("background"), "pools.NAME");
-  check_section(j.at("endpoints").at("ledger"), "endpoints.NAME");
+  check_section(j.at("endpoints").at("sleep"), "endpoints.NAME");
 }
 
 // --- command-line overrides ---------------------------------------------------------------------
@@ -517,7 +540,7 @@ TEST(ConfigOverrides, FlagsOverrideTheFile) {
   EXPECT_EQ(cfg.pools.at("extra").kind, pool_kind::eager);
   EXPECT_EQ(cfg.endpoints.at("a.b").pool, "extra");
   EXPECT_EQ(cfg.events.capacity_of("log"), 64u);
-  EXPECT_EQ(cfg.server.port, 7000);  // from the file
+  EXPECT_EQ(cfg.server.port, 7001);  // from the file
 }
 
 TEST(ConfigOverrides, LaterOverridesWin) {
@@ -576,9 +599,9 @@ TEST(ConfigDescribe, TomlRoundTrips) {
   EXPECT_EQ(describe(back), text);
   EXPECT_EQ(back.logging.file, cfg.logging.file);
   EXPECT_EQ(back.endpoints.at("odd name.x").policy, dispatch_policy::direct);
-  EXPECT_EQ(back.endpoints.at("ledger").own_pool->threads, 2u);
-  EXPECT_THAT(text, HasSubstr("[server]\nhost = \"127.0.0.1\"\nport = 7000\n"));
-  EXPECT_THAT(text, HasSubstr("[endpoints.ledger.own_pool]\nkind = \"fixed\""));
+  EXPECT_EQ(back.endpoints.at("sleep").own_pool->threads, 2u);
+  EXPECT_THAT(text, HasSubstr("[server]\nhost = \"127.0.0.1\"\nport = 7001\n"));
+  EXPECT_THAT(text, HasSubstr("[endpoints.sleep.own_pool]\nkind = \"fixed\""));
 }
 
 TEST(ConfigDescribe, DefaultsRoundTrip) {
@@ -589,10 +612,10 @@ TEST(ConfigDescribe, DefaultsRoundTrip) {
 TEST(ConfigDescribe, Json) {
   const server_config cfg = load_config_file(RINGRPC_EXAMPLE_CONFIG);
   const auto j = nlohmann::json::parse(describe(cfg, config_text_format::json));
-  EXPECT_EQ(j["server"]["port"], 7000);
+  EXPECT_EQ(j["server"]["port"], 7001);
   EXPECT_EQ(j["server"]["idle_timeout_ms"], 300000);
   EXPECT_EQ(j["pools"]["background"]["kind"], "cached");
-  EXPECT_EQ(j["endpoints"]["ledger"]["own_pool"]["threads"], 2);
+  EXPECT_EQ(j["endpoints"]["sleep"]["own_pool"]["threads"], 2);
   EXPECT_EQ(j["events"]["queues"]["log"], 2048);
   EXPECT_EQ(j["admin"]["enabled"], true);
   EXPECT_EQ(j["logging"]["level"], "info");

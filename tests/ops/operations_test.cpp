@@ -36,12 +36,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::bytes_of;
-
-call_options within(std::chrono::microseconds t) {
-  call_options o;
-  o.timeout = t;
-  return o;
-}
+using test::within;
 
 /// GET over a fresh loopback connection; returns (status, body), status 0 when no whole
 /// response head arrived (connection failed, closed early, or the 5 s receive timeout).

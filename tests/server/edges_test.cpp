@@ -161,12 +161,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::bytes_of;
-
-call_options within(std::chrono::microseconds t) {
-  call_options o;
-  o.timeout = t;
-  return o;
-}
+using test::within;
 
 // stop() from a handler used to wait for that very handler forever. Now it stops on a thread
 // of its own: the handler's own call is answered, and stop() elsewhere waits for the end.

@@ -29,24 +29,8 @@ namespace {
 using namespace std::chrono_literals;
 using test::bytes_of;
 using test::raw_socket;
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool sanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
-#else
-constexpr bool sanitized = false;
-#endif
-
-call_options within(std::chrono::microseconds t) {
-  call_options o;
-  o.timeout = t;
-  return o;
-}
+using test::sanitized;
+using test::within;
 
 std::size_t rss_bytes() {
   std::ifstream statm("/proc/self/statm");

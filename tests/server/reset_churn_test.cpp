@@ -24,19 +24,12 @@
 #include <vector>
 
 #include "ringrpc/server.hpp"
+#include "test_support.hpp"
 
 namespace ringrpc {
 namespace {
 
 using namespace std::chrono_literals;
-
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define RINGRPC_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define RINGRPC_TEST_SANITIZED 1
-#endif
-#endif
 
 #if defined(RINGRPC_TEST_SANITIZED)
 constexpr int cycles = 2'000;  // sanitizers are 5-10x slower; the loss rate is per cycle

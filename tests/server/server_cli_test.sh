@@ -15,11 +15,9 @@ pid=
 load_pid=
 failures=0
 
-# True while process $1 runs (`kill -0` alone also succeeds for an unreaped zombie).
-running() {
-  state=$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)
-  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
-}
+# running, wait_listening, wait_for
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../../scripts/lib.sh"
 
 cleanup() {
   # Only the processes this script started, by their PIDs.
@@ -90,38 +88,6 @@ else
 fi
 
 # --- a running server ---------------------------------------------------------------------------
-# wait_listening NAME: the port from $work/NAME.out into $port, or exit (77 without io_uring).
-wait_listening() {
-  port=
-  i=0
-  while [ $i -lt 100 ]; do
-    port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/$1.out")
-    [ -n "$port" ] && return 0
-    if ! running "$pid"; then
-      wait "$pid"
-      echo "ringrpc-server exited with status $? before listening:" >&2
-      cat "$work/$1.err" >&2
-      if grep -qi 'io_uring' "$work/$1.err"; then exit 77; fi
-      exit 1
-    fi
-    sleep 0.1
-    i=$((i + 1))
-  done
-  echo "ringrpc-server printed no 'listening on HOST:PORT' line within 10 s" >&2
-  exit 1
-}
-
-# wait_for FILE PATTERN: up to 5 s for PATTERN (grep -E) to appear in FILE.
-wait_for() {
-  i=0
-  while [ $i -lt 50 ]; do
-    grep -Eq -- "$2" "$1" && return 0
-    sleep 0.1
-    i=$((i + 1))
-  done
-  return 1
-}
-
 echo_calls() {
   timeout 30 "$load" -c 1 -n 20 --warmup 0s "ringrpc://127.0.0.1:$port/echo" >"$work/$1.out" 2>"$work/$1.err"
 }
@@ -130,7 +96,8 @@ printf '[logging]\nlevel = "warn"\n' >"$work/ringrpc.toml"
 "$server" --config "$work/ringrpc.toml" --port 0 --readers 1 --handlers 2 --drain-timeout-ms 60000 \
   >"$work/a.out" 2>"$work/a.err" &
 pid=$!
-wait_listening a
+wait_listening "$pid" "$work/a.out" "$work/a.err" || exit $?
+port=$listen_port
 
 # SIGHUP: the log level comes from the file again; the server keeps serving.
 printf '[logging]\nlevel = "info"\n' >"$work/ringrpc.toml"
@@ -197,7 +164,8 @@ mkfifo "$work/stderr.fifo" || exit 1
 "$server" --port 0 --readers 1 --handlers 2 --slow-call-us 1000 >"$work/b.out" 2>"$work/stderr.fifo" &
 pid=$!
 exec 5<"$work/stderr.fifo"  # the reader: lets the server's open of its stderr complete
-wait_listening b
+wait_listening "$pid" "$work/b.out" || exit $?  # not its stderr: the fifo would block
+port=$listen_port
 exec 5<&-                   # ... and goes away without reading
 printf '20000' >"$work/short_sleep.payload"  # 20 ms: over the 1 ms slow-call threshold, a warning
 timeout 30 "$load" -c 1 -n 3 --warmup 0s --payload-file "$work/short_sleep.payload" \
@@ -224,7 +192,7 @@ fi
 if [ -e /proc/net/if_inet6 ]; then
   "$server" --host ::1 --port 0 >"$work/v6.out" 2>"$work/v6.err" </dev/null &
   pid=$!
-  wait_listening v6
+  wait_listening "$pid" "$work/v6.out" "$work/v6.err" || exit $?
   if grep -Eq '^listening on \[::1\]:[0-9]+$' "$work/v6.out"; then
     ok "IPv6 start-up line: $(cat "$work/v6.out")"
   else

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc-call against gen_test_server (gen_test.fbs's services): list, describe, call, with the
 # schema from reflection and from --schema, and every documented exit status (docs/services.md):
 # 0 ok, 1 server error status, 2 usage/schema/JSON, 3 connection/timeout; a server's control
@@ -20,30 +20,6 @@ stock_server=${5:?}
 . "$(dirname "$0")/../lib.sh"
 load_timeout=60  # some runs here take longer
 test_init call_cli
-
-# start_server NAME [ARGS]: starts gen_test_server and sets $sport to its port.
-start_server() {
-  var=$1
-  shift
-  out="$work/server.$var.out"
-  "$server" "$@" >"$out" 2>"$work/server.$var.err" &
-  spid=$!
-  pids="$pids $spid"
-  sport=
-  i=0
-  while [ $i -lt 100 ] && [ -z "$sport" ]; do
-    sport=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$out")
-    if [ -z "$sport" ] && ! kill -0 "$spid" 2>/dev/null; then
-      cat "$work/server.$var.err" >&2
-      if grep -qi 'io_uring' "$work/server.$var.err"; then exit 77; fi
-      echo "gen_test_server $* exited before listening" >&2
-      exit 1
-    fi
-    [ -n "$sport" ] || sleep 0.1
-    i=$((i + 1))
-  done
-  [ -n "$sport" ] || { echo "gen_test_server printed no port" >&2; exit 1; }
-}
 
 # run NAME ARGS...: ringrpc-call (bounded) with stdout/stderr in $work/NAME.{out,err}, status in $rc.
 run() {
@@ -99,7 +75,8 @@ expect locallist 0 out '^TestService\.Echo +ringrpc\.test\.EchoRequest -> ringrp
 expect localdescribe 0 out '^struct ringrpc\.test\.Point \{$' 127.0.0.1:1 describe TestService.Echo --schema "$schema"
 
 # --- against a server with reflection --------------------------------------------------------
-start_server reflecting
+start_server "$work/server.reflecting" "$server" || exit $?
+sport=$listen_port
 addr=127.0.0.1:$sport
 echo "gen_test_server listening on port $sport"
 
@@ -168,7 +145,8 @@ expect timeout 3 err 'TestService\.Sleep timed out after 200 ms' "$addr" call Te
 expect schemacall 0 out '"calls": 1' "$addr" call TestService.Echo --schema "$schema" -d '{"text": "x"}'
 
 # --- a server without reflection -------------------------------------------------------------
-start_server bare --no-reflection
+start_server "$work/server.bare" "$server" --no-reflection || exit $?
+sport=$listen_port
 bare=$sport
 expect noreflection 2 err 'the server has no reflection endpoint .*; give the schema with --schema FILE' \
   127.0.0.1:"$bare" list
@@ -176,18 +154,10 @@ expect noreflectioncall 2 err 'no reflection endpoint' 127.0.0.1:"$bare" call Te
 expect bareschema 0 out '"text": "x"' 127.0.0.1:"$bare" call TestService.Echo --compact --schema "$schema" -d '{"text": "x"}'
 
 # --- ringrpc-server: untyped methods, listed with their doc strings and described -------------
-sout="$work/stock.out"
-"$stock_server" --port 0 >"$sout" 2>"$work/stock.err" &
-pids="$pids $!"
 stock=
-i=0
-while [ $i -lt 100 ] && [ -z "$stock" ]; do
-  stock=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$sout" | head -n 1)
-  [ -n "$stock" ] || sleep 0.1
-  i=$((i + 1))
-done
+if start_server "$work/stock" "$stock_server" --port 0; then stock=$listen_port; fi
 if [ -z "$stock" ]; then
-  fail "ringrpc-server printed no port"; cat "$sout" "$work/stock.err" >&2
+  fail "ringrpc-server did not start"
 else
   expect stocklist 0 out '^echo +bytes -> bytes  // replies with the payload$' 127.0.0.1:"$stock" list
   for n in $(cut -d' ' -f1 "$work/stocklist.out"); do

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # The Greeter example of docs/services.md: its server, then its client, a good call and one the
 # server refuses. Exit 77 (skipped) when the server cannot start because io_uring is unavailable.
 # Usage: gen_example_test.sh PATH/TO/greeter_server PATH/TO/greeter_client
@@ -16,24 +16,13 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# start_server; its track_pid hook keeps the one server in $pid for cleanup
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../../scripts/lib.sh"
+track_pid() { pid=$1; }
 
-"$server" 0 >"$work/server.out" 2>"$work/server.err" &
-pid=$!
-port=
-i=0
-while [ $i -lt 100 ] && [ -z "$port" ]; do
-  port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/server.out")
-  if [ -z "$port" ] && ! kill -0 "$pid" 2>/dev/null; then
-    wait "$pid"
-    pid=
-    cat "$work/server.err" >&2
-    if grep -qi 'io_uring' "$work/server.err"; then exit 77; fi
-    exit 1
-  fi
-  [ -n "$port" ] || sleep 0.1
-  i=$((i + 1))
-done
-[ -n "$port" ] || { echo "greeter_server did not print its port" >&2; exit 1; }
+start_server "$work/server" "$server" 0 || exit $?
+port=$listen_port
 
 out=$(timeout 10 "$client" "$port" world)
 [ "$out" = "hello, world" ] || { echo "FAIL: greeter_client printed '$out'" >&2; exit 1; }

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc as an installed library: `meson install --destdir` (or, with --root, a tree unpacked
 # from the Debian packages by scripts/package_deb), then programs outside the source tree built
 # with `pkg-config --cflags --libs` only, shared and static (one of them calls every declaration
@@ -27,6 +27,10 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# start_server, wait_listening; the track_pid hook keeps the one server in $pid for cleanup
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../../scripts/lib.sh"
+track_pid() { pid=$1; }
 
 if [ -z "$root" ]; then
   root=$work/root
@@ -130,23 +134,8 @@ grep -q 'Run-time dependency ringrpc found: YES' "$work/setup.log" || fail "ring
 ninja -C "$work/proj-build" -j2 >"$work/ninja.log" 2>&1 || { cat "$work/ninja.log" >&2; fail "building the user project"; }
 cp "$work/proj-build/greeter_server" "$work/proj-build/greeter_client" "$work/proj-build/hello" "$work/"
 run hello
-: >"$work/server.out"  # before the server starts: the loop below reads it at once
-"$work/greeter_server" 0 >"$work/server.out" 2>"$work/server.err" &
-pid=$!
-port=
-i=0
-while [ $i -lt 100 ] && [ -z "$port" ]; do
-  port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/server.out")
-  if [ -z "$port" ] && ! kill -0 "$pid" 2>/dev/null; then
-    pid=
-    grep -qi io_uring "$work/server.err" && exit 77
-    cat "$work/server.err" >&2
-    fail "greeter_server did not start"
-  fi
-  [ -n "$port" ] || sleep 0.1
-  i=$((i + 1))
-done
-[ -n "$port" ] || fail "greeter_server printed no port"
+start_server "$work/server" "$work/greeter_server" 0 || { [ $? -eq 77 ] && exit 77; fail "greeter_server did not start"; }
+port=$listen_port
 out=$(timeout 10 "$work/greeter_client" "$port" installed) || fail "greeter_client"
 echo "greeter_client: $out"
 echo "$out" | grep -q 'hello, installed' || fail "unexpected greeting"

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc as a meson subproject, the way docs/services.md tells a user to add it: a tarball of
 # this source tree behind subprojects/ringrpc.wrap ([wrap-file]; the tarball sits in
 # subprojects/packagecache/, where meson looks before it downloads, so no network is used). The
@@ -17,6 +17,10 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# start_server, wait_listening; the track_pid hook keeps the one server in $pid for cleanup
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../../scripts/lib.sh"
+track_pid() { pid=$1; }
 
 version=$(sed -n "s/^ *version : '\([^']*\)'.*/\1/p" "$top/meson.build" | head -n1)
 proj=$work/parent
@@ -64,17 +68,8 @@ run() {
 run hello
 run hello_ops
 run server_api
-: >"$work/server.out"  # before the server starts: the loop below reads it at once
-"$work/build/greeter_server" 0 >"$work/server.out" 2>"$work/server.err" &
-pid=$!
-port=
-i=0
-while [ $i -lt 100 ] && [ -z "$port" ]; do
-  port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/server.out")
-  [ -n "$port" ] || sleep 0.1
-  i=$((i + 1))
-done
-[ -n "$port" ] || { cat "$work/server.err" >&2; fail "greeter_server did not start"; }
+start_server "$work/server" "$work/build/greeter_server" 0 || fail "greeter_server did not start"
+port=$listen_port
 out=$(timeout 10 "$work/build/greeter_client" "$port" subproject) || fail "greeter_client"
 echo "$out" | grep -q 'hello, subproject' || fail "unexpected greeting '$out'"
 echo "PASS"

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # ringrpc-call's --token / RINGRPC_TOKEN and -H against a ringrpc-server that checks bearer tokens
 # (--tokens-file): refused without a token (exit 1, "unauthenticated"), served with one, the
 # token never printed, bad metadata refused before connecting (exit 2).
@@ -24,25 +24,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+# start_server; its track_pid hook keeps the one server in $pid for cleanup
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../../scripts/lib.sh"
+track_pid() { pid=$1; }
 
 secret=tok-Zm9vYmFyYmF6LTEyMzQ1
 printf 'ops %s\nreader tok-reader-1 sleep\n' "$secret" >"$work/tokens"
-"$server" --port 0 --readers 1 --handlers 1 --tokens-file "$work/tokens" >"$work/out" 2>"$work/err" &
-pid=$!
-port=
-i=0
-while [ $i -lt 100 ] && [ -z "$port" ]; do
-  port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/out")
-  if [ -z "$port" ] && ! kill -0 "$pid" 2>/dev/null; then
-    cat "$work/err" >&2
-    pid=
-    if grep -qi 'io_uring' "$work/err"; then exit 77; fi
-    exit 1
-  fi
-  [ -n "$port" ] || sleep 0.1
-  i=$((i + 1))
-done
-[ -n "$port" ] || { echo "ringrpc-server printed no port" >&2; exit 1; }
+start_server "$work/server" "$server" --port 0 --readers 1 --handlers 1 --tokens-file "$work/tokens" || exit $?
+port=$listen_port
 
 # expect NAME STATUS PATTERN [ENV=VALUE] -- ARGS...: ringrpc-call exits STATUS, PATTERN in its output.
 expect() {
@@ -81,6 +71,6 @@ expect bad_key 2 '-H needs KEY=VALUE with a lowercase KEY' -- "$addr" call echo 
 expect bad_token 2 'holds characters a bearer token cannot have' -- "$addr" call echo -d hi --token 'a b'
 expect over_cap 1 'bad_request: metadata: 33 entries' "RINGRPC_TOKEN=$secret" -- "$addr" call echo -d hi \
   $(i=0; while [ $i -lt 32 ]; do printf -- '-H k%d=v ' $i; i=$((i + 1)); done)
-if grep -q -- "$secret" "$work/err" "$work/out"; then fail "the token appears in ringrpc-server's output"; fi
+if grep -q -- "$secret" "$work/server.err" "$work/server.out"; then fail "the token appears in ringrpc-server's output"; fi
 [ $failures -eq 0 ] || exit 1
 echo "call_token: all checks passed"

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Runs tests/wire/protocol_client.py (an independent Python client written from docs/protocol.md)
 # against a fresh ringrpc-server, then against one that checks bearer tokens (--tokens-file);
 # each time it stops the server with SIGTERM and checks it exits 0.
@@ -28,41 +28,19 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
+# start_server; its track_pid hook keeps the one server in $pid for cleanup
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../../scripts/lib.sh"
+track_pid() { pid=$1; }
 
 # run_round CLIENT_ARGS SERVER_ARGS...: one server, the client against it, then a clean stop.
 run_round() {
   client_args=$1
   shift
-  # A fresh file each round: the shell truncates it in the child, after fork, so reading a
-  # reused file could find the previous round's port.
-  rm -f "$work/stdout" "$work/stderr"
-  : >"$work/stdout"
-  "$server" --port 0 --readers 1 --handlers 1 "$@" >>"$work/stdout" 2>"$work/stderr" &
-  pid=$!
-
-  # Wait (at most 10 s) for "listening on HOST:PORT".
-  port=
-  i=0
-  while [ $i -lt 100 ]; do
-    port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/stdout")
-    [ -n "$port" ] && break
-    if ! alive; then
-      wait "$pid"
-      rc=$?
-      pid=
-      echo "ringrpc-server exited with status $rc before listening:" >&2
-      cat "$work/stderr" >&2
-      if grep -qi 'io_uring' "$work/stderr"; then exit 77; fi
-      exit 1
-    fi
-    sleep 0.1
-    i=$((i + 1))
-  done
-  if [ -z "$port" ]; then
-    echo "ringrpc-server printed no 'listening on HOST:PORT' line within 10 s" >&2
-    cat "$work/stdout" "$work/stderr" >&2
-    exit 1
-  fi
+  # A fresh file each round: reading a reused file could find the previous round's port.
+  rm -f "$work/server.out" "$work/server.err"
+  start_server "$work/server" "$server" --port 0 --readers 1 --handlers 1 "$@" || exit $?
+  port=$listen_port
   echo "ringrpc-server (pid $pid) listening on port $port"
 
   timeout 90 python3 "$client" --port "$port" $client_args
@@ -80,13 +58,13 @@ run_round() {
   done
   if alive; then
     echo "ringrpc-server did not exit within 15 s of SIGTERM; killing it" >&2
-    cat "$work/stderr" >&2
+    cat "$work/server.err" >&2
     exit 1
   fi
   wait "$pid"
   server_rc=$?
   pid=
-  cat "$work/stderr"
+  cat "$work/server.err"
   if [ $server_rc -ne 0 ]; then
     echo "ringrpc-server exited with status $server_rc after SIGTERM (expected 0)" >&2
     exit 1
