@@ -104,6 +104,9 @@ struct channel_call_options {
   /// The call may run twice without harm: it may then be retried on another member when its
   /// connection fails with the call in flight.
   bool idempotent = false;
+  /// Per-call metadata, sent with every attempt as call_options::metadata is (after the
+  /// member connection's own client_options::metadata), e.g. a per-call traceparent.
+  std::vector<metadata_entry> metadata;
 };
 
 /// Counters of a channel (monotonic unless said otherwise).

@@ -33,6 +33,7 @@ struct channel_core::call_state {
     last = nullptr;
     attempts = 0;
     caller_payload = {};
+    if (!options.metadata.empty()) std::vector<metadata_entry>().swap(options.metadata);
     payload.clear();
     // A pooled state must not keep a big call's memory.
     if (payload.capacity() > 4096) std::vector<std::byte>().swap(payload);
@@ -116,7 +117,7 @@ void channel_core::call_async(std::string_view method, std::span<const std::byte
     throw;
   }
   st->done = std::move(done);
-  st->options = options;
+  st->options = std::move(options);
   attempt(st, payload);
 }
 
@@ -150,6 +151,7 @@ void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
   st->caller_payload = payload;
   call_options co;
   co.timeout = st->options.timeout;
+  co.metadata = st->options.metadata;  // copied per attempt (a retry sends it again); empty: free
   conn.conn.call_async(
       st->method, payload,
       [this, st](const call_outcome& o) {
@@ -171,7 +173,10 @@ void channel_core::on_outcome(call_state* st, member_conn& m, const call_outcome
     finish(st, o);
     return;
   }
-  const bool conn_failed = o.error == call_error::connection_closed || o.error == call_error::protocol_error;
+  // A protocol_error with the connection still up (response metadata over the client's caps)
+  // is that call's alone: the member is not failed for it.
+  const bool conn_failed = o.error == call_error::connection_closed ||
+                           (o.error == call_error::protocol_error && !m.conn.connected());
   if (conn_failed) report_failed(m);
   const bool refused_unsent = !sent || o.error == call_error::client_busy || not_run_by_server(o);
   const bool retriable = refused_unsent || (conn_failed && st->options.idempotent);
