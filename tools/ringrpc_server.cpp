@@ -69,6 +69,8 @@ constexpr builtin_method builtin_methods[] = {
     {"echo", "replies with the payload"},
     {"sleep", "payload: ASCII decimal microseconds; sleeps, then replies with the payload"},
     {"burn", "payload: ASCII decimal microseconds; spins the CPU, then replies with the payload"},
+    {"mirror", "replies with the payload; request metadata comes back as response headers, trailer 'pairs'"},
+    {"fail", "payload: status number [space details]; answers that error status with those details"},
 };
 
 /// The "reflection" endpoint of the stock server: reflection.list answers what add_reflection's
