@@ -157,6 +157,13 @@ class channel {
                 options);
   }
 
+  /// One-way message (client::send_one_way with call_options) to one member, picked as a
+  /// call's first attempt; `options.metadata` and `timeout` go with it, `idempotent` is moot:
+  /// a one-way message is never retried. False, and nothing sent, when the channel is closed,
+  /// no member is up, or that member's connection refused it (its pending limits).
+  bool send_one_way(std::string_view method, std::span<const std::byte> payload,
+                    const channel_call_options& options = {});
+
   /// Blocks until `n` members are up or `timeout` passes; true if they are.
   bool wait_for_members(std::size_t n, std::chrono::milliseconds timeout) const;
   std::vector<channel_member_state> members() const;

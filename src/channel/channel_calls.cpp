@@ -121,6 +121,25 @@ void channel_core::call_async(std::string_view method, std::span<const std::byte
   attempt(st, payload);
 }
 
+// --- one-way messages through the channel
+bool channel_core::send_one_way(std::string_view method, std::span<const std::byte> payload,
+                                const channel_call_options& options) {
+  if (_closed.load(std::memory_order_acquire)) return false;
+  std::shared_ptr<member_conn> m;
+  {
+    const auto snap = _snap.read();
+    m = pick(*snap, nullptr);
+  }
+  if (!m) {
+    _no_member.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  call_options co;
+  co.timeout = options.timeout;
+  co.metadata = options.metadata;
+  return m->conn.send_one_way(method, payload, co);
+}
+
 void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
   ++st->attempts;
   if (_closed.load(std::memory_order_acquire)) {

@@ -276,6 +276,30 @@ TEST(response_metadata, channel_call_options_metadata_reaches_the_server_and_hea
   EXPECT_EQ(*r.find_trailer("count"), "1");
 }
 
+TEST(response_metadata, a_channel_sends_one_way_messages_with_metadata) {
+  std::promise<std::string> got;
+  std::atomic<bool> once{false};
+  server_options so;
+  so.readers = 1;
+  so.handlers = 1;
+  server srv(so);
+  srv.add_method("note", [&](call_context& c) {
+    if (once.exchange(true)) return;
+    got.set_value(std::string(c.metadata().find("traceparent").value_or("none")) + "|" + std::string(text(c.payload())));
+  });
+  srv.start();
+  channel ch = channel::create("127.0.0.1:" + std::to_string(srv.port()));
+  ASSERT_TRUE(ch.wait_for_members(1, 10s));
+  channel_call_options o;
+  o.metadata = {{"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}};
+  ASSERT_TRUE(ch.send_one_way("note", bytes_of("one-way"), o));
+  auto f = got.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), o.metadata[0].value + "|one-way");
+  ch.close();
+  EXPECT_FALSE(ch.send_one_way("note", bytes_of("x"))) << "a closed channel refuses";
+}
+
 // --- a hostile server: a plain listening socket that answers with what it likes
 
 class fake_server {
