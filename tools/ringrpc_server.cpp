@@ -31,6 +31,7 @@
 #include "log/event_log.hpp"
 #include "log/log.hpp"
 #include "ops/config_ineffective.hpp"
+#include "server/builtin_methods.hpp"
 #include "ringrpc/config.hpp"
 #include "ringrpc/endpoint.hpp"
 #include "ringrpc/event_bus.hpp"
@@ -444,6 +445,7 @@ int main(int argc, char** argv) {
     srv = ringrpc::make_server(cfg);  // configures the log (a log file that cannot be opened fails here)
     ringrpc::log::configure(cfg.logging, [held](std::string_view line) { held->add(line); });
     ringrpc::add_builtin_methods(*srv);
+    ringrpc::detail::add_response_metadata_methods(*srv);
     srv->register_endpoint(ringrpc::reflection_endpoint_name, std::make_shared<builtin_reflection>());
     if (!cfg.discovery.etcd.empty()) {
 #ifdef RINGRPC_HAVE_DISCOVERY

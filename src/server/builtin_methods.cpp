@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "ringrpc/server.hpp"
+#include "server/builtin_methods.hpp"
 
 namespace ringrpc {
 
@@ -68,6 +69,21 @@ void add_builtin_methods(server& s) {
     }
     ctx.reply(ctx.payload());
   });
+  s.add_method("burn", [](call_context& ctx) {
+    const auto us = parse_micros(ctx);
+    if (!us) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(*us);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    ctx.reply(ctx.payload());
+  });
+}
+
+}  // namespace ringrpc
+
+namespace ringrpc::detail {
+
+void add_response_metadata_methods(server& s) {
   s.add_method("mirror", [](call_context& ctx) {
     mirror_metadata(ctx);
     ctx.reply(ctx.payload());
@@ -88,14 +104,6 @@ void add_builtin_methods(server& s) {
     const auto details = end == last ? std::span<const std::byte>() : payload.subspan(static_cast<std::size_t>(end + 1 - first));
     ctx.fail(static_cast<status>(code), "failed as asked", details);
   });
-  s.add_method("burn", [](call_context& ctx) {
-    const auto us = parse_micros(ctx);
-    if (!us) return;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(*us);
-    while (std::chrono::steady_clock::now() < until) {
-    }
-    ctx.reply(ctx.payload());
-  });
 }
 
-}  // namespace ringrpc
+}  // namespace ringrpc::detail

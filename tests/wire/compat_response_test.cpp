@@ -15,6 +15,7 @@
 #include "frame_v2_generated.h"
 #include "ringrpc/client.hpp"
 #include "ringrpc/server.hpp"
+#include "server/builtin_methods.hpp"
 #include "test_support.hpp"
 #include "wire/frame_codec.hpp"
 
@@ -191,6 +192,7 @@ TEST(compat_response, the_documented_answers_are_what_the_server_sends) {
   o.handlers = 1;
   server srv(o);
   add_builtin_methods(srv);
+  detail::add_response_metadata_methods(srv);
   srv.start();
   test::raw_socket s(srv.port());
   auto read_one = [&]() -> std::vector<std::byte> {
