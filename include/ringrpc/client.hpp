@@ -129,7 +129,8 @@ struct client_options {
   /// Calls made while the handshake runs wait for it; a failed handshake fails them with
   /// connection_closed and the reason.
   std::shared_ptr<record_layer> tls;
-  // --- Caps on response metadata (call_outcome::headers / trailers), against a hostile or
+  // --- Caps on response metadata
+  /// Caps on response metadata (call_outcome::headers / trailers), against a hostile or
   /// broken server: headers and trailers of one answer together at most this many pairs and
   /// this many bytes of keys plus values, with well-formed keys unique within each list. An
   /// answer beyond them fails its call with call_error::protocol_error and a message naming
