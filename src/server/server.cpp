@@ -95,10 +95,10 @@ namespace {
 bool add_response_pair(detail::call& c, const detail::server_core* core, bool trailer,
                        std::string_view key, std::string_view value) {
   if (c.purpose != detail::call_purpose::request) return false;  // one-way: never answered
-  const server_options defaults;
-  const server_options& o = core != nullptr ? core->options() : defaults;
+  const std::uint32_t max_entries = core != nullptr ? core->options().max_metadata_entries : default_max_metadata_entries;
+  const std::uint32_t max_bytes = core != nullptr ? core->options().max_metadata_bytes : default_max_metadata_bytes;
   if (!c.response_md) c.response_md = std::make_unique<detail::response_metadata>();
-  return c.response_md->add(trailer, key, value, o.max_metadata_entries, o.max_metadata_bytes);
+  return c.response_md->add(trailer, key, value, max_entries, max_bytes);
 }
 
 std::string caller_address(const detail::call& c) {

@@ -32,6 +32,19 @@ std::span<const std::byte> span_of(const std::string& s) { return bytes_of(s); }
 
 std::string text(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
+// The threads that answer deferred replies: joined before their server is destroyed (a thread
+// still inside its answer must not outlive the server it answers through).
+std::mutex answering_mu;
+std::vector<std::thread> answering;
+void join_answering_threads() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(answering_mu);
+    threads.swap(answering);
+  }
+  for (auto& t : threads) t.join();
+}
+
 // A server whose methods exercise the new call_context API.
 std::unique_ptr<server> make_server(server_options o = {}) {
   o.readers = 1;
@@ -65,14 +78,15 @@ std::unique_ptr<server> make_server(server_options o = {}) {
     ASSERT_TRUE(c.add_header("before-defer", "1"));
     deferred_reply d = c.defer();
     EXPECT_FALSE(c.add_header("on-context-after-defer", "x"));
-    std::thread([d = std::move(d)]() mutable {
+    std::lock_guard lock(answering_mu);
+    answering.emplace_back([d = std::move(d)]() mutable {
       EXPECT_TRUE(d.add_header("from-thread", "2"));
       EXPECT_TRUE(d.add_trailer("done", "yes"));
       EXPECT_FALSE(d.peer_address().empty());
       const std::string details = "later-details";
       EXPECT_TRUE(d.fail(status::aborted, "conflict", span_of(details)));
       EXPECT_FALSE(d.add_header("after-answer", "x"));
-    }).detach();
+    });
   });
   s->add_method("peer", [](call_context& c) { c.reply(c.peer_address()); });
   s->start();
@@ -170,6 +184,7 @@ TEST(response_metadata, a_deferred_reply_carries_them_from_another_thread) {
   EXPECT_EQ(r.find_header("on-context-after-defer"), nullptr);
   EXPECT_EQ(*r.find_trailer("done"), "yes");
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(r.details.data()), r.details.size()), "later-details");
+  join_answering_threads();
 }
 
 TEST(response_metadata, the_server_refuses_bad_keys_repeats_pairs_past_its_caps_and_late_pairs) {
