@@ -306,18 +306,18 @@ bool client_loop::response_metadata_ok(const client_conn* c, const frame_view& v
           std::to_string(caps.max_entries) + ")";
     return false;
   }
-  std::size_t header_bytes = 0;
+  std::size_t counted_bytes = 0;
   for (const wire_metadata* list : {v.metadata, v.trailers}) {
     if (list == nullptr) continue;
     metadata_limits left = caps;
-    left.max_bytes = static_cast<std::uint32_t>(caps.max_bytes - header_bytes);
+    left.max_bytes = static_cast<std::uint32_t>(caps.max_bytes - counted_bytes);
     const metadata_check check = check_metadata(*list, left);
     if (!check.ok()) {
       why = std::string(list == v.metadata ? "response headers: " : "response trailers: ") +
             describe(check, *list, caps);
       return false;
     }
-    header_bytes += check.bytes;
+    counted_bytes += check.bytes;
   }
   return true;
 }
