@@ -31,6 +31,7 @@
 #include "log/event_log.hpp"
 #include "log/log.hpp"
 #include "ops/config_ineffective.hpp"
+#include "server/builtin_methods.hpp"
 #include "ringrpc/config.hpp"
 #include "ringrpc/endpoint.hpp"
 #include "ringrpc/event_bus.hpp"
@@ -69,6 +70,8 @@ constexpr builtin_method builtin_methods[] = {
     {"echo", "replies with the payload"},
     {"sleep", "payload: ASCII decimal microseconds; sleeps, then replies with the payload"},
     {"burn", "payload: ASCII decimal microseconds; spins the CPU, then replies with the payload"},
+    {"mirror", "replies with the payload; request metadata comes back as response headers, trailer 'pairs'"},
+    {"fail", "payload: status number [space details]; answers that error status with those details"},
 };
 
 /// The "reflection" endpoint of the stock server: reflection.list answers what add_reflection's
@@ -442,6 +445,7 @@ std::optional<std::string> start_server(const ringrpc::server_config& cfg, std::
     srv = ringrpc::make_server(cfg);  // configures the log (a log file that cannot be opened fails here)
     ringrpc::log::configure(cfg.logging, [held](std::string_view line) { held->add(line); });
     ringrpc::add_builtin_methods(*srv);
+    ringrpc::detail::add_response_metadata_methods(*srv);
     srv->register_endpoint(ringrpc::reflection_endpoint_name, std::make_shared<builtin_reflection>());
     if (!cfg.discovery.etcd.empty()) {
 #ifdef RINGRPC_HAVE_DISCOVERY

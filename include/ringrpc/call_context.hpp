@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include <optional>
@@ -71,6 +72,30 @@ class call_context {
   /// `shutting_down` for handles still unanswered when its drain timeout passes.
   deferred_reply defer();
 
+  // --- Response metadata, error details, the caller's address (docs/protocol.md 3.2, 3.3)
+  /// Adds a response header: a pair the caller receives with the answer, ok or not
+  /// (call_outcome::headers), e.g. a server-timing or a redirect hint. Keys follow the request
+  /// rules (ringrpc/metadata.hpp): a lowercase token, unique among the headers. Headers and
+  /// trailers together are capped as request metadata is (server_options::
+  /// max_metadata_entries / max_metadata_bytes), so a client with default caps accepts them.
+  /// False, and nothing added, for a malformed or repeated key, past the caps, on a one-way
+  /// call (never answered), and once the answer was given (reply()/fail() encode it at once:
+  /// add pairs first) or handed to defer() (add them on the deferred_reply). Nothing is
+  /// allocated for a call whose handler adds none.
+  bool add_header(std::string_view key, std::string_view value);
+  /// Adds a response trailer (call_outcome::trailers): as add_header, for what is known only
+  /// at the end (a checksum, a cost). Headers and trailers are separate lists: a key may be in
+  /// both. On the wire both travel in the one answer frame.
+  bool add_trailer(std::string_view key, std::string_view value);
+  /// fail() with structured error details: opaque bytes the caller receives in
+  /// call_outcome::details (e.g. a serialized google.rpc.Status or a FlatBuffer of the
+  /// service's own); copied here.
+  void fail(status code, std::string_view message, std::span<const std::byte> details);
+  /// The caller's address as "127.0.0.1:54321" or "[::1]:54321" ("unknown" when the socket
+  /// could not tell; empty for a local post that has no caller). Formatted on each call: read
+  /// it once.
+  std::string peer_address() const;
+
   call_context(detail::call& c, detail::server_core* core) noexcept : _call(c), _core(core) {}
 
  private:
@@ -105,6 +130,15 @@ class deferred_reply {
   std::chrono::nanoseconds remaining() const noexcept;
   /// True while the handle still owes an answer.
   explicit operator bool() const noexcept;
+
+  // --- Response metadata, error details, the caller's address (as on call_context)
+  /// As call_context::add_header; also false once this handle answered (or never held a call).
+  bool add_header(std::string_view key, std::string_view value);
+  bool add_trailer(std::string_view key, std::string_view value);
+  /// fail() with structured error details (call_context::fail with details).
+  bool fail(status code, std::string_view message, std::span<const std::byte> details);
+  /// As call_context::peer_address; empty once this handle answered.
+  std::string peer_address() const;
 
  private:
   friend class call_context;

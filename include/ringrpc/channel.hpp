@@ -104,6 +104,9 @@ struct channel_call_options {
   /// The call may run twice without harm: it may then be retried on another member when its
   /// connection fails with the call in flight.
   bool idempotent = false;
+  /// Per-call metadata, sent with every attempt as call_options::metadata is (after the
+  /// member connection's own client_options::metadata), e.g. a per-call traceparent.
+  std::vector<metadata_entry> metadata;
 };
 
 /// Counters of a channel (monotonic unless said otherwise).
@@ -153,6 +156,13 @@ class channel {
     return call(method, std::span(reinterpret_cast<const std::byte*>(payload.data()), payload.size()),
                 options);
   }
+
+  /// One-way message (client::send_one_way with call_options) to one member, picked as a
+  /// call's first attempt; `options.metadata` and `timeout` go with it, `idempotent` is moot:
+  /// a one-way message is never retried. False, and nothing sent, when the channel is closed,
+  /// no member is up, or that member's connection refused it (its pending limits).
+  bool send_one_way(std::string_view method, std::span<const std::byte> payload,
+                    const channel_call_options& options = {});
 
   /// Blocks until `n` members are up or `timeout` passes; true if they are.
   bool wait_for_members(std::size_t n, std::chrono::milliseconds timeout) const;

@@ -57,6 +57,12 @@ struct call_outcome {
   std::span<const std::byte> payload;  ///< reply payload when error == none
   std::uint32_t retry_after_ms = 0;    ///< hint sent with server_busy
   bool ok() const noexcept { return error == call_error::none; }
+  // --- Response metadata and error details (docs/protocol.md 3.2, 3.3): what the server's
+  // handler added (call_context::add_header / add_trailer / fail with details), checked
+  // against client_options::max_response_metadata_*; empty from a server that predates them.
+  metadata_view headers;                ///< response headers, with an ok answer or an error
+  metadata_view trailers;               ///< response trailers
+  std::span<const std::byte> details;   ///< structured error details (server_status only)
 };
 
 /// An owning copy of a call_outcome, as synchronous calls and futures return it.
@@ -71,6 +77,13 @@ struct call_result {
     return {reinterpret_cast<const char*>(payload.data()), payload.size()};
   }
   static call_result from(const call_outcome& o);
+  // --- Response metadata and error details, owned copies of call_outcome's
+  std::vector<metadata_entry> headers;
+  std::vector<metadata_entry> trailers;
+  std::vector<std::byte> details;
+  /// The value of header (trailer) `key`; nullptr when the answer has none.
+  const std::string* find_header(std::string_view key) const noexcept;
+  const std::string* find_trailer(std::string_view key) const noexcept;
 };
 
 using call_callback = std::function<void(const call_outcome&)>;
@@ -116,6 +129,15 @@ struct client_options {
   /// Calls made while the handshake runs wait for it; a failed handshake fails them with
   /// connection_closed and the reason.
   std::shared_ptr<record_layer> tls;
+  // --- Caps on response metadata
+  /// Caps on response metadata (call_outcome::headers / trailers), against a hostile or
+  /// broken server: headers and trailers of one answer together at most this many pairs and
+  /// this many bytes of keys plus values, with well-formed keys unique within each list. An
+  /// answer beyond them fails its call with call_error::protocol_error and a message naming
+  /// the cap; the connection and its other calls go on. Defaults: the server's own caps on
+  /// request metadata (and on what its handlers add), so ringrpc peers with defaults agree.
+  std::uint32_t max_response_metadata_entries = default_max_metadata_entries;
+  std::uint32_t max_response_metadata_bytes = default_max_metadata_bytes;
 };
 
 /// One I/O thread with its own ring. Shared by the clients created with it; lives as long as
@@ -170,6 +192,10 @@ class client {
   /// One-way message: queued for sending, never answered. False when it was refused (the
   /// client is closed, or the connection's pending limits were reached) and nothing was sent.
   bool send_one_way(std::string_view method, std::span<const std::byte> payload);
+  /// One-way message with per-call options: `options.metadata` is sent as a call's is (after
+  /// the connection's own); `options.timeout` is sent as the frame's budget, which the server
+  /// uses to drop the message if it is still queued when the budget has passed.
+  bool send_one_way(std::string_view method, std::span<const std::byte> payload, const call_options& options);
 
   /// Fails every pending call with client_closed and closes the socket. Idempotent; waits for
   /// the runtime to finish unless called from the runtime thread. Calls may come from many

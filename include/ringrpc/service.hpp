@@ -52,6 +52,9 @@ struct rpc_error {
   status code = status::internal;               ///< the server's status when kind is server_status
   std::string message;
   std::uint32_t retry_after_ms = 0;             ///< the server's hint with server_busy
+  /// Structured error details (call_outcome::details): a typed method may set them for its
+  /// caller, a typed call receives them. Opaque bytes, e.g. a serialized google.rpc.Status.
+  std::vector<std::byte> details;
 
   rpc_error() = default;
   /// An answer from a method: the caller gets `code` (ok becomes internal) and `message`.
@@ -190,7 +193,7 @@ class deferred_result {
   bool reply(const result<Reply>& r) {
     if (r.ok()) return _reply.reply(r.bytes());
     const rpc_error& e = r.error();
-    return _reply.fail(e.code == status::ok ? status::internal : e.code, e.message);
+    return _reply.fail(e.code == status::ok ? status::internal : e.code, e.message, e.details);
   }
   bool fail(status code, std::string_view message) { return _reply.fail(code, message); }
   /// The caller cancelled, its deadline passed or the server stopped: answering is pointless.
@@ -229,13 +232,21 @@ struct typed_method {
 
 template <class Reply>
 result<Reply> to_result(call_result&& r, const typed_method& m) {
-  if (!r.ok()) return rpc_error(r.error, r.code, std::move(r.message), r.retry_after_ms);
+  if (!r.ok()) {
+    rpc_error e(r.error, r.code, std::move(r.message), r.retry_after_ms);
+    e.details = std::move(r.details);
+    return e;
+  }
   return result<Reply>::verified(std::move(r.payload), m.full_name, m.reply_type);
 }
 
 template <class Reply>
 result<Reply> to_result(const call_outcome& o, const typed_method& m) {
-  if (!o.ok()) return rpc_error(o.error, o.code, std::string(o.message), o.retry_after_ms);
+  if (!o.ok()) {
+    rpc_error e(o.error, o.code, std::string(o.message), o.retry_after_ms);
+    e.details.assign(o.details.begin(), o.details.end());
+    return e;
+  }
   return result<Reply>::verified(std::vector<std::byte>(o.payload.begin(), o.payload.end()), m.full_name,
                                  m.reply_type);
 }
@@ -338,11 +349,11 @@ void serve(endpoint& ep, call_context& call, const typed_method& m, std::size_t 
       call.reply(r.bytes());
     } else {
       const auto& e = r.error();
-      call.fail(e.code == status::ok ? status::internal : e.code, e.message);
+      call.fail(e.code == status::ok ? status::internal : e.code, e.message, e.details);
     }
   } catch (const rpc_exception& e) {
     const auto& err = e.error();
-    call.fail(err.code == status::ok ? status::internal : err.code, err.message);
+    call.fail(err.code == status::ok ? status::internal : err.code, err.message, err.details);
   } catch (const std::exception& e) {
     // Reported before answering, so a caller that sees the answer can rely on the report.
     report_error(ep, std::string(m.full_name) + ": " + e.what());

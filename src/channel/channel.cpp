@@ -98,6 +98,11 @@ void channel::call_async(std::string_view method, std::span<const std::byte> pay
   _core->call_async(method, payload, std::move(done), options);
 }
 
+bool channel::send_one_way(std::string_view method, std::span<const std::byte> payload,
+                           const channel_call_options& options) {
+  return _core && _core->send_one_way(method, payload, options);
+}
+
 std::future<call_result> channel::call_future(std::string_view method, std::span<const std::byte> payload,
                                               channel_call_options options) {
   auto promise = std::make_shared<std::promise<call_result>>();

@@ -33,6 +33,7 @@ struct channel_core::call_state {
     last = nullptr;
     attempts = 0;
     caller_payload = {};
+    if (!options.metadata.empty()) std::vector<metadata_entry>().swap(options.metadata);
     payload.clear();
     // A pooled state must not keep a big call's memory.
     if (payload.capacity() > 4096) std::vector<std::byte>().swap(payload);
@@ -116,8 +117,27 @@ void channel_core::call_async(std::string_view method, std::span<const std::byte
     throw;
   }
   st->done = std::move(done);
-  st->options = options;
+  st->options = std::move(options);
   attempt(st, payload);
+}
+
+// --- one-way messages through the channel
+bool channel_core::send_one_way(std::string_view method, std::span<const std::byte> payload,
+                                const channel_call_options& options) {
+  if (_closed.load(std::memory_order_acquire)) return false;
+  std::shared_ptr<member_conn> m;
+  {
+    const auto snap = _snap.read();
+    m = pick(*snap, nullptr);
+  }
+  if (!m) {
+    _no_member.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  call_options co;
+  co.timeout = options.timeout;
+  co.metadata = options.metadata;
+  return m->conn.send_one_way(method, payload, co);
 }
 
 void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
@@ -150,6 +170,7 @@ void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
   st->caller_payload = payload;
   call_options co;
   co.timeout = st->options.timeout;
+  co.metadata = st->options.metadata;  // copied per attempt (a retry sends it again); empty: free
   conn.conn.call_async(
       st->method, payload,
       [this, st](const call_outcome& o) {
@@ -171,7 +192,10 @@ void channel_core::on_outcome(call_state* st, member_conn& m, const call_outcome
     finish(st, o);
     return;
   }
-  const bool conn_failed = o.error == call_error::connection_closed || o.error == call_error::protocol_error;
+  // A protocol_error with the connection still up (response metadata over the client's caps)
+  // is that call's alone: the member is not failed for it.
+  const bool conn_failed = o.error == call_error::connection_closed ||
+                           (o.error == call_error::protocol_error && !m.conn.connected());
   if (conn_failed) report_failed(m);
   const bool refused_unsent = !sent || o.error == call_error::client_busy || not_run_by_server(o);
   const bool retriable = refused_unsent || (conn_failed && st->options.idempotent);

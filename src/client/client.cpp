@@ -35,7 +35,32 @@ call_result call_result::from(const call_outcome& o) {
   r.message.assign(o.message);
   r.payload.assign(o.payload.begin(), o.payload.end());
   r.retry_after_ms = o.retry_after_ms;
+  // Response metadata and details: only answers that carry some pay for the copies.
+  auto copy = [](metadata_view from, std::vector<metadata_entry>& to) {
+    if (from.empty()) return;
+    to.reserve(from.size());
+    for (const metadata_item item : from) to.push_back({std::string(item.key), std::string(item.value)});
+  };
+  copy(o.headers, r.headers);
+  copy(o.trailers, r.trailers);
+  r.details.assign(o.details.begin(), o.details.end());
   return r;
+}
+
+namespace {
+const std::string* find_entry(const std::vector<metadata_entry>& list, std::string_view key) noexcept {
+  for (const metadata_entry& e : list) {
+    if (e.key == key) return &e.value;
+  }
+  return nullptr;
+}
+}  // namespace
+
+const std::string* call_result::find_header(std::string_view key) const noexcept {
+  return find_entry(headers, key);
+}
+const std::string* call_result::find_trailer(std::string_view key) const noexcept {
+  return find_entry(trailers, key);
 }
 
 // --- client_runtime
@@ -218,6 +243,13 @@ call_result client::call(std::string_view method, std::span<const std::byte> pay
 }
 
 bool client::send_one_way(std::string_view method, std::span<const std::byte> payload) {
+  static const call_options none;
+  return send_one_way(method, payload, none);
+}
+
+// --- one-way messages with options (metadata, budget)
+bool client::send_one_way(std::string_view method, std::span<const std::byte> payload,
+                          const call_options& options) {
   if (_conn == nullptr) return false;
   detail::client_loop& loop = *_runtime->_loop;
   detail::pending* p = loop.get_pending();
@@ -229,8 +261,9 @@ bool client::send_one_way(std::string_view method, std::span<const std::byte> pa
   f.kind = wire::Kind::OneWay;
   f.method = method;
   f.payload = payload;
-  const detail::metadata_to_send md{_conn->metadata, {}};
-  if (!md.defaults.empty()) f.metadata_out = &md;
+  f.timeout_us = options.timeout.count() > 0 ? static_cast<std::uint64_t>(options.timeout.count()) : 0;
+  const detail::metadata_to_send md{_conn->metadata, options.metadata};
+  if (!md.defaults.empty() || !md.pairs.empty()) f.metadata_out = &md;
   encode_request(f, p->frame);
   if (!_conn->admit(p->frame.size())) {
     loop.recycle(p);

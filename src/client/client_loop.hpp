@@ -16,6 +16,7 @@
 
 #include "wire/frame_assembler.hpp"
 #include "wire/frame_codec.hpp"
+#include "wire/metadata_check.hpp"
 #include "client/inflight_table.hpp"
 #include "base/mpmc_queue.hpp"
 #include "base/mpsc_queue.hpp"
@@ -62,6 +63,9 @@ struct client_conn {
         max_pending_calls(o.max_pending_calls),
         max_pending_bytes(o.max_pending_bytes),
         metadata(o.metadata),
+        response_metadata_caps{o.max_response_metadata_entries, o.max_response_metadata_bytes,
+                               "the client's max_response_metadata_entries",
+                               "the client's max_response_metadata_bytes"},
         max_frame_bytes(o.max_frame_bytes),
         inflight(o.max_pending_calls) {
     assembler.emplace(max_frame_bytes);
@@ -79,6 +83,8 @@ struct client_conn {
   /// Sent with every call and one-way message (client_options::metadata and bearer_token);
   /// written before the connection is shared, read-only after.
   std::vector<metadata_entry> metadata;
+  /// What an answer's headers and trailers together may hold (client_options).
+  const metadata_limits response_metadata_caps;
   // Taken by the calling thread before a call is posted, given back by the loop (uncount()).
   std::atomic<std::uint32_t> pending_calls{0};
   std::atomic<std::size_t> pending_bytes{0};
@@ -144,6 +150,7 @@ class client_loop {
   void arm_recv(client_conn* c) noexcept;
   void on_recv(client_conn* c, const io_uring_cqe& cqe);
   bool on_frame(client_conn* c, std::span<const std::byte> frame);
+  bool response_metadata_ok(const client_conn* c, const frame_view& v, std::string& why) const;
   void start_write(client_conn* c) noexcept;
   void on_write(client_conn* c, int res);
   void written(pending* p) noexcept;

@@ -39,8 +39,8 @@ class server_part {
 /// stopped.
 enum class server_phase { configured, running, draining, stopped };
 
-/// Statuses there are (status::ok .. status::permission_denied): the index of the counts below.
-inline constexpr std::size_t status_kinds = 11;
+/// Statuses there are (status::ok .. status::unknown): the index of the counts below.
+inline constexpr std::size_t status_kinds = 22;
 
 /// The calls to one method name, merged over every thread.
 struct method_calls {

@@ -129,7 +129,7 @@ void server_core::settle_deferred(deferred_state& s, call* c) noexcept {
 }
 
 bool answer_deferred(std::shared_ptr<deferred_state> state, status code, std::string_view message,
-                     std::span<const std::byte> payload) {
+                     std::span<const std::byte> payload, std::span<const std::byte> details) {
   if (!state) return false;
   std::unique_lock lock(state->mu);
   call* c = std::exchange(state->c, nullptr);
@@ -140,7 +140,7 @@ bool answer_deferred(std::shared_ptr<deferred_state> state, status code, std::st
       if (code == status::ok) {
         encode_reply(*c, payload);
       } else {
-        encode_error(*c, code, message);
+        encode_error(*c, code, message, details);
       }
     } catch (const std::bad_alloc&) {
       encoded = false;

@@ -32,36 +32,53 @@ inline frame_encoder& thread_encoder() {
   return encoder;
 }
 
-/// A handler's reply: `payload` as c's answer frame. Throws std::bad_alloc.
-inline void encode_reply(call& c, std::span<const std::byte> payload) {
-  encode_reply_frame(c.id, payload, c.reply);
-  c.answer_status = status::ok;
-}
-
 /// A frame of `kind` (Error, Pong, Reply) answering c, with `code` and `message` (and a
-/// retry hint for SERVER_BUSY). Throws std::bad_alloc.
+/// retry hint for SERVER_BUSY, structured `details` for an Error), and the response headers
+/// and trailers the handler added, if any. Throws std::bad_alloc.
 inline void encode_answer(call& c, wire::Kind kind, status code, std::string_view message,
-                          std::uint32_t retry_after_ms = 0) {
+                          std::uint32_t retry_after_ms = 0, std::span<const std::byte> details = {},
+                          std::span<const std::byte> payload = {}) {
   frame_view f;
   f.call_id = c.id;
   f.kind = kind;
   f.code = code;
   f.message = message;
   f.retry_after_ms = retry_after_ms;
+  f.payload = payload;
+  f.details = details;
+  metadata_to_send headers, trailers;
+  if (c.response_md && kind != wire::Kind::Pong) {
+    headers.pairs = c.response_md->headers;
+    trailers.pairs = c.response_md->trailers;
+    f.metadata_out = &headers;
+    f.trailers_out = &trailers;
+  }
   thread_encoder().encode_into(f, c.reply);
   c.answer_status = code;
 }
 
+/// A handler's reply: `payload` as c's answer frame. Throws std::bad_alloc. A call without
+/// response metadata (nearly all) takes the hand-laid encoding: one branch, no builder.
+inline void encode_reply(call& c, std::span<const std::byte> payload) {
+  if (c.response_md) [[unlikely]] {
+    encode_answer(c, wire::Kind::Reply, status::ok, {}, 0, {}, payload);
+    return;
+  }
+  encode_reply_frame(c.id, payload, c.reply);
+  c.answer_status = status::ok;
+}
+
 /// A handler's error: never OK on the wire (an error frame must say what went wrong).
-inline void encode_error(call& c, status code, std::string_view message) {
-  encode_answer(c, wire::Kind::Error, code == status::ok ? status::internal : code, message);
+inline void encode_error(call& c, status code, std::string_view message,
+                         std::span<const std::byte> details = {}) {
+  encode_answer(c, wire::Kind::Error, code == status::ok ? status::internal : code, message, 0, details);
 }
 
 /// A deferred_reply's one answer (`code` ok: `payload`, else an error with `message`): the
 /// first caller takes the call and sends it; later callers, and a stopping server's answer
 /// after them, find none and get false.
 bool answer_deferred(std::shared_ptr<deferred_state> state, status code, std::string_view message,
-                     std::span<const std::byte> payload);
+                     std::span<const std::byte> payload, std::span<const std::byte> details = {});
 
 /// Pool workers of `core`: the shards this worker answers for are woken at the end of its
 /// burst (flush_reply_wakeups, the pools' burst hook), not once per reply.

@@ -4,9 +4,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
 #include <thread>
 
 #include "ringrpc/server.hpp"
+#include "server/builtin_methods.hpp"
 
 namespace ringrpc {
 
@@ -33,6 +36,17 @@ class echo_endpoint final : public endpoint {
   void receive_and_reply(call_context& call) override { call.reply(call.payload()); }
   bool hears_connection_events() const override { return false; }
 };
+
+// The request's metadata as response headers (but `authorization`, which is the caller's
+// secret), then a trailer `pairs` with how many came back: what protocol clients check response
+// metadata against (docs/protocol.md, section 9).
+void mirror_metadata(call_context& ctx) {
+  unsigned n = 0;
+  for (const metadata_item item : ctx.metadata()) {
+    if (item.key != "authorization" && ctx.add_header(item.key, item.value)) ++n;
+  }
+  ctx.add_trailer("pairs", std::to_string(n));
+}
 
 }  // namespace
 
@@ -66,3 +80,30 @@ void add_builtin_methods(server& s) {
 }
 
 }  // namespace ringrpc
+
+namespace ringrpc::detail {
+
+void add_response_metadata_methods(server& s) {
+  s.add_method("mirror", [](call_context& ctx) {
+    mirror_metadata(ctx);
+    ctx.reply(ctx.payload());
+  });
+  // "CODE" or "CODE DETAILS": an Error with that status (decimal, 1..65535, known or not) and
+  // DETAILS as its error details; the metadata mirrored as `mirror` does.
+  s.add_method("fail", [](call_context& ctx) {
+    const auto payload = ctx.payload();
+    const auto* first = reinterpret_cast<const char*>(payload.data());
+    const auto* last = first + payload.size();
+    unsigned code = 0;
+    auto [end, ec] = std::from_chars(first, last, code);
+    if (ec != std::errc() || end == first || code == 0 || code > 0xffff || (end != last && *end != ' ')) {
+      ctx.fail(status::bad_request, "payload must be a status number (1..65535), then optionally a space and details");
+      return;
+    }
+    mirror_metadata(ctx);
+    const auto details = end == last ? std::span<const std::byte>() : payload.subspan(static_cast<std::size_t>(end + 1 - first));
+    ctx.fail(static_cast<status>(code), "failed as asked", details);
+  });
+}
+
+}  // namespace ringrpc::detail

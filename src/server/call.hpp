@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <span>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include "ringrpc/status.hpp"
 #include "base/mpmc_queue.hpp"
 #include "exec/work_item.hpp"
+#include "server/response_metadata.hpp"
 
 namespace ringrpc {
 struct peer_identity;
@@ -53,6 +55,9 @@ struct call : work_item {
   /// Who the caller proved to be (its connection's TLS identity, or that plus an accepted
   /// token's subject); owned by the connection, which outlives the call. Null: nobody.
   const peer_identity* peer = nullptr;
+  /// Headers and trailers the handler added for its answer; null (nothing allocated) for the
+  /// calls that add none, whose replies take the fast encoding.
+  std::unique_ptr<response_metadata> response_md;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   /// A request or one-way message a client sent (not a local post or a connection event).
@@ -102,6 +107,7 @@ class call_pool {
     c->cost_units = 0;
     c->cost_hint = nullptr;
     c->peer = nullptr;
+    if (c->response_md) c->response_md.reset();
   }
 
  private:

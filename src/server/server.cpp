@@ -88,6 +88,66 @@ deferred_reply call_context::defer() {
   return deferred_reply(_core->defer(&_call));
 }
 
+// --- response metadata, error details, the caller's address (call_context and deferred_reply)
+
+namespace {
+
+bool add_response_pair(detail::call& c, const detail::server_core* core, bool trailer,
+                       std::string_view key, std::string_view value) {
+  if (c.purpose != detail::call_purpose::request) return false;  // one-way: never answered
+  const std::uint32_t max_entries = core != nullptr ? core->options().max_metadata_entries : default_max_metadata_entries;
+  const std::uint32_t max_bytes = core != nullptr ? core->options().max_metadata_bytes : default_max_metadata_bytes;
+  if (!c.response_md) c.response_md = std::make_unique<detail::response_metadata>();
+  return c.response_md->add(trailer, key, value, max_entries, max_bytes);
+}
+
+std::string caller_address(const detail::call& c) {
+  return c.conn != nullptr ? c.conn->peer() : std::string();
+}
+
+}  // namespace
+
+bool call_context::add_header(std::string_view key, std::string_view value) {
+  if (_deferred || _answered) return false;
+  return add_response_pair(_call, _core, false, key, value);
+}
+
+bool call_context::add_trailer(std::string_view key, std::string_view value) {
+  if (_deferred || _answered) return false;
+  return add_response_pair(_call, _core, true, key, value);
+}
+
+void call_context::fail(status code, std::string_view message, std::span<const std::byte> details) {
+  if (_deferred) return;
+  encode_error(_call, code, message, details);
+  _answered = true;
+}
+
+std::string call_context::peer_address() const { return caller_address(_call); }
+
+bool deferred_reply::add_header(std::string_view key, std::string_view value) {
+  if (!_state) return false;
+  std::lock_guard lock(_state->mu);
+  return _state->c != nullptr && add_response_pair(*_state->c, _state->core, false, key, value);
+}
+
+bool deferred_reply::add_trailer(std::string_view key, std::string_view value) {
+  if (!_state) return false;
+  std::lock_guard lock(_state->mu);
+  return _state->c != nullptr && add_response_pair(*_state->c, _state->core, true, key, value);
+}
+
+bool deferred_reply::fail(status code, std::string_view message, std::span<const std::byte> details) {
+  return detail::answer_deferred(std::move(_state), code == status::ok ? status::internal : code, message, {},
+                                 details);
+}
+
+std::string deferred_reply::peer_address() const {
+  if (!_state) return {};
+  std::lock_guard lock(_state->mu);
+  return _state->c != nullptr ? caller_address(*_state->c) : std::string();
+}
+
 // --- deferred_reply
 
 deferred_reply& deferred_reply::operator=(deferred_reply&& other) noexcept {

@@ -20,7 +20,7 @@
 
 namespace ringrpc::detail {
 
-inline constexpr std::size_t status_count = 11;  // status::ok .. status::permission_denied
+inline constexpr std::size_t status_count = 22;  // status::ok .. status::unknown
 
 /// One thread's numbers for one method.
 struct method_metrics {

@@ -22,6 +22,14 @@ std::span<const std::byte> frame_encoder::encode(const frame_view& f) {
   if (f.metadata_out != nullptr && !(f.metadata_out->defaults.empty() && f.metadata_out->pairs.empty())) {
     metadata = encode_metadata(*f.metadata_out);
   }
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>> trailers;
+  if (f.trailers_out != nullptr && !(f.trailers_out->defaults.empty() && f.trailers_out->pairs.empty())) {
+    trailers = encode_metadata(*f.trailers_out);
+  }
+  flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>> details;
+  if (!f.details.empty()) {
+    details = _fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(f.details.data()), f.details.size());
+  }
 
   wire::FrameBuilder b(_fbb);
   b.add_call_id(f.call_id);
@@ -31,6 +39,8 @@ std::span<const std::byte> frame_encoder::encode(const frame_view& f) {
   if (!message.IsNull()) b.add_message(message);
   b.add_retry_after_ms(f.retry_after_ms);
   if (!metadata.IsNull()) b.add_metadata(metadata);
+  if (!trailers.IsNull()) b.add_trailers(trailers);
+  if (!details.IsNull()) b.add_details(details);
   b.add_status(static_cast<wire::Status>(f.code));
   b.add_kind(f.kind);
   _fbb.FinishSizePrefixed(b.Finish());
@@ -125,6 +135,10 @@ decode_outcome decode_frame(std::span<const std::byte> frame, frame_view& view) 
   if (const auto* msg = f->message()) view.message = {msg->data(), msg->size()};
   view.retry_after_ms = f->retry_after_ms();
   view.metadata = f->metadata();
+  view.trailers = f->trailers();
+  if (const auto* d = f->details()) {
+    view.details = {reinterpret_cast<const std::byte*>(d->data()), d->size()};
+  }
   // Enum values the schema does not know are legal FlatBuffers but meaningless to us.
   if (view.kind > wire::Kind::MAX) return decode_outcome::malformed_with_id;
   return decode_outcome::ok;

@@ -41,6 +41,13 @@ struct frame_view {
   /// Encoded: pairs to send, or null (the decoder leaves it null). One pointer, not the spans
   /// themselves: every frame_view is built per call, and frames without metadata are the many.
   const struct metadata_to_send* metadata_out = nullptr;
+  // Response metadata and error details (Reply / Error; docs/protocol.md 3.2, 3.3).
+  /// Decoded: the frame's trailers as `metadata` above (unchecked); null when absent.
+  const flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>* trailers = nullptr;
+  /// Encoded: trailers to send (its `pairs`; `metadata_out` carries the headers), or null.
+  const struct metadata_to_send* trailers_out = nullptr;
+  /// Error details: opaque bytes, both ways; empty when absent.
+  std::span<const std::byte> details;
 };
 
 /// What frame_encoder sends as metadata: `defaults` first, but those whose key `pairs` also

@@ -187,11 +187,15 @@ std::string describe(const metadata_check& c, const wire_metadata& md, metadata_
     case metadata_fault::none: return {};
     case metadata_fault::too_many_entries:
       return s.append(std::to_string(c.entries))
-          .append(" entries exceed the server's max_metadata_entries (")
+          .append(" entries exceed ")
+          .append(limits.entries_option)
+          .append(" (")
           .append(std::to_string(limits.max_entries))
           .append(")");
     case metadata_fault::too_many_bytes:
-      return s.append("keys and values exceed the server's max_metadata_bytes (")
+      return s.append("keys and values exceed ")
+          .append(limits.bytes_option)
+          .append(" (")
           .append(std::to_string(limits.max_bytes))
           .append(") at entry ")
           .append(std::to_string(c.index));

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "wire/frame_generated.h"
 
@@ -15,6 +16,10 @@ using wire_metadata = flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>;
 struct metadata_limits {
   std::uint32_t max_entries = 32;
   std::uint32_t max_bytes = 8 * 1024;  // keys plus values, summed
+  // The options a refused caller is pointed to in describe(): the server's request caps by
+  // default; a client checking a response names its own.
+  std::string_view entries_option = "the server's max_metadata_entries";
+  std::string_view bytes_option = "the server's max_metadata_bytes";
 };
 
 enum class metadata_fault : std::uint8_t {

@@ -10,7 +10,8 @@
 //  - the frames delivered are exactly those a straightforward parse of the whole stream finds,
 //    in order, whatever the slicing and pausing; frame_too_large iff that parse hits a prefix
 //    above the limit; buffered() equals the unparsed tail otherwise;
-//  - decode(encode(decode(frame))) == decode(frame) field by field.
+//  - decode(encode(decode(frame))) == decode(frame) field by field, request metadata / response
+//    headers, trailers and error details included.
 
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "wire/frame_assembler.hpp"
@@ -31,6 +33,10 @@ using ringrpc::detail::frame_assembler;
 using ringrpc::detail::frame_encoder;
 using ringrpc::detail::frame_prefix_bytes;
 using ringrpc::detail::frame_view;
+using ringrpc::detail::metadata_to_send;
+using ringrpc::metadata_entry;
+using ringrpc::metadata_item;
+using ringrpc::metadata_view;
 using ringrpc::detail::read_frame_length;
 
 #define FUZZ_CHECK(cond)                                                          \
@@ -64,10 +70,27 @@ bool same_bytes(std::span<const std::byte> a, std::span<const std::byte> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
+// Pairs of a decoded metadata vector (request metadata, response headers or trailers), in order.
+std::vector<metadata_entry> pairs_of(const void* vector) {
+  std::vector<metadata_entry> out;
+  for (const metadata_item item : metadata_view(vector)) out.push_back({std::string(item.key), std::string(item.value)});
+  return out;
+}
+
+bool same_pairs(const void* a, const void* b) {
+  const auto pa = pairs_of(a), pb = pairs_of(b);
+  if (pa.size() != pb.size()) return false;
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    if (pa[i].key != pb[i].key || pa[i].value != pb[i].value) return false;
+  }
+  return true;
+}
+
 bool same_fields(const frame_view& a, const frame_view& b) {
   return a.call_id == b.call_id && a.kind == b.kind && a.method == b.method &&
          a.timeout_us == b.timeout_us && same_bytes(a.payload, b.payload) && a.code == b.code &&
-         a.message == b.message && a.retry_after_ms == b.retry_after_ms;
+         a.message == b.message && a.retry_after_ms == b.retry_after_ms && same_bytes(a.details, b.details) &&
+         same_pairs(a.metadata, b.metadata) && same_pairs(a.trailers, b.trailers);
 }
 
 // Decodes one complete frame from an 8-byte aligned copy; re-encodes what decodes and checks
@@ -81,6 +104,11 @@ void check_frame(std::span<const std::byte> frame, frame_encoder& enc) {
     if (out == decode_outcome::malformed) FUZZ_CHECK(view.call_id == 0);
     return;
   }
+  // The pairs go back out as the encoder sends them (copies: the views point into `copy`).
+  const std::vector<metadata_entry> headers = pairs_of(view.metadata), trailers = pairs_of(view.trailers);
+  const metadata_to_send headers_out{{}, headers}, trailers_out{{}, trailers};
+  view.metadata_out = &headers_out;
+  view.trailers_out = &trailers_out;
   std::vector<std::byte> again;
   enc.encode_into(view, again);
   FUZZ_CHECK(again.size() >= frame_prefix_bytes);

@@ -95,6 +95,28 @@ int main(int argc, char** argv) {
   bad_kind.kind = static_cast<wire::Kind>(200);
   const bytes bad_kind_b = encode(bad_kind);
 
+  // Response headers and trailers (docs/protocol.md 3.2), and an error with details and a
+  // status appended later (3.3): the answers of ringrpc-server's mirror and fail shown there.
+  const std::vector<ringrpc::metadata_entry> region = {{"region", "eu"}}, pairs1 = {{"pairs", "1"}},
+                                             pairs0 = {{"pairs", "0"}};
+  const ringrpc::detail::metadata_to_send region_out{{}, region}, pairs1_out{{}, pairs1}, pairs0_out{{}, pairs0};
+  frame_view mirrored;
+  mirrored.call_id = 1;
+  mirrored.kind = wire::Kind::Reply;
+  mirrored.payload = as_bytes("hi");
+  mirrored.metadata_out = &region_out;
+  mirrored.trailers_out = &pairs1_out;
+  const bytes mirrored_b = encode(mirrored);
+  frame_view detailed;
+  detailed.call_id = 2;
+  detailed.kind = wire::Kind::Error;
+  detailed.code = ringrpc::status::not_found;
+  detailed.message = "failed as asked";
+  const std::byte details[] = {std::byte{0x08}, std::byte{0x05}};
+  detailed.details = details;
+  detailed.trailers_out = &pairs0_out;
+  const bytes detailed_b = encode(detailed);
+
   bytes two = request;
   two.insert(two.end(), ping_b.begin(), ping_b.end());
 
@@ -122,6 +144,7 @@ int main(int argc, char** argv) {
                   write(dir, "oneway", oneway_b) && write(dir, "unknown_kind", bad_kind_b) &&
                   write(dir, "two_frames", two) && write(dir, "truncated", truncated) &&
                   write(dir, "oversized_prefix", oversized) && write(dir, "garbage", garbage) &&
-                  write(dir, "empty_body", empty_body);
+                  write(dir, "empty_body", empty_body) && write(dir, "reply_headers_trailers", mirrored_b) &&
+                  write(dir, "error_details", detailed_b);
   return ok ? 0 : 1;
 }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,13 @@ class test_service final : public TestService::service {
       case 0: return rpc_error(code, message);
       case 1: throw rpc_exception(code, message);
       case 2: throw std::runtime_error(message);
+      case 4:
+      case 5: {  // with structured details: the message's bytes, reversed
+        rpc_error e(code, message);
+        for (auto it = message.rbegin(); it != message.rend(); ++it) e.details.push_back(static_cast<std::byte>(*it));
+        if (req.how() == 4) return e;
+        throw rpc_exception(std::move(e));
+      }
       default: throw 42;
     }
   }
@@ -357,6 +365,32 @@ TEST(typed_result, misaligned_payloads_are_copied_aligned) {
 
   const detail::aligned_payload in_place(std::span<const std::byte>(odd - 4, 8), 8);
   EXPECT_EQ(static_cast<const void*>(in_place.data()), static_cast<const void*>(odd - 4)) << "no copy when aligned";
+}
+
+// Structured error details (docs/protocol.md 3.3) from a typed method's rpc_error, returned or
+// thrown, reach the typed caller's rpc_error, sync and callback forms alike.
+TEST_F(typed_service, error_details_travel_with_a_typed_error) {
+  const std::vector<std::byte> expected = {std::byte{'e'}, std::byte{'n'}, std::byte{'o'}, std::byte{'g'}};
+  for (std::uint8_t how : {4, 5}) {
+    const auto r = fail(static_cast<std::uint16_t>(status::not_found), "gone", how);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, status::not_found);
+    EXPECT_EQ(r.error().message, "gone");
+    EXPECT_EQ(r.error().details, expected) << "how " << int(how);
+  }
+  TestService::stub stub(connection());
+  flatbuffers::FlatBufferBuilder fbb;
+  std::promise<std::vector<std::byte>> seen;
+  stub.Fail_async(fbb, CreateFailRequestDirect(fbb, static_cast<std::uint16_t>(status::aborted), "gone", 4),
+                  [&](result<EchoReply> r) { seen.set_value(r.ok() ? std::vector<std::byte>{} : r.error().details); });
+  auto f = seen.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), expected);
+  // Without details, none arrive.
+  const auto plain = fail(static_cast<std::uint16_t>(status::invalid_argument), "bad", 0);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.error().code, status::invalid_argument);
+  EXPECT_TRUE(plain.error().details.empty());
 }
 
 }  // namespace

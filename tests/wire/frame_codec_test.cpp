@@ -486,8 +486,27 @@ TEST(Status, ToStringNames) {
   EXPECT_EQ(ringrpc::to_string(status::cancelled), "cancelled");
   EXPECT_EQ(ringrpc::to_string(status::unauthenticated), "unauthenticated");
   EXPECT_EQ(ringrpc::to_string(status::permission_denied), "permission_denied");
-  EXPECT_EQ(ringrpc::to_string(static_cast<status>(11)), "unknown_status");
+  EXPECT_EQ(ringrpc::to_string(status::not_found), "not_found");
+  EXPECT_EQ(ringrpc::to_string(status::invalid_argument), "invalid_argument");
+  EXPECT_EQ(ringrpc::to_string(status::already_exists), "already_exists");
+  EXPECT_EQ(ringrpc::to_string(status::failed_precondition), "failed_precondition");
+  EXPECT_EQ(ringrpc::to_string(status::unavailable), "unavailable");
+  EXPECT_EQ(ringrpc::to_string(status::unimplemented), "unimplemented");
+  EXPECT_EQ(ringrpc::to_string(status::resource_exhausted), "resource_exhausted");
+  EXPECT_EQ(ringrpc::to_string(status::aborted), "aborted");
+  EXPECT_EQ(ringrpc::to_string(status::out_of_range), "out_of_range");
+  EXPECT_EQ(ringrpc::to_string(status::data_loss), "data_loss");
+  EXPECT_EQ(ringrpc::to_string(status::unknown), "unknown");
+  EXPECT_EQ(ringrpc::to_string(static_cast<status>(22)), "unknown_status");
   EXPECT_EQ(ringrpc::to_string(static_cast<status>(0xffff)), "unknown_status");
+}
+
+// The documented table (docs/protocol.md, "Status codes and gRPC").
+TEST(Status, GrpcCodes) {
+  const int expected[] = {0, 12, 3, 8, 14, 4, 14, 13, 1, 16, 7, 5, 3, 6, 9, 14, 12, 8, 10, 11, 15, 2};
+  for (int i = 0; i < 22; ++i) EXPECT_EQ(ringrpc::grpc_code(static_cast<status>(i)), expected[i]) << i;
+  EXPECT_EQ(ringrpc::grpc_code(static_cast<status>(22)), 2);
+  EXPECT_EQ(ringrpc::grpc_code(static_cast<status>(0xffff)), 2);
 }
 
 TEST(Status, WireValuesMatchSchema) {
@@ -504,7 +523,18 @@ TEST(Status, WireValuesMatchSchema) {
   EXPECT_EQ(static_cast<int>(status::cancelled), static_cast<int>(Status::Cancelled));
   EXPECT_EQ(static_cast<int>(status::unauthenticated), static_cast<int>(Status::Unauthenticated));
   EXPECT_EQ(static_cast<int>(status::permission_denied), static_cast<int>(Status::PermissionDenied));
-  EXPECT_EQ(static_cast<int>(Status::MAX), 10);  // a new status needs a line above
+  EXPECT_EQ(static_cast<int>(status::not_found), static_cast<int>(Status::NotFound));
+  EXPECT_EQ(static_cast<int>(status::invalid_argument), static_cast<int>(Status::InvalidArgument));
+  EXPECT_EQ(static_cast<int>(status::already_exists), static_cast<int>(Status::AlreadyExists));
+  EXPECT_EQ(static_cast<int>(status::failed_precondition), static_cast<int>(Status::FailedPrecondition));
+  EXPECT_EQ(static_cast<int>(status::unavailable), static_cast<int>(Status::Unavailable));
+  EXPECT_EQ(static_cast<int>(status::unimplemented), static_cast<int>(Status::Unimplemented));
+  EXPECT_EQ(static_cast<int>(status::resource_exhausted), static_cast<int>(Status::ResourceExhausted));
+  EXPECT_EQ(static_cast<int>(status::aborted), static_cast<int>(Status::Aborted));
+  EXPECT_EQ(static_cast<int>(status::out_of_range), static_cast<int>(Status::OutOfRange));
+  EXPECT_EQ(static_cast<int>(status::data_loss), static_cast<int>(Status::DataLoss));
+  EXPECT_EQ(static_cast<int>(status::unknown), static_cast<int>(Status::Unknown));
+  EXPECT_EQ(static_cast<int>(Status::MAX), 21);  // a new status needs a line above
 }
 
 }  // namespace

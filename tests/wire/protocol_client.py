@@ -18,10 +18,13 @@ import time
 REQUEST, ONE_WAY, REPLY, ERROR, CANCEL, PING, PONG = range(7)
 OK, UNKNOWN_METHOD, BAD_REQUEST, FRAME_TOO_LARGE, SERVER_BUSY, DEADLINE_EXCEEDED, \
     SHUTTING_DOWN, INTERNAL, CANCELLED, UNAUTHENTICATED, PERMISSION_DENIED = range(11)
+# Appended later (section 6): sent only by methods, never by the server on its own.
+NOT_FOUND, INVALID_ARGUMENT, ALREADY_EXISTS, FAILED_PRECONDITION, UNAVAILABLE, UNIMPLEMENTED, \
+    RESOURCE_EXHAUSTED, ABORTED, OUT_OF_RANGE, DATA_LOSS, UNKNOWN = range(11, 22)
 
 # Field ids (= vtable slots).
 F_CALL_ID, F_KIND, F_METHOD, F_TIMEOUT_US, F_PAYLOAD, F_STATUS, F_MESSAGE, F_RETRY, \
-    F_METADATA = range(9)
+    F_METADATA, F_TRAILERS, F_DETAILS = range(11)
 # Fields of a Metadata table (section 3.1).
 M_KEY, M_VALUE = range(2)
 
@@ -211,8 +214,9 @@ def decode_body(b):
             raise ProtocolError("field %d: string without terminator" % fid)
         return bytes(b[p + 4:p + 4 + n])
 
-    def metadata():
-        o = field(F_METADATA)
+    def metadata(fid=F_METADATA):
+        # Request metadata, or a Reply/Error's headers (section 3.2); trailers have the same form.
+        o = field(fid)
         if not o:
             return None
         p = t + o + _u("I", b, t + o)
@@ -244,6 +248,8 @@ def decode_body(b):
         "message": blob(F_MESSAGE, True).decode("utf-8", "replace"),
         "retry_after_ms": scalar(F_RETRY, "I"),
         "metadata": metadata(),
+        "trailers": metadata(F_TRAILERS),
+        "details": blob(F_DETAILS, False),
     }
 
 
@@ -303,7 +309,8 @@ def check_self_consistency():
     f = decode_frame(encode_frame(call_id=7, kind=ERROR, method="m", timeout_us=9, payload=b"\1\2",
                                   status=SERVER_BUSY, message="busy", retry_after_ms=10))
     check(f == {"call_id": 7, "kind": ERROR, "method": "m", "timeout_us": 9, "payload": b"\1\2",
-                "status": SERVER_BUSY, "message": "busy", "retry_after_ms": 10, "metadata": None},
+                "status": SERVER_BUSY, "message": "busy", "retry_after_ms": 10, "metadata": None,
+                "trailers": None, "details": b""},
           "encode/decode round trip: %r" % f)
     md = [("traceparent", TRACEPARENT), ("bin", b"\0\xff"), ("empty", b"")]
     f = decode_frame(encode_frame(call_id=8, method="m", payload=b"x", metadata=md))
@@ -325,6 +332,16 @@ def check_self_consistency():
           "doc reply decodes to %r" % f)
     f = decode_frame(bytes.fromhex(DOC_PONG))
     check((f["call_id"], f["kind"]) == (2, PONG), "doc pong decodes to %r" % f)
+    # docs/protocol.md sections 3.2 and 3.3: response headers, trailers and error details.
+    f = decode_frame(bytes.fromhex(DOC_RESPONSE_METADATA))
+    check((f["call_id"], f["kind"], f["status"], f["payload"], f["metadata"], f["trailers"]) ==
+          (1, REPLY, OK, b"hi", [("region", b"eu")], [("pairs", b"1")]),
+          "doc reply with response metadata decodes to %r" % f)
+    f = decode_frame(bytes.fromhex(DOC_ERROR_DETAILS))
+    check((f["call_id"], f["kind"], f["status"], f["message"], f["details"], f["metadata"],
+           f["trailers"]) ==
+          (2, ERROR, NOT_FOUND, "failed as asked", b"\x08\x05", None, [("pairs", b"0")]),
+          "doc error with details decodes to %r" % f)
     # docs/protocol.md section 4.3: the fixed-layout example.
     check(encode_frame(call_id=1, method="echo", payload=b"hi") == bytes.fromhex(DOC_FIXED),
           "the fixed-layout encoder differs from the example in docs/protocol.md 4.3:\n"
@@ -367,6 +384,29 @@ DOC_METADATA = """
 08 00 0c 00 04 00 08 00 01 00 00 00 04 00 00 00
 10 00 00 00 08 00 00 00 10 00 00 00 06 00 00 00
 74 65 6e 61 6e 74 00 00 04 00 00 00 62 6c 75 65
+"""
+DOC_RESPONSE_METADATA = """
+9c 00 00 00 20 00 00 00 00 00 00 00 18 00 1c 00
+14 00 07 00 00 00 00 00 10 00 00 00 00 00 00 00
+0c 00 08 00 18 00 00 00 00 00 00 02 14 00 00 00
+38 00 00 00 64 00 00 00 01 00 00 00 00 00 00 00
+01 00 00 00 04 00 00 00 d8 ff ff ff 08 00 00 00
+0c 00 00 00 01 00 00 00 31 00 00 00 05 00 00 00
+70 61 69 72 73 00 00 00 01 00 00 00 0c 00 00 00
+08 00 0c 00 08 00 04 00 08 00 00 00 08 00 00 00
+0c 00 00 00 02 00 00 00 65 75 00 00 06 00 00 00
+72 65 67 69 6f 6e 00 00 02 00 00 00 68 69 00 00
+"""
+DOC_ERROR_DETAILS = """
+8c 00 00 00 20 00 00 00 00 00 1a 00 20 00 14 00
+05 00 00 00 00 00 00 00 06 00 10 00 00 00 00 00
+0c 00 08 00 1a 00 00 00 00 03 0b 00 18 00 00 00
+1c 00 00 00 48 00 00 00 02 00 00 00 00 00 00 00
+00 00 00 00 02 00 00 00 08 05 00 00 01 00 00 00
+0c 00 00 00 08 00 0c 00 08 00 04 00 08 00 00 00
+08 00 00 00 0c 00 00 00 01 00 00 00 30 00 00 00
+05 00 00 00 70 61 69 72 73 00 00 00 0f 00 00 00
+66 61 69 6c 65 64 20 61 73 20 61 73 6b 65 64 00
 """
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -544,6 +584,43 @@ def check_metadata(conn):
               "after metadata with %s: %s" % (what, describe(f)))
 
 
+def check_response_metadata(conn):
+    """Sections 3.2, 3.3 and 6: the built-in `mirror` answers with the request's metadata as
+    headers and a trailer; `fail` answers each status 11..21 (and a number nobody knows) with
+    the details asked for; the documented exchanges give the documented bytes."""
+    conn.send(encode_frame(call_id=1, method="mirror", payload=b"hi", metadata=[("region", "eu")]))
+    n = struct.unpack("<I", conn._recv_exact(4))[0]
+    got = struct.pack("<I", n) + conn._recv_exact(n)
+    check(got == bytes.fromhex(DOC_RESPONSE_METADATA),
+          "mirror's answer differs from docs/protocol.md 3.2:\n" + got.hex(" "))
+    conn.send(encode_frame(call_id=2, method="fail", payload=b"11 \x08\x05"))
+    n = struct.unpack("<I", conn._recv_exact(4))[0]
+    got = struct.pack("<I", n) + conn._recv_exact(n)
+    check(got == bytes.fromhex(DOC_ERROR_DETAILS),
+          "fail's answer differs from docs/protocol.md 3.3:\n" + got.hex(" "))
+    md = [("traceparent", TRACEPARENT), ("bin", b"\0\xff"), ("empty", b"")]
+    f = call(conn, 7200, "mirror", b"payload", metadata=md)
+    check(f["kind"] == REPLY and f["payload"] == b"payload"
+          and f["metadata"] == [(k, v.encode() if isinstance(v, str) else v) for k, v in md]
+          and f["trailers"] == [("pairs", b"3")],
+          "mirror with three pairs: %s headers=%r trailers=%r" % (describe(f), f["metadata"], f["trailers"]))
+    f = call(conn, 7201, "mirror", b"")
+    check(f["kind"] == REPLY and f["metadata"] is None and f["trailers"] == [("pairs", b"0")],
+          "mirror without metadata: %s headers=%r" % (describe(f), f["metadata"]))
+    for i, code in enumerate(list(range(NOT_FOUND, UNKNOWN + 1)) + [400]):
+        details = bytes([i, 0, 255]) * (i + 1)
+        f = call(conn, 7210 + i, "fail", str(code).encode() + b" " + details, metadata=[("k", "v")])
+        check(f["kind"] == ERROR and f["status"] == code and f["details"] == details
+              and f["message"] == "failed as asked" and f["metadata"] == [("k", b"v")],
+              "fail %d: expected Error/%d with %d bytes of details, got %s details=%r"
+              % (code, code, len(details), describe(f), f["details"]))
+    f = call(conn, 7230, "fail", b"12")
+    check(f["kind"] == ERROR and f["status"] == INVALID_ARGUMENT and f["details"] == b"",
+          "fail without details: " + describe(f))
+    f = call(conn, 7231, "fail", b"zero")
+    check(f["kind"] == ERROR and f["status"] == BAD_REQUEST, "fail with a bad payload: " + describe(f))
+
+
 def check_bearer_tokens(conn, token, limited_token):
     """Section 6 and docs/security.md: a server with --tokens-file answers calls without an
     accepted token Unauthenticated, and a token's disallowed methods PermissionDenied."""
@@ -642,7 +719,8 @@ def main():
                check_verification_failure_with_id),
               ("pipelining 100 requests", check_pipelining),
               ("sleep with a bad payload -> BadRequest", check_sleep_bad_payload),
-              ("metadata: reaches the method; over the caps -> BadRequest", check_metadata)]
+              ("metadata: reaches the method; over the caps -> BadRequest", check_metadata),
+              ("response headers, trailers, details, statuses 11..21", check_response_metadata)]
     if not args.skip_deadline:
         checks.append(("timeout_us shorter than the queueing -> DeadlineExceeded", check_deadline))
 
