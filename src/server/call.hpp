@@ -2,6 +2,7 @@
 // A call in flight through the server pipeline, and the pool that recycles them.
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <span>
@@ -10,6 +11,7 @@
 
 #include "wire/frame_codec.hpp"
 #include "ringrpc/status.hpp"
+#include "base/cancel_hub.hpp"
 #include "base/mpmc_queue.hpp"
 #include "exec/work_item.hpp"
 
@@ -54,6 +56,10 @@ struct call : work_item {
   /// Who the caller proved to be (its connection's TLS identity, or that plus an accepted
   /// token's subject); owned by the connection, which outlives the call. Null: nobody.
   const peer_identity* peer = nullptr;
+  /// Made on first use by whoever owns the call (its handler, then its deferred reply's
+  /// holder): on_cancel hooks and the client calls made for it. Null for almost every call.
+  /// server_core::close_hub() ends it when the call is answered (call_cancel.cpp).
+  std::shared_ptr<cancel_hub> hub;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   /// A request or one-way message a client sent (not a local post or a connection event).
@@ -103,6 +109,7 @@ class call_pool {
     c->cost_units = 0;
     c->cost_hint = nullptr;
     c->peer = nullptr;
+    c->hub.reset();  // closed when answered; only a copy the registry let go of is left
   }
 
  private:
