@@ -25,6 +25,7 @@
 
 #include "ringrpc/call_parent.hpp"
 #include "ringrpc/metadata.hpp"
+#include "ringrpc/reply_future.hpp"
 #include "ringrpc/status.hpp"
 
 namespace ringrpc {
@@ -195,8 +196,9 @@ class client {
   /// runtime: a callback handles its own errors.
   void call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
                   call_options options = {});
-  /// Future-returning call.
-  std::future<call_result> call_future(std::string_view method, std::span<const std::byte> payload,
+  /// Future-returning call. Its get()/wait() throw std::logic_error on a client runtime's
+  /// thread while the reply is not there yet (reply_future.hpp): it could never come.
+  reply_future<call_result> call_future(std::string_view method, std::span<const std::byte> payload,
                                        call_options options = {});
   /// Synchronous call. Its deadline: call_options::timeout, else default_timeout, else
   /// sync_call_timeout (30 s by default), capped by the parent call's. Throws

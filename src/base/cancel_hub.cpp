@@ -1,12 +1,13 @@
 #include "base/cancel_hub.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace ringrpc::detail {
 
 thread_local constinit current_parent current_call_parent{};
 
-cancel_hub::listen_result cancel_hub::listen(std::function<void()> fn, token& t) {
+cancel_hub::listen_result cancel_hub::listen(std::function<void()> fn, token& t, bool child) {
   std::unique_lock lock(_mu);
   t = 0;
   if (_closed) return listen_result::closed;
@@ -21,7 +22,7 @@ cancel_hub::listen_result cancel_hub::listen(std::function<void()> fn, token& t)
     return listen_result::ran_now;
   }
   t = _next++;
-  _listeners.push_back({t, std::move(fn)});
+  _listeners.push_back({t, std::move(fn), child});
   return listen_result::listening;
 }
 
@@ -55,6 +56,8 @@ bool cancel_hub::fire() noexcept {
   _fired = true;
   _firing = std::move(_listeners);
   _listeners.clear();
+  // Children first: they only post a cancel to their runtime, and a hook may close the hub.
+  std::stable_partition(_firing.begin(), _firing.end(), [](const listener& l) { return l.child; });
   for (std::size_t i = 0; i < _firing.size(); ++i) {
     if (_closed) break;
     if (!_firing[i].fn) continue;

@@ -32,8 +32,10 @@ class cancel_hub {
   enum class listen_result { listening, ran_now, closed };
   /// Adds `fn`, run once when the hub fires. If it has fired already, `fn` runs now on this
   /// thread (ran_now); if it is closed, `fn` is dropped unrun (closed). `t` names it for
-  /// unlisten(). Throws std::bad_alloc.
-  listen_result listen(std::function<void()> fn, token& t);
+  /// unlisten(). A `child` listener (a client call made for this call) runs before the hooks,
+  /// so that a hook answering the call (and so closing the hub) does not keep the children
+  /// from being cancelled. Throws std::bad_alloc.
+  listen_result listen(std::function<void()> fn, token& t, bool child = false);
   /// Removes a listener; once this returns it does not run, and is not running elsewhere.
   void unlisten(token t) noexcept;
   /// Runs the listeners (exceptions are dropped: the caller is a server thread). False if it
@@ -50,6 +52,7 @@ class cancel_hub {
   struct listener {
     token id;
     std::function<void()> fn;
+    bool child = false;
   };
   void wait_for_running(std::unique_lock<std::mutex>& lock, token t) noexcept;
 

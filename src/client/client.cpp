@@ -59,6 +59,8 @@ std::shared_ptr<client_runtime> client_runtime::create() {
 
 bool client_runtime::in_runtime_thread() const noexcept { return _loop->in_loop_thread(); }
 
+bool detail::on_client_runtime_thread() noexcept { return client_loop::on_any_loop_thread(); }
+
 // --- client
 
 namespace {
@@ -207,7 +209,7 @@ void client::call_async(std::string_view method, std::span<const std::byte> payl
   loop.post(p);
 }
 
-std::future<call_result> client::call_future(std::string_view method,
+reply_future<call_result> client::call_future(std::string_view method,
                                              std::span<const std::byte> payload,
                                              call_options options) {
   auto promise = std::make_shared<std::promise<call_result>>();

@@ -32,6 +32,7 @@ call_outcome failure(call_error e, std::string_view why) noexcept {
   call_outcome o;
   o.error = e;
   o.message = why;
+  if (e == call_error::cancelled) o.code = status::cancelled;
   return o;
 }
 
