@@ -30,8 +30,8 @@ class call_parent {
  public:
   /// No parent.
   call_parent() noexcept = default;
-  /// The call `call`'s handler serves. Only while that handler runs (as call_context itself);
-  /// after defer(), name the deferred_reply instead.
+  /// The call `call`'s handler serves. Only on the handler's thread while it runs (as
+  /// call_context itself); from other threads, or later, name the deferred_reply instead.
   call_parent(const call_context& call);  // NOLINT: implicit, `o.parent = ctx`
   /// The call `reply` still owes an answer to; no parent once it is answered (or empty).
   call_parent(const deferred_reply& reply);  // NOLINT: implicit, `o.parent = later`

@@ -10,6 +10,14 @@
 /// that a call fails at once with call_error::client_busy instead of queueing without bound.
 /// A call whose local deadline passes is failed with call_error::timeout and a Cancel frame is
 /// sent for it, so the server drops it if still queued and its handler sees cancelled().
+///
+/// Deadlines and cancellation propagate (docs/execution.md, "Deadlines and cancellation"): a
+/// call made from a server handler (on its thread, while it runs) ends by that handler's
+/// deadline and is cancelled with it; call_options::parent names the incoming call from
+/// elsewhere, call_options::detached opts out, call_options::cancel cancels one call. An
+/// already expired deadline fails at once without sending anything. Blocking waits (call(),
+/// connect(), a reply_future's get()) on a client runtime's thread throw std::logic_error at
+/// once instead of hanging; sync calls have a finite default deadline (sync_call_timeout).
 
 #include <chrono>
 #include <cstddef>
