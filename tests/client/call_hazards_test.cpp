@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -34,9 +35,14 @@ std::unique_ptr<server> make_server(const std::function<void(server&)>& add, ser
   return s;
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// The sanitizer's allocator reports a dangling read itself; a smaller payload keeps it quick.
+constexpr std::size_t big_payload = 4u << 20;
+#else
 // A payload larger than glibc's largest mmap threshold: freeing it unmaps it, so a dangling
 // read crashes instead of reading stale bytes by luck.
 constexpr std::size_t big_payload = 40u << 20;
+#endif
 
 TEST(call_hazards, deferred_payload_stays_readable_when_the_stop_answers_for_it) {
   server_options o;
@@ -50,7 +56,11 @@ TEST(call_hazards, deferred_payload_stays_readable_when_the_stop_answers_for_it)
   co.max_frame_bytes = 1u << 20;
   auto c = client::connect("127.0.0.1", s->port(), co);
   std::vector<std::byte> payload(big_payload);
-  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 7 + 3);
+  std::byte block[4093];  // a prime length: the pattern does not repeat at buffer boundaries
+  for (std::size_t i = 0; i < sizeof block; ++i) block[i] = static_cast<std::byte>(i * 7 + 3);
+  for (std::size_t at = 0; at < payload.size(); at += sizeof block) {
+    std::memcpy(payload.data() + at, block, std::min(sizeof block, payload.size() - at));
+  }
   auto f = c.call_future("keep", payload, {.timeout = 30s});
   deferred_reply later = handed.get_future().get();
   const std::span<const std::byte> view = later.payload();  // a worker holds this span...
@@ -59,9 +69,6 @@ TEST(call_hazards, deferred_payload_stays_readable_when_the_stop_answers_for_it)
   const call_result r = f.get();
   EXPECT_EQ(r.code, status::shutting_down) << r.message;
   // The server has written the answer and released the call; the span is still the request.
-  bool intact = true;
-  for (std::size_t i = 0; i < view.size(); i += 4093) intact = intact && view[i] == payload[i];
-  EXPECT_TRUE(intact);
   EXPECT_EQ(std::memcmp(view.data(), payload.data(), view.size()), 0);
   EXPECT_EQ(later.payload().data(), view.data()) << "payload() changed under its holder";
   EXPECT_FALSE(later.reply(std::string_view("too late")));
