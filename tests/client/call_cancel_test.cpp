@@ -377,6 +377,62 @@ TEST(call_cancel, a_hook_added_after_the_cancel_runs_at_once_and_none_runs_after
   EXPECT_EQ(late.load(), 0);
 }
 
+// A hook is what wakes a handler that never polls: the server stopping past its drain timeout,
+// and a caller whose connection is reset, both run it.
+TEST(call_cancel, hooks_run_when_the_server_stops_and_when_the_peer_is_gone) {
+  struct waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool woken = false;
+    std::atomic<bool> started{false};
+    std::thread::id hook_thread;
+  };
+  auto run = [](call_context& ctx, waiter& w) {
+    ctx.on_cancel([&w] {
+      std::lock_guard lock(w.mu);
+      w.woken = true;
+      w.hook_thread = std::this_thread::get_id();
+      w.cv.notify_all();
+    });
+    w.started = true;
+    std::unique_lock lock(w.mu);
+    w.cv.wait_for(lock, 10s, [&] { return w.woken; });  // blocked, not polling cancelled()
+    ctx.fail(status::cancelled, w.woken ? "woken by the hook" : "never woken");
+  };
+
+  waiter stopping;
+  auto s = make_server([&](server& sv) { sv.add_method("block", [&](call_context& ctx) { run(ctx, stopping); }); },
+                       2, 200ms);
+  auto c = client::connect("127.0.0.1", s->port());
+  auto f = c.call_future("block", bytes_of("x"), {.timeout = 20s});
+  ASSERT_TRUE(eventually([&] { return stopping.started.load(); }));
+  const auto t0 = std::chrono::steady_clock::now();
+  s->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 8s) << "stop waited for the blocked handler";
+  {
+    std::lock_guard lock(stopping.mu);
+    EXPECT_TRUE(stopping.woken);
+    EXPECT_NE(stopping.hook_thread, std::thread::id());
+  }
+  // The woken handler answers within the stop's grace; had it not, the stop would have.
+  const status code = f.get().code;
+  EXPECT_TRUE(code == status::cancelled || code == status::shutting_down) << to_string(code);
+
+  waiter reset;
+  auto s2 = make_server([&](server& sv) { sv.add_method("block", [&](call_context& ctx) { run(ctx, reset); }); });
+  {
+    test::raw_socket sock(s2->port());
+    ASSERT_TRUE(sock.send_frame(test::request(5, "block", "x")));
+    ASSERT_TRUE(eventually([&] { return reset.started.load(); }));
+    const linger hard{1, 0};  // close with a reset, not a FIN
+    ASSERT_EQ(::setsockopt(sock.fd(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard), 0);
+  }
+  EXPECT_TRUE(eventually([&] {
+    std::lock_guard lock(reset.mu);
+    return reset.woken;
+  })) << "the hook did not run when the caller's connection was reset";
+}
+
 // Hooks racing their calls' answers: each runs at most once, never once the reply is out (the
 // reply leaves only after the hub closed, and closing waits for a hook running elsewhere).
 TEST(call_cancel, hooks_race_answers_without_running_late) {
