@@ -11,6 +11,7 @@
 #include <chrono>
 #include <future>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace ringrpc {
