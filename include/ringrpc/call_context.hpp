@@ -98,12 +98,31 @@ class call_context {
 
   call_context(detail::call& c, detail::server_core* core) noexcept : _call(c), _core(core) {}
 
+  // --- Deadlines and cancellation (docs/execution.md, "Deadlines and cancellation")
+  /// The caller's deadline on the steady clock; nullopt when it set none (never a max() to
+  /// overflow). Client calls made from this handler inherit it by themselves.
+  std::optional<std::chrono::steady_clock::time_point> deadline() const noexcept;
+  /// Runs `hook` once when this call is cancelled: a Cancel frame from the caller, its
+  /// connection gone, or the server stopping past its drain timeout — what makes cancelled()
+  /// true. It runs on the server thread that noticed (the shard's I/O thread for a Cancel
+  /// frame or a lost connection, the stopping thread for a stop), or at once on this thread
+  /// when the call is cancelled already. Never after the call is answered: once the handler
+  /// has returned (or, deferred, the deferred_reply has answered) a hook that has not run
+  /// never will, and answering waits for one running on another thread at that moment. So
+  /// keep it short and non-blocking (set a flag, cancel a stop_source, answer a
+  /// deferred_reply); an exception it throws is dropped. Several hooks may be added; each
+  /// runs once. Costs nothing for calls that never add one. Throws std::logic_error after
+  /// defer() (use the deferred_reply's on_cancel), std::bad_alloc.
+  void on_cancel(std::function<void()> hook);
+
  private:
   friend class detail::server_core;
+  friend class call_parent;
   detail::call& _call;
   detail::server_core* _core;
   bool _answered = false;
   bool _deferred = false;
+  std::shared_ptr<detail::deferred_state> _deferred_state;  // after defer(): for call_parent
 };
 
 /// The right to answer one call later, from any thread. Movable, not copyable. Exactly one
@@ -124,7 +143,9 @@ class deferred_reply {
   }
   bool fail(status code, std::string_view message);
 
-  /// The request payload, valid until this handle answers.
+  /// The request payload, valid until this handle answers; if the stopping server answered
+  /// for it at its drain timeout, valid until this handle is destroyed or tries to answer (a
+  /// worker still reading it meanwhile is safe).
   std::span<const std::byte> payload() const noexcept;
   bool cancelled() const noexcept;
   std::chrono::nanoseconds remaining() const noexcept;
@@ -139,9 +160,16 @@ class deferred_reply {
   bool fail(status code, std::string_view message, std::span<const std::byte> details);
   /// As call_context::peer_address; empty once this handle answered.
   std::string peer_address() const;
+  // --- Deadlines and cancellation (docs/execution.md, "Deadlines and cancellation")
+  /// As call_context::on_cancel, for a call answered later: the hook runs once if the call is
+  /// cancelled before this handle answers (at once, on this thread, if it is already), never
+  /// after. The stopping server's drain timeout counts as a cancellation. False when the handle
+  /// has answered already (the hook is dropped).
+  bool on_cancel(std::function<void()> hook);
 
  private:
   friend class call_context;
+  friend class call_parent;
   explicit deferred_reply(std::shared_ptr<detail::deferred_state> s) noexcept : _state(std::move(s)) {}
   std::shared_ptr<detail::deferred_state> _state;
 };

@@ -107,6 +107,14 @@ struct channel_call_options {
   /// Per-call metadata, sent with every attempt as call_options::metadata is (after the
   /// member connection's own client_options::metadata), e.g. a per-call traceparent.
   std::vector<metadata_entry> metadata;
+
+  // --- Deadlines and cancellation: as call_options (client.hpp), for every attempt. The
+  // parent (the one named, else the handler's call on this thread when call_async is called)
+  // is taken once, at call_async: retries run on the channel's I/O thread and follow it too,
+  // and never outlive its deadline.
+  call_parent parent;
+  bool detached = false;
+  std::stop_token cancel;
 };
 
 /// Counters of a channel (monotonic unless said otherwise).
@@ -147,9 +155,11 @@ class channel {
   /// call fails at once (no live member, channel closed).
   void call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
                   channel_call_options options = {});
-  std::future<call_result> call_future(std::string_view method, std::span<const std::byte> payload,
+  reply_future<call_result> call_future(std::string_view method, std::span<const std::byte> payload,
                                        channel_call_options options = {});
-  /// Synchronous; throws std::logic_error from the channel's I/O thread.
+  /// Synchronous; without a timeout from the options or client_options::default_timeout,
+  /// each attempt is bounded by client_options::sync_call_timeout. Throws std::logic_error on
+  /// a client runtime's thread (the channel's I/O thread included).
   call_result call(std::string_view method, std::span<const std::byte> payload,
                    channel_call_options options = {});
   call_result call(std::string_view method, std::string_view payload, channel_call_options options = {}) {

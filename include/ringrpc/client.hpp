@@ -10,6 +10,14 @@
 /// that a call fails at once with call_error::client_busy instead of queueing without bound.
 /// A call whose local deadline passes is failed with call_error::timeout and a Cancel frame is
 /// sent for it, so the server drops it if still queued and its handler sees cancelled().
+///
+/// Deadlines and cancellation propagate (docs/execution.md, "Deadlines and cancellation"): a
+/// call made from a server handler (on its thread, while it runs) ends by that handler's
+/// deadline and is cancelled with it; call_options::parent names the incoming call from
+/// elsewhere, call_options::detached opts out, call_options::cancel cancels one call. An
+/// already expired deadline fails at once without sending anything. Blocking waits (call(),
+/// connect(), a reply_future's get()) on a client runtime's thread throw std::logic_error at
+/// once instead of hanging; sync calls have a finite default deadline (sync_call_timeout).
 
 #include <chrono>
 #include <cstddef>
@@ -18,11 +26,14 @@
 #include <future>
 #include <memory>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/call_parent.hpp"
 #include "ringrpc/metadata.hpp"
+#include "ringrpc/reply_future.hpp"
 #include "ringrpc/status.hpp"
 
 namespace ringrpc {
@@ -44,6 +55,10 @@ enum class call_error {
   client_closed,      ///< close() was called, or the call was made after it
   client_busy,        ///< refused at once: the connection's max_pending_calls or
                       ///< max_pending_bytes was reached (nothing was sent; retrying later is safe)
+  /// Cancelled here: call_options::cancel was requested, or the parent call (call_options::
+  /// parent, or the handler's call the call was made from) was cancelled. The code is
+  /// status::cancelled; a Cancel frame went to the server if the request had been queued.
+  cancelled,
 };
 
 /// Stable lower-case name, e.g. "timeout".
@@ -92,7 +107,11 @@ struct call_options {
   /// Time budget. Sent to the server (which will not start the call after it passes) and
   /// enforced here: the callback gets call_error::timeout at the latest this long after the
   /// call was made, and a Cancel frame tells the server to give up on it (a late reply is
-  /// dropped). Zero: the client's default_timeout.
+  /// dropped). Zero: the client's default_timeout. Negative: the deadline has passed already,
+  /// so the call fails at once with call_error::timeout and status::deadline_exceeded and
+  /// nothing is sent. Beyond 10^15 us (31 years; e.g. nanoseconds::max() from a handler's
+  /// remaining() without a deadline, cast down): no deadline, never an overflow. A call with a
+  /// parent (below) ends by the parent's deadline too, whichever comes first.
   std::chrono::microseconds timeout{0};
   /// Per-call metadata (ringrpc/metadata.hpp), sent with this call after the connection's own
   /// (client_options::metadata): a key set here replaces the connection's pair of that key.
@@ -100,11 +119,34 @@ struct call_options {
   /// (default 32 pairs, 8 KiB), or the server answers bad_request. E.g.
   /// {{"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}.
   std::vector<metadata_entry> metadata;
+
+  // --- Deadlines and cancellation (docs/execution.md, "Deadlines and cancellation")
+  /// The incoming call this one is made for: it inherits the parent's remaining deadline and
+  /// is cancelled (call_error::cancelled, Cancel frame) when the parent is. Empty: the call
+  /// made on a handler's thread while the handler runs has that handler's call as its parent
+  /// anyway; set it for calls made later or elsewhere (from a deferred_reply). A parent that
+  /// is cancelled already fails the call at once, nothing sent.
+  call_parent parent;
+  /// True: no parent, implicit or explicit; the call keeps only its own deadline and is not
+  /// cancelled with the handler's call (work that must finish whatever the caller does).
+  bool detached = false;
+  /// Per-call cancellation: once stop is requested on this token's source the call fails with
+  /// call_error::cancelled (at once if stop was requested before the call was made, nothing
+  /// sent), and a Cancel frame tells the server, whose handler sees cancelled() and its
+  /// on_cancel hooks. request_stop() may come from any thread; the callback runs on the
+  /// runtime thread as for any other outcome. A stop requested after the call ended does
+  /// nothing. Costs nothing when left empty.
+  std::stop_token cancel;
 };
 
 struct client_options {
   std::chrono::milliseconds connect_timeout{3000};
   std::chrono::microseconds default_timeout{0};  ///< zero: calls have no deadline
+  /// The deadline of a synchronous call() (and channel and typed synchronous calls) that has
+  /// none from call_options::timeout or default_timeout: a sync call never waits forever on a
+  /// hung peer. A parent call's earlier deadline still wins. Beyond 10^15 us: none (wait as
+  /// long as it takes).
+  std::chrono::microseconds sync_call_timeout{std::chrono::seconds(30)};
   /// Largest reply body accepted; a larger length prefix fails the connection with
   /// protocol_error before anything is reserved for it.
   std::uint32_t max_frame_bytes = 64u << 20;
@@ -165,7 +207,9 @@ class client {
  public:
   /// Connects (blocking, bounded by connect_timeout). Throws std::system_error: ECONNREFUSED
   /// for a refused connection, ETIMEDOUT, or the io_uring probe's explanation. With no runtime
-  /// given the client gets a private one.
+  /// given the client gets a private one. Throws std::logic_error at once on a client
+  /// runtime's thread (inside a callback), where blocking would stall every connection of
+  /// that runtime: connect from another thread.
   static client connect(const std::string& host, std::uint16_t port, client_options options = {},
                         std::shared_ptr<client_runtime> runtime = nullptr);
 
@@ -174,15 +218,21 @@ class client {
   ~client();  ///< close()s
 
   /// Asynchronous call: `done` runs exactly once, on the runtime thread; except that a call
-  /// refused at once (client_busy, or client_closed after close()) runs `done` before
-  /// call_async returns, on the calling thread. So a callback that retries at once on
-  /// client_busy recurses: back off (or give up) instead.
+  /// refused at once (client_busy, client_closed after close(), an expired deadline, a call
+  /// cancelled before it was sent) runs `done` before call_async returns, on the calling
+  /// thread. So a callback that retries at once on client_busy recurses: back off (or give
+  /// up) instead. Either way an exception thrown by `done` is caught and reported on stderr
+  /// ("ringrpc: a call callback threw: ..."), never passed to call_async's caller nor the
+  /// runtime: a callback handles its own errors.
   void call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
                   call_options options = {});
-  /// Future-returning call.
-  std::future<call_result> call_future(std::string_view method, std::span<const std::byte> payload,
+  /// Future-returning call. Its get()/wait() throw std::logic_error on a client runtime's
+  /// thread while the reply is not there yet (reply_future.hpp): it could never come.
+  reply_future<call_result> call_future(std::string_view method, std::span<const std::byte> payload,
                                        call_options options = {});
-  /// Synchronous call. Throws std::logic_error if made from the runtime thread.
+  /// Synchronous call. Its deadline: call_options::timeout, else default_timeout, else
+  /// sync_call_timeout (30 s by default), capped by the parent call's. Throws
+  /// std::logic_error if made on a client runtime's thread (it would wait forever there).
   call_result call(std::string_view method, std::span<const std::byte> payload,
                    call_options options = {});
   call_result call(std::string_view method, std::string_view payload, call_options options = {}) {

@@ -276,7 +276,7 @@ void typed_call_async(client& c, const typed_method& m, flatbuffers::FlatBufferB
 }
 
 template <class Reply, class Request>
-std::future<result<Reply>> typed_call_future(client& c, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
+reply_future<result<Reply>> typed_call_future(client& c, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
                                        flatbuffers::Offset<Request> request, const call_options& options) {
   // Through call_async rather than client::call_future: the reply is verified and wrapped on
   // the runtime thread, and no thread waits just to convert one future into another.

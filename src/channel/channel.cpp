@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "channel/channel_core.hpp"
+#include "client/call_links.hpp"
 #include "channel/host_port.hpp"
 
 namespace ringrpc {
@@ -92,7 +93,7 @@ void channel::call_async(std::string_view method, std::span<const std::byte> pay
     call_outcome o;
     o.error = call_error::client_closed;
     o.message = "channel is closed";
-    if (done) done(o);
+    detail::run_callback(done, o);
     return;
   }
   _core->call_async(method, payload, std::move(done), options);
@@ -103,7 +104,7 @@ bool channel::send_one_way(std::string_view method, std::span<const std::byte> p
   return _core && _core->send_one_way(method, payload, options);
 }
 
-std::future<call_result> channel::call_future(std::string_view method, std::span<const std::byte> payload,
+reply_future<call_result> channel::call_future(std::string_view method, std::span<const std::byte> payload,
                                               channel_call_options options) {
   auto promise = std::make_shared<std::promise<call_result>>();
   auto future = promise->get_future();
@@ -112,9 +113,12 @@ std::future<call_result> channel::call_future(std::string_view method, std::span
 }
 
 call_result channel::call(std::string_view method, std::span<const std::byte> payload, channel_call_options options) {
-  if (_core && _core->in_runtime_thread()) {
-    throw std::logic_error("ringrpc::channel::call: synchronous call from the channel's I/O thread would wait "
-                           "forever; use call_async");
+  if (detail::client_loop::on_any_loop_thread()) {
+    throw std::logic_error("ringrpc::channel::call: synchronous call from a client runtime's thread (the "
+                           "channel's I/O thread included) would wait forever; use call_async");
+  }
+  if (_core && options.timeout.count() == 0 && _core->options().client.default_timeout.count() == 0) {
+    options.timeout = _core->options().client.sync_call_timeout;
   }
   return call_future(method, payload, options).get();
 }

@@ -8,6 +8,7 @@
 #include "channel/balancer.hpp"
 #include "channel/call_state_pool.hpp"
 #include "channel/channel_core.hpp"
+#include "client/call_links.hpp"
 
 namespace ringrpc::detail {
 
@@ -25,10 +26,14 @@ struct channel_core::call_state {
   const member_conn* last = nullptr;  // the member of the attempt that failed: avoided next
   std::shared_ptr<member_conn> member;  // of the attempt in flight: keeps its connection open
   std::span<const std::byte> caller_payload;  // valid only while call_async has not returned
+  std::shared_ptr<cancel_hub> parent;  // resolved once at call_async (client/call_links.hpp)
   call_state* next_free = nullptr;
 
   void recycle() noexcept {
     done = nullptr;
+    parent.reset();
+    options.parent = call_parent();
+    options.cancel = std::stop_token();
     member.reset();
     last = nullptr;
     attempts = 0;
@@ -51,7 +56,7 @@ void channel_core::finish(call_state* st, const call_outcome& o) {
     call_state* st;
     ~give_back() { call_state_pool::put(st); }
   } back{st};
-  if (st->done) st->done(o);
+  run_callback(st->done, o);  // the client's rule for a callback that throws, inline or not
 }
 
 namespace {
@@ -118,6 +123,17 @@ void channel_core::call_async(std::string_view method, std::span<const std::byte
   }
   st->done = std::move(done);
   st->options = std::move(options);
+  // Taken here, on the caller's thread: later attempts run on the I/O thread, which is no
+  // handler's.
+  call_options probe;
+  probe.parent = st->options.parent;
+  probe.detached = st->options.detached;
+  try {
+    st->parent = resolve_parent(probe);
+  } catch (...) {
+    call_state_pool::put(st);
+    throw;
+  }
   attempt(st, payload);
 }
 
@@ -171,6 +187,12 @@ void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
   call_options co;
   co.timeout = st->options.timeout;
   co.metadata = st->options.metadata;  // copied per attempt (a retry sends it again); empty: free
+  if (st->parent) {
+    call_parent_access::set(co.parent, st->parent);
+  } else {
+    co.detached = true;  // resolved at call_async: none (an inline refusal must not pick one up)
+  }
+  co.cancel = st->options.cancel;
   conn.conn.call_async(
       st->method, payload,
       [this, st](const call_outcome& o) {

@@ -63,6 +63,7 @@ class channel_core {
   /// One-way message to one member, picked as a call's first attempt; never retried.
   bool send_one_way(std::string_view method, std::span<const std::byte> payload,
                     const channel_call_options& options);
+  const channel_options& options() const noexcept { return _options; }
 
   std::size_t up_count() const noexcept { return _snap.read()->up.size(); }
   std::vector<channel_member_state> members() const;

@@ -8,6 +8,9 @@
 #include <system_error>
 #include <thread>
 
+#include "base/clock.hpp"
+#include "client/call_deadline.hpp"
+#include "client/call_links.hpp"
 #include "client/client_loop.hpp"
 #include "client/tcp_connect.hpp"
 
@@ -24,6 +27,7 @@ std::string_view to_string(call_error e) noexcept {
     case call_error::protocol_error: return "protocol_error";
     case call_error::client_closed: return "client_closed";
     case call_error::client_busy: return "client_busy";
+    case call_error::cancelled: return "cancelled";
   }
   return "unknown";
 }
@@ -80,6 +84,8 @@ std::shared_ptr<client_runtime> client_runtime::create() {
 
 bool client_runtime::in_runtime_thread() const noexcept { return _loop->in_loop_thread(); }
 
+bool detail::on_client_runtime_thread() noexcept { return client_loop::on_any_loop_thread(); }
+
 // --- client
 
 namespace {
@@ -114,17 +120,15 @@ std::string busy_message(const detail::client_conn& c) {
          "(client_options::max_pending_calls / max_pending_bytes)";
 }
 
-std::int64_t deadline_after(std::chrono::microseconds timeout) {
-  if (timeout.count() <= 0) return 0;
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch() + timeout)
-      .count();
-}
-
 }  // namespace
 
 client client::connect(const std::string& host, std::uint16_t port, client_options options,
                        std::shared_ptr<client_runtime> runtime) {
+  if (detail::client_loop::on_any_loop_thread()) {
+    throw std::logic_error("ringrpc::client::connect: called on a client runtime's thread (in a "
+                           "callback); connecting blocks and would stall every connection of that "
+                           "runtime: connect from another thread");
+  }
   if (!runtime) runtime = client_runtime::create();
   const int fd = connect_socket(host, port, options.connect_timeout);
   auto* conn = new detail::client_conn(fd, options);
@@ -171,7 +175,26 @@ void client::call_async(std::string_view method, std::span<const std::byte> payl
     call_outcome o;
     o.error = call_error::client_closed;
     o.message = "client is closed";
-    if (done) done(o);
+    detail::run_inline_callback(done, o);
+    return;
+  }
+  // Deadline and cancellation first: a call that cannot run is refused before anything is
+  // encoded (docs/execution.md, "Deadlines and cancellation").
+  std::shared_ptr<detail::cancel_hub> parent = detail::resolve_parent(options);
+  const detail::call_deadline d = detail::call_deadline::of(options.timeout, _conn->default_timeout, parent.get());
+  if (d.expired || (parent && parent->fired()) || options.cancel.stop_requested()) {
+    call_outcome o;
+    if (d.expired) {
+      o.error = call_error::timeout;
+      o.code = status::deadline_exceeded;
+      o.message = "deadline passed before the call was made; not sent";
+    } else {
+      o.error = call_error::cancelled;
+      o.code = status::cancelled;
+      o.message = options.cancel.stop_requested() ? "cancelled by the caller before it was sent"
+                                                  : "cancelled: the parent call was cancelled before this call was sent";
+    }
+    detail::run_inline_callback(done, o);
     return;
   }
   detail::client_loop& loop = *_runtime->_loop;
@@ -179,12 +202,11 @@ void client::call_async(std::string_view method, std::span<const std::byte> payl
   p->kind = detail::pending::what::call;
   p->conn = _conn;
   p->id = _conn->next_id.fetch_add(1, std::memory_order_relaxed);
-  const auto timeout = options.timeout.count() > 0 ? options.timeout : _conn->default_timeout;
   detail::frame_view f;
   f.call_id = p->id;
   f.kind = wire::Kind::Request;
   f.method = method;
-  f.timeout_us = timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0;
+  f.timeout_us = d.wire_timeout_us();
   f.payload = payload;
   // Only calls that send metadata pay for it; the others pass a null pointer.
   const detail::metadata_to_send md{_conn->metadata, options.metadata};
@@ -197,16 +219,22 @@ void client::call_async(std::string_view method, std::span<const std::byte> payl
     call_outcome o;
     o.error = call_error::client_busy;
     o.message = why;
-    if (done) done(o);
+    detail::run_inline_callback(done, o);
     return;
   }
   p->counted = true;
-  p->deadline_ns = deadline_after(timeout);
+  p->deadline_ns = d.at_ns;
   p->done = std::move(done);
+  // Armed before the post: a trigger that runs before the loop took the call sets its flag,
+  // which accept_work honours (the call is then never sent).
+  if (parent) detail::arm_parent(loop, p, std::move(parent));
+  if (options.cancel.stop_possible()) {
+    p->stop.emplace(options.cancel, detail::cancel_trigger{&loop, p, detail::cancel_reason::stop_token});
+  }
   loop.post(p);
 }
 
-std::future<call_result> client::call_future(std::string_view method,
+reply_future<call_result> client::call_future(std::string_view method,
                                              std::span<const std::byte> payload,
                                              call_options options) {
   auto promise = std::make_shared<std::promise<call_result>>();
@@ -219,9 +247,12 @@ std::future<call_result> client::call_future(std::string_view method,
 
 call_result client::call(std::string_view method, std::span<const std::byte> payload,
                          call_options options) {
-  if (_runtime && _runtime->in_runtime_thread()) {
-    throw std::logic_error("ringrpc::client::call: synchronous call from the runtime thread "
+  if (detail::client_loop::on_any_loop_thread()) {
+    throw std::logic_error("ringrpc::client::call: synchronous call from a client runtime's thread "
                            "would wait forever; use call_async");
+  }
+  if (_conn != nullptr && options.timeout.count() == 0 && _conn->default_timeout.count() == 0) {
+    options.timeout = _conn->sync_call_timeout;
   }
   // Shared, not on this stack frame: the callback still touches the flag to wake us after we
   // could already have seen it set and returned.

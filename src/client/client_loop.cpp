@@ -11,6 +11,7 @@
 #include <exception>
 #include <functional>
 
+#include "client/call_links.hpp"
 #include "client/multishot_recv.hpp"
 #include "uring/cqe_tag.hpp"
 #include "uring/uring_probe.hpp"
@@ -31,10 +32,15 @@ call_outcome failure(call_error e, std::string_view why) noexcept {
   call_outcome o;
   o.error = e;
   o.message = why;
+  if (e == call_error::cancelled) o.code = status::cancelled;
   return o;
 }
 
+thread_local constinit bool on_loop_thread = false;
+
 }  // namespace
+
+bool client_loop::on_any_loop_thread() noexcept { return on_loop_thread; }
 
 client_loop::client_loop() {
   const uring_features features = probe_io_uring();  // throws with the reason
@@ -42,6 +48,7 @@ client_loop::client_loop() {
   auto started = ready.get_future();
   _thread = std::thread([this, features, &ready] {
     name_this_thread("rr-client");
+    on_loop_thread = true;
     std::unique_ptr<ring> r;
     std::unique_ptr<provided_buffers> bufs;
     try {
@@ -74,10 +81,12 @@ pending* client_loop::get_pending() {
   p->written = p->finished = p->counted = false;
   p->deadline_ns = 0;
   p->detached = nullptr;
+  p->cancel_requested.store(cancel_reason::none, std::memory_order_relaxed);
   return p;
 }
 
 void client_loop::put_pending(pending* p) noexcept {
+  disarm(p);
   uncount(p);
   p->done = nullptr;
   p->conn = nullptr;
@@ -154,6 +163,9 @@ void client_loop::accept_work(pending* p) {
       put_pending(p);
       maybe_free(c);
       return;
+    case pending::what::cancel_call:
+      on_cancel_call(p);
+      return;
     case pending::what::call:
     case pending::what::one_way:
     case pending::what::cancel:  // queued by the loop itself, never posted
@@ -170,6 +182,15 @@ void client_loop::accept_work(pending* p) {
     return;
   }
   if (p->kind == pending::what::call) {
+    if (const cancel_reason why = p->cancel_requested.load(std::memory_order_acquire);
+        why != cancel_reason::none) {
+      // Cancelled between call_async and here: never sent, so no Cancel frame either.
+      p->written = true;
+      complete(p, failure(call_error::cancelled, why == cancel_reason::parent
+                                                    ? "cancelled: the parent call was cancelled"
+                                                    : "cancelled by the caller (call_options::cancel)"));
+      return;
+    }
     if (!c->inflight.insert(p)) {
       // admit() keeps the calls in flight within max_pending_calls, so this is only a guard.
       p->written = true;
@@ -352,18 +373,11 @@ void client_loop::on_write(client_conn* c, int res) {
 
 void client_loop::complete(pending* p, const call_outcome& o) noexcept {
   p->finished = true;
+  disarm(p);  // a cancel requested from now on finds nothing to do
   // Before the callback: a caller woken by it may make its next call at once and must find
   // the room this one held.
   if (p->written) uncount(p);
-  if (p->done) {
-    try {
-      p->done(o);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "ringrpc: a call callback threw: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "ringrpc: a call callback threw\n");
-    }
-  }
+  run_callback(p->done, o);
   p->done = nullptr;
   if (p->written) put_pending(p);
 }
@@ -397,6 +411,55 @@ void client_loop::send_cancel(client_conn* c, std::uint64_t id) noexcept {
   } catch (...) {
     // Goes out with the next write on this connection instead.
   }
+}
+
+void cancel_trigger::operator()() const noexcept { loop->request_cancel(call, why); }
+
+void client_loop::request_cancel(pending* p, cancel_reason why) noexcept {
+  auto none = cancel_reason::none;
+  if (!p->cancel_requested.compare_exchange_strong(none, why, std::memory_order_acq_rel)) return;
+  // The flag alone cancels a call the loop has not taken yet (accept_work); the message
+  // cancels one in flight. Without memory for the message, the call runs to its end.
+  pending* m = nullptr;
+  try {
+    m = get_pending();
+  } catch (...) {
+    return;
+  }
+  m->kind = pending::what::cancel_call;
+  m->conn = p->conn;
+  m->id = p->id;
+  p->conn->posted_cancels.fetch_add(1, std::memory_order_relaxed);
+  post(m);
+}
+
+void client_loop::disarm(pending* p) noexcept {
+  // Both wait for a trigger running on another thread (it only posts a message), so p is not
+  // touched by one once this returns.
+  p->stop.reset();
+  if (p->parent) {
+    p->parent->unlisten(p->parent_token);
+    p->parent_token = 0;
+    p->parent.reset();
+  }
+}
+
+void client_loop::on_cancel_call(pending* m) noexcept {
+  client_conn* c = m->conn;
+  const std::uint64_t id = m->id;
+  put_pending(m);
+  c->posted_cancels.fetch_sub(1, std::memory_order_relaxed);
+  pending* p = c->dead ? nullptr : c->inflight.find(id);
+  if (p != nullptr) {
+    const cancel_reason why = p->cancel_requested.load(std::memory_order_acquire);
+    c->inflight.take(id);
+    complete(p, failure(call_error::cancelled, why == cancel_reason::parent
+                                                   ? "cancelled: the parent call was cancelled"
+                                                   : "cancelled by the caller (call_options::cancel)"));
+    // As for a timeout: the server drops it if queued, its handler sees cancelled().
+    send_cancel(c, id);
+  }
+  maybe_free(c);
 }
 
 void client_loop::fail_connection(client_conn* c, call_error e, std::string_view why) noexcept {
@@ -443,6 +506,7 @@ void client_loop::expire_deadlines() noexcept {
 
 void client_loop::maybe_free(client_conn* c) noexcept {
   if (!c->detached || c->recv_armed || c->writing()) return;
+  if (c->posted_cancels.load(std::memory_order_acquire) != 0) return;  // on_cancel_call frees it
   std::erase(_conns, c);
   std::erase(_dirty, c);
   ::close(c->fd);

@@ -10,6 +10,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,16 +27,32 @@
 #include "ringrpc/client.hpp"
 #include "base/write_queue.hpp"
 #include "client/tls_client_link.hpp"
+#include "base/cancel_hub.hpp"
 
 namespace ringrpc::detail {
 
 struct client_conn;
+class client_loop;
+struct pending;
+
+/// Why a call is being cancelled by its caller (pending::cancel_requested).
+enum class cancel_reason : std::uint8_t { none = 0, stop_token, parent };
+
+/// What a stop_token's callback or a parent's cancellation runs: asks the loop to cancel one
+/// call. Runs on any thread, never after the call completed (complete() disarms both first).
+struct cancel_trigger {
+  client_loop* loop;
+  pending* call;
+  cancel_reason why;
+  void operator()() const noexcept;
+};
 
 /// A unit of work handed to the loop: a call, a one-way message, a cancel frame the loop
 /// sends by itself, or a connection command. Pooled; owned by the loop from post() until it is
 /// recycled.
 struct pending {
-  enum class what : std::uint8_t { call, one_way, cancel, attach, detach };
+  /// cancel_call: a caller's cancellation of call `id` (cancel_trigger), posted from any thread.
+  enum class what : std::uint8_t { call, one_way, cancel, attach, detach, cancel_call };
 
   mpsc_node node;  // must stay the first member
   pending* wq_next = nullptr;
@@ -49,6 +66,12 @@ struct pending {
   bool finished = false;   // the callback has run
   bool counted = false;    // holds one of its connection's max_pending_calls (and its bytes)
   std::promise<void>* detached = nullptr;  // detach: fulfilled once the connection is closed
+  // Cancellation by the caller (call_options::cancel / parent); armed only for calls that
+  // have either, disarmed by complete() before the callback.
+  std::atomic<cancel_reason> cancel_requested{cancel_reason::none};
+  std::optional<std::stop_callback<cancel_trigger>> stop;
+  std::shared_ptr<cancel_hub> parent;
+  cancel_hub::token parent_token = 0;
 
   std::span<const std::byte> wq_bytes() const noexcept { return frame; }
   static pending* from_node(mpsc_node* n) noexcept { return reinterpret_cast<pending*>(n); }
@@ -60,6 +83,7 @@ struct client_conn {
   client_conn(int fd_, const client_options& o)
       : fd(fd_),
         default_timeout(o.default_timeout),
+        sync_call_timeout(o.sync_call_timeout),
         max_pending_calls(o.max_pending_calls),
         max_pending_bytes(o.max_pending_bytes),
         metadata(o.metadata),
@@ -78,6 +102,7 @@ struct client_conn {
   std::atomic<bool> open{true};
   std::atomic<std::uint64_t> next_id{1};
   const std::chrono::microseconds default_timeout;
+  const std::chrono::microseconds sync_call_timeout;
   const std::uint32_t max_pending_calls;
   const std::size_t max_pending_bytes;
   /// Sent with every call and one-way message (client_options::metadata and bearer_token);
@@ -88,6 +113,9 @@ struct client_conn {
   // Taken by the calling thread before a call is posted, given back by the loop (uncount()).
   std::atomic<std::uint32_t> pending_calls{0};
   std::atomic<std::size_t> pending_bytes{0};
+  /// cancel_call messages posted for this connection and not yet taken by the loop: the
+  /// connection is not freed before they are (maybe_free).
+  std::atomic<std::uint32_t> posted_cancels{0};
 
   /// Reserves room for one request of `bytes`; false (nothing reserved) when the connection
   /// is at one of its limits.
@@ -132,10 +160,16 @@ class client_loop {
   ~client_loop();
 
   bool in_loop_thread() const noexcept { return std::this_thread::get_id() == _thread_id; }
+  /// True on the thread of any client runtime (where blocking waits are refused).
+  static bool on_any_loop_thread() noexcept;
 
   pending* get_pending();
   /// Returns a pending that was never posted (e.g. a refused call). Any thread.
   void recycle(pending* p) noexcept { put_pending(p); }
+  /// Any thread: cancels call `p` (once; later requests do nothing). See cancel_trigger.
+  void request_cancel(pending* p, cancel_reason why) noexcept;
+  /// Ends a call's cancellation triggers: none of them runs (or is running) once this returns.
+  static void disarm(pending* p) noexcept;
   /// Queues work for the loop; wakes it unless called from the loop itself.
   void post(pending* p) noexcept {
     _inbox.push(&p->node);
@@ -157,6 +191,7 @@ class client_loop {
   void complete(pending* p, const call_outcome& o) noexcept;
   void uncount(pending* p) noexcept;
   void send_cancel(client_conn* c, std::uint64_t id) noexcept;
+  void on_cancel_call(pending* m) noexcept;
   void mark_dirty(client_conn* c);
   void release_receive_memory(client_conn* c) noexcept;
   void fail_connection(client_conn* c, call_error e, std::string_view why) noexcept;

@@ -134,6 +134,10 @@ bool answer_deferred(std::shared_ptr<deferred_state> state, status code, std::st
   std::unique_lock lock(state->mu);
   call* c = std::exchange(state->c, nullptr);
   if (c == nullptr) return false;  // answered already, by the handler or the stopping server
+  // c is this thread's alone now. Its hooks end before the answer, outside the lock: one
+  // running on another thread at this moment may itself be answering through this state.
+  lock.unlock();
+  state->core->close_hub(*c);
   bool encoded = true;
   if (c->purpose == call_purpose::request) {
     try {

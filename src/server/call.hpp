@@ -2,6 +2,7 @@
 // A call in flight through the server pipeline, and the pool that recycles them.
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "wire/frame_codec.hpp"
 #include "ringrpc/status.hpp"
+#include "base/cancel_hub.hpp"
 #include "base/mpmc_queue.hpp"
 #include "exec/work_item.hpp"
 #include "server/response_metadata.hpp"
@@ -58,6 +60,10 @@ struct call : work_item {
   /// Headers and trailers the handler added for its answer; null (nothing allocated) for the
   /// calls that add none, whose replies take the fast encoding.
   std::unique_ptr<response_metadata> response_md;
+  /// Made on first use by whoever owns the call (its handler, then its deferred reply's
+  /// holder): on_cancel hooks and the client calls made for it. Null for almost every call.
+  /// server_core::close_hub() ends it when the call is answered (call_cancel.cpp).
+  std::shared_ptr<cancel_hub> hub;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   /// A request or one-way message a client sent (not a local post or a connection event).
@@ -108,6 +114,7 @@ class call_pool {
     c->cost_hint = nullptr;
     c->peer = nullptr;
     if (c->response_md) c->response_md.reset();
+    c->hub.reset();  // closed when answered; only a copy the registry let go of is left
   }
 
  private:

@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <mutex>
+#include <span>
+#include <vector>
 
 #include "server/call.hpp"
 
@@ -17,6 +19,11 @@ struct deferred_state : std::enable_shared_from_this<deferred_state> {
   call* c = nullptr;  // null once answered
   server_core* core = nullptr;
   bool listed = false;  // in the core's pending list (guarded by the core's mutex)
+  /// Answered by the stopping server at its drain timeout (abandon_deferred): the request's
+  /// bytes were moved here, so a payload() span the holder still reads stays valid until the
+  /// handle is destroyed. Guarded by mu.
+  std::vector<std::byte> kept_request;
+  std::span<const std::byte> kept_payload;
 };
 
 }  // namespace ringrpc::detail

@@ -67,6 +67,7 @@ bool responder::take_slot(connection* c) noexcept {
     // No memory to queue the reply: this connection fails, the others go on.
     _core.note_out_of_memory();
     c->write_failed.store(true, std::memory_order_relaxed);
+    _owner.hubs().fire(c, 0);
     ::shutdown(c->fd, SHUT_RDWR);
     return false;
   }
@@ -173,6 +174,7 @@ void responder::fail_writes(connection* c) noexcept {
   // connection promptly even when it had paused reading.
   write_slot& w = *c->write;
   c->write_failed.store(true, std::memory_order_relaxed);
+  _owner.hubs().fire(c, 0);
   ::shutdown(c->fd, SHUT_RDWR);
   w.replies.clear([this](call* k) { release_call(k); });
   c->queued_bytes.store(0, std::memory_order_relaxed);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "ringrpc/call_parent.hpp"
 #include "ringrpc/record_layer.hpp"
 #include "server/running_calls.hpp"
 #include "server/server_core.hpp"
@@ -72,6 +73,20 @@ void call_context::fail(status code, std::string_view message) {
   _answered = true;
 }
 
+std::optional<std::chrono::steady_clock::time_point> call_context::deadline() const noexcept {
+  if (_call.deadline_ns == 0) return std::nullopt;
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(_call.deadline_ns));
+}
+
+void call_context::on_cancel(std::function<void()> hook) {
+  if (_deferred) {
+    throw std::logic_error("call_context::on_cancel() after defer(): use the deferred_reply's on_cancel");
+  }
+  if (_core == nullptr || !hook) return;
+  detail::cancel_hub::token t = 0;
+  _core->hub_of(_call)->listen(std::move(hook), t);
+}
+
 deferred_reply call_context::defer() {
   if (_deferred) throw std::logic_error("call_context::defer() called twice");
   if (_core == nullptr) throw std::logic_error("call_context::defer(): not a server call");
@@ -85,7 +100,38 @@ deferred_reply call_context::defer() {
   }
   _deferred = true;
   _call.reply.clear();
-  return deferred_reply(_core->defer(&_call));
+  _deferred_state = _core->defer(&_call);
+  return deferred_reply(_deferred_state);
+}
+
+namespace {
+
+// The hub of the call a deferred state still owes an answer to; null once it is answered.
+std::shared_ptr<detail::cancel_hub> deferred_hub(const std::shared_ptr<detail::deferred_state>& s) {
+  if (!s) return nullptr;
+  std::lock_guard lock(s->mu);
+  if (s->c == nullptr) return nullptr;
+  return s->core->hub_of(*s->c);
+}
+
+}  // namespace
+
+std::shared_ptr<detail::cancel_hub> detail::server_core::context_hub(const call_context& ctx) {
+  if (ctx._core == nullptr) return nullptr;
+  if (!ctx._deferred) return ctx._core->hub_of(ctx._call);
+  return deferred_hub(ctx._deferred_state);  // the handler runs on after defer(): via the state
+}
+
+// --- call_parent
+
+call_parent::call_parent(const call_context& call) : _hub(detail::server_core::context_hub(call)) {}
+call_parent::call_parent(const deferred_reply& reply) : _hub(deferred_hub(reply._state)) {}
+
+bool deferred_reply::on_cancel(std::function<void()> hook) {
+  std::shared_ptr<detail::cancel_hub> hub = deferred_hub(_state);
+  if (!hub) return false;
+  detail::cancel_hub::token t = 0;
+  return hub->listen(std::move(hook), t) != detail::cancel_hub::listen_result::closed;
 }
 
 // --- response metadata, error details, the caller's address (call_context and deferred_reply)
@@ -174,7 +220,7 @@ bool deferred_reply::fail(status code, std::string_view message) {
 std::span<const std::byte> deferred_reply::payload() const noexcept {
   if (!_state) return {};
   std::lock_guard lock(_state->mu);
-  return _state->c ? _state->c->payload : std::span<const std::byte>{};
+  return _state->c ? _state->c->payload : _state->kept_payload;
 }
 
 bool deferred_reply::cancelled() const noexcept {

@@ -27,6 +27,20 @@ namespace {
 constexpr unsigned timing_sample = 8;  // a power of two
 thread_local unsigned timing_tick = 0;
 
+// A handler's call as the client calls made on its thread see it (base/cancel_hub.hpp): set
+// around the handler, one thread-local store and restore; the hub is made only if a call asks.
+std::shared_ptr<cancel_hub> handler_call_hub(void* ctx) {
+  return server_core::context_hub(*static_cast<const call_context*>(ctx));
+}
+
+struct parent_scope {
+  current_parent previous;
+  explicit parent_scope(call_context& ctx) noexcept : previous(current_call_parent) {
+    current_call_parent = current_parent{&handler_call_hub, &ctx};
+  }
+  ~parent_scope() { current_call_parent = previous; }
+};
+
 struct user_code_scope {
   const server_core* previous;
   explicit user_code_scope(const server_core* s) noexcept : previous(running_user_code_of) {
@@ -116,6 +130,7 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
       running->running.store(c, std::memory_order_release);
     }
     try {
+      const parent_scope parent(ctx);
       if (c->purpose == call_purpose::request) {
         ep.receive_and_reply(ctx);
       } else {
@@ -134,6 +149,7 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
       // released it in that answer's name: this late answer goes nowhere. The stop may still
       // be copying the call: wait until its walk is over (a stop's rare path, not the calls').
       wait_for_claims();
+      close_hub(*c);
       if (client) _settled.add();
       connection* conn = c->conn;
       _pool->put(c);
@@ -144,6 +160,7 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
   const std::int64_t end = timed ? now_ns() : 0;
   if (client) _settled.add();
   if (ctx._deferred) return;  // the deferred_reply owns the call now (and held no handler)
+  close_hub(*c);  // answered: no on_cancel hook runs from here on
   if (timed && client) {
     connection& conn = *c->conn;  // written by whichever worker ran the call: an estimate
     conn.recent_cost.store(next_recent_cost(conn.recent_cost.load(std::memory_order_relaxed), end - start),

@@ -125,6 +125,20 @@ class server_core final : public exec_host {
   std::shared_ptr<deferred_state> defer(call* c);
   /// A deferred call was answered (its reply encoded): metrics, and off the pending list.
   void settle_deferred(deferred_state& s, call* c) noexcept;
+  // --- Cancellation of a call as its listeners see it (call_cancel.cpp)
+  /// c's hub, made (and registered with its shard) on first use by c's owner; fired at once
+  /// when c is cancelled already. Throws std::bad_alloc.
+  std::shared_ptr<cancel_hub> hub_of(call& c);
+  /// c is answered: its hooks never run from now on (one running elsewhere is waited for).
+  void close_hub(call& c) noexcept;
+  /// The drain timeout passed: every call's hooks run, as their handlers see cancelled().
+  void fire_all_hubs() noexcept;
+  /// The hub of the call `ctx` serves (through its deferred state after defer()); null for a
+  /// call without a server or already answered. Throws std::bad_alloc.
+  static std::shared_ptr<cancel_hub> context_hub(const call_context& ctx);
+  /// `stand_in` takes c's place on the way back (the responder releases it as it would c).
+  static void stand_in_for(call* c, call* stand_in) noexcept;
+
   metrics_registry& metrics() noexcept { return _metrics; }
   const metrics_registry& metrics() const noexcept { return _metrics; }
   event_bus& events() noexcept { return *_bus; }

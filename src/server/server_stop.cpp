@@ -111,6 +111,7 @@ void server_core::stop_blocking() {
     // Calls still queued run as SHUTTING_DOWN answers (execute checks the flag); running ones
     // see cancelled(); unanswered deferred replies are answered here.
     _abandon.store(true, std::memory_order_release);
+    fire_all_hubs();  // on_cancel hooks and the calls' own calls, as cancelled() turns true
     abandon_deferred();
     // Calls queued behind handlers that do not finish are answered from here, unrun.
     _dispatcher.run_queued_here();
@@ -191,16 +192,7 @@ void server_core::answer_for_handler(call* c, call* s) noexcept {
   // `s` stands in for `c` from here on: the responder releases it as it would `c` (its
   // connection's count of calls, its request bytes, its fair share), and the handler's thread
   // recycles `c` unanswered once it returns (server_core::execute).
-  s->conn = c->conn;
-  s->id = c->id;
-  s->method_name = c->method_name;
-  s->purpose = c->purpose;
-  s->target = c->target;
-  s->peer = c->peer;
-  s->received_ns = c->received_ns;
-  s->request_charged = c->request_charged;
-  s->share_counted = c->share_counted;
-  s->over_share = c->over_share;
+  stand_in_for(c, s);
   retain(c->conn);  // the handler's call keeps its connection (peer(), cancelled()) until it returns
   c->abandoned.store(true, std::memory_order_relaxed);
   answer(s, wire::Kind::Error, status::shutting_down,
@@ -219,10 +211,20 @@ void server_core::abandon_deferred() noexcept {
     _deferred.clear();
   }
   for (auto& s : pending) {
-    std::lock_guard lock(s->mu);
-    if (s->c == nullptr) continue;
-    call* c = std::exchange(s->c, nullptr);
-    c->abandoned.store(true, std::memory_order_relaxed);
+    call* c = nullptr;
+    {
+      std::lock_guard lock(s->mu);
+      if (s->c == nullptr) continue;
+      c = std::exchange(s->c, nullptr);
+      c->abandoned.store(true, std::memory_order_relaxed);
+      // The holder may still read a payload() span on another thread: its bytes move to the
+      // state (a vector's move keeps its buffer) and live as long as the handle does, while
+      // the call is answered and recycled as usual.
+      s->kept_payload = c->payload;
+      s->kept_request = std::move(c->request);
+      c->request.clear();
+    }
+    close_hub(*c);  // outside s->mu: a hook running now may answer through this very state
     answer(c, wire::Kind::Error, status::shutting_down, "server stopped before the deferred reply came");
   }
 }

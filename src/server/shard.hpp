@@ -20,6 +20,7 @@
 #include "exec/dispatcher.hpp"
 #include "wire/frame_codec.hpp"
 #include "server/memory_budget.hpp"
+#include "server/cancel_registry.hpp"
 #include "server/responder.hpp"
 #include "uring/provided_buffers.hpp"
 #include "uring/ring.hpp"
@@ -85,6 +86,8 @@ class shard {
   void close_notify_if_owed(connection* c) noexcept;
   /// Reader thread: a paused connection may read again; resumed later in this turn.
   void resume_later(connection* c) noexcept;
+  /// Calls of this shard's connections with a cancel_hub (on_cancel hooks, child calls).
+  cancel_registry& hubs() noexcept { return _hubs; }
 
   // Stats (any thread).
   std::uint64_t accepted() const noexcept { return _accepted.get(); }
@@ -166,6 +169,11 @@ class shard {
   void answer(call* c, std::uint64_t id, wire::Kind kind, status code, std::string_view message,
               std::uint32_t retry_after_ms = 0) noexcept;
   void answer_ping(call* k, std::uint64_t id, wire::Kind kind) noexcept;
+  /// The peer is gone: running handlers see cancelled() and their on_cancel hooks run.
+  void mark_gone(connection* c) noexcept {
+    c->gone.store(true, std::memory_order_relaxed);
+    _hubs.fire(c, 0);
+  }
   void end_of_turn() noexcept;
   void run_resumes() noexcept;
 
@@ -211,6 +219,7 @@ class shard {
   std::int64_t _turn_ns = 0;  // clock at the start of this loop turn
   bool _sweep_due = false;
   __kernel_timespec _sweep_ts{};
+  cancel_registry _hubs;
   mutable std::mutex _live_mu;  // guards the links of _live (the reader alone mutates them)
   /// A loop turn longer than this counts as an event-loop stall.
   static constexpr std::int64_t stall_threshold_ns = 10'000'000;

@@ -221,7 +221,7 @@ void shard::maybe_finish(connection* c) noexcept {
   // After a clean end of stream the calls in flight still owe their answers: only a failure,
   // a shed or a stop makes them give up.
   if (!c->half_closed || !c->failure().empty() || c->closed_by != close_cause::peer || _closing_all) {
-    c->gone.store(true, std::memory_order_relaxed);
+    mark_gone(c);
   }
   c->assembler.reset();  // nothing more is framed: give its memory back now
   charge_assembler(c);

@@ -49,7 +49,7 @@ void shard::on_recv(connection* c, const io_uring_cqe& cqe) {
     c->half_closed = true;
   } else if (cqe.res < 0 && cqe.res != -ENOBUFS && cqe.res != -ECANCELED) {
     note_closing(c);  // reset by peer and friends: nothing more will arrive
-    c->gone.store(true, std::memory_order_relaxed);
+    mark_gone(c);
     if (c->failure().empty()) c->note_failure(std::string("receive failed: ").append(std::strerror(-cqe.res)));
   } else if (!is_closing(c) && !_quiesced) {
     // -ENOBUFS: every provided buffer was in use. No byte was lost (the data stays in the
@@ -212,6 +212,7 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
       // Either way exactly one answer for it still comes.
       _cancels.add();
       c->note_cancel(v.call_id);
+      _hubs.fire(c, v.call_id);  // on_cancel hooks and the call's own calls, after the note
       // Nothing goes back for the cancel itself. Id 0: releasing this call must not forget
       // the cancel it just recorded.
       answer(k, 0, wire::Kind::OneWay, status::ok, {});

@@ -116,7 +116,7 @@ void shard::sweep() noexcept {
     if ((c->budget_paused || c->paused.load(std::memory_order_relaxed)) && c->receive == recv_state::idle &&
         peer_left(c)) {
       note_peer_ended(c);
-      c->gone.store(true, std::memory_order_relaxed);
+      mark_gone(c);
       start_close(c);
       c = next;
       continue;
@@ -217,7 +217,7 @@ bool shard::check_liveness(connection* c) noexcept {
     cancel_recv(c);
     return false;
   }
-  c->gone.store(true, std::memory_order_relaxed);
+  mark_gone(c);
   if (c->failure().empty()) {
     try {
       c->note_failure(std::string("receive failed: ")
@@ -239,7 +239,7 @@ void shard::shed(connection* c, close_cause reason, counter& count) noexcept {
   if (reason != close_cause::write_stalled) say_close_notify(c);
   // Shutting down fails the responder's write in flight (it then drops the queued replies)
   // and ends our receive; handlers polling cancelled() see the peer gone.
-  c->gone.store(true, std::memory_order_relaxed);
+  mark_gone(c);
   ::shutdown(c->fd, SHUT_RDWR);
   start_close(c);
 }
@@ -297,7 +297,7 @@ void shard::out_of_memory(connection* c, const char* what) noexcept {
   _core.note_out_of_memory();
   c->note_failure(what);
   c->assembler.reset();
-  c->gone.store(true, std::memory_order_relaxed);
+  mark_gone(c);
   say_close_notify(c);  // a few bytes, if there is memory for them
   ::shutdown(c->fd, SHUT_RDWR);
   start_close(c);

@@ -167,7 +167,7 @@ void shard::tls_failed(connection* c, tls_link& t, const std::string& why) noexc
     (void)::send(c->fd, t.pending.data(), t.pending.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   }
   t.pending.clear();
-  c->gone.store(true, std::memory_order_relaxed);
+  mark_gone(c);
   ::shutdown(c->fd, SHUT_RDWR);
   start_close(c);
 }

@@ -309,7 +309,7 @@ std::string generate_header(const header_input& in) {
         << "    ::ringrpc::detail::typed_call_async<" << rep << ">(*_client, " << m.name
         << "_info, request, root, std::move(done), options);\n"
         << "  }\n"
-        << "  std::future<::ringrpc::result<" << rep << ">> " << m.name << "_future(" << args
+        << "  ::ringrpc::reply_future<::ringrpc::result<" << rep << ">> " << m.name << "_future(" << args
         << ",\n      ::ringrpc::call_options options = {}) const {\n"
         << "    return ::ringrpc::detail::typed_call_future<" << rep << ">(*_client, " << m.name
         << "_info, request, root, options);\n"
