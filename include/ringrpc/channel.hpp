@@ -97,6 +97,12 @@ struct channel_options {
   /// The I/O thread the members' connections use; null: the channel starts its own. Many
   /// channels (or channels and clients) may share one, as clients do.
   std::shared_ptr<client_runtime> runtime;
+  /// Interceptors around each logical call of the channel (ringrpc/interceptor.hpp), in order:
+  /// before_call once when the call is made, after_call once with its final outcome and the
+  /// number of attempts; retries inside are not seen separately. Interceptors in
+  /// `client.interceptors` instead run on each member's connection: for every attempt (and
+  /// the health checks). Empty (the default): a call pays one test for them.
+  client_interceptors interceptors;
 };
 
 struct channel_call_options {
@@ -104,6 +110,8 @@ struct channel_call_options {
   /// The call may run twice without harm: it may then be retried on another member when its
   /// connection fails with the call in flight.
   bool idempotent = false;
+  /// Per-call metadata, sent with every attempt (as call_options::metadata).
+  std::vector<metadata_entry> metadata;
 };
 
 /// Counters of a channel (monotonic unless said otherwise).

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ringrpc/interceptor.hpp"
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 
@@ -44,6 +45,10 @@ enum class call_error {
   client_closed,      ///< close() was called, or the call was made after it
   client_busy,        ///< refused at once: the connection's max_pending_calls or
                       ///< max_pending_bytes was reached (nothing was sent; retrying later is safe)
+  /// A client or channel interceptor (ringrpc/interceptor.hpp) refused the call before it was
+  /// sent (code and message are its verdict's), or threw (code internal, message "client
+  /// interceptor threw: ..."; the reply, if any, is dropped).
+  intercepted,
 };
 
 /// Stable lower-case name, e.g. "timeout".
@@ -116,6 +121,11 @@ struct client_options {
   /// Calls made while the handshake runs wait for it; a failed handshake fails them with
   /// connection_closed and the reason.
   std::shared_ptr<record_layer> tls;
+  /// Interceptors around every call and one-way message of the connection
+  /// (ringrpc/interceptor.hpp), in order: the first is the outermost. For a channel's members
+  /// (channel_options::client) they see each attempt; channel_options::interceptors see each
+  /// logical call once. Empty (the default): a call pays one test for them.
+  client_interceptors interceptors;
 };
 
 /// One I/O thread with its own ring. Shared by the clients created with it; lives as long as

@@ -8,6 +8,7 @@
 #include "channel/balancer.hpp"
 #include "channel/call_state_pool.hpp"
 #include "channel/channel_core.hpp"
+#include "client/client_interceptors.hpp"
 
 namespace ringrpc::detail {
 
@@ -26,9 +27,12 @@ struct channel_core::call_state {
   std::shared_ptr<member_conn> member;  // of the attempt in flight: keeps its connection open
   std::span<const std::byte> caller_payload;  // valid only while call_async has not returned
   call_state* next_free = nullptr;
+  std::unique_ptr<client_chain_run> intercepted;  // channel interceptors ran for this call
 
   void recycle() noexcept {
     done = nullptr;
+    intercepted.reset();
+    options.metadata.clear();
     member.reset();
     last = nullptr;
     attempts = 0;
@@ -50,6 +54,10 @@ void channel_core::finish(call_state* st, const call_outcome& o) {
     call_state* st;
     ~give_back() { call_state_pool::put(st); }
   } back{st};
+  if (st->intercepted) [[unlikely]] {
+    st->intercepted->after_then(o, st->attempts, st->done);
+    return;
+  }
   if (st->done) st->done(o);
 }
 
@@ -116,7 +124,23 @@ void channel_core::call_async(std::string_view method, std::span<const std::byte
     throw;
   }
   st->done = std::move(done);
-  st->options = options;
+  st->options = std::move(options);
+  if (_interceptors) [[unlikely]] {  // client_interceptors.cpp: once per logical call
+    try {
+      st->intercepted = std::make_unique<client_chain_run>();
+    } catch (...) {
+      call_state_pool::put(st);
+      throw;
+    }
+    client_chain_run& run = *st->intercepted;
+    run.chain = _interceptors;
+    const auto t = st->options.timeout.count() > 0 ? st->options.timeout : _options.client.default_timeout;
+    run.before(method, payload, st->options.metadata, t, false);
+    if (run.refused) {
+      finish(st, run.refusal());
+      return;
+    }
+  }
   attempt(st, payload);
 }
 
@@ -150,6 +174,7 @@ void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
   st->caller_payload = payload;
   call_options co;
   co.timeout = st->options.timeout;
+  if (!st->options.metadata.empty()) co.metadata = st->options.metadata;
   conn.conn.call_async(
       st->method, payload,
       [this, st](const call_outcome& o) {

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <thread>
 
+#include "client/client_interceptors.hpp"
 #include "client/client_loop.hpp"
 #include "client/tcp_connect.hpp"
 
@@ -24,6 +25,7 @@ std::string_view to_string(call_error e) noexcept {
     case call_error::protocol_error: return "protocol_error";
     case call_error::client_closed: return "client_closed";
     case call_error::client_busy: return "client_busy";
+    case call_error::intercepted: return "intercepted";
   }
   return "unknown";
 }
@@ -149,6 +151,10 @@ void client::call_async(std::string_view method, std::span<const std::byte> payl
     if (done) done(o);
     return;
   }
+  if (_conn->interceptors) [[unlikely]] {  // client_interceptors.cpp; refused: done has run
+    const auto t = options.timeout.count() > 0 ? options.timeout : _conn->default_timeout;
+    if (!detail::intercept_call(_conn->interceptors, t, method, payload, done, options.metadata)) return;
+  }
   detail::client_loop& loop = *_runtime->_loop;
   detail::pending* p = loop.get_pending();
   p->kind = detail::pending::what::call;
@@ -217,28 +223,43 @@ call_result client::call(std::string_view method, std::span<const std::byte> pay
   return std::move(w->result);
 }
 
-bool client::send_one_way(std::string_view method, std::span<const std::byte> payload) {
-  if (_conn == nullptr) return false;
-  detail::client_loop& loop = *_runtime->_loop;
+namespace {
+
+bool post_one_way(detail::client_loop& loop, detail::client_conn* conn, std::string_view method,
+                  std::span<const std::byte> payload, std::span<const metadata_entry> pairs) {
   detail::pending* p = loop.get_pending();
   p->kind = detail::pending::what::one_way;
-  p->conn = _conn;
-  p->id = _conn->next_id.fetch_add(1, std::memory_order_relaxed);
+  p->conn = conn;
+  p->id = conn->next_id.fetch_add(1, std::memory_order_relaxed);
   detail::frame_view f;
   f.call_id = p->id;
   f.kind = wire::Kind::OneWay;
   f.method = method;
   f.payload = payload;
-  const detail::metadata_to_send md{_conn->metadata, {}};
-  if (!md.defaults.empty()) f.metadata_out = &md;
+  const detail::metadata_to_send md{conn->metadata, pairs};
+  if (!md.defaults.empty() || !md.pairs.empty()) f.metadata_out = &md;
   encode_request(f, p->frame);
-  if (!_conn->admit(p->frame.size())) {
+  if (!conn->admit(p->frame.size())) {
     loop.recycle(p);
     return false;
   }
   p->counted = true;
   loop.post(p);
   return true;
+}
+
+}  // namespace
+
+bool client::send_one_way(std::string_view method, std::span<const std::byte> payload) {
+  if (_conn == nullptr) return false;
+  detail::client_loop& loop = *_runtime->_loop;
+  if (_conn->interceptors) [[unlikely]] {  // client_interceptors.cpp
+    return detail::intercept_one_way(_conn->interceptors, method, payload,
+                                     [&](std::span<const metadata_entry> added) {
+                                       return post_one_way(loop, _conn, method, payload, added);
+                                     });
+  }
+  return post_one_way(loop, _conn, method, payload, {});
 }
 
 void client::close() {

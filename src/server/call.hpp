@@ -54,6 +54,10 @@ struct call : work_item {
   /// Who the caller proved to be (its connection's TLS identity, or that plus an accepted
   /// token's subject); owned by the connection, which outlives the call. Null: nobody.
   const peer_identity* peer = nullptr;
+  // Server interceptors (server/interceptors.hpp): how many before_call ran (0: the call was
+  // not intercepted) and when the chain started.
+  std::uint32_t intercepted_count = 0;
+  std::int64_t intercept_start_ns = 0;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   /// A request or one-way message a client sent (not a local post or a connection event).
@@ -103,6 +107,7 @@ class call_pool {
     c->cost_units = 0;
     c->cost_hint = nullptr;
     c->peer = nullptr;
+    c->intercepted_count = 0;
   }
 
  private:

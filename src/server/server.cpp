@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "ringrpc/record_layer.hpp"
+#include "server/interceptors.hpp"
 #include "server/running_calls.hpp"
 #include "server/server_core.hpp"
 
@@ -70,6 +71,26 @@ void call_context::fail(status code, std::string_view message) {
   if (_deferred) return;
   encode_error(_call, code, message);
   _answered = true;
+}
+
+bool call_context::annotate(std::string_view key, std::string_view value) {
+  if (_notes == nullptr) return false;
+  for (auto& e : _notes->items) {
+    if (e.key == key) {
+      e.value.assign(value);
+      return true;
+    }
+  }
+  _notes->items.push_back({std::string(key), std::string(value)});
+  return true;
+}
+
+std::optional<std::string_view> call_context::annotation(std::string_view key) const noexcept {
+  if (_notes == nullptr) return std::nullopt;
+  for (const auto& e : _notes->items) {
+    if (e.key == key) return std::string_view(e.value);
+  }
+  return std::nullopt;
 }
 
 deferred_reply call_context::defer() {
