@@ -141,8 +141,9 @@ struct client_call_summary {
   /// The outcome the caller's callback gets next. One-way messages: none once queued,
   /// client_busy or client_closed when refused, intercepted when an interceptor refused.
   const call_outcome& outcome;
-  /// Attempts made: 1 on a client; on a channel, more when the call was retried on another
-  /// member (channel interceptors see one logical call, the member clients' see each attempt).
+  /// Attempts made: 0 when an interceptor refused the call (nothing was sent), else 1 on a
+  /// client; on a channel, more when the call was retried on another member (channel
+  /// interceptors see one logical call, the member clients' see each attempt).
   unsigned attempts = 1;
   std::chrono::steady_clock::time_point start, end;  ///< steady clock: call made, outcome known
   std::chrono::nanoseconds duration() const noexcept { return end - start; }
@@ -154,7 +155,8 @@ struct client_call_summary {
 /// Threads: before_call runs on the thread making the call, inside call_async()/call()/
 /// send_one_way(). after_call runs where the call's callback runs, just before it: the
 /// runtime's I/O thread, or the calling thread for a call refused at once (by an
-/// interceptor, client_busy, client_closed, a channel without a live member).
+/// interceptor, client_busy, a channel without a live member). Calls on a closed (or
+/// moved-from) client fail with client_closed without reaching the chain.
 class client_interceptor {
  public:
   virtual ~client_interceptor() = default;

@@ -89,7 +89,7 @@ bool intercept_call(const std::shared_ptr<const client_interceptors>& chain, std
   run->chain = chain;
   run->before(method, payload, metadata, timeout, false);
   if (run->refused) {
-    run->after_then(run->refusal(), 1, done);
+    run->after_then(run->refusal(), 0, done);
     return false;
   }
   done = [run, inner = std::move(done)](const call_outcome& o) { run->after_then(o, 1, inner); };
@@ -104,7 +104,7 @@ bool intercept_one_way(const std::shared_ptr<const client_interceptors>& chain, 
   std::vector<metadata_entry> metadata;
   run.before(method, payload, metadata, std::chrono::microseconds(0), true);
   if (run.refused) {
-    run.after_then(run.refusal(), 1, nullptr);
+    run.after_then(run.refusal(), 0, nullptr);
     return false;
   }
   const bool queued = post(metadata);

@@ -324,7 +324,7 @@ TEST_F(client_interceptor_test, refusal_and_throw_fail_only_that_call) {
   EXPECT_EQ(r.error, call_error::intercepted);
   EXPECT_EQ(r.code, status::unauthenticated);
   EXPECT_EQ(r.message, "a refuses");
-  EXPECT_EQ(log.take(), (std::vector<std::string>{"a.before refuse.a", "a.after refuse.a intercepted 1"}));
+  EXPECT_EQ(log.take(), (std::vector<std::string>{"a.before refuse.a", "a.after refuse.a intercepted 0"}));
   r = c.call("throw.b", "");
   EXPECT_EQ(r.error, call_error::intercepted);
   EXPECT_EQ(r.code, status::internal);
@@ -376,7 +376,7 @@ TEST_F(client_interceptor_test, one_way_messages_are_intercepted) {
   }
   EXPECT_EQ(log.take(), (std::vector<std::string>{"a.before oneway one-way", "a.after oneway none 1",
                                                   "a.before refuse.a one-way",
-                                                  "a.after refuse.a intercepted 1"}));
+                                                  "a.after refuse.a intercepted 0"}));
 }
 
 TEST_F(client_interceptor_test, channel_interceptors_see_one_logical_call) {
@@ -399,7 +399,7 @@ TEST_F(client_interceptor_test, channel_interceptors_see_one_logical_call) {
   const auto refused = ch.call("refuse.ch", bytes(""));
   EXPECT_EQ(refused.error, call_error::intercepted);
   EXPECT_EQ(refused.message, "ch refuses");
-  EXPECT_EQ(log.take(), (std::vector<std::string>{"ch.before refuse.ch", "ch.after refuse.ch intercepted 1"}));
+  EXPECT_EQ(log.take(), (std::vector<std::string>{"ch.before refuse.ch", "ch.after refuse.ch intercepted 0"}));
 }
 
 }  // namespace
