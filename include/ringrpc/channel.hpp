@@ -162,6 +162,12 @@ class channel {
                 options);
   }
 
+  /// One-way message to one live member (the balancing policy's pick), never answered and never
+  /// retried. False when nothing was sent: the channel is closed, no member is up, or the
+  /// member's connection refused it (client::send_one_way). The member clients' interceptors
+  /// see it; the channel's own (channel_options::interceptors) do not.
+  bool send_one_way(std::string_view method, std::span<const std::byte> payload);
+
   /// Blocks until `n` members are up or `timeout` passes; true if they are.
   bool wait_for_members(std::size_t n, std::chrono::milliseconds timeout) const;
   std::vector<channel_member_state> members() const;
@@ -170,8 +176,12 @@ class channel {
   /// Must not race with calls (as client::close()).
   void close();
 
+  /// For typed stubs: the cell that follows this channel through moves (detail::object_home).
+  const std::shared_ptr<detail::object_home<channel>>& home() const noexcept { return _home; }
+
  private:
   std::shared_ptr<detail::channel_core> _core;
+  std::shared_ptr<detail::object_home<channel>> _home;
 };
 
 }  // namespace ringrpc

@@ -11,6 +11,7 @@
 /// A call whose local deadline passes is failed with call_error::timeout and a Cancel frame is
 /// sent for it, so the server drops it if still queued and its handler sees cancelled().
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +34,14 @@ class record_layer;  // ringrpc/record_layer.hpp
 namespace detail {
 class client_loop;
 struct client_conn;
+/// Where an object that typed stubs call through (a client, a channel) lives now: moves update
+/// it, destruction clears it. Stubs hold it shared, so they follow the object through moves
+/// (ringrpc/service.hpp). Read by calling threads, written by moves: as close(), a move must
+/// not race with calls.
+template <class T>
+struct object_home {
+  std::atomic<T*> at{nullptr};
+};
 }  // namespace detail
 
 /// Why a call did not produce a reply payload.
@@ -193,11 +202,15 @@ class client {
 
   const std::shared_ptr<client_runtime>& runtime() const noexcept { return _runtime; }
 
+  /// For typed stubs: the cell that follows this client through moves (detail::object_home).
+  const std::shared_ptr<detail::object_home<client>>& home() const noexcept { return _home; }
+
  private:
-  client(std::shared_ptr<client_runtime> rt, detail::client_conn* conn) noexcept
-      : _runtime(std::move(rt)), _conn(conn) {}
+  client(std::shared_ptr<client_runtime> rt, detail::client_conn* conn,
+         std::shared_ptr<detail::object_home<client>> home) noexcept;
   std::shared_ptr<client_runtime> _runtime;
   detail::client_conn* _conn = nullptr;
+  std::shared_ptr<detail::object_home<client>> _home;  // one per connection, made by connect()
 };
 
 }  // namespace ringrpc

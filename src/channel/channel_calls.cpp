@@ -240,4 +240,19 @@ void channel_core::on_outcome(call_state* st, member_conn& m, const call_outcome
   attempt(st, payload);
 }
 
+bool channel_core::send_one_way(std::string_view method, std::span<const std::byte> payload) {
+  if (_closed.load(std::memory_order_acquire)) return false;
+  std::shared_ptr<member_conn> m;
+  {
+    const auto snap = _snap.read();
+    m = pick(*snap, nullptr);
+  }
+  if (!m) {
+    _no_member.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  m->counters->calls.fetch_add(1, std::memory_order_relaxed);
+  return m->conn.send_one_way(method, payload);
+}
+
 }  // namespace ringrpc::detail

@@ -60,6 +60,8 @@ class channel_core {
   void call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
                   channel_call_options options);
   bool in_runtime_thread() const noexcept { return _runtime->in_runtime_thread(); }
+  /// channel::send_one_way (channel_calls.cpp).
+  bool send_one_way(std::string_view method, std::span<const std::byte> payload);
 
   std::size_t up_count() const noexcept { return _snap.read()->up.size(); }
   std::vector<channel_member_state> members() const;

@@ -103,6 +103,7 @@ std::int64_t deadline_after(std::chrono::microseconds timeout) {
 client client::connect(const std::string& host, std::uint16_t port, client_options options,
                        std::shared_ptr<client_runtime> runtime) {
   if (!runtime) runtime = client_runtime::create();
+  auto home = std::make_shared<detail::object_home<client>>();  // before anything needs undoing
   const int fd = connect_socket(host, port, options.connect_timeout);
   auto* conn = new detail::client_conn(fd, options);
   if (options.tls) {
@@ -119,24 +120,38 @@ client client::connect(const std::string& host, std::uint16_t port, client_optio
   p->kind = detail::pending::what::attach;
   p->conn = conn;
   loop.post(p);
-  return client(std::move(runtime), conn);
+  return client(std::move(runtime), conn, std::move(home));
 }
 
-client::client(client&& o) noexcept : _runtime(std::move(o._runtime)), _conn(o._conn) {
+client::client(std::shared_ptr<client_runtime> rt, detail::client_conn* conn,
+               std::shared_ptr<detail::object_home<client>> home) noexcept
+    : _runtime(std::move(rt)), _conn(conn), _home(std::move(home)) {
+  _home->at.store(this, std::memory_order_release);
+}
+
+// Typed stubs follow the connection: its home cell moves along and points at the new owner.
+client::client(client&& o) noexcept : _runtime(std::move(o._runtime)), _conn(o._conn), _home(std::move(o._home)) {
   o._conn = nullptr;
+  if (_home) _home->at.store(this, std::memory_order_release);
 }
 
 client& client::operator=(client&& o) noexcept {
   if (this != &o) {
     close();
+    if (_home) _home->at.store(nullptr, std::memory_order_release);  // this connection's stubs: closed
     _runtime = std::move(o._runtime);
     _conn = o._conn;
     o._conn = nullptr;
+    _home = std::move(o._home);
+    if (_home) _home->at.store(this, std::memory_order_release);
   }
   return *this;
 }
 
-client::~client() { close(); }
+client::~client() {
+  close();
+  if (_home) _home->at.store(nullptr, std::memory_order_release);
+}
 
 bool client::connected() const noexcept {
   return _conn != nullptr && _conn->open.load(std::memory_order_acquire);
