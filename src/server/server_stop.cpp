@@ -5,6 +5,7 @@
 #include "server/server_core.hpp"
 
 #include "ringrpc/server.hpp"
+#include "server/interceptors.hpp"
 #include "server/registration_attachment.hpp"
 #include "server/running_calls.hpp"
 #include "server/stop_clock.hpp"
@@ -224,6 +225,10 @@ void server_core::abandon_deferred() noexcept {
     if (s->c == nullptr) continue;
     call* c = std::exchange(s->c, nullptr);
     c->abandoned.store(true, std::memory_order_relaxed);
+    if (c->intercepted_count != 0) [[unlikely]] {  // interceptors.cpp: after_call sees this answer
+      c->answer_status = status::shutting_down;
+      deferred_complete(_options.interceptors, *c);
+    }
     answer(c, wire::Kind::Error, status::shutting_down, "server stopped before the deferred reply came");
   }
 }
