@@ -402,5 +402,56 @@ TEST_F(client_interceptor_test, channel_interceptors_see_one_logical_call) {
   EXPECT_EQ(log.take(), (std::vector<std::string>{"ch.before refuse.ch", "ch.after refuse.ch intercepted 0"}));
 }
 
+TEST_F(client_interceptor_test, channel_retries_are_one_call_to_channel_interceptors) {
+  // A second member whose "keys" always answers SERVER_BUSY: the channel moves such a call to
+  // the other member (it did not run), so some calls take two attempts.
+  server_options bo;
+  bo.handlers = 1;
+  bo.readers = 1;
+  server busy(bo);
+  busy.add_method("keys", [](call_context& call) { call.fail(status::server_busy, "try elsewhere"); });
+  busy.start();
+
+  struct counting : client_interceptor {
+    std::atomic<int> before{0}, after{0}, max_attempts{0}, failed{0};
+    call_verdict before_call(client_call&) override {
+      ++before;
+      return call_verdict::proceed();
+    }
+    void after_call(const client_call_summary& done) override {
+      ++after;
+      if (!done.outcome.ok()) ++failed;
+      int seen = max_attempts.load();
+      while (static_cast<int>(done.attempts) > seen && !max_attempts.compare_exchange_weak(seen, static_cast<int>(done.attempts))) {
+      }
+    }
+  };
+  auto logical = std::make_shared<counting>();
+  auto per_attempt = std::make_shared<counting>();
+  channel_options o;
+  o.interceptors = {logical};
+  o.client.interceptors = {per_attempt};
+  o.health_interval = 60s;
+  auto ch = channel::create("127.0.0.1:" + std::to_string(srv->port()) + ",127.0.0.1:" + std::to_string(busy.port()), o);
+  ASSERT_TRUE(ch.wait_for_members(2, 5s));
+  constexpr int calls = 6;
+  for (int i = 0; i < calls; ++i) {
+    channel_call_options cc;
+    cc.idempotent = true;  // retried after it was sent: the channel keeps its payload
+    const auto r = ch.call("keys", bytes(""), cc);
+    ASSERT_TRUE(r.ok()) << r.message;
+  }
+  EXPECT_EQ(logical->before.load(), calls);
+  EXPECT_EQ(logical->after.load(), calls);
+  EXPECT_EQ(logical->failed.load(), 0);
+  EXPECT_EQ(logical->max_attempts.load(), 2);  // round robin sent some to the busy member first
+  // The member clients' interceptors saw every attempt, the refused ones included.
+  const auto retries = static_cast<int>(ch.stats().retries);
+  EXPECT_GT(retries, 0);
+  EXPECT_EQ(per_attempt->before.load(), calls + retries);
+  EXPECT_EQ(per_attempt->after.load(), calls + retries);
+  EXPECT_EQ(per_attempt->failed.load(), retries);
+}
+
 }  // namespace
 }  // namespace ringrpc::test
