@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # What one no-op server interceptor costs: server CPU per call with 0 and with 1 interceptor
 # (bench/interceptor_server.cpp: the built-in echo behind N no-op interceptors), alternated
-# within each round (none, one, none, one, ...), one fresh server per variant and round pinned
-# to SERVER_CPU, ringrpc-load (one thread) pinned to LOAD_CPU. The goal (issue 28): one no-op
-# interceptor costs at most 3% server CPU per call.
+# within each round, one fresh server per variant and round pinned to SERVER_CPU, ringrpc-load
+# (one thread) pinned to LOAD_CPU. Variants:
+#   none   no interceptor installed
+#   one    INTERCEPTORS no-op interceptor(s) that want no timing (wants_timing() false)
+#   timed  the same, asking for start/end (two clock reads a call)
+# The goal (issue 28): one no-op interceptor costs at most 3% server CPU per call ("one").
 #
 # Per variant and round, two measured runs (each after a warm-up run of its own):
 #   d16   closed loop, CONNECTIONS connections at depth DEPTH (the server saturated)
@@ -11,7 +14,7 @@
 # Server CPU per call = the server process's utime+stime (/proc/PID/stat, all threads) read just
 # before and just after the measured run, over the calls that run reports answered (as
 # bench/vs_raw_loop.sh). The table gives, per run kind, each variant's median/min/max, and the
-# ratio one/none taken within each round: median, min, max.
+# ratios one/none and timed/none taken within each round: median, min, max.
 #
 #   bench/interceptor_cost.sh                   # 5 rounds of 5 s runs, about 4 minutes
 #   QUICK=1 bench/interceptor_cost.sh           # smoke run: tiny durations, 1 round
@@ -88,14 +91,16 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-server_lifetime=$(python3 -c "import math; print(math.ceil(4 * ($duration + $warmup + 15) + 30))")
+server_lifetime=$(python3 -c "import math; print(math.ceil(4 * ($duration + $warmup + 15) + 30))")  # per variant
 load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 20))")
 
 # start_server VARIANT: sets server_pid (the server itself, not `timeout`) and port.
 start_server() {
-  local n=0
-  [[ $1 == one ]] && n=$n_one
-  timeout "$server_lifetime" taskset -c "$server_cpu" "$server_bin" --interceptors "$n" --dispatch "$dispatch" \
+  local n=0 timed=0
+  [[ $1 != none ]] && n=$n_one
+  [[ $1 == timed ]] && timed=1
+  timeout "$server_lifetime" taskset -c "$server_cpu" "$server_bin" --interceptors "$n" --timed "$timed" \
+    --dispatch "$dispatch" \
     --readers 1 --handlers 1 >"$work/server.out" 2>"$work/server.err" &
   timeout_pid=$!
   port=
@@ -149,7 +154,7 @@ measure() {
 
 : >"$work/index"
 for ((r = 1; r <= rounds; r++)); do
-  for v in none one; do
+  for v in none one timed; do
     printf 'round %d/%d: %-5s' "$r" "$rounds" "$v" >&2
     start_server "$v"
     measure "$v" "$r" d16 -c "$connections" -P "$depth"
@@ -183,7 +188,7 @@ rounds = sorted({k[0] for k in runs})
 result = {"config": config, "per_round": [], "summary": {}}
 for r in rounds:
     row = {}
-    for v in ("none", "one"):
+    for v in ("none", "one", "timed"):
         for name in ("d16", "rate"):
             us, calls, errors = cpu_us_per_call(runs[(r, v, name)])
             row[f"{v}_{name}"] = {"cpu_us_per_call": us, "calls": calls, "errors": errors}
@@ -195,19 +200,21 @@ def mmm(xs):
         return {"median": float("nan"), "min": float("nan"), "max": float("nan")}
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
-print(f"\nserver CPU per call, {config['rounds']} rounds of {config['duration_s']} s, dispatch={config['dispatch']}, "
-      f"'one' = {config['interceptors_one']} no-op interceptor(s); goal: ratio <= 1.03")
-print(f"{'run':<22}{'none us (med/min/max)':>26}{'one us (med/min/max)':>26}{'one/none (med/min/max)':>28}")
+print(f"\nserver CPU per call (us), {config['rounds']} rounds of {config['duration_s']} s, "
+      f"dispatch={config['dispatch']}, {config['interceptors_one']} no-op interceptor(s); "
+      f"each cell median/min/max; goal: one/none <= 1.03")
+print(f"{'run':<22}{'none':>20}{'one':>20}{'timed':>20}{'one/none':>22}{'timed/none':>22}")
+f = lambda m, d=2: f"{m['median']:.{d}f}/{m['min']:.{d}f}/{m['max']:.{d}f}"
 for name, label in (("d16", f"depth {config['depth']} (saturated)"), ("rate", f"{config['rate']}/s open loop")):
-    none = mmm(pr[f"none_{name}"]["cpu_us_per_call"] for pr in result["per_round"])
-    one = mmm(pr[f"one_{name}"]["cpu_us_per_call"] for pr in result["per_round"])
-    ratio = mmm(pr[f"one_{name}"]["cpu_us_per_call"] / pr[f"none_{name}"]["cpu_us_per_call"]
-                for pr in result["per_round"] if pr[f"none_{name}"]["cpu_us_per_call"] > 0)
-    errors = sum(pr[f"{v}_{name}"]["errors"] for pr in result["per_round"] for v in ("none", "one"))
-    result["summary"][name] = {"none_us": none, "one_us": one, "ratio": ratio, "errors": errors,
-                               "goal_met": ratio["median"] <= 1.03}
-    f = lambda m, d=2: f"{m['median']:.{d}f}/{m['min']:.{d}f}/{m['max']:.{d}f}"
-    print(f"{label:<22}{f(none):>26}{f(one):>26}{f(ratio, 3):>28}" + (f"  ({errors} errors)" if errors else ""))
+    per = {v: mmm(pr[f"{v}_{name}"]["cpu_us_per_call"] for pr in result["per_round"]) for v in ("none", "one", "timed")}
+    ratio = {v: mmm(pr[f"{v}_{name}"]["cpu_us_per_call"] / pr[f"none_{name}"]["cpu_us_per_call"]
+                    for pr in result["per_round"] if pr[f"none_{name}"]["cpu_us_per_call"] > 0)
+             for v in ("one", "timed")}
+    errors = sum(pr[f"{v}_{name}"]["errors"] for pr in result["per_round"] for v in ("none", "one", "timed"))
+    result["summary"][name] = {"us": per, "ratio_to_none": ratio, "errors": errors,
+                               "goal_met": ratio["one"]["median"] <= 1.03}
+    print(f"{label:<22}{f(per['none']):>20}{f(per['one']):>20}{f(per['timed']):>20}"
+          f"{f(ratio['one'], 3):>22}{f(ratio['timed'], 3):>22}" + (f"  ({errors} errors)" if errors else ""))
 if out_json:
     with open(out_json, "w") as fh:
         json.dump(result, fh, indent=1)

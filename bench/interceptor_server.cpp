@@ -3,7 +3,7 @@
 // in one run. Not a benchmark by itself; prints "listening on 127.0.0.1:PORT" once ready and
 // stops (draining) on SIGINT or SIGTERM.
 //
-//   interceptor_server [--interceptors N] [--dispatch all|direct] [--readers N] [--handlers N]
+//   interceptor_server [--interceptors N] [--timed 0|1] [--dispatch all|direct] [--readers N] [--handlers N]
 
 #include <cstdio>
 #include <cstdlib>
@@ -20,14 +20,20 @@ namespace {
 // chain, as a real interceptor's would be.
 class noop_interceptor final : public ringrpc::server_interceptor {
  public:
+  explicit noop_interceptor(bool timed) noexcept : _timed(timed) {}
   ringrpc::call_verdict before_call(ringrpc::call_context&) override { return ringrpc::call_verdict::proceed(); }
   void after_call(const ringrpc::server_call_summary&) override {}
+  bool wants_timing() const noexcept override { return _timed; }
+
+ private:
+  bool _timed;
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: interceptor_server [--interceptors N (0)] [--dispatch all|direct (all)] "
-               "[--readers N (1)] [--handlers N (1)] [--port P (0)]\n");
+               "usage: interceptor_server [--interceptors N (0)] [--timed 0|1 (0: the interceptors want no "
+               "start/end timing)] [--dispatch all|direct (all)] [--readers N (1)] [--handlers N (1)] "
+               "[--port P (0)]\n");
   std::exit(2);
 }
 
@@ -38,12 +44,15 @@ int main(int argc, char** argv) {
   o.readers = 1;
   o.handlers = 1;
   unsigned interceptors = 0;
+  bool timed = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (i + 1 >= argc) usage();
     const char* v = argv[++i];
     if (a == "--interceptors") {
       interceptors = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+    } else if (a == "--timed") {
+      timed = std::string_view(v) == "1";
     } else if (a == "--dispatch") {
       if (!ringrpc::parse_dispatch_policy(v, o.default_policy)) usage();
     } else if (a == "--readers") {
@@ -56,7 +65,7 @@ int main(int argc, char** argv) {
       usage();
     }
   }
-  for (unsigned i = 0; i < interceptors; ++i) o.interceptors.push_back(std::make_shared<noop_interceptor>());
+  for (unsigned i = 0; i < interceptors; ++i) o.interceptors.push_back(std::make_shared<noop_interceptor>(timed));
   ringrpc::server s(o);
   ringrpc::add_builtin_methods(s);
   s.start();

@@ -47,8 +47,10 @@ server_call_summary summary_of(const call& c, bool deferred) noexcept {
   s.metadata = metadata_of(c);
   s.peer = c.peer;
   s.received = at(c.received_ns);
-  s.start = at(c.intercept_start_ns);
-  s.end = at(now_ns());
+  // Untimed chains (no interceptor wants_timing) read no clock: start and end are `received`.
+  const bool timed = c.intercept_start_ns != 0;
+  s.start = timed ? at(c.intercept_start_ns) : s.received;
+  s.end = timed ? at(now_ns()) : s.received;
   return s;
 }
 
@@ -56,17 +58,19 @@ server_call_summary summary_of(const call& c, bool deferred) noexcept {
 // Interceptors after a throw still run (each sees the status as it is then).
 template <class OnThrow>
 void run_after(const server_interceptors& chain, call& c, bool deferred, OnThrow&& on_throw) noexcept {
+  server_call_summary s = summary_of(c, deferred);
   for (std::uint32_t i = c.intercepted_count; i-- > 0;) {
     server_interceptor* in = chain[i].get();
     if (in == nullptr) continue;
     try {
-      in->after_call(summary_of(c, deferred));
+      in->after_call(s);
     } catch (...) {
       try {
         on_throw(threw_message(std::current_exception()));
       } catch (...) {
         // No memory for the message: the status set before stands.
       }
+      s.code = c.answer_status;
     }
   }
 }
@@ -75,7 +79,14 @@ void run_after(const server_interceptors& chain, call& c, bool deferred, OnThrow
 
 intercepted_call::intercepted_call(const server_interceptors& chain, call_context& ctx, call& c) noexcept
     : _chain(chain) {
-  c.intercept_start_ns = now_ns();
+  bool timed = false;
+  for (const auto& in : chain) {
+    if (in && in->wants_timing()) {
+      timed = true;
+      break;
+    }
+  }
+  c.intercept_start_ns = timed ? now_ns() : 0;
   c.answer_status = status::ok;  // one-way traffic may never set it
   ctx._notes = &_notes;
   for (const auto& in : chain) {

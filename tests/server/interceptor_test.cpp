@@ -223,6 +223,29 @@ TEST(server_interceptor_after, a_throwing_after_call_fails_the_call) {
   EXPECT_TRUE(c.connected());
 }
 
+TEST(server_interceptor_after, untimed_chains_report_the_receive_time) {
+  struct untimed : server_interceptor {
+    std::atomic<int> same{0}, calls{0};
+    bool wants_timing() const noexcept override { return false; }
+    void after_call(const server_call_summary& s) override {
+      ++calls;
+      if (s.start == s.received && s.end == s.received && s.received.time_since_epoch().count() > 0) ++same;
+    }
+  };
+  auto in = std::make_shared<untimed>();
+  server_options o;
+  o.handlers = 1;
+  o.readers = 1;
+  o.interceptors = {in};
+  server srv(o);
+  add_builtin_methods(srv);
+  srv.start();
+  auto c = client::connect("127.0.0.1", srv.port());
+  ASSERT_TRUE(c.call("sleep", "2000").ok());
+  EXPECT_EQ(in->calls.load(), 1);
+  EXPECT_EQ(in->same.load(), 1);
+}
+
 TEST(server_interceptor_none, annotate_is_refused_without_interceptors) {
   server_options o;
   o.handlers = 1;
