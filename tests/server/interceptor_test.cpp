@@ -99,10 +99,11 @@ class server_interceptor_test : public ::testing::Test {
     srv->add_method("later", [this](call_context& call) {
       log.add("handler");
       auto d = std::make_shared<deferred_reply>(call.defer());
-      std::thread([d] {
+      std::lock_guard lock(answerers_mu);
+      answerers.emplace_back([d] {
         std::this_thread::sleep_for(10ms);
         d->reply(std::string_view("deferred answer"));
-      }).detach();
+      });
     });
     endpoint_options direct;
     direct.policy = dispatch_policy::direct;
@@ -120,6 +121,16 @@ class server_interceptor_test : public ::testing::Test {
     c = std::make_unique<client>(client::connect("127.0.0.1", srv->port()));
   }
 
+  void TearDown() override {
+    {
+      // The answering threads finish before the server goes: the answer touches its shard.
+      std::lock_guard lock(answerers_mu);
+      for (auto& t : answerers) t.join();
+    }
+    c.reset();
+    srv.reset();
+  }
+
   call_result call(std::string_view method, std::vector<metadata_entry> md = {},
                    std::chrono::microseconds timeout = 0us) {
     call_options o;
@@ -129,6 +140,8 @@ class server_interceptor_test : public ::testing::Test {
   }
 
   journal log;
+  std::mutex answerers_mu;
+  std::vector<std::thread> answerers;
   std::shared_ptr<recording_server_interceptor> outer, inner;
   std::unique_ptr<server> srv;
   std::unique_ptr<client> c;
