@@ -145,7 +145,9 @@ struct client_call_summary {
   std::string_view method;
   bool one_way = false;
   /// The outcome the caller's callback gets next. One-way messages: none once queued,
-  /// client_busy or client_closed when refused, intercepted when an interceptor refused.
+  /// client_busy when the connection refused it (at its pending limits, or closed),
+  /// intercepted when an interceptor refused it; a throwing after_call makes send_one_way
+  /// return false although the message was queued.
   const call_outcome& outcome;
   /// Attempts made: 0 when an interceptor refused the call (nothing was sent), else 1 on a
   /// client; on a channel, more when the call was retried on another member (channel
