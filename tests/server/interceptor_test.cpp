@@ -117,6 +117,11 @@ class server_interceptor_test : public ::testing::Test {
     auto ep = std::make_shared<direct_ep>();
     ep->log = &log;
     srv->register_endpoint("direct", ep, direct);
+    endpoint_options serial;
+    serial.concurrency = endpoint_concurrency::serial;
+    auto serial_ep = std::make_shared<direct_ep>();
+    serial_ep->log = &log;
+    srv->register_endpoint("serial", serial_ep, serial);
     srv->start();
     c = std::make_unique<client>(client::connect("127.0.0.1", srv->port()));
   }
@@ -205,6 +210,14 @@ TEST_F(server_interceptor_test, runs_for_direct_endpoints_on_the_reader) {
   EXPECT_EQ(r.payload_string(), "inner");
   EXPECT_EQ(log.take(), (std::vector<std::string>{"outer.before direct", "inner.before direct", "handler",
                                                   "inner.after direct ok", "outer.after direct ok"}));
+}
+
+TEST_F(server_interceptor_test, runs_for_serial_endpoints) {
+  const auto r = call("serial");
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.payload_string(), "inner");
+  EXPECT_EQ(log.take(), (std::vector<std::string>{"outer.before serial", "inner.before serial", "handler",
+                                                  "inner.after serial ok", "outer.after serial ok"}));
 }
 
 TEST_F(server_interceptor_test, deferred_answers_are_seen_when_answered) {
