@@ -101,7 +101,7 @@ struct channel_options {
   /// before_call once when the call is made, after_call once with its final outcome and the
   /// number of attempts; retries inside are not seen separately. Interceptors in
   /// `client.interceptors` instead run on each member's connection: for every attempt (and
-  /// the health checks). Empty (the default): a call pays one test for them.
+  /// the health checks). Empty (the default): a call pays two tests for them.
   client_interceptors interceptors;
 };
 

@@ -152,7 +152,7 @@ struct server_options {
   std::chrono::milliseconds tls_handshake_silence_timeout{1000};
 
   /// Interceptors around every call that runs a handler (ringrpc/interceptor.hpp), in order:
-  /// the first is the outermost. Empty (the default): calls pay one test for them.
+  /// the first is the outermost. Empty (the default): a call pays two tests for them.
   server_interceptors interceptors;
 };
 

@@ -99,7 +99,7 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
   const bool timed = precise || sampled || heavy;
   const std::int64_t start = timed ? now_ns() : 0;
   call_context ctx(*c, this);
-  // Engaged only when interceptors are installed (server/interceptors.cpp): else one test.
+  // Engaged only when interceptors are installed (server/interceptors.cpp); else two tests.
   std::optional<intercepted_call> intercepted;
   if (abandoning()) {
     ctx.fail(status::shutting_down, "server stopped before the call could run");
