@@ -22,6 +22,8 @@ namespace detail {
 struct call;
 struct deferred_state;
 class server_core;
+class intercepted_call;
+struct call_annotations;
 }  // namespace detail
 
 class deferred_reply;
@@ -95,6 +97,14 @@ class call_context {
   /// could not tell; empty for a local post that has no caller). Formatted on each call: read
   /// it once.
   std::string peer_address() const;
+  // --- interceptors (ringrpc/interceptor.hpp)
+  /// Attaches a note to this call for the handler (and the interceptors after this one), e.g.
+  /// an authenticated user's id from a server interceptor's before_call. A key set again is
+  /// replaced. False, with nothing kept, when the server has no interceptors installed (notes
+  /// live only on intercepted calls, so other calls pay nothing for them).
+  bool annotate(std::string_view key, std::string_view value);
+  /// The note under `key`, valid until the handler returns; nullopt when there is none.
+  std::optional<std::string_view> annotation(std::string_view key) const noexcept;
 
   call_context(detail::call& c, detail::server_core* core) noexcept : _call(c), _core(core) {}
 
@@ -118,11 +128,13 @@ class call_context {
  private:
   friend class detail::server_core;
   friend class call_parent;
+  friend class detail::intercepted_call;
   detail::call& _call;
   detail::server_core* _core;
   bool _answered = false;
   bool _deferred = false;
   std::shared_ptr<detail::deferred_state> _deferred_state;  // after defer(): for call_parent
+  detail::call_annotations* _notes = nullptr;  // set while an interceptor chain runs the call
 };
 
 /// The right to answer one call later, from any thread. Movable, not copyable. Exactly one

@@ -97,6 +97,12 @@ struct channel_options {
   /// The I/O thread the members' connections use; null: the channel starts its own. Many
   /// channels (or channels and clients) may share one, as clients do.
   std::shared_ptr<client_runtime> runtime;
+  /// Interceptors around each logical call of the channel (ringrpc/interceptor.hpp), in order:
+  /// before_call once when the call is made, after_call once with its final outcome and the
+  /// number of attempts; retries inside are not seen separately. Interceptors in
+  /// `client.interceptors` instead run on each member's connection: for every attempt (and
+  /// the health checks). Empty (the default): a call pays two tests for them.
+  client_interceptors interceptors;
 };
 
 struct channel_call_options {
@@ -182,8 +188,12 @@ class channel {
   /// Must not race with calls (as client::close()).
   void close();
 
+  /// For typed stubs: the cell that follows this channel through moves (detail::object_home).
+  const std::shared_ptr<detail::object_home<channel>>& home() const noexcept { return _home; }
+
  private:
   std::shared_ptr<detail::channel_core> _core;
+  std::shared_ptr<detail::object_home<channel>> _home;
 };
 
 }  // namespace ringrpc

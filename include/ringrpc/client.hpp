@@ -19,6 +19,7 @@
 /// connect(), a reply_future's get()) on a client runtime's thread throw std::logic_error at
 /// once instead of hanging; sync calls have a finite default deadline (sync_call_timeout).
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "ringrpc/call_parent.hpp"
+#include "ringrpc/interceptor.hpp"
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/reply_future.hpp"
 #include "ringrpc/status.hpp"
@@ -43,6 +45,14 @@ class record_layer;  // ringrpc/record_layer.hpp
 namespace detail {
 class client_loop;
 struct client_conn;
+/// Where an object that typed stubs call through (a client, a channel) lives now: moves update
+/// it, destruction clears it. Stubs hold it shared, so they follow the object through moves
+/// (ringrpc/service.hpp). Read by calling threads, written by moves: as close(), a move must
+/// not race with calls.
+template <class T>
+struct object_home {
+  std::atomic<T*> at{nullptr};
+};
 }  // namespace detail
 
 /// Why a call did not produce a reply payload.
@@ -59,6 +69,10 @@ enum class call_error {
   /// parent, or the handler's call the call was made from) was cancelled. The code is
   /// status::cancelled; a Cancel frame went to the server if the request had been queued.
   cancelled,
+  /// A client or channel interceptor (ringrpc/interceptor.hpp) refused the call before it was
+  /// sent (code and message are its verdict's), or threw (code internal, message "client
+  /// interceptor threw: ..."; the reply, if any, is dropped).
+  intercepted,
 };
 
 /// Stable lower-case name, e.g. "timeout".
@@ -180,6 +194,11 @@ struct client_options {
   /// request metadata (and on what its handlers add), so ringrpc peers with defaults agree.
   std::uint32_t max_response_metadata_entries = default_max_metadata_entries;
   std::uint32_t max_response_metadata_bytes = default_max_metadata_bytes;
+  /// Interceptors around every call and one-way message of the connection
+  /// (ringrpc/interceptor.hpp), in order: the first is the outermost. For a channel's members
+  /// (channel_options::client) they see each attempt; channel_options::interceptors see each
+  /// logical call once. Empty (the default): a call pays one test for them.
+  client_interceptors interceptors;
 };
 
 /// One I/O thread with its own ring. Shared by the clients created with it; lives as long as
@@ -259,11 +278,15 @@ class client {
 
   const std::shared_ptr<client_runtime>& runtime() const noexcept { return _runtime; }
 
+  /// For typed stubs: the cell that follows this client through moves (detail::object_home).
+  const std::shared_ptr<detail::object_home<client>>& home() const noexcept { return _home; }
+
  private:
-  client(std::shared_ptr<client_runtime> rt, detail::client_conn* conn) noexcept
-      : _runtime(std::move(rt)), _conn(conn) {}
+  client(std::shared_ptr<client_runtime> rt, detail::client_conn* conn,
+         std::shared_ptr<detail::object_home<client>> home) noexcept;
   std::shared_ptr<client_runtime> _runtime;
   detail::client_conn* _conn = nullptr;
+  std::shared_ptr<detail::object_home<client>> _home;  // one per connection, made by connect()
 };
 
 }  // namespace ringrpc

@@ -18,6 +18,7 @@
 #include "ringrpc/authorizer.hpp"
 #include "ringrpc/call_context.hpp"
 #include "ringrpc/endpoint.hpp"
+#include "ringrpc/interceptor.hpp"
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 #include "ringrpc/thread_pool.hpp"
@@ -149,6 +150,10 @@ struct server_options {
   /// While half of max_tls_handshakes or more are under way, a handshake whose peer has sent
   /// nothing for this long is closed (tls_handshakes_silent_closed); 0 = never.
   std::chrono::milliseconds tls_handshake_silence_timeout{1000};
+
+  /// Interceptors around every call that runs a handler (ringrpc/interceptor.hpp), in order:
+  /// the first is the outermost. Empty (the default): a call pays two tests for them.
+  server_interceptors interceptors;
 };
 
 /// Counters of a running server, merged from per-thread counters when read.

@@ -3,7 +3,8 @@
 /// on. docs/services.md shows the whole path from a `.fbs` file to a server and a client.
 ///
 /// A generated `Greeter` (from `rpc_service Greeter { SayHello(HelloRequest): HelloReply; }`)
-/// has `Greeter::stub`, a typed client over a ringrpc::client, and `Greeter::service`, an
+/// has `Greeter::stub`, a typed client over a ringrpc::client or a ringrpc::channel, and
+/// `Greeter::service`, an
 /// endpoint whose virtual `SayHello(call_context&, const HelloRequest&)` you override; both
 /// trade in result<T>.
 
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "ringrpc/call_context.hpp"
+#include "ringrpc/channel.hpp"
 #include "ringrpc/client.hpp"
 #include "ringrpc/endpoint.hpp"
 #include "ringrpc/server.hpp"
@@ -257,34 +259,102 @@ std::span<const std::byte> finish(flatbuffers::FlatBufferBuilder& fbb, flatbuffe
   return {reinterpret_cast<const std::byte*>(fbb.GetBufferPointer()), fbb.GetSize()};
 }
 
+/// What a typed stub calls through: a client or a channel, by the home cell that follows it
+/// through moves (detail::object_home). Once the client or channel is destroyed (or was moved
+/// from when the stub was made) calls fail with client_closed. A move must not race with calls
+/// through its stubs, as client::close() must not.
+class stub_target {
+ public:
+  explicit stub_target(client& c) noexcept : _client(c.home()) {}
+  stub_target(channel& ch, bool idempotent) noexcept : _channel(ch.home()), _idempotent(idempotent) {}
+
+  void call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
+                  const call_options& options) const {
+    if (client* c = client_now()) {
+      c->call_async(method, payload, std::move(done), options);
+    } else if (channel* ch = channel_now()) {
+      ch->call_async(method, payload, std::move(done), for_channel(options));
+    } else {
+      call_outcome o;
+      o.error = call_error::client_closed;
+      o.message = closed_message();
+      if (done) done(o);
+    }
+  }
+  call_result call(std::string_view method, std::span<const std::byte> payload, const call_options& options) const {
+    if (client* c = client_now()) return c->call(method, payload, options);
+    if (channel* ch = channel_now()) return ch->call(method, payload, for_channel(options));
+    call_result r;
+    r.error = call_error::client_closed;
+    r.message = closed_message();
+    return r;
+  }
+  bool send_one_way(std::string_view method, std::span<const std::byte> payload) const {
+    if (client* c = client_now()) return c->send_one_way(method, payload);
+    if (channel* ch = channel_now()) return ch->send_one_way(method, payload);
+    return false;
+  }
+
+ private:
+  client* client_now() const noexcept { return _client ? _client->at.load(std::memory_order_acquire) : nullptr; }
+  channel* channel_now() const noexcept {
+    return _channel ? _channel->at.load(std::memory_order_acquire) : nullptr;
+  }
+  channel_call_options for_channel(const call_options& o) const {
+    channel_call_options c;
+    c.timeout = o.timeout;
+    c.idempotent = _idempotent;
+    c.metadata = o.metadata;
+    return c;
+  }
+  const char* closed_message() const noexcept {
+    return _channel ? "the stub's channel is closed (destroyed)" : "the stub's client is closed (destroyed)";
+  }
+
+  std::shared_ptr<object_home<client>> _client;
+  std::shared_ptr<object_home<channel>> _channel;
+  bool _idempotent = false;
+};
+
 template <class Reply, class Request>
-result<Reply> typed_call(client& c, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
-                   flatbuffers::Offset<Request> request, const call_options& options) {
-  call_result r = c.call(m.full_name, finish(fbb, request), options);
+result<Reply> typed_call(const stub_target& t, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
+                         flatbuffers::Offset<Request> request, const call_options& options) {
+  call_result r = t.call(m.full_name, finish(fbb, request), options);
   fbb.Clear();
   return to_result<Reply>(std::move(r), m);
 }
 
 template <class Reply, class Request>
-void typed_call_async(client& c, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
-                flatbuffers::Offset<Request> request, std::function<void(result<Reply>)> done,
-                const call_options& options) {
-  c.call_async(m.full_name, finish(fbb, request),
+void typed_call_async(const stub_target& t, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
+                      flatbuffers::Offset<Request> request, std::function<void(result<Reply>)> done,
+                      const call_options& options) {
+  t.call_async(m.full_name, finish(fbb, request),
                [m, done = std::move(done)](const call_outcome& o) { done(to_result<Reply>(o, m)); }, options);
   // The client encoded the request into its own frame before returning.
   fbb.Clear();
 }
 
 template <class Reply, class Request>
-reply_future<result<Reply>> typed_call_future(client& c, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
-                                       flatbuffers::Offset<Request> request, const call_options& options) {
+reply_future<result<Reply>> typed_call_future(const stub_target& t, const typed_method& m,
+                                             flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<Request> request,
+                                             const call_options& options) {
   // Through call_async rather than client::call_future: the reply is verified and wrapped on
   // the runtime thread, and no thread waits just to convert one future into another.
   auto promise = std::make_shared<std::promise<result<Reply>>>();
   auto future = promise->get_future();
-  typed_call_async<Reply>(c, m, fbb, request,
-                    [promise](result<Reply> r) { promise->set_value(std::move(r)); }, options);
+  typed_call_async<Reply>(t, m, fbb, request, [promise](result<Reply> r) { promise->set_value(std::move(r)); },
+                          options);
   return future;
+}
+
+/// A typed one-way message: the request is verified by the server as for a call, the method
+/// runs, its answer is dropped. False when nothing was sent (see client::send_one_way).
+template <class Request>
+bool typed_one_way(const stub_target& t, const typed_method& m, flatbuffers::FlatBufferBuilder& fbb,
+                   flatbuffers::Offset<Request> request) {
+  const bool sent = t.send_one_way(m.full_name, finish(fbb, request));
+  fbb.Clear();
+  return sent;
 }
 
 /// A request payload at an address aligned for `alignment`: FlatBuffers reads scalars in

@@ -69,19 +69,30 @@ channel channel::create(std::string_view target, channel_options options) {
 
 channel::channel(std::shared_ptr<resolver> r, channel_options options) {
   if (!r) throw std::invalid_argument("channel: null resolver");
+  _home = std::make_shared<detail::object_home<channel>>();
   _core = std::make_shared<detail::channel_core>(std::move(r), std::move(options));
   _core->start();
+  _home->at.store(this, std::memory_order_release);
 }
 
-channel::channel(channel&&) noexcept = default;
+// Typed stubs follow the channel: its home cell moves along and points at the new owner.
+channel::channel(channel&& o) noexcept : _core(std::move(o._core)), _home(std::move(o._home)) {
+  if (_home) _home->at.store(this, std::memory_order_release);
+}
 channel& channel::operator=(channel&& o) noexcept {
   if (this != &o) {
     close();
+    if (_home) _home->at.store(nullptr, std::memory_order_release);
     _core = std::move(o._core);
+    _home = std::move(o._home);
+    if (_home) _home->at.store(this, std::memory_order_release);
   }
   return *this;
 }
-channel::~channel() { close(); }
+channel::~channel() {
+  close();
+  if (_home) _home->at.store(nullptr, std::memory_order_release);
+}
 
 void channel::close() {
   if (_core) _core->close();

@@ -9,6 +9,7 @@
 #include "channel/call_state_pool.hpp"
 #include "channel/channel_core.hpp"
 #include "client/call_links.hpp"
+#include "client/client_interceptors.hpp"
 
 namespace ringrpc::detail {
 
@@ -28,12 +29,15 @@ struct channel_core::call_state {
   std::span<const std::byte> caller_payload;  // valid only while call_async has not returned
   std::shared_ptr<cancel_hub> parent;  // resolved once at call_async (client/call_links.hpp)
   call_state* next_free = nullptr;
+  std::unique_ptr<client_chain_run> intercepted;  // channel interceptors ran for this call
 
   void recycle() noexcept {
     done = nullptr;
     parent.reset();
     options.parent = call_parent();
     options.cancel = std::stop_token();
+    intercepted.reset();
+    options.metadata.clear();
     member.reset();
     last = nullptr;
     attempts = 0;
@@ -56,6 +60,10 @@ void channel_core::finish(call_state* st, const call_outcome& o) {
     call_state* st;
     ~give_back() { call_state_pool::put(st); }
   } back{st};
+  if (st->intercepted) [[unlikely]] {
+    st->intercepted->after_then(o, st->attempts, st->done);
+    return;
+  }
   run_callback(st->done, o);  // the client's rule for a callback that throws, inline or not
 }
 
@@ -134,6 +142,22 @@ void channel_core::call_async(std::string_view method, std::span<const std::byte
     call_state_pool::put(st);
     throw;
   }
+  if (_interceptors) [[unlikely]] {  // client_interceptors.cpp: once per logical call
+    try {
+      st->intercepted = std::make_unique<client_chain_run>();
+    } catch (...) {
+      call_state_pool::put(st);
+      throw;
+    }
+    client_chain_run& run = *st->intercepted;
+    run.chain = _interceptors;
+    const auto t = st->options.timeout.count() > 0 ? st->options.timeout : _options.client.default_timeout;
+    run.before(method, payload, st->options.metadata, t, false);
+    if (run.refused) {
+      finish(st, run.refusal());
+      return;
+    }
+  }
   attempt(st, payload);
 }
 
@@ -186,7 +210,7 @@ void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
   st->caller_payload = payload;
   call_options co;
   co.timeout = st->options.timeout;
-  co.metadata = st->options.metadata;  // copied per attempt (a retry sends it again); empty: free
+  if (!st->options.metadata.empty()) co.metadata = st->options.metadata;
   if (st->parent) {
     call_parent_access::set(co.parent, st->parent);
   } else {

@@ -21,6 +21,9 @@ channel_core::channel_core(std::shared_ptr<resolver> r, channel_options options)
       _snap(std::make_unique<const member_snapshot>()),
       _budget(_options.retry_max_tokens, _options.retry_token_ratio) {
   if (_options.max_attempts == 0) _options.max_attempts = 1;
+  if (!_options.interceptors.empty()) {
+    _interceptors = std::make_shared<const client_interceptors>(_options.interceptors);
+  }
 }
 
 channel_core::~channel_core() { close(); }

@@ -101,6 +101,7 @@ class channel_core {
   std::shared_ptr<member_conn> pick(const member_snapshot& snap, const member_conn* avoid) noexcept;
 
   channel_options _options;
+  std::shared_ptr<const client_interceptors> _interceptors;  // null: none (client_interceptors.hpp)
   std::shared_ptr<resolver> _resolver;
   std::shared_ptr<client_runtime> _runtime;
   std::string _target;

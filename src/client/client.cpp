@@ -11,6 +11,7 @@
 #include "base/clock.hpp"
 #include "client/call_deadline.hpp"
 #include "client/call_links.hpp"
+#include "client/client_interceptors.hpp"
 #include "client/client_loop.hpp"
 #include "client/tcp_connect.hpp"
 
@@ -28,6 +29,7 @@ std::string_view to_string(call_error e) noexcept {
     case call_error::client_closed: return "client_closed";
     case call_error::client_busy: return "client_busy";
     case call_error::cancelled: return "cancelled";
+    case call_error::intercepted: return "intercepted";
   }
   return "unknown";
 }
@@ -130,6 +132,7 @@ client client::connect(const std::string& host, std::uint16_t port, client_optio
                            "runtime: connect from another thread");
   }
   if (!runtime) runtime = client_runtime::create();
+  auto home = std::make_shared<detail::object_home<client>>();  // before anything needs undoing
   const int fd = connect_socket(host, port, options.connect_timeout);
   auto* conn = new detail::client_conn(fd, options);
   if (options.tls) {
@@ -146,24 +149,38 @@ client client::connect(const std::string& host, std::uint16_t port, client_optio
   p->kind = detail::pending::what::attach;
   p->conn = conn;
   loop.post(p);
-  return client(std::move(runtime), conn);
+  return client(std::move(runtime), conn, std::move(home));
 }
 
-client::client(client&& o) noexcept : _runtime(std::move(o._runtime)), _conn(o._conn) {
+client::client(std::shared_ptr<client_runtime> rt, detail::client_conn* conn,
+               std::shared_ptr<detail::object_home<client>> home) noexcept
+    : _runtime(std::move(rt)), _conn(conn), _home(std::move(home)) {
+  _home->at.store(this, std::memory_order_release);
+}
+
+// Typed stubs follow the connection: its home cell moves along and points at the new owner.
+client::client(client&& o) noexcept : _runtime(std::move(o._runtime)), _conn(o._conn), _home(std::move(o._home)) {
   o._conn = nullptr;
+  if (_home) _home->at.store(this, std::memory_order_release);
 }
 
 client& client::operator=(client&& o) noexcept {
   if (this != &o) {
     close();
+    if (_home) _home->at.store(nullptr, std::memory_order_release);  // this connection's stubs: closed
     _runtime = std::move(o._runtime);
     _conn = o._conn;
     o._conn = nullptr;
+    _home = std::move(o._home);
+    if (_home) _home->at.store(this, std::memory_order_release);
   }
   return *this;
 }
 
-client::~client() { close(); }
+client::~client() {
+  close();
+  if (_home) _home->at.store(nullptr, std::memory_order_release);
+}
 
 bool client::connected() const noexcept {
   return _conn != nullptr && _conn->open.load(std::memory_order_acquire);
@@ -196,6 +213,10 @@ void client::call_async(std::string_view method, std::span<const std::byte> payl
     }
     detail::run_inline_callback(done, o);
     return;
+  }
+  if (_conn->interceptors) [[unlikely]] {  // client_interceptors.cpp; refused: done has run
+    const auto t = options.timeout.count() > 0 ? options.timeout : _conn->default_timeout;
+    if (!detail::intercept_call(_conn->interceptors, t, method, payload, done, options.metadata)) return;
   }
   detail::client_loop& loop = *_runtime->_loop;
   detail::pending* p = loop.get_pending();
@@ -273,6 +294,34 @@ call_result client::call(std::string_view method, std::span<const std::byte> pay
   return std::move(w->result);
 }
 
+namespace {
+
+bool post_one_way(detail::client_loop& loop, detail::client_conn* conn, std::string_view method,
+                  std::span<const std::byte> payload, std::span<const metadata_entry> pairs, std::uint64_t timeout_us) {
+  detail::pending* p = loop.get_pending();
+  p->kind = detail::pending::what::one_way;
+  p->conn = conn;
+  p->id = conn->next_id.fetch_add(1, std::memory_order_relaxed);
+  detail::frame_view f;
+  f.call_id = p->id;
+  f.kind = wire::Kind::OneWay;
+  f.method = method;
+  f.payload = payload;
+  f.timeout_us = timeout_us;
+  const detail::metadata_to_send md{conn->metadata, pairs};
+  if (!md.defaults.empty() || !md.pairs.empty()) f.metadata_out = &md;
+  encode_request(f, p->frame);
+  if (!conn->admit(p->frame.size())) {
+    loop.recycle(p);
+    return false;
+  }
+  p->counted = true;
+  loop.post(p);
+  return true;
+}
+
+}  // namespace
+
 bool client::send_one_way(std::string_view method, std::span<const std::byte> payload) {
   static const call_options none;
   return send_one_way(method, payload, none);
@@ -283,26 +332,16 @@ bool client::send_one_way(std::string_view method, std::span<const std::byte> pa
                           const call_options& options) {
   if (_conn == nullptr) return false;
   detail::client_loop& loop = *_runtime->_loop;
-  detail::pending* p = loop.get_pending();
-  p->kind = detail::pending::what::one_way;
-  p->conn = _conn;
-  p->id = _conn->next_id.fetch_add(1, std::memory_order_relaxed);
-  detail::frame_view f;
-  f.call_id = p->id;
-  f.kind = wire::Kind::OneWay;
-  f.method = method;
-  f.payload = payload;
-  f.timeout_us = options.timeout.count() > 0 ? static_cast<std::uint64_t>(options.timeout.count()) : 0;
-  const detail::metadata_to_send md{_conn->metadata, options.metadata};
-  if (!md.defaults.empty() || !md.pairs.empty()) f.metadata_out = &md;
-  encode_request(f, p->frame);
-  if (!_conn->admit(p->frame.size())) {
-    loop.recycle(p);
-    return false;
+  const std::uint64_t budget = options.timeout.count() > 0 ? static_cast<std::uint64_t>(options.timeout.count()) : 0;
+  if (_conn->interceptors) [[unlikely]] {  // client_interceptors.cpp
+    return detail::intercept_one_way(_conn->interceptors, method, payload,
+                                     [&](std::span<const metadata_entry> added) {
+                                       std::vector<metadata_entry> pairs(options.metadata.begin(), options.metadata.end());
+                                       pairs.insert(pairs.end(), added.begin(), added.end());
+                                       return post_one_way(loop, _conn, method, payload, pairs, budget);
+                                     });
   }
-  p->counted = true;
-  loop.post(p);
-  return true;
+  return post_one_way(loop, _conn, method, payload, options.metadata, budget);
 }
 
 void client::close() {

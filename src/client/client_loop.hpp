@@ -93,6 +93,7 @@ struct client_conn {
         max_frame_bytes(o.max_frame_bytes),
         inflight(o.max_pending_calls) {
     assembler.emplace(max_frame_bytes);
+    if (!o.interceptors.empty()) interceptors = std::make_shared<const client_interceptors>(o.interceptors);
     if (!o.bearer_token.empty()) {
       metadata.push_back({"authorization", std::string("Bearer ").append(o.bearer_token)});
     }
@@ -110,6 +111,8 @@ struct client_conn {
   std::vector<metadata_entry> metadata;
   /// What an answer's headers and trailers together may hold (client_options).
   const metadata_limits response_metadata_caps;
+  /// client_options::interceptors; null when there are none (client_interceptors.hpp).
+  std::shared_ptr<const client_interceptors> interceptors;
   // Taken by the calling thread before a call is posted, given back by the loop (uncount()).
   std::atomic<std::uint32_t> pending_calls{0};
   std::atomic<std::size_t> pending_bytes{0};

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "server/deferred_state.hpp"
+#include "server/interceptors.hpp"
 #include "server/server_core.hpp"
 
 namespace ringrpc::detail {
@@ -113,6 +114,7 @@ std::shared_ptr<deferred_state> server_core::defer(call* c) {
 }
 
 void server_core::settle_deferred(deferred_state& s, call* c) noexcept {
+  if (c->intercepted_count != 0) [[unlikely]] deferred_complete(_options.interceptors, *c);
   if (_options.metrics && c->from_client()) {
     // A deferred reply's time is from receipt to answer: there is no separate queue time.
     thread_metrics& m = _metrics.local();

@@ -64,6 +64,10 @@ struct call : work_item {
   /// holder): on_cancel hooks and the client calls made for it. Null for almost every call.
   /// server_core::close_hub() ends it when the call is answered (call_cancel.cpp).
   std::shared_ptr<cancel_hub> hub;
+  // Server interceptors (server/interceptors.hpp): how many before_call ran (0: the call was
+  // not intercepted) and when the chain started.
+  std::uint32_t intercepted_count = 0;
+  std::int64_t intercept_start_ns = 0;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   /// A request or one-way message a client sent (not a local post or a connection event).
@@ -115,6 +119,7 @@ class call_pool {
     c->peer = nullptr;
     if (c->response_md) c->response_md.reset();
     c->hub.reset();  // closed when answered; only a copy the registry let go of is left
+    c->intercepted_count = 0;
   }
 
  private:

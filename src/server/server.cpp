@@ -14,6 +14,7 @@
 
 #include "ringrpc/call_parent.hpp"
 #include "ringrpc/record_layer.hpp"
+#include "server/interceptors.hpp"
 #include "server/running_calls.hpp"
 #include "server/server_core.hpp"
 
@@ -85,6 +86,26 @@ void call_context::on_cancel(std::function<void()> hook) {
   if (_core == nullptr || !hook) return;
   detail::cancel_hub::token t = 0;
   _core->hub_of(_call)->listen(std::move(hook), t);
+}
+
+bool call_context::annotate(std::string_view key, std::string_view value) {
+  if (_notes == nullptr) return false;
+  for (auto& e : _notes->items) {
+    if (e.key == key) {
+      e.value.assign(value);
+      return true;
+    }
+  }
+  _notes->items.push_back({std::string(key), std::string(value)});
+  return true;
+}
+
+std::optional<std::string_view> call_context::annotation(std::string_view key) const noexcept {
+  if (_notes == nullptr) return std::nullopt;
+  for (const auto& e : _notes->items) {
+    if (e.key == key) return std::string_view(e.value);
+  }
+  return std::nullopt;
 }
 
 deferred_reply call_context::defer() {

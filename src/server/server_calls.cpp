@@ -8,6 +8,7 @@
 #include <string>
 
 #include "log/log.hpp"
+#include "server/interceptors.hpp"
 #include "server/running_calls.hpp"
 #include "server/user_code.hpp"
 
@@ -112,6 +113,8 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
   const bool timed = precise || sampled || heavy;
   const std::int64_t start = timed ? now_ns() : 0;
   call_context ctx(*c, this);
+  // Engaged only when interceptors are installed (server/interceptors.cpp); else two tests.
+  std::optional<intercepted_call> intercepted;
   if (abandoning()) {
     ctx.fail(status::shutting_down, "server stopped before the call could run");
   } else if (const std::int64_t now = c->deadline_ns == 0 ? 0 : timed ? start : now_ns();
@@ -129,7 +132,8 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
       running->server.store(this, std::memory_order_relaxed);
       running->running.store(c, std::memory_order_release);
     }
-    try {
+    if (!_options.interceptors.empty() && client) [[unlikely]] intercepted.emplace(_options.interceptors, ctx, *c);
+    if (!intercepted || intercepted->admitted()) try {
       const parent_scope parent(ctx);
       if (c->purpose == call_purpose::request) {
         ep.receive_and_reply(ctx);
@@ -167,6 +171,7 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
                            std::memory_order_relaxed);
   }
   if (!ctx._answered && request) ctx.reply(std::span<const std::byte>{});
+  if (intercepted) [[unlikely]] intercepted->complete(ctx, *c);
   if (_options.metrics && client) {
     thread_metrics& m = _metrics.local();
     m.completed(method, c->answer_status);

@@ -5,6 +5,7 @@
 #include "server/server_core.hpp"
 
 #include "ringrpc/server.hpp"
+#include "server/interceptors.hpp"
 #include "server/registration_attachment.hpp"
 #include "server/running_calls.hpp"
 #include "server/stop_clock.hpp"
@@ -225,6 +226,10 @@ void server_core::abandon_deferred() noexcept {
       c->request.clear();
     }
     close_hub(*c);  // outside s->mu: a hook running now may answer through this very state
+    if (c->intercepted_count != 0) [[unlikely]] {  // interceptors.cpp: after_call sees this answer
+      c->answer_status = status::shutting_down;
+      deferred_complete(_options.interceptors, *c);
+    }
     answer(c, wire::Kind::Error, status::shutting_down, "server stopped before the deferred reply came");
   }
 }

@@ -78,6 +78,8 @@ TEST(collect_services, names_the_generated_code_cannot_use) {
   EXPECT_THAT(problems_of(types + "rpc_service S { ringrpc_x(Req): Rep; }"), HasSubstr("reserves"));
   EXPECT_THAT(problems_of(types + "rpc_service S { Get(Req): Rep; Get_async(Req): Rep; }"),
               HasSubstr("stub member 'Get_async' twice"));
+  EXPECT_THAT(problems_of(types + "rpc_service S { Get(Req): Rep; Get_one_way(Req): Rep; }"),
+              HasSubstr("stub member 'Get_one_way' twice"));
   EXPECT_THAT(problems_of(types + "rpc_service Req { A(Req): Rep; }"),
               HasSubstr("service Req has the name of a declaration flatc generates"));
   EXPECT_THAT(problems_of(types + "rpc_service ReqBuilder { A(Req): Rep; }"), HasSubstr("ReqBuilder"));
@@ -137,6 +139,11 @@ TEST(generate_header, contains_the_pieces) {
   EXPECT_THAT(h, HasSubstr("class S::service : public ::ringrpc::endpoint {"));
   EXPECT_THAT(h, HasSubstr("::ringrpc::result<::x::y::Rep> A(::flatbuffers::FlatBufferBuilder& request"));
   EXPECT_THAT(h, HasSubstr("alignas(8) inline constexpr std::uint8_t t_fbs_"));
+  // Stubs over a client or a channel, through a target that follows moves; a typed one-way.
+  EXPECT_THAT(h, HasSubstr("explicit stub(::ringrpc::client& connection) noexcept : _target(connection) {}"));
+  EXPECT_THAT(h, HasSubstr("explicit stub(::ringrpc::channel& channel, bool idempotent = false) noexcept"));
+  EXPECT_THAT(h, HasSubstr("bool A_one_way(::flatbuffers::FlatBufferBuilder& request"));
+  EXPECT_THAT(h, HasSubstr("::ringrpc::detail::stub_target _target;"));
   // Reproducible: the same input, the same text (builds must not churn).
   EXPECT_EQ(h, generate_header(in));
 }

@@ -19,7 +19,7 @@ namespace {
 // Names the generated classes declare themselves or inherit from ringrpc::endpoint; a method
 // of the same name would not compile, or would silently hide one of them.
 const std::set<std::string, std::less<>> reserved_member_names = {
-    "stub", "service", "service_name", "schema", "payload_alignment", "ringrpc_dispatch", "_client",
+    "stub", "service", "service_name", "schema", "payload_alignment", "ringrpc_dispatch", "_client", "_target",
     "receive_and_reply", "receive", "on_start", "on_stop", "on_connected", "on_disconnected",
     "on_network_error", "on_error", "endpoint",
 };
@@ -172,7 +172,7 @@ std::vector<service_desc> collect_services(const flatbuffers::Parser& parser, co
         problems.push_back("method " + m.full_name + " has a name the generated classes use themselves ('" + m.name +
                            "'); rename it");
       }
-      for (const std::string& member : {m.name, m.name + "_async", m.name + "_future"}) {
+      for (const std::string& member : {m.name, m.name + "_async", m.name + "_future", m.name + "_one_way"}) {
         if (!stub_members.insert(member).second) {
           problems.push_back("method " + m.full_name + " would generate stub member '" + member +
                              "' twice (another method is named " + member + "); rename one");
@@ -287,12 +287,17 @@ std::string generate_header(const header_input& in) {
     }
 
     // The client stub.
-    o << "\n/// Typed calls to " << s.name << " over one connection, which must outlive the stub. Each call\n"
-      << "/// finishes `request` with `root`, sends it and clears `request` for the next one; the reply\n"
-      << "/// is verified as the reply type before it is handed over.\n"
+    o << "\n/// Typed calls to " << s.name << " over one connection or a channel. Each call finishes `request`\n"
+      << "/// with `root`, sends it and clears `request` for the next one; the reply is verified as the\n"
+      << "/// reply type before it is handed over. The stub follows its client or channel through moves;\n"
+      << "/// once that is destroyed, calls fail with client_closed. Copyable, cheap.\n"
       << "class " << s.name << "::stub {\n"
       << " public:\n"
-      << "  explicit stub(::ringrpc::client& connection) noexcept : _client(&connection) {}\n";
+      << "  explicit stub(::ringrpc::client& connection) noexcept : _target(connection) {}\n"
+      << "  /// Over a channel: `idempotent` lets every call of this stub be retried on another member\n"
+      << "  /// when its connection fails under it (channel_call_options::idempotent).\n"
+      << "  explicit stub(::ringrpc::channel& channel, bool idempotent = false) noexcept\n"
+      << "      : _target(channel, idempotent) {}\n";
     for (const auto& m : s.methods) {
       const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
       const std::string args = "::flatbuffers::FlatBufferBuilder& request, ::flatbuffers::Offset<" + req + "> root";
@@ -300,22 +305,27 @@ std::string generate_header(const header_input& in) {
       doc_lines(o, m.doc, "  ");
       o << "  ::ringrpc::result<" << rep << "> " << m.name << "(" << args
         << ", ::ringrpc::call_options options = {}) const {\n"
-        << "    return ::ringrpc::detail::typed_call<" << rep << ">(*_client, " << m.name << "_info, request, root, options);\n"
+        << "    return ::ringrpc::detail::typed_call<" << rep << ">(_target, " << m.name << "_info, request, root, options);\n"
         << "  }\n"
         << "  /// Asynchronous " << m.name << ": `done` runs once, on the client runtime's thread.\n"
         << "  void " << m.name << "_async(" << args << ", std::function<void(::ringrpc::result<" << rep
         << ">)> done,\n"
         << "      ::ringrpc::call_options options = {}) const {\n"
-        << "    ::ringrpc::detail::typed_call_async<" << rep << ">(*_client, " << m.name
+        << "    ::ringrpc::detail::typed_call_async<" << rep << ">(_target, " << m.name
         << "_info, request, root, std::move(done), options);\n"
         << "  }\n"
         << "  ::ringrpc::reply_future<::ringrpc::result<" << rep << ">> " << m.name << "_future(" << args
         << ",\n      ::ringrpc::call_options options = {}) const {\n"
-        << "    return ::ringrpc::detail::typed_call_future<" << rep << ">(*_client, " << m.name
+        << "    return ::ringrpc::detail::typed_call_future<" << rep << ">(_target, " << m.name
         << "_info, request, root, options);\n"
+        << "  }\n"
+        << "  /// " << m.name << " as a one-way message: the server runs the method and drops its answer.\n"
+        << "  /// False when nothing was sent (closed, or at the connection's pending limits).\n"
+        << "  bool " << m.name << "_one_way(" << args << ") const {\n"
+        << "    return ::ringrpc::detail::typed_one_way(_target, " << m.name << "_info, request, root);\n"
         << "  }\n";
     }
-    o << "\n private:\n  ::ringrpc::client* _client;\n};\n";
+    o << "\n private:\n  ::ringrpc::detail::stub_target _target;\n};\n";
 
     // The server base.
     o << "\n/// Derive, override the methods you serve (the others answer unknown_method), and register\n"
