@@ -15,6 +15,8 @@
 /// stopping past the drain timeout. call_options::detached opts out. docs/execution.md,
 /// "Deadlines and cancellation".
 
+#include "ringrpc/cxx20.hpp"
+
 #include <memory>
 
 namespace ringrpc {

@@ -8,6 +8,8 @@
 /// std::logic_error at once there unless the result is ready already. Elsewhere it is a plain
 /// std::future; converting it to std::future<T> is allowed and drops the check.
 
+#include "ringrpc/cxx20.hpp"
+
 #include <chrono>
 #include <future>
 #include <stdexcept>
