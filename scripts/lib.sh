@@ -105,7 +105,11 @@ track_pid() { pids="${pids:-} $1"; }
 
 # running PID: PID exists and has not exited (an exited child nobody reaped yet is a zombie).
 running() {
-  kill -0 "$1" 2>/dev/null && [[ "$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)" != Z ]]
+  # The state field alone decides: bash reaps its exited children on its own, so a zombie can
+  # vanish between a `kill -0` and a read of /proc; a missing entry means gone, not running.
+  local state
+  state=$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)
+  [[ -n $state && $state != [ZX] ]]
 }
 
 # A port the kernel just handed out and took back; nginx and redis cannot listen on port 0.

@@ -16,12 +16,6 @@ load_timeout=60  # some runs here take longer
 test_init load_cli
 pid=
 
-# True while the server runs. `kill -0` alone also succeeds for an exited, not yet reaped child.
-alive() {
-  state=$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$pid/stat" 2>/dev/null)
-  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
-}
-
 # run_load NAME ARGS...: runs ringrpc-load (bounded) with stdout/stderr in $work/NAME.{out,err}
 # and its status in $rc.
 
@@ -280,11 +274,11 @@ lpid=$!
 sleep 1.5
 kill -INT "$lpid"
 i=0
-while kill -0 "$lpid" 2>/dev/null && [ $i -lt 50 ]; do
+while running "$lpid" && [ $i -lt 50 ]; do
   sleep 0.1
   i=$((i + 1))
 done
-if kill -0 "$lpid" 2>/dev/null; then
+if running "$lpid"; then
   kill -KILL "$lpid"
   fail "ringrpc-load still runs 5 s after SIGINT"
 fi
@@ -313,14 +307,14 @@ lpid=$!
 sleep 1
 kill -INT "$lpid"
 sleep 0.5
-if ! kill -0 "$lpid" 2>/dev/null; then fail "one SIGINT did not wait for the call in flight"; fi
+if ! running "$lpid"; then fail "one SIGINT did not wait for the call in flight"; fi
 kill -INT "$lpid"
 i=0
-while kill -0 "$lpid" 2>/dev/null && [ $i -lt 20 ]; do
+while running "$lpid" && [ $i -lt 20 ]; do
   sleep 0.1
   i=$((i + 1))
 done
-if kill -0 "$lpid" 2>/dev/null; then
+if running "$lpid"; then
   kill -KILL "$lpid"
   fail "ringrpc-load still runs 2 s after a second SIGINT"
 fi
@@ -373,11 +367,11 @@ if [ $rc -eq 0 ]; then fail "plot of a missing file exited 0"; fi
 # --- stop the server ----------------------------------------------------------------------------
 kill -TERM "$pid"
 i=0
-while alive && [ $i -lt 100 ]; do
+while running "$pid" && [ $i -lt 100 ]; do
   sleep 0.1
   i=$((i + 1))
 done
-if alive; then fail "ringrpc-server did not exit within 10 s of SIGTERM"; fi
+if running "$pid"; then fail "ringrpc-server did not exit within 10 s of SIGTERM"; fi
 
 if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed" >&2

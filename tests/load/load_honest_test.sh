@@ -165,7 +165,7 @@ pids="$pids $lpid"
 sleep 1.6
 kill -INT "$lpid"
 i=0
-while kill -0 "$lpid" 2>/dev/null && [ $i -lt 100 ]; do
+while running "$lpid" && [ $i -lt 100 ]; do
   sleep 0.1
   i=$((i + 1))
 done

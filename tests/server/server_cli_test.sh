@@ -94,10 +94,21 @@ echo_calls() {
 
 printf '[logging]\nlevel = "warn"\n' >"$work/ringrpc.toml"
 "$server" --config "$work/ringrpc.toml" --port 0 --readers 1 --handlers 2 --drain-timeout-ms 60000 \
-  >"$work/a.out" 2>"$work/a.err" &
+  --admin-port 0 >"$work/a.out" 2>"$work/a.err" &
 pid=$!
 wait_listening "$pid" "$work/a.out" "$work/a.err" || exit $?
 port=$listen_port
+admin_port=$(sed -n 's|^admin on http://127.0.0.1:\([0-9]*\)/$|\1|p' "$work/a.out")
+
+# busy_handlers: how many of the server's handler threads run a call now (its /metrics).
+busy_handlers() {
+  local n
+  exec 3<>"/dev/tcp/127.0.0.1/$admin_port" || return 1
+  printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
+  n=$(sed -n 's/^ringrpc_pool_active_threads{pool="default".*} \([0-9]*\)$/\1/p' <&3)
+  exec 3>&-
+  echo "${n:-0}"
+}
 
 # SIGHUP: the log level comes from the file again; the server keeps serving.
 printf '[logging]\nlevel = "info"\n' >"$work/ringrpc.toml"
@@ -128,7 +139,17 @@ printf '20000000' >"$work/sleep.payload"
 timeout 60 "$load" -c 1 -n 1 --warmup 0s --timeout 60s --payload-file "$work/sleep.payload" \
   "ringrpc://127.0.0.1:$port/sleep" >"$work/sleep.out" 2>"$work/sleep.err" &
 load_pid=$!
-sleep 1  # the call reaches the server and starts sleeping
+# The call must be sleeping in a handler before the first SIGTERM: on a busy machine the load
+# tool can take over a second to connect, and a drain with nothing in flight ends at once.
+i=0
+while [ "$(busy_handlers)" -lt 1 ] && [ $i -lt 300 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+if [ "$(busy_handlers)" -lt 1 ]; then
+  fail "the sleep call did not reach a handler within 30 s:"
+  cat "$work/sleep.err" >&2
+fi
 kill -TERM "$pid"
 sleep 0.5
 if ! running "$pid"; then
@@ -141,7 +162,11 @@ while running "$pid" && [ $i -lt 50 ]; do
   i=$((i + 1))
 done
 if running "$pid"; then
-  fail "the server still runs 5 s after a second SIGTERM"
+  fail "the server still runs 5 s after a second SIGTERM; its threads (name state wchan) and stderr:"
+  for t in /proc/"$pid"/task/*; do
+    echo "  $(cat "$t/comm") $(awk '{print $3}' "$t/stat") $(cat "$t/wchan" 2>/dev/null)" >&2
+  done
+  cat "$work/a.err" >&2
 else
   wait "$pid"
   rc=$?

@@ -15,7 +15,7 @@ cleanup() {
   if [ -n "$pid" ]; then
     kill -TERM "$pid" 2>/dev/null
     i=0
-    while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    while running "$pid" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
     kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   fi

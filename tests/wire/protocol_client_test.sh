@@ -12,15 +12,9 @@ client=${2:?usage: $0 ringrpc-server protocol_client.py}
 work=$(mktemp -d "${TMPDIR:-/tmp}/protocol_client.XXXXXX") || exit 1
 pid=
 
-# True while the server runs. `kill -0` alone also succeeds for an exited, not yet reaped child.
-alive() {
-  state=$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$pid/stat" 2>/dev/null)
-  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
-}
-
 cleanup() {
   # Only ever the server this script started, by its PID.
-  if [ -n "$pid" ] && alive; then
+  if [ -n "$pid" ] && running "$pid"; then
     kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   fi
@@ -52,11 +46,11 @@ run_round() {
   # Stop the server the way an operator would; it must drain and exit 0 within 15 s.
   kill -TERM "$pid"
   i=0
-  while alive && [ $i -lt 150 ]; do
+  while running "$pid" && [ $i -lt 150 ]; do
     sleep 0.1
     i=$((i + 1))
   done
-  if alive; then
+  if running "$pid"; then
     echo "ringrpc-server did not exit within 15 s of SIGTERM; killing it" >&2
     cat "$work/server.err" >&2
     exit 1
