@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace ringrpc::test {
@@ -79,17 +81,22 @@ std::optional<std::vector<std::byte>> raw_socket::read_exact(std::size_t n) {
   return out;
 }
 
-bool raw_socket::read_frame(detail::frame_view& out, std::vector<std::byte>& storage) {
+std::vector<std::byte> raw_socket::read_raw_frame() {
   auto prefix = read_exact(4);
   if (!prefix) {
-    std::fprintf(stderr, "read_frame: no length prefix (EOF, error or timeout: %s)\n", std::strerror(errno));
-    return false;
+    std::fprintf(stderr, "read_raw_frame: no length prefix (EOF, error or timeout: %s)\n", std::strerror(errno));
+    return {};
   }
-  const std::uint32_t len = detail::read_frame_length(prefix->data());
-  auto body = read_exact(len);
-  if (!body) return false;
-  storage = std::move(*prefix);
-  storage.insert(storage.end(), body->begin(), body->end());
+  auto body = read_exact(detail::read_frame_length(prefix->data()));
+  if (!body) return {};
+  std::vector<std::byte> frame = std::move(*prefix);
+  frame.insert(frame.end(), body->begin(), body->end());
+  return frame;
+}
+
+bool raw_socket::read_frame(detail::frame_view& out, std::vector<std::byte>& storage) {
+  storage = read_raw_frame();
+  if (storage.empty()) return false;
   const auto outcome = detail::decode_frame(storage, out);
   if (outcome != detail::decode_outcome::ok) {
     std::fprintf(stderr, "read_frame: %zu-byte frame failed to decode (outcome %d)\n", storage.size(),
@@ -106,6 +113,40 @@ bool raw_socket::wait_eof() {
     if (r == 0) return true;
     if (r < 0) return errno == ECONNRESET;
   }
+}
+
+std::vector<std::byte> documented_dump(const char* doc, std::string_view heading) {
+  std::ifstream in(doc);
+  std::stringstream whole;
+  whole << in.rdbuf();
+  const std::string text = whole.str();
+  const auto at = text.find(heading);
+  if (at == std::string::npos) return {};
+  const auto open = text.find("```\n", at);
+  const auto close = text.find("```", open + 4);
+  std::istringstream lines(text.substr(open + 4, close - open - 4));
+  std::vector<std::byte> out;
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string w;
+    while (words >> w) out.push_back(static_cast<std::byte>(std::stoul(w, nullptr, 16)));
+  }
+  return out;
+}
+
+std::string hex_dump(std::span<const std::byte> bytes) {
+  std::string s;
+  char buf[32];
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (i % 16 == 0) {
+      std::snprintf(buf, sizeof buf, "%s%04zx:", i == 0 ? "" : "\n", i);
+      s += buf;
+    }
+    std::snprintf(buf, sizeof buf, " %02x", static_cast<unsigned>(bytes[i]));
+    s += buf;
+  }
+  return s;
 }
 
 }  // namespace ringrpc::test

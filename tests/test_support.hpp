@@ -113,6 +113,8 @@ class raw_socket {
   bool send_frame(const detail::frame_view& f);
   /// Reads exactly n bytes; empty optional on EOF, error or timeout.
   std::optional<std::vector<std::byte>> read_exact(std::size_t n);
+  /// Reads one frame, length prefix included, undecoded; empty on EOF, error or timeout.
+  std::vector<std::byte> read_raw_frame();
   /// Reads one frame and decodes it into `out` (views point into `storage`).
   bool read_frame(detail::frame_view& out, std::vector<std::byte>& storage);
   /// True if the peer closed (read returns 0) within the timeout.
@@ -122,6 +124,12 @@ class raw_socket {
  private:
   int _fd = -1;
 };
+
+/// The bytes of the hex dump in the first ``` block after `heading` in the Markdown file `doc`
+/// ("0000: 34 00 ..." lines, as docs/protocol.md shows frames); empty if the heading is missing.
+std::vector<std::byte> documented_dump(const char* doc, std::string_view heading);
+/// `bytes` in the same layout, 16 a line: a mismatch reads as a diff of two dumps.
+std::string hex_dump(std::span<const std::byte> bytes);
 
 inline detail::frame_view request(std::uint64_t id, std::string_view method,
                                   std::string_view payload, std::uint64_t timeout_us = 0) {

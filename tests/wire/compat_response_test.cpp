@@ -6,9 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -83,17 +80,8 @@ TEST(compat_response, an_old_clients_request_with_metadata_is_served_and_its_ans
   });
   srv.start();
   test::raw_socket s(srv.port());
-  auto read_one = [&]() -> std::vector<std::byte> {
-    auto prefix = s.read_exact(4);
-    if (!prefix) return {};
-    auto body = s.read_exact(detail::read_frame_length(prefix->data()));
-    if (!body) return {};
-    std::vector<std::byte> fr(*prefix);
-    fr.insert(fr.end(), body->begin(), body->end());
-    return fr;
-  };
   ASSERT_TRUE(s.send_all(old_frame(1, v2::Kind::Request, "hdr", "x", v2::Status::Ok, nullptr, true)));
-  const auto reply = read_one();
+  const auto reply = s.read_raw_frame();
   const v2::Frame* old = old_read(reply);
   ASSERT_NE(old, nullptr) << "the old verifier refuses a reply with trailers";
   EXPECT_EQ(old->kind(), v2::Kind::Reply);
@@ -107,7 +95,7 @@ TEST(compat_response, an_old_clients_request_with_metadata_is_served_and_its_ans
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(old->metadata()->Get(0)->value()->data()), 1), "v");
 
   ASSERT_TRUE(s.send_all(old_frame(2, v2::Kind::Request, "gone", "")));
-  const auto error = read_one();
+  const auto error = s.read_raw_frame();
   old = old_read(error);
   ASSERT_NE(old, nullptr) << "the old verifier refuses an error with details and a new status";
   EXPECT_EQ(old->kind(), v2::Kind::Error);
@@ -149,41 +137,6 @@ TEST(compat_response, the_old_verifier_accepts_every_new_field_and_status) {
   }
 }
 
-// The hex dump in the first ``` block after `heading` in docs/protocol.md.
-std::vector<std::byte> documented_dump(const std::string& heading) {
-  std::ifstream in(RINGRPC_PROTOCOL_DOC);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string doc = ss.str();
-  const auto at = doc.find(heading);
-  if (at == std::string::npos) return {};
-  const auto open = doc.find("```\n", at);
-  const auto close = doc.find("```", open + 4);
-  std::istringstream lines(doc.substr(open + 4, close - open - 4));
-  std::vector<std::byte> out;
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream words(line.substr(line.find(':') + 1));
-    std::string w;
-    while (words >> w) out.push_back(static_cast<std::byte>(std::stoul(w, nullptr, 16)));
-  }
-  return out;
-}
-
-std::string hex_dump(const std::vector<std::byte>& b) {
-  std::string s;
-  char buf[32];
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    if (i % 16 == 0) {
-      std::snprintf(buf, sizeof buf, "%s%04zx:", i == 0 ? "" : "\n", i);
-      s += buf;
-    }
-    std::snprintf(buf, sizeof buf, " %02x", static_cast<unsigned>(b[i]));
-    s += buf;
-  }
-  return s;
-}
-
 // docs/protocol.md 3.2 and 3.3 show what ringrpc-server's built-in `mirror` and `fail` answer;
 // these are those answers, byte for byte, from a live server.
 TEST(compat_response, the_documented_answers_are_what_the_server_sends) {
@@ -195,22 +148,13 @@ TEST(compat_response, the_documented_answers_are_what_the_server_sends) {
   detail::add_response_metadata_methods(srv);
   srv.start();
   test::raw_socket s(srv.port());
-  auto read_one = [&]() -> std::vector<std::byte> {
-    auto prefix = s.read_exact(4);
-    if (!prefix) return {};
-    auto body = s.read_exact(detail::read_frame_length(prefix->data()));
-    if (!body) return {};
-    std::vector<std::byte> fr(*prefix);
-    fr.insert(fr.end(), body->begin(), body->end());
-    return fr;
-  };
   const std::vector<metadata_entry> md = {{"region", "eu"}};
   const detail::metadata_to_send to_send{{}, md};
   detail::frame_view req = test::request(1, "mirror", "hi");
   req.metadata_out = &to_send;
   ASSERT_TRUE(s.send_frame(req));
-  const auto reply = read_one();
-  EXPECT_EQ(hex_dump(reply), hex_dump(documented_dump("### 3.2 Response metadata")));
+  const auto reply = s.read_raw_frame();
+  EXPECT_EQ(test::hex_dump(reply), test::hex_dump(test::documented_dump(RINGRPC_PROTOCOL_DOC, "### 3.2 Response metadata")));
   detail::frame_view v;
   ASSERT_EQ(detail::decode_frame(reply, v), detail::decode_outcome::ok);
   EXPECT_EQ(metadata_view(v.metadata).find("region"), "eu");
@@ -218,8 +162,8 @@ TEST(compat_response, the_documented_answers_are_what_the_server_sends) {
 
   const std::string fail_payload = std::string("11 ") + "\x08\x05";
   ASSERT_TRUE(s.send_frame(test::request(2, "fail", fail_payload)));
-  const auto error = read_one();
-  EXPECT_EQ(hex_dump(error), hex_dump(documented_dump("### 3.3 Error details")));
+  const auto error = s.read_raw_frame();
+  EXPECT_EQ(test::hex_dump(error), test::hex_dump(test::documented_dump(RINGRPC_PROTOCOL_DOC, "### 3.3 Error details")));
   ASSERT_EQ(detail::decode_frame(error, v), detail::decode_outcome::ok);
   EXPECT_EQ(v.code, status::not_found);
   EXPECT_EQ(v.message, "failed as asked");

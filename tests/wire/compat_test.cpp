@@ -6,8 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -108,13 +106,8 @@ TEST(compat, todays_server_answers_an_old_client_byte_for_byte_as_before) {
   srv.start();
   test::raw_socket s(srv.port());
   ASSERT_TRUE(s.send_all(old_frame(1, v1::Kind::Request, "echo", "hi")));
-  auto prefix = s.read_exact(4);
-  ASSERT_TRUE(prefix);
-  const std::uint32_t n = detail::read_frame_length(prefix->data());
-  auto body = s.read_exact(n);
-  ASSERT_TRUE(body);
-  std::vector<std::byte> reply(*prefix);
-  reply.insert(reply.end(), body->begin(), body->end());
+  const std::vector<std::byte> reply = s.read_raw_frame();
+  ASSERT_FALSE(reply.empty());
   // docs/protocol.md section 5: the reply to the echo of "hi" with call id 1, unchanged.
   const std::vector<std::uint8_t> documented = {
       0x34, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x0e, 0x00, 0x14, 0x00, 0x08, 0x00, 0x10, 0x00,
@@ -131,12 +124,8 @@ TEST(compat, todays_server_answers_an_old_client_byte_for_byte_as_before) {
   ASSERT_TRUE(s.send_all(old_frame(2, v1::Kind::Request, "nope", "")));
   ASSERT_TRUE(s.send_all(old_frame(3, v1::Kind::Ping, nullptr, "")));
   for (int i = 0; i < 2; ++i) {
-    prefix = s.read_exact(4);
-    ASSERT_TRUE(prefix);
-    body = s.read_exact(detail::read_frame_length(prefix->data()));
-    ASSERT_TRUE(body);
-    std::vector<std::byte> fr(*prefix);
-    fr.insert(fr.end(), body->begin(), body->end());
+    const std::vector<std::byte> fr = s.read_raw_frame();
+    ASSERT_FALSE(fr.empty());
     old = old_read(fr);
     ASSERT_NE(old, nullptr);
     if (old->call_id() == 2) {
@@ -148,29 +137,8 @@ TEST(compat, todays_server_answers_an_old_client_byte_for_byte_as_before) {
   }
 }
 
-// The hex dump after `heading` in docs/protocol.md (the first ``` block after it), as bytes.
-std::vector<std::byte> documented_dump(const std::string& heading) {
-  std::ifstream in(RINGRPC_PROTOCOL_DOC);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string doc = ss.str();
-  const auto at = doc.find(heading);
-  if (at == std::string::npos) return {};
-  const auto open = doc.find("```\n", at);
-  const auto close = doc.find("```", open + 4);
-  std::istringstream lines(doc.substr(open + 4, close - open - 4));
-  std::vector<std::byte> out;
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream words(line.substr(line.find(':') + 1));
-    std::string w;
-    while (words >> w) out.push_back(static_cast<std::byte>(std::stoul(w, nullptr, 16)));
-  }
-  return out;
-}
-
 TEST(compat, the_documented_frame_with_metadata_decodes_as_described) {
-  std::vector<std::byte> frame = documented_dump("### 4.4 The fixed layout with metadata");
+  std::vector<std::byte> frame = test::documented_dump(RINGRPC_PROTOCOL_DOC, "### 4.4 The fixed layout with metadata");
   ASSERT_EQ(frame.size(), 144u);
   ASSERT_EQ(detail::read_frame_length(frame.data()), 140u);
   detail::frame_view v;
