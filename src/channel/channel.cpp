@@ -107,7 +107,7 @@ void channel::call_async(std::string_view method, std::span<const std::byte> pay
     detail::run_callback(done, o);
     return;
   }
-  _core->call_async(method, payload, std::move(done), options);
+  _core->call_async(method, payload, std::move(done), std::move(options));
 }
 
 bool channel::send_one_way(std::string_view method, std::span<const std::byte> payload,
@@ -119,7 +119,8 @@ reply_future<call_result> channel::call_future(std::string_view method, std::spa
                                               channel_call_options options) {
   auto promise = std::make_shared<std::promise<call_result>>();
   auto future = promise->get_future();
-  call_async(method, payload, [promise](const call_outcome& o) { promise->set_value(call_result::from(o)); }, options);
+  call_async(method, payload, [promise](const call_outcome& o) { promise->set_value(call_result::from(o)); },
+             std::move(options));
   return future;
 }
 

@@ -132,9 +132,10 @@ void server_core::execute(endpoint_slot& slot, call* c) noexcept {
       running->server.store(this, std::memory_order_relaxed);
       running->running.store(c, std::memory_order_release);
     }
+    // Calls made by the interceptors' before_call and by the handler are this call's children.
+    const parent_scope parent(ctx);
     if (!_options.interceptors.empty() && client) [[unlikely]] intercepted.emplace(_options.interceptors, ctx, *c);
     if (!intercepted || intercepted->admitted()) try {
-      const parent_scope parent(ctx);
       if (c->purpose == call_purpose::request) {
         ep.receive_and_reply(ctx);
       } else {

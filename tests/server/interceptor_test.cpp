@@ -286,6 +286,50 @@ TEST(server_interceptor_none, annotate_is_refused_without_interceptors) {
   EXPECT_EQ(c.call("try", "").payload_string(), "not kept");
 }
 
+// An interceptor that asks another server before the handler runs (an auth lookup): its call is
+// a child of the incoming one, so the other server's handler sees the caller's deadline.
+struct asking_interceptor : server_interceptor {
+  explicit asking_interceptor(std::uint16_t port) : lookup(client::connect("127.0.0.1", port)) {}
+  call_verdict before_call(call_context&) override {
+    const auto r = lookup.call("remaining", bytes(""));
+    if (!r.ok()) return call_verdict::refuse(status::unavailable, "lookup failed: " + r.message);
+    seen_remaining = r.payload_string();
+    return call_verdict::proceed();
+  }
+  client lookup;
+  std::string seen_remaining;
+};
+
+TEST(server_interceptor_calls, a_call_made_in_before_call_inherits_the_deadline) {
+  server_options ob;
+  ob.handlers = 1;
+  ob.readers = 1;
+  server lookup_server(ob);
+  lookup_server.add_method("remaining", [](call_context& call) {
+    call.reply(call.has_deadline() ? std::to_string(call.remaining().count()) : "none");
+  });
+  lookup_server.start();
+  auto asker = std::make_shared<asking_interceptor>(lookup_server.port());
+  server_options oa = ob;
+  oa.interceptors = {asker};
+  server front(oa);
+  front.add_method("work", [](call_context& call) { call.reply("done"); });
+  front.start();
+  auto c = client::connect("127.0.0.1", front.port());
+  call_options o;
+  o.timeout = 3s;
+  ASSERT_TRUE(c.call("work", bytes("x"), o).ok());
+  ASSERT_NE(asker->seen_remaining, "none") << "the interceptor's call carried no deadline";
+  const auto remaining = std::chrono::nanoseconds(std::stoll(asker->seen_remaining));
+  EXPECT_GT(remaining, 0ns);
+  EXPECT_LE(remaining, 3s) << "the deadline was reset, not inherited";
+  // Without a deadline on the incoming call the child has its own: a sync call's default
+  // (client_options::sync_call_timeout, 30 s), longer than the 3 s it inherited above.
+  ASSERT_TRUE(c.call("work", bytes("x")).ok());
+  ASSERT_NE(asker->seen_remaining, "none");
+  EXPECT_GT(std::chrono::nanoseconds(std::stoll(asker->seen_remaining)), 3s);
+}
+
 // --- client side
 
 /// Records before/after; adds a metadata pair; may refuse or throw by method name.
