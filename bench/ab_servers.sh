@@ -44,37 +44,25 @@ rounds=${ROUNDS:-5} duration=${DURATION:-4} warmup=${WARMUP:-1}
 connections=${CONNECTIONS:-64} depths=${DEPTHS:-${DEPTH:-16}} size=${SIZE:-64} dispatch=${DISPATCH:-direct}
 server_cpu=${SERVER_CPU:-0} load_cpu=${LOAD_CPU:-1}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ab_servers.XXXXXX")
-timeout_pid=
+pinned_pid=
 cleanup() {
-  if [[ -n $timeout_pid ]]; then kill -TERM "$timeout_pid" 2>/dev/null || true; wait "$timeout_pid" 2>/dev/null || true; fi
+  stop_pinned_server
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-cpu_ticks() {
-  local stat rest
-  stat=$(<"/proc/$1/stat")
-  rest=${stat##*) }
-  local -a f
-  read -r -a f <<<"$rest"
-  echo $((f[11] + f[12]))
-}
-
 run() {  # run VARIANT BIN ROUND DEPTH: prints "VARIANT DEPTH calls_per_s cpu_us_per_call"
-  local variant=$1 bin=$2 round=$3 depth=$4 port= server_pid=
-  start_server "$work/server" timeout 120 taskset -c "$server_cpu" "$bin" --port 0 --readers 1 --handlers 1 \
+  local variant=$1 bin=$2 round=$3 depth=$4 port=
+  start_pinned_server "$work/server" 120 "$server_cpu" "$bin" --port 0 --readers 1 --handlers 1 \
     --log-level error --dispatch="$dispatch" || { echo "ab_servers.sh: $variant did not start" >&2; exit 1; }
-  timeout_pid=$server_pid port=$listen_port
-  server_pid=$(awk '{print $1}' "/proc/$timeout_pid/task/$timeout_pid/children")
+  port=$listen_port
   local -a load=(timeout 60 taskset -c "$load_cpu" "$load_bin" -s "$size" -c "$connections" -P "$depth")
   "${load[@]}" -d "${warmup}s" --warmup 0s "ringrpc://127.0.0.1:$port/echo" >/dev/null 2>&1
   local c0 c1
-  c0=$(cpu_ticks "$server_pid")
+  c0=$(cpu_ticks "$pinned_pid")
   "${load[@]}" -d "${duration}s" --warmup 0s --json "$work/$variant.$round.$depth.json" "ringrpc://127.0.0.1:$port/echo" >/dev/null
-  c1=$(cpu_ticks "$server_pid")
-  kill -TERM "$timeout_pid"
-  wait "$timeout_pid" || true
-  timeout_pid=
+  c1=$(cpu_ticks "$pinned_pid")
+  stop_pinned_server
   python3 - "$work/$variant.$round.$depth.json" "$c0" "$c1" "$(getconf CLK_TCK)" "$variant" "$depth" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))

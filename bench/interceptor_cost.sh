@@ -66,22 +66,10 @@ fi
 
 clk_tck=$(getconf CLK_TCK)
 work=$(mktemp -d "${TMPDIR:-/tmp}/interceptor_cost.XXXXXX")
-timeout_pid=
+pinned_pid=
 server_pid=
-stop_server() {
-  [[ -n $server_pid ]] || return 0
-  kill -TERM "$server_pid" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$server_pid" 2>/dev/null || true
-  wait "$timeout_pid" 2>/dev/null || true
-  server_pid=''
-  timeout_pid=''
-}
 cleanup() {
-  stop_server
+  stop_pinned_server
   if [[ ${KEEP_WORK:-0} == 1 ]]; then
     echo "raw results kept in $work" >&2
   else
@@ -94,37 +82,17 @@ trap 'exit 130' INT TERM
 server_lifetime=$(python3 -c "import math; print(math.ceil(4 * ($duration + $warmup + 15) + 30))")  # per variant
 load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 20))")
 
-# start_server VARIANT: sets server_pid (the server itself, not `timeout`) and port.
-start_server() {
+# start_variant VARIANT: sets pinned_pid (the server itself, not `timeout`) and port.
+start_variant() {
   local n=0 timed=0
   [[ $1 != none ]] && n=$n_one
   [[ $1 == timed ]] && timed=1
-  timeout "$server_lifetime" taskset -c "$server_cpu" "$server_bin" --interceptors "$n" --timed "$timed" \
-    --dispatch "$dispatch" \
-    --readers 1 --handlers 1 >"$work/server.out" 2>"$work/server.err" &
-  timeout_pid=$!
-  port=
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/server.out")
-    [[ -n $port ]] && break
-    sleep 0.05
-  done
-  if [[ -z $port ]]; then
-    echo "interceptor_cost.sh: $1 server did not start: $(cat "$work/server.err")" >&2
+  if ! start_pinned_server "$work/server" "$server_lifetime" "$server_cpu" "$server_bin" \
+    --interceptors "$n" --timed "$timed" --dispatch "$dispatch" --readers 1 --handlers 1; then
+    echo "interceptor_cost.sh: $1 server did not start" >&2
     exit 1
   fi
-  server_pid=$(awk '{print $1}' "/proc/$timeout_pid/task/$timeout_pid/children" 2>/dev/null || true)
-  [[ -n $server_pid ]] || server_pid=$(pgrep -P "$timeout_pid" | head -1 || true)
-  [[ -n $server_pid ]] || { echo "interceptor_cost.sh: cannot find the $1 server's PID" >&2; exit 1; }
-}
-
-cpu_ticks() {  # utime+stime of the whole server process (all threads), in clock ticks
-  local stat rest
-  stat=$(<"/proc/$server_pid/stat")
-  rest=${stat##*) }
-  local -a f
-  read -r -a f <<<"$rest"
-  echo $((f[11] + f[12]))
+  port=$listen_port
 }
 
 load_failed() {
@@ -144,10 +112,10 @@ measure() {
     "${load[@]}" --duration "${warmup}s" --warmup 0s "$url" >/dev/null 2>"$work/load.err" || load_failed "$variant" "$name"
   fi
   local c0 c1
-  c0=$(cpu_ticks)
+  c0=$(cpu_ticks "$pinned_pid")
   "${load[@]}" --duration "${duration}s" --warmup 0s --json "$json" "$url" >/dev/null 2>"$work/load.err" ||
     load_failed "$variant" "$name"
-  c1=$(cpu_ticks)
+  c1=$(cpu_ticks "$pinned_pid")
   echo "$c0 $c1" >"$json.cpu"
   echo "$round $variant $name $json" >>"$work/index"
 }
@@ -156,10 +124,10 @@ measure() {
 for ((r = 1; r <= rounds; r++)); do
   for v in none one timed; do
     printf 'round %d/%d: %-5s' "$r" "$rounds" "$v" >&2
-    start_server "$v"
+    start_variant "$v"
     measure "$v" "$r" d16 -c "$connections" -P "$depth"
     measure "$v" "$r" rate -c "$connections" -R "$rate"
-    stop_server
+    stop_pinned_server
     echo " done" >&2
   done
 done

@@ -66,22 +66,10 @@ load_list=$(join "${load_cpus[@]}")
 
 clk_tck=$(getconf CLK_TCK)
 work=$(mktemp -d "${TMPDIR:-/tmp}/scaling.XXXXXX")
-timeout_pid=
+pinned_pid=
 server_pid=
-stop_server() {
-  [[ -n $server_pid ]] || return 0
-  kill -TERM "$server_pid" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$server_pid" 2>/dev/null || true
-  wait "$timeout_pid" 2>/dev/null || true
-  server_pid=''
-  timeout_pid=''
-}
 cleanup() {
-  stop_server
+  stop_pinned_server
   if [[ ${KEEP_WORK:-0} == 1 ]]; then
     echo "raw results kept in $work" >&2
   else
@@ -94,34 +82,15 @@ trap 'exit 130' INT TERM
 server_lifetime=$(python3 -c "import math; print(math.ceil($duration + 2 * $warmup + 60))")
 load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 20))")
 
-# start_pinned CPU-LIST CMD...: sets server_pid (the server, not `timeout`) and port.
+# start_pinned CPU-LIST CMD...: sets pinned_pid (the server, not `timeout`) and port.
 start_pinned() {
   local cpus=$1
   shift
-  if ! start_server "$work/server" timeout "$server_lifetime" taskset -c "$cpus" "$@"; then
+  if ! start_pinned_server "$work/server" "$server_lifetime" "$cpus" "$@"; then
     echo "scaling.sh: server did not start" >&2
     exit 1
   fi
-  timeout_pid=$server_pid port=$listen_port
-  server_pid=$(awk '{print $1}' "/proc/$timeout_pid/task/$timeout_pid/children" 2>/dev/null || true)
-  [[ -n $server_pid ]] || server_pid=$(pgrep -P "$timeout_pid" | head -1 || true)
-  [[ -n $server_pid ]] || { echo "scaling.sh: cannot find the server's PID" >&2; exit 1; }
-}
-
-# Sets children_s to user+sys seconds of this shell's finished children (ringrpc-load among
-# them). `times` must run in this shell itself: in a subshell it would report the subshell's.
-children_cpu_s() {
-  times >"$work/times"
-  children_s=$(tail -1 "$work/times" | tr 'ms' '  ' | awk '{ printf "%.3f", $1 * 60 + $2 + $3 * 60 + $4 }')
-}
-
-cpu_ticks() {  # utime+stime of the whole server process, in clock ticks
-  local stat rest
-  stat=$(<"/proc/$server_pid/stat")
-  rest=${stat##*) }
-  local -a f
-  read -r -a f <<<"$rest"
-  echo $((f[11] + f[12]))
+  port=$listen_port
 }
 
 # run_step LABEL SHARDS CPUS URL ROUND: a warm-up run, then the measured run (no warm-up of its
@@ -135,13 +104,13 @@ run_step() {
     "${load[@]}" --duration "${warmup}s" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
   fi
   local t0 c0 t1 c1 l0 l1
-  c0=$(cpu_ticks)
+  c0=$(cpu_ticks "$pinned_pid")
   children_cpu_s
   l0=$children_s
   t0=$EPOCHREALTIME
   "${load[@]}" --duration "${duration}s" --json "$json" "$url" >/dev/null 2>"$work/load.err" || load_failed "$label"
   t1=$EPOCHREALTIME
-  c1=$(cpu_ticks)
+  c1=$(cpu_ticks "$pinned_pid")
   children_cpu_s
   l1=$children_s
   echo "$round $label $shards $cpus $json $t0 $c0 $t1 $c1 $l0 $l1" >>"$work/results"
@@ -156,7 +125,7 @@ for ((r = 1; r <= rounds; r++)); do
   echo "round $r/$rounds: raw loop" >&2
   start_pinned "${server_cpus[0]}" "$raw_bin" --port 0
   run_step raw 1 "${server_cpus[0]}" "echo://127.0.0.1:$port" "$r"
-  stop_server
+  stop_pinned_server
   for ((s = 1; s <= half; s++)); do
     cpus=$(join "${server_cpus[@]:0:s}")
     [[ $pin == half ]] && cpus=$(join "${server_cpus[@]}")
@@ -164,7 +133,7 @@ for ((r = 1; r <= rounds; r++)); do
     start_pinned "$cpus" "$server_bin" --port 0 --readers "$s" --handlers "$s" --log-level error \
       --dispatch="$dispatch"
     run_step "shards$s" "$s" "$cpus" "ringrpc://127.0.0.1:$port/echo" "$r"
-    stop_server
+    stop_pinned_server
   done
 done
 

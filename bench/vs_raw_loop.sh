@@ -74,23 +74,10 @@ fi
 
 clk_tck=$(getconf CLK_TCK)
 work=$(mktemp -d "${TMPDIR:-/tmp}/vs_raw_loop.XXXXXX")
-timeout_pid=
+pinned_pid=
 server_pid=
-stop_server() {
-  [[ -n $server_pid ]] || return 0
-  kill -TERM "$server_pid" 2>/dev/null || true
-  # ringrpc-server drains; give it a bounded moment, then KILL the same PID.
-  for _ in $(seq 100); do
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$server_pid" 2>/dev/null || true
-  wait "$timeout_pid" 2>/dev/null || true
-  server_pid=''
-  timeout_pid=''
-}
 cleanup() {
-  stop_server
+  stop_pinned_server
   if [[ ${KEEP_WORK:-0} == 1 ]]; then
     echo "raw results kept in $work" >&2
   else
@@ -104,7 +91,7 @@ trap 'exit 130' INT TERM
 server_lifetime=$(python3 -c "import math; print(math.ceil(6 * ($duration + $warmup + 15) + 30))")
 load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 20))")
 
-# start_variant VARIANT: sets server_pid (the server itself, not `timeout`) and port.
+# start_variant VARIANT: sets pinned_pid (the server itself, not `timeout`) and port.
 start_variant() {
   local -a cmd
   case $1 in
@@ -114,34 +101,14 @@ start_variant() {
     direct-base) cmd=("$base_server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=direct) ;;
     pool-base) cmd=("$base_server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=all) ;;
   esac
-  if ! start_server "$work/server" timeout "$server_lifetime" taskset -c "$server_cpu" "${cmd[@]}"; then
+  if ! start_pinned_server "$work/server" "$server_lifetime" "$server_cpu" "${cmd[@]}"; then
     echo "vs_raw_loop.sh: $1 server did not start" >&2
     exit 1
   fi
-  timeout_pid=$server_pid port=$listen_port
-  # timeout forks the server (taskset execs it in place): its one child is the process to read.
-  server_pid=$(awk '{print $1}' "/proc/$timeout_pid/task/$timeout_pid/children" 2>/dev/null || true)
-  [[ -n $server_pid ]] || server_pid=$(pgrep -P "$timeout_pid" | head -1 || true)
-  [[ -n $server_pid ]] || { echo "vs_raw_loop.sh: cannot find the $1 server's PID" >&2; exit 1; }
+  port=$listen_port
   if [[ $1 == raw && ! -s $work/raw_features ]]; then
     grep '^raw_echo_loop: setup=' "$work/server.err" >"$work/raw_features" || true
   fi
-}
-
-# Sets children_s to user+sys seconds of this shell's finished children (ringrpc-load among
-# them). `times` must run in this shell itself: in a subshell it would report the subshell's.
-children_cpu_s() {
-  times >"$work/times"
-  children_s=$(tail -1 "$work/times" | tr 'ms' '  ' | awk '{ printf "%.3f", $1 * 60 + $2 + $3 * 60 + $4 }')
-}
-
-cpu_ticks() {  # utime+stime of the whole server process (all threads), in clock ticks
-  local stat rest
-  stat=$(<"/proc/$server_pid/stat")
-  rest=${stat##*) }  # the command name may hold spaces; fields after it are fixed
-  local -a f
-  read -r -a f <<<"$rest"
-  echo $((f[11] + f[12]))
 }
 
 # measure VARIANT ROUND NAME CPU(0|1) LOAD-ARGS...: one measured ringrpc-load run. With CPU=1 the
@@ -161,14 +128,14 @@ measure() {
       "${load[@]}" --duration "${warmup}s" --warmup 0s "$url" >/dev/null 2>"$work/load.err" || load_failed "$variant" "$name"
     fi
     local c0 c1 t0 t1 l0 l1
-    c0=$(cpu_ticks)
+    c0=$(cpu_ticks "$pinned_pid")
     children_cpu_s
     l0=$children_s
     t0=$EPOCHREALTIME
     "${load[@]}" --duration "${duration}s" --warmup 0s --json "$json" "$url" >/dev/null 2>"$work/load.err" ||
       load_failed "$variant" "$name"
     t1=$EPOCHREALTIME
-    c1=$(cpu_ticks)
+    c1=$(cpu_ticks "$pinned_pid")
     children_cpu_s
     l1=$children_s
     # The load's CPU time says whether ringrpc-load, rather than the server, was the limit.
@@ -217,7 +184,7 @@ for ((r = 1; r <= rounds; r++)); do
     measure "$v" "$r" d16 1 -c "$connections" -P "$depth"
     measure "$v" "$r" rate 1 -c "$connections" -R "$rate"
     measure "$v" "$r" pingpong 0 -c 1 -P 1
-    stop_server
+    stop_pinned_server
     echo " done" >&2
   done
   idle_step "$r"

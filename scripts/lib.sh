@@ -178,6 +178,57 @@ start_server() {
   wait_listening "$server_pid" "$name.out" "$name.err"
 }
 
+# --- bench: a pinned server whose CPU time is read -------------------------------------------
+
+# start_pinned_server NAME LIFETIME CPUS CMD...: runs CMD pinned to CPUS under `timeout LIFETIME`
+# (start_server: NAME.out/.err, listen_port) and sets pinned_pid to the server itself, whose
+# /proc/PID/stat the CPU reads need: timeout forks it (taskset execs it in place), so it is
+# timeout's one child. server_pid stays timeout's PID, the one to wait for.
+start_pinned_server() {
+  local name=$1 lifetime=$2 cpus=$3
+  shift 3
+  pinned_pid=
+  start_server "$name" timeout "$lifetime" taskset -c "$cpus" "$@" || return 1
+  pinned_pid=$(awk '{print $1}' "/proc/$server_pid/task/$server_pid/children" 2>/dev/null || true)
+  [[ -n $pinned_pid ]] || pinned_pid=$(pgrep -P "$server_pid" | head -1 || true)
+  [[ -n $pinned_pid ]] || { echo "cannot find the PID of the server under timeout $server_pid" >&2; return 1; }
+}
+
+# stop_pinned_server: SIGTERM (ringrpc-server drains), up to 10 s, then SIGKILL, the same PID.
+stop_pinned_server() {
+  [[ -n ${pinned_pid:-} ]] || return 0
+  kill -TERM "$pinned_pid" 2>/dev/null || true
+  for _ in $(seq 100); do
+    running "$pinned_pid" || break
+    sleep 0.1
+  done
+  kill -KILL "$pinned_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  pinned_pid='' server_pid=''
+}
+
+# cpu_ticks PID: utime+stime of the whole process (all threads), in clock ticks.
+cpu_ticks() {
+  local stat rest
+  stat=$(<"/proc/$1/stat")
+  rest=${stat##*) }  # the command name may hold spaces; the fields after it are fixed
+  local -a f
+  read -r -a f <<<"$rest"
+  echo $((f[11] + f[12]))
+}
+
+# children_cpu_s: sets children_s to the user+sys seconds of this shell's finished children
+# (ringrpc-load among them). `times` must run in this shell, not in a pipe or $(...), whose
+# subshell has children of its own: hence the file in the caller's $work.
+children_cpu_s() {
+  local -a tm
+  times >"${work:?}/times"
+  read -r -a tm < <(tail -1 "$work/times" | tr 'ms' '  ')
+  # shellcheck disable=SC2034  # the callers read it
+  children_s=$(awk -v um="${tm[0]}" -v us="${tm[1]}" -v sm="${tm[2]}" -v ss="${tm[3]}" \
+    'BEGIN { printf "%.3f", um * 60 + us + sm * 60 + ss }')
+}
+
 start_nginx() {
   local dir=$1 port
   shift
