@@ -60,25 +60,14 @@ void client_loop::tls_receive(client_conn* c, std::span<const std::byte> cipher)
 void client_loop::tls_start_write(client_conn* c) noexcept {
   tls_client_link& t = *c->tls;
   if (t.in_flight || c->dead) return;
-  if (t.sent == t.cipher.size()) {
-    t.cipher.clear();
-    t.sent = 0;
-    t.cipher.swap(t.pending);
+  if (t.all_sent()) {
+    t.begin_next();
     auto& q = c->out.queue();
     if (t.session->established() && !q.empty()) {
       iovec iov[64];
       const std::size_t n = q.gather(iov, 64);
-      std::size_t total = 0;
       try {
-        // Several small frames share records: one seal for the batch.
-        t.plain.clear();
-        for (std::size_t i = 0; i < n && total < seal_limit; ++i) {
-          const std::size_t len = std::min(iov[i].iov_len, seal_limit - total);
-          const auto* p = static_cast<const std::byte*>(iov[i].iov_base);
-          t.plain.insert(t.plain.end(), p, p + len);
-          total += len;
-        }
-        if (t.session->seal(t.plain, t.cipher) != record_session::outcome::ok) {
+        if (t.seal_queued(*t.session, iov, n, seal_limit, t.plain) != record_session::outcome::ok) {
           const std::string why = t.session->error();
           fail_connection(c, call_error::connection_closed, why);
           return;
@@ -87,13 +76,13 @@ void client_loop::tls_start_write(client_conn* c) noexcept {
         fail_connection(c, call_error::connection_closed, "out of memory sealing TLS records");
         return;
       }
-      t.sealed = total;
       if (t.plain.capacity() > keep_bytes) std::vector<std::byte>().swap(t.plain);
     }
   }
-  if (t.sent == t.cipher.size()) return;
+  if (t.all_sent()) return;
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_send(sqe, c->fd, t.cipher.data() + t.sent, t.cipher.size() - t.sent, MSG_NOSIGNAL);
+  const auto unsent = t.unsent();
+  io_uring_prep_send(sqe, c->fd, unsent.data(), unsent.size(), MSG_NOSIGNAL);
   io_uring_sqe_set_data64(sqe, make_tag(op::send, c));
   t.in_flight = true;
 }
@@ -106,17 +95,10 @@ void client_loop::tls_on_write(client_conn* c, int res) noexcept {
   if (c->dead) {
     // fail_connection() left the queue while this write was out.
     c->out.queue().clear(done);
-    t.cipher.clear();
-    t.pending.clear();
-    t.sent = t.sealed = 0;
+    t.drop();
     return;
   }
-  t.sent += static_cast<std::size_t>(res);
-  if (t.sent == t.cipher.size()) {
-    c->out.queue().consume(t.sealed, done);
-    t.sealed = 0;
-    if (t.cipher.capacity() > 4 * seal_limit) std::vector<std::byte>().swap(t.cipher);
-  }
+  if (t.advance(static_cast<std::size_t>(res))) c->out.queue().consume(t.finish(4 * seal_limit), done);
   tls_start_write(c);  // the rest of this ciphertext, or what was queued meanwhile
 }
 

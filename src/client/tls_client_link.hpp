@@ -7,20 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "base/tls_write_state.hpp"
 #include "ringrpc/record_layer.hpp"
 
 namespace ringrpc::detail {
 
-struct tls_client_link {
+/// The session, and its writes as tls_write_state keeps them (request frames sealed after what
+/// the session said on its own).
+struct tls_client_link : tls_write_state {
   std::unique_ptr<record_session> session;
-  /// Ciphertext the session produced on its own (handshake, alerts): the next write starts
-  /// with it.
-  std::vector<std::byte> pending;
-  /// The write in flight: `pending`, then the sealed frames at the head of the queue; `sent`
-  /// of it written so far (a partial write sends the rest next).
-  std::vector<std::byte> cipher;
-  std::size_t sent = 0;
-  std::size_t sealed = 0;  // queued frame bytes `cipher` carries: written once it is all out
   std::vector<std::byte> plain;  // scratch: a receive's plaintext, or frames to seal together
   bool in_flight = false;
 };

@@ -44,53 +44,34 @@ void responder::kick(connection* c) noexcept {
 void responder::start_tls_write(connection* c) noexcept {
   write_slot& w = *c->write;
   tls_link& t = link_of(c);
-  if (t.sent == t.cipher.size()) {
+  if (t.all_sent()) {
     // The previous write is all out: the next one is what the session said since, then the
-    // replies that wait (sealed together, so small replies share full records).
-    t.cipher.clear();
-    t.sent = 0;
-    t.cipher.swap(t.pending);
+    // replies that wait.
+    t.begin_next();
     if (!w.replies.empty() && t.session->established()) {
       const std::size_t n = w.replies.gather(w.iov, write_slot::max_iov);
-      std::size_t total = 0;
       try {
-        record_session::outcome r = record_session::outcome::ok;
-        if (n == 1 || w.iov[0].iov_len >= seal_limit) {
-          const std::size_t len = std::min(w.iov[0].iov_len, seal_limit);
-          r = t.session->seal({static_cast<const std::byte*>(w.iov[0].iov_base), len}, t.cipher);
-          total = len;
-        } else {
-          _seal_scratch.clear();
-          for (std::size_t i = 0; i < n && total < seal_limit; ++i) {
-            const std::size_t len = std::min(w.iov[i].iov_len, seal_limit - total);
-            const auto* p = static_cast<const std::byte*>(w.iov[i].iov_base);
-            _seal_scratch.insert(_seal_scratch.end(), p, p + len);
-            total += len;
-          }
-          r = t.session->seal(_seal_scratch, t.cipher);
-          if (_seal_scratch.capacity() > 2 * seal_limit) std::vector<std::byte>().swap(_seal_scratch);
-        }
+        const auto r = t.seal_queued(*t.session, w.iov, n, seal_limit, _seal_scratch);
+        if (_seal_scratch.capacity() > 2 * seal_limit) std::vector<std::byte>().swap(_seal_scratch);
         if (r != record_session::outcome::ok) {
           c->note_failure(t.session->error());
           fail_writes(c);
-          t.cipher.clear();
-          t.pending.clear();
+          t.drop();
           return;
         }
       } catch (const std::bad_alloc&) {
         _core.note_out_of_memory();
         fail_writes(c);
-        t.cipher.clear();
-        t.pending.clear();
+        t.drop();
         return;
       }
-      t.sealed = total;
     }
     if (c->reading != read_state::finished) t.recharge(_account, _core.options().tls->session_bytes());
   }
-  if (t.sent == t.cipher.size()) return;  // nothing to say
+  if (t.all_sent()) return;  // nothing to say
   io_uring_sqe* sqe = _ring->get_sqe();
-  io_uring_prep_send(sqe, c->fd, t.cipher.data() + t.sent, t.cipher.size() - t.sent, MSG_NOSIGNAL);
+  const auto unsent = t.unsent();
+  io_uring_prep_send(sqe, c->fd, unsent.data(), unsent.size(), MSG_NOSIGNAL);
   io_uring_sqe_set_data64(sqe, make_tag(op::send, c));
   w.in_flight = true;
   if (!t.write_ref) {
@@ -109,25 +90,18 @@ void responder::on_tls_write(connection* c, int res) noexcept {
     start_tls_write(c);
   } else if (res < 0) {
     fail_writes(c);
-    t.cipher.clear();
-    t.pending.clear();
-    t.sent = t.sealed = 0;
+    t.drop();
   } else {
     _bytes_out.add(static_cast<std::uint64_t>(res));
-    t.sent += static_cast<std::size_t>(res);
     const std::int64_t now = _owner.turn_ns();
-    if (t.sent < t.cipher.size()) {
+    if (!t.advance(static_cast<std::size_t>(res))) {
       // The kernel took part: the rest of the same ciphertext goes next, before anything else.
       _partial_writes.add();
       c->last_write_ns.store(now, std::memory_order_relaxed);
       if (!w.replies.empty()) w.stalled_since_ns = now;
       start_tls_write(c);
     } else {
-      w.replies.consume(t.sealed, [this](call* k) { release_call(k); });
-      t.sealed = 0;
-      t.cipher.clear();
-      t.sent = 0;
-      if (t.cipher.capacity() > 2 * seal_limit) std::vector<std::byte>().swap(t.cipher);
+      w.replies.consume(t.finish(2 * seal_limit), [this](call* k) { release_call(k); });
       after_written(c, w);
       if ((!w.replies.empty() || !t.pending.empty()) && !w.dirty) start_tls_write(c);
       if (!w.in_flight && t.peer_closed) _owner.close_notify_if_owed(c);

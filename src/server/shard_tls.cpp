@@ -179,7 +179,7 @@ void shard::say_close_notify(connection* c) noexcept {
   tls_link& t = *rare->tls;
   // Only between writes: a write in flight or half sent would have the alert land inside its
   // records. The responder runs on this thread, so `cipher` and `sent` are ours to read.
-  if (t.said_close_notify || !t.session->established() || t.sent != t.cipher.size() || !t.pending.empty() ||
+  if (t.said_close_notify || !t.session->established() || !t.all_sent() || !t.pending.empty() ||
       c->write_failed.load(std::memory_order_relaxed)) {
     return;
   }

@@ -8,25 +8,17 @@
 #include <memory>
 #include <vector>
 
+#include "base/tls_write_state.hpp"
 #include "ringrpc/record_layer.hpp"
 #include "server/memory_budget.hpp"
 
 namespace ringrpc::detail {
 
 /// Owned by the connection (freed with it); used by the shard's thread only (reader and
-/// responder run there), so no field is shared.
-struct tls_link {
+/// responder run there), so no field is shared. The reader's side adds to `pending` (handshake
+/// flights, alerts, tickets); the responder seals replies after it (tls_write_state).
+struct tls_link : tls_write_state {
   std::unique_ptr<record_session> session;
-  /// Ciphertext the reader's side produced (handshake flights, alerts, tickets) that no write
-  /// carries yet; the next write starts with it, so records keep the session's order.
-  std::vector<std::byte> pending;
-  /// The ciphertext of the write in flight (or about to go): `pending` first, then the sealed
-  /// replies. A partial write leaves `sent` short of its size and the rest goes next.
-  std::vector<std::byte> cipher;
-  std::size_t sent = 0;
-  /// Plaintext bytes at the head of the reply queue that `cipher` carries: released (their
-  /// calls answered) once all of `cipher` is written.
-  std::size_t sealed = 0;
   std::int64_t handshake_started_ns = 0;
   std::size_t charged = 0;  // what this link has charged to the memory budget
   bool handshaking = true;  // holds one of the server's handshake slots while true
