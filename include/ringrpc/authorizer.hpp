@@ -30,6 +30,9 @@
 #include "ringrpc/cxx20.hpp"
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/peer_identity.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -75,3 +78,5 @@ std::shared_ptr<const authorizer> make_authorizer(
 std::shared_ptr<const authorizer> require_authenticated();
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -15,6 +15,9 @@
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/peer_identity.hpp"
 #include "ringrpc/status.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -191,3 +194,5 @@ class deferred_reply {
 using method_handler = std::function<void(call_context&)>;
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

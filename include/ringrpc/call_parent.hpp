@@ -18,6 +18,9 @@
 #include "ringrpc/cxx20.hpp"
 
 #include <memory>
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -47,3 +50,5 @@ class call_parent {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -38,6 +38,9 @@
 #include <vector>
 
 #include "ringrpc/client.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -197,3 +200,5 @@ class channel {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -37,6 +37,9 @@
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/reply_future.hpp"
 #include "ringrpc/status.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -290,3 +293,5 @@ class client {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -29,6 +29,9 @@
 #include "ringrpc/server.hpp"
 #include "ringrpc/thread_pool.hpp"
 #include "ringrpc/tls.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -152,3 +155,5 @@ enum class config_text_format { toml, json };
 std::string describe(const server_config& cfg, config_text_format format = config_text_format::toml);
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -25,6 +25,9 @@
 #include "ringrpc/channel.hpp"
 #include "ringrpc/discovery_config.hpp"
 #include "ringrpc/server.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc::discovery {
 
@@ -98,3 +101,5 @@ std::vector<member_address> list_members(std::string_view target,
 channel open_channel(std::string_view target, channel_options options = {});
 
 }  // namespace ringrpc::discovery
+
+RINGRPC_API_END

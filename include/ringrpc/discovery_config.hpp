@@ -8,6 +8,9 @@
 #include <string>
 
 #include "ringrpc/cxx20.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -30,3 +33,5 @@ struct discovery_config {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -15,6 +15,9 @@
 #include "ringrpc/call_context.hpp"
 #include "ringrpc/peer_identity.hpp"
 #include "ringrpc/thread_pool.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -103,3 +106,5 @@ struct endpoint_options {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -36,6 +36,9 @@
 #include <vector>
 
 #include "ringrpc/cxx20.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -218,3 +221,5 @@ class event_bus {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -41,6 +41,9 @@
 
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -180,3 +183,5 @@ using server_interceptors = std::vector<std::shared_ptr<server_interceptor>>;
 using client_interceptors = std::vector<std::shared_ptr<client_interceptor>>;
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

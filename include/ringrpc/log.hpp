@@ -8,6 +8,9 @@
 #include <string_view>
 
 #include "ringrpc/cxx20.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -28,3 +31,5 @@ struct log_options {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -22,6 +22,9 @@
 #include <string_view>
 
 #include "ringrpc/cxx20.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -115,3 +118,5 @@ bool parse_traceparent(std::string_view value, trace_context& out) noexcept;
 std::optional<std::string_view> parse_bearer(std::string_view authorization) noexcept;
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

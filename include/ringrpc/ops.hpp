@@ -17,6 +17,9 @@
 #include "ringrpc/authorizer.hpp"
 #include "ringrpc/config.hpp"
 #include "ringrpc/server.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -43,3 +46,5 @@ void replace_admin_tokens(server& s, std::vector<bearer_token> tokens);
 std::string metrics_text(const server& s);
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

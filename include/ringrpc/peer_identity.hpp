@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "ringrpc/cxx20.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -39,3 +42,5 @@ struct peer_identity {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

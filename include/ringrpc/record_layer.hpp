@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "ringrpc/cxx20.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -94,3 +97,5 @@ class record_layer {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

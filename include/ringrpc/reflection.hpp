@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "ringrpc/endpoint.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -44,3 +47,5 @@ void add_reflection(server& s, std::vector<schema_blob> schemas, endpoint_option
 std::string reflection_list_json(const std::vector<schema_blob>& schemas);
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -15,6 +15,9 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -52,3 +55,5 @@ class reply_future : public std::future<T> {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -22,6 +22,9 @@
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 #include "ringrpc/thread_pool.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -335,3 +338,5 @@ class server {
 void add_builtin_methods(server& s);
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

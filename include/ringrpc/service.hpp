@@ -34,6 +34,9 @@
 #include "ringrpc/endpoint.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/status.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -447,3 +450,5 @@ inline rpc_error not_implemented(const typed_method& m) {
 
 }  // namespace detail
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -5,6 +5,9 @@
 #include <string_view>
 
 #include "ringrpc/cxx20.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -51,3 +54,5 @@ std::string_view to_string(status s) noexcept;
 int grpc_code(status s) noexcept;
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -11,6 +11,9 @@
 #include <string_view>
 
 #include "ringrpc/cxx20.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -61,3 +64,5 @@ struct pool_stats {
 };
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

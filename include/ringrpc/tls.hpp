@@ -17,6 +17,9 @@
 
 #include "ringrpc/cxx20.hpp"
 #include "ringrpc/record_layer.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -94,3 +97,5 @@ peer_certificate_identity identity_of_der_certificate(std::string_view der);
 inline constexpr std::string_view tls_alpn = "ringrpc/1";
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

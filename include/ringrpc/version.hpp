@@ -5,6 +5,9 @@
 #include <string_view>
 
 #include "ringrpc/cxx20.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
@@ -12,3 +15,5 @@ namespace ringrpc {
 std::string_view version() noexcept;
 
 }  // namespace ringrpc
+
+RINGRPC_API_END

@@ -22,10 +22,11 @@
 #include "log/event_log.hpp"
 #include "ringrpc/server.hpp"
 #include "base/peer_address.hpp"
+#include "base/shared_internal.hpp"
 
 namespace ringrpc::detail {
 
-class auth_limiter {
+class RINGRPC_SHARED_INTERNAL auth_limiter {
  public:
   /// Addresses the table holds at most: under 100 bytes each with the map's node, so < 2 MB.
   static constexpr std::size_t default_max_addresses = 16384;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ringrpc/authorizer.hpp"
+#include "base/shared_internal.hpp"
 
 namespace ringrpc::detail {
 
@@ -20,7 +21,7 @@ namespace ringrpc::detail {
 /// sets replaced are kept until the table goes, so a reader still matching against an old set
 /// never reads freed memory. Reloads are operator actions (SIGHUP), so what is kept is a few
 /// sets of at most 10,000 tokens each, not a growing cost per call.
-class token_table {
+class RINGRPC_SHARED_INTERNAL token_table {
  public:
   explicit token_table(const std::vector<bearer_token>& tokens);
   bool empty() const noexcept { return current().empty(); }

@@ -15,6 +15,7 @@
 #include <limits>
 #include <stdexcept>
 #include <vector>
+#include "base/shared_internal.hpp"
 
 namespace ringrpc::detail {
 
@@ -28,7 +29,7 @@ namespace ringrpc::detail {
 ///
 /// Thread-safety: none. Keep one histogram per thread and merge() them at the end.
 /// A moved-from histogram may only be assigned to or destroyed.
-class latency_histogram {
+class RINGRPC_SHARED_INTERNAL latency_histogram {
  public:
   static constexpr std::uint64_t default_lowest_discernible = 1'000;           // 1 µs in ns
   static constexpr std::uint64_t default_highest_trackable = 60'000'000'000;   // 60 s in ns

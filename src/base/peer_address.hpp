@@ -6,10 +6,11 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include "base/shared_internal.hpp"
 
 namespace ringrpc::detail {
 
-struct peer_address {
+struct RINGRPC_SHARED_INTERNAL peer_address {
   std::array<std::uint8_t, 16> bytes{};  // IPv4 in the first 4
   std::uint16_t port = 0;
   std::uint8_t family = 0;  // AF_INET, AF_INET6, or 0: unknown

@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "base/shared_internal.hpp"
 #include "ringrpc/log.hpp"
 
 namespace ringrpc::log {
@@ -62,17 +63,17 @@ using line_sink = std::function<void(std::string_view line)>;
 /// Applies `[logging]`: level, format, and destination (options.file appended to, or stderr).
 /// Replaces the previous configuration; lines being written meanwhile go to either. Throws
 /// std::system_error if the file cannot be opened. Until the first call: info, text, stderr.
-void configure(const log_options& options);
+RINGRPC_SHARED_INTERNAL void configure(const log_options& options);
 /// Same, but lines go to `sink` (options.file is ignored).
-void configure(const log_options& options, line_sink sink);
+RINGRPC_SHARED_INTERNAL void configure(const log_options& options, line_sink sink);
 
 /// Cheap (one relaxed load): whether events at `level` are written at all.
 bool enabled(log_level level) noexcept;
 
 /// Writes one event line if `level` is enabled. Never throws; a failing sink loses the line.
-void event(log_level level, std::string_view name, fields f = {}) noexcept;
+RINGRPC_SHARED_INTERNAL void event(log_level level, std::string_view name, fields f = {}) noexcept;
 /// Same, stamped with `when` instead of now (events relayed from the event bus).
-void event_at(std::chrono::system_clock::time_point when, log_level level, std::string_view name,
+RINGRPC_SHARED_INTERNAL void event_at(std::chrono::system_clock::time_point when, log_level level, std::string_view name,
               fields f = {}) noexcept;
 
 inline void trace(std::string_view name, fields f = {}) noexcept { event(log_level::trace, name, f); }
