@@ -227,22 +227,30 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
 }
 
 // A call's way to its endpoint, one check after another; each refusal answers the call (and
-// may post a call_rejected event) and ends it here. A plain call to a known method pays the
-// two server-wide tests, the metadata test, one compare for the method and the admission.
+// may post a call_rejected event) and ends it here. What a plain call to a known method meets
+// is written here or in inline steps; the refusals and the rare checks are functions of their
+// own, called only when needed.
 void shard::dispatch(call* k, const frame_view& v) {
   _received.add();
   const auto refuse_kind = v.kind == wire::Kind::OneWay ? wire::Kind::OneWay : wire::Kind::Error;
-  if (refused_by_server(k, v.call_id, refuse_kind)) return;
-  if (!admit_caller(k, v, refuse_kind)) return;
-  endpoint_slot* slot = route(k, v, refuse_kind);
+  if (const bool no_memory = _core.budget().exhausted(); no_memory || _core.draining()) {
+    refuse_by_server(k, v.call_id, refuse_kind, no_memory);
+    return;
+  }
+  // Metadata or server-wide checks (tokens, an authorizer): rare, and off the path of a plain
+  // call, which pays these two tests only. A connection with a rare part (every TLS one, any
+  // that sent a cancel) needs the guard only for those too; its calls just carry its identity,
+  // as the guard would have set it, for call_context::peer() and endpoint authorizers.
+  if (v.metadata != nullptr || _core.guard().checks_every_call()) [[unlikely]] {
+    if (!admit_caller(k, v, refuse_kind)) return;
+  } else if (k->conn->rare.load(std::memory_order_relaxed) != nullptr) [[unlikely]] {
+    k->peer = k->conn->identity();
+  }
+  // Most connections call one method over and over: one compare instead of hashing its name.
+  endpoint_slot* slot = _last_slot != nullptr && v.method == _last_method ? _last_slot : look_up(k, v, refuse_kind);
   if (slot == nullptr) return;
   if (const authorizer* a = slot->options().authorizer.get()) [[unlikely]] {
-    std::string why;
-    const status s = _core.guard().admit_endpoint(*a, *k, v, why);
-    if (s != status::ok) {
-      refuse_guarded(k, v.call_id, refuse_kind, s, why, "endpoint");
-      return;
-    }
+    if (!admit_at_endpoint(k, v, *a, refuse_kind)) return;
   }
   prepare(k, v, slot);
   const std::uint32_t in_flight = charge_share(k);
@@ -263,9 +271,9 @@ void shard::post_rejected(const call* k, std::uint64_t id, std::string_view name
   });
 }
 
-// What the whole server cannot take, whatever the call: true if the call was answered.
-bool shard::refused_by_server(call* k, std::uint64_t id, wire::Kind refuse_kind) {
-  if (_core.budget().exhausted()) {
+// What the whole server cannot take, whatever the call: memory (checked first), or a drain.
+void shard::refuse_by_server(call* k, std::uint64_t id, wire::Kind refuse_kind, bool no_memory) {
+  if (no_memory) {
     // Memory, not a pool, is short: refuse before the call holds anything more.
     _busy.add();
     _rejected_memory.add();
@@ -274,15 +282,11 @@ bool shard::refused_by_server(call* k, std::uint64_t id, wire::Kind refuse_kind)
            "server memory budget is exhausted (max_buffered_bytes " +
                std::to_string(_core.budget().limit()) + ")",
            50);
-    return true;
+    return;
   }
-  if (_core.draining()) {
-    _stopping.add();
-    post_rejected(k, id, {}, "shutting_down");
-    answer(k, id, refuse_kind, status::shutting_down, "server is shutting down");
-    return true;
-  }
-  return false;
+  _stopping.add();
+  post_rejected(k, id, {}, "shutting_down");
+  answer(k, id, refuse_kind, status::shutting_down, "server is shutting down");
 }
 
 // A refusal by the call guard (tokens, authorizers), counted by its status.
@@ -294,39 +298,37 @@ void shard::refuse_guarded(call* k, std::uint64_t id, wire::Kind refuse_kind, st
   answer(k, id, refuse_kind, code, why, retry_after_ms);
 }
 
-// Metadata or server-wide checks (tokens, an authorizer): rare, and off the path of a plain
-// call, which pays these two tests only. A connection with a rare part (every TLS one, any
-// that sent a cancel) needs the guard only for those too; its calls just carry its identity,
-// as the guard would have set it, for call_context::peer() and endpoint authorizers.
-// False if the call was refused (answered).
+// The call guard's verdict on the caller (its token, the server-wide authorizer); false if the
+// call was refused (answered), and the connection closed when it failed too often.
 bool shard::admit_caller(call* k, const frame_view& v, wire::Kind refuse_kind) {
-  if (v.metadata != nullptr || _core.guard().checks_every_call()) [[unlikely]] {
-    std::string why;
-    call_guard::refusal r;
-    connection* c = k->conn;
-    const status s = _core.guard().admit_caller(*c, *k, v, _turn_ns, why, r);  // may throw bad_alloc
-    if (s != status::ok) {
-      refuse_guarded(k, v.call_id, refuse_kind, s, why, "caller", r.retry_after_ms);
-      if (r.close) {
-        // Answered first: the peer reads why before the close (docs/security.md).
-        c->note_failure("closed after auth_failures.per_connection (" +
-                        std::to_string(_core.options().auth_failures.per_connection) +
-                        ") failed or refused bearer tokens");
-        start_close(c);
-      }
-      return false;
-    }
-  } else if (k->conn->rare.load(std::memory_order_relaxed) != nullptr) [[unlikely]] {
-    k->peer = k->conn->identity();
+  std::string why;
+  call_guard::refusal r;
+  connection* c = k->conn;
+  const status s = _core.guard().admit_caller(*c, *k, v, _turn_ns, why, r);  // may throw bad_alloc
+  if (s == status::ok) return true;
+  refuse_guarded(k, v.call_id, refuse_kind, s, why, "caller", r.retry_after_ms);
+  if (r.close) {
+    // Answered first: the peer reads why before the close (docs/security.md).
+    c->note_failure("closed after auth_failures.per_connection (" +
+                    std::to_string(_core.options().auth_failures.per_connection) +
+                    ") failed or refused bearer tokens");
+    start_close(c);
   }
-  return true;
+  return false;
 }
 
-// The endpoint serving the call's method, or null once the call is answered (the built-in
-// ping, or an unknown method).
-endpoint_slot* shard::route(call* k, const frame_view& v, wire::Kind refuse_kind) {
-  // Most connections call one method over and over: one compare instead of hashing its name.
-  if (_last_slot != nullptr && v.method == _last_method) return _last_slot;
+// The endpoint's authorizer's verdict; false if the call was refused (answered).
+bool shard::admit_at_endpoint(call* k, const frame_view& v, const authorizer& a, wire::Kind refuse_kind) {
+  std::string why;
+  const status s = _core.guard().admit_endpoint(a, *k, v, why);
+  if (s == status::ok) return true;
+  refuse_guarded(k, v.call_id, refuse_kind, s, why, "endpoint");
+  return false;
+}
+
+// The endpoint serving a method other than the last one, or null once the call is answered
+// (the built-in ping, or an unknown method).
+endpoint_slot* shard::look_up(call* k, const frame_view& v, wire::Kind refuse_kind) {
   if (endpoint_slot* slot = _table->find(v.method)) {
     _last_method.assign(v.method);  // may throw: on_frame answers the call
     _last_slot = slot;
@@ -344,7 +346,7 @@ endpoint_slot* shard::route(call* k, const frame_view& v, wire::Kind refuse_kind
 }
 
 // The call as its handler will see it: what it asks of whom, and by when.
-void shard::prepare(call* k, const frame_view& v, endpoint_slot* slot) noexcept {
+inline void shard::prepare(call* k, const frame_view& v, endpoint_slot* slot) noexcept {
   k->id = v.call_id;
   k->kind = v.kind;
   k->purpose = v.kind == wire::Kind::OneWay ? call_purpose::one_way : call_purpose::request;
@@ -369,7 +371,7 @@ void shard::prepare(call* k, const frame_view& v, endpoint_slot* slot) noexcept 
 // The pool reads the connection's recent cost (cost_hint) to keep a slow backlog to its
 // share of the workers' time (pool_queue.hpp). Returns the caller's units in flight with
 // this call.
-std::uint32_t shard::charge_share(call* k) noexcept {
+inline std::uint32_t shard::charge_share(call* k) noexcept {
   caller_share& share = *k->conn->share;
   const std::uint32_t units = call_units(k->conn->recent_cost.load(std::memory_order_relaxed));
   std::uint32_t before = 0;
@@ -390,8 +392,8 @@ std::uint32_t shard::charge_share(call* k) noexcept {
 
 // The endpoint takes the call (runs it, queues it, or answers it) or refuses it: full, or
 // stopped.
-void shard::hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight,
-                      wire::Kind refuse_kind) {
+inline void shard::hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight,
+                             wire::Kind refuse_kind) {
   const auto admitted = slot->admit(k);
   if (admitted != endpoint_slot::admit_result::busy && admitted != endpoint_slot::admit_result::stopped) {
     _unposted = nullptr;  // another thread may own (and recycle) k from here on
@@ -414,10 +416,14 @@ void shard::hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std::uint3
       return;
     case endpoint_slot::admit_result::stopped:
       _stopping.add();
-      post_rejected(k, id, slot->name(), "endpoint_stopped");
-      answer(k, id, refuse_kind, status::shutting_down, "endpoint '" + slot->name() + "' is stopped");
+      refuse_stopped(k, id, slot, refuse_kind);
       return;
   }
+}
+
+void shard::refuse_stopped(call* k, std::uint64_t id, endpoint_slot* slot, wire::Kind refuse_kind) {
+  post_rejected(k, id, slot->name(), "endpoint_stopped");
+  answer(k, id, refuse_kind, status::shutting_down, "endpoint '" + slot->name() + "' is stopped");
 }
 
 // The endpoint's pool or inbox is full. A caller over its fair share is told so, with a
