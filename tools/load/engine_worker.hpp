@@ -99,8 +99,8 @@ class worker final {
   void join() { if (_thread.joinable()) _thread.join(); }
 
   live_counters live;
-  worker_tallies tallies;
-  bool quota_used_up = false;
+  worker_tallies tallies;  // this thread's; engine.cpp sums them once every worker has finished
+  bool quota_used_up = false;  // issued all of its share of -n
   std::string failure;  // set if the thread could not run at all
   std::atomic<bool> finished{false};
 
