@@ -149,6 +149,22 @@ class shard {
   void maybe_finish(connection* c) noexcept;
   call* new_call(connection* c) noexcept;
   void dispatch(call* k, const frame_view& v);
+  // dispatch()'s steps (shard_frames.cpp), in the order a call meets them. Those every call
+  // takes are inline (defined there, dispatch() is their only caller) so the hot path stays
+  // one function; the others run only for a refusal or a rare check.
+  void refuse_by_server(call* k, std::uint64_t id, wire::Kind refuse_kind, bool no_memory);
+  bool admit_caller(call* k, const frame_view& v, wire::Kind refuse_kind);
+  endpoint_slot* look_up(call* k, const frame_view& v, wire::Kind refuse_kind);
+  bool admit_at_endpoint(call* k, const frame_view& v, const authorizer& a, wire::Kind refuse_kind);
+  inline void prepare(call* k, const frame_view& v, endpoint_slot* slot) noexcept;
+  inline std::uint32_t charge_share(call* k) noexcept;
+  inline void hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight,
+                        wire::Kind refuse_kind);
+  void refuse_full(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight, wire::Kind refuse_kind);
+  void refuse_stopped(call* k, std::uint64_t id, endpoint_slot* slot, wire::Kind refuse_kind);
+  void refuse_guarded(call* k, std::uint64_t id, wire::Kind refuse_kind, status code, std::string_view why,
+                      const char* stage, std::uint32_t retry_after_ms = 0);
+  void post_rejected(const call* k, std::uint64_t id, std::string_view name, std::string_view detail) noexcept;
   void notify_endpoints(connection* c, call_purpose purpose, std::string_view text = {});
   void arm_sweep_timer() noexcept;
   void sweep() noexcept;

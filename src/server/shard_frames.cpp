@@ -226,121 +226,152 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
   return !is_closing(c) && !should_pause(c);
 }
 
+// A call's way to its endpoint, one check after another; each refusal answers the call (and
+// may post a call_rejected event) and ends it here. What a plain call to a known method meets
+// is written here or in inline steps; the refusals and the rare checks are functions of their
+// own, called only when needed.
 void shard::dispatch(call* k, const frame_view& v) {
   _received.add();
-  const bool one_way = v.kind == wire::Kind::OneWay;
-  const auto refuse_kind = one_way ? wire::Kind::OneWay : wire::Kind::Error;
-  if (_core.budget().exhausted()) {
-    // Memory, not a pool, is short: refuse before the call holds anything more.
-    _busy.add();
-    _rejected_memory.add();
-    _core.post_event(event_kind::call_rejected, [&] {
-      event e;
-      e.peer = k->conn->peer();
-      e.name = "max_buffered_bytes";
-      e.detail = "memory_budget";
-      e.id = v.call_id;
-      return e;
-    });
-    answer(k, v.call_id, refuse_kind, status::server_busy,
-           "server memory budget is exhausted (max_buffered_bytes " +
-               std::to_string(_core.budget().limit()) + ")",
-           50);
+  const auto refuse_kind = v.kind == wire::Kind::OneWay ? wire::Kind::OneWay : wire::Kind::Error;
+  if (const bool no_memory = _core.budget().exhausted(); no_memory || _core.draining()) {
+    refuse_by_server(k, v.call_id, refuse_kind, no_memory);
     return;
   }
-  if (_core.draining()) {
-    _stopping.add();
-    _core.post_event(event_kind::call_rejected, [&] {
-      event e;
-      e.peer = k->conn->peer();
-      e.detail = "shutting_down";
-      e.id = v.call_id;
-      return e;
-    });
-    answer(k, v.call_id, refuse_kind, status::shutting_down, "server is shutting down");
-    return;
-  }
-  auto refuse_guarded = [&](status code, std::string_view why, const char* stage, std::uint32_t retry_after_ms = 0) {
-    _core.guard().count(code);
-    // Logged rate-limited by the event log; the method and the metadata are the caller's
-    // bytes (and may hold a token), so the event names only the stage and the verdict.
-    _core.post_event(event_kind::call_rejected, [&] {
-      event e;
-      e.peer = k->conn->peer();
-      e.name = stage;
-      e.detail = std::string(to_string(code));
-      e.id = v.call_id;
-      return e;
-    });
-    answer(k, v.call_id, refuse_kind, code, why, retry_after_ms);
-  };
   // Metadata or server-wide checks (tokens, an authorizer): rare, and off the path of a plain
   // call, which pays these two tests only. A connection with a rare part (every TLS one, any
   // that sent a cancel) needs the guard only for those too; its calls just carry its identity,
   // as the guard would have set it, for call_context::peer() and endpoint authorizers.
   if (v.metadata != nullptr || _core.guard().checks_every_call()) [[unlikely]] {
-    std::string why;
-    call_guard::refusal r;
-    connection* c = k->conn;
-    const status s = _core.guard().admit_caller(*c, *k, v, _turn_ns, why, r);  // may throw bad_alloc
-    if (s != status::ok) {
-      refuse_guarded(s, why, "caller", r.retry_after_ms);
-      if (r.close) {
-        // Answered first: the peer reads why before the close (docs/security.md).
-        c->note_failure("closed after auth_failures.per_connection (" +
-                        std::to_string(_core.options().auth_failures.per_connection) +
-                        ") failed or refused bearer tokens");
-        start_close(c);
-      }
-      return;
-    }
+    if (!admit_caller(k, v, refuse_kind)) return;
   } else if (k->conn->rare.load(std::memory_order_relaxed) != nullptr) [[unlikely]] {
     k->peer = k->conn->identity();
   }
   // Most connections call one method over and over: one compare instead of hashing its name.
-  endpoint_slot* slot = nullptr;
-  if (_last_slot != nullptr && v.method == _last_method) {
-    slot = _last_slot;
-  } else if ((slot = _table->find(v.method)) != nullptr) {
-    _last_method.assign(v.method);  // may throw: on_frame answers the call
-    _last_slot = slot;
+  endpoint_slot* slot = _last_slot != nullptr && v.method == _last_method ? _last_slot : look_up(k, v, refuse_kind);
+  if (slot == nullptr) return;
+  if (const authorizer* a = slot->options().authorizer.get()) [[unlikely]] {
+    if (!admit_at_endpoint(k, v, *a, refuse_kind)) return;
   }
-  if (slot == nullptr) {
-    // The built-in ping is never in the table (names under "ringrpc." are refused at
-    // registration), so plain calls pay nothing for it: only a lookup that missed looks here.
-    if (v.method == builtin_ping_method) {
-      answer_ping(k, v.call_id, refuse_kind);
-      return;
-    }
-    _unknown.add();
-    answer(k, v.call_id, refuse_kind, status::unknown_method,
-           "no method named '" + std::string(v.method) + "'");
+  prepare(k, v, slot);
+  const std::uint32_t in_flight = charge_share(k);
+  hand_over(k, v.call_id, slot, in_flight, refuse_kind);
+}
+
+// Refusals build their event only if some queue wants call_rejected (post_event), so a server
+// nobody listens to pays nothing for them. `name` is a knob, stage, endpoint or pool, never the
+// caller's method or metadata: those are the caller's bytes and may hold a token.
+void shard::post_rejected(const call* k, std::uint64_t id, std::string_view name, std::string_view detail) noexcept {
+  _core.post_event(event_kind::call_rejected, [&] {
+    event e;
+    e.peer = k->conn->peer();
+    e.name = name;
+    e.detail = detail;
+    e.id = id;
+    return e;
+  });
+}
+
+// What the whole server cannot take, whatever the call: memory (checked first), or a drain.
+void shard::refuse_by_server(call* k, std::uint64_t id, wire::Kind refuse_kind, bool no_memory) {
+  if (no_memory) {
+    // Memory, not a pool, is short: refuse before the call holds anything more.
+    _busy.add();
+    _rejected_memory.add();
+    post_rejected(k, id, "max_buffered_bytes", "memory_budget");
+    answer(k, id, refuse_kind, status::server_busy,
+           "server memory budget is exhausted (max_buffered_bytes " +
+               std::to_string(_core.budget().limit()) + ")",
+           50);
     return;
   }
-  if (const authorizer* a = slot->options().authorizer.get()) [[unlikely]] {
-    std::string why;
-    const status s = _core.guard().admit_endpoint(*a, *k, v, why);
-    if (s != status::ok) {
-      refuse_guarded(s, why, "endpoint");
-      return;
-    }
+  _stopping.add();
+  post_rejected(k, id, {}, "shutting_down");
+  answer(k, id, refuse_kind, status::shutting_down, "server is shutting down");
+}
+
+// A refusal by the call guard (tokens, authorizers), counted by its status.
+void shard::refuse_guarded(call* k, std::uint64_t id, wire::Kind refuse_kind, status code, std::string_view why,
+                           const char* stage, std::uint32_t retry_after_ms) {
+  _core.guard().count(code);
+  // Logged rate-limited by the event log; the event names only the stage and the verdict.
+  post_rejected(k, id, stage, to_string(code));
+  answer(k, id, refuse_kind, code, why, retry_after_ms);
+}
+
+// The call guard's verdict on the caller (its token, the server-wide authorizer); false if the
+// call was refused (answered), and the connection closed when it failed too often.
+bool shard::admit_caller(call* k, const frame_view& v, wire::Kind refuse_kind) {
+  std::string why;
+  call_guard::refusal r;
+  connection* c = k->conn;
+  const status s = _core.guard().admit_caller(*c, *k, v, _turn_ns, why, r);  // may throw bad_alloc
+  if (s == status::ok) return true;
+  refuse_guarded(k, v.call_id, refuse_kind, s, why, "caller", r.retry_after_ms);
+  if (r.close) {
+    // Answered first: the peer reads why before the close (docs/security.md).
+    c->note_failure("closed after auth_failures.per_connection (" +
+                    std::to_string(_core.options().auth_failures.per_connection) +
+                    ") failed or refused bearer tokens");
+    start_close(c);
   }
+  return false;
+}
+
+// The endpoint's authorizer's verdict; false if the call was refused (answered).
+bool shard::admit_at_endpoint(call* k, const frame_view& v, const authorizer& a, wire::Kind refuse_kind) {
+  std::string why;
+  const status s = _core.guard().admit_endpoint(a, *k, v, why);
+  if (s == status::ok) return true;
+  refuse_guarded(k, v.call_id, refuse_kind, s, why, "endpoint");
+  return false;
+}
+
+// The endpoint serving a method other than the last one, or null once the call is answered
+// (the built-in ping, or an unknown method).
+endpoint_slot* shard::look_up(call* k, const frame_view& v, wire::Kind refuse_kind) {
+  if (endpoint_slot* slot = _table->find(v.method)) {
+    _last_method.assign(v.method);  // may throw: on_frame answers the call
+    _last_slot = slot;
+    return slot;
+  }
+  // The built-in ping is never in the table (names under "ringrpc." are refused at
+  // registration), so plain calls pay nothing for it: only a lookup that missed looks here.
+  if (v.method == builtin_ping_method) {
+    answer_ping(k, v.call_id, refuse_kind);
+    return nullptr;
+  }
+  _unknown.add();
+  answer(k, v.call_id, refuse_kind, status::unknown_method, "no method named '" + std::string(v.method) + "'");
+  return nullptr;
+}
+
+// The call as its handler will see it: what it asks of whom, and by when.
+inline void shard::prepare(call* k, const frame_view& v, endpoint_slot* slot) noexcept {
   k->id = v.call_id;
   k->kind = v.kind;
-  k->purpose = one_way ? call_purpose::one_way : call_purpose::request;
+  k->purpose = v.kind == wire::Kind::OneWay ? call_purpose::one_way : call_purpose::request;
   k->target = slot;
   k->method_name = v.method;  // inside k->request
   k->payload = v.payload;
   k->received_ns = _turn_ns;
-  // Fair share by cost: a caller whose calls in flight already weigh fair_share_calls units or
-  // more (a call weighs 1 + its connection's recent handler time / 5 ms; caller_shares.hpp) has
-  // this one wait behind everyone else's (docs/execution.md). A caller is the connection (its
-  // own counters, written by this thread only: a load and a store) or every connection from
-  // its address (one relaxed add on a counter only that address's connections touch); nothing
-  // is shared between callers. Once some of a caller's calls wait over its share, its later
-  // ones follow them there, so one caller's calls are not reordered between the two queues.
-  // The pool reads the connection's recent cost (cost_hint) to keep a slow backlog to its
-  // share of the workers' time (pool_queue.hpp).
+  // A budget beyond 10^15 us (31 years; e.g. UINT64_MAX) means "no deadline", as documented.
+  constexpr std::uint64_t max_budget_us = 1'000'000'000'000'000ull;
+  k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
+                       ? 0
+                       : k->received_ns + static_cast<std::int64_t>(v.timeout_us) * 1000;
+}
+
+// Fair share by cost: a caller whose calls in flight already weigh fair_share_calls units or
+// more (a call weighs 1 + its connection's recent handler time / 5 ms; caller_shares.hpp) has
+// this one wait behind everyone else's (docs/execution.md). A caller is the connection (its
+// own counters, written by this thread only: a load and a store) or every connection from
+// its address (one relaxed add on a counter only that address's connections touch); nothing
+// is shared between callers. Once some of a caller's calls wait over its share, its later
+// ones follow them there, so one caller's calls are not reordered between the two queues.
+// The pool reads the connection's recent cost (cost_hint) to keep a slow backlog to its
+// share of the workers' time (pool_queue.hpp). Returns the caller's units in flight with
+// this call.
+inline std::uint32_t shard::charge_share(call* k) noexcept {
   caller_share& share = *k->conn->share;
   const std::uint32_t units = call_units(k->conn->recent_cost.load(std::memory_order_relaxed));
   std::uint32_t before = 0;
@@ -350,18 +381,19 @@ void shard::dispatch(call* k, const frame_view& v) {
   } else {
     before = share.units_in_flight.fetch_add(units, std::memory_order_relaxed);
   }
-  const std::uint32_t in_flight = before + units;
   k->share_counted = true;
   k->cost_units = units;
   k->cost_hint = &k->conn->recent_cost;
   k->over_share = before >= _core.options().fair_share_calls ||
                   share.over_share_pending.load(std::memory_order_relaxed) > 0;
   if (k->over_share) share.over_share_pending.fetch_add(1, std::memory_order_relaxed);
-  // A budget beyond 10^15 us (31 years; e.g. UINT64_MAX) means "no deadline", as documented.
-  constexpr std::uint64_t max_budget_us = 1'000'000'000'000'000ull;
-  k->deadline_ns = v.timeout_us == 0 || v.timeout_us > max_budget_us
-                       ? 0
-                       : k->received_ns + static_cast<std::int64_t>(v.timeout_us) * 1000;
+  return before + units;
+}
+
+// The endpoint takes the call (runs it, queues it, or answers it) or refuses it: full, or
+// stopped.
+inline void shard::hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight,
+                             wire::Kind refuse_kind) {
   const auto admitted = slot->admit(k);
   if (admitted != endpoint_slot::admit_result::busy && admitted != endpoint_slot::admit_result::stopped) {
     _unposted = nullptr;  // another thread may own (and recycle) k from here on
@@ -378,52 +410,47 @@ void shard::dispatch(call* k, const frame_view& v) {
     case endpoint_slot::admit_result::answered:
       _enqueued.add();
       return;
-    case endpoint_slot::admit_result::busy: {
+    case endpoint_slot::admit_result::busy:
       _busy.add();
-      thread_pool* p = slot->pool();
-      if (k->over_share && p != nullptr && !slot->serial()) {
-        // Its share's queue is full: back off longer the more it already has in flight.
-        const unsigned fair = std::max(1u, _core.options().fair_share_calls);
-        const std::uint32_t retry = 10 * std::min<std::uint32_t>(100, in_flight / fair);
-        answer(k, v.call_id, refuse_kind, status::server_busy,
-               (k->conn->share == &k->conn->own_share ? std::string("connection")
-                                                       : std::string("address ").append(k->conn->address.host())) +
-                   " is over its fair share of pool '" + p->name() + "' (calls weighing " +
-                   std::to_string(in_flight) + " units in flight; fair_share_calls " +
-                   std::to_string(fair) + ")",
-               retry);
-        return;
-      }
-      _core.post_event(event_kind::call_rejected, [&] {
-        event e;
-        e.peer = k->conn->peer();
-        e.name = p == nullptr || slot->serial() ? slot->name() : p->name();
-        e.detail = p == nullptr || slot->serial() ? "inbox_full" : "pool_full";
-        e.id = v.call_id;
-        return e;
-      });
-      answer(k, v.call_id, refuse_kind, status::server_busy,
-             p == nullptr || slot->serial()
-                 ? "endpoint '" + slot->name() + "' has " +
-                       std::to_string(slot->options().inbox_capacity) + " messages waiting (inbox_capacity)"
-                 : "pool '" + p->name() + "' is full (" + _core.pool_state(*p) + ")",
-             10);
+      refuse_full(k, id, slot, in_flight, refuse_kind);
       return;
-    }
     case endpoint_slot::admit_result::stopped:
       _stopping.add();
-      _core.post_event(event_kind::call_rejected, [&] {
-        event e;
-        e.peer = k->conn->peer();
-        e.name = slot->name();
-        e.detail = "endpoint_stopped";
-        e.id = v.call_id;
-        return e;
-      });
-      answer(k, v.call_id, refuse_kind, status::shutting_down,
-             "endpoint '" + slot->name() + "' is stopped");
+      refuse_stopped(k, id, slot, refuse_kind);
       return;
   }
+}
+
+void shard::refuse_stopped(call* k, std::uint64_t id, endpoint_slot* slot, wire::Kind refuse_kind) {
+  post_rejected(k, id, slot->name(), "endpoint_stopped");
+  answer(k, id, refuse_kind, status::shutting_down, "endpoint '" + slot->name() + "' is stopped");
+}
+
+// The endpoint's pool or inbox is full. A caller over its fair share is told so, with a
+// back-off that grows with what it has in flight; anyone else is told which queue is full.
+void shard::refuse_full(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight,
+                        wire::Kind refuse_kind) {
+  thread_pool* p = slot->pool();
+  if (k->over_share && p != nullptr && !slot->serial()) {
+    // Its share's queue is full: back off longer the more it already has in flight.
+    const unsigned fair = std::max(1u, _core.options().fair_share_calls);
+    const std::uint32_t retry = 10 * std::min<std::uint32_t>(100, in_flight / fair);
+    answer(k, id, refuse_kind, status::server_busy,
+           (k->conn->share == &k->conn->own_share ? std::string("connection")
+                                                   : std::string("address ").append(k->conn->address.host())) +
+               " is over its fair share of pool '" + p->name() + "' (calls weighing " +
+               std::to_string(in_flight) + " units in flight; fair_share_calls " +
+               std::to_string(fair) + ")",
+           retry);
+    return;
+  }
+  const bool inbox = p == nullptr || slot->serial();
+  post_rejected(k, id, inbox ? slot->name() : p->name(), inbox ? "inbox_full" : "pool_full");
+  answer(k, id, refuse_kind, status::server_busy,
+         inbox ? "endpoint '" + slot->name() + "' has " + std::to_string(slot->options().inbox_capacity) +
+                     " messages waiting (inbox_capacity)"
+               : "pool '" + p->name() + "' is full (" + _core.pool_state(*p) + ")",
+         10);
 }
 
 void shard::answer_ping(call* k, std::uint64_t id, wire::Kind kind) noexcept {

@@ -47,20 +47,11 @@ std::string watch_first_answers(shared_run& run, const std::vector<live_counters
   return hopeless_message(hopeless_error_name(kind), hopeless, run.config->where);
 }
 
-// Per-second buckets: exact merges across threads; the last one is as wide as what is left of
-// the measured window.
-void merge_seconds(run_result& r, const std::vector<std::unique_ptr<worker>>& workers) {
-  std::size_t secs = 0;
-  for (auto& w : workers) secs = std::max(secs, w->seconds.size());
-  for (std::size_t i = 0; i < secs; ++i) {
-    second_bucket merged;
-    for (auto& w : workers) {
-      if (i < w->seconds.size()) {
-        merged.ok += w->seconds[i].ok;
-        merged.errors += w->seconds[i].errors;
-        merged.latency.merge(w->seconds[i].latency);
-      }
-    }
+// Per-second buckets, summed over the threads; the last one is as wide as what is left of the
+// measured window.
+void report_seconds(run_result& r, worker_tallies& all) {
+  for (std::size_t i = 0; i < all.seconds.size(); ++i) {
+    second_bucket& merged = all.seconds[i];
     const double width = std::clamp(r.measured_s - static_cast<double>(i), 1e-3, 1.0);
     r.per_second.push_back({static_cast<double>(i) + width, merged.ok, merged.errors,
                             merged.latency.value_at_percentile(99), width});
@@ -70,8 +61,7 @@ void merge_seconds(run_result& r, const std::vector<std::unique_ptr<worker>>& wo
 
 // Each measured step of an open loop: what was scheduled (until an interruption), sent, sent
 // late, answered, and whether it kept up.
-void merge_steps(run_result& r, const engine_config& cfg, const shared_run& run,
-                 const std::vector<std::unique_ptr<worker>>& workers) {
+void report_steps(run_result& r, const engine_config& cfg, const shared_run& run, const worker_tallies& all) {
   double requested_calls = 0, scheduled_s = 0, issued = 0, answered = 0;
   r.kept_up = true;
   for (std::size_t i = 0; i < cfg.steps.size(); ++i) {
@@ -84,19 +74,15 @@ void merge_steps(run_result& r, const engine_config& cfg, const shared_run& run,
     sr.duration_s = static_cast<double>(until - from) / 1e9;
     sr.requested_rate = cfg.steps[i].rate;
     sr.scheduled = run.schedule->due_before(k, until);
-    detail::latency_histogram h{1000, 60'000'000'000ull, 3};
-    for (auto& w : workers) {
-      sr.answered += w->step_ok[i];
-      sr.issued += w->step_issued[i];
-      sr.late_client += w->step_late_client[i];
-      sr.late_held += w->step_late_held[i];
-      h.merge(w->step_latency[i]);
-    }
+    sr.answered = all.step_ok[i];
+    sr.issued = all.step_issued[i];
+    sr.late_client = all.step_late_client[i];
+    sr.late_held = all.step_late_held[i];
     // An interrupted step: only the calls due before the interruption count as asked for.
     sr.issued = std::min(sr.issued, sr.scheduled);
     sr.answered = std::min(sr.answered, sr.issued);
     sr.achieved_rate = static_cast<double>(sr.answered) / sr.duration_s;
-    sr.p99_ns = h.value_at_percentile(99);
+    sr.p99_ns = all.step_latency[i].value_at_percentile(99);
     judge_keep_up(sr);
     r.kept_up = r.kept_up && sr.kept_up;
     requested_calls += sr.requested_rate * sr.duration_s;
@@ -217,65 +203,65 @@ watch_outcome watch_run(shared_run& run, const engine_config& cfg, const worker_
   return out;
 }
 
-// Per --mix kind, merged over the threads (only when there is more than one kind).
-void merge_kinds(run_result& r, const engine_config& cfg, const worker_list& workers) {
-  if (cfg.kinds.size() <= 1) return;
-  for (std::size_t k = 0; k < cfg.kinds.size(); ++k) {
-    kind_result kr;
-    kr.name = cfg.kinds[k].name;
-    for (auto& w : workers) {
-      if (w->kinds.size() <= k) continue;
-      kr.calls_ok += w->kinds[k].ok;
-      kr.latency_ns.merge(w->kinds[k].latency);
-      for (const auto& [e, n] : w->kinds[k].errors) kr.errors[e] += n;
-    }
-    r.kinds.push_back(std::move(kr));
-  }
-}
-
-// Per endpoint of a registry URL, merged over the threads the way the --mix kinds are.
-void merge_members(run_result& r, const engine_config& cfg, const worker_list& workers) {
-  if (!cfg.per_endpoint) return;
-  const std::size_t n = std::max<std::size_t>(cfg.endpoints.size(), 1);
-  for (std::size_t e = 0; e < n; ++e) {
-    kind_result m;
-    const target& t = cfg.endpoints.empty() ? cfg.where : cfg.endpoints[e];
-    const bool v6 = t.host.find(':') != std::string::npos;
-    m.name.append(v6 ? "[" : "").append(t.host).append(v6 ? "]:" : ":").append(std::to_string(t.port));
-    for (auto& w : workers) {
-      if (w->endpoints.size() <= e) continue;
-      m.calls_ok += w->endpoints[e].ok;
-      m.latency_ns.merge(w->endpoints[e].latency);
-      for (const auto& [k, v] : w->endpoints[e].errors) m.errors[k] += v;
-    }
-    r.members.push_back(std::move(m));
-  }
-}
-
-// The workers' totals, and the measured window: from the warm-up's end to the schedule's end,
-// an interruption, or (a run that reached its call count early, -n with -T) its last completion.
-void merge_totals(run_result& r, const shared_run& run, const worker_list& workers) {
-  std::int64_t last = run.measure_from;
-  std::uint64_t stamped = 0, unstamped = 0;
-  bool all_quotas = true;
+// The workers' tallies summed (worker_tallies::operator+=), or the message of the first worker
+// that could not run at all.
+worker_tallies sum_tallies(const worker_list& workers) {
+  worker_tallies all;
   for (auto& w : workers) {
     if (!w->failure.empty()) throw std::runtime_error(w->failure);
-    r.calls_ok += w->calls_ok;
-    r.latency_ns.merge(w->latency);
-    r.service_ns.merge(w->service);
-    for (const auto& [k, v] : w->errors) r.errors[k] += v;
-    r.handshake_ns.merge(w->handshake);
-    for (const auto& [k, v] : w->handshake_failures) r.handshake_failures[k] += v;
-    r.connections_measured += w->connections_measured;
-    r.handshakes_measured += w->handshakes_measured;
-    r.bytes_sent += w->bytes_sent_measured;
-    r.bytes_received += w->bytes_received_measured;
-    stamped += w->stamped_receives;
-    unstamped += w->unstamped_receives;
-    last = std::max(last, w->last_completion_ns);
-    all_quotas = all_quotas && w->quota_used_up;
+    all += w->tallies;
   }
-  r.latency_clock = stamped == 0 ? "user" : unstamped == 0 ? "kernel" : "mixed";
+  return all;
+}
+
+// A --mix kind's or an endpoint's line of the report.
+kind_result as_result(std::string name, call_tally& t) {
+  kind_result out;
+  out.name = std::move(name);
+  out.calls_ok = t.ok;
+  out.errors = std::move(t.errors);
+  out.latency_ns.merge(t.latency);
+  return out;
+}
+
+// Per --mix kind (only when there is more than one kind).
+void report_kinds(run_result& r, const engine_config& cfg, worker_tallies& all) {
+  if (cfg.kinds.size() <= 1) return;
+  all.kinds.resize(std::max(all.kinds.size(), cfg.kinds.size()));
+  for (std::size_t k = 0; k < cfg.kinds.size(); ++k) r.kinds.push_back(as_result(cfg.kinds[k].name, all.kinds[k]));
+}
+
+// Per endpoint of a registry URL, the way the --mix kinds are.
+void report_members(run_result& r, const engine_config& cfg, worker_tallies& all) {
+  if (!cfg.per_endpoint) return;
+  const std::size_t n = std::max<std::size_t>(cfg.endpoints.size(), 1);
+  all.endpoints.resize(std::max(all.endpoints.size(), n));
+  for (std::size_t e = 0; e < n; ++e) {
+    const target& t = cfg.endpoints.empty() ? cfg.where : cfg.endpoints[e];
+    const bool v6 = t.host.find(':') != std::string::npos;
+    std::string name;
+    name.append(v6 ? "[" : "").append(t.host).append(v6 ? "]:" : ":").append(std::to_string(t.port));
+    r.members.push_back(as_result(std::move(name), all.endpoints[e]));
+  }
+}
+
+// The totals, and the measured window: from the warm-up's end to the schedule's end, an
+// interruption, or (a run that reached its call count early, -n with -T) its last completion.
+void report_totals(run_result& r, const shared_run& run, const worker_list& workers, const worker_tallies& all) {
+  r.calls_ok = all.calls_ok;
+  r.latency_ns.merge(all.latency);
+  r.service_ns.merge(all.service);
+  r.errors = all.errors;
+  r.handshake_ns.merge(all.handshake);
+  r.handshake_failures = all.handshake_failures;
+  r.connections_measured = all.connections_measured;
+  r.handshakes_measured = all.handshakes_measured;
+  r.bytes_sent = all.bytes_sent_measured;
+  r.bytes_received = all.bytes_received_measured;
+  r.latency_clock = all.stamped_receives == 0 ? "user" : all.unstamped_receives == 0 ? "kernel" : "mixed";
+  const std::int64_t last = std::max(run.measure_from, all.last_completion_ns);
+  bool all_quotas = true;
+  for (auto& w : workers) all_quotas = all_quotas && w->quota_used_up;
   std::int64_t window_end =
       run.measure_until == never || (all_quotas && last < run.measure_until) ? last : run.measure_until;
   window_end = std::min(window_end, run.stop_at.load());
@@ -321,11 +307,12 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   r.fail_fast = watched.fail_fast;
   r.warmup_s = static_cast<double>(cfg.warmup.count()) / 1e9;
   r.open_loop = run.schedule != nullptr;
-  merge_totals(r, run, workers);
-  merge_kinds(r, cfg, workers);
-  merge_members(r, cfg, workers);
-  merge_seconds(r, workers);
-  if (r.open_loop) merge_steps(r, cfg, run, workers);
+  worker_tallies all = sum_tallies(workers);
+  report_totals(r, run, workers, all);
+  report_kinds(r, cfg, all);
+  report_members(r, cfg, all);
+  report_seconds(r, all);
+  if (r.open_loop) report_steps(r, cfg, run, all);
   return r;
 }
 

@@ -54,18 +54,18 @@ second_bucket* worker::bucket(std::int64_t now) {
   if (now < _run.measure_from || now >= _run.measure_until) return nullptr;
   if (now >= _run.stop_at.load(std::memory_order_relaxed)) return nullptr;
   const auto i = static_cast<std::size_t>((now - _run.measure_from) / 1'000'000'000);
-  while (seconds.size() <= i) seconds.emplace_back();
-  return &seconds[i];
+  while (tallies.seconds.size() <= i) tallies.seconds.emplace_back();
+  return &tallies.seconds[i];
 }
 
 void worker::count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s) {
   if (_run.watch_answers.load(std::memory_order_relaxed)) watch_error(kind);
   live.errors.fetch_add(1, std::memory_order_relaxed);  // the live line shows warm-up too
   if (second_bucket* b = bucket(now)) {
-    ++errors[kind];
+    ++tallies.errors[kind];
     ++b->errors;
-    if (s != nullptr && !kinds.empty()) ++kinds[s->kind].errors[kind];
-    if (!endpoints.empty()) ++endpoints[c.endpoint_index].errors[kind];
+    if (s != nullptr && !tallies.kinds.empty()) ++tallies.kinds[s->kind].errors[kind];
+    if (!tallies.endpoints.empty()) ++tallies.endpoints[c.endpoint_index].errors[kind];
   }
 }
 
@@ -260,28 +260,28 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now, std::int6
     if (r.status == reply_status::ok) {
       live.calls_ok.fetch_add(1, std::memory_order_relaxed);
       if (second_bucket* b = bucket(now)) {
-        ++calls_ok;
+        ++tallies.calls_ok;
         ++b->ok;
         const std::uint64_t lat = reply_latency(s.intended_ns, s.sent_ns, received);
-        latency.record(lat);
+        tallies.latency.record(lat);
         b->latency.record(lat);
-        if (!kinds.empty()) {
-          ++kinds[s.kind].ok;
-          kinds[s.kind].latency.record(lat);
+        if (!tallies.kinds.empty()) {
+          ++tallies.kinds[s.kind].ok;
+          tallies.kinds[s.kind].latency.record(lat);
         }
-        if (!endpoints.empty()) {
-          ++endpoints[c.endpoint_index].ok;
-          endpoints[c.endpoint_index].latency.record(lat);
+        if (!tallies.endpoints.empty()) {
+          ++tallies.endpoints[c.endpoint_index].ok;
+          tallies.endpoints[c.endpoint_index].latency.record(lat);
         }
         if (_run.schedule != nullptr) {
-          service.record(reply_latency(s.sent_ns, s.sent_ns, received));
+          tallies.service.record(reply_latency(s.sent_ns, s.sent_ns, received));
           const std::size_t step = _run.schedule->step_at(s.intended_ns);
-          if (step >= _run.first_measured_step && step - _run.first_measured_step < step_ok.size()) {
-            ++step_ok[step - _run.first_measured_step];
-            step_latency[step - _run.first_measured_step].record(lat);
+          if (step >= _run.first_measured_step && step - _run.first_measured_step < tallies.step_ok.size()) {
+            ++tallies.step_ok[step - _run.first_measured_step];
+            tallies.step_latency[step - _run.first_measured_step].record(lat);
           }
         }
-        last_completion_ns = now;
+        tallies.last_completion_ns = now;
       }
     } else {
       count_error(r.error.empty() ? std::string("error_reply") : r.error, now, c, &s);
@@ -308,7 +308,7 @@ void worker::retire(conn_state& c, std::int64_t now) {
 
 void worker::count_connection(std::int64_t now) {
   if (now >= _run.measure_from && now < _run.measure_until && now < _run.stop_at.load(std::memory_order_relaxed)) {
-    ++connections_measured;
+    ++tallies.connections_measured;
   }
 }
 
@@ -324,7 +324,7 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
       // Counted in the measured window only: the kernel turns stamping on a moment after the
       // first socket asks (a deferred switch), so a run's first receives may carry none.
       if (now >= _run.measure_from && now < _run.measure_until) {
-        ++(in.real_stamp != 0 ? stamped_receives : unstamped_receives);
+        ++(in.real_stamp != 0 ? tallies.stamped_receives : tallies.unstamped_receives);
       }
       received = _rx_clock.received(in.real_stamp);
     }
@@ -438,8 +438,8 @@ void worker::count_late(std::int64_t due, bool was_blocked) noexcept {
   const std::size_t step = _run.schedule->step_at(due);
   if (step < _run.first_measured_step) return;  // the warm-up
   const std::size_t i = step - _run.first_measured_step;
-  if (i >= step_late_client.size()) return;
-  ++(was_blocked || due < _last_schedule_ns ? step_late_held : step_late_client)[i];
+  if (i >= tallies.step_late_client.size()) return;
+  ++(was_blocked || due < _last_schedule_ns ? tallies.step_late_held : tallies.step_late_client)[i];
 }
 
 // What each connection took from the schedule, step by step: its position is the count.
@@ -451,8 +451,8 @@ void worker::count_issued_by_step() {
     for (std::size_t k = 0; k < steps && left > 0; ++k) {
       const std::uint64_t here = std::min(left, _run.schedule->calls_in_step(c.index, k));
       left -= here;
-      if (k >= _run.first_measured_step && k - _run.first_measured_step < step_issued.size()) {
-        step_issued[k - _run.first_measured_step] += here;
+      if (k >= _run.first_measured_step && k - _run.first_measured_step < tallies.step_issued.size()) {
+        tallies.step_issued[k - _run.first_measured_step] += here;
       }
     }
   }
@@ -466,8 +466,8 @@ void worker::note_bytes(std::int64_t now) noexcept {
     _sent_before = _bytes_sent;
     _received_before = received;
   } else if (now < _run.measure_until && now < _run.stop_at.load(std::memory_order_relaxed)) {
-    bytes_sent_measured = _bytes_sent - _sent_before;
-    bytes_received_measured = received - _received_before;
+    tallies.bytes_sent_measured = _bytes_sent - _sent_before;
+    tallies.bytes_received_measured = received - _received_before;
   }
 }
 
@@ -524,13 +524,13 @@ void worker::run() {
 
 // The per-step, per-kind and per-endpoint tallies, sized once before the first call.
 void worker::size_tallies() {
-  step_ok.assign(_cfg.steps.size(), 0);
-  step_issued.assign(_cfg.steps.size(), 0);
-  step_late_client.assign(_cfg.steps.size(), 0);
-  step_late_held.assign(_cfg.steps.size(), 0);
-  if (_cfg.kinds.size() > 1) kinds.resize(_cfg.kinds.size());
-  if (_cfg.per_endpoint) endpoints.resize(std::max<std::size_t>(_cfg.endpoints.size(), 1));
-  for (std::size_t i = 0; i < _cfg.steps.size(); ++i) step_latency.emplace_back(1000, 60'000'000'000ull, 3);
+  tallies.step_ok.assign(_cfg.steps.size(), 0);
+  tallies.step_issued.assign(_cfg.steps.size(), 0);
+  tallies.step_late_client.assign(_cfg.steps.size(), 0);
+  tallies.step_late_held.assign(_cfg.steps.size(), 0);
+  if (_cfg.kinds.size() > 1) tallies.kinds.resize(_cfg.kinds.size());
+  if (_cfg.per_endpoint) tallies.endpoints.resize(std::max<std::size_t>(_cfg.endpoints.size(), 1));
+  for (std::size_t i = 0; i < _cfg.steps.size(); ++i) tallies.step_latency.emplace_back(1000, 60'000'000'000ull, 3);
   _to_flush.reserve(_conns.size());
   // A connection issues at most its depth per turn, twice if it is replaced within the turn.
   _unsent.reserve(2 * _conns.size() * _cfg.depth);
@@ -637,9 +637,9 @@ void worker::reconnect_dead(std::int64_t now) {
 void worker::publish_last_second(std::int64_t now) noexcept {
   if (now < _run.measure_from) return;
   const std::int64_t sec = (now - _run.measure_from) / 1'000'000'000 - 1;
-  if (sec >= 0 && sec != _published_second && static_cast<std::size_t>(sec) < seconds.size()) {
+  if (sec >= 0 && sec != _published_second && static_cast<std::size_t>(sec) < tallies.seconds.size()) {
     _published_second = sec;
-    live.last_second_p99_ns.store(seconds[static_cast<std::size_t>(sec)].latency.value_at_percentile(99));
+    live.last_second_p99_ns.store(tallies.seconds[static_cast<std::size_t>(sec)].latency.value_at_percentile(99));
   }
 }
 
@@ -655,9 +655,9 @@ bool worker::drained(std::int64_t now, std::int64_t& drain_until) {
     if (c.dead) continue;
     c.window.for_each([&](const slot& s) {
       if (s.timed_out) return;  // timeouts counted already
-      ++errors["unfinished"];
-      if (!kinds.empty()) ++kinds[s.kind].errors["unfinished"];
-      if (!endpoints.empty()) ++endpoints[c.endpoint_index].errors["unfinished"];
+      ++tallies.errors["unfinished"];
+      if (!tallies.kinds.empty()) ++tallies.kinds[s.kind].errors["unfinished"];
+      if (!tallies.endpoints.empty()) ++tallies.endpoints[c.endpoint_index].errors["unfinished"];
     });
   }
   return true;
@@ -666,7 +666,7 @@ bool worker::drained(std::int64_t now, std::int64_t& drain_until) {
 bool worker::start_tls(conn_state& c, std::int64_t now) {
   c.tls = tls_transport::open(*_cfg.tls, c.endpoint->host, now);
   if (c.tls != nullptr) return true;
-  ++handshake_failures["tls_handshake"];
+  ++tallies.handshake_failures["tls_handshake"];
   count_error("tls_handshake", now, c);
   return false;
 }
@@ -691,7 +691,7 @@ bool worker::tls_receive(conn_state& c, std::span<const std::byte>& bytes, std::
     if (!t.handshake_counted || refused_us) {
       t.handshake_counted = true;
       const std::string kind = t.peer_spoke_tls() ? t.failure_kind() : std::string("tls_handshake");
-      ++handshake_failures[kind];
+      ++tallies.handshake_failures[kind];
       if (!_run.any_reply.load(std::memory_order_relaxed)) {
         // The first handshake of the run failed: every other would fail the same way.
         if (!t.peer_spoke_tls()) {
@@ -716,8 +716,8 @@ bool worker::tls_receive(conn_state& c, std::span<const std::byte>& bytes, std::
   }
   if (!was_established && t.established() && !t.handshake_counted) {
     t.handshake_counted = true;
-    handshake.record(static_cast<std::uint64_t>(std::max<std::int64_t>(now - t.handshake_started_ns, 1)));
-    if (bucket(now) != nullptr) ++handshakes_measured;
+    tallies.handshake.record(static_cast<std::uint64_t>(std::max<std::int64_t>(now - t.handshake_started_ns, 1)));
+    if (bucket(now) != nullptr) ++tallies.handshakes_measured;
     // The calls waited for the handshake: their latency starts now.
     c.window.for_each([&](slot& s) {
       s.sent_ns = now;

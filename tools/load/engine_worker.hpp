@@ -19,6 +19,7 @@
 #include "uring/provided_buffers.hpp"
 #include "uring/ring.hpp"
 #include "wake_batch.hpp"
+#include "worker_tallies.hpp"
 
 namespace ringrpc::load::engine_detail {
 
@@ -62,20 +63,6 @@ struct conn_state {
   std::unique_ptr<tls_transport> tls;  // TLS targets only: the records between socket and codec
 };
 
-// One request kind's counters on one thread (--mix reports).
-struct kind_bucket {
-  std::uint64_t ok = 0;
-  std::map<std::string, std::uint64_t> errors;
-  detail::latency_histogram latency = make_latency_histogram();
-};
-
-// Per-second counters of one thread; the merge at the end makes them exact over all threads.
-struct second_bucket {
-  std::uint64_t ok = 0;
-  std::uint64_t errors = 0;
-  detail::latency_histogram latency{1000, 60'000'000'000ull, 3};
-};
-
 struct shared_run {
   const engine_config* config = nullptr;
   const protocol* proto = nullptr;
@@ -112,32 +99,8 @@ class worker final {
   void join() { if (_thread.joinable()) _thread.join(); }
 
   live_counters live;
-  std::map<std::string, std::uint64_t> errors;
-  detail::latency_histogram latency = make_latency_histogram();
-  detail::latency_histogram service = make_latency_histogram();
-  std::vector<second_bucket> seconds;
-  std::vector<kind_bucket> kinds;  // empty unless the run has several kinds
-  std::vector<kind_bucket> endpoints;  // per endpoint; empty unless config.per_endpoint
-  std::uint64_t calls_ok = 0;
-  std::int64_t last_completion_ns = 0;
-  bool quota_used_up = false;
-  std::vector<std::uint64_t> step_ok;  // open loop: successful calls by the step they were due in
-  std::vector<detail::latency_histogram> step_latency;
-  // Open loop, by measured step: calls sent (from the connections' schedule positions at the
-  // end), and those sent over late_send_ns late with room on the connection or held by -P.
-  std::vector<std::uint64_t> step_issued;
-  std::vector<std::uint64_t> step_late_client;
-  std::vector<std::uint64_t> step_late_held;
-  // Bytes on the sockets in the measured window.
-  std::uint64_t bytes_sent_measured = 0;
-  std::uint64_t bytes_received_measured = 0;
-  detail::latency_histogram handshake = make_latency_histogram();  // TLS targets
-  std::map<std::string, std::uint64_t> handshake_failures;
-  // Receives whose bytes carried the kernel's stamp, and those that did not (latency_clock).
-  std::uint64_t stamped_receives = 0;
-  std::uint64_t unstamped_receives = 0;
-  std::uint64_t connections_measured = 0;  // opened in the measured window
-  std::uint64_t handshakes_measured = 0;   // TLS handshakes completed in it
+  worker_tallies tallies;  // this thread's; engine.cpp sums them once every worker has finished
+  bool quota_used_up = false;  // issued all of its share of -n
   std::string failure;  // set if the thread could not run at all
   std::atomic<bool> finished{false};
 
