@@ -23,7 +23,7 @@ void shard::on_recv(connection* c, const io_uring_cqe& cqe) {
   if (cqe.flags & IORING_CQE_F_BUFFER) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
     if (cqe.res > 0) {
-      _bytes_in.add(static_cast<std::uint64_t>(cqe.res));
+      _counts[sc::bytes_in].add(static_cast<std::uint64_t>(cqe.res));
       c->last_read_ns = _turn_ns;
       c->liveness_checked = false;
       try {
@@ -72,7 +72,7 @@ void shard::deliver(connection* c, std::span<const std::byte> data) {
   auto r = data.empty() ? c->assembler.drain(sink) : c->assembler.feed(data, sink);
   for (;;) {
     if (r == frame_assembler::result::frame_too_large) {
-      _bad_frames.add();
+      _counts[sc::bad_frames].add();
       const std::string msg = "frame body of " + std::to_string(c->assembler.rejected_length()) +
                               " bytes exceeds the server's max_frame_bytes (" +
                               std::to_string(c->assembler.max_body_bytes()) + ")";
@@ -103,7 +103,7 @@ bool shard::pause(connection* c) noexcept {
   // The responder clears the flag when the pressure goes; if it went before the flag was
   // visible, nobody would send the resume, so look again and undo the pause ourselves.
   if (!should_pause(c) && c->paused.exchange(false, std::memory_order_seq_cst)) return false;
-  _pauses.add();
+  _counts[sc::reads_paused].add();
   _core.post_event(event_kind::limit_hit, [&] {
     event e;
     e.peer = c->peer();
@@ -165,14 +165,14 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
   switch (decode_frame(k->request, v)) {
     case decode_outcome::ok: break;
     case decode_outcome::malformed_with_id:
-      _bad_frames.add();
+      _counts[sc::bad_frames].add();
       answer(k, v.call_id, wire::Kind::Error, status::bad_request,
              v.kind > wire::Kind::MAX ? "unknown frame kind"
                                       : "frame failed FlatBuffers verification");
       return !should_pause(c);
     case decode_outcome::malformed:
       // Without a trustworthy call id there is nobody to answer; the stream itself is suspect.
-      _bad_frames.add();
+      _counts[sc::bad_frames].add();
       answer(k, 0, wire::Kind::Error, status::bad_request,
              "undecodable frame without a readable call id; closing the connection");
       c->note_failure("undecodable frame without a readable call id");
@@ -182,7 +182,7 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
 
   if (v.call_id == 0 && v.kind != wire::Kind::Cancel) {
     // Id 0 is reserved for connection-level answers: a client could not tell ours apart.
-    _bad_frames.add();
+    _counts[sc::bad_frames].add();
     answer(k, 0, wire::Kind::Error, status::bad_request,
            "call id 0 is reserved for connection-level errors; closing the connection");
     c->note_failure("a frame with the reserved call id 0");
@@ -210,7 +210,7 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
     case wire::Kind::Cancel:
       // The call's handler sees cancelled(); a call still queued is answered CANCELLED unrun.
       // Either way exactly one answer for it still comes.
-      _cancels.add();
+      _counts[sc::cancel_requests].add();
       c->note_cancel(v.call_id);
       _hubs.fire(c, v.call_id);  // on_cancel hooks and the call's own calls, after the note
       // Nothing goes back for the cancel itself. Id 0: releasing this call must not forget
@@ -218,7 +218,7 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
       answer(k, 0, wire::Kind::OneWay, status::ok, {});
       break;
     default:
-      _bad_frames.add();
+      _counts[sc::bad_frames].add();
       answer(k, v.call_id, wire::Kind::Error, status::bad_request,
              "unexpected frame kind from a client");
       break;
@@ -227,13 +227,13 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
 }
 
 void shard::dispatch(call* k, const frame_view& v) {
-  _received.add();
+  _counts[sc::calls_received].add();
   const bool one_way = v.kind == wire::Kind::OneWay;
   const auto refuse_kind = one_way ? wire::Kind::OneWay : wire::Kind::Error;
   if (_core.budget().exhausted()) {
     // Memory, not a pool, is short: refuse before the call holds anything more.
-    _busy.add();
-    _rejected_memory.add();
+    _counts[sc::calls_rejected_busy].add();
+    _counts[sc::calls_rejected_memory].add();
     _core.post_event(event_kind::call_rejected, [&] {
       event e;
       e.peer = k->conn->peer();
@@ -249,7 +249,7 @@ void shard::dispatch(call* k, const frame_view& v) {
     return;
   }
   if (_core.draining()) {
-    _stopping.add();
+    _counts[sc::calls_rejected_stopping].add();
     _core.post_event(event_kind::call_rejected, [&] {
       event e;
       e.peer = k->conn->peer();
@@ -312,7 +312,7 @@ void shard::dispatch(call* k, const frame_view& v) {
       answer_ping(k, v.call_id, refuse_kind);
       return;
     }
-    _unknown.add();
+    _counts[sc::calls_unknown].add();
     answer(k, v.call_id, refuse_kind, status::unknown_method,
            "no method named '" + std::string(v.method) + "'");
     return;
@@ -379,7 +379,7 @@ void shard::dispatch(call* k, const frame_view& v) {
       _enqueued.add();
       return;
     case endpoint_slot::admit_result::busy: {
-      _busy.add();
+      _counts[sc::calls_rejected_busy].add();
       thread_pool* p = slot->pool();
       if (k->over_share && p != nullptr && !slot->serial()) {
         // Its share's queue is full: back off longer the more it already has in flight.
@@ -411,7 +411,7 @@ void shard::dispatch(call* k, const frame_view& v) {
       return;
     }
     case endpoint_slot::admit_result::stopped:
-      _stopping.add();
+      _counts[sc::calls_rejected_stopping].add();
       _core.post_event(event_kind::call_rejected, [&] {
         event e;
         e.peer = k->conn->peer();

@@ -385,9 +385,9 @@ TEST(limits, idle_connections_close_and_busy_ones_stay) {
   ASSERT_TRUE(busy.read_frame(f, storage));
   EXPECT_EQ(f.call_id, 1u);
   EXPECT_EQ(f.code, status::ok);
-  EXPECT_EQ(s.stats().connections_idle_closed, 1u);
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::connections_idle_closed], 1u);
   EXPECT_TRUE(busy.wait_eof());  // and once answered, it idles out too
-  EXPECT_EQ(s.stats().connections_idle_closed, 2u);
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::connections_idle_closed], 2u);
 }
 
 TEST(limits, max_connections_refuses_cleanly_and_counts) {
@@ -412,9 +412,9 @@ TEST(limits, max_connections_refuses_cleanly_and_counts) {
     EXPECT_NE(std::string(f.message).find("max_connections (2)"), std::string::npos);
     EXPECT_TRUE(third.wait_eof());
   }
-  EXPECT_EQ(s.stats().connections_refused, 1u);
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::connections_refused], 1u);
   b.close();
-  for (int i = 0; i < 2000 && s.stats().connections_open != 1; ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 2000 && s.stats()[ringrpc::server_counter::connections_open] != 1; ++i) std::this_thread::sleep_for(1ms);
   auto d = client::connect("127.0.0.1", s.port());  // a slot is free again
   EXPECT_TRUE(d.call("echo", "d", within(5s)).ok());
 }
@@ -434,7 +434,7 @@ TEST(limits, in_flight_cap_pauses_reading_and_reports_the_knob) {
   std::vector<std::future<call_result>> fs;
   for (int i = 0; i < 6; ++i) fs.push_back(c.call_future("sleep", bytes_of("50000"), within(10s)));
   for (auto& f : fs) EXPECT_TRUE(f.get().ok());
-  EXPECT_GT(s.stats().reads_paused, 0u);
+  EXPECT_GT(s.stats()[ringrpc::server_counter::reads_paused], 0u);
   s.stop();
   const auto hits = rec->of(event_kind::limit_hit);
   ASSERT_FALSE(hits.empty());
