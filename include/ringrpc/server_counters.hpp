@@ -9,7 +9,7 @@
 /// the code that increments it (src/server: a shard-owned counter is a slot of
 /// shard::_counts, bumped on the owning thread; see src/server/README.md).
 ///
-/// Compatibility (docs/compatibility.md): server_stats holds its values in a std::vector and
+/// Compatibility: server_stats holds its values in a std::vector and
 /// reads them through functions defined in libringrpc, so its size and layout do not change
 /// when a counter is added. The enum is append-only: a counter is added at the END of the
 /// list, never in the middle, never renumbered; a counter that stops meaning anything keeps its
