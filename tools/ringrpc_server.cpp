@@ -583,10 +583,10 @@ int stop_server(ringrpc::server& srv, const sigset_t& signals, int sig) {
     std::fprintf(stderr,
                  "ringrpc-server: stopped on %s: %llu connections, %llu calls, %llu busy, "
                  "%llu bad frames\n",
-                 signal_name(sig), static_cast<unsigned long long>(s.connections_accepted),
-                 static_cast<unsigned long long>(s.calls_received),
-                 static_cast<unsigned long long>(s.calls_rejected_busy),
-                 static_cast<unsigned long long>(s.bad_frames));
+                 signal_name(sig), static_cast<unsigned long long>(s[ringrpc::server_counter::connections_accepted]),
+                 static_cast<unsigned long long>(s[ringrpc::server_counter::calls_received]),
+                 static_cast<unsigned long long>(s[ringrpc::server_counter::calls_rejected_busy]),
+                 static_cast<unsigned long long>(s[ringrpc::server_counter::bad_frames]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringrpc-server: %s\n", one_line(e.what()).c_str());
     rc = exit_failure;

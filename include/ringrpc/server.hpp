@@ -20,6 +20,7 @@
 #include "ringrpc/endpoint.hpp"
 #include "ringrpc/interceptor.hpp"
 #include "ringrpc/metadata.hpp"
+#include "ringrpc/server_counters.hpp"
 #include "ringrpc/status.hpp"
 #include "ringrpc/thread_pool.hpp"
 #include "ringrpc/export.hpp"
@@ -159,55 +160,9 @@ struct server_options {
   server_interceptors interceptors;
 };
 
-/// Counters of a running server, merged from per-thread counters when read.
-struct server_stats {
-  std::uint64_t connections_accepted = 0;
-  std::uint64_t connections_open = 0;
-  std::uint64_t connections_refused = 0;      ///< closed at once: max_connections were open
-  /// Closed at once: max_connections_per_address open, or accept_rate_per_address exceeded.
-  std::uint64_t connections_refused_per_address = 0;
-  std::uint64_t connections_idle_closed = 0;  ///< closed after idle_timeout without traffic
-  /// Closed by the reader's liveness check: the socket had been reset (or had ended) but its
-  /// receive never completed to say so (docs/architecture.md).
-  std::uint64_t connections_dead_closed = 0;
-  std::uint64_t calls_received = 0;     ///< frames that became calls (requests and one-ways)
-  std::uint64_t calls_completed = 0;    ///< replies written or discarded for vanished peers
-  std::uint64_t calls_rejected_busy = 0;  ///< SERVER_BUSY: a pool or an inbox was full
-  std::uint64_t calls_rejected_stopping = 0;  ///< SHUTTING_DOWN: server draining or endpoint stopped
-  std::uint64_t calls_unknown = 0;      ///< UNKNOWN_METHOD: no such endpoint
-  std::uint64_t cancel_requests = 0;    ///< cancel frames received
-  std::uint64_t bad_frames = 0;         ///< frames that failed verification or limits
-  std::uint64_t partial_writes = 0;     ///< writes the kernel took partly; remainder requeued at head
-  std::uint64_t reads_paused = 0;       ///< times a connection was paused for back-pressure
-  std::uint64_t bytes_in = 0;
-  std::uint64_t bytes_out = 0;
-  std::uint64_t event_loop_stalls = 0;  ///< reader turns that held their thread over 10 ms
-  std::uint64_t buffered_bytes = 0;        ///< held for peers now (the memory budget's use)
-  std::uint64_t buffered_bytes_peak = 0;   ///< the most held at once since start
-  std::uint64_t buffered_bytes_limit = 0;  ///< max_buffered_bytes in force
-  std::uint64_t budget_pauses = 0;         ///< connections paused because the budget was exhausted
-  std::uint64_t calls_rejected_memory = 0; ///< SERVER_BUSY: the memory budget was exhausted
-  std::uint64_t connections_write_stalled = 0;  ///< shed: replies waited, peer read nothing
-  std::uint64_t connections_frame_stalled = 0;  ///< shed: a partial frame got no further byte
-  std::uint64_t out_of_memory = 0;  ///< allocations that failed: a call or a connection failed
-  std::uint64_t calls_bad_metadata = 0;      ///< BAD_REQUEST: metadata over the caps or malformed
-  std::uint64_t calls_unauthenticated = 0;   ///< UNAUTHENTICATED: no accepted token/identity
-  std::uint64_t calls_permission_denied = 0; ///< PERMISSION_DENIED: an authorizer refused
-  /// UNAUTHENTICATED without a look at the token: its address had used up auth_failures.burst
-  /// (also counted in calls_unauthenticated).
-  std::uint64_t calls_auth_limited = 0;
-  /// Closed after auth_failures.per_connection failed or refused tokens.
-  std::uint64_t connections_auth_closed = 0;
-  std::uint64_t tls_handshakes = 0;          ///< TLS handshakes completed
-  std::uint64_t tls_handshake_failures = 0;  ///< refused or garbled handshakes (connection closed)
-  std::uint64_t tls_handshake_timeouts = 0;  ///< closed: no handshake within tls_handshake_timeout
-  std::uint64_t tls_handshakes_refused = 0;  ///< closed at once: max_tls_handshakes were under way
-  /// Closed at once: max_tls_handshakes_per_address were under way from the same address.
-  std::uint64_t tls_handshakes_refused_per_address = 0;
-  /// Closed: silent for tls_handshake_silence_timeout while handshake slots were scarce.
-  std::uint64_t tls_handshakes_silent_closed = 0;
-  std::uint64_t tls_handshakes_in_progress = 0;
-};
+// server_stats, the counters server::stats() returns: ringrpc/server_counters.hpp (one table of
+// every counter; its layout does not change when a counter is added).
+
 
 /// What server::wait() does with SIGINT and SIGTERM.
 enum class wait_signals {

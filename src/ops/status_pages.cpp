@@ -71,59 +71,52 @@ std::vector<method_calls> by_label(const std::vector<method_calls>& methods) {
 
 }  // namespace
 
-void fill_metrics(const server& s, metrics_snapshot& m) {
-  const server_stats st = s.stats();
-  const std::int64_t started = seam::started_ns(s);
-  const double uptime = started == 0 ? 0.0 : static_cast<double>(now_ns() - started) / 1e9;
-  m.gauge("ringrpc_uptime_seconds", "Seconds since the server started.").add(uptime);
+namespace {
 
-  // Calls. Names follow Hadoop's RpcMetrics where there is one (in the HELP text).
-  m.counter("ringrpc_rpc_calls_received_total",
-            "Requests and one-way messages read from clients [Hadoop: RpcQueueTimeNumOps counts the ones that ran].")
-      .add(static_cast<double>(st.calls_received));
-  auto& rejected = m.counter("ringrpc_rpc_calls_rejected_total",
-                             "Calls answered at once without running, by path.");
-  rejected.add(static_cast<double>(st.calls_rejected_busy), {{"path", "server_busy"}});
-  rejected.add(static_cast<double>(st.calls_rejected_stopping), {{"path", "shutting_down"}});
-  rejected.add(static_cast<double>(st.calls_unknown), {{"path", "unknown_method"}});
-  rejected.add(static_cast<double>(st.bad_frames), {{"path", "bad_frame"}});
-  rejected.add(static_cast<double>(st.calls_bad_metadata), {{"path", "bad_metadata"}});
-  rejected.add(static_cast<double>(st.calls_unauthenticated), {{"path", "unauthenticated"}});
-  rejected.add(static_cast<double>(st.calls_permission_denied), {{"path", "permission_denied"}});
-  m.counter("ringrpc_rpc_cancel_requests_total", "Cancel frames received.")
-      .add(static_cast<double>(st.cancel_requests));
-  m.counter("ringrpc_rpc_replies_written_total",
-            "Answers written to clients (or dropped because the client had gone).")
-      .add(static_cast<double>(st.calls_completed));
-
-  if (s.options().metrics) {
-    const call_totals calls = seam::call_metrics(s);
-    auto& completed = m.counter("ringrpc_rpc_calls_completed_total",
-                                "Calls that reached their endpoint, by the status of the answer.");
-    for (std::size_t i = 0; i < status_kinds; ++i) {
-      completed.add(static_cast<double>(calls.by_status[i]), {{"status", status_label(i)}});
-    }
-    m.histogram("ringrpc_rpc_queue_time_seconds",
-                "Time from receipt to the start of running [Hadoop: RpcQueueTime].")
-        .add(to_histogram(calls.queue_time));
-    m.histogram("ringrpc_rpc_processing_time_seconds",
-                "Time the endpoint ran [Hadoop: RpcProcessingTime].")
-        .add(to_histogram(calls.processing_time));
-    auto& per_method = m.counter("ringrpc_rpc_method_calls_total",
-                                 "Calls by method and status [Hadoop: RpcDetailedMetrics].");
-    auto& per_method_time = m.histogram("ringrpc_rpc_method_processing_time_seconds",
-                                        "Processing time by method [Hadoop: RpcDetailedMetrics].");
-    for (const auto& meth : by_label(calls.methods)) {
-      for (std::size_t i = 0; i < status_kinds; ++i) {
-        if (meth.by_status[i] == 0) continue;
-        per_method.add(static_cast<double>(meth.by_status[i]),
-                       {{"method", meth.name}, {"status", status_label(i)}});
-      }
-      per_method_time.add(to_histogram(meth.processing), {{"method", meth.name}});
-    }
+// The server's counters on /metrics, made from the counter table (ringrpc/server_counters.hpp):
+// a family per distinct `metric`, a sample per counter (labelled when the table says so), in
+// table order. Counters without a metric are on /status only.
+void fill_counter_metrics(const server_stats& st, metrics_snapshot& m) {
+  for (const server_stats::entry& e : st.entries()) {
+    const server_counter_info& c = e.info;
+    if (c.metric.empty()) continue;
+    auto& f = m.family(c.metric, c.metric_help,
+                       c.kind == counter_kind::gauge ? metric_type::gauge : metric_type::counter);
+    std::vector<metric_label> labels;
+    if (!c.label_key.empty()) labels.push_back({std::string(c.label_key), std::string(c.label_value)});
+    f.add(static_cast<double>(e.value), std::move(labels));
   }
+}
 
-  // Pools.
+// Per-call metrics (server_options::metrics): by status, queue and processing time, per method.
+void fill_call_metrics(const server& s, metrics_snapshot& m) {
+  const call_totals calls = seam::call_metrics(s);
+  auto& completed = m.counter("ringrpc_rpc_calls_completed_total",
+                              "Calls that reached their endpoint, by the status of the answer.");
+  for (std::size_t i = 0; i < status_kinds; ++i) {
+    completed.add(static_cast<double>(calls.by_status[i]), {{"status", status_label(i)}});
+  }
+  m.histogram("ringrpc_rpc_queue_time_seconds",
+              "Time from receipt to the start of running [Hadoop: RpcQueueTime].")
+      .add(to_histogram(calls.queue_time));
+  m.histogram("ringrpc_rpc_processing_time_seconds",
+              "Time the endpoint ran [Hadoop: RpcProcessingTime].")
+      .add(to_histogram(calls.processing_time));
+  auto& per_method = m.counter("ringrpc_rpc_method_calls_total",
+                               "Calls by method and status [Hadoop: RpcDetailedMetrics].");
+  auto& per_method_time = m.histogram("ringrpc_rpc_method_processing_time_seconds",
+                                      "Processing time by method [Hadoop: RpcDetailedMetrics].");
+  for (const auto& meth : by_label(calls.methods)) {
+    for (std::size_t i = 0; i < status_kinds; ++i) {
+      if (meth.by_status[i] == 0) continue;
+      per_method.add(static_cast<double>(meth.by_status[i]),
+                     {{"method", meth.name}, {"status", status_label(i)}});
+    }
+    per_method_time.add(to_histogram(meth.processing), {{"method", meth.name}});
+  }
+}
+
+void fill_pool_metrics(const server& s, metrics_snapshot& m) {
   std::uint64_t queued = 0;
   auto& threads = m.gauge("ringrpc_pool_threads", "Threads alive in each pool.");
   auto& active = m.gauge("ringrpc_pool_active_threads", "Threads running a task, per pool.");
@@ -143,71 +136,17 @@ void fill_metrics(const server& s, metrics_snapshot& m) {
   }
   m.gauge("ringrpc_call_queue_length", "Calls waiting in all pools [Hadoop: CallQueueLength].")
       .add(static_cast<double>(queued));
+}
 
-  // Connections and bytes.
-  m.gauge("ringrpc_open_connections", "Connections open now [Hadoop: NumOpenConnections].")
-      .add(static_cast<double>(st.connections_open));
-  m.counter("ringrpc_connections_accepted_total", "Connections accepted.")
-      .add(static_cast<double>(st.connections_accepted));
-  auto& refused = m.counter("ringrpc_connections_refused_total",
-                            "Connections closed at once: max_connections, or a per-address limit.");
-  refused.add(static_cast<double>(st.connections_refused), {{"reason", "max_connections"}});
-  refused.add(static_cast<double>(st.connections_refused_per_address), {{"reason", "per_address"}});
-  m.counter("ringrpc_connections_idle_closed_total", "Connections closed after idle_timeout.")
-      .add(static_cast<double>(st.connections_idle_closed));
-  m.counter("ringrpc_tls_handshakes_total", "TLS handshakes completed.")
-      .add(static_cast<double>(st.tls_handshakes));
-  m.counter("ringrpc_tls_handshake_failures_total", "TLS handshakes refused or garbled (connection closed).")
-      .add(static_cast<double>(st.tls_handshake_failures));
-  m.counter("ringrpc_tls_handshake_timeouts_total", "TLS connections closed: no handshake within tls_handshake_timeout.")
-      .add(static_cast<double>(st.tls_handshake_timeouts));
-  auto& hs_refused = m.counter("ringrpc_tls_handshakes_refused_total",
-                               "TLS connections closed at once: max_tls_handshakes, or the per-address share, under way.");
-  hs_refused.add(static_cast<double>(st.tls_handshakes_refused), {{"reason", "max_handshakes"}});
-  hs_refused.add(static_cast<double>(st.tls_handshakes_refused_per_address), {{"reason", "per_address"}});
-  m.counter("ringrpc_tls_handshakes_silent_closed_total",
-            "TLS handshakes closed: the peer sent nothing for tls_handshake_silence_timeout while slots were scarce.")
-      .add(static_cast<double>(st.tls_handshakes_silent_closed));
-  m.counter("ringrpc_connections_dead_closed_total",
-            "Connections the liveness check closed: reset or ended, but their receive never completed.")
-      .add(static_cast<double>(st.connections_dead_closed));
-  m.counter("ringrpc_auth_limited_total",
-            "Calls refused UNAUTHENTICATED without a look at their token: their address had used up its "
-            "failed-authentication budget (auth failure_burst).")
-      .add(static_cast<double>(st.calls_auth_limited));
-  m.counter("ringrpc_connections_auth_closed_total",
-            "Connections closed after auth failures_per_connection failed or refused tokens.")
-      .add(static_cast<double>(st.connections_auth_closed));
-  m.counter("ringrpc_received_bytes_total", "Bytes read from clients [Hadoop: ReceivedBytes].")
-      .add(static_cast<double>(st.bytes_in));
-  m.counter("ringrpc_sent_bytes_total", "Bytes written to clients [Hadoop: SentBytes].")
-      .add(static_cast<double>(st.bytes_out));
-  m.counter("ringrpc_partial_writes_total",
-            "Writes the kernel took in part; the rest was requeued at the head.")
-      .add(static_cast<double>(st.partial_writes));
-  m.counter("ringrpc_reads_paused_total", "Times a connection stopped being read for back-pressure.")
-      .add(static_cast<double>(st.reads_paused));
-  m.counter("ringrpc_event_loop_stalls_total", "Reader loop turns that held their thread over 10 ms.")
-      .add(static_cast<double>(st.event_loop_stalls));
+}  // namespace
 
-  // The memory budget (max_buffered_bytes) and the peers shed to keep it.
-  m.gauge("ringrpc_buffered_bytes", "Bytes held for peers: partial frames, admitted requests, unwritten replies.")
-      .add(static_cast<double>(st.buffered_bytes));
-  m.gauge("ringrpc_buffered_bytes_peak", "The most bytes held for peers at once since start.")
-      .add(static_cast<double>(st.buffered_bytes_peak));
-  m.gauge("ringrpc_buffered_bytes_limit", "max_buffered_bytes: the server-wide memory budget.")
-      .add(static_cast<double>(st.buffered_bytes_limit));
-  m.counter("ringrpc_budget_pauses_total", "Connections that stopped being read because the memory budget was exhausted.")
-      .add(static_cast<double>(st.budget_pauses));
-  m.counter("ringrpc_calls_rejected_memory_total", "Calls answered SERVER_BUSY because the memory budget was exhausted.")
-      .add(static_cast<double>(st.calls_rejected_memory));
-  auto& shed = m.counter("ringrpc_connections_shed_total", "Connections closed because their peer stalled.");
-  shed.add(static_cast<double>(st.connections_write_stalled), {{"reason", "write_stall"}});
-  shed.add(static_cast<double>(st.connections_frame_stalled), {{"reason", "frame_stall"}});
-  m.counter("ringrpc_out_of_memory_total", "Allocations that failed; one call or connection failed instead of the server.")
-      .add(static_cast<double>(st.out_of_memory));
-
-  // Event bus.
+void fill_metrics(const server& s, metrics_snapshot& m) {
+  const std::int64_t started = seam::started_ns(s);
+  const double uptime = started == 0 ? 0.0 : static_cast<double>(now_ns() - started) / 1e9;
+  m.gauge("ringrpc_uptime_seconds", "Seconds since the server started.").add(uptime);
+  fill_counter_metrics(s.stats(), m);
+  if (s.options().metrics) fill_call_metrics(s, m);
+  fill_pool_metrics(s, m);
   auto& dropped = m.counter("ringrpc_event_queue_dropped_total", "Events dropped by a full event queue.");
   auto& depth = m.gauge("ringrpc_event_queue_depth", "Events waiting in each event queue.");
   for (const auto& q : seam::event_queues(s)) {
@@ -239,18 +178,19 @@ std::string status_json(const server& s, const server_config* given) {
   j["listen"] = s.options().host + ":" + std::to_string(s.port());
   {
     // Which record layer the TLS listener uses: userspace OpenSSL today; kernel TLS could be.
+    // Then the table's tls_* counters without their prefix, and every counter under "counters".
     const server_stats st = s.stats();
     const auto& o = s.options();
     j["tls"] = {{"enabled", o.tls != nullptr},
                 {"record_layer", o.tls ? std::string(o.tls->name()) : std::string("none (plaintext only)")},
-                {"listen", o.tls ? o.host + ":" + std::to_string(s.tls_port()) : std::string()},
-                {"handshakes", st.tls_handshakes},
-                {"handshake_failures", st.tls_handshake_failures},
-                {"handshake_timeouts", st.tls_handshake_timeouts},
-                {"handshakes_refused", st.tls_handshakes_refused},
-                {"handshakes_refused_per_address", st.tls_handshakes_refused_per_address},
-                {"handshakes_silent_closed", st.tls_handshakes_silent_closed},
-                {"handshakes_in_progress", st.tls_handshakes_in_progress}};
+                {"listen", o.tls ? o.host + ":" + std::to_string(s.tls_port()) : std::string()}};
+    nlohmann::json counters = nlohmann::json::object();
+    for (const server_stats::entry& e : st.entries()) {
+      const std::string name(e.info.name);
+      if (name.starts_with("tls_")) j["tls"][name.substr(4)] = e.value;
+      counters[name] = e.value;
+    }
+    j["counters"] = std::move(counters);
   }
   server_config in_effect;
   if (given != nullptr) in_effect = *given;

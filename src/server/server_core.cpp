@@ -243,53 +243,34 @@ std::uint64_t server_core::calls_enqueued() const noexcept {
 }
 
 server_stats server_core::stats() const {
-  server_stats s;
+  // The table's shard-owned counters are one loop; the few kept elsewhere (the core, the
+  // responders, the memory budget, the call guard) are set by name after it.
+  using sc = server_counter;
+  std::vector<std::uint64_t> v(server_counter_count, 0);
+  auto at = [&v](sc c) -> std::uint64_t& { return v[static_cast<std::size_t>(c)]; };
+  std::uint64_t finished = 0;
   for (const auto& r : _shards) {
-    s.connections_accepted += r->accepted();
-    s.connections_refused += r->refused();
-    s.connections_refused_per_address += r->refused_per_address();
-    s.connections_idle_closed += r->idle_closed();
-    s.connections_dead_closed += r->dead_closed();
-    s.event_loop_stalls += r->stalls();
-    s.connections_open += r->accepted() - r->finished();
-    s.calls_received += r->calls_received();
-    s.calls_rejected_busy += r->rejected_busy();
-    s.calls_rejected_stopping += r->rejected_stopping();
-    s.calls_unknown += r->unknown();
-    s.cancel_requests += r->cancels();
-    s.bad_frames += r->bad_frames();
-    s.reads_paused += r->pauses();
-    s.bytes_in += r->bytes_in();
-    s.budget_pauses += r->budget_pauses();
-    s.calls_rejected_memory += r->rejected_memory();
-    s.connections_write_stalled += r->write_stalled();
-    s.connections_frame_stalled += r->frame_stalled();
-    s.tls_handshakes += r->tls_handshakes();
-    s.tls_handshake_failures += r->tls_handshake_failures();
-    s.tls_handshake_timeouts += r->tls_handshake_timeouts();
-    s.tls_handshakes_refused += r->tls_handshakes_refused();
-    s.tls_handshakes_refused_per_address += r->tls_handshakes_refused_per_address();
-    s.tls_handshakes_silent_closed += r->tls_handshakes_silent_closed();
+    finished += r->finished();  // before accepted: a connection that comes and goes between
+    r->counts().add_to(v);      // the two reads must not make connections_open negative
+    at(sc::partial_writes) += r->replies().partial_writes();
+    at(sc::bytes_out) += r->replies().bytes_out();
   }
-  s.tls_handshakes_in_progress = _tls_handshakes.load(std::memory_order_relaxed);
-  s.calls_rejected_busy += _refused_busy.get();
-  s.out_of_memory = _out_of_memory.get();
-  s.calls_bad_metadata = _guard.bad_metadata();
-  s.calls_unauthenticated = _guard.unauthenticated();
-  s.calls_permission_denied = _guard.permission_denied();
-  s.calls_auth_limited = _guard.auth_limited();
-  s.connections_auth_closed = _guard.auth_closed();
+  at(sc::connections_open) = at(sc::connections_accepted) - finished;
+  at(sc::tls_handshakes_in_progress) = _tls_handshakes.load(std::memory_order_relaxed);
+  at(sc::calls_rejected_busy) += _refused_busy.get();
+  at(sc::out_of_memory) = _out_of_memory.get();
+  at(sc::calls_bad_metadata) = _guard.bad_metadata();
+  at(sc::calls_unauthenticated) = _guard.unauthenticated();
+  at(sc::calls_permission_denied) = _guard.permission_denied();
+  at(sc::calls_auth_limited) = _guard.auth_limited();
+  at(sc::connections_auth_closed) = _guard.auth_closed();
   if (_budget) {
-    s.buffered_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->used(), 0));
-    s.buffered_bytes_peak = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->peak(), 0));
-    s.buffered_bytes_limit = _budget->limit();
+    at(sc::buffered_bytes) = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->used(), 0));
+    at(sc::buffered_bytes_peak) = static_cast<std::uint64_t>(std::max<std::int64_t>(_budget->peak(), 0));
+    at(sc::buffered_bytes_limit) = _budget->limit();
   }
-  for (const auto& r : _shards) {
-    s.partial_writes += r->replies().partial_writes();
-    s.bytes_out += r->replies().bytes_out();
-  }
-  s.calls_completed = calls_released();
-  return s;
+  at(sc::calls_completed) = calls_released();
+  return server_stats(std::move(v));
 }
 
 std::uint64_t server_core::calls_released() const noexcept {

@@ -147,7 +147,7 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
     if (_closing_all && _live == nullptr && _alive.load(std::memory_order_acquire) == 0) break;
 
     // A turn that held the thread this long delayed every connection of this reader.
-    if (const std::int64_t busy = now_ns() - _turn_ns; busy > stall_threshold_ns) _stalls.add();
+    if (const std::int64_t busy = now_ns() - _turn_ns; busy > stall_threshold_ns) _counts[sc::event_loop_stalls].add();
     _waker.prepare_sleep();
     block = _responder.inbox_empty() && _resumes == nullptr &&
             !((_quiesce.load() && !_quiesced) || (_close_all.load() && !_closing_all) ||

@@ -17,6 +17,7 @@
 #include "server/call.hpp"
 #include "server/connection.hpp"
 #include "base/counter.hpp"
+#include "ringrpc/server_counters.hpp"
 #include "exec/dispatcher.hpp"
 #include "wire/frame_codec.hpp"
 #include "server/memory_budget.hpp"
@@ -89,36 +90,16 @@ class shard {
   /// Calls of this shard's connections with a cancel_hub (on_cancel hooks, child calls).
   cancel_registry& hubs() noexcept { return _hubs; }
 
-  // Stats (any thread).
-  std::uint64_t accepted() const noexcept { return _accepted.get(); }
+  // Stats (any thread). The counters of the table (ringrpc/server_counters.hpp) this shard
+  // keeps are slots of _counts; server_core::stats() adds them up. The rest are its own.
+  using sc = server_counter;
+  using counters = counter_array<server_counter, server_counter_count>;
+  const counters& counts() const noexcept { return _counts; }
   std::uint64_t finished() const noexcept { return _finished.get(); }
-  std::uint64_t calls_received() const noexcept { return _received.get(); }
   std::uint64_t calls_created() const noexcept { return _created.get(); }
   std::uint64_t calls_enqueued() const noexcept { return _enqueued.get(); }
-  std::uint64_t rejected_busy() const noexcept { return _busy.get(); }
-  std::uint64_t rejected_stopping() const noexcept { return _stopping.get(); }
-  std::uint64_t unknown() const noexcept { return _unknown.get(); }
-  std::uint64_t cancels() const noexcept { return _cancels.get(); }
-  std::uint64_t refused() const noexcept { return _refused.get(); }
-  std::uint64_t refused_per_address() const noexcept { return _refused_per_address.get(); }
-  std::uint64_t idle_closed() const noexcept { return _idle_closed.get(); }
-  std::uint64_t stalls() const noexcept { return _stalls.get(); }
   /// The connections of this reader now (any thread; for /connections).
   void snapshot_connections(std::vector<connection_info>& out) const;
-  std::uint64_t bad_frames() const noexcept { return _bad_frames.get(); }
-  std::uint64_t pauses() const noexcept { return _pauses.get(); }
-  std::uint64_t bytes_in() const noexcept { return _bytes_in.get(); }
-  std::uint64_t budget_pauses() const noexcept { return _budget_pauses.get(); }
-  std::uint64_t rejected_memory() const noexcept { return _rejected_memory.get(); }
-  std::uint64_t write_stalled() const noexcept { return _write_stalled.get(); }
-  std::uint64_t frame_stalled() const noexcept { return _frame_stalled.get(); }
-  std::uint64_t dead_closed() const noexcept { return _dead_closed.get(); }
-  std::uint64_t tls_handshakes() const noexcept { return _tls_handshakes.get(); }
-  std::uint64_t tls_handshake_failures() const noexcept { return _tls_failures.get(); }
-  std::uint64_t tls_handshake_timeouts() const noexcept { return _tls_timeouts.get(); }
-  std::uint64_t tls_handshakes_refused() const noexcept { return _tls_refused.get(); }
-  std::uint64_t tls_handshakes_refused_per_address() const noexcept { return _tls_refused_per_address.get(); }
-  std::uint64_t tls_handshakes_silent_closed() const noexcept { return _tls_silent_closed.get(); }
 
  private:
   void run(const uring_features& features, std::promise<void>& ready);
@@ -220,11 +201,8 @@ class shard {
   std::vector<std::pair<thread_pool*, unsigned>> _to_wake;  // pools given work this turn
   std::uint64_t _next_connection = 0;
   frame_encoder _encoder;
-  counter _accepted, _finished, _received, _created, _enqueued, _busy, _stopping, _unknown,
-      _cancels, _bad_frames, _pauses, _bytes_in, _refused, _idle_closed, _stalls, _budget_pauses,
-      _rejected_memory, _write_stalled, _frame_stalled, _dead_closed,
-      _refused_per_address, _tls_handshakes, _tls_failures, _tls_timeouts, _tls_refused,
-      _tls_refused_per_address, _tls_silent_closed;
+  counters _counts;  // bumped on this thread only: _counts[sc::bytes_in].add(n)
+  counter _finished, _created, _enqueued;
   std::vector<std::byte> _tls_plain;  // plaintext one receive yielded (reused: no allocation per call)
   memory_budget::account _account;  // this reader's share of the server's memory budget
   call_cache _calls;  // before _responder: its's calls come back to it

@@ -41,7 +41,7 @@ void shard::on_handoff(int fd, bool tls) {
     if (verdict != peer_limits::verdict::admitted) {
       // One host may not take every slot, nor open them as fast as it likes.
       _core.release_connection_slot();
-      _refused_per_address.add();
+      _counts[sc::connections_refused_per_address].add();
       const auto& o = _core.options();
       if (verdict == peer_limits::verdict::too_many) {
         refuse_connection(fd, tls, "max_connections_per_address", o.max_connections_per_address,
@@ -87,7 +87,7 @@ void shard::on_handoff(int fd, bool tls) {
     if (_live) _live->live_prev = c;
     _live = c;
   }
-  _accepted.add();
+  _counts[sc::connections_accepted].add();
   // A TLS connection is opened once its handshake is done (shard::tls_established), so the
   // event can say who the peer proved to be; one whose handshake fails is counted, not opened.
   if (!tls) {
@@ -152,7 +152,7 @@ void shard::notify_endpoints(connection* c, call_purpose purpose, std::string_vi
 }
 
 void shard::refuse_connection(int fd, bool tls) noexcept {
-  _refused.add();
+  _counts[sc::connections_refused].add();
   const unsigned max = _core.options().max_connections;
   try {
     refuse_connection(fd, tls, "max_connections", max,
@@ -209,7 +209,7 @@ void shard::maybe_finish(connection* c) noexcept {
   // Frames held back by a pause must still be answered: wait for the resume that drains them.
   const bool kept_frames = c->assembler.holding();
   if (c->reading == read_state::open || (c->reading == read_state::peer_ended && kept_frames)) return;
-  if (c->reading == read_state::peer_ended && c->assembler.buffered() > 0) _bad_frames.add();  // truncated frame
+  if (c->reading == read_state::peer_ended && c->assembler.buffered() > 0) _counts[sc::bad_frames].add();  // truncated frame
   note_closing(c);
   {
     std::lock_guard lock(_live_mu);

@@ -23,7 +23,7 @@ void shard::on_recv(connection* c, const io_uring_cqe& cqe) {
   if (cqe.flags & IORING_CQE_F_BUFFER) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
     if (cqe.res > 0) {
-      _bytes_in.add(static_cast<std::uint64_t>(cqe.res));
+      _counts[sc::bytes_in].add(static_cast<std::uint64_t>(cqe.res));
       c->last_read_ns = _turn_ns;
       c->liveness_checked = false;
       try {
@@ -72,7 +72,7 @@ void shard::deliver(connection* c, std::span<const std::byte> data) {
   auto r = data.empty() ? c->assembler.drain(sink) : c->assembler.feed(data, sink);
   for (;;) {
     if (r == frame_assembler::result::frame_too_large) {
-      _bad_frames.add();
+      _counts[sc::bad_frames].add();
       const std::string msg = "frame body of " + std::to_string(c->assembler.rejected_length()) +
                               " bytes exceeds the server's max_frame_bytes (" +
                               std::to_string(c->assembler.max_body_bytes()) + ")";
@@ -103,7 +103,7 @@ bool shard::pause(connection* c) noexcept {
   // The responder clears the flag when the pressure goes; if it went before the flag was
   // visible, nobody would send the resume, so look again and undo the pause ourselves.
   if (!should_pause(c) && c->paused.exchange(false, std::memory_order_seq_cst)) return false;
-  _pauses.add();
+  _counts[sc::reads_paused].add();
   _core.post_event(event_kind::limit_hit, [&] {
     event e;
     e.peer = c->peer();
@@ -165,14 +165,14 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
   switch (decode_frame(k->request, v)) {
     case decode_outcome::ok: break;
     case decode_outcome::malformed_with_id:
-      _bad_frames.add();
+      _counts[sc::bad_frames].add();
       answer(k, v.call_id, wire::Kind::Error, status::bad_request,
              v.kind > wire::Kind::MAX ? "unknown frame kind"
                                       : "frame failed FlatBuffers verification");
       return !should_pause(c);
     case decode_outcome::malformed:
       // Without a trustworthy call id there is nobody to answer; the stream itself is suspect.
-      _bad_frames.add();
+      _counts[sc::bad_frames].add();
       answer(k, 0, wire::Kind::Error, status::bad_request,
              "undecodable frame without a readable call id; closing the connection");
       c->note_failure("undecodable frame without a readable call id");
@@ -182,7 +182,7 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
 
   if (v.call_id == 0 && v.kind != wire::Kind::Cancel) {
     // Id 0 is reserved for connection-level answers: a client could not tell ours apart.
-    _bad_frames.add();
+    _counts[sc::bad_frames].add();
     answer(k, 0, wire::Kind::Error, status::bad_request,
            "call id 0 is reserved for connection-level errors; closing the connection");
     c->note_failure("a frame with the reserved call id 0");
@@ -210,7 +210,7 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
     case wire::Kind::Cancel:
       // The call's handler sees cancelled(); a call still queued is answered CANCELLED unrun.
       // Either way exactly one answer for it still comes.
-      _cancels.add();
+      _counts[sc::cancel_requests].add();
       c->note_cancel(v.call_id);
       _hubs.fire(c, v.call_id);  // on_cancel hooks and the call's own calls, after the note
       // Nothing goes back for the cancel itself. Id 0: releasing this call must not forget
@@ -218,7 +218,7 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
       answer(k, 0, wire::Kind::OneWay, status::ok, {});
       break;
     default:
-      _bad_frames.add();
+      _counts[sc::bad_frames].add();
       answer(k, v.call_id, wire::Kind::Error, status::bad_request,
              "unexpected frame kind from a client");
       break;
@@ -231,7 +231,7 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
 // is written here or in inline steps; the refusals and the rare checks are functions of their
 // own, called only when needed.
 void shard::dispatch(call* k, const frame_view& v) {
-  _received.add();
+  _counts[sc::calls_received].add();
   const auto refuse_kind = v.kind == wire::Kind::OneWay ? wire::Kind::OneWay : wire::Kind::Error;
   if (const bool no_memory = _core.budget().exhausted(); no_memory || _core.draining()) {
     refuse_by_server(k, v.call_id, refuse_kind, no_memory);
@@ -275,8 +275,8 @@ void shard::post_rejected(const call* k, std::uint64_t id, std::string_view name
 void shard::refuse_by_server(call* k, std::uint64_t id, wire::Kind refuse_kind, bool no_memory) {
   if (no_memory) {
     // Memory, not a pool, is short: refuse before the call holds anything more.
-    _busy.add();
-    _rejected_memory.add();
+    _counts[sc::calls_rejected_busy].add();
+    _counts[sc::calls_rejected_memory].add();
     post_rejected(k, id, "max_buffered_bytes", "memory_budget");
     answer(k, id, refuse_kind, status::server_busy,
            "server memory budget is exhausted (max_buffered_bytes " +
@@ -284,7 +284,7 @@ void shard::refuse_by_server(call* k, std::uint64_t id, wire::Kind refuse_kind, 
            50);
     return;
   }
-  _stopping.add();
+  _counts[sc::calls_rejected_stopping].add();
   post_rejected(k, id, {}, "shutting_down");
   answer(k, id, refuse_kind, status::shutting_down, "server is shutting down");
 }
@@ -340,7 +340,7 @@ endpoint_slot* shard::look_up(call* k, const frame_view& v, wire::Kind refuse_ki
     answer_ping(k, v.call_id, refuse_kind);
     return nullptr;
   }
-  _unknown.add();
+  _counts[sc::calls_unknown].add();
   answer(k, v.call_id, refuse_kind, status::unknown_method, "no method named '" + std::string(v.method) + "'");
   return nullptr;
 }
@@ -411,11 +411,11 @@ inline void shard::hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std
       _enqueued.add();
       return;
     case endpoint_slot::admit_result::busy:
-      _busy.add();
+      _counts[sc::calls_rejected_busy].add();
       refuse_full(k, id, slot, in_flight, refuse_kind);
       return;
     case endpoint_slot::admit_result::stopped:
-      _stopping.add();
+      _counts[sc::calls_rejected_stopping].add();
       refuse_stopped(k, id, slot, refuse_kind);
       return;
   }

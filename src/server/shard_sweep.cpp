@@ -145,19 +145,19 @@ void shard::sweep() noexcept {
     const std::int64_t stalled_since = c->write != nullptr ? c->write->stalled_since_ns : 0;
     if (write_stall > 0 && stalled_since != 0 && _turn_ns - stalled_since > write_stall) {
       // Replies wait and the peer has taken no byte: it holds their memory and its calls'.
-      shed(c, close_cause::write_stalled, _write_stalled);
+      shed(c, close_cause::write_stalled, _counts[sc::connections_write_stalled]);
     } else if (frame_stall > 0 && partial && !c->assembler.holding() &&
                !c->paused.load(std::memory_order_relaxed) && _turn_ns - c->last_read_ns > frame_stall) {
       // Part of a frame, and no byte of the rest for a long time: a slow-drip peer. (A
       // connection we paused ourselves is not the peer's fault, unless the budget paused it:
       // then shedding the holder is how the budget gets its memory back.)
-      shed(c, close_cause::frame_stalled, _frame_stalled);
+      shed(c, close_cause::frame_stalled, _counts[sc::connections_frame_stalled]);
     } else if (idle > 0 && c->outstanding.load(std::memory_order_relaxed) == 0 &&
                c->queued_bytes.load(std::memory_order_relaxed) == 0 &&
                _turn_ns - std::max(c->last_read_ns, last_write) > idle) {
       // A connection waiting for a slow handler is not idle: its peer is owed an answer.
       c->closed_by = close_cause::idle;
-      _idle_closed.add();
+      _counts[sc::connections_idle_closed].add();
       say_close_notify(c);
       ::shutdown(c->fd, SHUT_RDWR);
       start_close(c);
@@ -174,12 +174,12 @@ bool shard::shed_handshake(connection* c, const tls_link& t, std::int64_t timeou
                             bool scarce) noexcept {
   if (timeout > 0 && _turn_ns - t.handshake_started_ns > timeout) {
     c->note_failure("TLS handshake not finished within tls_handshake_timeout");
-    shed(c, close_cause::handshake_timeout, _tls_timeouts);
+    shed(c, close_cause::handshake_timeout, _counts[sc::tls_handshake_timeouts]);
     return true;
   }
   if (silence > 0 && scarce && _turn_ns - c->last_read_ns > silence) {
     c->note_failure("TLS handshake silent for tls_handshake_silence_timeout while handshake slots were scarce");
-    shed(c, close_cause::handshake_silent, _tls_silent_closed);
+    shed(c, close_cause::handshake_silent, _counts[sc::tls_handshakes_silent_closed]);
     return true;
   }
   return false;
@@ -209,7 +209,7 @@ bool shard::check_liveness(connection* c) noexcept {
     cancel_recv(c);
     return false;
   }
-  _dead_closed.add();
+  _counts[sc::connections_dead_closed].add();
   note_peer_ended(c);
   if (n == 0) {
     c->half_closed = true;
@@ -279,7 +279,7 @@ void shard::apply_budget() noexcept {
     if (held < share) continue;
     c->budget_paused = true;
     ++_budget_paused;
-    _budget_pauses.add();
+    _counts[sc::budget_pauses].add();
     cancel_recv(c);
     _core.post_event(event_kind::limit_hit, [&] {
       event e;

@@ -61,7 +61,7 @@ bool shard::admit_tls_handshake(connection* c, bool& per_address) noexcept {
   try {
     const auto verdict = _core.peers().admit_handshake(c->address.host(), _turn_ns);
     if (verdict == peer_limits::handshake_verdict::refused) {
-      refuse_handshake(c, _tls_refused_per_address, "max_tls_handshakes_per_address",
+      refuse_handshake(c, _counts[sc::tls_handshakes_refused_per_address], "max_tls_handshakes_per_address",
                        o.max_tls_handshakes_per_address,
                        "refused: max_tls_handshakes_per_address handshakes already under way from this address");
       return false;
@@ -72,7 +72,7 @@ bool shard::admit_tls_handshake(connection* c, bool& per_address) noexcept {
   }
   if (!_core.admit_handshake()) {
     release_address_handshake(c, per_address);
-    refuse_handshake(c, _tls_refused, "max_tls_handshakes", o.max_tls_handshakes,
+    refuse_handshake(c, _counts[sc::tls_handshakes_refused], "max_tls_handshakes", o.max_tls_handshakes,
                      "refused: max_tls_handshakes handshakes already under way");
     return false;
   }
@@ -138,7 +138,7 @@ void shard::finish_tls(connection* c) noexcept {
 
 void shard::tls_established(connection* c, tls_link& t) noexcept {
   end_handshake(c, t);
-  _tls_handshakes.add();
+  _counts[sc::tls_handshakes].add();
   t.announced = true;
   try {
     publish_identity(c, *t.session);
@@ -159,7 +159,7 @@ void shard::tls_established(connection* c, tls_link& t) noexcept {
 }
 
 void shard::tls_failed(connection* c, tls_link& t, const std::string& why) noexcept {
-  if (t.handshaking) _tls_failures.add();
+  if (t.handshaking) _counts[sc::tls_handshake_failures].add();
   c->note_failure(why);
   // The alert that says why (if the session made one) is a few bytes into an empty socket
   // buffer: sent here, it cannot block, and the peer learns more than "connection reset".
@@ -207,7 +207,7 @@ void shard::on_recv_tls(connection* c, const io_uring_cqe& cqe) {
   if (cqe.flags & IORING_CQE_F_BUFFER) {
     const auto id = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
     if (cqe.res > 0 && !is_closing(c)) {
-      _bytes_in.add(static_cast<std::uint64_t>(cqe.res));
+      _counts[sc::bytes_in].add(static_cast<std::uint64_t>(cqe.res));
       c->last_read_ns = _turn_ns;
       c->liveness_checked = false;
       tls_link& t = link_of(c);

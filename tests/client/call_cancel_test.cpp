@@ -132,9 +132,9 @@ TEST(call_cancel, chain_passes_the_deadline_and_the_cancellation_down) {
   EXPECT_TRUE(eventually([&] { return c.handler_saw_cancel.load() && b.handler_saw_cancel.load(); }));
   EXPECT_TRUE(eventually([&] { return a.hooks.load() == 1 && b.hooks.load() == 1 && c.hooks.load() == 1; }))
       << a.hooks << " " << b.hooks << " " << c.hooks;
-  EXPECT_TRUE(eventually([&] { return sc->stats().cancel_requests >= 1; })) << "C's server counted no Cancel";
-  EXPECT_GE(sb->stats().cancel_requests, 1u);
-  EXPECT_GE(sa->stats().cancel_requests, 1u);
+  EXPECT_TRUE(eventually([&] { return sc->stats()[ringrpc::server_counter::cancel_requests] >= 1; })) << "C's server counted no Cancel";
+  EXPECT_GE(sb->stats()[ringrpc::server_counter::cancel_requests], 1u);
+  EXPECT_GE(sa->stats()[ringrpc::server_counter::cancel_requests], 1u);
   EXPECT_TRUE(eventually([&] { return b.child_error.load() == static_cast<int>(call_error::cancelled); }));
   EXPECT_TRUE(eventually([&] { return a.child_error.load() == static_cast<int>(call_error::cancelled); }));
 }
@@ -149,8 +149,8 @@ TEST(call_cancel, expired_deadline_is_refused_by_the_handlers_client_without_a_f
   });
   auto to_b = client::connect("127.0.0.1", sb->port());
   ASSERT_TRUE(to_b.call("b.work", std::string_view("warm-up"), {}).ok());
-  const auto received_before = sb->stats().calls_received;
-  const auto bytes_before = sb->stats().bytes_in;
+  const auto received_before = sb->stats()[ringrpc::server_counter::calls_received];
+  const auto bytes_before = sb->stats()[ringrpc::server_counter::bytes_in];
   std::promise<call_result> child;
   auto sa = make_server([&](server& s) {
     s.add_method("a.work", [&](call_context& ctx) {
@@ -168,8 +168,8 @@ TEST(call_cancel, expired_deadline_is_refused_by_the_handlers_client_without_a_f
   EXPECT_EQ(c.error, call_error::timeout) << c.message;
   EXPECT_EQ(c.code, status::deadline_exceeded);
   std::this_thread::sleep_for(100ms);  // anything sent would have arrived by now
-  EXPECT_EQ(sb->stats().calls_received, received_before) << "a frame went out for an expired call";
-  EXPECT_EQ(sb->stats().bytes_in, bytes_before);
+  EXPECT_EQ(sb->stats()[ringrpc::server_counter::calls_received], received_before) << "a frame went out for an expired call";
+  EXPECT_EQ(sb->stats()[ringrpc::server_counter::bytes_in], bytes_before);
   EXPECT_EQ(b_calls.load(), 1);
 }
 
@@ -187,18 +187,18 @@ TEST(call_cancel, per_call_cancel_sends_a_cancel_frame_and_runs_the_handlers_hoo
   o.cancel = stop.get_token();
   auto f = c.call_future("slow", bytes_of("x"), o);
   ASSERT_TRUE(eventually([&] { return s.started.load(); }));
-  EXPECT_EQ(srv->stats().cancel_requests, 0u);
+  EXPECT_EQ(srv->stats()[ringrpc::server_counter::cancel_requests], 0u);
   stop.request_stop();
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
   const call_result r = f.get();
   EXPECT_EQ(r.error, call_error::cancelled);
   EXPECT_EQ(to_string(r.error), "cancelled");
-  EXPECT_TRUE(eventually([&] { return srv->stats().cancel_requests == 1; })) << "no Cancel frame arrived";
+  EXPECT_TRUE(eventually([&] { return srv->stats()[ringrpc::server_counter::cancel_requests] == 1; })) << "no Cancel frame arrived";
   EXPECT_TRUE(eventually([&] { return s.hooks.load() == 1; })) << "the handler's on_cancel hook did not run";
   EXPECT_TRUE(eventually([&] { return s.handler_saw_cancel.load(); }));
   stop.request_stop();  // again: nothing more happens
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(srv->stats().cancel_requests, 1u);
+  EXPECT_EQ(srv->stats()[ringrpc::server_counter::cancel_requests], 1u);
   EXPECT_EQ(s.hooks.load(), 1);
   // The connection is fine afterwards.
   EXPECT_TRUE(c.call("ringrpc.ping", std::string_view(), {.timeout = 5s}).ok());
@@ -215,7 +215,7 @@ TEST(call_cancel, stop_requested_before_the_call_fails_it_unsent) {
   const call_result r = c.call("m", std::string_view("x"), o);
   EXPECT_EQ(r.error, call_error::cancelled);
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(srv->stats().calls_received, 0u);
+  EXPECT_EQ(srv->stats()[ringrpc::server_counter::calls_received], 0u);
   EXPECT_EQ(runs.load(), 0);
 }
 
@@ -259,7 +259,7 @@ TEST(call_cancel, deferred_reply_names_the_parent_and_its_hook_answers) {
   EXPECT_EQ(f.get().error, call_error::cancelled);
   EXPECT_TRUE(eventually([&] { return hook_answered.load(); }));
   EXPECT_TRUE(eventually([&] { return child_error.load() == static_cast<int>(call_error::cancelled); }));
-  EXPECT_TRUE(eventually([&] { return c.hooks.load() == 1 && sc->stats().cancel_requests >= 1; }));
+  EXPECT_TRUE(eventually([&] { return c.hooks.load() == 1 && sc->stats()[ringrpc::server_counter::cancel_requests] >= 1; }));
   std::lock_guard lock(workers_mu);
   for (auto& t : workers) t.join();
 }
@@ -299,7 +299,7 @@ TEST(call_cancel, detached_calls_outlive_the_handlers_cancellation) {
   // Its own deadline (a sync call's sync_call_timeout), not the 100 ms of B's caller.
   EXPECT_GT(c_remaining_ms.load(), 1000) << "a detached call inherited the deadline";
   EXPECT_TRUE(eventually([&] { return child_error.load() == static_cast<int>(call_error::none); }));
-  EXPECT_EQ(sc->stats().cancel_requests, 0u);
+  EXPECT_EQ(sc->stats()[ringrpc::server_counter::cancel_requests], 0u);
 }
 
 TEST(call_cancel, channel_calls_from_a_handler_follow_it) {
@@ -331,7 +331,7 @@ TEST(call_cancel, channel_calls_from_a_handler_follow_it) {
   stop.request_stop();
   EXPECT_EQ(f.get().error, call_error::cancelled);
   EXPECT_TRUE(eventually([&] { return child_error.load() == static_cast<int>(call_error::cancelled); }));
-  EXPECT_TRUE(eventually([&] { return c.hooks.load() == 1 && sc->stats().cancel_requests >= 1; }));
+  EXPECT_TRUE(eventually([&] { return c.hooks.load() == 1 && sc->stats()[ringrpc::server_counter::cancel_requests] >= 1; }));
 }
 
 TEST(call_cancel, a_hook_added_after_the_cancel_runs_at_once_and_none_runs_after_the_answer) {
@@ -372,7 +372,7 @@ TEST(call_cancel, a_hook_added_after_the_cancel_runs_at_once_and_none_runs_after
   cancel.call_id = 7;
   cancel.kind = wire::Kind::Cancel;
   ASSERT_TRUE(sock.send_frame(cancel));
-  ASSERT_TRUE(eventually([&] { return srv->stats().cancel_requests == 2; }));
+  ASSERT_TRUE(eventually([&] { return srv->stats()[ringrpc::server_counter::cancel_requests] == 2; }));
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(late.load(), 0);
 }

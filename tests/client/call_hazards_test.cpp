@@ -197,13 +197,13 @@ TEST(call_hazards, remaining_without_a_deadline_does_not_overflow_and_a_negative
   EXPECT_TRUE(r.ok()) << to_string(r.error) << ": " << r.message;
   EXPECT_FALSE(saw_deadline.load());
   // A deadline that passed: refused at once, nothing sent.
-  const auto before = s->stats().calls_received;
+  const auto before = s->stats()[ringrpc::server_counter::calls_received];
   o.timeout = -5ms;
   const call_result late = c.call("m", std::string_view("x"), o);
   EXPECT_EQ(late.error, call_error::timeout);
   EXPECT_EQ(late.code, status::deadline_exceeded);
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(s->stats().calls_received, before);
+  EXPECT_EQ(s->stats()[ringrpc::server_counter::calls_received], before);
 }
 
 }  // namespace

@@ -225,8 +225,8 @@ TEST(endpoints, unknown_and_stopped_endpoints_get_an_error_and_are_counted) {
   EXPECT_EQ(r.code, status::shutting_down);
   EXPECT_NE(r.message.find("'gone' is stopped"), std::string::npos) << r.message;
   const auto st = rs.s.stats();
-  EXPECT_EQ(st.calls_unknown, 1u);
-  EXPECT_EQ(st.calls_rejected_stopping, 1u);
+  EXPECT_EQ(st[ringrpc::server_counter::calls_unknown], 1u);
+  EXPECT_EQ(st[ringrpc::server_counter::calls_rejected_stopping], 1u);
   EXPECT_FALSE(rs.s.post("gone", bytes_of("x")));
 }
 
@@ -473,7 +473,7 @@ TEST(overload, full_default_pool_queue_answers_busy) {
     }
   }
   EXPECT_TRUE(found);
-  EXPECT_EQ(s.stats().calls_rejected_busy, 5u);
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::calls_rejected_busy], 5u);
 }
 
 TEST(overload, hand_off_pool_without_idle_thread_answers_busy) {
@@ -701,7 +701,7 @@ TEST(cancellation, cancel_frame_and_vanished_client_set_the_flag) {
   }
   for (int i = 0; i < 5000 && saw_cancel < 2; ++i) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(saw_cancel.load(), 2);
-  EXPECT_EQ(rs.s.stats().cancel_requests, 1u);
+  EXPECT_EQ(rs.s.stats()[ringrpc::server_counter::cancel_requests], 1u);
 }
 
 // --- graceful stop under load
@@ -859,7 +859,7 @@ TEST(connection_events, full_pool_runs_them_later_on_the_pool_in_order_never_on_
     auto c = client::connect("127.0.0.1", rs.s.port());
     expect_busy(c.call("blocker", "x", within(30s)));  // the connection is up on the server
   }
-  ASSERT_TRUE(eventually([&] { return rs.s.stats().connections_open == 1; }));
+  ASSERT_TRUE(eventually([&] { return rs.s.stats()[ringrpc::server_counter::connections_open] == 1; }));
   EXPECT_EQ(events->size(), 1u) << "events ran although the pool's only thread is held";
   g.open();
   for (auto& f : held) EXPECT_TRUE(f.get().ok());
@@ -920,7 +920,7 @@ TEST(connection_events, connection_policy_and_serial_endpoints_deliver_them_in_o
     auto c = client::connect("127.0.0.1", rs.s.port());
     expect_busy(c.call("block", "x", within(30s)));
   }
-  ASSERT_TRUE(eventually([&] { return rs.s.stats().connections_open == 1; }));
+  ASSERT_TRUE(eventually([&] { return rs.s.stats()[ringrpc::server_counter::connections_open] == 1; }));
   // The ordered thread is free: its events ran already. The serial endpoint's wait for the pool.
   ASSERT_TRUE(eventually([&] { return ordered->size() == 1 + 2 * connections; })) << ordered->size();
   EXPECT_EQ(serial->size(), 1u);

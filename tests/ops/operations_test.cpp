@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -237,6 +238,80 @@ TEST(admin, http_get_reads_a_slow_answer_through_interrupted_receives) {
   EXPECT_EQ(body2, "slow\n");
 }
 
+/// `metric{label="value"}`, or `metric` for a counter without a label.
+std::string series_of(const server_counter_info& info) {
+  std::string key(info.metric);
+  if (info.label_key.empty()) return key;
+  key.append("{").append(info.label_key).append("=\"").append(info.label_value).append("\"}");
+  return key;
+}
+
+// The counter table (ringrpc/server_counters.hpp) is the one list: server_stats holds every
+// counter of it, get() finds each by name, /metrics has each one's family, TYPE and sample,
+// and /status lists each under "counters" with the value stats() gives.
+TEST(admin, every_counter_of_the_table_is_in_stats_metrics_and_status) {
+  const auto made = make_server(admin_config());
+  server& s = *made;
+  add_builtin_methods(s);
+  s.start();
+  auto c = client::connect("127.0.0.1", s.port());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.call("echo", "hello", within(5s)).ok());
+  EXPECT_EQ(c.call("nothing.here", "x", within(5s)).code, status::unknown_method);
+
+  const server_stats st = s.stats();
+  ASSERT_EQ(server_counters().size(), server_counter_count);
+  ASSERT_EQ(st.size(), server_counter_count);
+  EXPECT_EQ(st[server_counter::calls_received], 4u);
+  EXPECT_EQ(st[server_counter::calls_unknown], 1u);
+  EXPECT_EQ(st[server_counter::connections_accepted], 1u);
+  EXPECT_EQ(st.get("calls_received"), std::optional<std::uint64_t>(4));
+  EXPECT_EQ(st.get("no_such_counter"), std::nullopt);
+  std::set<std::string> names;
+  std::set<std::string> series;
+  const auto entries = st.entries();
+  ASSERT_EQ(entries.size(), server_counter_count);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const server_counter_info& info = entries[i].info;
+    EXPECT_EQ(static_cast<std::size_t>(info.id), i);
+    EXPECT_TRUE(names.insert(std::string(info.name)).second) << "two counters named " << info.name;
+    EXPECT_FALSE(info.help.empty()) << info.name;
+    EXPECT_EQ(st.get(info.name), std::optional<std::uint64_t>(entries[i].value)) << info.name;
+    if (info.metric.empty()) continue;
+    const std::string key = series_of(info);
+    EXPECT_TRUE(series.insert(key).second) << "two counters are the series " << key;
+  }
+  // A view made by an older library holds fewer counters: the rest read 0, get() says none.
+  const server_stats older(std::vector<std::uint64_t>{7});
+  EXPECT_EQ(older[server_counter::connections_accepted], 7u);
+  EXPECT_EQ(older[server_counter::bytes_in], 0u);
+  EXPECT_EQ(older.get("bytes_in"), std::nullopt);
+  EXPECT_EQ(server_stats()[server_counter::calls_received], 0u);
+
+  const auto [mcode, page] = http_get(admin_port(s), "/metrics");
+  ASSERT_EQ(mcode, 200);
+  for (const server_counter_info& info : server_counters()) {
+    if (info.metric.empty()) continue;
+    const std::string kind = info.kind == counter_kind::gauge ? "gauge" : "counter";
+    EXPECT_NE(page.find("# TYPE " + std::string(info.metric) + " " + kind + "\n"), std::string::npos) << info.name;
+    const std::string key = series_of(info);
+    EXPECT_NE(page.find("\n" + key + " "), std::string::npos) << "no sample " << key;
+  }
+  EXPECT_EQ(sample(page, "ringrpc_rpc_calls_received_total"), 4);
+  EXPECT_EQ(sample(page, "ringrpc_rpc_calls_rejected_total{path=\"unknown_method\"}"), 1);
+  EXPECT_EQ(sample(page, "ringrpc_connections_accepted_total"), 1);
+
+  const auto [scode, status_body] = http_get(admin_port(s), "/status");
+  ASSERT_EQ(scode, 200);
+  const auto j = nlohmann::json::parse(status_body);
+  ASSERT_TRUE(j.contains("counters"));
+  EXPECT_EQ(j["counters"].size(), server_counter_count);
+  for (const auto& name : names) EXPECT_TRUE(j["counters"].contains(name)) << name;
+  EXPECT_EQ(j["counters"]["calls_received"], 4);
+  EXPECT_EQ(j["counters"]["calls_unknown"], 1);
+  EXPECT_EQ(j["tls"]["handshakes"], 0);
+  EXPECT_EQ(j["tls"]["handshakes_in_progress"], 0);
+}
+
 TEST(admin, status_connections_health_and_readiness_while_draining) {
   server_config cfg = admin_config();
   cfg.server.drain_timeout = 5s;
@@ -385,9 +460,9 @@ TEST(limits, idle_connections_close_and_busy_ones_stay) {
   ASSERT_TRUE(busy.read_frame(f, storage));
   EXPECT_EQ(f.call_id, 1u);
   EXPECT_EQ(f.code, status::ok);
-  EXPECT_EQ(s.stats().connections_idle_closed, 1u);
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::connections_idle_closed], 1u);
   EXPECT_TRUE(busy.wait_eof());  // and once answered, it idles out too
-  EXPECT_EQ(s.stats().connections_idle_closed, 2u);
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::connections_idle_closed], 2u);
 }
 
 TEST(limits, max_connections_refuses_cleanly_and_counts) {
@@ -412,9 +487,9 @@ TEST(limits, max_connections_refuses_cleanly_and_counts) {
     EXPECT_NE(std::string(f.message).find("max_connections (2)"), std::string::npos);
     EXPECT_TRUE(third.wait_eof());
   }
-  EXPECT_EQ(s.stats().connections_refused, 1u);
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::connections_refused], 1u);
   b.close();
-  for (int i = 0; i < 2000 && s.stats().connections_open != 1; ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 2000 && s.stats()[ringrpc::server_counter::connections_open] != 1; ++i) std::this_thread::sleep_for(1ms);
   auto d = client::connect("127.0.0.1", s.port());  // a slot is free again
   EXPECT_TRUE(d.call("echo", "d", within(5s)).ok());
 }
@@ -434,7 +509,7 @@ TEST(limits, in_flight_cap_pauses_reading_and_reports_the_knob) {
   std::vector<std::future<call_result>> fs;
   for (int i = 0; i < 6; ++i) fs.push_back(c.call_future("sleep", bytes_of("50000"), within(10s)));
   for (auto& f : fs) EXPECT_TRUE(f.get().ok());
-  EXPECT_GT(s.stats().reads_paused, 0u);
+  EXPECT_GT(s.stats()[ringrpc::server_counter::reads_paused], 0u);
   s.stop();
   const auto hits = rec->of(event_kind::limit_hit);
   ASSERT_FALSE(hits.empty());

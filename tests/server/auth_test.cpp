@@ -139,7 +139,7 @@ TEST(metadata, over_the_caps_or_malformed_fails_the_call_not_the_connection) {
   auto r = c.call("who", "", with({{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", std::string(57, 'y')}}));
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_TRUE(c.connected());
-  EXPECT_EQ(f.srv->stats().calls_bad_metadata, cases.size());
+  EXPECT_EQ(f.srv->stats()[ringrpc::server_counter::calls_bad_metadata], cases.size());
 }
 
 TEST(metadata, a_metadata_entry_without_key_is_bad_request) {
@@ -210,7 +210,7 @@ TEST(bearer_token, missing_or_wrong_is_unauthenticated_and_a_good_one_names_its_
   r = bob.call("echo", "after");
   ASSERT_TRUE(r.ok());
   const server_stats st = f.srv->stats();
-  EXPECT_EQ(st.calls_unauthenticated, 6u);
+  EXPECT_EQ(st[ringrpc::server_counter::calls_unauthenticated], 6u);
   const std::string metrics = metrics_text(*f.srv);
   EXPECT_NE(metrics.find("path=\"unauthenticated\"} 6"), std::string::npos) << metrics;
 }
@@ -227,7 +227,7 @@ TEST(bearer_token, a_token_limited_to_some_methods_is_permission_denied_elsewher
   auto r = c.call("who", "");
   EXPECT_EQ(r.code, status::permission_denied);
   EXPECT_EQ(r.message, "the bearer token of 'limited' does not allow this method");
-  EXPECT_EQ(f.srv->stats().calls_permission_denied, 1u);
+  EXPECT_EQ(f.srv->stats()[ringrpc::server_counter::calls_permission_denied], 1u);
 }
 
 // A tokens reload while calls run: every answer is either the old set's or the new set's verdict,
@@ -423,9 +423,9 @@ TEST(auth_failures, a_guesser_is_refused_unchecked_past_its_budget_and_closed_af
   EXPECT_NE(a.message.find("too many failed authentications"), std::string::npos) << a.message;
   EXPECT_TRUE(alice.call("echo", "x", with({{"authorization", "Bearer tok-alice-0123456789"}})).ok());
   const server_stats st = f.srv->stats();
-  EXPECT_EQ(st.calls_auth_limited, 4u);
-  EXPECT_EQ(st.connections_auth_closed, 1u);
-  EXPECT_EQ(st.calls_unauthenticated, 10u);  // 5 checked + 3 unchecked + alice's + again's
+  EXPECT_EQ(st[ringrpc::server_counter::calls_auth_limited], 4u);
+  EXPECT_EQ(st[ringrpc::server_counter::connections_auth_closed], 1u);
+  EXPECT_EQ(st[ringrpc::server_counter::calls_unauthenticated], 10u);  // 5 checked + 3 unchecked + alice's + again's
   const std::string metrics = metrics_text(*f.srv);
   EXPECT_NE(metrics.find("ringrpc_auth_limited_total 4"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("ringrpc_connections_auth_closed_total 1"), std::string::npos) << metrics;
@@ -442,7 +442,7 @@ TEST(auth_failures, calls_without_a_token_spend_no_budget) {
   }
   EXPECT_TRUE(anonymous.connected());
   EXPECT_TRUE(anonymous.call("echo", "x", with({{"authorization", "Bearer tok-bob-9876543210"}})).ok());
-  EXPECT_EQ(f.srv->stats().calls_auth_limited, 0u);
+  EXPECT_EQ(f.srv->stats()[ringrpc::server_counter::calls_auth_limited], 0u);
 }
 
 TEST(authorizer, server_wide_decides_by_subject_and_method) {
@@ -466,7 +466,7 @@ TEST(authorizer, server_wide_decides_by_subject_and_method) {
   r = alice.call("who", "");
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_TRUE(bob.connected());
-  EXPECT_EQ(f.srv->stats().calls_permission_denied, 1u);
+  EXPECT_EQ(f.srv->stats()[ringrpc::server_counter::calls_permission_denied], 1u);
 }
 
 TEST(authorizer, per_endpoint_runs_after_the_servers_and_only_for_its_endpoint) {

@@ -93,7 +93,7 @@ TEST_F(bad_input, garbage_without_readable_id_closes_only_that_connection) {
   ASSERT_TRUE(s.send_all(junk));
   EXPECT_TRUE(s.wait_eof());
   expect_server_healthy();
-  EXPECT_GE(srv->stats().bad_frames, 1u);
+  EXPECT_GE(srv->stats()[ringrpc::server_counter::bad_frames], 1u);
 }
 
 TEST_F(bad_input, unknown_method_gets_unknown_method) {
@@ -105,7 +105,7 @@ TEST_F(bad_input, unknown_method_gets_unknown_method) {
 }
 
 TEST_F(bad_input, truncated_frame_then_eof_is_counted_and_harmless) {
-  const auto before = srv->stats().bad_frames;
+  const auto before = srv->stats()[ringrpc::server_counter::bad_frames];
   {
     raw_socket s(srv->port());
     detail::frame_encoder enc;
@@ -115,10 +115,10 @@ TEST_F(bad_input, truncated_frame_then_eof_is_counted_and_harmless) {
     EXPECT_TRUE(s.wait_eof());
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (srv->stats().bad_frames == before && std::chrono::steady_clock::now() < until) {
+  while (srv->stats()[ringrpc::server_counter::bad_frames] == before && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  EXPECT_EQ(srv->stats().bad_frames, before + 1);
+  EXPECT_EQ(srv->stats()[ringrpc::server_counter::bad_frames], before + 1);
   expect_server_healthy();
 }
 
@@ -146,14 +146,14 @@ TEST_F(bad_input, client_that_never_reads_is_paused_not_buffered_forever) {
     }
   });
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (srv->stats().reads_paused == 0 && std::chrono::steady_clock::now() < until) {
+  while (srv->stats()[ringrpc::server_counter::reads_paused] == 0 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   stop = true;
   writer.join();
-  EXPECT_GT(srv->stats().reads_paused, 0u);
+  EXPECT_GT(srv->stats()[ringrpc::server_counter::reads_paused], 0u);
   // Received calls are bounded by what the caps allow, not by what the client sent.
-  EXPECT_LT(srv->stats().calls_received, 400u);
+  EXPECT_LT(srv->stats()[ringrpc::server_counter::calls_received], 400u);
   expect_server_healthy();
 }
 
@@ -164,10 +164,10 @@ TEST_F(bad_input, client_vanishing_with_calls_in_flight) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }  // closed with the calls still running
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (srv->stats().connections_open > 1 && std::chrono::steady_clock::now() < until) {
+  while (srv->stats()[ringrpc::server_counter::connections_open] > 1 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(srv->stats().connections_open, 1u);  // only `healthy` is left
+  EXPECT_EQ(srv->stats()[ringrpc::server_counter::connections_open], 1u);  // only `healthy` is left
   expect_server_healthy();
 }
 

@@ -208,8 +208,8 @@ TEST(stop_edges, the_drain_ends_at_its_timeout_though_a_peer_reads_nothing) {
   const std::string big(100'000, 'x');
   for (std::uint64_t id = 1; id <= 30; ++id) ASSERT_TRUE(deaf.send_frame(test::request(id, "echo", big)));
   // Every call answered, the answers stuck behind a peer that does not read.
-  for (int i = 0; i < 20'000 && s.stats().calls_received < 30; ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_EQ(s.stats().calls_received, 30u);
+  for (int i = 0; i < 20'000 && s.stats()[ringrpc::server_counter::calls_received] < 30; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(s.stats()[ringrpc::server_counter::calls_received], 30u);
   const auto t0 = std::chrono::steady_clock::now().time_since_epoch();
   fake_stop_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t0).count();
   fake_stop_reads = 0;
@@ -231,7 +231,7 @@ TEST(stop_edges, the_drain_ends_at_its_timeout_though_a_peer_reads_nothing) {
   if (!ended) fake_stop_ns += std::chrono::nanoseconds(1h).count();  // let it end, then fail
   stopper.join();
   EXPECT_TRUE(ended) << "stop() waited past drain_timeout + 2 abandon_grace for answers nobody reads";
-  EXPECT_EQ(s.stats().connections_open, 0u);
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::connections_open], 0u);
 }
 
 // After drain_timeout, stop() answers everything but the calls whose handlers still run user
@@ -346,7 +346,7 @@ TEST(stop_edges, a_call_whose_handler_ignores_the_stop_is_answered_for_it) {
     EXPECT_TRUE(stop.ended_within(20s));
   }
   EXPECT_TRUE(peer.wait_eof()) << "a second answer (the handler's late one) came after the first";
-  EXPECT_EQ(s.stats().connections_open, 0u);
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::connections_open], 0u);
 }
 
 // A handler that sees cancelled() when the drain gives up answers for itself, and that answer
@@ -417,7 +417,7 @@ TEST(per_address, connections_per_address_are_capped) {
         << v.message;
     EXPECT_TRUE(fourth.wait_eof());
   }
-  EXPECT_EQ(s.stats().connections_refused_per_address, 1u);
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::connections_refused_per_address], 1u);
   held.pop_back();  // one closes: room for another
   bool admitted = false;
   for (int i = 0; i < 500 && !admitted; ++i) {
@@ -456,7 +456,7 @@ TEST(per_address, accept_rate_per_address_limits_a_connect_loop) {
   }
   // 40 connects in far less than the 7 s that 5 a second (plus a burst of 5) would need.
   EXPECT_GE(refused, 20) << "refused " << refused << " of 40";
-  EXPECT_EQ(s.stats().connections_refused_per_address, static_cast<std::uint64_t>(refused));
+  EXPECT_EQ(s.stats()[ringrpc::server_counter::connections_refused_per_address], static_cast<std::uint64_t>(refused));
 }
 
 }  // namespace

@@ -424,10 +424,10 @@ TEST_F(client_interceptor_test, refusal_and_throw_fail_only_that_call) {
   EXPECT_EQ(r.message, "client interceptor threw: b broke");
   log.take();
   // Nothing of either reached the server, and the connection serves on.
-  EXPECT_EQ(srv->stats().calls_received, 0u);
+  EXPECT_EQ(srv->stats()[ringrpc::server_counter::calls_received], 0u);
   r = c.call("keys", "");
   ASSERT_TRUE(r.ok()) << r.message;
-  EXPECT_EQ(srv->stats().calls_received, 1u);
+  EXPECT_EQ(srv->stats()[ringrpc::server_counter::calls_received], 1u);
 }
 
 TEST_F(client_interceptor_test, a_throwing_after_call_fails_the_call) {

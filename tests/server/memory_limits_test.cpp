@@ -93,14 +93,14 @@ TEST(memory_follows_bytes, claimed_frames_cost_what_was_sent) {
     socks.push_back(std::make_unique<raw_socket>(srv.port()));
     ASSERT_TRUE(socks.back()->send_all(claim));
   }
-  ASSERT_TRUE(eventually([&] { return srv.stats().bytes_in >= peers * claim.size(); }));
+  ASSERT_TRUE(eventually([&] { return srv.stats()[ringrpc::server_counter::bytes_in] >= peers * claim.size(); }));
   const std::size_t after = rss_bytes();
   const std::size_t per_peer = after > before ? (after - before) / peers : 0;
   EXPECT_LE(per_peer, 16u * 1024) << "RSS grew by " << (after - before) << " bytes for " << peers
                                   << " peers claiming 16 MiB each";
-  EXPECT_LT(srv.stats().buffered_bytes, 16u << 20);
+  EXPECT_LT(srv.stats()[ringrpc::server_counter::buffered_bytes], 16u << 20);
   socks.clear();
-  ASSERT_TRUE(eventually([&] { return srv.stats().connections_open == 0; }));
+  ASSERT_TRUE(eventually([&] { return srv.stats()[ringrpc::server_counter::connections_open] == 0; }));
 }
 
 // Past max_buffered_bytes new calls get SERVER_BUSY naming the knob, the connections holding
@@ -125,8 +125,8 @@ TEST(memory_budget, exhausted_budget_refuses_calls_then_recovers) {
     hogs.push_back(std::make_unique<raw_socket>(srv.port()));
     ASSERT_TRUE(hogs.back()->send_all(part));
   }
-  ASSERT_TRUE(eventually([&] { return srv.stats().buffered_bytes >= o.max_buffered_bytes; }))
-      << "held " << srv.stats().buffered_bytes;
+  ASSERT_TRUE(eventually([&] { return srv.stats()[ringrpc::server_counter::buffered_bytes] >= o.max_buffered_bytes; }))
+      << "held " << srv.stats()[ringrpc::server_counter::buffered_bytes];
   call_result r;
   ASSERT_TRUE(eventually([&] {
     r = c.call("echo", std::string_view("during"), within(5s));
@@ -135,16 +135,16 @@ TEST(memory_budget, exhausted_budget_refuses_calls_then_recovers) {
   EXPECT_NE(r.message.find("max_buffered_bytes"), std::string::npos) << r.message;
   EXPECT_GT(r.retry_after_ms, 0u);
   const auto st = srv.stats();
-  EXPECT_GE(st.calls_rejected_memory, 1u);
-  EXPECT_GE(st.budget_pauses, 1u);
-  EXPECT_EQ(st.buffered_bytes_limit, o.max_buffered_bytes);
+  EXPECT_GE(st[ringrpc::server_counter::calls_rejected_memory], 1u);
+  EXPECT_GE(st[ringrpc::server_counter::budget_pauses], 1u);
+  EXPECT_EQ(st[ringrpc::server_counter::buffered_bytes_limit], o.max_buffered_bytes);
   const std::string page = metrics_text(srv);
   EXPECT_NE(page.find("ringrpc_buffered_bytes_limit 4194304"), std::string::npos);
   EXPECT_NE(page.find("ringrpc_calls_rejected_memory_total"), std::string::npos);
 
   hogs.clear();  // they let go: the budget frees and calls are answered again
   ASSERT_TRUE(eventually([&] { return c.call("echo", std::string_view("after"), within(5s)).ok(); }));
-  EXPECT_LT(srv.stats().buffered_bytes, 1u << 20);
+  EXPECT_LT(srv.stats()[ringrpc::server_counter::buffered_bytes], 1u << 20);
 }
 
 // A connection cannot have more than max_inflight_bytes_per_connection of requests admitted:
@@ -183,7 +183,7 @@ TEST(memory_budget, inflight_bytes_per_connection_is_a_cap) {
   ASSERT_TRUE(eventually([&] { return entered.load() >= 4; }));
   std::this_thread::sleep_for(200ms);  // give any call past the cap time to (wrongly) arrive
   EXPECT_LE(entered.load(), 5) << "request bytes in flight went past the per-connection cap";
-  EXPECT_GE(srv.stats().reads_paused, 1u);
+  EXPECT_GE(srv.stats()[ringrpc::server_counter::reads_paused], 1u);
   {
     std::lock_guard lock(mu);
     open = true;
@@ -208,11 +208,11 @@ TEST(stalled_peers, a_peer_that_never_reads_is_shed) {
   for (std::uint64_t id = 1; id <= 64; ++id) {
     if (!s.send_frame(test::request(id, "echo", payload))) break;  // the server stopped reading
   }
-  ASSERT_TRUE(eventually([&] { return srv.stats().connections_write_stalled == 1; }))
-      << "write-stalled: " << srv.stats().connections_write_stalled;
-  EXPECT_TRUE(eventually([&] { return srv.stats().connections_open == 0; }));
-  EXPECT_TRUE(eventually([&] { return srv.stats().buffered_bytes < 256 * 1024; }))
-      << srv.stats().buffered_bytes;
+  ASSERT_TRUE(eventually([&] { return srv.stats()[ringrpc::server_counter::connections_write_stalled] == 1; }))
+      << "write-stalled: " << srv.stats()[ringrpc::server_counter::connections_write_stalled];
+  EXPECT_TRUE(eventually([&] { return srv.stats()[ringrpc::server_counter::connections_open] == 0; }));
+  EXPECT_TRUE(eventually([&] { return srv.stats()[ringrpc::server_counter::buffered_bytes] < 256 * 1024; }))
+      << srv.stats()[ringrpc::server_counter::buffered_bytes];
   auto c = client::connect("127.0.0.1", srv.port());
   EXPECT_TRUE(c.call("echo", std::string_view("others are fine")).ok());
   EXPECT_NE(metrics_text(srv).find("ringrpc_connections_shed_total{reason=\"write_stall\"} 1"),
@@ -231,12 +231,12 @@ TEST(stalled_peers, a_slow_drip_frame_is_shed) {
   part.resize(4 + 10, std::byte{1});
   ASSERT_TRUE(s.send_all(part));
   EXPECT_TRUE(s.wait_eof());
-  EXPECT_EQ(srv.stats().connections_frame_stalled, 1u);
+  EXPECT_EQ(srv.stats()[ringrpc::server_counter::connections_frame_stalled], 1u);
   // A connection that sends nothing at all is not a stalled frame (idle_timeout's business).
   raw_socket quiet(srv.port());
   std::this_thread::sleep_for(600ms);
-  EXPECT_EQ(srv.stats().connections_frame_stalled, 1u);
-  EXPECT_EQ(srv.stats().connections_open, 1u);
+  EXPECT_EQ(srv.stats()[ringrpc::server_counter::connections_frame_stalled], 1u);
+  EXPECT_EQ(srv.stats()[ringrpc::server_counter::connections_open], 1u);
 }
 
 // Out of memory: with the address space capped, big frames from many peers make allocations
@@ -284,7 +284,7 @@ TEST(out_of_memory, allocation_failures_fail_calls_not_the_server) {
   ASSERT_EQ(::setrlimit(RLIMIT_AS, &capped), 0);
   go.store(true);
   for (auto& t : senders) t.join();
-  const bool failed_some = eventually([&] { return srv.stats().out_of_memory > 0; }, 10s);
+  const bool failed_some = eventually([&] { return srv.stats()[ringrpc::server_counter::out_of_memory] > 0; }, 10s);
   ASSERT_EQ(::setrlimit(RLIMIT_AS, &old), 0);
   EXPECT_TRUE(failed_some) << "no allocation failed: the test did not test anything";
   socks.clear();

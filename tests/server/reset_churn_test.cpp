@@ -129,7 +129,7 @@ TEST(reset_churn, partial_frame_then_reset_leaves_no_connection_or_fd_behind) {
     if (again == base_fds) break;
     base_fds = std::move(again);
   }
-  ASSERT_EQ(s.stats().connections_open, 0u);
+  ASSERT_EQ(s.stats()[ringrpc::server_counter::connections_open], 0u);
 
   const std::uint16_t port = s.port();
   ASSERT_EQ(::write(to_child[1], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
@@ -148,22 +148,22 @@ TEST(reset_churn, partial_frame_then_reset_leaves_no_connection_or_fd_behind) {
   std::uint64_t accepted_before = ~std::uint64_t{0};
   for (;;) {
     const server_stats now = s.stats();
-    const bool settled = now.connections_open == 0 && open_fds() == base_fds &&
-                         now.connections_accepted == accepted_before;
+    const bool settled = now[ringrpc::server_counter::connections_open] == 0 && open_fds() == base_fds &&
+                         now[ringrpc::server_counter::connections_accepted] == accepted_before;
     if (settled || std::chrono::steady_clock::now() >= until) break;
-    accepted_before = now.connections_accepted;
+    accepted_before = now[ringrpc::server_counter::connections_accepted];
     std::this_thread::sleep_for(100ms);
   }
   const server_stats st = s.stats();
-  EXPECT_EQ(st.connections_open, 0u) << "accepted " << st.connections_accepted
+  EXPECT_EQ(st[ringrpc::server_counter::connections_open], 0u) << "accepted " << st[ringrpc::server_counter::connections_accepted]
                                      << ", closed by the liveness check "
-                                     << st.connections_dead_closed;
+                                     << st[ringrpc::server_counter::connections_dead_closed];
   EXPECT_EQ(open_fds(), base_fds) << "before: " << describe(base_fds) << "\nafter:  " << describe(open_fds());
   // Not every reset connection is accepted: the kernel drops some reset before accept().
-  EXPECT_GT(st.connections_accepted, static_cast<std::uint64_t>(cycles / 2));
-  EXPECT_LE(st.connections_accepted, static_cast<std::uint64_t>(cycles));
+  EXPECT_GT(st[ringrpc::server_counter::connections_accepted], static_cast<std::uint64_t>(cycles / 2));
+  EXPECT_LE(st[ringrpc::server_counter::connections_accepted], static_cast<std::uint64_t>(cycles));
   std::printf("reset_churn: %d cycles, %llu connections closed by the liveness check\n", cycles,
-              static_cast<unsigned long long>(st.connections_dead_closed));
+              static_cast<unsigned long long>(st[ringrpc::server_counter::connections_dead_closed]));
   s.stop();
   ::close(to_child[1]);
   ::close(from_child[0]);

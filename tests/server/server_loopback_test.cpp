@@ -90,7 +90,7 @@ TEST(server_loopback, many_connections_pipelined_byte_exact) {
   }
   EXPECT_EQ(done.load(), connections * calls_per_connection);
   EXPECT_EQ(bad.load(), 0);
-  EXPECT_EQ(srv.stats().calls_rejected_busy, 0u);
+  EXPECT_EQ(srv.stats()[ringrpc::server_counter::calls_rejected_busy], 0u);
 }
 
 // One handler and one queue (fair share off: a connection past its share has its later calls
@@ -151,7 +151,7 @@ TEST(server_loopback, partial_writes_requeue_at_head_and_stay_byte_exact) {
     seen[v.call_id - 1] = true;
   }
   for (bool b : seen) EXPECT_TRUE(b);
-  EXPECT_GT(srv.stats().partial_writes, 0u) << "the head-requeue path never ran";
+  EXPECT_GT(srv.stats()[ringrpc::server_counter::partial_writes], 0u) << "the head-requeue path never ran";
 }
 
 TEST(server_loopback, stop_answers_every_accepted_call) {
@@ -162,7 +162,7 @@ TEST(server_loopback, stop_answers_every_accepted_call) {
   auto c = client::connect("127.0.0.1", srv.port());
   std::vector<std::future<call_result>> futures;
   for (int i = 0; i < 8; ++i) futures.push_back(c.call_future("sleep", bytes_of("100000")));
-  while (srv.stats().calls_received < 8) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (srv.stats()[ringrpc::server_counter::calls_received] < 8) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   srv.stop();
   for (auto& f : futures) {
     const auto r = f.get();
@@ -170,7 +170,7 @@ TEST(server_loopback, stop_answers_every_accepted_call) {
         << to_string(r.error) << " " << r.message;
   }
   EXPECT_FALSE(c.call("echo", std::string_view("x")).ok());
-  EXPECT_EQ(srv.stats().connections_open, 0u);
+  EXPECT_EQ(srv.stats()[ringrpc::server_counter::connections_open], 0u);
 }
 
 TEST(server_loopback, handler_exception_becomes_internal_error) {
@@ -208,7 +208,7 @@ TEST(server_loopback, full_call_queue_answers_server_busy_at_once) {
   EXPECT_GT(busy, 0);
   EXPECT_GT(ok, 0);
   EXPECT_EQ(busy + ok, 20);
-  EXPECT_EQ(srv.stats().calls_rejected_busy, static_cast<std::uint64_t>(busy));
+  EXPECT_EQ(srv.stats()[ringrpc::server_counter::calls_rejected_busy], static_cast<std::uint64_t>(busy));
 }
 
 TEST(server_loopback, server_enforces_deadline_before_running) {

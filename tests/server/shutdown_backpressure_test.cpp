@@ -46,7 +46,7 @@ TEST(backpressure, pause_and_resume_never_strand_a_connection) {
       ASSERT_EQ(failed.load(), 0) << "inflight cap " << inflight << ", round " << round;
     }
     EXPECT_EQ(ok.load(), 150 * 64);
-    EXPECT_GT(s.stats().reads_paused, 0u);
+    EXPECT_GT(s.stats()[ringrpc::server_counter::reads_paused], 0u);
   }
 }
 
@@ -83,7 +83,7 @@ TEST(shutdown, calls_queued_past_the_drain_timeout_get_shutting_down) {
   std::vector<std::future<call_result>> f;
   f.push_back(c.call_future("sleep", bytes_of("1000000")));
   for (int i = 0; i < 3; ++i) f.push_back(c.call_future("echo", bytes_of("x")));
-  while (s.stats().calls_received < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (s.stats()[ringrpc::server_counter::calls_received] < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   s.stop();
   int shutting_down = 0;
   for (auto& x : f) {

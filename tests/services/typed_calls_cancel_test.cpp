@@ -109,7 +109,7 @@ TEST(typed_calls_cancel, a_typed_call_from_a_handler_follows_the_handlers_call) 
   }
   EXPECT_TRUE(impl->saw_cancel.load());
   EXPECT_EQ(child_error.load(), static_cast<int>(call_error::cancelled));
-  EXPECT_GE(back->stats().cancel_requests, 1u);
+  EXPECT_GE(back->stats()[ringrpc::server_counter::cancel_requests], 1u);
 }
 
 }  // namespace
