@@ -1,8 +1,9 @@
 #pragma once
 // What the C++ tests share: whether this is a sanitizer build, call_options with a deadline
 // (within), a gate threads wait at until the test opens it, and, for loopback integration
-// tests, a raw socket that speaks frames byte by byte, so tests can send what no well-behaved
-// client would. The header's inline parts need no linking; raw_socket is in test_support.cpp.
+// tests, server options of a given size, a started server with the built-in methods, and a raw
+// socket that speaks frames byte by byte, so tests can send what no well-behaved client would.
+// The header's inline parts need no linking; raw_socket is in test_support.cpp.
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "ringrpc/client.hpp"
+#include "ringrpc/server.hpp"
 #include "wire/frame_codec.hpp"
 
 // An ASan or TSan build (GCC defines __SANITIZE_*; clang answers __has_feature): tests that
@@ -53,6 +56,23 @@ inline call_options within(std::chrono::microseconds t) {
   call_options o;
   o.timeout = t;
   return o;
+}
+
+/// Server options with `readers` reader rings and `handlers` threads in the default pool, the
+/// rest as the defaults; tests set what they are about on the result.
+inline server_options threads(unsigned readers, unsigned handlers) {
+  server_options o;
+  o.readers = readers;
+  o.handlers = handlers;
+  return o;
+}
+
+/// A started server on an ephemeral loopback port with the built-in methods (echo, ...).
+inline std::unique_ptr<server> builtin_server(const server_options& o) {
+  auto s = std::make_unique<server>(o);
+  add_builtin_methods(*s);
+  s->start();
+  return s;
 }
 
 /// Threads block in wait() until the test calls open(); the test can first wait until a

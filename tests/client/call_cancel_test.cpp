@@ -40,9 +40,7 @@ bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
 
 std::unique_ptr<server> make_server(const std::function<void(server&)>& add, unsigned handlers = 2,
                                     std::chrono::milliseconds drain = 5000ms) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = handlers;
+  server_options o = test::threads(1, handlers);
   o.drain_timeout = drain;
   auto s = std::make_unique<server>(o);
   add(*s);

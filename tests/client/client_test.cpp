@@ -27,13 +27,7 @@ using namespace std::chrono_literals;
 using test::sanitized;
 
 std::unique_ptr<server> echo_server(unsigned handlers = 2) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = handlers;
-  auto s = std::make_unique<server>(o);
-  add_builtin_methods(*s);
-  s->start();
-  return s;
+  return test::builtin_server(test::threads(1, handlers));
 }
 
 TEST(client, refused_connection_is_a_typed_error) {

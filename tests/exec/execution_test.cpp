@@ -83,9 +83,7 @@ class recording_endpoint : public endpoint {
 struct running_server {
   explicit running_server(server_options o = make_options()) : s(o) {}
   static server_options make_options() {
-    server_options o;
-    o.readers = 1;
-    o.handlers = 2;
+    server_options o = test::threads(1, 2);
     o.drain_timeout = 3s;
     return o;
   }

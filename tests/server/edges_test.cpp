@@ -34,12 +34,7 @@ using test::raw_socket;
 class edges : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_options o;
-    o.readers = 1;
-    o.handlers = 2;
-    srv = std::make_unique<server>(o);
-    add_builtin_methods(*srv);
-    srv->start();
+    srv = test::builtin_server(test::threads(1, 2));
   }
 
   detail::frame_view read(raw_socket& s) {
@@ -166,10 +161,7 @@ using test::within;
 // stop() from a handler used to wait for that very handler forever. Now it stops on a thread
 // of its own: the handler's own call is answered, and stop() elsewhere waits for the end.
 TEST(stop_edges, stop_from_a_handler_stops_the_server) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 2;
-  server s(o);
+  server s(test::threads(1, 2));
   s.add_method("quit", [&](call_context& c) {
     s.stop();
     c.reply("bye");
@@ -197,9 +189,7 @@ std::chrono::steady_clock::time_point fake_stop_now() noexcept {
 // holds 110 ms past the deadline, so the old second can never pass: the stop ends only if it
 // keeps to the graces. The 20 s wait below only catches a hang.
 TEST(stop_edges, the_drain_ends_at_its_timeout_though_a_peer_reads_nothing) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.drain_timeout = 2000ms;
   server s(o);
   add_builtin_methods(s);
@@ -237,9 +227,7 @@ TEST(stop_edges, the_drain_ends_at_its_timeout_though_a_peer_reads_nothing) {
 // After drain_timeout, stop() answers everything but the calls whose handlers still run user
 // code, and waits only for those (they cannot be abandoned safely).
 TEST(stop_edges, after_the_drain_timeout_only_running_handlers_are_waited_for) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.drain_timeout = 100ms;
   server s(o);
   std::atomic<bool> stubborn_running{false}, stubborn_done{false};
@@ -315,9 +303,7 @@ class held_stop {
 // no answer), and the handler's own answer, once it returns, goes nowhere. The clock is held
 // between the two graces (answering, then writing), so the answer must come by itself.
 TEST(stop_edges, a_call_whose_handler_ignores_the_stop_is_answered_for_it) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.drain_timeout = 100ms;
   server s(o);
   std::atomic<bool> entered{false}, let_go{false};
@@ -353,9 +339,7 @@ TEST(stop_edges, a_call_whose_handler_ignores_the_stop_is_answered_for_it) {
 // is written before the connection closes: on a clock held short of deadline + abandon_grace
 // the stop waits for it (it used to close the connection at once, the answer lost).
 TEST(stop_edges, a_handler_that_sees_the_stop_answers_before_the_close) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.drain_timeout = 100ms;
   server s(o);
   std::atomic<bool> entered{false};
@@ -390,9 +374,7 @@ namespace {
 // One host cannot take every slot: past max_connections_per_address its connections get the
 // reason in an error frame (call id 0) and are closed; others and later ones still get in.
 TEST(per_address, connections_per_address_are_capped) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.max_connections_per_address = 3;
   server s(o);
   add_builtin_methods(s);
@@ -433,9 +415,7 @@ TEST(per_address, connections_per_address_are_capped) {
 
 // Past accept_rate_per_address new connections a second, a connect-close loop is refused.
 TEST(per_address, accept_rate_per_address_limits_a_connect_loop) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.accept_rate_per_address = 5;
   server s(o);
   add_builtin_methods(s);
@@ -468,10 +448,7 @@ namespace {
 // Fair share through the whole server: one handler; a greedy connection queues ten calls, then a
 // polite one sends one. The polite call runs within the next few, not after the backlog.
 TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
-  server s(o);
+  server s(test::threads(1, 1));
   std::mutex mu;
   std::condition_variable cv;
   int tickets = 0;  // how many calls may finish
@@ -514,9 +491,7 @@ TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
 // then one call from 127.0.0.2, against one worker held at a gate. Returns where the lone host's
 // call ran (0-based) among the eleven.
 std::ptrdiff_t lone_host_position(fair_share_caller by) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.fair_share_by = by;
   server s(o);
   std::mutex mu;
@@ -571,10 +546,7 @@ std::ptrdiff_t lone_host_position(fair_share_caller by) {
 // last quick call. By cost, at most one nap goes ahead (it makes the worker owe three times
 // its time to the others); the rest wait until nothing else does, and all run.
 TEST(fair_share, a_slow_callers_backlog_takes_its_share_of_handler_time_not_of_calls) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
-  server s(o);
+  server s(test::threads(1, 1));
   std::mutex mu;
   std::condition_variable cv;
   bool held = true;

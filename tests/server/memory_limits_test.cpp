@@ -57,9 +57,7 @@ std::vector<std::byte> prefix_claiming(std::uint32_t body) {
 }
 
 server_options base_options() {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 2;
+  server_options o = test::threads(1, 2);
   return o;
 }
 

@@ -20,9 +20,7 @@ namespace {
 using test::bytes_of;
 
 server_options small_options(unsigned readers = 2, unsigned handlers = 2) {
-  server_options o;
-  o.readers = readers;
-  o.handlers = handlers;
+  server_options o = test::threads(readers, handlers);
   return o;
 }
 

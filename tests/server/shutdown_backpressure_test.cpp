@@ -22,9 +22,7 @@ using test::bytes_of;
 // cancelled receive once left the connection unread forever.
 TEST(backpressure, pause_and_resume_never_strand_a_connection) {
   for (unsigned inflight : {1u, 2u, 8u}) {
-    server_options o;
-    o.readers = 1;
-    o.handlers = 2;
+    server_options o = test::threads(1, 2);
     o.max_inflight_per_connection = inflight;
     server s(o);
     add_builtin_methods(s);
@@ -53,9 +51,7 @@ TEST(backpressure, pause_and_resume_never_strand_a_connection) {
 // A peer that half-closes and never reads keeps the responder's write pending; stop() must
 // still finish.
 TEST(shutdown, stop_finishes_with_a_half_closed_peer_that_never_reads) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 2;
+  server_options o = test::threads(1, 2);
   o.socket_send_buffer_bytes = 4096;
   o.drain_timeout = std::chrono::milliseconds(300);
   server s(o);
@@ -72,9 +68,7 @@ TEST(shutdown, stop_finishes_with_a_half_closed_peer_that_never_reads) {
 
 // Calls still queued when the drain timeout passes are answered SHUTTING_DOWN, not dropped.
 TEST(shutdown, calls_queued_past_the_drain_timeout_get_shutting_down) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.drain_timeout = std::chrono::milliseconds(200);
   server s(o);
   add_builtin_methods(s);
@@ -95,10 +89,7 @@ TEST(shutdown, calls_queued_past_the_drain_timeout_get_shutting_down) {
 
 // The last handle of a private runtime dropped inside its own callback.
 TEST(client_lifetime, client_destroyed_inside_its_own_callback) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
-  server s(o);
+  server s(test::threads(1, 1));
   add_builtin_methods(s);
   s.start();
   auto c = std::make_unique<client>(client::connect("127.0.0.1", s.port()));

@@ -256,10 +256,7 @@ TEST(response_metadata, the_handler_sees_the_callers_address) {
 TEST(response_metadata, one_way_messages_carry_call_options_metadata) {
   std::promise<std::string> got;
   std::atomic<bool> once{false};
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
-  server srv(o);
+  server srv(test::threads(1, 1));
   srv.add_method("note", [&](call_context& c) {
     if (once.exchange(true)) return;
     got.set_value(std::string(c.metadata().find("traceparent").value_or("none")) + "|" +
@@ -294,10 +291,7 @@ TEST(response_metadata, channel_call_options_metadata_reaches_the_server_and_hea
 TEST(response_metadata, a_channel_sends_one_way_messages_with_metadata) {
   std::promise<std::string> got;
   std::atomic<bool> once{false};
-  server_options so;
-  so.readers = 1;
-  so.handlers = 1;
-  server srv(so);
+  server srv(test::threads(1, 1));
   srv.add_method("note", [&](call_context& c) {
     if (once.exchange(true)) return;
     got.set_value(std::string(c.metadata().find("traceparent").value_or("none")) + "|" + std::string(text(c.payload())));
