@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from tls_support import Checks, Server, echo_frame, make_all, pc, read_frame
+from tls_support import Checks, Server, echo_frame, make_all, pc, read_frame, server_tls_args, start_or_skip
 
 SERVER = sys.argv[1]
 checks = Checks("close_notify")
@@ -88,14 +88,9 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         certs = make_all(d)
         ctx = strict_context(certs["ca"] + ".pem")
-        try:
-            srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                                  "--tls-key", certs["server"] + ".key", "--idle-timeout-ms", "300"], d)
-        except RuntimeError as e:
-            if "io_uring" in str(e):
-                print("SKIP: io_uring unavailable:", e)
-                return 77
-            raise
+        srv = start_or_skip(SERVER, server_tls_args(certs, "--idle-timeout-ms", "300"), d)
+        if srv is None:
+            return 77
         try:
             s = connect(srv.tls_port, ctx)
             expect(echo_once(s, 1), True, "idle: a call first")
@@ -104,8 +99,7 @@ def main():
         finally:
             expect(srv.stop(), 0, "idle server exit status")
 
-        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                              "--tls-key", certs["server"] + ".key", "--frame-stall-timeout-ms", "300"], d)
+        srv = Server(SERVER, server_tls_args(certs, "--frame-stall-timeout-ms", "300"), d)
         try:
             s = connect(srv.tls_port, ctx)
             expect(echo_once(s, 1), True, "shed: a call first")
@@ -115,8 +109,7 @@ def main():
         finally:
             expect(srv.stop(), 0, "shed server exit status")
 
-        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                              "--tls-key", certs["server"] + ".key"], d)
+        srv = Server(SERVER, server_tls_args(certs), d)
         try:
             s = connect(srv.tls_port, ctx)
             expect(echo_once(s, 1), True, "peer close_notify: a call first")
@@ -129,8 +122,7 @@ def main():
         finally:
             expect(srv.stop(), 0, "peer close_notify server exit status")
 
-        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                              "--tls-key", certs["server"] + ".key"], d)
+        srv = Server(SERVER, server_tls_args(certs), d)
         try:
             s = connect(srv.tls_port, ctx)
             expect(echo_once(s, 1), True, "stop: a call first")
