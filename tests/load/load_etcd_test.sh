@@ -18,10 +18,6 @@ fi
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
 test_init load_etcd
-# json_field FILE EXPR: a Python expression over the JSON `j`.
-json_field() {
-  python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
-}
 
 # --- etcd --------------------------------------------------------------------------------------
 cport=$(free_port)

@@ -7,15 +7,10 @@
 set -u
 
 load=${1:?usage: $0 ringrpc-load}
-nginx=$(command -v nginx || echo /usr/sbin/nginx)
-redis=$(command -v redis-server || echo /usr/bin/redis-server)
-if [ ! -x "$nginx" ] || [ ! -x "$redis" ] || ! command -v python3 >/dev/null; then
-  echo "nginx, redis-server or python3 not installed (Debian: nginx-light, redis-server): skipped"
-  exit 77
-fi
 
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
+need_nginx_and_redis
 test_init load_tls_peers
 
 # --- certificates: a CA that signs the server's (127.0.0.1 and localhost), and one nobody trusts

@@ -18,9 +18,6 @@ fi
 . "$(dirname "$0")/../lib.sh"
 test_init load_tls_server
 
-# json FILE EXPR: a Python expression over the JSON `j` ("" when unreadable).
-json() { python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
-
 cd "$work" || exit 1
 make_cert ca "load test CA" && make_cert server localhost ca && make_cert client "load client" ca &&
   make_cert stranger "stranger CA" && make_cert intruder "intruder" stranger ||
@@ -43,7 +40,7 @@ start_tls_server tls
 tls_port=$tls plain_port=$plain
 
 run_load echo -c 2 -P 4 -n 400 -s 1000 --verify --cacert ca.pem --json echo.json "ringrpcs://localhost:$tls_port/echo"
-got=$(json echo.json 'j["calls_ok"], sum(j["errors"].values()), j["tls_handshakes"]["count"]')
+got=$(json_field echo.json 'j["calls_ok"], sum(j["errors"].values()), j["tls_handshakes"]["count"]')
 if [ "$rc" != 0 ] || [ "$got" != "(400, 0, 2)" ]; then
   fail "ringrpcs:// echo --verify: exit $rc, (calls ok, errors, handshakes) = '$got', expected (400, 0, 2)"
   cat echo.err >&2
@@ -61,7 +58,7 @@ fi
 # --- --new-conn-per-call: one connection (and one full handshake) per call ---------------------
 run_load percall -c 2 -n 60 --new-conn-per-call --verify --cacert ca.pem --json percall.json \
   "ringrpcs://localhost:$tls_port/echo"
-got=$(json percall.json 'j["calls_ok"], sum(j["errors"].values()), j["connections"]["opened"], j["tls_handshakes"]["count"], j["tls_handshakes"]["measured"], j["tls_handshakes"]["per_sec"] > 0')
+got=$(json_field percall.json 'j["calls_ok"], sum(j["errors"].values()), j["connections"]["opened"], j["tls_handshakes"]["count"], j["tls_handshakes"]["measured"], j["tls_handshakes"]["per_sec"] > 0')
 if [ "$rc" != 0 ] || [ "$got" != "(60, 0, 60, 60, 60, True)" ]; then
   fail "--new-conn-per-call over ringrpcs://: exit $rc, (ok, errors, connections, handshakes, measured, rate>0) = '$got'"
   cat percall.err >&2
@@ -74,7 +71,7 @@ fi
 
 run_load percall_plain -c 2 -n 60 --new-conn-per-call --verify --json percall_plain.json \
   "ringrpc://127.0.0.1:$plain_port/echo"
-got=$(json percall_plain.json 'j["calls_ok"], sum(j["errors"].values()), j["connections"]["opened"]')
+got=$(json_field percall_plain.json 'j["calls_ok"], sum(j["errors"].values()), j["connections"]["opened"]')
 if [ "$rc" != 0 ] || [ "$got" != "(60, 0, 60)" ]; then
   fail "--new-conn-per-call over ringrpc://: exit $rc, (ok, errors, connections) = '$got'"; cat percall_plain.err >&2
 else
@@ -94,7 +91,7 @@ mtls_port=$tls
 
 run_load mtls_ok -c 2 -P 2 -n 100 --verify --cacert ca.pem --cert client.pem --key client.key --json mtls_ok.json \
   "ringrpcs://localhost:$mtls_port/echo"
-got=$(json mtls_ok.json 'j["calls_ok"], sum(j["errors"].values())')
+got=$(json_field mtls_ok.json 'j["calls_ok"], sum(j["errors"].values())')
 if [ "$rc" != 0 ] || [ "$got" != "(100, 0)" ]; then
   fail "mutual TLS with --cert/--key: exit $rc, (ok, errors) = '$got'"; cat mtls_ok.err >&2
 else
