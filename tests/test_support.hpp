@@ -1,6 +1,6 @@
 #pragma once
 // What the C++ tests share: whether this is a sanitizer build, call_options with a deadline
-// (within), a gate threads wait at until the test opens it, and, for loopback integration
+// (within), polling until a condition holds (eventually), a gate threads wait at until the test opens it, and, for loopback integration
 // tests, server options of a given size, a started server with the built-in methods, and a raw
 // socket that speaks frames byte by byte, so tests can send what no well-behaved client would.
 // The header's inline parts need no linking; raw_socket is in test_support.cpp.
@@ -17,8 +17,10 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "ringrpc/client.hpp"
@@ -56,6 +58,30 @@ inline call_options within(std::chrono::microseconds t) {
   call_options o;
   o.timeout = t;
   return o;
+}
+
+/// Polls pred() until it holds or `limit` has passed: whether it held. The limit only bounds a
+/// failing test; it asserts no speed.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return pred();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+/// What f.get() does: "returned", or the message of the std::logic_error it throws (as get()
+/// on the client runtime's own thread does, rather than wait for a reply only it can read).
+template <class Future>
+std::string outcome_of_get(Future& f) {
+  try {
+    f.get();
+    return "returned";
+  } catch (const std::logic_error& e) {
+    return e.what();
+  }
 }
 
 /// Server options with `readers` reader rings and `handlers` threads in the default pool, the

@@ -786,15 +786,7 @@ class event_log_endpoint : public endpoint {
   }
 };
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return pred();
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using test::eventually;
 
 /// Every connection in `log` has exactly one connected, first, and exactly one disconnected,
 /// last (network errors between); every event ran on a thread named `thread_prefix`.

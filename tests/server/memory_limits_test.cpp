@@ -39,16 +39,7 @@ std::size_t rss_bytes() {
   return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
-// Waits up to `limit` for pred(); the limit only bounds a failing test, it asserts no speed.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
+using test::eventually;
 
 std::vector<std::byte> prefix_claiming(std::uint32_t body) {
   std::vector<std::byte> p(4);
