@@ -12,11 +12,7 @@
 namespace {
 
 using namespace std::chrono_literals;
-using ringrpc::load::parse_duration;
-using ringrpc::load::parse_percentiles;
-using ringrpc::load::parse_rate;
-using ringrpc::load::parse_rate_list;
-using ringrpc::load::parse_size;
+using namespace ringrpc::load;
 
 // The message of the std::invalid_argument that `f` throws, or "" if it throws nothing.
 template <class F>
