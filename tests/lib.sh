@@ -20,6 +20,9 @@
 #   expect_diagnosis NAME PATTERN URL
 #                          a ringrpc-load run at URL (a server of another protocol) exits 2
 #                          within 8 s with a line matching PATTERN (grep -E) and no summary
+#   expect_run NAME EXPR WANT TEXT
+#                          the last run_load NAME exited 0 and json_field of EXPR over its
+#                          --json file, $work/NAME.json, printed WANT: ok TEXT, else fail
 #   make_cert NAME CN [CA] NAME.pem and NAME.key (EC P-256, 2 days, SAN localhost and
 #                          127.0.0.1), self-signed or signed by CA.pem/CA.key; in the current dir
 #
@@ -106,6 +109,16 @@ expect_diagnosis() {
     fail "$3: a summary of a meaningless run was printed"
   else
     ok "$3 -> $(grep '^ringrpc-load: ' "$work/$1.err" | tail -1)"
+  fi
+}
+
+expect_run() {
+  local got
+  got=$(json_field "$work/$1.json" "$2")
+  if [ "$rc" != 0 ] || [ "$got" != "$3" ]; then
+    fail "$4: exit $rc, $2 = '$got', expected $3"; cat "$work/$1.err" >&2
+  else
+    ok "$4"
   fi
 }
 
