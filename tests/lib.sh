@@ -5,6 +5,9 @@
 # wait_port, start_server, wait_listening, start_nginx DIR PORT...). Source it from a bash
 # test in tests/DIR/: . "$(dirname "$0")/../lib.sh"
 #
+#   skip_unless_installed WHAT PROGRAM...
+#                          exits 77 ("WHAT not installed: skipped") unless python3 and each
+#                          PROGRAM (a name on PATH or a path) can run
 #   need_nginx_and_redis   sets $nginx and $redis (their Debian paths when not on PATH); exits 77
 #                          (skipped) unless both, and python3, are installed
 #   test_init NAME         a fresh $work directory, $pids and $failures, and the traps that
@@ -31,13 +34,21 @@
 # shellcheck source=scripts/lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/scripts/lib.sh"
 
+skip_unless_installed() {
+  local what=$1 p
+  shift
+  for p in "$@" python3; do
+    if ! command -v "$p" >/dev/null; then
+      echo "$what not installed: skipped"
+      exit 77
+    fi
+  done
+}
+
 need_nginx_and_redis() {
   nginx=$(command -v nginx || echo /usr/sbin/nginx)
   redis=$(command -v redis-server || echo /usr/bin/redis-server)
-  if [ ! -x "$nginx" ] || [ ! -x "$redis" ] || ! command -v python3 >/dev/null; then
-    echo "nginx, redis-server or python3 not installed (Debian: nginx-light, redis-server): skipped"
-    exit 77
-  fi
+  skip_unless_installed "nginx, redis-server or python3 (Debian: nginx-light, redis-server)" "$nginx" "$redis"
 }
 
 test_init() {

@@ -11,13 +11,10 @@ load=${1:?usage: $0 ringrpc-load grpc_echo_server echo.proto}
 grpc_server=${2:?usage}
 proto=${3:?usage}
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
-if [ ! -x "$nginx" ] || ! command -v python3 >/dev/null; then
-  echo "nginx or python3 not installed (Debian: nginx-light, python3): skipped"
-  exit 77
-fi
 
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
+skip_unless_installed "nginx or python3 (Debian: nginx-light, python3)" "$nginx"
 test_init load_h2_peers
 
 # --- nginx: an h2c port and an HTTP/1.1 port -----------------------------------------------------
