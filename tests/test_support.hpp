@@ -93,11 +93,16 @@ inline server_options threads(unsigned readers, unsigned handlers) {
   return o;
 }
 
-/// A started server on an ephemeral loopback port with the built-in methods (echo, ...).
+/// Adds the built-in methods (echo, ...) to `s` and starts it.
+inline void start_with_builtins(server& s) {
+  add_builtin_methods(s);
+  s.start();
+}
+
+/// A started server on an ephemeral loopback port with the built-in methods.
 inline std::unique_ptr<server> builtin_server(const server_options& o) {
   auto s = std::make_unique<server>(o);
-  add_builtin_methods(*s);
-  s->start();
+  start_with_builtins(*s);
   return s;
 }
 

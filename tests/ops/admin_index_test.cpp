@@ -109,8 +109,7 @@ TEST(admin_index, port_without_enabled_warns_naming_the_key) {
 // no admin port, no admin tokens to replace, and the metrics page all the same.
 TEST(admin_index, ops_functions_on_a_plain_server) {
   server s(test::threads(1, 1));
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   EXPECT_EQ(admin_port(s), 0);
   EXPECT_THROW(replace_admin_tokens(s, {{"admin-token", "operator", {}}}), std::logic_error);
   EXPECT_EQ(sample(metrics_text(s), "ringrpc_rpc_calls_received_total"), 0.0);

@@ -192,8 +192,7 @@ TEST(stop_edges, the_drain_ends_at_its_timeout_though_a_peer_reads_nothing) {
   server_options o = test::threads(1, 1);
   o.drain_timeout = 2000ms;
   server s(o);
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   test::raw_socket deaf(s.port(), 4096);  // a small receive buffer it never reads
   const std::string big(100'000, 'x');
   for (std::uint64_t id = 1; id <= 30; ++id) ASSERT_TRUE(deaf.send_frame(test::request(id, "echo", big)));
@@ -239,8 +238,7 @@ TEST(stop_edges, after_the_drain_timeout_only_running_handlers_are_waited_for) {
     stubborn_done = true;
     c.reply("late");
   });
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   auto c = client::connect("127.0.0.1", s.port());
   auto stubborn = c.call_future("stubborn", bytes_of("x"), within(20s));
   while (!stubborn_running) std::this_thread::sleep_for(1ms);
@@ -377,8 +375,7 @@ TEST(per_address, connections_per_address_are_capped) {
   server_options o = test::threads(1, 1);
   o.max_connections_per_address = 3;
   server s(o);
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   std::vector<std::unique_ptr<test::raw_socket>> held;
   for (int i = 0; i < 3; ++i) {
     held.push_back(std::make_unique<test::raw_socket>(s.port()));
@@ -418,8 +415,7 @@ TEST(per_address, accept_rate_per_address_limits_a_connect_loop) {
   server_options o = test::threads(1, 1);
   o.accept_rate_per_address = 5;
   server s(o);
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   int refused = 0;
   for (int i = 0; i < 40; ++i) {
     test::raw_socket sock(s.port(), 0, std::chrono::milliseconds(2000));

@@ -235,8 +235,7 @@ TEST(server_interceptor_after, a_throwing_after_call_fails_the_call) {
   server_options o = test::threads(1, 1);
   o.interceptors = {std::make_shared<bad_after>()};
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   auto c = client::connect("127.0.0.1", srv.port());
   for (int i = 0; i < 2; ++i) {
     const auto r = c.call("echo", "hi");
@@ -259,8 +258,7 @@ TEST(server_interceptor_after, untimed_chains_report_the_receive_time) {
   server_options o = test::threads(1, 1);
   o.interceptors = {in};
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   auto c = client::connect("127.0.0.1", srv.port());
   ASSERT_TRUE(c.call("sleep", "2000").ok());
   EXPECT_EQ(in->calls.load(), 1);

@@ -25,8 +25,7 @@ TEST(backpressure, pause_and_resume_never_strand_a_connection) {
     server_options o = test::threads(1, 2);
     o.max_inflight_per_connection = inflight;
     server s(o);
-    add_builtin_methods(s);
-    s.start();
+    test::start_with_builtins(s);
     auto c = client::connect("127.0.0.1", s.port());
     std::atomic<int> ok{0}, failed{0};
     for (int round = 0; round < 150; ++round) {
@@ -55,8 +54,7 @@ TEST(shutdown, stop_finishes_with_a_half_closed_peer_that_never_reads) {
   o.socket_send_buffer_bytes = 4096;
   o.drain_timeout = std::chrono::milliseconds(300);
   server s(o);
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   test::raw_socket sock(s.port(), 4096);
   const std::string big(100000, 'x');
   for (std::uint64_t i = 1; i <= 10; ++i) ASSERT_TRUE(sock.send_frame(test::request(i, "echo", big)));
@@ -71,8 +69,7 @@ TEST(shutdown, calls_queued_past_the_drain_timeout_get_shutting_down) {
   server_options o = test::threads(1, 1);
   o.drain_timeout = std::chrono::milliseconds(200);
   server s(o);
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   auto c = client::connect("127.0.0.1", s.port());
   std::vector<std::future<call_result>> f;
   f.push_back(c.call_future("sleep", bytes_of("1000000")));
@@ -90,8 +87,7 @@ TEST(shutdown, calls_queued_past_the_drain_timeout_get_shutting_down) {
 // The last handle of a private runtime dropped inside its own callback.
 TEST(client_lifetime, client_destroyed_inside_its_own_callback) {
   server s(test::threads(1, 1));
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   auto c = std::make_unique<client>(client::connect("127.0.0.1", s.port()));
   std::promise<void> done;
   std::promise<void> issued;  // the contract: no call may still be returning when it is closed
