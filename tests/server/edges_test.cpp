@@ -443,19 +443,52 @@ namespace {
 
 // Fair share through the whole server: one handler; a greedy connection queues ten calls, then a
 // polite one sends one. The polite call runs within the next few, not after the backlog.
-TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
-  server s(test::threads(1, 1));
+// The fair-share tests' "step" method: each call waits for a ticket, then records its payload,
+// so `ran()` is the order the one worker took the calls in. Declared before the server.
+struct ticketed_steps {
   std::mutex mu;
   std::condition_variable cv;
   int tickets = 0;  // how many calls may finish
   std::vector<std::string> order;
-  s.add_method("step", [&](call_context& c) {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return tickets > 0; });
-    --tickets;
-    order.emplace_back(reinterpret_cast<const char*>(c.payload().data()), c.payload().size());
-    c.reply("ok");
-  });
+
+  void add_to(server& s) {
+    s.add_method("step", [this](call_context& c) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return tickets > 0; });
+      --tickets;
+      order.emplace_back(reinterpret_cast<const char*>(c.payload().data()), c.payload().size());
+      c.reply("ok");
+    });
+  }
+  void hand_out(int n) {
+    {
+      std::lock_guard lock(mu);
+      tickets = n;
+    }
+    cv.notify_all();
+  }
+  std::vector<std::string> ran() {
+    std::lock_guard lock(mu);
+    return order;
+  }
+};
+
+// Whether the server's one worker is running a call with `queued` more waiting.
+bool holds(server& s, unsigned queued) {
+  const pool_stats p = s.pool_stats_all()[0];
+  return p.active == 1 && p.queued == queued;
+}
+
+// holds(), polled for up to 2 s.
+bool comes_to_hold(server& s, unsigned queued) {
+  for (int i = 0; i < 2000 && !holds(s, queued); ++i) std::this_thread::sleep_for(1ms);
+  return holds(s, queued);
+}
+
+TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
+  ticketed_steps steps;
+  server s(test::threads(1, 1));
+  steps.add_to(s);
   s.start();
   auto greedy = client::connect("127.0.0.1", s.port());
   auto polite = client::connect("127.0.0.1", s.port());
@@ -463,21 +496,12 @@ TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
   for (int i = 0; i < 10; ++i) calls.push_back(greedy.call_future("step", bytes_of("g"), within(20s)));
   // Wait until the server holds them all (one running, nine queued): until the worker has taken
   // its first call, all ten are queued.
-  const auto holds = [&](unsigned queued) {
-    const pool_stats p = s.pool_stats_all()[0];
-    return p.active == 1 && p.queued == queued;
-  };
-  for (int i = 0; i < 2000 && !holds(9); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(holds(9));
+  ASSERT_TRUE(comes_to_hold(s, 9));
   calls.push_back(polite.call_future("step", bytes_of("p"), within(20s)));
   for (int i = 0; i < 2000 && s.pool_stats_all()[0].queued < 10; ++i) std::this_thread::sleep_for(1ms);
-  {
-    std::lock_guard lock(mu);
-    tickets = 11;
-  }
-  cv.notify_all();
+  steps.hand_out(11);
   for (auto& f : calls) EXPECT_TRUE(f.get().ok());
-  std::lock_guard lock(mu);
+  const auto order = steps.ran();
   ASSERT_EQ(order.size(), 11u);
   const auto at = std::find(order.begin(), order.end(), "p") - order.begin();
   EXPECT_LE(at, 3) << "the polite call ran " << at + 1 << "th of 11";
@@ -489,23 +513,10 @@ TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
 std::ptrdiff_t lone_host_position(fair_share_caller by) {
   server_options o = test::threads(1, 1);
   o.fair_share_by = by;
+  ticketed_steps steps;
   server s(o);
-  std::mutex mu;
-  std::condition_variable cv;
-  int tickets = 0;
-  std::vector<std::string> order;
-  s.add_method("step", [&](call_context& c) {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return tickets > 0; });
-    --tickets;
-    order.emplace_back(reinterpret_cast<const char*>(c.payload().data()), c.payload().size());
-    c.reply("ok");
-  });
+  steps.add_to(s);
   s.start();
-  const auto holds = [&](unsigned queued) {
-    const pool_stats p = s.pool_stats_all()[0];
-    return p.active == 1 && p.queued == queued;
-  };
   std::vector<std::unique_ptr<test::raw_socket>> busy_host;
   for (int conn = 0; conn < 5; ++conn) {
     busy_host.push_back(std::make_unique<test::raw_socket>(s.port(), 0, 20s, "127.0.0.1"));
@@ -513,25 +524,20 @@ std::ptrdiff_t lone_host_position(fair_share_caller by) {
       EXPECT_TRUE(busy_host.back()->send_frame(test::request(id, "step", "busy")));
     }
     // In order, so the service order below is the same every run.
-    for (int i = 0; i < 2000 && !holds(static_cast<unsigned>(conn * 2 + 1)); ++i) std::this_thread::sleep_for(1ms);
+    comes_to_hold(s, static_cast<unsigned>(conn * 2 + 1));
   }
-  EXPECT_TRUE(holds(9));
+  EXPECT_TRUE(holds(s, 9));
   test::raw_socket lone_host(s.port(), 0, 20s, "127.0.0.2");
   EXPECT_TRUE(lone_host.send_frame(test::request(1, "step", "lone")));
-  for (int i = 0; i < 2000 && !holds(10); ++i) std::this_thread::sleep_for(1ms);
-  EXPECT_TRUE(holds(10));
-  {
-    std::lock_guard lock(mu);
-    tickets = 11;
-  }
-  cv.notify_all();
+  EXPECT_TRUE(comes_to_hold(s, 10));
+  steps.hand_out(11);
   std::vector<std::byte> storage;
   detail::frame_view reply;
   EXPECT_TRUE(lone_host.read_frame(reply, storage));
   for (auto& sock : busy_host) {
     for (int n = 0; n < 2; ++n) EXPECT_TRUE(sock->read_frame(reply, storage));
   }
-  std::lock_guard lock(mu);
+  const auto order = steps.ran();
   EXPECT_EQ(order.size(), 11u);
   return std::find(order.begin(), order.end(), "lone") - order.begin();
 }
@@ -576,23 +582,16 @@ TEST(fair_share, a_slow_callers_backlog_takes_its_share_of_handler_time_not_of_c
   }
   auto holder = client::connect("127.0.0.1", s.port());
   auto hold = holder.call_future("hold", bytes_of(""), within(20s));
-  const auto holds = [&](unsigned queued) {
-    const pool_stats p = s.pool_stats_all()[0];
-    return p.active == 1 && p.queued == queued;
-  };
-  for (int i = 0; i < 2000 && !holds(0); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(holds(0));
+  ASSERT_TRUE(comes_to_hold(s, 0));
   std::vector<client> quick;
   std::vector<std::future<call_result>> calls;
   for (int q = 0; q < 4; ++q) {
     quick.push_back(client::connect("127.0.0.1", s.port()));
     for (int i = 0; i < 2; ++i) calls.push_back(quick.back().call_future("step", bytes_of("q"), within(20s)));
   }
-  for (int i = 0; i < 2000 && !holds(8); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(holds(8));
+  ASSERT_TRUE(comes_to_hold(s, 8));
   for (int i = 0; i < 6; ++i) calls.push_back(slow.call_future("nap", bytes_of("n"), within(20s)));
-  for (int i = 0; i < 2000 && !holds(14); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(holds(14));
+  ASSERT_TRUE(comes_to_hold(s, 14));
   {
     std::lock_guard lock(mu);
     held = false;
