@@ -176,6 +176,34 @@ class raw_socket {
   int _fd = -1;
 };
 
+/// The server end of one connection, scripted by a test that plays a server to a client: it
+/// listens on 127.0.0.1 (an ephemeral port), reads request frames and writes whatever the test
+/// wants, well-formed or not. Throws std::runtime_error if it cannot listen.
+class scripted_server {
+ public:
+  scripted_server();
+  ~scripted_server();
+  scripted_server(const scripted_server&) = delete;
+  scripted_server& operator=(const scripted_server&) = delete;
+
+  std::uint16_t port() const { return _port; }
+  /// Accepts the client's connection; reads on it time out after 5 s.
+  void accept();
+  /// Reads one request frame: its call id, 0 on EOF, error, timeout or a frame that does not
+  /// decode.
+  std::uint64_t read_request();
+  bool send(std::span<const std::byte> bytes);
+  bool send_frame(const detail::frame_view& f);
+  /// A Reply frame for call `id` with `payload`.
+  bool reply(std::uint64_t id, std::span<const std::byte> payload);
+
+ private:
+  bool read_exact(std::byte* p, std::size_t n);
+  int _lfd = -1;
+  int _fd = -1;
+  std::uint16_t _port = 0;
+};
+
 /// The bytes of the hex dump in the first ``` block after `heading` in the Markdown file `doc`
 /// ("0000: 34 00 ..." lines, as docs/protocol.md shows frames); empty if the heading is missing.
 std::vector<std::byte> documented_dump(const char* doc, std::string_view heading);
