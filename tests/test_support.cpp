@@ -54,15 +54,22 @@ raw_socket::raw_socket(std::uint16_t port, int rcvbuf, std::chrono::milliseconds
   }
 }
 
-bool raw_socket::send_all(std::span<const std::byte> data) {
+namespace {
+
+// Writes all of `data` to the socket `fd` (retrying on EINTR): false on an error or a closed peer.
+bool send_all_to(int fd, std::span<const std::byte> data) {
   while (!data.empty()) {
-    const ssize_t n = ::send(_fd, data.data(), data.size(), MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     data = data.subspan(static_cast<std::size_t>(n));
   }
   return true;
 }
+
+}  // namespace
+
+bool raw_socket::send_all(std::span<const std::byte> data) { return send_all_to(_fd, data); }
 
 bool raw_socket::send_frame(const detail::frame_view& f) {
   detail::frame_encoder enc;
@@ -185,15 +192,7 @@ std::uint64_t scripted_server::read_request() {
   return detail::decode_frame(f, v) == detail::decode_outcome::ok ? v.call_id : 0;
 }
 
-bool scripted_server::send(std::span<const std::byte> b) {
-  while (!b.empty()) {
-    const ssize_t n = ::send(_fd, b.data(), b.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    b = b.subspan(static_cast<std::size_t>(n));
-  }
-  return true;
-}
+bool scripted_server::send(std::span<const std::byte> b) { return send_all_to(_fd, b); }
 
 bool scripted_server::send_frame(const detail::frame_view& f) {
   detail::frame_encoder enc;
