@@ -23,11 +23,7 @@
 
 namespace {
 
-using ringrpc::detail::decode_frame;
-using ringrpc::detail::decode_outcome;
-using ringrpc::detail::frame_assembler;
-using ringrpc::detail::frame_encoder;
-using ringrpc::detail::frame_view;
+using namespace ringrpc::detail;
 using ringrpc::wire::Kind;
 
 std::vector<std::byte> payload64() {

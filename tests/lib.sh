@@ -1,16 +1,31 @@
 # shellcheck shell=bash
-# $load and $nginx come from the caller, which also reads $rc:
+# $load comes from the caller, which also reads $rc and $nginx and $redis (need_nginx_and_redis):
 # shellcheck disable=SC2154,SC2034
 # What only the shell tests share; it sources scripts/lib.sh, which has the rest (free_port,
 # wait_port, start_server, wait_listening, start_nginx DIR PORT...). Source it from a bash
 # test in tests/DIR/: . "$(dirname "$0")/../lib.sh"
 #
+#   skip_unless_installed WHAT PROGRAM...
+#                          exits 77 ("WHAT not installed: skipped") unless python3 and each
+#                          PROGRAM (a name on PATH or a path) can run
+#   need_nginx_and_redis   sets $nginx and $redis (their Debian paths when not on PATH); exits 77
+#                          (skipped) unless both, and python3, are installed
 #   test_init NAME         a fresh $work directory, $pids and $failures, and the traps that
 #                          stop the processes in $pids and remove $work on exit
 #   fail TEXT / ok TEXT    report one check (fail counts it in $failures)
 #   stop_pid PID           TERM, then KILL after 3 s; reaps it
+#   wait_exit PID TENTHS   waits until PID has exited, at most TENTHS tenths of a second;
+#                          false if it still runs then (it is not signalled nor reaped)
 #   run_load NAME ARGS...  runs $load ARGS under a ${load_timeout:-30} s timeout, its output in
 #                          $work/NAME.out and .err, its exit status in $rc
+#   json_field FILE EXPR   prints the Python expression EXPR over the JSON document `j` in FILE
+#                          (nothing when FILE is not JSON or EXPR fails)
+#   expect_diagnosis NAME PATTERN URL
+#                          a ringrpc-load run at URL (a server of another protocol) exits 2
+#                          within 8 s with a line matching PATTERN (grep -E) and no summary
+#   expect_run NAME EXPR WANT TEXT
+#                          the last run_load NAME exited 0 and json_field of EXPR over its
+#                          --json file, $work/NAME.json, printed WANT: ok TEXT, else fail
 #   make_cert NAME CN [CA] NAME.pem and NAME.key (EC P-256, 2 days, SAN localhost and
 #                          127.0.0.1), self-signed or signed by CA.pem/CA.key; in the current dir
 #
@@ -18,6 +33,23 @@
 
 # shellcheck source=scripts/lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/scripts/lib.sh"
+
+skip_unless_installed() {
+  local what=$1 p
+  shift
+  for p in "$@" python3; do
+    if ! command -v "$p" >/dev/null; then
+      echo "$what not installed: skipped"
+      exit 77
+    fi
+  done
+}
+
+need_nginx_and_redis() {
+  nginx=$(command -v nginx || echo /usr/sbin/nginx)
+  redis=$(command -v redis-server || echo /usr/bin/redis-server)
+  skip_unless_installed "nginx, redis-server or python3 (Debian: nginx-light, redis-server)" "$nginx" "$redis"
+}
 
 test_init() {
   work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 1
@@ -32,6 +64,15 @@ stop_pid() {
   for _ in $(seq 30); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
   kill -KILL "$1" 2>/dev/null
   wait "$1" 2>/dev/null
+}
+
+wait_exit() {
+  local i=0
+  while running "$1" && ((i < $2)); do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  ! running "$1"
 }
 
 cleanup() {
@@ -58,6 +99,38 @@ make_cert() {
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$2" \
     -keyout "$1.key" -out "$1.pem" ${3:+-CA "$3.pem" -CAkey "$3.key"} \
     -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
+}
+
+json_field() {
+  python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
+}
+
+expect_diagnosis() {
+  local start took
+  start=$(date +%s)
+  run_load "$1" -c 2 -d 20s "$3"
+  took=$(($(date +%s) - start))
+  if [ "$rc" -ne 2 ]; then
+    fail "$3: exit $rc, expected 2 with a diagnosis"; cat "$work/$1.err" "$work/$1.out" >&2
+  elif [ $took -gt 8 ]; then
+    fail "$3: the diagnosis took $took s"
+  elif ! grep -Eq "^ringrpc-load: .*$2" "$work/$1.err"; then
+    fail "$3: no line /$2/:"; cat "$work/$1.err" >&2
+  elif grep -q 'calls ok' "$work/$1.out"; then
+    fail "$3: a summary of a meaningless run was printed"
+  else
+    ok "$3 -> $(grep '^ringrpc-load: ' "$work/$1.err" | tail -1)"
+  fi
+}
+
+expect_run() {
+  local got
+  got=$(json_field "$work/$1.json" "$2")
+  if [ "$rc" != 0 ] || [ "$got" != "$3" ]; then
+    fail "$4: exit $rc, $2 = '$got', expected $3"; cat "$work/$1.err" >&2
+  else
+    ok "$4"
+  fi
 }
 
 run_load() {

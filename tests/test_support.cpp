@@ -54,15 +54,22 @@ raw_socket::raw_socket(std::uint16_t port, int rcvbuf, std::chrono::milliseconds
   }
 }
 
-bool raw_socket::send_all(std::span<const std::byte> data) {
+namespace {
+
+// Writes all of `data` to the socket `fd` (retrying on EINTR): false on an error or a closed peer.
+bool send_all_to(int fd, std::span<const std::byte> data) {
   while (!data.empty()) {
-    const ssize_t n = ::send(_fd, data.data(), data.size(), MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     data = data.subspan(static_cast<std::size_t>(n));
   }
   return true;
 }
+
+}  // namespace
+
+bool raw_socket::send_all(std::span<const std::byte> data) { return send_all_to(_fd, data); }
 
 bool raw_socket::send_frame(const detail::frame_view& f) {
   detail::frame_encoder enc;
@@ -147,6 +154,68 @@ std::string hex_dump(std::span<const std::byte> bytes) {
     s += buf;
   }
   return s;
+}
+
+
+scripted_server::scripted_server() {
+  _lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (_lfd < 0 || ::bind(_lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(_lfd, 4) != 0) {
+    if (_lfd >= 0) ::close(_lfd);
+    throw std::runtime_error("scripted_server: bind/listen on 127.0.0.1");
+  }
+  socklen_t len = sizeof(a);
+  ::getsockname(_lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  _port = ntohs(a.sin_port);
+}
+
+scripted_server::~scripted_server() {
+  if (_fd >= 0) ::close(_fd);
+  ::close(_lfd);
+}
+
+void scripted_server::accept() {
+  _fd = ::accept(_lfd, nullptr, nullptr);
+  timeval tv{5, 0};
+  ::setsockopt(_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+std::uint64_t scripted_server::read_request() {
+  std::byte prefix[4];
+  if (!read_exact(prefix, 4)) return 0;
+  std::vector<std::byte> f(4 + detail::read_frame_length(prefix));
+  std::memcpy(f.data(), prefix, 4);
+  if (!read_exact(f.data() + 4, f.size() - 4)) return 0;
+  detail::frame_view v;
+  return detail::decode_frame(f, v) == detail::decode_outcome::ok ? v.call_id : 0;
+}
+
+bool scripted_server::send(std::span<const std::byte> b) { return send_all_to(_fd, b); }
+
+bool scripted_server::send_frame(const detail::frame_view& f) {
+  detail::frame_encoder enc;
+  return send(enc.encode(f));
+}
+
+bool scripted_server::reply(std::uint64_t id, std::span<const std::byte> payload) {
+  detail::frame_view f;
+  f.call_id = id;
+  f.kind = wire::Kind::Reply;
+  f.payload = payload;
+  return send_frame(f);
+}
+
+bool scripted_server::read_exact(std::byte* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t r = ::recv(_fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
 }
 
 }  // namespace ringrpc::test

@@ -1,8 +1,9 @@
 #pragma once
 // What the C++ tests share: whether this is a sanitizer build, call_options with a deadline
-// (within), a gate threads wait at until the test opens it, and, for loopback integration
-// tests, a raw socket that speaks frames byte by byte, so tests can send what no well-behaved
-// client would. The header's inline parts need no linking; raw_socket is in test_support.cpp.
+// (within), polling until a condition holds (eventually), a gate threads wait at until the test opens it, and, for loopback integration
+// tests, server options of a given size, a started server with the built-in methods, and a raw
+// socket that speaks frames byte by byte, so tests can send what no well-behaved client would.
+// The header's inline parts need no linking; raw_socket is in test_support.cpp.
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,14 +13,18 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "ringrpc/client.hpp"
+#include "ringrpc/server.hpp"
 #include "wire/frame_codec.hpp"
 
 // An ASan or TSan build (GCC defines __SANITIZE_*; clang answers __has_feature): tests that
@@ -53,6 +58,52 @@ inline call_options within(std::chrono::microseconds t) {
   call_options o;
   o.timeout = t;
   return o;
+}
+
+/// Polls pred() until it holds or `limit` has passed: whether it held. The limit only bounds a
+/// failing test; it asserts no speed.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return pred();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+/// What f.get() does: "returned", or the message of the std::logic_error it throws (as get()
+/// on the client runtime's own thread does, rather than wait for a reply only it can read).
+template <class Future>
+std::string outcome_of_get(Future& f) {
+  try {
+    f.get();
+    return "returned";
+  } catch (const std::logic_error& e) {
+    return e.what();
+  }
+}
+
+/// Server options with `readers` reader rings and `handlers` threads in the default pool, the
+/// rest as the defaults; tests set what they are about on the result.
+inline server_options threads(unsigned readers, unsigned handlers) {
+  server_options o;
+  o.readers = readers;
+  o.handlers = handlers;
+  return o;
+}
+
+/// Adds the built-in methods (echo, ...) to `s` and starts it.
+inline void start_with_builtins(server& s) {
+  add_builtin_methods(s);
+  s.start();
+}
+
+/// A started server on an ephemeral loopback port with the built-in methods.
+inline std::unique_ptr<server> builtin_server(const server_options& o) {
+  auto s = std::make_unique<server>(o);
+  start_with_builtins(*s);
+  return s;
 }
 
 /// Threads block in wait() until the test calls open(); the test can first wait until a
@@ -123,6 +174,34 @@ class raw_socket {
 
  private:
   int _fd = -1;
+};
+
+/// The server end of one connection, scripted by a test that plays a server to a client: it
+/// listens on 127.0.0.1 (an ephemeral port), reads request frames and writes whatever the test
+/// wants, well-formed or not. Throws std::runtime_error if it cannot listen.
+class scripted_server {
+ public:
+  scripted_server();
+  ~scripted_server();
+  scripted_server(const scripted_server&) = delete;
+  scripted_server& operator=(const scripted_server&) = delete;
+
+  std::uint16_t port() const { return _port; }
+  /// Accepts the client's connection; reads on it time out after 5 s.
+  void accept();
+  /// Reads one request frame: its call id, 0 on EOF, error, timeout or a frame that does not
+  /// decode.
+  std::uint64_t read_request();
+  bool send(std::span<const std::byte> bytes);
+  bool send_frame(const detail::frame_view& f);
+  /// A Reply frame for call `id` with `payload`.
+  bool reply(std::uint64_t id, std::span<const std::byte> payload);
+
+ private:
+  bool read_exact(std::byte* p, std::size_t n);
+  int _lfd = -1;
+  int _fd = -1;
+  std::uint16_t _port = 0;
 };
 
 /// The bytes of the hex dump in the first ``` block after `heading` in the Markdown file `doc`

@@ -17,12 +17,7 @@
 
 namespace {
 
-using ringrpc::detail::decode_compressed_base64;
-using ringrpc::detail::encode_compressed_base64;
-using ringrpc::detail::interval_log_error;
-using ringrpc::detail::interval_log_reader;
-using ringrpc::detail::interval_log_writer;
-using ringrpc::detail::latency_histogram;
+using namespace ringrpc::detail;
 
 using bucket = std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>;
 

@@ -24,13 +24,7 @@ using test::within;
 using namespace std::chrono_literals;
 
 std::unique_ptr<server> builtin_server(unsigned handlers) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = handlers;
-  auto s = std::make_unique<server>(o);
-  add_builtin_methods(*s);
-  s->start();
-  return s;
+  return test::builtin_server(test::threads(1, handlers));
 }
 
 TEST(ping, answers_ok_with_an_empty_payload) {
@@ -134,10 +128,7 @@ class grace_only final : public registration {
 };
 
 TEST(ping, a_leaving_member_is_not_redialled_during_its_grace) {
-  server_options so;
-  so.readers = 1;
-  so.handlers = 1;
-  auto leaving = std::make_unique<server>(so);
+  auto leaving = std::make_unique<server>(test::threads(1, 1));
   add_builtin_methods(*leaving);
   leaving->add_registration(std::make_shared<grace_only>());
   leaving->start();

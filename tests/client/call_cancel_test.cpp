@@ -27,22 +27,11 @@ namespace {
 using test::bytes_of;
 using namespace std::chrono_literals;
 
-// Waits (bounded) until `pred` holds.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
+using test::eventually;
 
 std::unique_ptr<server> make_server(const std::function<void(server&)>& add, unsigned handlers = 2,
                                     std::chrono::milliseconds drain = 5000ms) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = handlers;
+  server_options o = test::threads(1, handlers);
   o.drain_timeout = drain;
   auto s = std::make_unique<server>(o);
   add(*s);

@@ -27,13 +27,7 @@ using namespace std::chrono_literals;
 using test::sanitized;
 
 std::unique_ptr<server> echo_server(unsigned handlers = 2) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = handlers;
-  auto s = std::make_unique<server>(o);
-  add_builtin_methods(*s);
-  s->start();
-  return s;
+  return test::builtin_server(test::threads(1, handlers));
 }
 
 TEST(client, refused_connection_is_a_typed_error) {
@@ -356,73 +350,7 @@ std::size_t heap_in_use() {
   return m.uordblks + m.hblkhd;
 }
 
-// A one-connection server on a plain socket, scripted by the test.
-class scripted_server {
- public:
-  scripted_server() {
-    _lfd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(_lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(_lfd, 4) != 0) {
-      throw std::runtime_error("bind/listen");
-    }
-    socklen_t len = sizeof(a);
-    ::getsockname(_lfd, reinterpret_cast<sockaddr*>(&a), &len);
-    _port = ntohs(a.sin_port);
-  }
-  ~scripted_server() {
-    if (_fd >= 0) ::close(_fd);
-    ::close(_lfd);
-  }
-  std::uint16_t port() const { return _port; }
-  void accept() {
-    _fd = ::accept(_lfd, nullptr, nullptr);
-    timeval tv{5, 0};
-    ::setsockopt(_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
-  // Reads one request frame; its call id (0 on failure).
-  std::uint64_t read_request() {
-    std::byte prefix[4];
-    if (!read_exact(prefix, 4)) return 0;
-    std::vector<std::byte> f(4 + detail::read_frame_length(prefix));
-    std::memcpy(f.data(), prefix, 4);
-    if (!read_exact(f.data() + 4, f.size() - 4)) return 0;
-    detail::frame_view v;
-    return detail::decode_frame(f, v) == detail::decode_outcome::ok ? v.call_id : 0;
-  }
-  bool send(std::span<const std::byte> b) {
-    while (!b.empty()) {
-      const ssize_t n = ::send(_fd, b.data(), b.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      b = b.subspan(static_cast<std::size_t>(n));
-    }
-    return true;
-  }
-  bool reply(std::uint64_t id, std::span<const std::byte> payload) {
-    detail::frame_view f;
-    f.call_id = id;
-    f.kind = wire::Kind::Reply;
-    f.payload = payload;
-    detail::frame_encoder enc;
-    return send(enc.encode(f));
-  }
-
- private:
-  bool read_exact(std::byte* p, std::size_t n) {
-    while (n > 0) {
-      const ssize_t r = ::recv(_fd, p, n, 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return false;
-      p += r;
-      n -= static_cast<std::size_t>(r);
-    }
-    return true;
-  }
-  int _lfd = -1;
-  int _fd = -1;
-  std::uint16_t _port = 0;
-};
+using test::scripted_server;
 
 TEST(client, a_huge_reply_leaves_no_buffer_behind) {
   if (sanitized) GTEST_SKIP() << "sanitizer allocators do not report through mallinfo2";

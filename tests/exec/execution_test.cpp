@@ -83,9 +83,7 @@ class recording_endpoint : public endpoint {
 struct running_server {
   explicit running_server(server_options o = make_options()) : s(o) {}
   static server_options make_options() {
-    server_options o;
-    o.readers = 1;
-    o.handlers = 2;
+    server_options o = test::threads(1, 2);
     o.drain_timeout = 3s;
     return o;
   }
@@ -788,15 +786,7 @@ class event_log_endpoint : public endpoint {
   }
 };
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return pred();
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using test::eventually;
 
 /// Every connection in `log` has exactly one connected, first, and exactly one disconnected,
 /// last (network errors between); every event ran on a thread named `thread_prefix`.

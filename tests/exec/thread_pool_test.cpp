@@ -44,14 +44,10 @@ constexpr int stress_per_producer = 50'000;
 
 constexpr auto patience = 5s;  // upper bound for anything the test waits for
 
+// Polls pred() until it holds, at most `limit`.
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds limit = patience) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return pred();
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
+  return ringrpc::test::eventually(pred, limit);
 }
 
 // Blocked tasks wait at a gate until the test opens it; open_on_exit (declared after the pool)

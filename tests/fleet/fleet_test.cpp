@@ -26,6 +26,7 @@
 #include "ringrpc/discovery.hpp"
 #include "ringrpc/ops.hpp"
 #include "ringrpc/server.hpp"
+#include "test_support.hpp"
 #include "uring/uring_probe.hpp"
 
 namespace {
@@ -284,10 +285,7 @@ TEST(fleet, an_embedded_server_registers_reports_metrics_and_deregisters_in_stop
   d.service = "embedded";
   d.deregister_grace = 200ms;
   auto reg = std::make_shared<ringrpc::discovery::etcd_registration>(d, "127.0.0.1");
-  ringrpc::server_options so;
-  so.readers = 1;
-  so.handlers = 1;
-  ringrpc::server srv(so);
+  ringrpc::server srv(ringrpc::test::threads(1, 1));
   ringrpc::add_builtin_methods(srv);
   srv.add_registration(reg);
   srv.start();

@@ -16,17 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fuzz_check.hpp"
 #include "ringrpc/config.hpp"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                                                   \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      std::fprintf(stderr, "config_fuzz: check failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                        \
-    }                                                                                      \
-  } while (0)
 
 // What ringrpc-server names: parse_config checks [events.queues] against them.
 constexpr std::string_view queue_names[] = {"log", "metrics"};

@@ -15,19 +15,12 @@
 
 #include "discovery/base64.hpp"
 #include "discovery/etcd_json.hpp"
+#include "fuzz_check.hpp"
 #include "ringrpc/discovery.hpp"
 
 namespace {
 
 namespace d = ringrpc::discovery::detail;
-
-#define FUZZ_CHECK(cond)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      std::fprintf(stderr, "etcd_json_fuzz: %s failed\n", #cond); \
-      std::abort();                                               \
-    }                                                             \
-  } while (0)
 
 template <class T>
 void check(const d::parsed<T>& p) {

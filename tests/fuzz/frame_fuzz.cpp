@@ -22,31 +22,14 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_check.hpp"
 #include "wire/frame_assembler.hpp"
 #include "wire/frame_codec.hpp"
 
 namespace {
 
-using ringrpc::detail::decode_frame;
-using ringrpc::detail::decode_outcome;
-using ringrpc::detail::frame_assembler;
-using ringrpc::detail::frame_encoder;
-using ringrpc::detail::frame_prefix_bytes;
-using ringrpc::detail::frame_view;
-using ringrpc::detail::metadata_to_send;
-using ringrpc::metadata_entry;
-using ringrpc::metadata_item;
-using ringrpc::metadata_view;
-using ringrpc::detail::read_frame_length;
-
-#define FUZZ_CHECK(cond)                                                          \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      std::fprintf(stderr, "frame_fuzz: check failed: %s (%s:%d)\n", #cond,      \
-                   __FILE__, __LINE__);                                           \
-      std::abort();                                                               \
-    }                                                                             \
-  } while (0)
+using namespace ringrpc;
+using namespace ringrpc::detail;
 
 // splitmix64: small, good enough to spread slice boundaries.
 struct prng {

@@ -10,22 +10,14 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "fuzz_check.hpp"
 #include "grpc_framing.hpp"
 
-namespace {
-
-[[noreturn]] void bug(const char* what) {
-  std::fprintf(stderr, "grpc_framing_fuzz: %s\n", what);
-  std::abort();
-}
-
-}  // namespace
+using ringrpc::fuzz::bug;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ringrpc::load;

@@ -22,20 +22,13 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_check.hpp"
 #include "ops/http_request.hpp"
 
 namespace {
 
 using ringrpc::detail::http_parse_result;
 using ringrpc::detail::parse_http_request;
-
-#define FUZZ_CHECK(cond)                                                                  \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "http_fuzz: check failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                       \
-    }                                                                                     \
-  } while (0)
 
 void check_result(const http_parse_result& r, std::string_view in) {
   using outcome = http_parse_result::outcome;

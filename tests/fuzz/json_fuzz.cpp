@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_check.hpp"
 #include "typed_json.hpp"
 
 #ifndef RINGRPC_FUZZ_SCHEMA
@@ -33,14 +34,6 @@ namespace {
 
 using ringrpc::tools::tool_error;
 using ringrpc::tools::typed_schema;
-
-#define FUZZ_CHECK(cond)                                                                  \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "json_fuzz: check failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                       \
-    }                                                                                     \
-  } while (0)
 
 typed_schema& schema() {
   static typed_schema s = typed_schema::from_file(RINGRPC_FUZZ_SCHEMA, {});

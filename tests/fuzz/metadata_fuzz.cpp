@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz_check.hpp"
 #include "ringrpc/metadata.hpp"
 #include "server/call_guard.hpp"
 #include "wire/frame_codec.hpp"
@@ -33,15 +34,6 @@ namespace {
 
 using namespace ringrpc;
 using namespace ringrpc::detail;
-
-#define FUZZ_CHECK(cond)                                                                  \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "metadata_fuzz: check failed: %s (%s:%d)\n", #cond, __FILE__, \
-                   __LINE__);                                                             \
-      std::abort();                                                                       \
-    }                                                                                     \
-  } while (0)
 
 std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) {
   std::uint64_t h = 0xcbf29ce484222325ULL;

@@ -273,12 +273,7 @@ rm -f int.json int.hlog int.svg
 lpid=$!
 sleep 1.5
 kill -INT "$lpid"
-i=0
-while running "$lpid" && [ $i -lt 50 ]; do
-  sleep 0.1
-  i=$((i + 1))
-done
-if running "$lpid"; then
+if ! wait_exit "$lpid" 50; then
   kill -KILL "$lpid"
   fail "ringrpc-load still runs 5 s after SIGINT"
 fi
@@ -309,12 +304,7 @@ kill -INT "$lpid"
 sleep 0.5
 if ! running "$lpid"; then fail "one SIGINT did not wait for the call in flight"; fi
 kill -INT "$lpid"
-i=0
-while running "$lpid" && [ $i -lt 20 ]; do
-  sleep 0.1
-  i=$((i + 1))
-done
-if running "$lpid"; then
+if ! wait_exit "$lpid" 20; then
   kill -KILL "$lpid"
   fail "ringrpc-load still runs 2 s after a second SIGINT"
 fi
@@ -366,12 +356,7 @@ if [ $rc -eq 0 ]; then fail "plot of a missing file exited 0"; fi
 
 # --- stop the server ----------------------------------------------------------------------------
 kill -TERM "$pid"
-i=0
-while running "$pid" && [ $i -lt 100 ]; do
-  sleep 0.1
-  i=$((i + 1))
-done
-if running "$pid"; then fail "ringrpc-server did not exit within 10 s of SIGTERM"; fi
+wait_exit "$pid" 100 || fail "ringrpc-server did not exit within 10 s of SIGTERM"
 
 if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed" >&2

@@ -1013,9 +1013,7 @@ TEST(load_engine, a_claimed_reply_costs_only_the_bytes_that_arrived) {
 // One call held for a second while the others on its connection keep completing: the window
 // keeps working (and stays its size, see call_window above).
 TEST(load_engine, ringrpc_one_call_held_while_the_others_flow) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 2;
+  server_options o = test::threads(1, 2);
   o.drain_timeout = 1000ms;
   server s(o);
   std::atomic<bool> held{false};

@@ -10,18 +10,11 @@ set -u
 load=${1:?usage: $0 ringrpc-load ringrpc-server etcd}
 server=${2:?usage}
 etcd=${3:?usage}
-if [ ! -x "$etcd" ] || ! command -v python3 >/dev/null; then
-  echo "etcd or python3 not installed (Debian: etcd-server, python3): skipped"
-  exit 77
-fi
 
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
+skip_unless_installed "etcd or python3 (Debian: etcd-server, python3)" "$etcd"
 test_init load_etcd
-# json_field FILE EXPR: a Python expression over the JSON `j`.
-json_field() {
-  python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
-}
 
 # --- etcd --------------------------------------------------------------------------------------
 cport=$(free_port)

@@ -11,18 +11,11 @@ load=${1:?usage: $0 ringrpc-load grpc_echo_server echo.proto}
 grpc_server=${2:?usage}
 proto=${3:?usage}
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
-if [ ! -x "$nginx" ] || ! command -v python3 >/dev/null; then
-  echo "nginx or python3 not installed (Debian: nginx-light, python3): skipped"
-  exit 77
-fi
 
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
+skip_unless_installed "nginx or python3 (Debian: nginx-light, python3)" "$nginx"
 test_init load_h2_peers
-# json_field FILE EXPR: a Python expression over the JSON `j`.
-json_field() {
-  python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
-}
 
 # --- nginx: an h2c port and an HTTP/1.1 port -----------------------------------------------------
 h2port=$(free_port)
@@ -193,20 +186,6 @@ else
 fi
 
 # --- the wrong protocol ------------------------------------------------------------------------
-expect_diagnosis() {
-  start=$(date +%s)
-  run_load "$1" -c 2 -d 20s "$3"
-  took=$(($(date +%s) - start))
-  if [ $rc -ne 2 ]; then
-    fail "$3: exit $rc, expected 2 with a diagnosis"; cat "$work/$1.err" "$work/$1.out" >&2
-  elif [ $took -gt 8 ]; then
-    fail "$3: the diagnosis took $took s"
-  elif ! grep -Eq "^ringrpc-load: .*$2" "$work/$1.err"; then
-    fail "$3: no line /$2/:"; cat "$work/$1.err" >&2
-  else
-    ok "$3 -> $(grep '^ringrpc-load: ' "$work/$1.err" | tail -1)"
-  fi
-}
 expect_diagnosis h1_h2c "looks like an HTTP/1.1 server; try http://127.0.0.1:$h1port/" "h2c://127.0.0.1:$h1port/"
 expect_diagnosis h1_grpc "looks like an HTTP/1.1 server; try http://" "grpc://127.0.0.1:$h1port/ringtest.Echo/Say"
 expect_diagnosis h2_http "(looks like an HTTP/2 server; try h2c://|closed the connection)" "http://127.0.0.1:$h2port/ok"

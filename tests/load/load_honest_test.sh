@@ -164,11 +164,7 @@ lpid=$!
 pids="$pids $lpid"
 sleep 1.6
 kill -INT "$lpid"
-i=0
-while running "$lpid" && [ $i -lt 100 ]; do
-  sleep 0.1
-  i=$((i + 1))
-done
+wait_exit "$lpid" 100
 wait "$lpid"
 check=$(json int.json '(lambda last, m: 0 < last["width_s"] < 1 and abs(last["t_s"] - m) < 1e-6 and abs(j["steps"][0]["duration_s"] - m) < 1e-6 and j["config"]["duration_s"] == 30.0)(j["per_second"][-1], j["measured_s"])')
 measured=$(json int.json 'round(j["measured_s"], 2)')

@@ -8,15 +8,10 @@ set -u
 
 load=${1:?usage: $0 ringrpc-load ringrpc-server}
 server=${2:?usage: $0 ringrpc-load ringrpc-server}
-nginx=$(command -v nginx || echo /usr/sbin/nginx)
-redis=$(command -v redis-server || echo /usr/bin/redis-server)
-if [ ! -x "$nginx" ] || [ ! -x "$redis" ] || ! command -v python3 >/dev/null; then
-  echo "nginx, redis-server or python3 not installed (Debian: nginx-light, redis-server): skipped"
-  exit 77
-fi
 
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
+need_nginx_and_redis
 test_init load_peers
 
 # --- nginx: one worker, a few locations -------------------------------------------------------
@@ -115,23 +110,6 @@ done
 start_server "$work/rs" "$server" --port 0 --readers 1 --handlers 1 || exit $?
 sport=$listen_port
 
-# expect_diagnosis NAME PATTERN URL: exit 2 within 8 s, one line matching PATTERN.
-expect_diagnosis() {
-  start=$(date +%s)
-  run_load "$1" -c 2 -d 20s "$3"
-  took=$(($(date +%s) - start))
-  if [ $rc -ne 2 ]; then
-    fail "$3: exit $rc, expected 2 with a diagnosis"; cat "$work/$1.err" "$work/$1.out" >&2
-  elif [ $took -gt 8 ]; then
-    fail "$3: the diagnosis took $took s"
-  elif ! grep -Eq "^ringrpc-load: .*$2" "$work/$1.err"; then
-    fail "$3: no line /$2/:"; cat "$work/$1.err" >&2
-  elif grep -q 'calls ok' "$work/$1.out"; then
-    fail "$3: a summary of a meaningless run was printed"
-  else
-    ok "$3 -> $(grep '^ringrpc-load: ' "$work/$1.err" | tail -1)"
-  fi
-}
 expect_diagnosis ngx_ringrpc "looks like an HTTP/1.1 server; try http://127.0.0.1:$hport/" "ringrpc://127.0.0.1:$hport/echo"
 expect_diagnosis ngx_redis "looks like an HTTP/1.1 server; try http://" "redis://127.0.0.1:$hport"
 expect_diagnosis ngx_echo "looks like an HTTP/1.1 server" "echo://127.0.0.1:$hport"

@@ -157,22 +157,25 @@ void fuzz(const protocol& p, const request_kind& kind, const std::vector<std::st
 // ---------------------------------------------------------------------------------- targets
 
 TEST(ParseTarget, ValidTargets) {
-  auto t = parse_target("ringrpc://127.0.0.1:7000/echo");
-  EXPECT_EQ(t.scheme, "ringrpc");
-  EXPECT_EQ(t.host, "127.0.0.1");
-  EXPECT_EQ(t.port, 7000);
-  EXPECT_EQ(t.path, "echo");
+  // The host is given to the resolver bare: IPv6 literals lose their brackets.
+  const struct {
+    const char* url;
+    const char* host;
+    int port;
+    const char* path;
+  } cases[] = {{"ringrpc://127.0.0.1:7000/echo", "127.0.0.1", 7000, "echo"},
+               {"http://example.com", "example.com", 80, "/"},
+               {"http://localhost:8080/a/b?x=1", "localhost", 8080, "/a/b?x=1"},
+               {"http://[::1]:8080/x", "::1", 8080, "/x"}};
+  for (const auto& c : cases) {
+    const auto t = parse_target(c.url);
+    EXPECT_EQ(t.host, c.host) << c.url;
+    EXPECT_EQ(t.port, c.port) << c.url;
+    EXPECT_EQ(t.path, c.path) << c.url;
+  }
+  EXPECT_EQ(parse_target("ringrpc://127.0.0.1:7000/echo").scheme, "ringrpc");
 
-  t = parse_target("http://example.com");
-  EXPECT_EQ(t.host, "example.com");
-  EXPECT_EQ(t.port, 80);
-  EXPECT_EQ(t.path, "/");
-
-  t = parse_target("http://localhost:8080/a/b?x=1");
-  EXPECT_EQ(t.port, 8080);
-  EXPECT_EQ(t.path, "/a/b?x=1");
-
-  t = parse_target("redis://localhost");
+  auto t = parse_target("redis://localhost");
   EXPECT_EQ(t.port, 6379);
   EXPECT_EQ(parse_target("redis://10.0.0.1:6380/").port, 6380);
 
@@ -184,11 +187,7 @@ TEST(ParseTarget, ValidTargets) {
   EXPECT_EQ(parse_target("HTTP://Host:65535").scheme, "http");
   EXPECT_EQ(parse_target("ringrpc://h:1/svc.method").path, "svc.method");
 
-  // IPv6 literals in brackets, as in URLs everywhere; the host is given to the resolver bare.
-  t = parse_target("http://[::1]:8080/x");
-  EXPECT_EQ(t.host, "::1");
-  EXPECT_EQ(t.port, 8080);
-  EXPECT_EQ(t.path, "/x");
+  // IPv6 literals in brackets, as in URLs everywhere.
   t = parse_target("redis://[::ffff:10.0.0.1]");
   EXPECT_EQ(t.port, 6379);
   EXPECT_EQ(parse_target("ringrpc://[2001:db8::7]:7000/echo").host, "2001:db8::7");

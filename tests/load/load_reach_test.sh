@@ -18,13 +18,6 @@ test_init load_reach
 unset RINGRPC_TOKEN
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 
-# json FILE EXPR: prints the Python expression EXPR of the JSON document `j` in FILE.
-json() {
-  python3 -c 'import json, sys
-j = json.load(open(sys.argv[1]))
-print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
-}
-
 token=load-reach-test-0123456789abcdef
 printf 'tester %s\n' "$token" >"$work/tokens"
 chmod 600 "$work/tokens"
@@ -39,8 +32,8 @@ url="ringrpc://127.0.0.1:$port/echo"
 
 # expect_clean NAME: the run NAME exited 0 with calls answered and no error.
 expect_clean() {
-  ok_calls=$(json "$1.json" 'j["calls_ok"]')
-  errors=$(json "$1.json" 'j["errors"]')
+  ok_calls=$(json_field "$1.json" 'j["calls_ok"]')
+  errors=$(json_field "$1.json" 'j["errors"]')
   if [ "$rc" -ne 0 ] || [ "${ok_calls:-0}" -eq 0 ] || [ "$errors" != "{}" ]; then
     fail "$1: exit $rc, calls_ok ${ok_calls:-none}, errors ${errors:-none}"
     cat "$1.err" >&2
@@ -75,14 +68,14 @@ fi
 # --- the server's CPU in the report ----------------------------------------------------------
 # expect_cost NAME: the run's JSON has positive server CPU figures, the summary a server cpu row.
 expect_cost() {
-  cores=$(json "$1.json" 'j["server_cost"]["cores"] > 0 and j["server_cost"]["cpu_us_per_call"] > 0 and len(j["server_cost"]["per_second_cores"]) > 0')
+  cores=$(json_field "$1.json" 'j["server_cost"]["cores"] > 0 and j["server_cost"]["cpu_us_per_call"] > 0 and len(j["server_cost"]["per_second_cores"]) > 0')
   if [ "$rc" -ne 0 ] || [ "$cores" != True ]; then
-    fail "$1: exit $rc, server_cost $(json "$1.json" 'j.get("server_cost")')"
+    fail "$1: exit $rc, server_cost $(json_field "$1.json" 'j.get("server_cost")')"
     cat "$1.err" >&2
   elif ! grep -q 'server cpu' "$1.out"; then
     fail "$1: the summary has no 'server cpu' row"
   else
-    ok "$1: server $(json "$1.json" 'round(j["server_cost"]["cores"], 2)') cores, $(json "$1.json" 'round(j["server_cost"]["cpu_us_per_call"], 1)') us/call"
+    ok "$1: server $(json_field "$1.json" 'round(j["server_cost"]["cores"], 2)') cores, $(json_field "$1.json" 'round(j["server_cost"]["cpu_us_per_call"], 1)') us/call"
   fi
 }
 run_load pid --duration 2s --warmup 500ms -c 2 --server-pid "$spid" --json pid.json "$url"
@@ -138,18 +131,18 @@ if command -v prlimit >/dev/null && ! ldd "$load" 2>/dev/null | grep -Eq 'lib(a|
 fi
 rc=0
 $cap timeout 30 "$load" --duration 1s --warmup 0 -c 4 --json body.json "http://127.0.0.1:$hport/" >body.out 2>body.err || rc=$?
-too_large=$(json body.json 'j["errors"].get("reply_too_large", 0)')
-if [ "${too_large:-0}" -gt 0 ] && [ "$(json body.json 'list(j["errors"])')" = "['reply_too_large']" ]; then
+too_large=$(json_field body.json 'j["errors"].get("reply_too_large", 0)')
+if [ "${too_large:-0}" -gt 0 ] && [ "$(json_field body.json 'list(j["errors"])')" = "['reply_too_large']" ]; then
   ok "an endless chunked body: $too_large calls failed as reply_too_large, nothing else${cap:+, under a 128 MiB cap}"
 else
-  fail "an endless chunked body: exit $rc, errors $(json body.json 'j["errors"]')"
+  fail "an endless chunked body: exit $rc, errors $(json_field body.json 'j["errors"]')"
   cat body.err >&2
 fi
 run_load smallbody --duration 500ms --warmup 0 -c 1 --max-body 10k --json smallbody.json "http://127.0.0.1:$hport/"
-if [ "$(json smallbody.json 'j["errors"].get("reply_too_large", 0) > 0')" = True ]; then
+if [ "$(json_field smallbody.json 'j["errors"].get("reply_too_large", 0) > 0')" = True ]; then
   ok "--max-body 10k: reply_too_large"
 else
-  fail "--max-body 10k: errors $(json smallbody.json 'j["errors"]')"
+  fail "--max-body 10k: errors $(json_field smallbody.json 'j["errors"]')"
 fi
 
 [ "$failures" -eq 0 ] || exit 1

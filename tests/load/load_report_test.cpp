@@ -20,14 +20,7 @@
 
 namespace {
 
-using ringrpc::load::default_percentiles;
-using ringrpc::load::percentile_key;
-using ringrpc::load::plot_series;
-using ringrpc::load::plot_series_from;
-using ringrpc::load::read_plot_series;
-using ringrpc::load::render_svg;
-using ringrpc::load::run_result;
-using ringrpc::load::write_json;
+using namespace ringrpc::load;
 
 double us(std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 

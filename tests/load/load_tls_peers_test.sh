@@ -7,15 +7,10 @@
 set -u
 
 load=${1:?usage: $0 ringrpc-load}
-nginx=$(command -v nginx || echo /usr/sbin/nginx)
-redis=$(command -v redis-server || echo /usr/bin/redis-server)
-if [ ! -x "$nginx" ] || [ ! -x "$redis" ] || ! command -v python3 >/dev/null; then
-  echo "nginx, redis-server or python3 not installed (Debian: nginx-light, redis-server): skipped"
-  exit 77
-fi
 
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/../lib.sh"
+need_nginx_and_redis
 test_init load_tls_peers
 
 # --- certificates: a CA that signs the server's (127.0.0.1 and localhost), and one nobody trusts
@@ -39,17 +34,9 @@ start_nginx "$work/nginx" "$sport" <<CONF
   }
 CONF
 
-# calls_ok N FILE: the JSON's calls_ok (0 if absent)
-calls_ok() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("calls_ok", 0))' "$1" 2>/dev/null || echo 0; }
-
 for scheme in https h2; do
   run_load "$scheme" -c 2 -P 2 -n 200 --cacert "$work/ca.pem" --json "$work/$scheme.json" "$scheme://localhost:$sport/ok"
-  n=$(calls_ok "$work/$scheme.json")
-  if [ "$rc" != 0 ] || [ "$n" != 200 ]; then
-    fail "$scheme:// verified against the test CA: exit $rc, $n calls ok"; cat "$work/$scheme.err" >&2
-  else
-    ok "$scheme:// with --cacert: 200 calls"
-  fi
+  expect_run "$scheme" 'j["calls_ok"]' 200 "$scheme:// verified against the test CA (--cacert): 200 calls"
 done
 
 # The handshakes are reported apart: one per connection (none failed), with their latency.
@@ -69,23 +56,14 @@ else
   ok "untrusted certificate: $(grep -h 'not verified' "$work/untrusted.err" "$work/untrusted.out" | head -1)"
 fi
 run_load insecure -c 1 -n 10 -k --json "$work/insecure.json" "https://127.0.0.1:$sport/ok"
-n=$(calls_ok "$work/insecure.json")
-if [ "$rc" != 0 ] || [ "$n" != 10 ]; then
-  fail "-k did not skip verification: exit $rc, $n calls ok"; cat "$work/insecure.err" >&2
-else
-  ok "-k: 10 calls without verification"
-fi
+expect_run insecure 'j["calls_ok"]' 10 "-k: 10 calls without verification"
 
 # --new-conn-per-call: a full handshake for every call, reported per second.
 run_load https_percall -c 2 -n 40 --new-conn-per-call --cacert "$work/ca.pem" --json "$work/https_percall.json" \
   "https://localhost:$sport/ok"
-got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); h=j["tls_handshakes"]; print(j["calls_ok"], j["connections"]["opened"], h["count"], h["measured"], h["per_sec"] > 0)' "$work/https_percall.json" 2>&1)
-if [ "$rc" != 0 ] || [ "$got" != "40 40 40 40 True" ]; then
-  fail "https:// --new-conn-per-call: exit $rc, (ok, connections, handshakes, measured, rate>0) = '$got'"
-  cat "$work/https_percall.err" >&2
-else
-  ok "https:// --new-conn-per-call: 40 calls, 40 connections, 40 handshakes"
-fi
+expect_run https_percall \
+  'j["calls_ok"], j["connections"]["opened"], j["tls_handshakes"]["count"], j["tls_handshakes"]["measured"], j["tls_handshakes"]["per_sec"] > 0' \
+  "(40, 40, 40, 40, True)" "https:// --new-conn-per-call: 40 calls, 40 connections, 40 handshakes"
 
 # nginx answers plaintext at its TLS port with a 400 that says so: diagnosed, not counted.
 run_load plain_at_nginx_tls -c 1 -n 5 "http://127.0.0.1:$sport/ok"
@@ -119,20 +97,11 @@ if ! wait_port 127.0.0.1 "$rport"; then
   fi
 else
   run_load rediss -c 2 -P 4 -n 400 --cacert "$work/ca.pem" --json "$work/rediss.json" "rediss://localhost:$rport"
-  n=$(calls_ok "$work/rediss.json")
-  if [ "$rc" != 0 ] || [ "$n" != 400 ]; then
-    fail "rediss:// with --cacert: exit $rc, $n calls ok"; cat "$work/rediss.err" >&2
-  else
-    ok "rediss://: 400 calls"
-  fi
+  expect_run rediss 'j["calls_ok"]' 400 "rediss:// with --cacert: 400 calls"
   run_load rediss_percall -c 2 -n 40 --new-conn-per-call --cacert "$work/ca.pem" --json "$work/rediss_percall.json" \
     "rediss://localhost:$rport"
-  got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["calls_ok"], j["connections"]["opened"], j["tls_handshakes"]["count"])' "$work/rediss_percall.json" 2>&1)
-  if [ "$rc" != 0 ] || [ "$got" != "40 40 40" ]; then
-    fail "rediss:// --new-conn-per-call: exit $rc, (ok, connections, handshakes) = '$got'"; cat "$work/rediss_percall.err" >&2
-  else
-    ok "rediss:// --new-conn-per-call: 40 calls, 40 connections, 40 handshakes"
-  fi
+  expect_run rediss_percall 'j["calls_ok"], j["connections"]["opened"], j["tls_handshakes"]["count"]' "(40, 40, 40)" \
+    "rediss:// --new-conn-per-call: 40 calls, 40 connections, 40 handshakes"
   run_load plain_at_tls -c 1 -n 5 "redis://127.0.0.1:$rport"
   if ! grep -qh "try rediss://127.0.0.1:$rport" "$work/plain_at_tls.err" "$work/plain_at_tls.out"; then
     fail "redis:// at a TLS port: no 'try rediss://' line (exit $rc)"; cat "$work/plain_at_tls.err" "$work/plain_at_tls.out" >&2

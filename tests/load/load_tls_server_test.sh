@@ -18,9 +18,6 @@ fi
 . "$(dirname "$0")/../lib.sh"
 test_init load_tls_server
 
-# json FILE EXPR: a Python expression over the JSON `j` ("" when unreadable).
-json() { python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
-
 cd "$work" || exit 1
 make_cert ca "load test CA" && make_cert server localhost ca && make_cert client "load client" ca &&
   make_cert stranger "stranger CA" && make_cert intruder "intruder" stranger ||
@@ -43,13 +40,8 @@ start_tls_server tls
 tls_port=$tls plain_port=$plain
 
 run_load echo -c 2 -P 4 -n 400 -s 1000 --verify --cacert ca.pem --json echo.json "ringrpcs://localhost:$tls_port/echo"
-got=$(json echo.json 'j["calls_ok"], sum(j["errors"].values()), j["tls_handshakes"]["count"]')
-if [ "$rc" != 0 ] || [ "$got" != "(400, 0, 2)" ]; then
-  fail "ringrpcs:// echo --verify: exit $rc, (calls ok, errors, handshakes) = '$got', expected (400, 0, 2)"
-  cat echo.err >&2
-else
-  ok "ringrpcs:// echo: 400 calls of 1000 bytes came back byte-exact over 2 handshakes"
-fi
+expect_run echo 'j["calls_ok"], sum(j["errors"].values()), j["tls_handshakes"]["count"]' "(400, 0, 2)" \
+  "ringrpcs:// echo --verify: 400 calls of 1000 bytes came back byte-exact over 2 handshakes"
 
 run_load wrongca -c 1 -n 5 --cacert stranger.pem "ringrpcs://localhost:$tls_port/echo"
 if [ "$rc" = 0 ] || ! grep -q "was not verified" wrongca.err; then
@@ -61,25 +53,16 @@ fi
 # --- --new-conn-per-call: one connection (and one full handshake) per call ---------------------
 run_load percall -c 2 -n 60 --new-conn-per-call --verify --cacert ca.pem --json percall.json \
   "ringrpcs://localhost:$tls_port/echo"
-got=$(json percall.json 'j["calls_ok"], sum(j["errors"].values()), j["connections"]["opened"], j["tls_handshakes"]["count"], j["tls_handshakes"]["measured"], j["tls_handshakes"]["per_sec"] > 0')
-if [ "$rc" != 0 ] || [ "$got" != "(60, 0, 60, 60, 60, True)" ]; then
-  fail "--new-conn-per-call over ringrpcs://: exit $rc, (ok, errors, connections, handshakes, measured, rate>0) = '$got'"
-  cat percall.err >&2
-else
-  ok "--new-conn-per-call over ringrpcs://: 60 calls, 60 connections, 60 handshakes"
-fi
+expect_run percall 'j["calls_ok"], sum(j["errors"].values()), j["connections"]["opened"], j["tls_handshakes"]["count"], j["tls_handshakes"]["measured"], j["tls_handshakes"]["per_sec"] > 0' \
+  "(60, 0, 60, 60, 60, True)" "--new-conn-per-call over ringrpcs://: 60 calls, 60 connections, 60 handshakes"
 if ! grep -q "tls handshakes/s" percall.out || ! grep -q "connections/s" percall.out; then
   fail "the summary of a --new-conn-per-call run shows no connections/s and tls handshakes/s"; cat percall.out >&2
 fi
 
 run_load percall_plain -c 2 -n 60 --new-conn-per-call --verify --json percall_plain.json \
   "ringrpc://127.0.0.1:$plain_port/echo"
-got=$(json percall_plain.json 'j["calls_ok"], sum(j["errors"].values()), j["connections"]["opened"]')
-if [ "$rc" != 0 ] || [ "$got" != "(60, 0, 60)" ]; then
-  fail "--new-conn-per-call over ringrpc://: exit $rc, (ok, errors, connections) = '$got'"; cat percall_plain.err >&2
-else
-  ok "--new-conn-per-call over ringrpc://: 60 calls on 60 connections"
-fi
+expect_run percall_plain 'j["calls_ok"], sum(j["errors"].values()), j["connections"]["opened"]' "(60, 0, 60)" \
+  "--new-conn-per-call over ringrpc://: 60 calls on 60 connections"
 
 run_load percall_depth -c 1 -P 4 -n 10 --new-conn-per-call "ringrpc://127.0.0.1:$plain_port/echo"
 if [ "$rc" != 2 ] || ! grep -q "needs -P 1" percall_depth.err; then
@@ -94,12 +77,7 @@ mtls_port=$tls
 
 run_load mtls_ok -c 2 -P 2 -n 100 --verify --cacert ca.pem --cert client.pem --key client.key --json mtls_ok.json \
   "ringrpcs://localhost:$mtls_port/echo"
-got=$(json mtls_ok.json 'j["calls_ok"], sum(j["errors"].values())')
-if [ "$rc" != 0 ] || [ "$got" != "(100, 0)" ]; then
-  fail "mutual TLS with --cert/--key: exit $rc, (ok, errors) = '$got'"; cat mtls_ok.err >&2
-else
-  ok "mutual TLS with --cert/--key: 100 calls"
-fi
+expect_run mtls_ok 'j["calls_ok"], sum(j["errors"].values())' "(100, 0)" "mutual TLS with --cert/--key: 100 calls"
 
 # refused NAME ARGS...: a nonzero exit and exactly one error line, naming the client certificate.
 refused() {

@@ -5,18 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
 
 using namespace std::chrono_literals;
-using ringrpc::load::parse_duration;
-using ringrpc::load::parse_percentiles;
-using ringrpc::load::parse_rate;
-using ringrpc::load::parse_rate_list;
-using ringrpc::load::parse_size;
+using namespace ringrpc::load;
 
 // The message of the std::invalid_argument that `f` throws, or "" if it throws nothing.
 template <class F>
@@ -30,16 +28,10 @@ std::string error_of(F&& f) {
 }
 
 TEST(parse_duration, AcceptsEveryUnitAndBareSeconds) {
-  EXPECT_EQ(parse_duration("250us"), 250us);
-  EXPECT_EQ(parse_duration("10ms"), 10ms);
-  EXPECT_EQ(parse_duration("30s"), 30s);
-  EXPECT_EQ(parse_duration("1m"), 1min);
-  EXPECT_EQ(parse_duration("2h"), 2h);
-  EXPECT_EQ(parse_duration("5"), 5s);
-  EXPECT_EQ(parse_duration("1.5s"), 1500ms);
-  EXPECT_EQ(parse_duration("0.5ms"), 500us);
-  EXPECT_EQ(parse_duration("0"), 0s);
-  EXPECT_EQ(parse_duration("1.5us"), 1500ns);
+  const std::pair<const char*, std::chrono::nanoseconds> cases[] = {
+      {"250us", 250us}, {"10ms", 10ms},     {"30s", 30s},     {"1m", 1min}, {"2h", 2h},
+      {"5", 5s},        {"1.5s", 1500ms}, {"0.5ms", 500us}, {"0", 0s},    {"1.5us", 1500ns}};
+  for (const auto& [text, want] : cases) EXPECT_EQ(parse_duration(text), want) << text;
 }
 
 TEST(parse_duration, RejectsOthersNamingTextAndUnits) {
@@ -53,14 +45,10 @@ TEST(parse_duration, RejectsOthersNamingTextAndUnits) {
 }
 
 TEST(parse_size, BinaryMultiples) {
-  EXPECT_EQ(parse_size("64"), 64u);
-  EXPECT_EQ(parse_size("0"), 0u);
-  EXPECT_EQ(parse_size("4k"), 4096u);
-  EXPECT_EQ(parse_size("4K"), 4096u);
-  EXPECT_EQ(parse_size("1m"), 1048576u);
-  EXPECT_EQ(parse_size("1M"), 1048576u);
-  EXPECT_EQ(parse_size("2g"), 2147483648u);
-  EXPECT_EQ(parse_size("1.5k"), 1536u);
+  const std::pair<const char*, std::uint64_t> cases[] = {
+      {"64", 64},      {"0", 0},        {"4k", 4096},       {"4K", 4096},
+      {"1m", 1048576}, {"1M", 1048576}, {"2g", 2147483648}, {"1.5k", 1536}};
+  for (const auto& [text, want] : cases) EXPECT_EQ(parse_size(text), want) << text;
 }
 
 TEST(parse_size, RejectsBadText) {

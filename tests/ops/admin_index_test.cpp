@@ -108,12 +108,8 @@ TEST(admin_index, port_without_enabled_warns_naming_the_key) {
 // ringrpc/ops.hpp on a server that did not come from make_server (nor has its admin pages):
 // no admin port, no admin tokens to replace, and the metrics page all the same.
 TEST(admin_index, ops_functions_on_a_plain_server) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
-  server s(o);
-  add_builtin_methods(s);
-  s.start();
+  server s(test::threads(1, 1));
+  test::start_with_builtins(s);
   EXPECT_EQ(admin_port(s), 0);
   EXPECT_THROW(replace_admin_tokens(s, {{"admin-token", "operator", {}}}), std::logic_error);
   EXPECT_EQ(sample(metrics_text(s), "ringrpc_rpc_calls_received_total"), 0.0);

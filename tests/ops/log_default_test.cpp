@@ -12,6 +12,7 @@
 #include "log/log.hpp"
 #include "ringrpc/client.hpp"
 #include "ringrpc/server.hpp"
+#include "test_support.hpp"
 
 namespace ringrpc {
 namespace {
@@ -34,8 +35,7 @@ TEST(log_default, an_embedded_server_is_quiet_on_stderr) {
     server_options o;
     o.port = 0;
     server s(o);
-    add_builtin_methods(s);
-    s.start();
+    test::start_with_builtins(s);
     auto c = client::connect("127.0.0.1", s.port());
     EXPECT_TRUE(c.call("echo", std::string_view("x")).ok());
     s.stop();

@@ -20,15 +20,11 @@ using test::raw_socket;
 class bad_input : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_options o;
-    o.readers = 2;
-    o.handlers = 2;
+    server_options o = test::threads(2, 2);
     o.max_frame_bytes = 1 << 20;
     o.max_queued_reply_bytes = 256 * 1024;
     o.max_inflight_per_connection = 64;
-    srv = std::make_unique<server>(o);
-    add_builtin_methods(*srv);
-    srv->start();
+    srv = test::builtin_server(o);
     healthy.emplace(client::connect("127.0.0.1", srv->port()));
   }
 

@@ -34,12 +34,7 @@ using test::raw_socket;
 class edges : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_options o;
-    o.readers = 1;
-    o.handlers = 2;
-    srv = std::make_unique<server>(o);
-    add_builtin_methods(*srv);
-    srv->start();
+    srv = test::builtin_server(test::threads(1, 2));
   }
 
   detail::frame_view read(raw_socket& s) {
@@ -166,10 +161,7 @@ using test::within;
 // stop() from a handler used to wait for that very handler forever. Now it stops on a thread
 // of its own: the handler's own call is answered, and stop() elsewhere waits for the end.
 TEST(stop_edges, stop_from_a_handler_stops_the_server) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 2;
-  server s(o);
+  server s(test::threads(1, 2));
   s.add_method("quit", [&](call_context& c) {
     s.stop();
     c.reply("bye");
@@ -197,13 +189,10 @@ std::chrono::steady_clock::time_point fake_stop_now() noexcept {
 // holds 110 ms past the deadline, so the old second can never pass: the stop ends only if it
 // keeps to the graces. The 20 s wait below only catches a hang.
 TEST(stop_edges, the_drain_ends_at_its_timeout_though_a_peer_reads_nothing) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.drain_timeout = 2000ms;
   server s(o);
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   test::raw_socket deaf(s.port(), 4096);  // a small receive buffer it never reads
   const std::string big(100'000, 'x');
   for (std::uint64_t id = 1; id <= 30; ++id) ASSERT_TRUE(deaf.send_frame(test::request(id, "echo", big)));
@@ -237,9 +226,7 @@ TEST(stop_edges, the_drain_ends_at_its_timeout_though_a_peer_reads_nothing) {
 // After drain_timeout, stop() answers everything but the calls whose handlers still run user
 // code, and waits only for those (they cannot be abandoned safely).
 TEST(stop_edges, after_the_drain_timeout_only_running_handlers_are_waited_for) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.drain_timeout = 100ms;
   server s(o);
   std::atomic<bool> stubborn_running{false}, stubborn_done{false};
@@ -251,8 +238,7 @@ TEST(stop_edges, after_the_drain_timeout_only_running_handlers_are_waited_for) {
     stubborn_done = true;
     c.reply("late");
   });
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   auto c = client::connect("127.0.0.1", s.port());
   auto stubborn = c.call_future("stubborn", bytes_of("x"), within(20s));
   while (!stubborn_running) std::this_thread::sleep_for(1ms);
@@ -315,9 +301,7 @@ class held_stop {
 // no answer), and the handler's own answer, once it returns, goes nowhere. The clock is held
 // between the two graces (answering, then writing), so the answer must come by itself.
 TEST(stop_edges, a_call_whose_handler_ignores_the_stop_is_answered_for_it) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.drain_timeout = 100ms;
   server s(o);
   std::atomic<bool> entered{false}, let_go{false};
@@ -353,9 +337,7 @@ TEST(stop_edges, a_call_whose_handler_ignores_the_stop_is_answered_for_it) {
 // is written before the connection closes: on a clock held short of deadline + abandon_grace
 // the stop waits for it (it used to close the connection at once, the answer lost).
 TEST(stop_edges, a_handler_that_sees_the_stop_answers_before_the_close) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.drain_timeout = 100ms;
   server s(o);
   std::atomic<bool> entered{false};
@@ -390,13 +372,10 @@ namespace {
 // One host cannot take every slot: past max_connections_per_address its connections get the
 // reason in an error frame (call id 0) and are closed; others and later ones still get in.
 TEST(per_address, connections_per_address_are_capped) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.max_connections_per_address = 3;
   server s(o);
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   std::vector<std::unique_ptr<test::raw_socket>> held;
   for (int i = 0; i < 3; ++i) {
     held.push_back(std::make_unique<test::raw_socket>(s.port()));
@@ -433,13 +412,10 @@ TEST(per_address, connections_per_address_are_capped) {
 
 // Past accept_rate_per_address new connections a second, a connect-close loop is refused.
 TEST(per_address, accept_rate_per_address_limits_a_connect_loop) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.accept_rate_per_address = 5;
   server s(o);
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   int refused = 0;
   for (int i = 0; i < 40; ++i) {
     test::raw_socket sock(s.port(), 0, std::chrono::milliseconds(2000));
@@ -467,22 +443,52 @@ namespace {
 
 // Fair share through the whole server: one handler; a greedy connection queues ten calls, then a
 // polite one sends one. The polite call runs within the next few, not after the backlog.
-TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
-  server s(o);
+// The fair-share tests' "step" method: each call waits for a ticket, then records its payload,
+// so `ran()` is the order the one worker took the calls in. Declared before the server.
+struct ticketed_steps {
   std::mutex mu;
   std::condition_variable cv;
   int tickets = 0;  // how many calls may finish
   std::vector<std::string> order;
-  s.add_method("step", [&](call_context& c) {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return tickets > 0; });
-    --tickets;
-    order.emplace_back(reinterpret_cast<const char*>(c.payload().data()), c.payload().size());
-    c.reply("ok");
-  });
+
+  void add_to(server& s) {
+    s.add_method("step", [this](call_context& c) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return tickets > 0; });
+      --tickets;
+      order.emplace_back(reinterpret_cast<const char*>(c.payload().data()), c.payload().size());
+      c.reply("ok");
+    });
+  }
+  void hand_out(int n) {
+    {
+      std::lock_guard lock(mu);
+      tickets = n;
+    }
+    cv.notify_all();
+  }
+  std::vector<std::string> ran() {
+    std::lock_guard lock(mu);
+    return order;
+  }
+};
+
+// Whether the server's one worker is running a call with `queued` more waiting.
+bool holds(server& s, unsigned queued) {
+  const pool_stats p = s.pool_stats_all()[0];
+  return p.active == 1 && p.queued == queued;
+}
+
+// holds(), polled for up to 2 s.
+bool comes_to_hold(server& s, unsigned queued) {
+  for (int i = 0; i < 2000 && !holds(s, queued); ++i) std::this_thread::sleep_for(1ms);
+  return holds(s, queued);
+}
+
+TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
+  ticketed_steps steps;
+  server s(test::threads(1, 1));
+  steps.add_to(s);
   s.start();
   auto greedy = client::connect("127.0.0.1", s.port());
   auto polite = client::connect("127.0.0.1", s.port());
@@ -490,21 +496,12 @@ TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
   for (int i = 0; i < 10; ++i) calls.push_back(greedy.call_future("step", bytes_of("g"), within(20s)));
   // Wait until the server holds them all (one running, nine queued): until the worker has taken
   // its first call, all ten are queued.
-  const auto holds = [&](unsigned queued) {
-    const pool_stats p = s.pool_stats_all()[0];
-    return p.active == 1 && p.queued == queued;
-  };
-  for (int i = 0; i < 2000 && !holds(9); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(holds(9));
+  ASSERT_TRUE(comes_to_hold(s, 9));
   calls.push_back(polite.call_future("step", bytes_of("p"), within(20s)));
   for (int i = 0; i < 2000 && s.pool_stats_all()[0].queued < 10; ++i) std::this_thread::sleep_for(1ms);
-  {
-    std::lock_guard lock(mu);
-    tickets = 11;
-  }
-  cv.notify_all();
+  steps.hand_out(11);
   for (auto& f : calls) EXPECT_TRUE(f.get().ok());
-  std::lock_guard lock(mu);
+  const auto order = steps.ran();
   ASSERT_EQ(order.size(), 11u);
   const auto at = std::find(order.begin(), order.end(), "p") - order.begin();
   EXPECT_LE(at, 3) << "the polite call ran " << at + 1 << "th of 11";
@@ -514,27 +511,12 @@ TEST(fair_share, a_polite_call_runs_ahead_of_a_greedy_backlog) {
 // then one call from 127.0.0.2, against one worker held at a gate. Returns where the lone host's
 // call ran (0-based) among the eleven.
 std::ptrdiff_t lone_host_position(fair_share_caller by) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.fair_share_by = by;
+  ticketed_steps steps;
   server s(o);
-  std::mutex mu;
-  std::condition_variable cv;
-  int tickets = 0;
-  std::vector<std::string> order;
-  s.add_method("step", [&](call_context& c) {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return tickets > 0; });
-    --tickets;
-    order.emplace_back(reinterpret_cast<const char*>(c.payload().data()), c.payload().size());
-    c.reply("ok");
-  });
+  steps.add_to(s);
   s.start();
-  const auto holds = [&](unsigned queued) {
-    const pool_stats p = s.pool_stats_all()[0];
-    return p.active == 1 && p.queued == queued;
-  };
   std::vector<std::unique_ptr<test::raw_socket>> busy_host;
   for (int conn = 0; conn < 5; ++conn) {
     busy_host.push_back(std::make_unique<test::raw_socket>(s.port(), 0, 20s, "127.0.0.1"));
@@ -542,25 +524,20 @@ std::ptrdiff_t lone_host_position(fair_share_caller by) {
       EXPECT_TRUE(busy_host.back()->send_frame(test::request(id, "step", "busy")));
     }
     // In order, so the service order below is the same every run.
-    for (int i = 0; i < 2000 && !holds(static_cast<unsigned>(conn * 2 + 1)); ++i) std::this_thread::sleep_for(1ms);
+    comes_to_hold(s, static_cast<unsigned>(conn * 2 + 1));
   }
-  EXPECT_TRUE(holds(9));
+  EXPECT_TRUE(holds(s, 9));
   test::raw_socket lone_host(s.port(), 0, 20s, "127.0.0.2");
   EXPECT_TRUE(lone_host.send_frame(test::request(1, "step", "lone")));
-  for (int i = 0; i < 2000 && !holds(10); ++i) std::this_thread::sleep_for(1ms);
-  EXPECT_TRUE(holds(10));
-  {
-    std::lock_guard lock(mu);
-    tickets = 11;
-  }
-  cv.notify_all();
+  EXPECT_TRUE(comes_to_hold(s, 10));
+  steps.hand_out(11);
   std::vector<std::byte> storage;
   detail::frame_view reply;
   EXPECT_TRUE(lone_host.read_frame(reply, storage));
   for (auto& sock : busy_host) {
     for (int n = 0; n < 2; ++n) EXPECT_TRUE(sock->read_frame(reply, storage));
   }
-  std::lock_guard lock(mu);
+  const auto order = steps.ran();
   EXPECT_EQ(order.size(), 11u);
   return std::find(order.begin(), order.end(), "lone") - order.begin();
 }
@@ -571,10 +548,7 @@ std::ptrdiff_t lone_host_position(fair_share_caller by) {
 // last quick call. By cost, at most one nap goes ahead (it makes the worker owe three times
 // its time to the others); the rest wait until nothing else does, and all run.
 TEST(fair_share, a_slow_callers_backlog_takes_its_share_of_handler_time_not_of_calls) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
-  server s(o);
+  server s(test::threads(1, 1));
   std::mutex mu;
   std::condition_variable cv;
   bool held = true;
@@ -608,23 +582,16 @@ TEST(fair_share, a_slow_callers_backlog_takes_its_share_of_handler_time_not_of_c
   }
   auto holder = client::connect("127.0.0.1", s.port());
   auto hold = holder.call_future("hold", bytes_of(""), within(20s));
-  const auto holds = [&](unsigned queued) {
-    const pool_stats p = s.pool_stats_all()[0];
-    return p.active == 1 && p.queued == queued;
-  };
-  for (int i = 0; i < 2000 && !holds(0); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(holds(0));
+  ASSERT_TRUE(comes_to_hold(s, 0));
   std::vector<client> quick;
   std::vector<std::future<call_result>> calls;
   for (int q = 0; q < 4; ++q) {
     quick.push_back(client::connect("127.0.0.1", s.port()));
     for (int i = 0; i < 2; ++i) calls.push_back(quick.back().call_future("step", bytes_of("q"), within(20s)));
   }
-  for (int i = 0; i < 2000 && !holds(8); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(holds(8));
+  ASSERT_TRUE(comes_to_hold(s, 8));
   for (int i = 0; i < 6; ++i) calls.push_back(slow.call_future("nap", bytes_of("n"), within(20s)));
-  for (int i = 0; i < 2000 && !holds(14); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(holds(14));
+  ASSERT_TRUE(comes_to_hold(s, 14));
   {
     std::lock_guard lock(mu);
     held = false;

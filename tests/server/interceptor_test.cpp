@@ -18,6 +18,7 @@
 #include "ringrpc/client.hpp"
 #include "ringrpc/interceptor.hpp"
 #include "ringrpc/server.hpp"
+#include "test_support.hpp"
 
 namespace ringrpc::test {
 namespace {
@@ -74,9 +75,7 @@ class server_interceptor_test : public ::testing::Test {
   void SetUp() override {
     outer = std::make_shared<recording_server_interceptor>("outer", log);
     inner = std::make_shared<recording_server_interceptor>("inner", log);
-    server_options o;
-    o.handlers = 2;
-    o.readers = 1;
+    server_options o = test::threads(1, 2);
     o.interceptors = {outer, inner};
     srv = std::make_unique<server>(o);
     // Replies with what the interceptors left for it, and records that it ran.
@@ -233,13 +232,10 @@ TEST(server_interceptor_after, a_throwing_after_call_fails_the_call) {
   struct bad_after : server_interceptor {
     void after_call(const server_call_summary&) override { throw std::runtime_error("after broke"); }
   };
-  server_options o;
-  o.handlers = 1;
-  o.readers = 1;
+  server_options o = test::threads(1, 1);
   o.interceptors = {std::make_shared<bad_after>()};
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   auto c = client::connect("127.0.0.1", srv.port());
   for (int i = 0; i < 2; ++i) {
     const auto r = c.call("echo", "hi");
@@ -259,13 +255,10 @@ TEST(server_interceptor_after, untimed_chains_report_the_receive_time) {
     }
   };
   auto in = std::make_shared<untimed>();
-  server_options o;
-  o.handlers = 1;
-  o.readers = 1;
+  server_options o = test::threads(1, 1);
   o.interceptors = {in};
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   auto c = client::connect("127.0.0.1", srv.port());
   ASSERT_TRUE(c.call("sleep", "2000").ok());
   EXPECT_EQ(in->calls.load(), 1);
@@ -273,10 +266,7 @@ TEST(server_interceptor_after, untimed_chains_report_the_receive_time) {
 }
 
 TEST(server_interceptor_none, annotate_is_refused_without_interceptors) {
-  server_options o;
-  o.handlers = 1;
-  o.readers = 1;
-  server srv(o);
+  server srv(test::threads(1, 1));
   srv.add_method("try", [](call_context& call) {
     const bool kept = call.annotate("k", "v");
     call.reply(kept || call.annotation("k") ? "kept" : "not kept");
@@ -301,9 +291,7 @@ struct asking_interceptor : server_interceptor {
 };
 
 TEST(server_interceptor_calls, a_call_made_in_before_call_inherits_the_deadline) {
-  server_options ob;
-  ob.handlers = 1;
-  ob.readers = 1;
+  server_options ob = test::threads(1, 1);
   server lookup_server(ob);
   lookup_server.add_method("remaining", [](call_context& call) {
     call.reply(call.has_deadline() ? std::to_string(call.remaining().count()) : "none");
@@ -359,10 +347,7 @@ struct recording_client_interceptor : client_interceptor {
 class client_interceptor_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_options o;
-    o.handlers = 2;
-    o.readers = 1;
-    srv = std::make_unique<server>(o);
+    srv = std::make_unique<server>(test::threads(1, 2));
     add_builtin_methods(*srv);
     // Replies with the metadata keys the call carried, in order.
     const auto keys = [](call_context& call) {
@@ -498,10 +483,7 @@ TEST_F(client_interceptor_test, channel_interceptors_see_one_logical_call) {
 TEST_F(client_interceptor_test, channel_retries_are_one_call_to_channel_interceptors) {
   // A second member whose "keys" always answers SERVER_BUSY: the channel moves such a call to
   // the other member (it did not run), so some calls take two attempts.
-  server_options bo;
-  bo.handlers = 1;
-  bo.readers = 1;
-  server busy(bo);
+  server busy(test::threads(1, 1));
   busy.add_method("keys", [](call_context& call) { call.fail(status::server_busy, "try elsewhere"); });
   busy.start();
 

@@ -39,16 +39,7 @@ std::size_t rss_bytes() {
   return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
-// Waits up to `limit` for pred(); the limit only bounds a failing test, it asserts no speed.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
+using test::eventually;
 
 std::vector<std::byte> prefix_claiming(std::uint32_t body) {
   std::vector<std::byte> p(4);
@@ -57,9 +48,7 @@ std::vector<std::byte> prefix_claiming(std::uint32_t body) {
 }
 
 server_options base_options() {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 2;
+  server_options o = test::threads(1, 2);
   return o;
 }
 
@@ -77,8 +66,7 @@ TEST(memory_follows_bytes, claimed_frames_cost_what_was_sent) {
   allow_many_fds();
   server_options o = base_options();
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   // Warm the path first (threads, buffers, the pools' first allocations).
   {
     auto c = client::connect("127.0.0.1", srv.port());
@@ -109,8 +97,7 @@ TEST(memory_budget, exhausted_budget_refuses_calls_then_recovers) {
   server_options o = base_options();
   o.max_buffered_bytes = 4u << 20;
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   auto c = client::connect("127.0.0.1", srv.port());
   ASSERT_TRUE(c.call("echo", std::string_view("before")).ok());
 
@@ -201,8 +188,7 @@ TEST(stalled_peers, a_peer_that_never_reads_is_shed) {
   o.max_queued_reply_bytes = 64 * 1024;
   o.socket_send_buffer_bytes = 16 * 1024;  // so the kernel cannot absorb every reply
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   raw_socket s(srv.port(), /*rcvbuf=*/4096);
   const std::string payload(32 * 1024, 'p');
   for (std::uint64_t id = 1; id <= 64; ++id) {
@@ -224,8 +210,7 @@ TEST(stalled_peers, a_slow_drip_frame_is_shed) {
   server_options o = base_options();
   o.frame_stall_timeout = 300ms;
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   raw_socket s(srv.port(), 0, 10s);
   auto part = prefix_claiming(1000);
   part.resize(4 + 10, std::byte{1});
@@ -248,8 +233,7 @@ TEST(out_of_memory, allocation_failures_fail_calls_not_the_server) {
   o.max_buffered_bytes = std::size_t{1} << 40;  // no budget: let the allocations fail instead
   o.max_frame_bytes = 32u << 20;
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   auto healthy = client::connect("127.0.0.1", srv.port());
   ASSERT_TRUE(healthy.call("echo", std::string_view("before")).ok());
 

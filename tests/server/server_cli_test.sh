@@ -15,10 +15,11 @@ pid=
 load_pid=
 failures=0
 
-# running, wait_listening, wait_for
-# shellcheck source=scripts/lib.sh
-. "$(dirname "$0")/../../scripts/lib.sh"
+# fail, ok, wait_exit; and from scripts/lib.sh running, wait_listening, wait_for
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
 
+# This script's own (its $pid, $load_pid and fd 5) in place of tests/lib.sh's.
 cleanup() {
   # Only the processes this script started, by their PIDs.
   for p in $pid $load_pid; do
@@ -32,12 +33,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-ok() { echo "ok: $*"; }
 
 # --- start-up failures: exit 2, one line naming the cause ---------------------------------------
 # Capped: before the fix /dev/zero was read until memory ran out. Not under sanitizers: their
@@ -156,12 +151,7 @@ if ! running "$pid"; then
   fail "the server did not wait for the call in flight after one SIGTERM (drain_timeout 60 s)"
 fi
 kill -TERM "$pid"
-i=0
-while running "$pid" && [ $i -lt 50 ]; do
-  sleep 0.1
-  i=$((i + 1))
-done
-if running "$pid"; then
+if ! wait_exit "$pid" 50; then
   fail "the server still runs 5 s after a second SIGTERM; its threads (name state wchan) and stderr:"
   for t in /proc/"$pid"/task/*; do
     echo "  $(cat "$t/comm") $(awk '{print $3}' "$t/stat") $(cat "$t/wchan" 2>/dev/null)" >&2

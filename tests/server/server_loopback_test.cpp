@@ -20,9 +20,7 @@ namespace {
 using test::bytes_of;
 
 server_options small_options(unsigned readers = 2, unsigned handlers = 2) {
-  server_options o;
-  o.readers = readers;
-  o.handlers = handlers;
+  server_options o = test::threads(readers, handlers);
   return o;
 }
 
@@ -35,8 +33,7 @@ std::string pattern(std::size_t n, unsigned seed) {
 
 TEST(server_loopback, echo_round_trip) {
   server srv(small_options());
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   auto c = client::connect("127.0.0.1", srv.port());
   const auto r = c.call("echo", std::string_view("hello ringrpc"));
   ASSERT_TRUE(r.ok()) << r.message;
@@ -48,8 +45,7 @@ TEST(server_loopback, echo_round_trip) {
 
 TEST(server_loopback, many_connections_pipelined_byte_exact) {
   server srv(small_options(2, 2));
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   constexpr int connections = 16;
   constexpr int calls_per_connection = 1500;
   auto rt = client_runtime::create();
@@ -100,8 +96,7 @@ TEST(server_loopback, replies_keep_request_order_with_one_handler) {
   o.handler_queue_size = 4096;  // every call fits: a SERVER_BUSY answer would overtake the queue
   o.fair_share_calls = 1u << 20;
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   test::raw_socket s(srv.port());
   constexpr int n = 2000;
   std::vector<std::byte> batch;
@@ -128,8 +123,7 @@ TEST(server_loopback, partial_writes_requeue_at_head_and_stay_byte_exact) {
   server_options o = small_options(1, 2);
   o.socket_send_buffer_bytes = 4096;
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   test::raw_socket s(srv.port(), 4096);
   constexpr int replies = 4;
   std::vector<std::string> payloads;
@@ -157,8 +151,7 @@ TEST(server_loopback, partial_writes_requeue_at_head_and_stay_byte_exact) {
 TEST(server_loopback, stop_answers_every_accepted_call) {
   server_options o = small_options(1, 4);
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   auto c = client::connect("127.0.0.1", srv.port());
   std::vector<std::future<call_result>> futures;
   for (int i = 0; i < 8; ++i) futures.push_back(c.call_future("sleep", bytes_of("100000")));
@@ -176,8 +169,7 @@ TEST(server_loopback, stop_answers_every_accepted_call) {
 TEST(server_loopback, handler_exception_becomes_internal_error) {
   server srv(small_options(1, 1));
   srv.add_method("throws", [](call_context&) { throw std::runtime_error("boom"); });
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   auto c = client::connect("127.0.0.1", srv.port());
   const auto r = c.call("throws", std::string_view());
   EXPECT_EQ(r.error, call_error::server_status);
@@ -191,8 +183,7 @@ TEST(server_loopback, full_call_queue_answers_server_busy_at_once) {
   o.handler_queue_size = 1;  // capacity rounds up to 2
   o.max_inflight_per_connection = 64;  // one connection fills the queue here, on purpose
   server srv(o);
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   auto c = client::connect("127.0.0.1", srv.port());
   std::vector<std::future<call_result>> futures;
   for (int i = 0; i < 20; ++i) futures.push_back(c.call_future("sleep", bytes_of("20000")));
@@ -215,8 +206,7 @@ TEST(server_loopback, server_enforces_deadline_before_running) {
   server srv(small_options(1, 1));
   std::atomic<int> ran{0};
   srv.add_method("count", [&](call_context& ctx) { ++ran; ctx.reply(std::string_view()); });
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   test::raw_socket s(srv.port());
   // The first call occupies the only handler for 100 ms; the second has a 10 ms budget.
   ASSERT_TRUE(s.send_frame(test::request(1, "sleep", "100000")));
@@ -236,8 +226,7 @@ TEST(server_loopback, ping_gets_pong_and_one_way_gets_nothing) {
   server srv(small_options(1, 1));
   std::atomic<int> got{0};
   srv.add_method("note", [&](call_context&) { ++got; });
-  add_builtin_methods(srv);
-  srv.start();
+  test::start_with_builtins(srv);
   test::raw_socket s(srv.port());
   detail::frame_view one_way = test::request(7, "note", "x");
   one_way.kind = wire::Kind::OneWay;
@@ -258,8 +247,7 @@ TEST(server_loopback, ping_gets_pong_and_one_way_gets_nothing) {
 
 TEST(server_loopback, start_fails_clearly_when_port_is_taken) {
   server a(small_options(1, 1));
-  add_builtin_methods(a);
-  a.start();
+  test::start_with_builtins(a);
   server_options o = small_options(1, 1);
   o.port = a.port();
   server b(o);

@@ -22,13 +22,10 @@ using test::bytes_of;
 // cancelled receive once left the connection unread forever.
 TEST(backpressure, pause_and_resume_never_strand_a_connection) {
   for (unsigned inflight : {1u, 2u, 8u}) {
-    server_options o;
-    o.readers = 1;
-    o.handlers = 2;
+    server_options o = test::threads(1, 2);
     o.max_inflight_per_connection = inflight;
     server s(o);
-    add_builtin_methods(s);
-    s.start();
+    test::start_with_builtins(s);
     auto c = client::connect("127.0.0.1", s.port());
     std::atomic<int> ok{0}, failed{0};
     for (int round = 0; round < 150; ++round) {
@@ -53,14 +50,11 @@ TEST(backpressure, pause_and_resume_never_strand_a_connection) {
 // A peer that half-closes and never reads keeps the responder's write pending; stop() must
 // still finish.
 TEST(shutdown, stop_finishes_with_a_half_closed_peer_that_never_reads) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 2;
+  server_options o = test::threads(1, 2);
   o.socket_send_buffer_bytes = 4096;
   o.drain_timeout = std::chrono::milliseconds(300);
   server s(o);
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   test::raw_socket sock(s.port(), 4096);
   const std::string big(100000, 'x');
   for (std::uint64_t i = 1; i <= 10; ++i) ASSERT_TRUE(sock.send_frame(test::request(i, "echo", big)));
@@ -72,13 +66,10 @@ TEST(shutdown, stop_finishes_with_a_half_closed_peer_that_never_reads) {
 
 // Calls still queued when the drain timeout passes are answered SHUTTING_DOWN, not dropped.
 TEST(shutdown, calls_queued_past_the_drain_timeout_get_shutting_down) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
+  server_options o = test::threads(1, 1);
   o.drain_timeout = std::chrono::milliseconds(200);
   server s(o);
-  add_builtin_methods(s);
-  s.start();
+  test::start_with_builtins(s);
   auto c = client::connect("127.0.0.1", s.port());
   std::vector<std::future<call_result>> f;
   f.push_back(c.call_future("sleep", bytes_of("1000000")));
@@ -95,12 +86,8 @@ TEST(shutdown, calls_queued_past_the_drain_timeout_get_shutting_down) {
 
 // The last handle of a private runtime dropped inside its own callback.
 TEST(client_lifetime, client_destroyed_inside_its_own_callback) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
-  server s(o);
-  add_builtin_methods(s);
-  s.start();
+  server s(test::threads(1, 1));
+  test::start_with_builtins(s);
   auto c = std::make_unique<client>(client::connect("127.0.0.1", s.port()));
   std::promise<void> done;
   std::promise<void> issued;  // the contract: no call may still be returning when it is closed

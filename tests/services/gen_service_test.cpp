@@ -17,6 +17,7 @@
 #include "ringrpc/client.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/service.hpp"
+#include "test_support.hpp"
 
 namespace ringrpc::test {
 namespace {
@@ -103,10 +104,7 @@ class counter_service final : public Counter::service {
 class typed_service : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_options o;
-    o.readers = 1;
-    o.handlers = 2;
-    _server = std::make_unique<server>(o);
+    _server = std::make_unique<server>(test::threads(1, 2));
     register_service(*_server, impl);
     register_service(*_server, std::make_shared<counter_service>());
     _server->start();
@@ -296,10 +294,7 @@ TEST_F(typed_service, one_way_messages_run_the_method) {
 
 TEST(typed_client, reply_that_is_not_the_reply_type_is_a_protocol_error) {
   // A server whose "TestService" is not the generated one and answers garbage.
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
-  server s(o);
+  server s(test::threads(1, 1));
   s.add_method("TestService", [](call_context& call) { call.reply(std::string_view("not a flatbuffer")); });
   s.start();
   auto c = client::connect("127.0.0.1", s.port());
@@ -317,10 +312,7 @@ TEST(typed_client, transport_errors_keep_their_kind) {
   std::uint16_t port = 0;
   std::optional<client> c;
   {
-    server_options o;
-    o.readers = 1;
-    o.handlers = 1;
-    server s(o);
+    server s(test::threads(1, 1));
     register_service(s, std::make_shared<test_service>());
     s.start();
     port = s.port();

@@ -18,6 +18,7 @@
 #include "ringrpc/client.hpp"
 #include "ringrpc/reflection.hpp"
 #include "ringrpc/server.hpp"
+#include "test_support.hpp"
 
 namespace ringrpc::test {
 namespace {
@@ -101,10 +102,7 @@ TEST(reflection_list_json, refuses_bad_schemas) {
 class reflection_endpoint : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_options o;
-    o.readers = 1;
-    o.handlers = 1;
-    _server = std::make_unique<server>(o);
+    _server = std::make_unique<server>(test::threads(1, 1));
     add_reflection(*_server, {TestService::schema(), Counter::schema()});
     _server->start();
     _client.emplace(client::connect("127.0.0.1", _server->port()));

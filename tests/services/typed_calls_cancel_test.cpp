@@ -15,6 +15,7 @@
 #include "ringrpc/client.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/service.hpp"
+#include "test_support.hpp"
 
 namespace ringrpc::test {
 namespace {
@@ -43,10 +44,7 @@ class watching_service final : public TestService::service {
 };
 
 std::unique_ptr<server> serve(std::shared_ptr<endpoint> impl, const char* name) {
-  server_options o;
-  o.readers = 1;
-  o.handlers = 2;
-  auto s = std::make_unique<server>(o);
+  auto s = std::make_unique<server>(test::threads(1, 2));
   s->register_endpoint(name, std::move(impl));
   s->start();
   return s;
@@ -61,12 +59,7 @@ TEST(typed_calls_cancel, typed_future_get_on_the_runtime_thread_throws) {
   c.call_async("ringrpc.ping", {}, [&](const call_outcome&) {
     flatbuffers::FlatBufferBuilder fbb;
     auto f = stub.Echo_future(fbb, CreateEchoRequestDirect(fbb, "inner"));
-    try {
-      f.get();
-      what.set_value("returned");
-    } catch (const std::logic_error& e) {
-      what.set_value(e.what());
-    }
+    what.set_value(test::outcome_of_get(f));
   });
   auto f = what.get_future();
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready) << "a typed future's get() hung on the runtime thread";
@@ -79,10 +72,7 @@ TEST(typed_calls_cancel, a_typed_call_from_a_handler_follows_the_handlers_call) 
   auto back = serve(impl, TestService::service_name);
   auto to_back = client::connect("127.0.0.1", back->port());
   std::atomic<int> child_error{-1};
-  server_options o;
-  o.readers = 1;
-  o.handlers = 2;
-  server front(o);
+  server front(test::threads(1, 2));
   front.add_method("front", [&](call_context& ctx) {
     TestService::stub stub(to_back);
     flatbuffers::FlatBufferBuilder fbb;

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from tls_support import Checks, Server, make_all
+from tls_support import Checks, make_all, start_or_skip
 
 SERVER = sys.argv[1]
 checks = Checks("admin_tls")
@@ -139,13 +139,9 @@ def main():
         expect(rc, 2, "empty admin tokens file: exit status")
         expect("holds no tokens" in err, True, "empty admin tokens file: says why (%s)" % err.strip())
 
-        try:
-            srv = Server(SERVER, [*tls_args, "--admin-tls", "--admin-tokens-file", tokens], d)
-        except RuntimeError as e:
-            if "io_uring" in str(e):
-                print("SKIP: io_uring unavailable:", e)
-                return 77
-            raise
+        srv = start_or_skip(SERVER, [*tls_args, "--admin-tls", "--admin-tokens-file", tokens], d)
+        if srv is None:
+            return 77
         try:
             srv.out.seek(0)
             expect("admin on https://127.0.0.1:%d/" % srv.admin_port in srv.out.read(), True,

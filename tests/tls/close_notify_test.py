@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from tls_support import Checks, Server, echo_frame, make_all, pc, read_frame
+from tls_support import Checks, echo_frame, make_all, pc, read_frame, server_tls_args, start_or_skip
 
 SERVER = sys.argv[1]
 checks = Checks("close_notify")
@@ -84,62 +84,57 @@ def echo_once(s, call_id):
     return f["kind"] == pc.REPLY and f["payload"] == b"hello"
 
 
+def idle_shed(srv, s, ctx):
+    expect(end_of(s), "close_notify", "idle timeout ends with close_notify")
+    s.close()
+
+
+def frame_stall_shed(srv, s, ctx):
+    s.sendall(echo_frame(2, b"hello")[:7])  # the length and a little: then nothing
+    expect(end_of(s), "close_notify", "frame-stall shed ends with close_notify")
+    s.close()
+
+
+def peer_close_notify(srv, s, ctx):
+    expect(unwrap_end(s), "close_notify", "the client's close_notify is answered")
+    # A call still owed when the client ends: the reply comes first, then ours.
+    s = connect(srv.tls_port, ctx)
+    s.sendall(pc.encode_frame(call_id=7, kind=pc.REQUEST, method="sleep", payload=b"200000"))
+    expect(unwrap_after_reply(s), "reply then close_notify", "close_notify after the reply still owed")
+    s.close()
+
+
+def server_stop(srv, s, ctx):
+    srv.signal(signal.SIGTERM)
+    expect(end_of(s), "close_notify", "server stop ends with close_notify")
+    s.close()
+    srv.proc.wait(15)  # the one SIGTERM drains and exits; stop() then sends nothing
+
+
+# Each: what the checks call it, the server's own, the server's extra arguments, then the check
+# on a connection that has made one call.
+CASES = [
+    ("idle", "idle", ["--idle-timeout-ms", "300"], idle_shed),
+    ("shed", "shed", ["--frame-stall-timeout-ms", "300"], frame_stall_shed),
+    ("peer close_notify", "peer close_notify", [], peer_close_notify),
+    ("stop", "stopped", [], server_stop),
+]
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         certs = make_all(d)
         ctx = strict_context(certs["ca"] + ".pem")
-        try:
-            srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                                  "--tls-key", certs["server"] + ".key", "--idle-timeout-ms", "300"], d)
-        except RuntimeError as e:
-            if "io_uring" in str(e):
-                print("SKIP: io_uring unavailable:", e)
+        for name, server_name, args, check in CASES:
+            srv = start_or_skip(SERVER, server_tls_args(certs, *args), d)
+            if srv is None:
                 return 77
-            raise
-        try:
-            s = connect(srv.tls_port, ctx)
-            expect(echo_once(s, 1), True, "idle: a call first")
-            expect(end_of(s), "close_notify", "idle timeout ends with close_notify")
-            s.close()
-        finally:
-            expect(srv.stop(), 0, "idle server exit status")
-
-        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                              "--tls-key", certs["server"] + ".key", "--frame-stall-timeout-ms", "300"], d)
-        try:
-            s = connect(srv.tls_port, ctx)
-            expect(echo_once(s, 1), True, "shed: a call first")
-            s.sendall(echo_frame(2, b"hello")[:7])  # the length and a little: then nothing
-            expect(end_of(s), "close_notify", "frame-stall shed ends with close_notify")
-            s.close()
-        finally:
-            expect(srv.stop(), 0, "shed server exit status")
-
-        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                              "--tls-key", certs["server"] + ".key"], d)
-        try:
-            s = connect(srv.tls_port, ctx)
-            expect(echo_once(s, 1), True, "peer close_notify: a call first")
-            expect(unwrap_end(s), "close_notify", "the client's close_notify is answered")
-            # A call still owed when the client ends: the reply comes first, then ours.
-            s = connect(srv.tls_port, ctx)
-            s.sendall(pc.encode_frame(call_id=7, kind=pc.REQUEST, method="sleep", payload=b"200000"))
-            expect(unwrap_after_reply(s), "reply then close_notify", "close_notify after the reply still owed")
-            s.close()
-        finally:
-            expect(srv.stop(), 0, "peer close_notify server exit status")
-
-        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                              "--tls-key", certs["server"] + ".key"], d)
-        try:
-            s = connect(srv.tls_port, ctx)
-            expect(echo_once(s, 1), True, "stop: a call first")
-            srv.signal(signal.SIGTERM)
-            expect(end_of(s), "close_notify", "server stop ends with close_notify")
-            s.close()
-            srv.proc.wait(15)  # the one SIGTERM drains and exits; stop() then sends nothing
-        finally:
-            expect(srv.stop(), 0, "stopped server exit status")
+            try:
+                s = connect(srv.tls_port, ctx)
+                expect(echo_once(s, 1), True, "%s: a call first" % name)
+                check(srv, s, ctx)
+            finally:
+                expect(srv.stop(), 0, "%s server exit status" % server_name)
     return checks.exit_code()
 
 

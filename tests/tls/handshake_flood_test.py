@@ -14,7 +14,8 @@ import tempfile
 import time
 import urllib.request
 
-from tls_support import Checks, Server, client_context, echo_frame, make_all, read_frame, tls_connect
+from tls_support import (Checks, Server, client_context, echo_frame, make_all, read_frame, server_tls_args,
+                         tls_connect)
 
 SERVER = sys.argv[1]
 SILENT = 1024
@@ -136,9 +137,7 @@ def main():
         ca = certs["ca"] + ".pem"
         # The handshake timeout is long, so only the per-address share and the silence timeout
         # can free the slots within this test.
-        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                              "--tls-key", certs["server"] + ".key",
-                              "--set", "tls.handshake_timeout_ms=120000"], work)
+        srv = Server(SERVER, server_tls_args(certs, "--set", "tls.handshake_timeout_ms=120000"), work)
         socks = []
         try:
             before = seen(srv.tls_stats())

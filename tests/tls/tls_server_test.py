@@ -15,7 +15,7 @@ import tempfile
 import time
 import urllib.request
 
-from tls_support import (Server, client_context, echo_frame, make_all, pc, read_frame,
+from tls_support import (Server, client_context, echo_frame, make_all, pc, read_frame, server_tls_args,
                          tls_connect)
 
 SERVER = sys.argv[1]
@@ -175,13 +175,15 @@ def handshake_over_memory(sock, ctx):
     return obj, inc, out
 
 
+# Idle and handshake timeouts far away, the frame-stall timeout 1 s: only it can close.
+STALL_ONLY = ["--set", "server.frame_stall_timeout_ms=1000", "--set", "server.idle_timeout_ms=300000",
+              "--set", "tls.handshake_timeout_ms=120000"]
+
+
 def partial_record_stalls(binary, certs, work):
     # frame_stall_timeout_ms applies to part of a TLS record as to part of a frame, in the
     # handshake and after it; idle and handshake timeouts are far away, so only it can close.
-    srv = Server(binary, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                          "--tls-key", certs["server"] + ".key",
-                          "--set", "server.frame_stall_timeout_ms=1000", "--set", "server.idle_timeout_ms=300000",
-                          "--set", "tls.handshake_timeout_ms=120000"], work)
+    srv = Server(binary, server_tls_args(certs, *STALL_ONLY), work)
     try:
         shed0 = shed_count(srv)
         with socket.create_connection(("127.0.0.1", srv.tls_port), timeout=30) as s:
@@ -216,10 +218,7 @@ def partial_record_stalls(binary, certs, work):
 
 
 def partial_client_hello_stalls(binary, certs, work):
-    srv = Server(binary, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                          "--tls-key", certs["server"] + ".key",
-                          "--set", "server.frame_stall_timeout_ms=1000", "--set", "server.idle_timeout_ms=300000",
-                          "--set", "tls.handshake_timeout_ms=120000"], work)
+    srv = Server(binary, server_tls_args(certs, *STALL_ONLY), work)
     try:
         shed0 = shed_count(srv)
         with socket.create_connection(("127.0.0.1", srv.tls_port), timeout=30) as s:
@@ -256,9 +255,8 @@ def ringrpc_call(srv, certs):
 
 
 def mutual(binary, certs, work):
-    srv = Server(binary, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                          "--tls-key", certs["server"] + ".key", "--tls-ca", certs["ca"] + ".pem",
-                          "--tls-require-client-cert", "true"], work)
+    srv = Server(binary, server_tls_args(certs, "--tls-ca", certs["ca"] + ".pem", "--tls-require-client-cert", "true"),
+                 work)
     try:
         ca = certs["ca"] + ".pem"
         refused(srv.tls_port, client_context(ca), "a client without a certificate")
@@ -275,8 +273,7 @@ def mutual(binary, certs, work):
 def refused_at_accept(binary, certs, work):
     # Past max_connections a plaintext client gets an error frame saying why; a TLS client has
     # no session to read it in (it would see a broken record), so it gets only the FIN.
-    srv = Server(binary, ["--max-connections", "1", "--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                          "--tls-key", certs["server"] + ".key"], work)
+    srv = Server(binary, ["--max-connections", "1", *server_tls_args(certs)], work)
     try:
         with tls_connect(srv.tls_port, client_context(certs["ca"] + ".pem")) as first:
             first.sendall(echo_frame(1, b"first"))
@@ -356,9 +353,7 @@ def reload(binary, certs, work):
 def main():
     with tempfile.TemporaryDirectory(prefix="ringrpc-tls.") as work:
         certs = make_all(work)
-        srv = Server(SERVER, ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem",
-                              "--tls-key", certs["server"] + ".key",
-                              "--set", "tls.handshake_timeout_ms=300"], work)
+        srv = Server(SERVER, server_tls_args(certs, "--set", "tls.handshake_timeout_ms=300"), work)
         try:
             st = srv.tls_stats()
             check(st["record_layer"] == "userspace OpenSSL", "/status tls: %s" % st)

@@ -116,6 +116,24 @@ class Server:
         return self.proc.returncode
 
 
+def server_tls_args(certs, *more):
+    """ringrpc-server's arguments for a TLS port with make_all's server certificate, then `more`."""
+    return ["--tls-port", "0", "--tls-cert", certs["server"] + ".pem", "--tls-key", certs["server"] + ".key",
+            *more]
+
+
+def start_or_skip(binary, args, workdir):
+    """Server(binary, args, workdir), or None after a SKIP line where the server cannot start for
+    want of io_uring (the test then exits 77); any other failure to start raises."""
+    try:
+        return Server(binary, args, workdir)
+    except RuntimeError as e:
+        if "io_uring" in str(e):
+            print("SKIP: io_uring unavailable:", e)
+            return None
+        raise
+
+
 def client_context(ca=None, cert=None, key=None, alpn=True):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     if ca:

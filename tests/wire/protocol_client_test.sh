@@ -12,6 +12,13 @@ client=${2:?usage: $0 ringrpc-server protocol_client.py}
 work=$(mktemp -d "${TMPDIR:-/tmp}/protocol_client.XXXXXX") || exit 1
 pid=
 
+# wait_exit, and from scripts/lib.sh start_server; its track_pid hook keeps the one server in
+# $pid for cleanup
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
+track_pid() { pid=$1; }
+
+# This script's own (the one server in $pid) in place of tests/lib.sh's.
 cleanup() {
   # Only ever the server this script started, by its PID.
   if [ -n "$pid" ] && running "$pid"; then
@@ -22,10 +29,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
-# start_server; its track_pid hook keeps the one server in $pid for cleanup
-# shellcheck source=scripts/lib.sh
-. "$(dirname "$0")/../../scripts/lib.sh"
-track_pid() { pid=$1; }
 
 # run_round CLIENT_ARGS SERVER_ARGS...: one server, the client against it, then a clean stop.
 run_round() {
@@ -45,12 +48,7 @@ run_round() {
 
   # Stop the server the way an operator would; it must drain and exit 0 within 15 s.
   kill -TERM "$pid"
-  i=0
-  while running "$pid" && [ $i -lt 150 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
-  if running "$pid"; then
+  if ! wait_exit "$pid" 150; then
     echo "ringrpc-server did not exit within 15 s of SIGTERM; killing it" >&2
     cat "$work/server.err" >&2
     exit 1

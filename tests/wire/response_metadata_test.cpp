@@ -256,10 +256,7 @@ TEST(response_metadata, the_handler_sees_the_callers_address) {
 TEST(response_metadata, one_way_messages_carry_call_options_metadata) {
   std::promise<std::string> got;
   std::atomic<bool> once{false};
-  server_options o;
-  o.readers = 1;
-  o.handlers = 1;
-  server srv(o);
+  server srv(test::threads(1, 1));
   srv.add_method("note", [&](call_context& c) {
     if (once.exchange(true)) return;
     got.set_value(std::string(c.metadata().find("traceparent").value_or("none")) + "|" +
@@ -294,10 +291,7 @@ TEST(response_metadata, channel_call_options_metadata_reaches_the_server_and_hea
 TEST(response_metadata, a_channel_sends_one_way_messages_with_metadata) {
   std::promise<std::string> got;
   std::atomic<bool> once{false};
-  server_options so;
-  so.readers = 1;
-  so.handlers = 1;
-  server srv(so);
+  server srv(test::threads(1, 1));
   srv.add_method("note", [&](call_context& c) {
     if (once.exchange(true)) return;
     got.set_value(std::string(c.metadata().find("traceparent").value_or("none")) + "|" + std::string(text(c.payload())));
@@ -317,67 +311,15 @@ TEST(response_metadata, a_channel_sends_one_way_messages_with_metadata) {
 
 // --- a hostile server: a plain listening socket that answers with what it likes
 
-class fake_server {
- public:
-  fake_server() {
-    _listen = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(_listen, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(_listen, 1), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(_listen, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  ~fake_server() {
-    if (_conn >= 0) ::close(_conn);
-    ::close(_listen);
-  }
-  void accept_one() { _conn = ::accept(_listen, nullptr, nullptr); }
-
-  // Reads one request frame; its call id.
-  std::uint64_t read_request() {
-    std::uint8_t prefix[4];
-    if (!read_exact(prefix, 4)) return 0;
-    const std::uint32_t n = detail::read_frame_length(reinterpret_cast<const std::byte*>(prefix));
-    std::vector<std::byte> frame(4 + n);
-    std::memcpy(frame.data(), prefix, 4);
-    if (!read_exact(reinterpret_cast<std::uint8_t*>(frame.data()) + 4, n)) return 0;
-    detail::frame_view v;
-    if (detail::decode_frame(frame, v) != detail::decode_outcome::ok) return 0;
-    return v.call_id;
-  }
-
-  void answer(const detail::frame_view& f) {
-    detail::frame_encoder enc;
-    const auto bytes = enc.encode(f);
-    ASSERT_EQ(::send(_conn, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
-  }
-
-  std::uint16_t port = 0;
-
- private:
-  bool read_exact(std::uint8_t* p, std::size_t n) {
-    while (n > 0) {
-      const ssize_t got = ::recv(_conn, p, n, 0);
-      if (got <= 0) return false;
-      p += got;
-      n -= static_cast<std::size_t>(got);
-    }
-    return true;
-  }
-  int _listen = -1;
-  int _conn = -1;
-};
+using fake_server = test::scripted_server;
 
 TEST(response_metadata, a_hostile_servers_oversized_response_metadata_fails_the_call_not_the_connection) {
   fake_server fake;
   client_options co;
   co.max_response_metadata_entries = 4;
   co.max_response_metadata_bytes = 100;
-  auto c = client::connect("127.0.0.1", fake.port, co);
-  fake.accept_one();
+  auto c = client::connect("127.0.0.1", fake.port(), co);
+  fake.accept();
 
   struct attempt {
     const char* name;
@@ -402,7 +344,7 @@ TEST(response_metadata, a_hostile_servers_oversized_response_metadata_fails_the_
     const detail::metadata_to_send h{{}, a.headers}, t{{}, a.trailers};
     f.metadata_out = &h;
     f.trailers_out = &t;
-    fake.answer(f);
+    ASSERT_TRUE(fake.send_frame(f));
     ASSERT_EQ(fut.wait_for(10s), std::future_status::ready) << a.name;
     const call_result r = fut.get();
     EXPECT_EQ(r.error, call_error::protocol_error) << a.name;
@@ -422,7 +364,7 @@ TEST(response_metadata, a_hostile_servers_oversized_response_metadata_fails_the_
   const detail::metadata_to_send h{{}, headers}, t{{}, trailers};
   f.metadata_out = &h;
   f.trailers_out = &t;
-  fake.answer(f);
+  ASSERT_TRUE(fake.send_frame(f));
   ASSERT_EQ(fut.wait_for(10s), std::future_status::ready);
   const call_result r = fut.get();
   ASSERT_TRUE(r.ok()) << r.message;
