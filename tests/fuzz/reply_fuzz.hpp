@@ -28,9 +28,9 @@ class reply_rig {
     options.max_reply_bytes = 1 << 16;
     _proto = load::make_protocol(_t, options);
     _codec = _proto->new_connection();
-    const auto kinds = _proto->default_kinds();
+    _kinds = _proto->default_kinds();
     std::vector<std::byte> out;
-    for (unsigned i = 0; i < outstanding; ++i) _codec->write_request(out, i, kinds[0]);
+    for (unsigned i = 0; i < outstanding; ++i) _codec->write_request(out, i, _kinds[0]);
   }
 
   load::connection_codec& codec() { return *_codec; }
@@ -62,6 +62,9 @@ class reply_rig {
  private:
   load::target _t;
   std::unique_ptr<load::protocol> _proto;  // before the codec, which it outlives
+  // The kinds the requests were written with: a codec keeps a reference to its request's kind
+  // until the request is sent (h2 submits it later, from write_pending), so they live as long.
+  std::vector<load::request_kind> _kinds;
   std::unique_ptr<load::connection_codec> _codec;
   std::vector<std::byte> _buffer;
 };
