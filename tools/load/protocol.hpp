@@ -109,8 +109,7 @@ class connection_codec {
  public:
   virtual ~connection_codec() = default;
   /// Appends the encoding of request `seq` of kind `kind` to `out`. Sequence numbers increase
-  /// by one per request on a connection. `kind` must outlive the request's sending: a codec
-  /// may keep a reference to it until write_pending() sends it (h2 does).
+  /// by one per request on a connection.
   virtual void write_request(std::vector<std::byte>& out, std::uint64_t seq, const request_kind& kind) = 0;
   /// Parses at most one reply from the front of `in`. Must never read past `in`, never crash
   /// on any input, and never accept more than max_reply_bytes for one reply.
