@@ -217,6 +217,15 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
       // the cancel it just recorded.
       answer(k, 0, wire::Kind::OneWay, status::ok, {});
       break;
+    case wire::Kind::StreamOpen:
+    case wire::Kind::StreamMessage:
+    case wire::Kind::StreamHalfClose:
+    case wire::Kind::StreamCredit:
+      // The schema names the stream kinds; until this server serves streams it answers them as
+      // a server that predates them does (docs/design/streams.md, "Old peers keep working").
+      _counts[sc::bad_frames].add();
+      answer(k, v.call_id, wire::Kind::Error, status::bad_request, "unknown frame kind");
+      break;
     default:
       _counts[sc::bad_frames].add();
       answer(k, v.call_id, wire::Kind::Error, status::bad_request,

@@ -34,15 +34,18 @@ std::span<const std::byte> frame_encoder::encode(const frame_view& f) {
   wire::FrameBuilder b(_fbb);
   b.add_call_id(f.call_id);
   b.add_timeout_us(f.timeout_us);
+  b.add_credit_bytes(f.credit_bytes);
   if (!payload.IsNull()) b.add_payload(payload);
   if (!method.IsNull()) b.add_method(method);
   if (!message.IsNull()) b.add_message(message);
   b.add_retry_after_ms(f.retry_after_ms);
+  b.add_credit_messages(f.credit_messages);
   if (!metadata.IsNull()) b.add_metadata(metadata);
   if (!trailers.IsNull()) b.add_trailers(trailers);
   if (!details.IsNull()) b.add_details(details);
   b.add_status(static_cast<wire::Status>(f.code));
   b.add_kind(f.kind);
+  b.add_stream_kind(f.stream_kind);
   _fbb.FinishSizePrefixed(b.Finish());
   return {reinterpret_cast<const std::byte*>(_fbb.GetBufferPointer()), _fbb.GetSize()};
 }
@@ -139,6 +142,9 @@ decode_outcome decode_frame(std::span<const std::byte> frame, frame_view& view) 
   if (const auto* d = f->details()) {
     view.details = {reinterpret_cast<const std::byte*>(d->data()), d->size()};
   }
+  view.stream_kind = f->stream_kind();
+  view.credit_messages = f->credit_messages();
+  view.credit_bytes = f->credit_bytes();
   // Enum values the schema does not know are legal FlatBuffers but meaningless to us.
   if (view.kind > wire::Kind::MAX) return decode_outcome::malformed_with_id;
   return decode_outcome::ok;

@@ -48,6 +48,10 @@ struct frame_view {
   const struct metadata_to_send* trailers_out = nullptr;
   /// Error details: opaque bytes, both ways; empty when absent.
   std::span<const std::byte> details;
+  // Streams (docs/design/streams.md): zero on every other frame.
+  std::uint8_t stream_kind = 0;      ///< StreamOpen: 1 server, 2 client, 3 bidirectional
+  std::uint32_t credit_messages = 0;  ///< StreamOpen: initial window; StreamCredit: increment
+  std::uint64_t credit_bytes = 0;     ///< the same, in payload bytes
 };
 
 /// What frame_encoder sends as metadata: `defaults` first, but those whose key `pairs` also
