@@ -3,7 +3,6 @@
 #include <climits>
 #include <exception>
 #include <string>
-#include <thread>
 #include <utility>
 
 
@@ -129,9 +128,7 @@ endpoint_slot::admit_result endpoint_slot::admit_event(work_item* item) noexcept
   // the pool could overtake one still waiting there (on_disconnected before on_connected).
   // A connection posts at most three (connected, network_error, disconnected), each in a call
   // of its own, so the lane is bounded by the connections alive and needs no capacity.
-  _lane_count.fetch_add(1, std::memory_order_acq_rel);
-  _lane.push(item);
-  if (_lane_scheduled.exchange(true, std::memory_order_acq_rel)) return admit_result::taken;
+  if (_lane.push(item) == serial_lane::push_result::queued) return admit_result::taken;
   if (_event_pool == nullptr || !_event_pool->submit_singleton(&_lane_drain)) {
     // Refused only by a pool that is not started or already shut down: no endpoint can reach
     // either (pools start before readers and are joined after them). Run the lane here rather
@@ -142,20 +139,17 @@ endpoint_slot::admit_result endpoint_slot::admit_event(work_item* item) noexcept
 }
 
 endpoint_slot::admit_result endpoint_slot::admit_serial(work_item* item) noexcept {
-  if (is_message(item->purpose)) {
-    if (_inbox_count.fetch_add(1, std::memory_order_acq_rel) >= _options.inbox_capacity) {
-      _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
+  const bool message = is_message(item->purpose);
+  // Events bypass the capacity: they are bounded by the connections alive (see admit_event).
+  switch (_inbox.push(item, message ? _options.inbox_capacity : UINT32_MAX)) {
+    case serial_lane::push_result::refused:
       leave();
       _busy.fetch_add(1, std::memory_order_relaxed);
       return admit_result::busy;
-    }
-  } else {
-    _inbox_count.fetch_add(1, std::memory_order_acq_rel);  // events bypass the capacity
+    case serial_lane::push_result::queued: return admit_result::taken;
+    case serial_lane::push_result::owner: break;  // we own the inbox until release()
   }
-  _inbox.push(item);
-  // Whoever flips `_scheduled` owns the inbox until it clears it again.
-  if (_scheduled.exchange(true, std::memory_order_acq_rel)) return admit_result::taken;
-  return schedule_drain(!is_message(item->purpose));
+  return schedule_drain(!message);
 }
 
 endpoint_slot::admit_result endpoint_slot::schedule_drain(bool event) noexcept {
@@ -175,64 +169,43 @@ endpoint_slot::admit_result endpoint_slot::schedule_drain(bool event) noexcept {
   return admit_result::answered;
 }
 
-work_item* endpoint_slot::pop_from(mpsc_queue& q, std::atomic<std::uint32_t>& count) noexcept {
-  // A producer counts before it links its node; between the two, pop() sees nothing although
-  // the count says there is something. That window is a few instructions, unless the producer
-  // was preempted: then yield rather than spin (one core may run every thread).
-  for (unsigned spins = 0;; ++spins) {
-    if (mpsc_node* n = q.pop()) return work_item::from_node(n);
-    if (count.load(std::memory_order_acquire) == 0) return nullptr;
-    if (spins > 64) std::this_thread::yield();
-  }
-}
-
 void endpoint_slot::drain_lane(unsigned limit) noexcept {
-  for (;;) {
+  do {
     unsigned n = 0;
-    while (work_item* item = pop_from(_lane, _lane_count)) {
-      _lane_count.fetch_sub(1, std::memory_order_acq_rel);
+    while (work_item* item = _lane.pop()) {
       run(item);
-      if (++n >= limit && _lane_count.load(std::memory_order_acquire) != 0) {
+      if (++n >= limit && _lane.waiting() != 0) {
         // Let the pool's other work in: the rest of the lane goes behind it, as a singleton.
         if (_event_pool->submit_singleton(&_lane_drain)) return;
         n = 0;  // the pool is shutting down: go on here
       }
     }
-    _lane_scheduled.store(false, std::memory_order_seq_cst);
-    // A producer that pushed after our last pop but saw `_lane_scheduled` still set relies on us.
-    if (_lane_count.load(std::memory_order_seq_cst) == 0) return;
-    if (_lane_scheduled.exchange(true, std::memory_order_acq_rel)) return;
-  }
+  } while (_lane.release());
 }
 
 void endpoint_slot::drain(unsigned limit) noexcept {
   if (work_item* item = std::exchange(_carried, nullptr)) run(item);  // an event refuse_queued() handed over
-  for (;;) {
+  do {
     unsigned n = 0;
-    while (work_item* item = pop_from(_inbox, _inbox_count)) {
-      _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
+    while (work_item* item = _inbox.pop()) {
       run(item);
-      if (++n >= limit && _inbox_count.load(std::memory_order_acquire) != 0) {
+      if (++n >= limit && _inbox.waiting() != 0) {
         // Let the pool's other work in: queue the rest of this inbox behind it.
         if (_pool->submit_now(&_drain)) return;
         n = 0;  // the pool is full; we are already one of its threads, so go on here
       }
     }
-    _scheduled.store(false, std::memory_order_seq_cst);
-    // A producer that pushed after our last pop but saw `_scheduled` still set relies on us.
-    if (_inbox_count.load(std::memory_order_seq_cst) == 0) return;
-    if (_scheduled.exchange(true, std::memory_order_acq_rel)) return;
-  }
+  } while (_inbox.release());
 }
 
 void endpoint_slot::refuse_queued() noexcept {
-  // We own the inbox (we won `_scheduled`) but the pool will not run its drain. Every message
-  // in it gets its answer now, not just the one that found the pool full (Dubbo's batch loop
-  // left the rest waiting for their timeouts). An event is never refused and never runs here
-  // (this may be a reader): it and the rest of the inbox go to the pool as a singleton drain.
+  // We own the inbox (our push found it idle) but the pool will not run its drain. Every
+  // message in it gets its answer now, not just the one that found the pool full (Dubbo's
+  // batch loop left the rest waiting for their timeouts). An event is never refused and never
+  // runs here (this may be a reader): it and the rest of the inbox go to the pool as a
+  // singleton drain.
   for (;;) {
-    while (work_item* item = pop_from(_inbox, _inbox_count)) {
-      _inbox_count.fetch_sub(1, std::memory_order_acq_rel);
+    while (work_item* item = _inbox.pop()) {
       if (!is_message(item->purpose)) {
         _carried = item;
         if (_pool->submit_singleton(&_drain)) return;
@@ -245,9 +218,7 @@ void endpoint_slot::refuse_queued() noexcept {
                        "' cannot run its inbox (" + _host.pool_state(*_pool) + ")");
       leave();
     }
-    _scheduled.store(false, std::memory_order_seq_cst);
-    if (_inbox_count.load(std::memory_order_seq_cst) == 0) return;
-    if (_scheduled.exchange(true, std::memory_order_acq_rel)) return;
+    if (!_inbox.release()) return;
     if (_pool->submit_now(&_drain)) return;
   }
 }

@@ -9,7 +9,7 @@
 #include "exec/work_item.hpp"
 #include "exec/exec_host.hpp"
 #include "base/counter.hpp"
-#include "base/mpsc_queue.hpp"
+#include "exec/serial_lane.hpp"
 #include "base/sharded_inflight.hpp"
 #include "ringrpc/endpoint.hpp"
 #include "exec/worker_pool.hpp"
@@ -26,8 +26,8 @@ run_place place_for(dispatch_policy policy, call_purpose purpose) noexcept;
 ///   is stopping and `_inflight` is zero, exactly once, so nothing of the endpoint runs during
 ///   or after it;
 /// - a serial endpoint's messages go through an MPSC inbox drained by one thread at a time
-///   (whoever wins `_scheduled`), in arrival order; an exception in a handler is caught per
-///   message, so the drain always ends by clearing `_scheduled` (SPARK-32738 cannot happen);
+///   (whoever's push finds it idle: exec/serial_lane.hpp), in arrival order; an exception in a handler is caught per
+///   message, so the drain always ends by releasing the inbox (SPARK-32738 cannot happen);
 /// - connection events that run on a pool (policies `all` and `connection`) go through an
 ///   event lane, the same kind of inbox but for events only, drained one at a time on the
 ///   pool (the ordered thread for `connection`), so one connection's events run in the order
@@ -93,7 +93,6 @@ class endpoint_slot {
   void drain(unsigned limit) noexcept;
   void drain_lane(unsigned limit) noexcept;
   void refuse_queued() noexcept;
-  static work_item* pop_from(mpsc_queue& q, std::atomic<std::uint32_t>& count) noexcept;
   static void run_task(pool_task* t) noexcept;
   static void drain_task(pool_task* t) noexcept;
   static void lane_task(pool_task* t) noexcept;
@@ -121,16 +120,12 @@ class endpoint_slot {
   // An event popped from the inbox by refuse_queued(), handed to the drain it scheduled to
   // run it (and the rest of the inbox) on the pool. Touched only by the inbox's owner.
   work_item* _carried = nullptr;
-  mpsc_queue _inbox;
-  alignas(64) std::atomic<std::uint32_t> _inbox_count{0};
-  alignas(64) std::atomic<bool> _scheduled{false};
+  serial_lane _inbox;
   std::atomic<std::uint64_t> _busy{0};
 
   // Concurrent endpoints: the connection-event lane (see above).
   drain_work _lane_drain;
-  mpsc_queue _lane;
-  alignas(64) std::atomic<std::uint32_t> _lane_count{0};
-  alignas(64) std::atomic<bool> _lane_scheduled{false};
+  serial_lane _lane;
 };
 
 }  // namespace ringrpc::detail
