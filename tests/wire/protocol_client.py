@@ -90,57 +90,17 @@ def _encode_metadata(pairs, pos):
 def encode_frame(call_id=0, kind=REQUEST, method=None, timeout_us=0, payload=None,
                  status=OK, message=None, retry_after_ms=0, metadata=None):
     """Returns one complete frame (prefix included). None for method/payload/message/metadata =
-    absent. Without metadata the layout of section 4.3, with it that of 4.4."""
-    if metadata is not None:
-        return _encode_frame_with_metadata(call_id, kind, method, timeout_us, payload, status,
-                                           message, retry_after_ms, metadata)
+    absent. Without metadata the layout of section 4.3; with it that of 4.4: a 9th vtable entry
+    (metadata at table + 40), the table 4 bytes longer and the objects from position 76."""
     if isinstance(method, str):
         method = method.encode()
     if isinstance(message, str):
         message = message.encode()
-    objects = b""
-    obj_pos = {}
-    pos = TABLE_POS + TABLE_SIZE  # 72: strings and vectors go after the table (forward offsets)
-    for fid, data, is_string in ((F_METHOD, method, True), (F_PAYLOAD, payload, False),
-                                 (F_MESSAGE, message, True)):
-        if data is None:
-            continue
-        data = bytes(data)
-        obj_pos[fid] = pos + len(objects)
-        objects += _pad4(struct.pack("<I", len(data)) + data + (b"\0" if is_string else b""))
-
-    entries = []
-    for fid in range(8):
-        present = fid not in (F_METHOD, F_PAYLOAD, F_MESSAGE) or fid in obj_pos
-        entries.append(FIELD_OFFSETS[fid] if present else 0)
-    vtable = struct.pack("<HH8H", 4 + 2 * 8, TABLE_SIZE, *entries)
-
-    def uoff(fid):
-        if fid not in obj_pos:
-            return 0
-        return obj_pos[fid] - (TABLE_POS + FIELD_OFFSETS[fid])
-
-    table = struct.pack("<iIQQIIIHBx", TABLE_POS - VTABLE_POS, retry_after_ms, call_id, timeout_us,
-                        uoff(F_METHOD), uoff(F_PAYLOAD), uoff(F_MESSAGE), status, kind)
-    assert len(table) == TABLE_SIZE
-    head = struct.pack("<I", ROOT) + vtable  # positions 4..27
-    head += b"\0" * (TABLE_POS - 4 - len(head))  # padding 28..31
-    body = head + table + objects
-    return struct.pack("<I", len(body)) + body
-
-
-def _encode_frame_with_metadata(call_id, kind, method, timeout_us, payload, status, message,
-                                retry_after_ms, metadata):
-    """Section 4.4: the layout of 4.3 with a 9th vtable entry (metadata at table + 40), the
-    table 4 bytes longer and the objects from position 76."""
-    if isinstance(method, str):
-        method = method.encode()
-    if isinstance(message, str):
-        message = message.encode()
-    table_size = TABLE_SIZE + 4
+    n_fields = 8 if metadata is None else 9
+    table_size = TABLE_SIZE + 4 * (n_fields - 8)
     offsets = dict(FIELD_OFFSETS)
     offsets[F_METADATA] = 40
-    pos = TABLE_POS + table_size  # 76
+    pos = TABLE_POS + table_size  # 72 (76): strings and vectors go after the table (forward offsets)
     objects = b""
     obj_pos = {}
     for fid, data, is_string in ((F_METHOD, method, True), (F_PAYLOAD, payload, False),
@@ -150,26 +110,29 @@ def _encode_frame_with_metadata(call_id, kind, method, timeout_us, payload, stat
         data = bytes(data)
         obj_pos[fid] = pos + len(objects)
         objects += _pad4(struct.pack("<I", len(data)) + data + (b"\0" if is_string else b""))
-    md, obj_pos[F_METADATA] = _encode_metadata(metadata, pos + len(objects))
-    objects += md
+    if metadata is not None:
+        md, obj_pos[F_METADATA] = _encode_metadata(metadata, pos + len(objects))
+        objects += md
 
     entries = []
-    for fid in range(9):
+    for fid in range(n_fields):
         present = fid not in (F_METHOD, F_PAYLOAD, F_MESSAGE) or fid in obj_pos
         entries.append(offsets[fid] if present else 0)
-    vtable = struct.pack("<HH9H", 4 + 2 * 9, table_size, *entries)
+    vtable = struct.pack("<HH%dH" % n_fields, 4 + 2 * n_fields, table_size, *entries)
 
     def uoff(fid):
         if fid not in obj_pos:
             return 0
         return obj_pos[fid] - (TABLE_POS + offsets[fid])
 
-    table = struct.pack("<iIQQIIIHBxI", TABLE_POS - VTABLE_POS, retry_after_ms, call_id,
-                        timeout_us, uoff(F_METHOD), uoff(F_PAYLOAD), uoff(F_MESSAGE), status, kind,
-                        uoff(F_METADATA))
+    fields = [TABLE_POS - VTABLE_POS, retry_after_ms, call_id, timeout_us, uoff(F_METHOD),
+              uoff(F_PAYLOAD), uoff(F_MESSAGE), status, kind]
+    if metadata is not None:
+        fields.append(uoff(F_METADATA))
+    table = struct.pack("<iIQQIIIHBx" + "I" * (n_fields - 8), *fields)
     assert len(table) == table_size
-    head = struct.pack("<I", ROOT) + vtable  # positions 4..29
-    head += b"\0" * (TABLE_POS - 4 - len(head))  # padding 30..31
+    head = struct.pack("<I", ROOT) + vtable  # positions 4..27 (4..29 with metadata)
+    head += b"\0" * (TABLE_POS - 4 - len(head))  # padding up to the table at 32
     body = head + table + objects
     return struct.pack("<I", len(body)) + body
 
