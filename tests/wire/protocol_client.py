@@ -100,7 +100,7 @@ def encode_frame(call_id=0, kind=REQUEST, method=None, timeout_us=0, payload=Non
     table_size = TABLE_SIZE + 4 * (n_fields - 8)
     offsets = dict(FIELD_OFFSETS)
     offsets[F_METADATA] = 40
-    pos = TABLE_POS + table_size  # 72 (76): strings and vectors go after the table (forward offsets)
+    pos = TABLE_POS + table_size  # 72 (76): strings and vectors follow the table (forward offsets)
     objects = b""
     obj_pos = {}
     for fid, data, is_string in ((F_METHOD, method, True), (F_PAYLOAD, payload, False),
