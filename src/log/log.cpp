@@ -109,6 +109,25 @@ void append_hex_byte(std::string& out, std::string_view prefix, unsigned char c)
   out += hex[c & 0xf];
 }
 
+// One ASCII byte of a quoted value: the escapes text and JSON lines share, and any other control
+// byte as `hex_prefix` and two hex digits (\x in text, \u00 in JSON).
+void append_escaped_ascii(std::string& out, char c, std::string_view hex_prefix) {
+  const auto u = static_cast<unsigned char>(c);
+  switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    default:
+      if (u < 0x20 || u == 0x7f) {
+        append_hex_byte(out, hex_prefix, u);
+      } else {
+        out += c;
+      }
+  }
+}
+
 // logfmt: bare when safe, else double-quoted with \" \\ \n \r \t and \xHH for other controls.
 void append_text_value(std::string& out, std::string_view v) {
   const bool needs_quotes = v.empty() || std::any_of(v.begin(), v.end(), [](char c) {
@@ -121,20 +140,7 @@ void append_text_value(std::string& out, std::string_view v) {
   }
   out += '"';
   for (const char c : v) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (u < 0x20 || u == 0x7f) {
-          append_hex_byte(out, "\\x", u);
-        } else {
-          out += c;
-        }
-    }
+    append_escaped_ascii(out, c, "\\x");
   }
   out += '"';
 }
@@ -156,19 +162,7 @@ void append_json_string(std::string& out, std::string_view v) {
       }
       continue;
     }
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (u < 0x20 || u == 0x7f) {
-          append_hex_byte(out, "\\u00", u);
-        } else {
-          out += c;
-        }
-    }
+    append_escaped_ascii(out, c, "\\u00");
     ++i;
   }
   out += '"';
