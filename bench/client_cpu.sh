@@ -25,16 +25,12 @@
 # CPU_FLOOR [unset].
 # Only 127.0.0.1; servers are stopped by PID on exit.
 set -euo pipefail
-# shellcheck source=scripts/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-cd "$(ringrpc_root)"
+# shellcheck source=bench/client_cpu_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/client_cpu_lib.sh"
 
-rounds=${CPU_ROUNDS:-3}
-duration=${CPU_DURATION:-5}
-connections=${CPU_CONNECTIONS:-64}
+cpu_bench_knobs
 redis_depth=${CPU_REDIS_DEPTH:-16}
 redis_calls=${CPU_REDIS_CALLS:-2000000}
-build_dir=${CPU_BUILD_DIR:-build/release}
 pairs=" ${CPU_PAIRS:-nginx redis} "
 baseline_load=${CPU_BASELINE_LOAD:-}
 floor_client=
@@ -42,16 +38,9 @@ if [[ -n ${CPU_FLOOR:-} ]]; then
   floor_client=$build_dir/bench/raw_http_client
   [[ -x $floor_client ]] || { echo "client_cpu: CPU_FLOOR needs $floor_client (-Dbenchmarks=true)" >&2; exit 2; }
 fi
-server_pin=(taskset -c "${CPU_SERVER_CPU:-0}")
-load_pin=(taskset -c "${CPU_LOAD_CPU:-1}")
-load_bin=$build_dir/tools/ringrpc-load
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
-# shellcheck source=bench/client_cpu_lib.sh
-source bench/client_cpu_lib.sh
 cpu_bench_need "client_cpu (Debian: nginx-light redis-server redis-tools wrk time; build ringrpc-load)" \
   "$load_bin" "$nginx_bin" redis-server redis-benchmark wrk /usr/bin/time taskset python3
-if (($(nproc) < 2)); then server_pin=() load_pin=(); fi
 cpu_bench_setup client-cpu
 
 budget=$((rounds * (2 * duration + 120) + 60))

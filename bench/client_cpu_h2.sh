@@ -21,9 +21,8 @@
 # H2_GRPC_THREADS [2], H2_BUILD_DIR [build/release], H2_SERVER_CPU / H2_LOAD_CPU [0 / 1].
 # Only 127.0.0.1; servers are stopped by PID on exit.
 set -euo pipefail
-# shellcheck source=scripts/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-cd "$(ringrpc_root)"
+# shellcheck source=bench/client_cpu_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/client_cpu_lib.sh"
 
 rounds=${H2_ROUNDS:-5}
 grpc_calls=${H2_CALLS:-100000}
@@ -32,17 +31,12 @@ connections=${H2_CONNECTIONS:-8}
 depth=${H2_DEPTH:-16}
 grpc_threads=${H2_GRPC_THREADS:-2}
 build_dir=${H2_BUILD_DIR:-build/release}
-server_pin=(taskset -c "${H2_SERVER_CPU:-0}")
-load_pin=(taskset -c "${H2_LOAD_CPU:-1}")
+cpu_bench_pins "${H2_SERVER_CPU:-0}" "${H2_LOAD_CPU:-1}"
 load_bin=$build_dir/tools/ringrpc-load
 grpc_bin=$build_dir/tests/grpc_echo_server
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
-# shellcheck source=bench/client_cpu_lib.sh
-source bench/client_cpu_lib.sh
 cpu_bench_need "client_cpu_h2 (Debian: nghttp2-client nginx-light time; build $build_dir with tests)" \
   "$load_bin" "$grpc_bin" "$nginx_bin" h2load /usr/bin/time taskset python3
-if (($(nproc) < 2)); then server_pin=() load_pin=(); fi
 cpu_bench_setup client-cpu-h2
 
 budget=$((rounds * 600 + 60))

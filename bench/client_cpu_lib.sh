@@ -1,10 +1,35 @@
 # shellcheck shell=bash
 # server_pin and load_pin come from the caller; cpu, wall, tmp and pids are read by it.
 # shellcheck disable=SC2154,SC2034
-# What bench/client_cpu.sh and bench/client_cpu_h2.sh share: a scratch directory whose servers
-# are stopped by PID on exit, nginx with one worker (scripts/lib.sh's start_nginx), running one load
-# process under /usr/bin/time, the per-round rows and their median/min/max ratios. Sourced after
-# `set -euo pipefail`; the caller sets server_pin and load_pin (taskset arrays, maybe empty).
+# What bench/client_cpu.sh, client_cpu_h2.sh, client_cpu_tls.sh and reply_batch_latency.sh
+# share: scripts/lib.sh and the repository root as the working directory, CPU pinning, a scratch
+# directory whose servers are stopped by PID on exit, nginx with one worker (scripts/lib.sh's
+# start_nginx), running one load process under /usr/bin/time, the per-round rows and their
+# median/min/max ratios. Sourced after `set -euo pipefail`; the caller sets server_pin and
+# load_pin (taskset arrays, maybe empty), or has cpu_bench_pins set them.
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+cd "$(ringrpc_root)" || exit
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+
+# cpu_bench_pins SERVER_CPU LOAD_CPU: server_pin and load_pin, taskset to each CPU; both empty
+# on a machine with one CPU.
+cpu_bench_pins() {
+  server_pin=(taskset -c "$1") load_pin=(taskset -c "$2")
+  if (($(nproc) < 2)); then server_pin=() load_pin=(); fi
+}
+
+# cpu_bench_knobs: the environment bench/client_cpu.sh and client_cpu_tls.sh share: rounds
+# (CPU_ROUNDS [3]), duration (CPU_DURATION [5] s per run), connections (CPU_CONNECTIONS [64]),
+# build_dir (CPU_BUILD_DIR [build/release]) with its load_bin, and the pins (CPU_SERVER_CPU /
+# CPU_LOAD_CPU [0 / 1]).
+cpu_bench_knobs() {
+  rounds=${CPU_ROUNDS:-3} duration=${CPU_DURATION:-5} connections=${CPU_CONNECTIONS:-64}
+  build_dir=${CPU_BUILD_DIR:-build/release}
+  load_bin=$build_dir/tools/ringrpc-load
+  cpu_bench_pins "${CPU_SERVER_CPU:-0}" "${CPU_LOAD_CPU:-1}"
+}
 
 # cpu_bench_setup NAME: makes $tmp and the exit trap that stops every PID in pids.
 cpu_bench_setup() {
@@ -41,7 +66,7 @@ track_pid() { pids+=("$1"); }
 # on 127.0.0.1:PORT (LISTEN_OPTS e.g. "http2"), stopped after BUDGET seconds at the latest.
 start_ok_nginx() {
   local budget=$1 port=$2 listen_opts=$3 extra=$4
-  nginx=$(command -v nginx || echo /usr/sbin/nginx) nginx_connections=4096
+  nginx=$nginx_bin nginx_connections=4096
   nginx_wrap=(timeout -k 5 "$budget" "${server_pin[@]}")
   start_nginx "$tmp/nginx" "$port" <<CONF
   access_log off;

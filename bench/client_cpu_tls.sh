@@ -15,24 +15,13 @@
 # CPU_BUILD_DIR [build/release], CPU_SERVER_CPU / CPU_LOAD_CPU [0 / 1].
 # Only 127.0.0.1; nginx is stopped by PID on exit.
 set -euo pipefail
-# shellcheck source=scripts/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-cd "$(ringrpc_root)"
-
-rounds=${CPU_ROUNDS:-3}
-duration=${CPU_DURATION:-5}
-connections=${CPU_CONNECTIONS:-64}
-build_dir=${CPU_BUILD_DIR:-build/release}
-server_pin=(taskset -c "${CPU_SERVER_CPU:-0}")
-load_pin=(taskset -c "${CPU_LOAD_CPU:-1}")
-load_bin=$build_dir/tools/ringrpc-load
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
-
 # shellcheck source=bench/client_cpu_lib.sh
-source bench/client_cpu_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/client_cpu_lib.sh"
+
+cpu_bench_knobs
+
 cpu_bench_need "client_cpu_tls (Debian: nginx-light wrk openssl time; build ringrpc-load)" \
   "$load_bin" "$nginx_bin" wrk openssl /usr/bin/time taskset python3
-if (($(nproc) < 2)); then server_pin=() load_pin=(); fi
 cpu_bench_setup client-cpu-tls
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \

@@ -84,18 +84,13 @@ slow_start() {  # slow_start OUT.json
   sleep 1
 }
 
-run_slow() {
-  for r in $(seq "$rounds"); do
-    start_fair 2 "$slow_handlers"
-    fast "$work/fast-alone-$r.json"
-    slow_start "$work/slow-$r.json"
-    fast "$work/fast-beside-$r.json"
-    greedy_wait
-    stop_server
-  done
-  python3 - "$work" "$rounds" "$fast_depth" "$slow_handlers" <<'PY'
+# report_py WORK ROUNDS ARG...: runs the Python report on stdin after what both reports read:
+# work, rounds, load(NAME) (WORK/NAME.json), p(J, "p99") (a latency percentile), errors(J).
+report_py() {
+  {
+    cat <<'PY'
 import json, statistics, sys
-work, rounds, depth, handlers = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+work, rounds = sys.argv[1], int(sys.argv[2])
 def load(name):
     with open(f"{work}/{name}.json") as f:
         return json.load(f)
@@ -105,6 +100,22 @@ def p(j, key):
 def errors(j):
     e = j["errors"]
     return sum(e.values()) if isinstance(e, dict) else e
+PY
+    cat
+  } | python3 - "$@"
+}
+
+run_slow() {
+  for r in $(seq "$rounds"); do
+    start_fair 2 "$slow_handlers"
+    fast "$work/fast-alone-$r.json"
+    slow_start "$work/slow-$r.json"
+    fast "$work/fast-beside-$r.json"
+    greedy_wait
+    stop_server
+  done
+  report_py "$work" "$rounds" "$fast_depth" "$slow_handlers" <<'PY'
+depth, handlers = sys.argv[3], sys.argv[4]
 rows = {k: [] for k in ("a_cps", "b_cps", "a99", "b99", "cps_x", "p99_x", "slow_cps")}
 errs = 0
 for r in range(1, rounds + 1):
@@ -141,15 +152,8 @@ run_polite() {
       stop_server
     done
   done
-  python3 - "$work" "$rounds" "$rate" <<'EOF'
-import json, statistics, sys
-work, rounds, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-def load(name):
-    with open(f"{work}/{name}.json") as f:
-        return json.load(f)
-def p(j, key):
-    lat = j["latency_us"]
-    return lat.get(key) or lat.get("p" + key.lstrip("p"))
+  report_py "$work" "$rounds" "$rate" <<'EOF'
+rate = sys.argv[3]
 print(f"polite: 8 connections, {rate} calls/s of 500 us sleep; greedy: 1 connection at depth 256")
 print(f"{'fair share':<11}{'alone p99':>10}{'beside p99':>12}{'p99 x':>9}{'min':>9}{'max':>9}"
       f"{'alone p50':>10}{'beside p50':>11}{'greedy c/s':>11}{'errors':>7}")
@@ -161,7 +165,7 @@ for mode in ("on", "off"):
         a50.append(p(alone, "p50")); b50.append(p(beside, "p50"))
         ratios.append(b99[-1] / a99[-1])
         g.append(greedy["calls_per_sec"])
-        errs += sum(beside["errors"].values()) if isinstance(beside["errors"], dict) else beside["errors"]
+        errs += errors(beside)
     med = statistics.median
     print(f"{mode:<11}{med(a99):>10.0f}{med(b99):>12.0f}{med(ratios):>9.2f}{min(ratios):>9.2f}"
           f"{max(ratios):>9.2f}{med(a50):>10.0f}{med(b50):>11.0f}{med(g):>11.0f}{errs:>7}")

@@ -36,48 +36,17 @@ cd "$(ringrpc_root)"
 if [[ ${QUICK:-0} == 1 ]]; then
   : "${DURATION:=0.5}" "${WARMUP:=0.2}" "${ROUNDS:=1}"
 fi
-duration=${DURATION:-5}
-warmup=${WARMUP:-1}
+pinned_bench_knobs interceptor_cost.sh
 rounds=${ROUNDS:-5}
-connections=${CONNECTIONS:-64}
-size=${SIZE:-64}
-depth=${DEPTH:-16}
-rate=${RATE:-20k}
 dispatch=${DISPATCH:-all}
 n_one=${INTERCEPTORS:-1}
-server_cpu=${SERVER_CPU:-0}
-load_cpu=${LOAD_CPU:-1}
-build_dir=${BUILD_DIR:-build/bench}
-out_json=${OUT_JSON:-}
 
 server_bin=$build_dir/bench/interceptor_server
 load_bin=$build_dir/tools/ringrpc-load
-for b in "$server_bin" "$load_bin"; do
-  if [[ ! -x $b ]]; then
-    echo "interceptor_cost.sh: $b is missing; build it first:" >&2
-    echo "  source scripts/lib.sh && meson_setup $build_dir -Dbenchmarks=true -Dtests=false && ninja -C $build_dir" >&2
-    exit 2
-  fi
-done
-if [[ $server_cpu == "$load_cpu" ]]; then
-  echo "interceptor_cost.sh: SERVER_CPU and LOAD_CPU are both $server_cpu; give them different CPUs" >&2
-  exit 2
-fi
+bench_need_built interceptor_cost.sh "$build_dir" "$server_bin" "$load_bin"
 
 clk_tck=$(getconf CLK_TCK)
-work=$(mktemp -d "${TMPDIR:-/tmp}/interceptor_cost.XXXXXX")
-pinned_pid=
-server_pid=
-cleanup() {
-  stop_pinned_server
-  if [[ ${KEEP_WORK:-0} == 1 ]]; then
-    echo "raw results kept in $work" >&2
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_work_dir interceptor_cost
 
 server_lifetime=$(python3 -c "import math; print(math.ceil(4 * ($duration + $warmup + 15) + 30))")  # per variant
 load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 20))")

@@ -18,9 +18,8 @@
 # LAT_DELAY_US [2000], LAT_BUILD_DIR [build/release], LAT_WRK [unset],
 # LAT_WRK_CONNECTIONS [64]. Only 127.0.0.1; servers are stopped by PID on exit.
 set -euo pipefail
-# shellcheck source=scripts/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-cd "$(ringrpc_root)"
+# shellcheck source=bench/client_cpu_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/client_cpu_lib.sh"
 
 rounds=${LAT_ROUNDS:-3}
 duration=${LAT_DURATION:-3}
@@ -31,8 +30,6 @@ load_bin=$build_dir/tools/ringrpc-load
 server_bin=$build_dir/tools/ringrpc-server
 server_pin=() load_pin=()
 
-# shellcheck source=bench/client_cpu_lib.sh
-source bench/client_cpu_lib.sh
 cpu_bench_need "reply_batch_latency (build ringrpc-load and ringrpc-server)" "$load_bin" "$server_bin" python3
 cpu_bench_setup reply-batch-latency
 budget=$((rounds * 4 * (duration + 30) + 120))

@@ -41,13 +41,7 @@ out_json=${OUT_JSON:-}
 raw_bin=$build_dir/bench/raw_echo_loop
 server_bin=$build_dir/tools/ringrpc-server
 load_bin=$build_dir/tools/ringrpc-load
-for b in "$raw_bin" "$server_bin" "$load_bin"; do
-  if [[ ! -x $b ]]; then
-    echo "scaling.sh: $b is missing; build it first:" >&2
-    echo "  source scripts/lib.sh && meson_setup $build_dir -Dbenchmarks=true -Dtests=false && ninja -C $build_dir" >&2
-    exit 2
-  fi
-done
+bench_need_built scaling.sh "$build_dir" "$raw_bin" "$server_bin" "$load_bin"
 
 # The CPUs we may use, in order; N of them, split in two halves.
 read -r -a allowed < <(python3 -c "import os; print(*sorted(os.sched_getaffinity(0)))")
@@ -65,19 +59,7 @@ join() { local IFS=,; echo "$*"; }
 load_list=$(join "${load_cpus[@]}")
 
 clk_tck=$(getconf CLK_TCK)
-work=$(mktemp -d "${TMPDIR:-/tmp}/scaling.XXXXXX")
-pinned_pid=
-server_pid=
-cleanup() {
-  stop_pinned_server
-  if [[ ${KEEP_WORK:-0} == 1 ]]; then
-    echo "raw results kept in $work" >&2
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_work_dir scaling
 
 server_lifetime=$(python3 -c "import math; print(math.ceil($duration + 2 * $warmup + 60))")
 load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 20))")

@@ -30,6 +30,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "wire"))
 from protocol_client import REQUEST, decode_frame, encode_frame  # noqa: E402
+from idle_connections import rss_of  # noqa: E402  (bench/, the script's own folder)
 
 HOST = "127.0.0.1"
 
@@ -53,11 +54,7 @@ class ServerProcess:
         self.port = int(line.strip().rsplit(":", 1)[1])
 
     def rss(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        return 0
+        return rss_of(self.proc.pid)
 
     def fds(self):
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))

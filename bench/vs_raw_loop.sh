@@ -41,51 +41,20 @@ cd "$(ringrpc_root)"
 if [[ ${QUICK:-0} == 1 ]]; then
   : "${DURATION:=1}" "${WARMUP:=0.3}" "${ROUNDS:=1}" "${CONNECTIONS_IDLE:=2000}"
 fi
-duration=${DURATION:-5}
-warmup=${WARMUP:-1}
+pinned_bench_knobs vs_raw_loop.sh
 rounds=${ROUNDS:-3}
-connections=${CONNECTIONS:-64}
-size=${SIZE:-64}
-depth=${DEPTH:-16}
-rate=${RATE:-20k}
-server_cpu=${SERVER_CPU:-0}
-load_cpu=${LOAD_CPU:-1}
-build_dir=${BUILD_DIR:-build/bench}
 idle_connections=${CONNECTIONS_IDLE:-10000}
 idle_rounds=${IDLE_ROUNDS:-1}
-out_json=${OUT_JSON:-}
 
 raw_bin=$build_dir/bench/raw_echo_loop
 server_bin=$build_dir/tools/ringrpc-server
 load_bin=$build_dir/tools/ringrpc-load
 baseline_dir=${BASELINE_BUILD_DIR:-}
 base_server_bin=${baseline_dir:+$baseline_dir/tools/ringrpc-server}
-for b in "$raw_bin" "$server_bin" "$load_bin" ${base_server_bin:+"$base_server_bin"}; do
-  if [[ ! -x $b ]]; then
-    echo "vs_raw_loop.sh: $b is missing; build it first:" >&2
-    echo "  source scripts/lib.sh && meson_setup $build_dir -Dbenchmarks=true -Dtests=false && ninja -C $build_dir" >&2
-    exit 2
-  fi
-done
-if [[ $server_cpu == "$load_cpu" ]]; then
-  echo "vs_raw_loop.sh: SERVER_CPU and LOAD_CPU are both $server_cpu; give them different CPUs" >&2
-  exit 2
-fi
+bench_need_built vs_raw_loop.sh "$build_dir" "$raw_bin" "$server_bin" "$load_bin" ${base_server_bin:+"$base_server_bin"}
 
 clk_tck=$(getconf CLK_TCK)
-work=$(mktemp -d "${TMPDIR:-/tmp}/vs_raw_loop.XXXXXX")
-pinned_pid=
-server_pid=
-cleanup() {
-  stop_pinned_server
-  if [[ ${KEEP_WORK:-0} == 1 ]]; then
-    echo "raw results kept in $work" >&2
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_work_dir vs_raw_loop
 
 # Seconds a server must live: four load runs and two warm-up runs, with start-up and slack.
 server_lifetime=$(python3 -c "import math; print(math.ceil(6 * ($duration + $warmup + 15) + 30))")

@@ -207,6 +207,55 @@ stop_pinned_server() {
   pinned_pid='' server_pid=''
 }
 
+# bench_need_built WHO BUILD_DIR BIN...: exits 2 naming the first BIN that is not built, with the
+# command that builds BUILD_DIR's benchmarks.
+bench_need_built() {
+  local who=$1 dir=$2 b
+  shift 2
+  for b in "$@"; do
+    if [[ ! -x $b ]]; then
+      echo "$who: $b is missing; build it first:" >&2
+      echo "  source scripts/lib.sh && meson_setup $dir -Dbenchmarks=true -Dtests=false && ninja -C $dir" >&2
+      exit 2
+    fi
+  done
+}
+
+# pinned_bench_knobs WHO: the environment bench/vs_raw_loop.sh and bench/interceptor_cost.sh
+# share, with the same defaults: duration (DURATION [5] s), warmup (WARMUP [1] s), connections
+# (CONNECTIONS [64]), size (SIZE [64]), depth (DEPTH [16]), rate (RATE [20k]), server_cpu /
+# load_cpu (SERVER_CPU / LOAD_CPU [0 / 1]), build_dir (BUILD_DIR [build/bench]) and out_json
+# (OUT_JSON). Exits 2 when both CPUs are one: the load would take the CPU time it measures.
+pinned_bench_knobs() {
+  # shellcheck disable=SC2034  # the callers read them
+  duration=${DURATION:-5} warmup=${WARMUP:-1} connections=${CONNECTIONS:-64} size=${SIZE:-64}
+  # shellcheck disable=SC2034
+  depth=${DEPTH:-16} rate=${RATE:-20k} build_dir=${BUILD_DIR:-build/bench} out_json=${OUT_JSON:-}
+  server_cpu=${SERVER_CPU:-0} load_cpu=${LOAD_CPU:-1}
+  if [[ $server_cpu == "$load_cpu" ]]; then
+    echo "$1: SERVER_CPU and LOAD_CPU are both $server_cpu; give them different CPUs" >&2
+    exit 2
+  fi
+}
+
+# bench_work_dir NAME: sets work to a fresh directory NAME.XXXXXX under TMPDIR; on exit the
+# pinned server is stopped and work removed (kept, and named, with KEEP_WORK=1). INT and TERM
+# exit 130, so the same cleanup runs.
+bench_work_dir() {
+  work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  pinned_pid='' server_pid=''
+  trap bench_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+bench_cleanup() {
+  stop_pinned_server
+  if [[ ${KEEP_WORK:-0} == 1 ]]; then
+    echo "raw results kept in $work" >&2
+  else
+    rm -rf "$work"
+  fi
+}
+
 # cpu_ticks PID: utime+stime of the whole process (all threads), in clock ticks.
 cpu_ticks() {
   local stat rest

@@ -12,6 +12,9 @@
 #                          (skipped) unless both, and python3, are installed
 #   test_init NAME         a fresh $work directory, $pids and $failures, and the traps that
 #                          stop the processes in $pids and remove $work on exit
+#   one_server_init NAME   for a `set -e` test that starts at most one server: a fresh $work, and
+#                          the trap that stops that server (the last PID given to track_pid, kept
+#                          in $pid) and removes $work on exit; such a test's fail exits at once
 #   fail TEXT / ok TEXT    report one check (fail counts it in $failures)
 #   stop_pid PID           TERM, then KILL after 3 s; reaps it
 #   wait_exit PID TENTHS   waits until PID has exited, at most TENTHS tenths of a second;
@@ -94,6 +97,19 @@ fail() {
   failures=$((failures + 1))
 }
 ok() { echo "ok: $*"; }
+
+one_server_init() {
+  work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 1
+  pid=
+  # shellcheck disable=SC2317  # start_server calls it
+  track_pid() { pid=$1; }
+  trap one_server_cleanup EXIT
+}
+# set -e holds in an EXIT trap: every command here must succeed or be allowed to fail.
+one_server_cleanup() {
+  if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
 
 make_cert() {
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$2" \

@@ -71,6 +71,27 @@ bool send_all_to(int fd, std::span<const std::byte> data) {
 
 bool raw_socket::send_all(std::span<const std::byte> data) { return send_all_to(_fd, data); }
 
+std::pair<int, std::string> http_get(std::uint16_t port, const std::string& path) {
+  raw_socket s(port);
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+  if (!s.send_all(bytes_of(req))) return {0, {}};
+  std::string all;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(s.fd(), buf, sizeof buf, 0);
+    // EINTR is not the end of the response. A socket with SO_RCVTIMEO gets it even without a
+    // signal handler: closing an io_uring ring this thread created (every server and client
+    // start probes with a few) interrupts this thread's blocking recv ~20 ms later.
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    all.append(buf, static_cast<std::size_t>(n));
+  }
+  const auto sp = all.find(' ');
+  const auto body = all.find("\r\n\r\n");
+  if (sp == std::string::npos || body == std::string::npos) return {0, all};
+  return {std::stoi(all.substr(sp + 1, 3)), all.substr(body + 4)};
+}
+
 bool raw_socket::send_frame(const detail::frame_view& f) {
   detail::frame_encoder enc;
   return send_all(enc.encode(f));

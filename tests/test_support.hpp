@@ -2,8 +2,9 @@
 // What the C++ tests share: whether this is a sanitizer build, call_options with a deadline
 // (within), polling until a condition holds (eventually), a gate threads wait at until the test opens it, and, for loopback integration
 // tests, server options of a given size, a started server with the built-in methods, and a raw
-// socket that speaks frames byte by byte, so tests can send what no well-behaved client would.
-// The header's inline parts need no linking; raw_socket is in test_support.cpp.
+// socket that speaks frames byte by byte, so tests can send what no well-behaved client would,
+// and an HTTP GET (the admin pages). The header's inline parts need no linking; raw_socket and
+// http_get are in test_support.cpp.
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -21,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ringrpc/client.hpp"
@@ -175,6 +177,11 @@ class raw_socket {
  private:
   int _fd = -1;
 };
+
+/// GET `path` over a fresh loopback connection (Connection: close); returns (status, body),
+/// status 0 when no whole response head arrived (connection failed, closed early, or the 5 s
+/// receive timeout).
+std::pair<int, std::string> http_get(std::uint16_t port, const std::string& path);
 
 /// The server end of one connection, scripted by a test that plays a server to a client: it
 /// listens on 127.0.0.1 (an ephemeral port), reads request frames and writes whatever the test

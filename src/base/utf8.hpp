@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace ringrpc::detail {
@@ -46,6 +47,30 @@ inline bool is_utf8(std::string_view s) noexcept {
     i += n;
   }
   return true;
+}
+
+/// Appends `s` to `out` so that the text stays valid UTF-8: each valid multi-byte sequence as it
+/// is, each byte that starts none as `replacement` (U+FFFD in the output's notation), and each
+/// ASCII byte through `ascii(out, c)`, which escapes what the output's format needs.
+template <class Ascii>
+void append_utf8_escaped(std::string& out, std::string_view s, std::string_view replacement,
+                         Ascii ascii) {
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    if (static_cast<unsigned char>(c) < 0x80) {
+      ascii(out, c);
+      ++i;
+      continue;
+    }
+    const std::size_t n = utf8_length(s, i);
+    if (n == 0) {
+      out += replacement;
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
 }
 
 }  // namespace ringrpc::detail

@@ -19,6 +19,7 @@
 #include <system_error>
 #include <utility>
 
+#include "base/escape.hpp"
 #include "base/utf8.hpp"
 
 namespace ringrpc::log {
@@ -102,12 +103,7 @@ void append_key(std::string& out, std::string_view key) {
   }
 }
 
-void append_hex_byte(std::string& out, std::string_view prefix, unsigned char c) {
-  static constexpr char hex[] = "0123456789abcdef";
-  out += prefix;
-  out += hex[c >> 4];
-  out += hex[c & 0xf];
-}
+using detail::append_escaped_ascii;
 
 // logfmt: bare when safe, else double-quoted with \" \\ \n \r \t and \xHH for other controls.
 void append_text_value(std::string& out, std::string_view v) {
@@ -121,20 +117,7 @@ void append_text_value(std::string& out, std::string_view v) {
   }
   out += '"';
   for (const char c : v) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (u < 0x20 || u == 0x7f) {
-          append_hex_byte(out, "\\x", u);
-        } else {
-          out += c;
-        }
-    }
+    append_escaped_ascii(out, c, "\\x");
   }
   out += '"';
 }
@@ -142,35 +125,8 @@ void append_text_value(std::string& out, std::string_view v) {
 // A JSON string; bytes that are not UTF-8 become U+FFFD so the line stays valid JSON.
 void append_json_string(std::string& out, std::string_view v) {
   out += '"';
-  for (std::size_t i = 0; i < v.size();) {
-    const char c = v[i];
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80) {
-      const std::size_t n = detail::utf8_length(v, i);
-      if (n == 0) {
-        out += "\\ufffd";
-        ++i;
-      } else {
-        out.append(v.substr(i, n));
-        i += n;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (u < 0x20 || u == 0x7f) {
-          append_hex_byte(out, "\\u00", u);
-        } else {
-          out += c;
-        }
-    }
-    ++i;
-  }
+  detail::append_utf8_escaped(out, v, "\\ufffd",
+                              [](std::string& o, char c) { append_escaped_ascii(o, c, "\\u00"); });
   out += '"';
 }
 

@@ -2,6 +2,7 @@
 // value in an error, and turning toml++'s parse errors into config_error.
 
 #include "ops/config_toml.hpp"
+#include "base/escape.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -47,25 +48,7 @@ std::string_view nearest_key(std::string_view key, const std::vector<std::string
 
 std::string toml_quoted(std::string_view s) {
   std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          static constexpr char hex[] = "0123456789ABCDEF";
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 0xf];
-        } else {
-          out += ch;
-        }
-    }
-  }
+  for (const char c : s) detail::append_escaped_ascii(out, c, "\\u00");
   out += '"';
   return out;
 }

@@ -71,30 +71,17 @@ void append_number(std::string& out, std::uint64_t v) {
 // format is UTF-8 and a scraper rejects the whole page over one bad byte, so a byte that is not
 // part of valid UTF-8 becomes U+FFFD.
 void append_escaped(std::string& out, std::string_view s, bool quote) {
-  for (std::size_t i = 0; i < s.size();) {
-    const char c = s[i];
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      const std::size_t n = utf8_length(s, i);
-      if (n == 0) {
-        out += "\xEF\xBF\xBD";
-        ++i;
-      } else {
-        out.append(s.substr(i, n));
-        i += n;
-      }
-      continue;
-    }
+  append_utf8_escaped(out, s, "\xEF\xBF\xBD", [quote](std::string& o, char c) {
     if (c == '\\') {
-      out += "\\\\";
+      o += "\\\\";
     } else if (c == '\n') {
-      out += "\\n";
+      o += "\\n";
     } else if (quote && c == '"') {
-      out += "\\\"";
+      o += "\\\"";
     } else {
-      out += c;
+      o += c;
     }
-    ++i;
-  }
+  });
 }
 
 void check_labels(const metric_family& f, const std::vector<metric_label>& labels) {

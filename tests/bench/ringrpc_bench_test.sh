@@ -21,6 +21,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM  # meson's timeout sends TERM: the namespaces go all the same
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# wait_for, from scripts/lib.sh:
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../../scripts/lib.sh"
 python=$(command -v python3) || { echo "skipped: no python3"; exit 77; }
 
 # --- the command line
@@ -136,8 +139,7 @@ ip -n "$ns_cli" link set "rrbc$$" up
 ip netns exec "$ns_srv" "$bench" --bin-dir "$bin_dir" serve --bind 10.231.0.1 --port 7100 --seconds 120 \
   >"$work/serve.txt" 2>&1 &
 serve_pid=$!
-for _ in $(seq 100); do grep -q "ringrpc-bench serve:" "$work/serve.txt" && break; sleep 0.1; done
-grep -q "ringrpc-bench serve:" "$work/serve.txt" || fail "serve did not start: $(cat "$work/serve.txt")"
+wait_for "$work/serve.txt" "ringrpc-bench serve:" 100 || fail "serve did not start: $(cat "$work/serve.txt")"
 # In the background and waited for, so that a TERM (meson's timeout) runs the cleanup at once.
 ip netns exec "$ns_cli" "$bench" --bin-dir "$bin_dir" --server 10.231.0.1:7100 --quick --duration 0.3 --rounds 1 \
   --sizes 64 --flows 1 --out "$work/out/two" >"$work/two.txt" 2>&1 &

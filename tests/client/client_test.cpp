@@ -352,6 +352,14 @@ std::size_t heap_in_use() {
 
 using test::scripted_server;
 
+// One call answered, so that what a test measures next finds the pools, the thread's arena and
+// the encoder warm.
+void warm_up(client& c, scripted_server& srv) {
+  auto f = c.call_future("x", bytes_of("warm"), within(10s));
+  srv.reply(srv.read_request(), bytes_of("ok"));
+  ASSERT_TRUE(f.get().ok());
+}
+
 TEST(client, a_huge_reply_leaves_no_buffer_behind) {
   if (sanitized) GTEST_SKIP() << "sanitizer allocators do not report through mallinfo2";
   scripted_server srv;
@@ -360,12 +368,7 @@ TEST(client, a_huge_reply_leaves_no_buffer_behind) {
   co.max_frame_bytes = 64u << 20;
   auto c = client::connect("127.0.0.1", srv.port(), co, rt);
   srv.accept();
-  // Warm up: pools, the thread's arena, the encoder.
-  {
-    auto f = c.call_future("x", bytes_of("warm"), within(10s));
-    srv.reply(srv.read_request(), bytes_of("ok"));
-    ASSERT_TRUE(f.get().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(warm_up(c, srv));
   const std::size_t before = heap_in_use();
   {
     auto f = c.call_future("x", bytes_of("big"), within(10s));
@@ -391,11 +394,7 @@ TEST(client, a_claimed_frame_costs_only_the_bytes_that_arrived) {
   scripted_server srv;
   auto c = client::connect("127.0.0.1", srv.port());
   srv.accept();
-  {
-    auto f = c.call_future("x", bytes_of("warm"), within(10s));
-    srv.reply(srv.read_request(), bytes_of("ok"));
-    ASSERT_TRUE(f.get().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(warm_up(c, srv));
   const std::size_t before = heap_in_use();
   auto f = c.call_future("x", bytes_of("claim"), within(5s));
   ASSERT_NE(srv.read_request(), 0u);

@@ -7,12 +7,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "test_support.hpp"
@@ -40,31 +43,44 @@ std::uint64_t dropped_of(const ringrpc::event_queue_stats& s, event_kind k) {
   return s.dropped_by_kind[static_cast<std::size_t>(k)];
 }
 
-// Keeps every event it receives.
-class recorder final : public event_listener {
+// Keeps what it is given, for a test to wait for and read; any thread may add.
+template <class T>
+class kept {
  public:
-  void on_event(const event& e) override {
+  void add(T x) {
     std::lock_guard lock(_mutex);
-    _events.push_back(e);
+    _items.push_back(std::move(x));
     _cv.notify_all();
   }
   bool wait_for_count(std::size_t n) {
     std::unique_lock lock(_mutex);
-    return _cv.wait_for(lock, wait_limit, [&] { return _events.size() >= n; });
+    return _cv.wait_for(lock, wait_limit, [&] { return _items.size() >= n; });
   }
-  std::vector<event> events() const {
+  std::vector<T> items() const {
     std::lock_guard lock(_mutex);
-    return _events;
+    return _items;
   }
   std::size_t count() const {
     std::lock_guard lock(_mutex);
-    return _events.size();
+    return _items.size();
   }
 
  private:
   mutable std::mutex _mutex;
   std::condition_variable _cv;
-  std::vector<event> _events;
+  std::vector<T> _items;
+};
+
+// Keeps every event it receives.
+class recorder final : public event_listener {
+ public:
+  void on_event(const event& e) override { _events.add(e); }
+  bool wait_for_count(std::size_t n) { return _events.wait_for_count(n); }
+  std::vector<event> events() const { return _events.items(); }
+  std::size_t count() const { return _events.count(); }
+
+ private:
+  kept<event> _events;
 };
 
 // Blocks its queue inside on_event() until opened.
@@ -82,25 +98,13 @@ class gated_listener final : public event_listener {
 class log_capture {
  public:
   std::function<void(std::string_view)> logger() {
-    return [this](std::string_view line) {
-      std::lock_guard lock(_mutex);
-      _lines.emplace_back(line);
-      _cv.notify_all();
-    };
+    return [this](std::string_view line) { _lines.add(std::string(line)); };
   }
-  bool wait_for_lines(std::size_t n) {
-    std::unique_lock lock(_mutex);
-    return _cv.wait_for(lock, wait_limit, [&] { return _lines.size() >= n; });
-  }
-  std::vector<std::string> lines() const {
-    std::lock_guard lock(_mutex);
-    return _lines;
-  }
+  bool wait_for_lines(std::size_t n) { return _lines.wait_for_count(n); }
+  std::vector<std::string> lines() const { return _lines.items(); }
 
  private:
-  mutable std::mutex _mutex;
-  std::condition_variable _cv;
-  std::vector<std::string> _lines;
+  kept<std::string> _lines;
 };
 
 event_bus_options quiet(log_capture& log) {
@@ -113,6 +117,48 @@ std::vector<std::uint64_t> values_of(const std::vector<event>& events) {
   std::vector<std::uint64_t> out;
   for (const event& e : events) out.push_back(e.value);
   return out;
+}
+
+// A quiet bus, its warnings in `log`: the setting of most tests here.
+class QuietBus : public ::testing::Test {
+ protected:
+  // Adds the queue "q" of `capacity` and subscribes the listeners to it, in this order.
+  template <class... Listeners>
+  void queue_q(std::size_t capacity, const Listeners&... listeners) {
+    bus.add_queue("q", capacity);
+    (bus.subscribe("q", listeners), ...);
+  }
+  // The same, then starts the bus.
+  template <class... Listeners>
+  void start_q(std::size_t capacity, const Listeners&... listeners) {
+    queue_q(capacity, listeners...);
+    bus.start();
+  }
+  // `posters` threads that each post `per_poster` events of the kinds kind_of(i), valued
+  // poster << 32 | i.
+  std::vector<std::thread> start_posters(std::uint64_t per_poster,
+                                         event_kind (*kind_of)(std::uint64_t)) {
+    std::vector<std::thread> threads;
+    for (std::uint64_t t = 0; t < posters; ++t) {
+      threads.emplace_back([this, t, per_poster, kind_of] {
+        for (std::uint64_t i = 0; i < per_poster; ++i) bus.post(make(kind_of(i), t << 32 | i));
+      });
+    }
+    return threads;
+  }
+
+  static constexpr std::uint64_t posters = 4;
+  log_capture log;
+  event_bus bus{quiet(log)};
+};
+
+// Every 500th one a lifecycle event, to mix the two lanes.
+event_kind mostly_slow_calls(std::uint64_t i) {
+  return i % 500 == 0 ? event_kind::endpoint_started : event_kind::slow_call;
+}
+
+event_kind completed_or_opened(std::uint64_t i) {
+  return i % 2 == 0 ? event_kind::call_completed : event_kind::connection_opened;
 }
 
 TEST(EventBus, KindNamesAreDistinctAndLifecycleIsTheServerAndEndpointKinds) {
@@ -131,9 +177,7 @@ TEST(EventBus, KindNamesAreDistinctAndLifecycleIsTheServerAndEndpointKinds) {
   EXPECT_FALSE(ringrpc::is_lifecycle(event_kind::call_completed));
 }
 
-TEST(EventBus, BadArgumentsAreRefused) {
-  log_capture log;
-  event_bus bus(quiet(log));
+TEST_F(QuietBus, BadArgumentsAreRefused) {
   EXPECT_THROW(bus.add_queue("", 8), std::invalid_argument);
   EXPECT_THROW(bus.add_queue("q", 0), std::invalid_argument);
   bus.add_queue("q", 3);
@@ -146,15 +190,10 @@ TEST(EventBus, BadArgumentsAreRefused) {
   EXPECT_THROW(bus.add_queue("late", 8), std::logic_error);
 }
 
-TEST(EventBus, FullQueueDropsAndCountsPerKind) {
-  log_capture log;
-  event_bus bus(quiet(log));
-  bus.add_queue("q", 8);
+TEST_F(QuietBus, FullQueueDropsAndCountsPerKind) {
   auto g = std::make_shared<gated_listener>();
   auto r = std::make_shared<recorder>();
-  bus.subscribe("q", g);
-  bus.subscribe("q", r);
-  bus.start();
+  start_q(8, g, r);
 
   bus.post(make(event_kind::slow_call, 0));
   ASSERT_TRUE(g->wait_entered());  // the dispatch thread now holds event 0
@@ -180,15 +219,10 @@ TEST(EventBus, FullQueueDropsAndCountsPerKind) {
   EXPECT_EQ(values_of(r->events()), (std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
 }
 
-TEST(EventBus, LifecycleEventsAreNeverDroppedAndKeepTheirPlace) {
-  log_capture log;
-  event_bus bus(quiet(log));
-  bus.add_queue("q", 4);
+TEST_F(QuietBus, LifecycleEventsAreNeverDroppedAndKeepTheirPlace) {
   auto g = std::make_shared<gated_listener>();
   auto r = std::make_shared<recorder>();
-  bus.subscribe("q", g);
-  bus.subscribe("q", r);
-  bus.start();
+  start_q(4, g, r);
 
   bus.post(make(event_kind::connection_opened, 0));
   ASSERT_TRUE(g->wait_entered());
@@ -223,12 +257,9 @@ TEST(EventBus, LifecycleEventsAreNeverDroppedAndKeepTheirPlace) {
   EXPECT_EQ(values_of(r->events()), expected);
 }
 
-TEST(EventBus, EventsPostedBeforeStartAreBufferedAndDeliveredFirstInOrder) {
-  log_capture log;
-  event_bus bus(quiet(log));
-  bus.add_queue("q", 16);
+TEST_F(QuietBus, EventsPostedBeforeStartAreBufferedAndDeliveredFirstInOrder) {
   auto early = std::make_shared<recorder>();
-  bus.subscribe("q", early);
+  queue_q(16, early);
   bus.post(make(event_kind::server_started, 0));
   for (std::uint64_t i = 1; i <= 5; ++i) bus.post(make(event_kind::connection_opened, i));
   // Subscribed after posting, still before start: sees the buffered events too.
@@ -251,12 +282,9 @@ TEST(EventBus, EventsPostedBeforeStartAreBufferedAndDeliveredFirstInOrder) {
   bus.stop();
 }
 
-TEST(EventBus, PreStartBufferIsBoundedByCapacityPlusLifecycle) {
-  log_capture log;
-  event_bus bus(quiet(log));
-  bus.add_queue("q", 4);
+TEST_F(QuietBus, PreStartBufferIsBoundedByCapacityPlusLifecycle) {
   auto r = std::make_shared<recorder>();
-  bus.subscribe("q", r);
+  queue_q(4, r);
   for (std::uint64_t i = 0; i < 10; ++i) bus.post(make(event_kind::call_completed, i));
   bus.post(make(event_kind::server_started, 10));
   bus.post(make(event_kind::server_stopping, 11));
@@ -271,9 +299,7 @@ TEST(EventBus, PreStartBufferIsBoundedByCapacityPlusLifecycle) {
   EXPECT_EQ(s.posted, s.delivered + s.dropped);
 }
 
-TEST(EventBus, EachPostersOrderIsKeptPerQueueAcrossBothLanes) {
-  log_capture log;
-  event_bus bus(quiet(log));
+TEST_F(QuietBus, EachPostersOrderIsKeptPerQueueAcrossBothLanes) {
   bus.add_queue("a", 1 << 17);
   bus.add_queue("b", 1 << 17);
   auto ra = std::make_shared<recorder>();
@@ -282,18 +308,8 @@ TEST(EventBus, EachPostersOrderIsKeptPerQueueAcrossBothLanes) {
   bus.subscribe("b", rb);
   bus.start();
 
-  constexpr std::uint64_t posters = 4;
   constexpr std::uint64_t per_poster = 20'000;
-  std::vector<std::thread> threads;
-  for (std::uint64_t t = 0; t < posters; ++t) {
-    threads.emplace_back([&bus, t] {
-      for (std::uint64_t i = 0; i < per_poster; ++i) {
-        // Every 500th one a lifecycle event, to mix the two lanes.
-        const event_kind k = i % 500 == 0 ? event_kind::endpoint_started : event_kind::slow_call;
-        bus.post(make(k, t << 32 | i));
-      }
-    });
-  }
+  auto threads = start_posters(per_poster, mostly_slow_calls);
   for (auto& th : threads) th.join();
   bus.stop();
 
@@ -311,9 +327,7 @@ TEST(EventBus, EachPostersOrderIsKeptPerQueueAcrossBothLanes) {
   }
 }
 
-TEST(EventBus, SlowListenerDelaysOnlyItsOwnQueue) {
-  log_capture log;
-  event_bus bus(quiet(log));
+TEST_F(QuietBus, SlowListenerDelaysOnlyItsOwnQueue) {
   bus.add_queue("slow", 16);
   bus.add_queue("fast", 1024);
   auto g = std::make_shared<gated_listener>();
@@ -333,10 +347,7 @@ TEST(EventBus, SlowListenerDelaysOnlyItsOwnQueue) {
   bus.stop();
 }
 
-TEST(EventBus, StopDeliversEverythingQueuedThenReturns) {
-  log_capture log;
-  event_bus bus(quiet(log));
-  bus.add_queue("q", 1024);
+TEST_F(QuietBus, StopDeliversEverythingQueuedThenReturns) {
   struct sleepy final : event_listener {
     std::atomic<std::uint64_t> seen{0};
     void on_event(const event&) override {
@@ -345,8 +356,7 @@ TEST(EventBus, StopDeliversEverythingQueuedThenReturns) {
     }
   };
   auto l = std::make_shared<sleepy>();
-  bus.subscribe("q", l);
-  bus.start();
+  start_q(1024, l);
   for (std::uint64_t i = 0; i < 500; ++i) bus.post(make(event_kind::call_completed, i));
   bus.post(make(event_kind::server_stopped));
   bus.stop();
@@ -358,17 +368,13 @@ TEST(EventBus, StopDeliversEverythingQueuedThenReturns) {
   EXPECT_GE(s.processing_ns_max, 100'000u);
 }
 
-TEST(EventBus, StopIsIdempotentAndLaterPostsAreRejected) {
-  log_capture log;
-  event_bus bus(quiet(log));
-  bus.add_queue("q", 64);
+TEST_F(QuietBus, StopIsIdempotentAndLaterPostsAreRejected) {
   auto r = std::make_shared<recorder>();
-  bus.subscribe("q", r);
-  bus.start();
+  start_q(64, r);
   for (std::uint64_t i = 0; i < 10; ++i) bus.post(make(event_kind::slow_call, i));
 
   std::vector<std::thread> stoppers;
-  for (int i = 0; i < 3; ++i) stoppers.emplace_back([&bus] { bus.stop(); });
+  for (int i = 0; i < 3; ++i) stoppers.emplace_back([this] { bus.stop(); });
   for (auto& th : stoppers) th.join();
   EXPECT_EQ(r->count(), 10u);  // any of the three returned only after the drain
   bus.stop();
@@ -384,10 +390,7 @@ TEST(EventBus, StopIsIdempotentAndLaterPostsAreRejected) {
   EXPECT_EQ(s.posted, s.delivered + s.dropped);
 }
 
-TEST(EventBus, ThrowingListenerIsCountedAndTheQueueGoesOn) {
-  log_capture log;
-  event_bus bus(quiet(log));
-  bus.add_queue("q", 64);
+TEST_F(QuietBus, ThrowingListenerIsCountedAndTheQueueGoesOn) {
   struct thrower final : event_listener {
     void on_event(const event& e) override {
       if (e.value == 3) throw 42;  // not a std::exception
@@ -395,9 +398,7 @@ TEST(EventBus, ThrowingListenerIsCountedAndTheQueueGoesOn) {
     }
   };
   auto r = std::make_shared<recorder>();
-  bus.subscribe("q", std::make_shared<thrower>());
-  bus.subscribe("q", r);  // after the thrower: still called for every event
-  bus.start();
+  start_q(64, std::make_shared<thrower>(), r);  // r after the thrower: still called for every event
   for (std::uint64_t i = 0; i < 20; ++i) bus.post(make(event_kind::slow_call, i));
   bus.stop();
 
@@ -469,9 +470,7 @@ TEST(EventBus, DropWarningIsRateLimitedAndNamesQueueAndKind) {
   EXPECT_EQ(bus.stats("metrics")->dropped, 8u);
 }
 
-TEST(EventBus, ConcurrentPostersAccountExactly) {
-  log_capture log;
-  event_bus bus(quiet(log));
+TEST_F(QuietBus, ConcurrentPostersAccountExactly) {
   bus.add_queue("fast", 1024);
   bus.add_queue("slow", 64);
   struct counting final : event_listener {
@@ -489,17 +488,8 @@ TEST(EventBus, ConcurrentPostersAccountExactly) {
   bus.subscribe("slow", slow);
   bus.start();
 
-  constexpr std::uint64_t posters = 4;
   constexpr std::uint64_t per_poster = 50'000;
-  std::vector<std::thread> threads;
-  for (std::uint64_t t = 0; t < posters; ++t) {
-    threads.emplace_back([&bus, t] {
-      for (std::uint64_t i = 0; i < per_poster; ++i) {
-        bus.post(make(i % 2 == 0 ? event_kind::call_completed : event_kind::connection_opened,
-                      t << 32 | i));
-      }
-    });
-  }
+  auto threads = start_posters(per_poster, completed_or_opened);
   // Stats are readable while everything runs.
   for (int i = 0; i < 20; ++i) {
     for (const auto& s : bus.stats()) EXPECT_LE(s.delivered + s.dropped, s.posted);
@@ -524,9 +514,7 @@ TEST(EventBus, ConcurrentPostersAccountExactly) {
   EXPECT_EQ(slow->seen.load(), all[1].delivered);
 }
 
-TEST(EventBus, KindFilterLimitsDeliveryAndAfterStartWhatTheQueueTakes) {
-  log_capture log;
-  event_bus bus(quiet(log));
+TEST_F(QuietBus, KindFilterLimitsDeliveryAndAfterStartWhatTheQueueTakes) {
   bus.add_queue("q", 16);
   auto r = std::make_shared<recorder>();
   bus.subscribe("q", r, {event_kind::connection_opened});
@@ -542,15 +530,10 @@ TEST(EventBus, KindFilterLimitsDeliveryAndAfterStartWhatTheQueueTakes) {
   EXPECT_EQ(s.delivered, 3u);
 }
 
-TEST(EventBus, UnsubscribedListenerHearsNothingMore) {
-  log_capture log;
-  event_bus bus(quiet(log));
-  bus.add_queue("q", 16);
+TEST_F(QuietBus, UnsubscribedListenerHearsNothingMore) {
   auto a = std::make_shared<recorder>();
   auto b = std::make_shared<recorder>();
-  bus.subscribe("q", a);
-  bus.subscribe("q", b);
-  bus.start();
+  start_q(16, a, b);
   bus.post(make(event_kind::slow_call, 0));
   ASSERT_TRUE(a->wait_for_count(1));
   ASSERT_TRUE(b->wait_for_count(1));
@@ -563,9 +546,7 @@ TEST(EventBus, UnsubscribedListenerHearsNothingMore) {
   EXPECT_EQ(b->count(), 2u);
 }
 
-TEST(EventBus, QueueAddedAfterStartRunsAtOnce) {
-  log_capture log;
-  event_bus bus(quiet(log));
+TEST_F(QuietBus, QueueAddedAfterStartRunsAtOnce) {
   bus.add_queue("first", 16);
   bus.start();
   bus.post(make(event_kind::slow_call, 0));  // before "second" exists: not for it
@@ -578,12 +559,9 @@ TEST(EventBus, QueueAddedAfterStartRunsAtOnce) {
   EXPECT_EQ(values_of(r->events()), (std::vector<std::uint64_t>{1}));
 }
 
-TEST(EventBus, PostStampsTheTimeUnlessGiven) {
-  log_capture log;
-  event_bus bus(quiet(log));
-  bus.add_queue("q", 16);
+TEST_F(QuietBus, PostStampsTheTimeUnlessGiven) {
   auto r = std::make_shared<recorder>();
-  bus.subscribe("q", r);
+  queue_q(16, r);
   const auto before = std::chrono::system_clock::now();
   bus.post(make(event_kind::connection_opened));
   event given = make(event_kind::connection_closed);

@@ -120,7 +120,7 @@ time.sleep(20)
 EOF
 python3 endless.py >endless.port &
 pids="$pids $!"
-for _ in $(seq 50); do [ -s endless.port ] && break; sleep 0.1; done
+wait_for endless.port '[0-9]'
 hport=$(cat endless.port)
 # 128 MiB of address space: enough for the run with 1 MiB bodies, not for 64 MiB per connection.
 # Not under sanitizers: their runtimes reserve terabytes of address space and die under such a

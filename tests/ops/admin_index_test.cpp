@@ -6,7 +6,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -25,23 +24,7 @@
 namespace ringrpc {
 namespace {
 
-std::pair<int, std::string> http_get(std::uint16_t port, const std::string& path) {
-  test::raw_socket s(port);
-  const std::string req = std::string("GET ").append(path).append(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-  if (!s.send_all(test::bytes_of(req))) return {0, {}};
-  std::string all;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::recv(s.fd(), buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;  // see operations_test.cpp
-    if (n <= 0) break;
-    all.append(buf, static_cast<std::size_t>(n));
-  }
-  const auto sp = all.find(' ');
-  const auto body = all.find("\r\n\r\n");
-  if (sp == std::string::npos || body == std::string::npos) return {0, all};
-  return {std::stoi(all.substr(sp + 1, 3)), all.substr(body + 4)};
-}
+using test::http_get;
 
 double sample(const std::string& text, const std::string& name) {
   const auto at = text.find("\n" + name + " ");

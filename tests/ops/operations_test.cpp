@@ -37,30 +37,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::bytes_of;
+using test::http_get;
 using test::within;
-
-/// GET over a fresh loopback connection; returns (status, body), status 0 when no whole
-/// response head arrived (connection failed, closed early, or the 5 s receive timeout).
-std::pair<int, std::string> http_get(std::uint16_t port, const std::string& path) {
-  test::raw_socket s(port);
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-  if (!s.send_all(bytes_of(req))) return {0, {}};
-  std::string all;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::recv(s.fd(), buf, sizeof buf, 0);
-    // EINTR is not the end of the response. A socket with SO_RCVTIMEO gets it even without a
-    // signal handler: closing an io_uring ring this thread created (every server and client
-    // start probes with a few) interrupts this thread's blocking recv ~20 ms later.
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    all.append(buf, static_cast<std::size_t>(n));
-  }
-  const auto sp = all.find(' ');
-  const auto body = all.find("\r\n\r\n");
-  if (sp == std::string::npos || body == std::string::npos) return {0, all};
-  return {std::stoi(all.substr(sp + 1, 3)), all.substr(body + 4)};
-}
 
 /// The value of an unlabelled sample, or of the first sample whose line starts with `prefix`.
 double sample(const std::string& text, const std::string& prefix) {

@@ -210,8 +210,7 @@ PY
 }
 fake_peers http redis silent close >"$work/fakes.out" 2>"$work/fakes.err" &
 pids="$pids $!"
-i=0
-while [ $i -lt 50 ] && ! [ -s "$work/fakes.out" ]; do sleep 0.1; i=$((i + 1)); done
+wait_for "$work/fakes.out" '[0-9]'
 read -r fhttp fredis fsilent fclose <"$work/fakes.out" || fail "the fake peers did not start: $(cat "$work/fakes.err")"
 expect fakehttp 3 err "127.0.0.1:$fhttp is not a ringrpc server: this looks like an HTTP/1.1 server" \
   127.0.0.1:"$fhttp" list --timeout 60s

@@ -19,18 +19,11 @@ else
   if [ "$3" != none ]; then echo "skipped: b_sanitize=$3"; exit 77; fi
   root=
 fi
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringrpc_install.XXXXXX")
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# one_server_init, and scripts/lib.sh's start_server and wait_listening
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
+one_server_init ringrpc_install
 fail() { echo "FAIL: $*" >&2; exit 1; }
-# start_server, wait_listening; the track_pid hook keeps the one server in $pid for cleanup
-# shellcheck source=scripts/lib.sh
-. "$(dirname "$0")/../../scripts/lib.sh"
-track_pid() { pid=$1; }
 
 if [ -z "$root" ]; then
   root=$work/root

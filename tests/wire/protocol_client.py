@@ -9,6 +9,8 @@ Exit 0 when every check passes; otherwise prints FAIL: ... and exits 1.
 """
 
 import argparse
+import os
+import re
 import socket
 import struct
 import sys
@@ -88,57 +90,17 @@ def _encode_metadata(pairs, pos):
 def encode_frame(call_id=0, kind=REQUEST, method=None, timeout_us=0, payload=None,
                  status=OK, message=None, retry_after_ms=0, metadata=None):
     """Returns one complete frame (prefix included). None for method/payload/message/metadata =
-    absent. Without metadata the layout of section 4.3, with it that of 4.4."""
-    if metadata is not None:
-        return _encode_frame_with_metadata(call_id, kind, method, timeout_us, payload, status,
-                                           message, retry_after_ms, metadata)
+    absent. Without metadata the layout of section 4.3; with it that of 4.4: a 9th vtable entry
+    (metadata at table + 40), the table 4 bytes longer and the objects from position 76."""
     if isinstance(method, str):
         method = method.encode()
     if isinstance(message, str):
         message = message.encode()
-    objects = b""
-    obj_pos = {}
-    pos = TABLE_POS + TABLE_SIZE  # 72: strings and vectors go after the table (forward offsets)
-    for fid, data, is_string in ((F_METHOD, method, True), (F_PAYLOAD, payload, False),
-                                 (F_MESSAGE, message, True)):
-        if data is None:
-            continue
-        data = bytes(data)
-        obj_pos[fid] = pos + len(objects)
-        objects += _pad4(struct.pack("<I", len(data)) + data + (b"\0" if is_string else b""))
-
-    entries = []
-    for fid in range(8):
-        present = fid not in (F_METHOD, F_PAYLOAD, F_MESSAGE) or fid in obj_pos
-        entries.append(FIELD_OFFSETS[fid] if present else 0)
-    vtable = struct.pack("<HH8H", 4 + 2 * 8, TABLE_SIZE, *entries)
-
-    def uoff(fid):
-        if fid not in obj_pos:
-            return 0
-        return obj_pos[fid] - (TABLE_POS + FIELD_OFFSETS[fid])
-
-    table = struct.pack("<iIQQIIIHBx", TABLE_POS - VTABLE_POS, retry_after_ms, call_id, timeout_us,
-                        uoff(F_METHOD), uoff(F_PAYLOAD), uoff(F_MESSAGE), status, kind)
-    assert len(table) == TABLE_SIZE
-    head = struct.pack("<I", ROOT) + vtable  # positions 4..27
-    head += b"\0" * (TABLE_POS - 4 - len(head))  # padding 28..31
-    body = head + table + objects
-    return struct.pack("<I", len(body)) + body
-
-
-def _encode_frame_with_metadata(call_id, kind, method, timeout_us, payload, status, message,
-                                retry_after_ms, metadata):
-    """Section 4.4: the layout of 4.3 with a 9th vtable entry (metadata at table + 40), the
-    table 4 bytes longer and the objects from position 76."""
-    if isinstance(method, str):
-        method = method.encode()
-    if isinstance(message, str):
-        message = message.encode()
-    table_size = TABLE_SIZE + 4
+    n_fields = 8 if metadata is None else 9
+    table_size = TABLE_SIZE + 4 * (n_fields - 8)
     offsets = dict(FIELD_OFFSETS)
     offsets[F_METADATA] = 40
-    pos = TABLE_POS + table_size  # 76
+    pos = TABLE_POS + table_size  # 72 (76): strings and vectors follow the table (forward offsets)
     objects = b""
     obj_pos = {}
     for fid, data, is_string in ((F_METHOD, method, True), (F_PAYLOAD, payload, False),
@@ -148,26 +110,29 @@ def _encode_frame_with_metadata(call_id, kind, method, timeout_us, payload, stat
         data = bytes(data)
         obj_pos[fid] = pos + len(objects)
         objects += _pad4(struct.pack("<I", len(data)) + data + (b"\0" if is_string else b""))
-    md, obj_pos[F_METADATA] = _encode_metadata(metadata, pos + len(objects))
-    objects += md
+    if metadata is not None:
+        md, obj_pos[F_METADATA] = _encode_metadata(metadata, pos + len(objects))
+        objects += md
 
     entries = []
-    for fid in range(9):
+    for fid in range(n_fields):
         present = fid not in (F_METHOD, F_PAYLOAD, F_MESSAGE) or fid in obj_pos
         entries.append(offsets[fid] if present else 0)
-    vtable = struct.pack("<HH9H", 4 + 2 * 9, table_size, *entries)
+    vtable = struct.pack("<HH%dH" % n_fields, 4 + 2 * n_fields, table_size, *entries)
 
     def uoff(fid):
         if fid not in obj_pos:
             return 0
         return obj_pos[fid] - (TABLE_POS + offsets[fid])
 
-    table = struct.pack("<iIQQIIIHBxI", TABLE_POS - VTABLE_POS, retry_after_ms, call_id,
-                        timeout_us, uoff(F_METHOD), uoff(F_PAYLOAD), uoff(F_MESSAGE), status, kind,
-                        uoff(F_METADATA))
+    fields = [TABLE_POS - VTABLE_POS, retry_after_ms, call_id, timeout_us, uoff(F_METHOD),
+              uoff(F_PAYLOAD), uoff(F_MESSAGE), status, kind]
+    if metadata is not None:
+        fields.append(uoff(F_METADATA))
+    table = struct.pack("<iIQQIIIHBx" + "I" * (n_fields - 8), *fields)
     assert len(table) == table_size
-    head = struct.pack("<I", ROOT) + vtable  # positions 4..29
-    head += b"\0" * (TABLE_POS - 4 - len(head))  # padding 30..31
+    head = struct.pack("<I", ROOT) + vtable  # positions 4..27 (4..29 with metadata)
+    head += b"\0" * (TABLE_POS - 4 - len(head))  # padding up to the table at 32
     body = head + table + objects
     return struct.pack("<I", len(body)) + body
 
@@ -318,96 +283,68 @@ def check_self_consistency():
           and f["payload"] == b"x" and f["method"] == "m", "metadata round trip: %r" % f)
     # docs/protocol.md section 4.4: the fixed layout with metadata.
     check(encode_frame(call_id=1, method="echo", payload=b"hi", metadata=[("tenant", "blue")])
-          == bytes.fromhex(DOC_METADATA),
+          == DOC_METADATA,
           "the fixed-layout encoder with metadata differs from docs/protocol.md 4.4:\n"
           + encode_frame(call_id=1, method="echo", payload=b"hi",
                          metadata=[("tenant", "blue")]).hex(" "))
     # docs/protocol.md section 5: the builder's echo request and the server's (hand-laid) reply.
-    req = bytes.fromhex(DOC_REQUEST)
+    req = DOC_REQUEST
     f = decode_frame(req)
     check((f["call_id"], f["kind"], f["method"], f["payload"], f["timeout_us"]) ==
           (1, REQUEST, "echo", b"hi", 0), "doc request decodes to %r" % f)
-    f = decode_frame(bytes.fromhex(DOC_REPLY))
+    f = decode_frame(DOC_REPLY)
     check((f["call_id"], f["kind"], f["status"], f["payload"]) == (1, REPLY, OK, b"hi"),
           "doc reply decodes to %r" % f)
-    f = decode_frame(bytes.fromhex(DOC_PONG))
+    f = decode_frame(DOC_PONG)
     check((f["call_id"], f["kind"]) == (2, PONG), "doc pong decodes to %r" % f)
     # docs/protocol.md sections 3.2 and 3.3: response headers, trailers and error details.
-    f = decode_frame(bytes.fromhex(DOC_RESPONSE_METADATA))
+    f = decode_frame(DOC_RESPONSE_METADATA)
     check((f["call_id"], f["kind"], f["status"], f["payload"], f["metadata"], f["trailers"]) ==
           (1, REPLY, OK, b"hi", [("region", b"eu")], [("pairs", b"1")]),
           "doc reply with response metadata decodes to %r" % f)
-    f = decode_frame(bytes.fromhex(DOC_ERROR_DETAILS))
+    f = decode_frame(DOC_ERROR_DETAILS)
     check((f["call_id"], f["kind"], f["status"], f["message"], f["details"], f["metadata"],
            f["trailers"]) ==
           (2, ERROR, NOT_FOUND, "failed as asked", b"\x08\x05", None, [("pairs", b"0")]),
           "doc error with details decodes to %r" % f)
     # docs/protocol.md section 4.3: the fixed-layout example.
-    check(encode_frame(call_id=1, method="echo", payload=b"hi") == bytes.fromhex(DOC_FIXED),
+    check(encode_frame(call_id=1, method="echo", payload=b"hi") == DOC_FIXED,
           "the fixed-layout encoder differs from the example in docs/protocol.md 4.3:\n"
           + encode_frame(call_id=1, method="echo", payload=b"hi").hex(" "))
 
 
-DOC_REQUEST = """
-44 00 00 00 18 00 00 00 00 00 00 00 00 00 0e 00
-18 00 0c 00 00 00 04 00 00 00 08 00 0e 00 00 00
-1c 00 00 00 10 00 00 00 01 00 00 00 00 00 00 00
-00 00 00 00 02 00 00 00 68 69 00 00 04 00 00 00
-65 63 68 6f 00 00 00 00
-"""
-DOC_REPLY = """
-34 00 00 00 14 00 00 00 0e 00 14 00 08 00 10 00
-00 00 00 00 04 00 00 00 10 00 00 00 10 00 00 00
-01 00 00 00 00 00 00 00 02 00 00 00 02 00 00 00
-68 69 00 00 00 00 00 00
-"""
-DOC_PONG = """
-1c 00 00 00 0c 00 00 00 08 00 10 00 08 00 07 00
-08 00 00 00 00 00 00 06 02 00 00 00 00 00 00 00
-"""
-DOC_FIXED = """
-58 00 00 00 1c 00 00 00 14 00 28 00 08 00 26 00
-18 00 10 00 1c 00 24 00 00 00 04 00 00 00 00 00
-18 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00
-00 00 00 00 00 00 00 00 10 00 00 00 18 00 00 00
-00 00 00 00 00 00 00 00 04 00 00 00 65 63 68 6f
-00 00 00 00 02 00 00 00 68 69 00 00
-"""
+DOCS_PROTOCOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                             "protocol.md")
 
-DOC_METADATA = """
-8c 00 00 00 1c 00 00 00 16 00 2c 00 08 00 26 00
-18 00 10 00 1c 00 24 00 00 00 04 00 28 00 00 00
-18 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00
-00 00 00 00 00 00 00 00 14 00 00 00 1c 00 00 00
-00 00 00 00 00 00 00 00 20 00 00 00 04 00 00 00
-65 63 68 6f 00 00 00 00 02 00 00 00 68 69 00 00
-08 00 0c 00 04 00 08 00 01 00 00 00 04 00 00 00
-10 00 00 00 08 00 00 00 10 00 00 00 06 00 00 00
-74 65 6e 61 6e 74 00 00 04 00 00 00 62 6c 75 65
-"""
-DOC_RESPONSE_METADATA = """
-9c 00 00 00 20 00 00 00 00 00 00 00 18 00 1c 00
-14 00 07 00 00 00 00 00 10 00 00 00 00 00 00 00
-0c 00 08 00 18 00 00 00 00 00 00 02 14 00 00 00
-38 00 00 00 64 00 00 00 01 00 00 00 00 00 00 00
-01 00 00 00 04 00 00 00 d8 ff ff ff 08 00 00 00
-0c 00 00 00 01 00 00 00 31 00 00 00 05 00 00 00
-70 61 69 72 73 00 00 00 01 00 00 00 0c 00 00 00
-08 00 0c 00 08 00 04 00 08 00 00 00 08 00 00 00
-0c 00 00 00 02 00 00 00 65 75 00 00 06 00 00 00
-72 65 67 69 6f 6e 00 00 02 00 00 00 68 69 00 00
-"""
-DOC_ERROR_DETAILS = """
-8c 00 00 00 20 00 00 00 00 00 1a 00 20 00 14 00
-05 00 00 00 00 00 00 00 06 00 10 00 00 00 00 00
-0c 00 08 00 1a 00 00 00 00 03 0b 00 18 00 00 00
-1c 00 00 00 48 00 00 00 02 00 00 00 00 00 00 00
-00 00 00 00 02 00 00 00 08 05 00 00 01 00 00 00
-0c 00 00 00 08 00 0c 00 08 00 04 00 08 00 00 00
-08 00 00 00 0c 00 00 00 01 00 00 00 30 00 00 00
-05 00 00 00 70 61 69 72 73 00 00 00 0f 00 00 00
-66 61 69 6c 65 64 20 61 73 20 61 73 6b 65 64 00
-"""
+
+def doc_dumps(section, path=DOCS_PROTOCOL):
+    """The hex dumps ("0010: 18 00 ..." lines in ``` blocks) under the heading numbered `section`
+    of docs/protocol.md (a subsection's dumps are its own), as bytes, in order."""
+    dumps, here, block = [], None, None
+    with open(path) as f:
+        for line in f:
+            heading = re.match(r"#+ (\d+(?:\.\d+)*)\.? ", line)
+            if heading:
+                here = heading.group(1)
+            elif line.startswith("```"):
+                if block and here == section:
+                    dumps.append(bytes.fromhex(" ".join(block)))
+                block = [] if block is None else None
+            elif block is not None:
+                row = re.fullmatch(r"[0-9a-f]{4}: ((?:[0-9a-f]{2} ?)+)", line.strip())
+                if row:
+                    block.append(row.group(1))
+    return dumps
+
+
+# The dumps of docs/protocol.md, read from it so that the bytes stand in one place: by section,
+# in the order they stand there.
+DOC_REQUEST, DOC_REPLY, DOC_PONG = doc_dumps("5")
+DOC_FIXED, = doc_dumps("4.3")
+DOC_METADATA, = doc_dumps("4.4")
+DOC_RESPONSE_METADATA, = doc_dumps("3.2")
+DOC_ERROR_DETAILS, = doc_dumps("3.3")
+DOC_PING_REQUEST, DOC_PING_REPLY = doc_dumps("9.1")
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
@@ -422,10 +359,10 @@ def call(conn, call_id, method, payload=None, timeout_us=0, metadata=None):
 
 def check_doc_example(conn):
     """The exact bytes of docs/protocol.md section 5 get the exact reply bytes shown there."""
-    conn.send(bytes.fromhex(DOC_REQUEST))
+    conn.send(DOC_REQUEST)
     n = struct.unpack("<I", conn._recv_exact(4))[0]
     got = struct.pack("<I", n) + conn._recv_exact(n)
-    check(got == bytes.fromhex(DOC_REPLY),
+    check(got == DOC_REPLY,
           "reply to the documented echo request differs from docs/protocol.md:\n" + got.hex(" "))
 
 
@@ -459,23 +396,14 @@ def check_ping(conn):
               "ping %d: expected Pong with the same id, got %s" % (cid, describe(f)))
 
 
-# docs/protocol.md section 9.1: a call of the built-in ringrpc.ping (call_id 7, the fixed
-# layout of 4.3) and the server's answer, byte for byte.
-DOC_PING_REQUEST = (
-    "58 00 00 00 1c 00 00 00 14 00 28 00 08 00 26 00 18 00 10 00 00 00 24 00 00 00 04 00 00 00 00 00"
-    " 18 00 00 00 00 00 00 00 07 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 10 00 00 00 00 00 00 00"
-    " 00 00 00 00 00 00 00 00 0c 00 00 00 72 69 6e 67 72 70 63 2e 70 69 6e 67 00 00 00 00")
-DOC_PING_REPLY = "1c 00 00 00 0c 00 00 00 08 00 10 00 08 00 07 00 08 00 00 00 00 00 00 02 07 00 00 00 00 00 00 00"
-
-
 def check_builtin_ping(conn):
     """ringrpc.ping is answered Reply/Ok with no payload, whatever the request carried."""
-    check(encode_frame(call_id=7, method="ringrpc.ping") == bytes.fromhex(DOC_PING_REQUEST),
+    check(encode_frame(call_id=7, method="ringrpc.ping") == DOC_PING_REQUEST,
           "the encoder's ringrpc.ping request differs from docs/protocol.md 9.1")
-    conn.send(bytes.fromhex(DOC_PING_REQUEST))
+    conn.send(DOC_PING_REQUEST)
     n = struct.unpack("<I", conn._recv_exact(4))[0]
     got = struct.pack("<I", n) + conn._recv_exact(n)
-    check(got == bytes.fromhex(DOC_PING_REPLY),
+    check(got == DOC_PING_REPLY,
           "reply to the documented ringrpc.ping differs from docs/protocol.md:\n" + got.hex(" "))
     f = call(conn, 3100, "ringrpc.ping", b"anything")
     check(f["kind"] == REPLY and f["status"] == OK and f["payload"] == b"",
@@ -560,7 +488,7 @@ def check_sleep_bad_payload(conn):
 def check_metadata(conn):
     """Section 3.1: metadata within the caps reaches the method; beyond them, or with a bad
     key, the call gets BadRequest and the connection stays open."""
-    conn.send(bytes.fromhex(DOC_METADATA))
+    conn.send(DOC_METADATA)
     f = conn.read_frame()
     check(f["call_id"] == 1 and f["kind"] == REPLY and f["payload"] == b"hi",
           "the documented frame with metadata: " + describe(f))
@@ -591,12 +519,12 @@ def check_response_metadata(conn):
     conn.send(encode_frame(call_id=1, method="mirror", payload=b"hi", metadata=[("region", "eu")]))
     n = struct.unpack("<I", conn._recv_exact(4))[0]
     got = struct.pack("<I", n) + conn._recv_exact(n)
-    check(got == bytes.fromhex(DOC_RESPONSE_METADATA),
+    check(got == DOC_RESPONSE_METADATA,
           "mirror's answer differs from docs/protocol.md 3.2:\n" + got.hex(" "))
     conn.send(encode_frame(call_id=2, method="fail", payload=b"11 \x08\x05"))
     n = struct.unpack("<I", conn._recv_exact(4))[0]
     got = struct.pack("<I", n) + conn._recv_exact(n)
-    check(got == bytes.fromhex(DOC_ERROR_DETAILS),
+    check(got == DOC_ERROR_DETAILS,
           "fail's answer differs from docs/protocol.md 3.3:\n" + got.hex(" "))
     md = [("traceparent", TRACEPARENT), ("bin", b"\0\xff"), ("empty", b"")]
     f = call(conn, 7200, "mirror", b"payload", metadata=md)

@@ -9,25 +9,37 @@ namespace ringrpc::load {
 
 namespace {
 
+// What ringrpc-load knows of each scheme it speaks: its protocol's name in a diagnosis, and the
+// scheme of the same protocol over TLS.
+struct scheme_facts {
+  std::string_view scheme, protocol, tls_scheme;
+};
+constexpr scheme_facts known_schemes[] = {
+    {"http", "HTTP/1.1", "https"},
+    {"redis", "Redis (RESP)", "rediss"},
+    {"ringrpc", "ringrpc", "ringrpcs"},
+    {"echo", "echo", "echo"},
+    {"h2c", "HTTP/2 (h2c)", "h2"},
+    {"grpc", "gRPC (HTTP/2)", "grpcs"},
+};
+
+const scheme_facts* facts_of(std::string_view scheme) {
+  for (const scheme_facts& f : known_schemes) {
+    if (f.scheme == scheme) return &f;
+  }
+  return nullptr;
+}
+
 std::string protocol_name(std::string_view scheme) {
-  if (scheme == "http") return "HTTP/1.1";
-  if (scheme == "redis") return "Redis (RESP)";
-  if (scheme == "ringrpc") return "ringrpc";
-  if (scheme == "echo") return "echo";
-  if (scheme == "h2c") return "HTTP/2 (h2c)";
-  if (scheme == "grpc") return "gRPC (HTTP/2)";
-  return std::string(scheme);
+  const scheme_facts* f = facts_of(scheme);
+  return std::string(f != nullptr ? f->protocol : scheme);
 }
 
 }  // namespace
 
 std::string tls_scheme_of(std::string_view scheme) {
-  if (scheme == "http") return "https";
-  if (scheme == "redis") return "rediss";
-  if (scheme == "ringrpc") return "ringrpcs";
-  if (scheme == "h2c") return "h2";
-  if (scheme == "grpc") return "grpcs";
-  return std::string(scheme);
+  const scheme_facts* f = facts_of(scheme);
+  return std::string(f != nullptr ? f->tls_scheme : scheme);
 }
 
 std::string tls_url_of(const target& t) {
