@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -14,6 +13,7 @@
 #include "client/call_links.hpp"
 #include "client/multishot_recv.hpp"
 #include "uring/cqe_tag.hpp"
+#include "uring/ring_turn.hpp"
 #include "uring/uring_probe.hpp"
 
 namespace ringrpc::detail {
@@ -98,17 +98,14 @@ void client_loop::run(std::promise<void>& ready) {
   _waker.arm(*_ring);
   ready.set_value();
   bool block = false;  // the first turn only submits: nobody was told we sleep yet
+  const terminate_on_fatal on_fatal{"client loop"};
   for (;;) {
     std::chrono::nanoseconds wait{-1};
     if (const std::int64_t due = next_deadline(); due != 0) {
       wait = std::chrono::nanoseconds(std::max<std::int64_t>(due - now_ns(), 0));
     }
-    const int rc = block ? _ring->submit_and_wait(wait) : _ring->submit();
-    if (ring::fatal(rc)) {
-      std::fprintf(stderr, "ringrpc: client loop: io_uring_enter failed: %s\n", std::strerror(-rc));
-      std::terminate();
-    }
-    _ring->for_each_cqe([this](const io_uring_cqe& cqe) { handle(cqe); });
+    ring_turn(*_ring, turn_wait{.block = block, .timeout = wait}, on_fatal,
+              [this](const io_uring_cqe& cqe) { handle(cqe); });
     _buffers->commit();
     take_inbox();
     expire_deadlines();

@@ -19,6 +19,7 @@
 #include "base/thread_name.hpp"
 #include "server/shard_ops.hpp"
 #include "uring/cqe_tag.hpp"
+#include "uring/ring_turn.hpp"
 #include "server/server_core.hpp"
 
 namespace ringrpc::detail {
@@ -163,12 +164,7 @@ void acceptor::run_loop(ring& r) {
       }
     }
     if (cancelling && !armed()) break;
-    const int rc = r.submit_and_wait();
-    if (ring::fatal(rc)) {
-      std::fprintf(stderr, "ringrpc: acceptor: io_uring_enter failed: %s\n", std::strerror(-rc));
-      std::terminate();
-    }
-    r.for_each_cqe([&](const io_uring_cqe& cqe) {
+    ring_turn(r, turn_wait{}, terminate_on_fatal{"acceptor"}, [&](const io_uring_cqe& cqe) {
       switch (tag_op(cqe.user_data)) {
         case op::accept: {
           const auto which = reinterpret_cast<std::uintptr_t>(tag_ptr<void>(cqe.user_data));
@@ -204,6 +200,8 @@ void acceptor::run_loop(ring& r) {
       }
     });
   }
+  // Not a ring_turn: the ring is going away, and a failed last submit is no reason to end the
+  // process the way a failed turn does.
   r.submit();  // hand-offs prepared in the last turn still go out
   // msg_ring completes during submit; a failed hand-off's completion names an fd to close.
   r.for_each_cqe([&](const io_uring_cqe& cqe) {

@@ -7,8 +7,6 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <exception>
 #include <string>
 
@@ -16,6 +14,7 @@
 #include "server/server_core.hpp"
 #include "server/shard_ops.hpp"
 #include "uring/cqe_tag.hpp"
+#include "uring/ring_turn.hpp"
 
 namespace ringrpc::detail {
 
@@ -85,27 +84,27 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
   ready.set_value();
 
   bool block = false;  // the first turn only submits: nobody was told we sleep yet
+  const terminate_on_fatal on_fatal{"reader", static_cast<int>(_index)};
   for (;;) {
-    const int rc = block ? _ring->submit_and_wait() : _ring->submit();
-    if (ring::fatal(rc)) {
-      std::fprintf(stderr, "ringrpc: reader %u: io_uring_enter failed: %s\n", _index,
-                   std::strerror(-rc));
-      std::terminate();
-    }
-    // One clock read per turn: the frames reaped together were received together. It stamps
-    // calls (queue time, deadlines) and connections (idle check).
-    _turn_ns = now_ns();
-    time_next_call();
-    refresh_table();
-    _ring->for_each_cqe([this](const io_uring_cqe& cqe) {
-      try {
-        handle(cqe);
-      } catch (const std::bad_alloc&) {
-        // handle() fails the one call or connection an allocation was for; what reaches here
-        // (an event's bookkeeping) is lost, and the loop goes on: never terminate the server.
-        _core.note_out_of_memory();
-      }
-    });
+    ring_turn(
+        *_ring, turn_wait{.block = block}, on_fatal,
+        [this](int) {
+          // One clock read per turn: the frames reaped together were received together. It
+          // stamps calls (queue time, deadlines) and connections (idle check).
+          _turn_ns = now_ns();
+          time_next_call();
+          refresh_table();
+        },
+        [this](const io_uring_cqe& cqe) {
+          try {
+            handle(cqe);
+          } catch (const std::bad_alloc&) {
+            // handle() fails the one call or connection an allocation was for; what reaches
+            // here (an event's bookkeeping) is lost, and the loop goes on: never terminate the
+            // server.
+            _core.note_out_of_memory();
+          }
+        });
     if (_sweep_due) {
       _sweep_due = false;
       sweep();

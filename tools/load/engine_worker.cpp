@@ -15,6 +15,7 @@
 #include "engine_fail_fast.hpp"
 #include "sniff.hpp"
 #include "uring/cqe_tag.hpp"
+#include "uring/ring_turn.hpp"
 #include "uring/uring_probe.hpp"
 #include "wake_batch.hpp"
 
@@ -575,23 +576,26 @@ bool worker::turn(wake_batch& wake) {
   const wake_batch::wait w = wake.plan(now, next_wake, _sends_queued, _ring->cq_entries(), issuing(now));
   _sends_queued = 0;
   stamp_sends();
-  const int rc = _ring->submit_and_wait(std::chrono::nanoseconds(std::max<std::int64_t>(w.deadline - now, 0)), w.wait_nr);
-  if (w.batched && rc == -ETIME) wake.timed_out(now_ns());
-  if (detail::ring::fatal(rc)) {
-    failure = std::string("io_uring_enter: ") + std::strerror(-rc);
-    return false;
-  }
-  now = now_ns();
-  _rx_clock.wake(now, _kernel_stamps ? real_ns() : now);
+  const detail::turn_wait enter{.timeout = std::chrono::nanoseconds(std::max<std::int64_t>(w.deadline - now, 0)),
+                                .wait_nr = w.wait_nr};
   unsigned received = 0;
-  _ring->for_each_cqe([&](const io_uring_cqe& cqe) {
-    auto* c = tag_ptr<conn_state>(cqe.user_data);
-    switch (tag_op(cqe.user_data)) {
-      case op::recv: ++received; on_recv(*c, cqe, now); break;
-      case op::send: on_send(*c, cqe.res, now); break;
-      default: break;
-    }
-  });
+  // A tool, unlike the library, may stop on a failed ring: the run reports why.
+  const bool entered = detail::ring_turn(
+      *_ring, enter, [this](int rc) { failure = std::string("io_uring_enter: ") + std::strerror(-rc); },
+      [&](int rc) {
+        if (w.batched && rc == -ETIME) wake.timed_out(now_ns());
+        now = now_ns();
+        _rx_clock.wake(now, _kernel_stamps ? real_ns() : now);
+      },
+      [&](const io_uring_cqe& cqe) {
+        auto* c = tag_ptr<conn_state>(cqe.user_data);
+        switch (tag_op(cqe.user_data)) {
+          case op::recv: ++received; on_recv(*c, cqe, now); break;
+          case op::send: on_send(*c, cqe.res, now); break;
+          default: break;
+        }
+      });
+  if (!entered) return false;
   _buffers->commit();
   wake.completed(received, now);
   expire(now);
