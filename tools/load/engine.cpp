@@ -72,8 +72,9 @@ void report_steps(run_result& r, const engine_config& cfg, const shared_run& run
     step_result sr;
     sr.start_s = static_cast<double>(from - run.measure_from) / 1e9;
     sr.duration_s = static_cast<double>(until - from) / 1e9;
-    sr.requested_rate = cfg.steps[i].rate;
-    sr.scheduled = run.schedule->due_before(k, until);
+    sr.requested_rate = cfg.steps[i].mean_rate();
+    // Random arrivals: those drawn due before the end (or a stop); even ones: the schedule's.
+    sr.scheduled = cfg.poisson_arrivals ? (i < all.step_scheduled.size() ? all.step_scheduled[i] : 0) : run.schedule->due_before(k, until);
     sr.answered = all.step_ok[i];
     sr.issued = all.step_issued[i];
     sr.late_client = all.step_late_client[i];
@@ -136,7 +137,9 @@ std::unique_ptr<rate_schedule> start_clock(shared_run& run, const engine_config&
   if (!cfg.steps.empty()) {
     std::vector<rate_step> steps;
     if (cfg.warmup.count() > 0) {
-      steps.push_back({cfg.steps.front().rate, cfg.warmup.count()});
+      // At the first step's (starting) rate: a ramp's warm-up is flat at its start.
+      const rate_step& first = cfg.steps.front();
+      steps.push_back({first.rate, cfg.warmup.count(), first.ramp() ? first.rate : -1});
       run.first_measured_step = 1;
     }
     steps.insert(steps.end(), cfg.steps.begin(), cfg.steps.end());

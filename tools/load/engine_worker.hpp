@@ -46,6 +46,7 @@ struct conn_state {
   call_window window;
   std::uint64_t next_seq = 0;
   std::uint64_t next_due = 0;  // open loop: number of the next scheduled call
+  poisson_arrivals arrivals;   // open loop with --arrival poisson: the next call's send time
   bool blocked_at_pass = false;  // open loop: could take no call at the last scheduling pass
   unsigned in_flight = 0;
   reply_assembler rx{reply_framer{}};
@@ -130,6 +131,10 @@ class worker final {
   void count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s = nullptr);
   void diagnose(const conn_state& c, std::int64_t now, bool closed = false);
   void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);
+  template <bool poisson>
+  void schedule_calls(std::int64_t now, std::int64_t& next_wake);
+  void take_arrival(conn_state& c) noexcept;
+  void count_poisson_scheduled() noexcept;
   void count_late(std::int64_t due, bool was_blocked) noexcept;
   void count_issued_by_step();
   void note_bytes(std::int64_t now) noexcept;

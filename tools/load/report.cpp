@@ -142,6 +142,8 @@ std::string run_title(const std::map<std::string, nlohmann::json>& config, doubl
     title += " \xC2\xB7 open loop " + rate_text(it->second.get<double>()) + " calls/s";
   } else if (const auto steps = config.find("rate_steps"); steps != config.end()) {
     title += " \xC2\xB7 open loop steps";
+  } else if (config.count("rate_ramp") != 0) {
+    title += " \xC2\xB7 open loop ramp";
   } else if (text("loop") == "closed") {
     title += " \xC2\xB7 closed loop";
   }
