@@ -100,15 +100,24 @@ void report_steps(run_result& r, const engine_config& cfg, const shared_run& run
 
 using worker_list = std::vector<std::unique_ptr<worker>>;
 
-// Connects everything first: an unreachable target is one clear error, not a run of failures.
-// The connections, dealt to the threads in turn.
+// --conn-ramp: when connection `i` opens, after the warm-up. Those past the first `from` open
+// one by one, evenly, the last (number `connections`) at the ramp's end; 0: at the start.
+std::int64_t conn_open_after_ns(const engine_config& cfg, unsigned i) {
+  if (cfg.conn_ramp_time.count() <= 0 || i < cfg.conn_ramp_from || cfg.connections <= cfg.conn_ramp_from) return 0;
+  const double nth = i + 1 - cfg.conn_ramp_from, of = cfg.connections - cfg.conn_ramp_from;
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(nth * static_cast<double>(cfg.conn_ramp_time.count()) / of)));
+}
+
+// Connects everything first: an unreachable target is one clear error, not a run of failures
+// (but for those a --conn-ramp opens later). The connections, dealt to the threads in turn.
 std::vector<std::vector<conn_state>> connect_all(const engine_config& cfg, const protocol& proto, unsigned threads) {
   std::vector<std::vector<conn_state>> per_thread(threads);
   for (unsigned i = 0; i < cfg.connections; ++i) {
     const unsigned endpoint_index = cfg.endpoints.empty() ? 0 : static_cast<unsigned>(i % cfg.endpoints.size());
     const target& endpoint = cfg.endpoints.empty() ? cfg.where : cfg.endpoints[endpoint_index];
-    const int fd = connect_to(endpoint, cfg.connect_timeout);
-    if (fd < 0) {
+    const std::int64_t open_after = conn_open_after_ns(cfg, i);
+    const int fd = open_after > 0 ? -1 : connect_to(endpoint, cfg.connect_timeout);
+    if (open_after == 0 && fd < 0) {
       for (auto& v : per_thread) for (auto& c : v) ::close(c.fd);
       throw std::system_error(-fd, std::system_category(),
                               "cannot connect to " + endpoint.host + ":" + std::to_string(endpoint.port));
@@ -118,6 +127,7 @@ std::vector<std::vector<conn_state>> connect_all(const engine_config& cfg, const
     c.endpoint_index = endpoint_index;
     c.index = i;
     c.fd = fd;
+    c.open_after_ns = open_after;
     c.codec = proto.new_connection();
     c.rx.framer().codec = c.codec.get();
     per_thread[i % threads].push_back(std::move(c));

@@ -203,6 +203,7 @@ void worker::enable_stamps(conn_state& c) noexcept {
   // Only the probe (the first socket) may turn them off: later sockets' receives are recvmsgs
   // either way, and one without stamps just counts as unstamped.
   if (::setsockopt(c.fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0 && !_stamps_probed) _kernel_stamps = false;
+  _stamps_probed = true;  // a thread whose connections all open later (--conn-ramp) probes then
 }
 
 // The calls issued this turn leave with the submit that follows: one clock read, right before
@@ -579,11 +580,15 @@ void worker::size_tallies() {
 void worker::open_connections(std::int64_t start) {
   _rx_layout.msg_controllen = rx_stamp_control_bytes;
   _kernel_stamps = _cfg.kernel_rx_stamps && !_conns.empty();
-  if (_kernel_stamps) enable_stamps(_conns.front());
-  _stamps_probed = true;
   for (conn_state& c : _conns) {
     if (_cfg.poisson_arrivals && _run.schedule != nullptr) _run.schedule->first_arrival(c.arrivals, _cfg.seed, c.index);
     c.window = call_window(_cfg.depth);
+    if (c.open_after_ns > 0) {
+      // --conn-ramp: it opens when its turn comes, by the path that reconnects a lost one.
+      mark_dead(c);
+      c.reconnect_at = _run.measure_from + c.open_after_ns;
+      continue;
+    }
     enable_stamps(c);
     count_connection(start);
     if (_cfg.tls != nullptr && !start_tls(c, start)) {

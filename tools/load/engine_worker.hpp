@@ -61,6 +61,7 @@ struct conn_state {
   bool peer_closing = false;  // the server said it closes after its last reply: send no more
   bool parsed_any = false;    // a reply of the URL's protocol came back on this connection
   std::int64_t reconnect_at = 0;
+  std::int64_t open_after_ns = 0;  // --conn-ramp: opened this long after the warm-up (0: at the start)
   std::unique_ptr<tls_transport> tls;  // TLS targets only: the records between socket and codec
 };
 
