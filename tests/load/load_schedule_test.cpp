@@ -281,6 +281,16 @@ TEST(rate_schedule, RampsAndStepsRunBackToBack) {
   EXPECT_EQ(s.steps()[1].mean_rate(), 2000);
 }
 
+TEST(rate_schedule, AWholeIntegralIsExactlyThatManyCalls) {
+  for (const auto& [from, to, ns, calls] : {std::make_tuple(200.0, 1000.0, s_ns / 2, 300u),
+                                            std::make_tuple(0.0, 10'000.0, 30 * s_ns, 150'000u),
+                                            std::make_tuple(1000.0, 200.0, s_ns / 2, 300u),
+                                            std::make_tuple(3.0, 7.0, 3 * s_ns, 15u)}) {
+    const rate_schedule s({{from, ns, to}}, 3, start);
+    EXPECT_EQ(s.due_before(0, s.end_ns()), calls) << from << ":" << to;
+  }
+}
+
 TEST(rate_schedule, RejectsNegativeRampRatesAndZeroDurations) {
   EXPECT_THROW(rate_schedule({{-1, s_ns, 10}}, 1, start), std::invalid_argument);
   EXPECT_THROW(rate_schedule({{10, 0, 20}}, 1, start), std::invalid_argument);
