@@ -73,6 +73,12 @@ void report_steps(run_result& r, const engine_config& cfg, const shared_run& run
     sr.start_s = static_cast<double>(from - run.measure_from) / 1e9;
     sr.duration_s = static_cast<double>(until - from) / 1e9;
     sr.requested_rate = cfg.steps[i].mean_rate();
+    if (cfg.steps[i].ramp()) {
+      const rate_step& st = cfg.steps[i];
+      const double part = static_cast<double>(until - from) / static_cast<double>(st.duration_ns);
+      sr.ramp_from = st.rate;
+      sr.ramp_to = st.rate + (st.rate_to - st.rate) * part;  // where an interruption left it
+    }
     // Random arrivals: those drawn due before the end (or a stop); even ones: the schedule's.
     sr.scheduled = cfg.poisson_arrivals ? (i < all.step_scheduled.size() ? all.step_scheduled[i] : 0) : run.schedule->due_before(k, until);
     sr.answered = all.step_ok[i];
