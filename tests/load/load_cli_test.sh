@@ -98,6 +98,16 @@ expect_usage_error h2hdr "bad header" -H ':path: /x' h2c://127.0.0.1:1/
 expect_usage_error shard "expected K/N" --shard 3/2 ringrpc://127.0.0.1:1/echo
 expect_usage_error shardc "leaves this shard no connection" --shard 3/3 -c 2 ringrpc://127.0.0.1:1/echo
 expect_usage_error startpast "in the past" --start-at @1000000000 ringrpc://127.0.0.1:1/echo
+# Ramps and arrivals (issue 34): a bad segment is named with what is expected.
+expect_usage_error rampform "'1k:2k'.*FROM:TO:DURATION" --rate-ramp 1k:2k ringrpc://127.0.0.1:1/echo
+expect_usage_error rampneg "'-1:5:1s'.*positive number" --rate-ramp -1:5:1s ringrpc://127.0.0.1:1/echo
+expect_usage_error rampzero "duration must be positive" --rate-ramp 1:5:0s ringrpc://127.0.0.1:1/echo
+expect_usage_error rampboth "use one of -R, --rate-steps and --rate-ramp" -R 1k --rate-ramp 1:5:1s ringrpc://127.0.0.1:1/echo
+expect_usage_error connramp "1 <= FROM < TO" --conn-ramp 8:2:1s ringrpc://127.0.0.1:1/echo
+expect_usage_error connrampopen "closed loop" -R 1k --conn-ramp 1:8:1s ringrpc://127.0.0.1:1/echo
+expect_usage_error arrival "uniform or poisson" -R 1k --arrival poison ringrpc://127.0.0.1:1/echo
+expect_usage_error arrivalclosed "needs an open loop" --arrival poisson ringrpc://127.0.0.1:1/echo
+expect_usage_error seed "bad --seed" -R 1k --arrival poisson --seed x ringrpc://127.0.0.1:1/echo
 expect_usage_error startbad "RFC 3339" --start-at 'tomorrow 9am' ringrpc://127.0.0.1:1/echo
 expect_usage_error dunit "bad duration '10q'" -d 10q ringrpc://127.0.0.1:1/echo
 expect_usage_error depth0 "at least 1" -P 0 ringrpc://127.0.0.1:1/echo
@@ -197,6 +207,41 @@ elif python3 -c 'import json, sys; sys.exit("reply_batch" in json.load(open("nob
   ok "--reply-batch 2 in the closed loop's config, none in the open loop's"
 else
   fail "an open loop's JSON config names reply_batch"
+fi
+# --rate-ramp: two segments, 300 calls each ((200 + 1000) / 2 x 0.5 s), one step each in the
+# JSON, the segments in config.rate_ramp.
+run_load ramp -c 4 --warmup 0 --rate-ramp 200:1k:500ms,1k:200:500ms --json ramp.json "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 0 ] || ! python3 -c 'import json, sys
+j = json.load(open("ramp.json"))
+ramp, steps = j["config"]["rate_ramp"], j["steps"]
+sys.exit(not (j["calls_ok"] > 0 and j["config"]["arrival"] == "uniform" and len(ramp) == 2
+              and ramp[0] == {"from": 200, "to": 1000, "duration_s": 0.5}
+              and [s["scheduled"] for s in steps] == [300, 300]
+              and [s["requested_rate"] for s in steps] == [600, 600]))'; then
+  fail "--rate-ramp: exit $rc, or ramp.json lacks the segments and steps: $(head -c 600 ramp.json)"
+else
+  ok "--rate-ramp 200:1k:500ms,1k:200:500ms: two steps of 300 calls, config.rate_ramp"
+fi
+# --arrival poisson: the seed and arrival in the config, about 1000 arrivals drawn in 1 s.
+run_load poisson -c 4 --warmup 0 -R 1k -d 1 --arrival poisson --seed 9 --json poisson.json "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 0 ] || ! python3 -c 'import json, sys
+j = json.load(open("poisson.json"))
+c = j["config"]
+sys.exit(not (j["calls_ok"] > 0 and c["arrival"] == "poisson" and c["seed"] == 9
+              and 850 <= j["steps"][0]["scheduled"] <= 1150))'; then
+  fail "--arrival poisson: exit $rc, or poisson.json lacks arrival/seed: $(head -c 600 poisson.json)"
+else
+  ok "--arrival poisson --seed 9: calls answered, arrival and seed in the JSON config"
+fi
+# --conn-ramp: 1 connection, then 3 more over 0.5 s, on two threads.
+run_load connramp -t 2 --warmup 0 -d 1 --conn-ramp 1:4:500ms --json connramp.json "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 0 ] || ! python3 -c 'import json, sys
+j = json.load(open("connramp.json"))
+sys.exit(not (j["calls_ok"] > 0 and j["errors"] == {} and j["config"]["connections"] == 4
+              and j["config"]["conn_ramp"] == {"from": 1, "to": 4, "duration_s": 0.5}))'; then
+  fail "--conn-ramp 1:4:500ms: exit $rc, or connramp.json: $(head -c 600 connramp.json)"
+else
+  ok "--conn-ramp 1:4:500ms: calls answered, config.conn_ramp"
 fi
 # Which clock timed the replies: the kernel's receive stamps on a loopback TCP socket (every
 # Linux with multishot recvmsg offers them; "mixed" when the kernel switched stamping on only

@@ -1103,5 +1103,56 @@ TEST(load_engine, silent_server_is_diagnosed_after_the_silence_limit) {
   EXPECT_LT(t.wall_s, 3.0 * slow);
 }
 
+// --rate-ramp and --arrival poisson together on loopback (issue 34): a ramp up and down, each
+// segment one step with its ends, Poisson arrivals counted as drawn, every call answered.
+TEST(load_engine, poisson_arrivals_over_a_ramp) {
+  auto srv = start_ringrpc(2);
+  auto cfg = config_for(url_of("ringrpc", srv->port(), "/echo"));
+  cfg.connections = 4;
+  cfg.depth = 8;
+  cfg.warmup = 0ms;
+  cfg.steps = {{0, 500'000'000, 2000}, {2000, 500'000'000, 0}};  // 500 calls expected in each
+  cfg.poisson_arrivals = true;
+  cfg.seed = 34;
+  const auto t = run_load(cfg);
+  EXPECT_EQ(t.r.error_total(), 0u) << errors_text(t.r);
+  ASSERT_EQ(t.r.steps.size(), 2u);
+  for (const auto& st : t.r.steps) {
+    EXPECT_EQ(st.requested_rate, 1000);
+    EXPECT_GE(st.scheduled, 400u);  // Poisson: 500 +- 4.5 standard deviations
+    EXPECT_LE(st.scheduled, 600u);
+    EXPECT_LE(st.issued, st.scheduled);
+    EXPECT_GE(st.issued + cfg.connections * cfg.depth, st.scheduled);
+    EXPECT_LE(st.answered, st.issued);
+  }
+  EXPECT_EQ(t.r.steps[0].ramp_from, 0);
+  EXPECT_EQ(t.r.steps[0].ramp_to, 2000);
+  EXPECT_EQ(t.r.steps[1].ramp_to, 0);
+  EXPECT_GT(t.r.calls_ok, 0u);
+}
+
+// --conn-ramp 1:4: one connection at the start, the other three opened later (the first of
+// them 200 ms after the start), all four by the end, calls answered on them.
+TEST(load_engine, connection_ramp_opens_connections_progressively) {
+  tcp_server srv(echo_server);
+  auto cfg = config_for(url_of("echo", srv.port()));
+  cfg.threads = 2;
+  cfg.connections = 4;
+  cfg.depth = 2;
+  cfg.conn_ramp_from = 1;
+  cfg.conn_ramp_time = 600ms;
+  std::atomic<unsigned> early{99};
+  std::thread watch([&] {
+    std::this_thread::sleep_for(100ms);  // the clock starts after this thread does: < 200 ms in
+    early = srv.accepted();
+  });
+  const auto t = run_load(cfg);
+  watch.join();
+  EXPECT_EQ(t.r.error_total(), 0u) << errors_text(t.r);
+  EXPECT_LE(early.load(), 1u) << "connections opened before their time";
+  EXPECT_EQ(srv.accepted(), 4u);
+  EXPECT_GT(t.r.calls_ok, 0u);
+}
+
 }  // namespace
 }  // namespace ringrpc::load

@@ -518,7 +518,7 @@ TEST(render_svg, RequestedRateDrawnAsScheduledStepsAndPartialLastSecond) {
   r.per_second.back().calls_ok = 400;
   const plot_series p = plot_series_from(r, "steps");
   ASSERT_EQ(p.requested_steps.size(), 2u);
-  EXPECT_EQ(p.requested_steps[1], std::make_tuple(5.0, 10.0, 2000.0));
+  EXPECT_EQ(p.requested_steps[1], std::make_tuple(5.0, 10.0, 2000.0, 2000.0));
   EXPECT_TRUE(p.last_rate_partial);
   EXPECT_DOUBLE_EQ(p.rate.back().second, 800) << "a half second's calls are a rate over half a second";
   EXPECT_TRUE(contains(p.title, "9.5 s")) << p.title;
@@ -552,4 +552,34 @@ TEST(render_svg, RequestedRateDrawnAsScheduledStepsAndPartialLastSecond) {
   EXPECT_EQ(back.rate, p.rate);
   EXPECT_TRUE(back.last_rate_partial);
   EXPECT_EQ(back.title, p.title);
+}
+
+// A --rate-ramp segment is a step whose requested rate is drawn slanted, from its start rate to
+// its end rate, and read back so from the JSON (ramp_from, ramp_to).
+TEST(render_svg, RampSegmentDrawnSlantedAndReadBackFromJson) {
+  run_result r = sample_run();
+  r.steps[1].ramp_from = 1000;
+  r.steps[1].ramp_to = 3000;
+  const plot_series p = plot_series_from(r, "ramp");
+  ASSERT_EQ(p.requested_steps.size(), 2u);
+  EXPECT_EQ(std::get<2>(p.requested_steps[1]), 1000.0);
+  EXPECT_EQ(std::get<3>(p.requested_steps[1]), 3000.0);
+  const std::string svg = render_svg({p});
+  const auto at = svg.find("data-label=\"ramp requested (steps)\"");
+  ASSERT_NE(at, std::string::npos) << svg;
+  const auto pts_at = svg.find("points=\"", at) + 8;
+  std::istringstream in(svg.substr(pts_at, svg.find('"', pts_at) - pts_at));
+  std::vector<std::pair<double, double>> xy;
+  double x = 0, y = 0;
+  char comma = 0;
+  while (in >> x >> comma >> y) xy.emplace_back(x, y);
+  ASSERT_EQ(xy.size(), 4u);
+  EXPECT_GT(xy[2].second, xy[3].second) << "the ramp climbs (SVG y grows downwards)";
+
+  const auto path = temp_path("ramp.json");
+  {
+    std::ofstream f(path);
+    write_json(r, default_percentiles(), f);
+  }
+  EXPECT_EQ(read_plot_series(path.string()).requested_steps, p.requested_steps);
 }

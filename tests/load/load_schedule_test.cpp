@@ -225,3 +225,141 @@ TEST(rate_schedule, CallsInStepAndDueBeforeMatchTheDueTimes) {
   EXPECT_EQ(s.due_before(3, s.end_ns()), 0u);
   EXPECT_EQ(s.step_start_ns(3), s.end_ns());
 }
+
+// A ramp from FROM to TO over D schedules (FROM + TO) / 2 * D calls (the integral of its rate),
+// within one call, spread so that the calls due by any time t are the integral up to t.
+class ramp_integral : public ::testing::TestWithParam<std::tuple<double, double, std::int64_t, unsigned>> {};
+
+TEST_P(ramp_integral, CumulativeSendsMatchTheIntegral) {
+  const auto [from, to, duration_ns, conns] = GetParam();
+  const rate_schedule s({{from, duration_ns, to}}, conns, start);
+  const double seconds = static_cast<double>(duration_ns) / 1e9;
+  std::vector<std::int64_t> every;
+  for (const auto& d : all_due(s, conns)) {
+    ASSERT_TRUE(std::is_sorted(d.begin(), d.end()));
+    every.insert(every.end(), d.begin(), d.end());
+  }
+  std::sort(every.begin(), every.end());
+  const double integral = (from + to) / 2 * seconds;
+  EXPECT_LE(std::abs(static_cast<double>(every.size()) - integral), 1.0) << every.size() << " vs " << integral;
+  ASSERT_FALSE(every.empty());
+  EXPECT_GE(every.front(), start);
+  EXPECT_LT(every.back(), s.end_ns());
+  EXPECT_EQ(s.due_before(0, s.end_ns()), every.size());
+  // At each tenth of the ramp: the calls due so far are the integral so far, within one call.
+  const double slope = (to - from) / seconds;
+  for (int tenth = 1; tenth <= 10; ++tenth) {
+    const std::int64_t t = duration_ns * tenth / 10;
+    const double ts = static_cast<double>(t) / 1e9;
+    const auto so_far = static_cast<double>(std::lower_bound(every.begin(), every.end(), start + t) - every.begin());
+    EXPECT_LE(std::abs(so_far - (from * ts + slope * ts * ts / 2)), 1.0) << "at " << ts << " s";
+    EXPECT_EQ(s.due_before(0, start + t), static_cast<std::uint64_t>(so_far)) << "at " << ts << " s";
+  }
+  std::uint64_t shares = 0;
+  for (unsigned c = 0; c < conns; ++c) shares += s.calls_in_step(c, 0);
+  EXPECT_EQ(shares, every.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(rate_schedule, ramp_integral,
+                         ::testing::Values(std::make_tuple(0.0, 10'000.0, 3 * s_ns, 4u),
+                                           std::make_tuple(10'000.0, 0.0, 2 * s_ns, 3u),
+                                           std::make_tuple(1'000.0, 5'000.0, s_ns + 333, 7u),
+                                           std::make_tuple(5'000.0, 5'000.0, s_ns, 2u),
+                                           std::make_tuple(0.0, 3.0, 10 * s_ns, 2u)));
+
+TEST(rate_schedule, RampsAndStepsRunBackToBack) {
+  // 1000/s for 1 s, then a ramp 1000 -> 3000 over 2 s (4000 calls), then a ramp down to 0 (1500).
+  const rate_schedule s({{1000, s_ns}, {1000, 2 * s_ns, 3000}, {3000, s_ns, 0}}, 5, start);
+  EXPECT_EQ(s.end_ns(), start + 4 * s_ns);
+  std::vector<std::size_t> per_step(4, 0);
+  for (const auto& d : all_due(s, 5)) {
+    for (const std::int64_t t : d) ++per_step[s.step_at(t)];
+  }
+  EXPECT_EQ(per_step[0], 1000u);
+  EXPECT_EQ(per_step[1], 4000u);
+  EXPECT_EQ(per_step[2], 1500u);
+  EXPECT_EQ(s.steps()[1].mean_rate(), 2000);
+}
+
+TEST(rate_schedule, AWholeIntegralIsExactlyThatManyCalls) {
+  for (const auto& [from, to, ns, calls] : {std::make_tuple(200.0, 1000.0, s_ns / 2, 300u),
+                                            std::make_tuple(0.0, 10'000.0, 30 * s_ns, 150'000u),
+                                            std::make_tuple(1000.0, 200.0, s_ns / 2, 300u),
+                                            std::make_tuple(3.0, 7.0, 3 * s_ns, 15u)}) {
+    const rate_schedule s({{from, ns, to}}, 3, start);
+    EXPECT_EQ(s.due_before(0, s.end_ns()), calls) << from << ":" << to;
+  }
+}
+
+TEST(rate_schedule, RejectsNegativeRampRatesAndZeroDurations) {
+  EXPECT_THROW(rate_schedule({{-1, s_ns, 10}}, 1, start), std::invalid_argument);
+  EXPECT_THROW(rate_schedule({{10, 0, 20}}, 1, start), std::invalid_argument);
+  // 0 to 0 is a pause: valid, and no call is due in it.
+  const rate_schedule pause({{0, s_ns, 0}, {100, s_ns}}, 1, start);
+  EXPECT_EQ(pause.due_ns(0, 0), start + s_ns);
+}
+
+// --arrival poisson: a connection's gaps are exponential with the mean the rate gives it, so
+// their variance is the mean squared. Deterministic from the seed: the same numbers every run.
+TEST(poisson_arrivals, GapsHaveTheMeanAndVarianceOfAnExponential) {
+  const unsigned conns = 4;
+  const double rate = 20'000;  // all connections: 5000/s each, a mean gap of 200 us
+  const rate_schedule s({{rate, 3600 * s_ns}}, conns, start);
+  ringrpc::load::poisson_arrivals a;
+  s.first_arrival(a, 42, 1);
+  const int n = 100'000;
+  double sum = 0, sum_sq = 0;
+  std::int64_t prev = a.due;
+  EXPECT_GE(prev, start);
+  for (int i = 0; i < n; ++i) {
+    s.next_arrival(a);
+    ASSERT_GE(a.due, prev);
+    const double gap = static_cast<double>(a.due - prev);
+    sum += gap;
+    sum_sq += gap * gap;
+    prev = a.due;
+  }
+  const double mean = sum / n, variance = sum_sq / n - mean * mean;
+  const double expected = conns / rate * 1e9;
+  EXPECT_NEAR(mean, expected, 0.02 * expected);
+  EXPECT_NEAR(variance, expected * expected, 0.05 * expected * expected);
+}
+
+TEST(poisson_arrivals, SameSeedSameArrivalsOtherConnectionOthers) {
+  const rate_schedule s({{1000, 10 * s_ns}}, 2, start);
+  ringrpc::load::poisson_arrivals a, b, c;
+  s.first_arrival(a, 7, 0);
+  s.first_arrival(b, 7, 0);
+  s.first_arrival(c, 7, 1);
+  int same_as_other = 0;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(a.due, b.due);
+    same_as_other += a.due == c.due;
+    s.next_arrival(a);
+    s.next_arrival(b);
+    s.next_arrival(c);
+  }
+  EXPECT_LT(same_as_other, 5);
+}
+
+// Over steps and ramps the arrivals follow the schedule's rate: each step holds its integral's
+// worth of calls, within a few standard deviations (sqrt of the count), and none is past the end.
+TEST(poisson_arrivals, FollowStepsAndRampsAndEnd) {
+  const unsigned conns = 8;
+  const rate_schedule s({{2000, s_ns}, {0, 2 * s_ns, 8000}, {0, s_ns, 0}, {4000, s_ns, 0}}, conns, start);
+  const std::vector<double> expected{2000, 8000, 0, 2000};
+  std::vector<double> per_step(5, 0);
+  for (unsigned c = 0; c < conns; ++c) {
+    ringrpc::load::poisson_arrivals a;
+    s.first_arrival(a, 1234, c);
+    while (a.due >= 0) {
+      ASSERT_LT(a.due, s.end_ns());
+      ASSERT_EQ(s.step_at(a.due), a.step);
+      ++per_step[a.step];
+      s.next_arrival(a);
+    }
+  }
+  for (std::size_t k = 0; k < expected.size(); ++k) {
+    EXPECT_NEAR(per_step[k], expected[k], 4 * std::sqrt(expected[k]) + 1e-9) << "step " << k;
+  }
+}

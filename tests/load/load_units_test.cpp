@@ -108,4 +108,26 @@ TEST(parse_rate_list, RejectsBadItems) {
   }
 }
 
+TEST(parse_rate_ramps, SegmentsInOrder) {
+  const auto r = parse_rate_ramps("0:10k:30s, 10k:10k:1m,5k:0:500ms");
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].from, 0);
+  EXPECT_EQ(r[0].to, 10000);
+  EXPECT_EQ(r[0].duration, 30s);
+  EXPECT_EQ(r[1].duration, 60s);
+  EXPECT_EQ(r[2].to, 0);
+  EXPECT_EQ(r[2].duration, 500ms);
+}
+
+TEST(parse_rate_ramps, ClearMessagesForBadSegments) {
+  EXPECT_NE(error_of([] { parse_rate_ramps("10k:20k"); }).find("use FROM:TO:DURATION"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_rate_ramps("1:2:3:4"); }).find("use FROM:TO:DURATION"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_rate_ramps("-5:10:1s"); }).find("'-5:10:1s'"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_rate_ramps("5:-10:1s"); }).find("positive number of calls/s"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_rate_ramps("5:10:0s"); }).find("duration must be positive"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_rate_ramps("5:10:soon"); }).find("'5:10:soon'"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_rate_ramps("0:0:1s"); }).find("cannot both be 0"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_rate_ramps("1:2:1s,"); }).find("use FROM:TO:DURATION"), std::string::npos);
+}
+
 }  // namespace

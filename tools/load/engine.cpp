@@ -72,8 +72,15 @@ void report_steps(run_result& r, const engine_config& cfg, const shared_run& run
     step_result sr;
     sr.start_s = static_cast<double>(from - run.measure_from) / 1e9;
     sr.duration_s = static_cast<double>(until - from) / 1e9;
-    sr.requested_rate = cfg.steps[i].rate;
-    sr.scheduled = run.schedule->due_before(k, until);
+    sr.requested_rate = cfg.steps[i].mean_rate();
+    if (cfg.steps[i].ramp()) {
+      const rate_step& st = cfg.steps[i];
+      const double part = static_cast<double>(until - from) / static_cast<double>(st.duration_ns);
+      sr.ramp_from = st.rate;
+      sr.ramp_to = st.rate + (st.rate_to - st.rate) * part;  // where an interruption left it
+    }
+    // Random arrivals: those drawn due before the end (or a stop); even ones: the schedule's.
+    sr.scheduled = cfg.poisson_arrivals ? (i < all.step_scheduled.size() ? all.step_scheduled[i] : 0) : run.schedule->due_before(k, until);
     sr.answered = all.step_ok[i];
     sr.issued = all.step_issued[i];
     sr.late_client = all.step_late_client[i];
@@ -99,15 +106,24 @@ void report_steps(run_result& r, const engine_config& cfg, const shared_run& run
 
 using worker_list = std::vector<std::unique_ptr<worker>>;
 
-// Connects everything first: an unreachable target is one clear error, not a run of failures.
-// The connections, dealt to the threads in turn.
+// --conn-ramp: when connection `i` opens, after the warm-up. Those past the first `from` open
+// one by one, evenly, the last (number `connections`) at the ramp's end; 0: at the start.
+std::int64_t conn_open_after_ns(const engine_config& cfg, unsigned i) {
+  if (cfg.conn_ramp_time.count() <= 0 || i < cfg.conn_ramp_from || cfg.connections <= cfg.conn_ramp_from) return 0;
+  const double nth = i + 1 - cfg.conn_ramp_from, of = cfg.connections - cfg.conn_ramp_from;
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(nth * static_cast<double>(cfg.conn_ramp_time.count()) / of)));
+}
+
+// Connects everything first: an unreachable target is one clear error, not a run of failures
+// (but for those a --conn-ramp opens later). The connections, dealt to the threads in turn.
 std::vector<std::vector<conn_state>> connect_all(const engine_config& cfg, const protocol& proto, unsigned threads) {
   std::vector<std::vector<conn_state>> per_thread(threads);
   for (unsigned i = 0; i < cfg.connections; ++i) {
     const unsigned endpoint_index = cfg.endpoints.empty() ? 0 : static_cast<unsigned>(i % cfg.endpoints.size());
     const target& endpoint = cfg.endpoints.empty() ? cfg.where : cfg.endpoints[endpoint_index];
-    const int fd = connect_to(endpoint, cfg.connect_timeout);
-    if (fd < 0) {
+    const std::int64_t open_after = conn_open_after_ns(cfg, i);
+    const int fd = open_after > 0 ? -1 : connect_to(endpoint, cfg.connect_timeout);
+    if (open_after == 0 && fd < 0) {
       for (auto& v : per_thread) for (auto& c : v) ::close(c.fd);
       throw std::system_error(-fd, std::system_category(),
                               "cannot connect to " + endpoint.host + ":" + std::to_string(endpoint.port));
@@ -117,6 +133,7 @@ std::vector<std::vector<conn_state>> connect_all(const engine_config& cfg, const
     c.endpoint_index = endpoint_index;
     c.index = i;
     c.fd = fd;
+    c.open_after_ns = open_after;
     c.codec = proto.new_connection();
     c.rx.framer().codec = c.codec.get();
     per_thread[i % threads].push_back(std::move(c));
@@ -136,7 +153,9 @@ std::unique_ptr<rate_schedule> start_clock(shared_run& run, const engine_config&
   if (!cfg.steps.empty()) {
     std::vector<rate_step> steps;
     if (cfg.warmup.count() > 0) {
-      steps.push_back({cfg.steps.front().rate, cfg.warmup.count()});
+      // At the first step's (starting) rate: a ramp's warm-up is flat at its start.
+      const rate_step& first = cfg.steps.front();
+      steps.push_back({first.rate, cfg.warmup.count(), first.ramp() ? first.rate : -1});
       run.first_measured_step = 1;
     }
     steps.insert(steps.end(), cfg.steps.begin(), cfg.steps.end());

@@ -38,6 +38,14 @@ struct engine_config {
   /// Open loop when non-empty: calls are due on this schedule (total rate over all
   /// connections); closed loop otherwise.
   std::vector<rate_step> steps;
+  /// Open loop: each connection's calls arrive as a Poisson process of the schedule's rate
+  /// (seeded by `seed` and the connection's index) instead of evenly spaced.
+  bool poisson_arrivals = false;
+  std::uint64_t seed = 0;
+  /// Closed loop, --conn-ramp: connections [0, conn_ramp_from) open at the start, the others
+  /// one by one, evenly over `conn_ramp_time` after the warm-up (0: all at the start).
+  unsigned conn_ramp_from = 0;
+  std::chrono::nanoseconds conn_ramp_time{0};
   std::chrono::nanoseconds duration{std::chrono::seconds(10)};  ///< closed loop: measured time
   std::uint64_t max_calls = 0;  ///< stop after this many calls in total (0: no limit)
   std::chrono::nanoseconds warmup{std::chrono::seconds(1)};

@@ -204,6 +204,7 @@ void worker::enable_stamps(conn_state& c) noexcept {
   // Only the probe (the first socket) may turn them off: later sockets' receives are recvmsgs
   // either way, and one without stamps just counts as unstamped.
   if (::setsockopt(c.fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0 && !_stamps_probed) _kernel_stamps = false;
+  _stamps_probed = true;  // a thread whose connections all open later (--conn-ramp) probes then
 }
 
 // The calls issued this turn leave with the submit that follows: one clock read, right before
@@ -410,24 +411,45 @@ void worker::expire(std::int64_t now) {
 }
 
 void worker::schedule_open_loop(std::int64_t now, std::int64_t& next_wake) {
+  // One test per pass, none per call: the uniform schedule's loop is as it was.
+  if (_cfg.poisson_arrivals) {
+    schedule_calls<true>(now, next_wake);
+  } else {
+    schedule_calls<false>(now, next_wake);
+  }
+  _last_schedule_ns = now;
+}
+
+template <bool poisson>
+void worker::schedule_calls(std::int64_t now, std::int64_t& next_wake) {
   for (conn_state& c : _conns) {
     const bool was_blocked = c.blocked_at_pass;
     c.blocked_at_pass = true;
     if (c.dead || c.peer_closing) continue;
     while (c.in_flight < _cfg.depth && issuing(now)) {
-      const std::int64_t due = _run.schedule->due_ns(c.index, c.next_due);
+      const std::int64_t due = poisson ? c.arrivals.due : _run.schedule->due_ns(c.index, c.next_due);
       if (due < 0) break;
       if (due > now) {
         next_wake = std::min(next_wake, due);
         break;
       }
       ++c.next_due;
+      if constexpr (poisson) take_arrival(c);
       if (now - due > late_send_ns) [[unlikely]] count_late(due, was_blocked);
       issue(c, due, now);  // latency counts from `due`: waiting for a free slot is the server's
     }
     c.blocked_at_pass = c.in_flight >= _cfg.depth;
   }
-  _last_schedule_ns = now;
+}
+
+// A Poisson arrival taken: counted in its step (the uniform schedule's count follows from the
+// connection's position, a random one's does not), and the next one drawn.
+void worker::take_arrival(conn_state& c) noexcept {
+  const std::size_t step = c.arrivals.step;
+  if (step >= _run.first_measured_step && step - _run.first_measured_step < tallies.step_issued.size()) {
+    ++tallies.step_issued[step - _run.first_measured_step];
+  }
+  _run.schedule->next_arrival(c.arrivals);
 }
 
 // A call sent over late_send_ns after it was due. Every pass sends all that is due on the
@@ -446,6 +468,7 @@ void worker::count_late(std::int64_t due, bool was_blocked) noexcept {
 // What each connection took from the schedule, step by step: its position is the count.
 void worker::count_issued_by_step() {
   if (_run.schedule == nullptr) return;
+  if (_cfg.poisson_arrivals) return count_poisson_scheduled();
   const std::size_t steps = _run.schedule->steps().size();
   for (const conn_state& c : _conns) {
     std::uint64_t left = c.next_due;
@@ -455,6 +478,22 @@ void worker::count_issued_by_step() {
       if (k >= _run.first_measured_step && k - _run.first_measured_step < tallies.step_issued.size()) {
         tallies.step_issued[k - _run.first_measured_step] += here;
       }
+    }
+  }
+}
+
+// Poisson arrivals due in each step: those taken, and those still due before the run ended
+// (the connection full, or dead), drawn on from where each connection stopped.
+void worker::count_poisson_scheduled() noexcept {
+  tallies.step_scheduled = tallies.step_issued;
+  const std::int64_t until = std::min(_run.schedule->end_ns(), _run.stop_at.load(std::memory_order_relaxed));
+  for (conn_state& c : _conns) {
+    while (c.arrivals.due >= 0 && c.arrivals.due < until) {
+      const std::size_t step = c.arrivals.step;
+      if (step >= _run.first_measured_step && step - _run.first_measured_step < tallies.step_scheduled.size()) {
+        ++tallies.step_scheduled[step - _run.first_measured_step];
+      }
+      _run.schedule->next_arrival(c.arrivals);
     }
   }
 }
@@ -542,10 +581,15 @@ void worker::size_tallies() {
 void worker::open_connections(std::int64_t start) {
   _rx_layout.msg_controllen = rx_stamp_control_bytes;
   _kernel_stamps = _cfg.kernel_rx_stamps && !_conns.empty();
-  if (_kernel_stamps) enable_stamps(_conns.front());
-  _stamps_probed = true;
   for (conn_state& c : _conns) {
+    if (_cfg.poisson_arrivals && _run.schedule != nullptr) _run.schedule->first_arrival(c.arrivals, _cfg.seed, c.index);
     c.window = call_window(_cfg.depth);
+    if (c.open_after_ns > 0) {
+      // --conn-ramp: it opens when its turn comes, by the path that reconnects a lost one.
+      mark_dead(c);
+      c.reconnect_at = _run.measure_from + c.open_after_ns;
+      continue;
+    }
     enable_stamps(c);
     count_connection(start);
     if (_cfg.tls != nullptr && !start_tls(c, start)) {

@@ -46,6 +46,7 @@ struct conn_state {
   call_window window;
   std::uint64_t next_seq = 0;
   std::uint64_t next_due = 0;  // open loop: number of the next scheduled call
+  poisson_arrivals arrivals;   // open loop with --arrival poisson: the next call's send time
   bool blocked_at_pass = false;  // open loop: could take no call at the last scheduling pass
   unsigned in_flight = 0;
   reply_assembler rx{reply_framer{}};
@@ -60,6 +61,7 @@ struct conn_state {
   bool peer_closing = false;  // the server said it closes after its last reply: send no more
   bool parsed_any = false;    // a reply of the URL's protocol came back on this connection
   std::int64_t reconnect_at = 0;
+  std::int64_t open_after_ns = 0;  // --conn-ramp: opened this long after the warm-up (0: at the start)
   std::unique_ptr<tls_transport> tls;  // TLS targets only: the records between socket and codec
 };
 
@@ -130,6 +132,10 @@ class worker final {
   void count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s = nullptr);
   void diagnose(const conn_state& c, std::int64_t now, bool closed = false);
   void schedule_open_loop(std::int64_t now, std::int64_t& next_wake);
+  template <bool poisson>
+  void schedule_calls(std::int64_t now, std::int64_t& next_wake);
+  void take_arrival(conn_state& c) noexcept;
+  void count_poisson_scheduled() noexcept;
   void count_late(std::int64_t due, bool was_blocked) noexcept;
   void count_issued_by_step();
   void note_bytes(std::int64_t now) noexcept;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <exception>
 #include <fstream>
 #include <optional>
+#include <random>
 #include <thread>
 #include <iostream>
 #include <sstream>
@@ -208,6 +210,15 @@ double scheduled_seconds(const engine_config& cfg) {
   return s;
 }
 
+// --rate-ramp's segments as run (this shard's share): [{from, to, duration_s}, ...].
+nlohmann::json ramp_config(const engine_config& cfg) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& st : cfg.steps) {
+    out.push_back({{"from", st.rate}, {"to", st.rate_to}, {"duration_s", static_cast<double>(st.duration_ns) / 1e9}});
+  }
+  return out;
+}
+
 std::string read_payload_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument("cannot read --payload-file " + path);
@@ -274,12 +285,12 @@ struct cli_args {
   std::string url, d_text, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
               connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
               typed_method, data, schema_file, proto_file, shard_text, start_at_text, max_body, batch_window,
-              latency_clock = "kernel", server_pid, server_metrics, tls_cacert, tls_cert, tls_key;
-  std::vector<std::string> schema_includes, headers, fail_if;
+              latency_clock = "kernel", arrival = "uniform", seed, conn_ramp, server_pid, server_metrics, tls_cacert, tls_cert, tls_key;
+  std::vector<std::string> schema_includes, headers, fail_if, rate_ramps;
   std::uint64_t count = 0, key_space = 100000;
   bool verify = false, wrk_latency = false, tls_insecure = false;
   // Which options were given at all (a default and an explicit equal value differ here).
-  bool given_duration = false, given_size = false, given_data = false, given_schema = false, given_include = false;
+  bool given_connections = false, given_duration = false, given_size = false, given_data = false, given_schema = false, given_include = false;
   // The subcommands.
   bool merge = false, plot = false;
   std::vector<std::string> merge_files, plot_files;
@@ -313,9 +324,15 @@ void add_run_options(CLI::App& app, cli_args& a, engine_config& cfg) {
       ->capture_default_str();
   app.add_option("--latency-clock", a.latency_clock, "")->group("");
   app.add_option("--reply-batch-window", a.batch_window, "")->group("");
-  app.add_option("-R,--rate", a.rate, "open loop: total calls/s (k, M)");
-  app.add_option("--rate-steps", a.rate_steps, "open loop in steps: 10k,20k,40k");
-  app.add_option("--step-time", a.step_time, "duration of each rate step")->capture_default_str();
+  // --arrival (with --seed), --step-time and --conn-ramp are named in these lines and in
+  // docs/load.md, to keep --help one screen.
+  app.add_option("-R,--rate", a.rate, "open loop: total calls/s (k, M); --arrival");
+  app.add_option("--rate-steps", a.rate_steps, "open loop in steps: 10k,20k; --step-time");
+  app.add_option("--step-time", a.step_time, "")->group("");
+  app.add_option("--rate-ramp", a.rate_ramps, "open loop: FROM:TO:TIME,...; --conn-ramp")->allow_extra_args(false);
+  app.add_option("--arrival", a.arrival, "")->group("");
+  app.add_option("--seed", a.seed, "")->group("");
+  app.add_option("--conn-ramp", a.conn_ramp, "")->group("");
   app.add_option("-n,--count", a.count, "stop after this many calls");
   app.add_option("--warmup", a.warmup, "excluded from results [1s]");
   app.add_option("-s,--size", a.size, "payload bytes (k, m)")->capture_default_str();
@@ -381,6 +398,7 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_args& a, engine
   a.merge = merge->parsed();
   a.plot = plot->parsed();
   a.given_duration = app.count("--duration") != 0;
+  a.given_connections = app.count("--connections") != 0;
   a.given_size = app.count("--size") != 0;
   a.given_data = app.count("--data") != 0;
   a.given_schema = app.count("--schema") != 0;
@@ -530,15 +548,78 @@ void set_connections(const cli_args& a, engine_config& cfg) {
   }
 }
 
-/// The open loop's steps (-R or --rate-steps), and the bounds every loop needs.
+/// --conn-ramp FROM:TO:DURATION: TO connections (-c), FROM of them from the start.
+void set_conn_ramp(const cli_args& a, engine_config& cfg) {
+  if (a.conn_ramp.empty()) return;
+  const std::string_view text = a.conn_ramp;
+  const std::size_t p = text.find(':'), q = p == std::string_view::npos ? p : text.find(':', p + 1);
+  unsigned from = 0, to = 0;
+  const auto whole = [&](std::string_view part, unsigned& out) {
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return ec == std::errc{} && end == part.data() + part.size() && !part.empty();
+  };
+  const std::string bad = "bad --conn-ramp '" + a.conn_ramp + "': ";
+  if (q == std::string_view::npos || text.find(':', q + 1) != std::string_view::npos ||
+      !whole(text.substr(0, p), from) || !whole(text.substr(p + 1, q - p - 1), to)) {
+    throw std::invalid_argument(bad + "use FROM:TO:DURATION with whole numbers of connections, e.g. 1:64:30s");
+  }
+  if (from < 1 || to <= from) throw std::invalid_argument(bad + "it opens connections: 1 <= FROM < TO");
+  try {
+    cfg.conn_ramp_time = parse_duration(text.substr(q + 1));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(bad + e.what());
+  }
+  if (cfg.conn_ramp_time.count() <= 0) throw std::invalid_argument(bad + "the duration must be positive");
+  if (!cfg.steps.empty() || cfg.new_connection_per_call) {
+    throw std::invalid_argument("--conn-ramp goes with the closed loop (not -R, --rate-steps, --rate-ramp or "
+                                "--new-conn-per-call)");
+  }
+  if (a.given_connections && cfg.connections != to) {
+    throw std::invalid_argument(bad + "TO is the number of connections; -c " + std::to_string(cfg.connections) +
+                                " says otherwise");
+  }
+  cfg.connections = to;
+  cfg.conn_ramp_from = from;
+}
+
+/// --arrival and --seed: Poisson arrivals from a seed given, or one drawn (and recorded).
+void set_arrival(const cli_args& a, engine_config& cfg) {
+  if (a.arrival != "uniform" && a.arrival != "poisson") {
+    throw std::invalid_argument("--arrival is uniform or poisson, not '" + a.arrival + "'");
+  }
+  cfg.poisson_arrivals = a.arrival == "poisson";
+  if (cfg.poisson_arrivals && cfg.steps.empty()) {
+    throw std::invalid_argument("--arrival poisson needs an open loop (-R, --rate-steps or --rate-ramp)");
+  }
+  if (!a.seed.empty() && !cfg.poisson_arrivals) throw std::invalid_argument("--seed goes with --arrival poisson");
+  if (a.seed.empty()) {
+    cfg.seed = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    return;
+  }
+  const char* const end = a.seed.data() + a.seed.size();
+  const auto [ptr, ec] = std::from_chars(a.seed.data(), end, cfg.seed);
+  if (ec != std::errc{} || ptr != end) {
+    throw std::invalid_argument("bad --seed '" + a.seed + "': use a whole number from 0 to 2^64-1");
+  }
+}
+
+/// The open loop's steps (-R, --rate-steps or --rate-ramp), and the bounds every loop needs.
 void set_rates(const cli_args& a, engine_config& cfg, const std::vector<threshold>& thresholds) {
-  if (!a.rate.empty() && !a.rate_steps.empty()) throw std::invalid_argument("use -R or --rate-steps, not both");
+  if (int{!a.rate.empty()} + int{!a.rate_steps.empty()} + int{!a.rate_ramps.empty()} > 1) {
+    throw std::invalid_argument("use one of -R, --rate-steps and --rate-ramp");
+  }
   if (!a.rate.empty()) cfg.steps.push_back({parse_rate(a.rate), cfg.duration.count()});
   if (!a.rate_steps.empty()) {
     const auto st = parse_duration(a.step_time).count();
     for (double r : parse_rate_list(a.rate_steps)) cfg.steps.push_back({r, st});
   }
+  // Each --rate-ramp is one or more segments; all of them run in the order given.
+  for (const auto& text : a.rate_ramps) {
+    for (const auto& seg : parse_rate_ramps(text)) cfg.steps.push_back({seg.from, seg.duration.count(), seg.to});
+  }
   if (!cfg.steps.empty() && a.count != 0) throw std::invalid_argument("-n works with the closed loop only");
+  set_arrival(a, cfg);
+  set_conn_ramp(a, cfg);
   if (cfg.connections == 0 || cfg.depth == 0 || cfg.threads == 0 || cfg.reply_batch == 0) {
     throw std::invalid_argument("-c, -P (depth), -t and --reply-batch must be at least 1");
   }
@@ -555,7 +636,13 @@ std::optional<shard_spec> apply_shard(const cli_args& a, engine_config& cfg) {
     throw std::invalid_argument("--shard " + a.shard_text + ": -c " + std::to_string(total) +
                                 " leaves this shard no connection; give at least -c " + std::to_string(shard.count));
   }
-  for (auto& st : cfg.steps) st.rate = shard_rate(st.rate, shard);
+  if (cfg.conn_ramp_time.count() > 0) {
+    cfg.conn_ramp_from = std::max<unsigned>(1, static_cast<unsigned>(shard_share(cfg.conn_ramp_from, shard)));
+  }
+  for (auto& st : cfg.steps) {
+    st.rate = shard_rate(st.rate, shard);
+    if (st.ramp()) st.rate_to = shard_rate(st.rate_to, shard);
+  }
   if (cfg.max_calls != 0) {
     cfg.max_calls = shard_share(cfg.max_calls, shard);
     if (cfg.max_calls == 0) throw std::invalid_argument("--shard " + a.shard_text + ": -n leaves this shard no call");
@@ -611,6 +698,13 @@ void record_config(run_result& r, const cli_args& a, const engine_config& cfg, c
   if (!a.mix.empty()) r.config["mix"] = a.mix;
   if (!a.rate.empty()) r.config["rate"] = shard ? shard_rate(parse_rate(a.rate), *shard) : parse_rate(a.rate);
   if (!a.rate_steps.empty()) r.config["rate_steps"] = parse_rate_list(a.rate_steps);
+  if (!a.rate_ramps.empty()) r.config["rate_ramp"] = ramp_config(cfg);
+  if (!cfg.steps.empty()) r.config["arrival"] = a.arrival;
+  if (cfg.poisson_arrivals) r.config["seed"] = cfg.seed;
+  if (cfg.conn_ramp_time.count() > 0) {
+    r.config["conn_ramp"] = {{"from", cfg.conn_ramp_from}, {"to", cfg.connections},
+                             {"duration_s", static_cast<double>(cfg.conn_ramp_time.count()) / 1e9}};
+  }
   if (a.count != 0) r.config["count"] = a.count;
   if (const double d = scheduled_seconds(cfg); d > 0) r.config["duration_s"] = d;
   if (!a.headers.empty()) r.config["headers"] = shown_headers(a.headers);

@@ -96,7 +96,9 @@ plot_series plot_series_from(const run_result& r, const std::string& label) {
     s.service_spectrum = report_detail::latency_spectrum(r.service_ns);
     s.requested_rate = r.requested_rate;
     for (const step_result& st : r.steps) {
-      s.requested_steps.emplace_back(st.start_s, st.start_s + st.duration_s, st.requested_rate);
+      const bool ramp = st.ramp_from >= 0;
+      s.requested_steps.emplace_back(st.start_s, st.start_s + st.duration_s, ramp ? st.ramp_from : st.requested_rate,
+                                     ramp ? st.ramp_to : st.requested_rate);
     }
   }
   s.rate.reserve(r.per_second.size());
@@ -142,6 +144,8 @@ std::string run_title(const std::map<std::string, nlohmann::json>& config, doubl
     title += " \xC2\xB7 open loop " + rate_text(it->second.get<double>()) + " calls/s";
   } else if (const auto steps = config.find("rate_steps"); steps != config.end()) {
     title += " \xC2\xB7 open loop steps";
+  } else if (config.count("rate_ramp") != 0) {
+    title += " \xC2\xB7 open loop ramp";
   } else if (text("loop") == "closed") {
     title += " \xC2\xB7 closed loop";
   }

@@ -30,7 +30,7 @@ struct second_sample {
 /// One step of an open-loop run (a single -R run has one). Its calls are the ones its
 /// schedule made due in it, whenever they were sent or answered.
 struct step_result {
-  double requested_rate = 0;
+  double requested_rate = 0;  ///< a --rate-ramp segment's: its average
   double achieved_rate = 0;  ///< answered ok / duration_s (the same as answered_rate)
   std::uint64_t p99_ns = 0;
   double start_s = 0;     ///< from the start of the measured window
@@ -44,6 +44,9 @@ struct step_result {
   std::uint64_t answered = 0;   ///< answered ok
   bool kept_up = false;
   std::string reason;  ///< when not kept up: "client_behind_schedule" or "target_too_slow"
+  /// A --rate-ramp segment: the requested rate at its start and at its end (or interruption);
+  /// negative for a constant step. (Last: tests build step_results field by field in order.)
+  double ramp_from = -1, ramp_to = -1;
 
   double issued_rate() const noexcept { return duration_s > 0 ? static_cast<double>(issued) / duration_s : 0; }
 };
@@ -173,8 +176,9 @@ struct plot_series {
   /// Whether the last rate point is a bucket cut short (drawn apart, as partial).
   bool last_rate_partial = false;
   double requested_rate = 0;  ///< open loop: calls/s asked for; 0 in a closed loop
-  /// Open loop: the requested rate as scheduled, one (start_s, end_s, calls/s) per step.
-  std::vector<std::tuple<double, double, double>> requested_steps;
+  /// Open loop: the requested rate as scheduled, one (start_s, end_s, calls/s at the start,
+  /// calls/s at the end) per step: the two rates differ for a --rate-ramp segment.
+  std::vector<std::tuple<double, double, double, double>> requested_steps;
 };
 plot_series plot_series_from(const run_result& r, const std::string& label);
 /// "TARGET · 64 conn x depth 16 · open loop 20k calls/s · 12 s" from a run's config and its

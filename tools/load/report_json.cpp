@@ -70,6 +70,10 @@ nlohmann::json steps_json(const run_result& r) {
                         {"kept_up", s.kept_up},
                         {"p99_us", ns_to_us(s.p99_ns)}};
     if (!s.kept_up) o["reason"] = s.reason;
+    if (s.ramp_from >= 0) {
+      o["ramp_from"] = finite(s.ramp_from);
+      o["ramp_to"] = finite(s.ramp_to);
+    }
     steps.push_back(std::move(o));
   }
   return steps;
@@ -216,8 +220,12 @@ plot_series read_plot_series(const std::string& json_path) {
           !length->is_number() || !rate->is_number()) {
         continue;  // files of older versions: the flat requested_rate is drawn instead
       }
+      // A ramp segment's ends, when the file has them; a step's one rate otherwise.
+      const auto from = st.find("ramp_from"), to = st.find("ramp_to");
+      const bool ramp = from != st.end() && to != st.end() && from->is_number() && to->is_number();
       s.requested_steps.emplace_back(start->get<double>(), start->get<double>() + length->get<double>(),
-                                     rate->get<double>());
+                                     ramp ? from->get<double>() : rate->get<double>(),
+                                     ramp ? to->get<double>() : rate->get<double>());
     }
   }
 

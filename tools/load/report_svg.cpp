@@ -236,9 +236,9 @@ struct data_ranges {
         max_rate = std::max(max_rate, rate);
       }
       max_rate = std::max(max_rate, s.requested_rate);
-      for (const auto& [from, to, rate] : s.requested_steps) {
+      for (const auto& [from, to, rate, rate_end] : s.requested_steps) {
         max_t = std::max(max_t, to);
-        max_rate = std::max(max_rate, rate);
+        max_rate = std::max({max_rate, rate, rate_end});
       }
     }
   }
@@ -357,19 +357,20 @@ void draw_latency_curves(std::string& svg, const plot_series& s, const char* col
   p.legend.push_back({service, colour, true});
 }
 
-// The rate asked for, dashed: each step's rate over its own time with a vertical jump between
-// steps, or one flat line.
+// The rate asked for, dashed: each step's rate over its own time (a --rate-ramp segment's a
+// slanted line) with a vertical jump between steps, or one flat line.
 void draw_requested_rate(std::string& svg, const plot_series& s, const char* colour, const plot_axes& ax, panel& p) {
   if (!s.requested_steps.empty()) {
     std::vector<std::pair<double, double>> req;
-    for (const auto& [from, to, rate] : s.requested_steps) {
+    for (const auto& [from, to, rate, rate_end] : s.requested_steps) {
       req.emplace_back(ax.time_x.map(from), ax.rate_y.map(rate));
-      req.emplace_back(ax.time_x.map(to), ax.rate_y.map(rate));
+      req.emplace_back(ax.time_x.map(to), ax.rate_y.map(rate_end));  // slanted for a ramp
     }
     const std::string requested =
         s.label + " requested " +
-        (s.requested_steps.size() == 1 ? count_label(std::get<2>(s.requested_steps.front()), 1000) + "/s"
-                                       : std::string("(steps)"));
+        (s.requested_steps.size() != 1                                            ? std::string("(steps)")
+         : std::get<2>(s.requested_steps.front()) != std::get<3>(s.requested_steps.front()) ? std::string("(ramp)")
+                                                   : count_label(std::get<2>(s.requested_steps.front()), 1000) + "/s");
     polyline(svg, req, colour, requested, true);
     for (std::size_t k = 0; k + 1 < req.size(); ++k) {
       const double x0 = req[k].first, x1 = req[k + 1].first, y0 = req[k].second, y1 = req[k + 1].second;

@@ -133,4 +133,48 @@ std::vector<double> parse_rate_list(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// A ramp end: a rate as parse_rate reads it, or 0 (a ramp from or to nothing).
+double ramp_rate(std::string_view text, std::string_view segment) {
+  const auto n = split_number(text);
+  if (n && n->value == 0 && (n->suffix.empty() || n->suffix == "/s")) return 0;
+  try {
+    return parse_rate(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("bad --rate-ramp segment '" + std::string(segment) + "': " + e.what());
+  }
+}
+
+}  // namespace
+
+std::vector<rate_ramp_segment> parse_rate_ramps(std::string_view text) {
+  std::vector<rate_ramp_segment> out;
+  for (const std::string_view item : split_list(text)) {
+    const std::string shown(item);
+    const std::size_t a = item.find(':');
+    const std::size_t b = a == std::string_view::npos ? a : item.find(':', a + 1);
+    if (b == std::string_view::npos || item.find(':', b + 1) != std::string_view::npos) {
+      throw std::invalid_argument("bad --rate-ramp segment '" + shown + "' in '" + std::string(text) +
+                                  "': use FROM:TO:DURATION, e.g. 0:10k:30s (comma-separated for several)");
+    }
+    rate_ramp_segment seg;
+    seg.from = ramp_rate(trim(item.substr(0, a)), item);
+    seg.to = ramp_rate(trim(item.substr(a + 1, b - a - 1)), item);
+    try {
+      seg.duration = parse_duration(trim(item.substr(b + 1)));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("bad --rate-ramp segment '" + shown + "': " + e.what());
+    }
+    if (seg.duration.count() <= 0) {
+      throw std::invalid_argument("bad --rate-ramp segment '" + shown + "': the duration must be positive");
+    }
+    if (seg.from == 0 && seg.to == 0) {
+      throw std::invalid_argument("bad --rate-ramp segment '" + shown + "': FROM and TO cannot both be 0");
+    }
+    out.push_back(seg);
+  }
+  return out;
+}
+
 }  // namespace ringrpc::load

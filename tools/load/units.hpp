@@ -20,4 +20,13 @@ std::vector<double> parse_percentiles(std::string_view text);
 /// "10k,20k,40k" -> rates.
 std::vector<double> parse_rate_list(std::string_view text);
 
+/// One segment of --rate-ramp: calls/s going linearly from `from` to `to` over `duration`.
+struct rate_ramp_segment {
+  double from = 0, to = 0;
+  std::chrono::nanoseconds duration{0};
+};
+/// "0:10k:30s,10k:10k:1m" -> segments run one after another. Each rate is >= 0 (0 allowed, not
+/// at both ends), each duration positive; throws std::invalid_argument naming the bad segment.
+std::vector<rate_ramp_segment> parse_rate_ramps(std::string_view text);
+
 }  // namespace ringrpc::load

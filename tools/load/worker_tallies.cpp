@@ -54,6 +54,7 @@ worker_tallies& worker_tallies::operator+=(const worker_tallies& other) {
   add_each(step_latency, other.step_latency);
   add_each(step_issued, other.step_issued);
   add_each(step_late_client, other.step_late_client);
+  add_each(step_scheduled, other.step_scheduled);
   add_each(step_late_held, other.step_late_held);
   bytes_sent_measured += other.bytes_sent_measured;
   bytes_received_measured += other.bytes_received_measured;

@@ -52,6 +52,8 @@ struct worker_tallies {
   std::vector<std::uint64_t> step_issued;
   std::vector<std::uint64_t> step_late_client;
   std::vector<std::uint64_t> step_late_held;
+  // --arrival poisson, by measured step: the random arrivals due in it (until a stop).
+  std::vector<std::uint64_t> step_scheduled;
   // Bytes on the sockets in the measured window.
   std::uint64_t bytes_sent_measured = 0;
   std::uint64_t bytes_received_measured = 0;
