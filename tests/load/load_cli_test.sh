@@ -105,6 +105,7 @@ expect_usage_error rampzero "duration must be positive" --rate-ramp 1:5:0s ringr
 expect_usage_error rampboth "use one of -R, --rate-steps and --rate-ramp" -R 1k --rate-ramp 1:5:1s ringrpc://127.0.0.1:1/echo
 expect_usage_error connramp "1 <= FROM < TO" --conn-ramp 8:2:1s ringrpc://127.0.0.1:1/echo
 expect_usage_error connrampopen "closed loop" -R 1k --conn-ramp 1:8:1s ringrpc://127.0.0.1:1/echo
+expect_usage_error connramplong "longer than the run" -d 2s --conn-ramp 1:8:5s ringrpc://127.0.0.1:1/echo
 expect_usage_error arrival "uniform or poisson" -R 1k --arrival poison ringrpc://127.0.0.1:1/echo
 expect_usage_error arrivalclosed "needs an open loop" --arrival poisson ringrpc://127.0.0.1:1/echo
 expect_usage_error seed "bad --seed" -R 1k --arrival poisson --seed x ringrpc://127.0.0.1:1/echo

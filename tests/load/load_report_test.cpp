@@ -511,6 +511,24 @@ TEST(judge_keep_up, AnsweredRateOffByMoreThanFivePercentIsTheTarget) {
   EXPECT_FALSE(nothing.kept_up) << "a step with nothing scheduled did not keep up with anything";
 }
 
+// Poisson arrivals draw more or fewer calls than the mean: a step that answered every call it
+// drew keeps up, however far the draw fell from the nominal rate; one answered short does not.
+TEST(judge_keep_up, TheRateIsJudgedAgainstWhatTheStepScheduled) {
+  step_result drawn_low;
+  drawn_low.requested_rate = 10000;
+  drawn_low.duration_s = 1;
+  drawn_low.scheduled = drawn_low.issued = drawn_low.answered = 9400;  // 6 % under the mean
+  drawn_low.achieved_rate = 9400;
+  judge_keep_up(drawn_low);
+  EXPECT_TRUE(drawn_low.kept_up) << drawn_low.reason;
+  step_result short_of_drawn = drawn_low;
+  short_of_drawn.answered = 8900;
+  short_of_drawn.achieved_rate = 8900;
+  judge_keep_up(short_of_drawn);
+  EXPECT_FALSE(short_of_drawn.kept_up);
+  EXPECT_EQ(short_of_drawn.reason, "target_too_slow");
+}
+
 TEST(render_svg, RequestedRateDrawnAsScheduledStepsAndPartialLastSecond) {
   run_result r = sample_run();
   r.measured_s = 9.5;

@@ -78,6 +78,9 @@ void report_steps(run_result& r, const engine_config& cfg, const shared_run& run
       const double part = static_cast<double>(until - from) / static_cast<double>(st.duration_ns);
       sr.ramp_from = st.rate;
       sr.ramp_to = st.rate + (st.rate_to - st.rate) * part;  // where an interruption left it
+      // What was asked over the part that ran, not over the whole segment: a ramp cut short
+      // must not be judged (or summed into the run's requested rate) against its far end.
+      sr.requested_rate = (sr.ramp_from + sr.ramp_to) / 2;
     }
     // Random arrivals: those drawn due before the end (or a stop); even ones: the schedule's.
     sr.scheduled = cfg.poisson_arrivals ? (i < all.step_scheduled.size() ? all.step_scheduled[i] : 0) : run.schedule->due_before(k, until);

@@ -532,7 +532,7 @@ void set_schedule(const cli_args& a, engine_config& cfg) {
 /// TLS, and what a fresh connection per call can and cannot go with.
 void set_connections(const cli_args& a, engine_config& cfg) {
   if (cfg.where.tls) {
-    cfg.tls = make_tls_layer(cfg.where, a.tls_cacert, a.tls_cert, a.tls_key, a.tls_insecure, cfg.connections);
+    // The layer is made by make_tls_layer once the count is final (--conn-ramp, --shard).
   } else if (!a.tls_cacert.empty() || !a.tls_cert.empty() || !a.tls_key.empty() || a.tls_insecure) {
     throw std::invalid_argument("--cacert, --cert, --key and --insecure are for TLS targets (https://, h2://, "
                                 "ringrpcs://, rediss://, grpcs://)");
@@ -570,6 +570,10 @@ void set_conn_ramp(const cli_args& a, engine_config& cfg) {
     throw std::invalid_argument(bad + e.what());
   }
   if (cfg.conn_ramp_time.count() <= 0) throw std::invalid_argument(bad + "the duration must be positive");
+  if (cfg.duration.count() > 0 && cfg.conn_ramp_time > cfg.duration) {
+    // Connections due after the run ended would never open, while the results said TO.
+    throw std::invalid_argument(bad + "the ramp is longer than the run (-d); shorten it or run longer");
+  }
   if (!cfg.steps.empty() || cfg.new_connection_per_call) {
     throw std::invalid_argument("--conn-ramp goes with the closed loop (not -R, --rate-steps, --rate-ramp or "
                                 "--new-conn-per-call)");
@@ -593,7 +597,9 @@ void set_arrival(const cli_args& a, engine_config& cfg) {
   }
   if (!a.seed.empty() && !cfg.poisson_arrivals) throw std::invalid_argument("--seed goes with --arrival poisson");
   if (a.seed.empty()) {
-    cfg.seed = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    // 53 bits: a JSON reader that keeps numbers as doubles (jq, JavaScript) reads it back exact,
+    // so the recorded seed repeats the run.
+    cfg.seed = ((std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) & ((std::uint64_t{1} << 53) - 1);
     return;
   }
   const char* const end = a.seed.data() + a.seed.size();
@@ -763,6 +769,11 @@ int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percent
   cfg.silence_limit = std::max<std::chrono::nanoseconds>(std::chrono::seconds(5), cfg.call_timeout + std::chrono::seconds(1));
   set_rates(a, cfg, thresholds);
   const std::optional<shard_spec> shard = apply_shard(a, cfg);
+  if (cfg.where.tls) {
+    // Sized for the connections this host opens (its record buffers are kept per connection
+    // when they are few), so after --conn-ramp and --shard have said how many.
+    cfg.tls = make_tls_layer(cfg.where, a.tls_cacert, a.tls_cert, a.tls_key, a.tls_insecure, cfg.connections);
+  }
   std::optional<std::chrono::system_clock::time_point> start_at;
   std::chrono::nanoseconds start_wait{0};
   if (!a.start_at_text.empty()) {

@@ -56,7 +56,8 @@ inline constexpr std::int64_t late_send_ns = 1'000'000;
 
 /// Sets kept_up and reason: kept up when at least 99 % of the scheduled calls were sent on
 /// time (at most 1 % more than late_send_ns late, or never sent) and the answered rate is
-/// within 5 % of the requested one. Otherwise the reason is the client when its own late
+/// within 5 % of the rate the step scheduled (scheduled / duration_s: the requested rate for
+/// even arrivals, the calls actually drawn for Poisson ones). Otherwise the reason is the client when its own late
 /// sends outnumber those held by full connections, else the target.
 void judge_keep_up(step_result& s) noexcept;
 

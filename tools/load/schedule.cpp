@@ -113,8 +113,9 @@ rate_schedule::rate_schedule(std::vector<rate_step> steps, unsigned connections,
 }
 
 void poisson_arrivals::seed(std::uint64_t seed, unsigned connection, unsigned connections) noexcept {
-  // splitmix64 from a mix of the seed and the connection: distinct, well-spread states.
-  std::uint64_t x = seed ^ (0x9E3779B97F4A7C15ull * (std::uint64_t{connection} + 1));
+  // Connection c's four words are outputs 4c+1..4c+4 of one splitmix64 sequence from the seed:
+  // disjoint windows, so no two connections of a run share a state word.
+  std::uint64_t x = seed + 0x9E3779B97F4A7C15ull * 4 * std::uint64_t{connection};
   for (std::uint64_t& word : rng) {
     std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
