@@ -24,6 +24,7 @@ struct peer_identity;
 namespace ringrpc::detail {
 
 struct connection;
+class stream_state;
 
 /// Created by a reader for each request it accepts (and for each error it must answer), owned
 /// by whichever stage holds it: call queue -> handler -> responder -> pool. It holds one
@@ -68,6 +69,13 @@ struct call : work_item {
   // not intercepted) and when the chain started.
   std::uint32_t intercepted_count = 0;
   std::int64_t intercept_start_ns = 0;
+  // Streams (server/stream_state.hpp). `stream_out`: a message a handler wrote, made on its
+  // thread: it holds no count of `outstanding` and no request bytes, only its reply's charge,
+  // and relies on its stream's end (posted after it) to keep the connection alive. `stream`:
+  // set on a stream's open call once it carries the end, so the responder's take of it takes
+  // the stream out of its connection's table.
+  bool stream_out = false;
+  stream_state* stream = nullptr;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   /// A request or one-way message a client sent (not a local post or a connection event).
@@ -120,6 +128,8 @@ class call_pool {
     if (c->response_md) c->response_md.reset();
     c->hub.reset();  // closed when answered; only a copy the registry let go of is left
     c->intercepted_count = 0;
+    c->stream_out = false;
+    c->stream = nullptr;
   }
 
  private:

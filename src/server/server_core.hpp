@@ -117,6 +117,10 @@ class server_core final : public exec_host {
   // The way back (answer.cpp).
   /// Sends the answer encoded in c->reply to c's shard (or releases c when nothing goes back).
   void finish(call* c) noexcept;
+  /// Hands `c` (answered, or empty to be released) to its shard's responder inbox from any
+  /// thread, the shard's own included: what streams send keeps one order per connection,
+  /// which a direct enqueue on the shard's thread could overtake (answer.cpp).
+  void post_answer(call* c) noexcept;
   /// Encodes a frame of `kind` answering c (none for one-way traffic), then finish(). Out of
   /// memory for even that frame: c's connection is shut down instead.
   void answer(call* c, wire::Kind kind, status code, std::string_view message,

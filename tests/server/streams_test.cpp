@@ -1,0 +1,474 @@
+// Streams on the server (docs/design/streams.md): a real server on loopback, and a client that
+// speaks raw frames, so every frame and every credit grant is the test's to choose.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ringrpc/server.hpp"
+#include "ringrpc/stream.hpp"
+#include "test_support.hpp"
+#include "wire/stream_credit.hpp"
+
+namespace ringrpc {
+namespace {
+
+using namespace std::chrono_literals;
+using test::raw_socket;
+
+std::string text_of(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
+// --- the handlers under test
+
+// Server stream: "N" -> messages "0".."N-1", then finish; waits for credit when it runs out.
+class count_handler final : public stream_handler {
+ public:
+  explicit count_handler(int n) : _n(n) {}
+  void start(server_stream& s) { on_writable(s); }
+  void on_writable(server_stream& s) override {
+    while (_next < _n) {
+      if (s.write(std::to_string(_next)) != write_result::ok) return;  // on_writable comes back
+      ++_next;
+    }
+    s.finish();
+  }
+
+ private:
+  int _n;
+  int _next = 0;
+};
+
+// Client stream: counts the messages and their bytes; answers both as trailers at the half-close.
+class sum_handler final : public stream_handler {
+ public:
+  void on_message(server_stream&, std::span<const std::byte> m) override {
+    ++_count;
+    _bytes += m.size();
+  }
+  void on_half_close(server_stream& s) override {
+    s.add_trailer("count", std::to_string(_count));
+    s.add_trailer("bytes", std::to_string(_bytes));
+    s.finish();
+  }
+
+ private:
+  std::size_t _count = 0;
+  std::size_t _bytes = 0;
+};
+
+// Bidi: echoes every message in order, keeping what credit does not let out yet; finishes once
+// the client half-closed and everything went out.
+class echo_handler final : public stream_handler {
+ public:
+  void on_message(server_stream& s, std::span<const std::byte> m) override {
+    if (_waiting.empty() && s.write(m) == write_result::ok) return;
+    _waiting.emplace_back(text_of(m));
+  }
+  void on_writable(server_stream& s) override {
+    while (!_waiting.empty() && s.write(_waiting.front()) == write_result::ok) _waiting.pop_front();
+    if (_waiting.empty() && _half_closed) s.finish();
+  }
+  void on_half_close(server_stream& s) override {
+    _half_closed = true;
+    if (_waiting.empty()) s.finish();
+  }
+
+ private:
+  std::deque<std::string> _waiting;
+  bool _half_closed = false;
+};
+
+// Bidi that only watches: what happened to it, for the test to look at. The first message may
+// wait at a gate (so later ones stay unconsumed).
+struct watch {
+  std::atomic<int> messages{0};
+  std::atomic<int> cancels{0};
+  std::atomic<int> dones{0};
+  std::atomic<status> final_status{status::ok};
+  test::gate* first = nullptr;
+};
+
+class watch_handler final : public stream_handler {
+ public:
+  explicit watch_handler(watch& w) : _w(w) {}
+  void on_message(server_stream&, std::span<const std::byte>) override {
+    if (_w.messages.fetch_add(1) == 0 && _w.first != nullptr) _w.first->wait();
+  }
+  void on_cancel(server_stream&) override { _w.cancels.fetch_add(1); }
+  void on_done(status s) override {
+    _w.final_status.store(s);
+    _w.dones.fetch_add(1);
+  }
+
+ private:
+  watch& _w;
+};
+
+// Server stream that writes until would_block, counts how far it got, then on_writable writes
+// one more message and finishes.
+struct fill_state {
+  std::atomic<int> written{0};
+  std::atomic<int> blocked{0};
+};
+
+class fill_handler final : public stream_handler {
+ public:
+  explicit fill_handler(fill_state& f) : _f(f) {}
+  void start(server_stream& s) {
+    for (;;) {
+      const write_result r = s.write("x");
+      if (r != write_result::ok) {
+        if (r == write_result::would_block) _f.blocked.fetch_add(1);
+        return;
+      }
+      _f.written.fetch_add(1);
+    }
+  }
+  void on_writable(server_stream& s) override {
+    if (s.write("last") == write_result::ok) _f.written.fetch_add(1);
+    s.finish();
+  }
+
+ private:
+  fill_state& _f;
+};
+
+// --- the raw client's frames
+
+detail::frame_view open_frame(std::uint64_t id, std::string_view method, stream_kind kind,
+                              std::string_view payload = {}, std::uint32_t credit_messages = 0,
+                              std::uint64_t timeout_us = 0) {
+  detail::frame_view f;
+  f.call_id = id;
+  f.kind = wire::Kind::StreamOpen;
+  f.method = method;
+  f.payload = test::bytes_of(payload);
+  f.stream_kind = static_cast<std::uint8_t>(kind);
+  f.credit_messages = credit_messages;
+  f.timeout_us = timeout_us;
+  return f;
+}
+
+detail::frame_view message_frame(std::uint64_t id, std::string_view payload) {
+  detail::frame_view f;
+  f.call_id = id;
+  f.kind = wire::Kind::StreamMessage;
+  f.payload = test::bytes_of(payload);
+  return f;
+}
+
+detail::frame_view control_frame(std::uint64_t id, wire::Kind kind, std::uint32_t messages = 0,
+                                 std::uint64_t bytes = 0) {
+  detail::frame_view f;
+  f.call_id = id;
+  f.kind = kind;
+  f.credit_messages = messages;
+  f.credit_bytes = bytes;
+  return f;
+}
+
+// A frame as read, owning its bytes.
+struct got {
+  bool ok = false;
+  std::uint64_t id = 0;
+  wire::Kind kind = wire::Kind::Request;
+  status code = status::ok;
+  std::string message;
+  std::string payload;
+  std::uint32_t credit_messages = 0;
+  std::uint64_t credit_bytes = 0;
+  std::vector<std::pair<std::string, std::string>> trailers;
+
+  std::string trailer(std::string_view key) const {
+    for (const auto& [k, v] : trailers) {
+      if (k == key) return v;
+    }
+    return {};
+  }
+};
+
+got read_one(raw_socket& s) {
+  got g;
+  std::vector<std::byte> storage;
+  detail::frame_view v;
+  if (!s.read_frame(v, storage)) return g;
+  g.ok = true;
+  g.id = v.call_id;
+  g.kind = v.kind;
+  g.code = v.code;
+  g.message = std::string(v.message);
+  g.payload = text_of(v.payload);
+  g.credit_messages = v.credit_messages;
+  g.credit_bytes = v.credit_bytes;
+  if (v.trailers != nullptr) {
+    for (const auto* m : *v.trailers) {
+      g.trailers.emplace_back(m->key()->str(), std::string(reinterpret_cast<const char*>(m->value()->data()),
+                                                           m->value()->size()));
+    }
+  }
+  return g;
+}
+
+class streams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    srv = std::make_unique<server>(test::threads(1, 2));
+    srv->add_stream_method("count", stream_kind::server, [](server_stream& s, std::span<const std::byte> req) {
+      auto h = std::make_unique<count_handler>(std::stoi(text_of(req)));
+      h->start(s);
+      return h;
+    });
+    srv->add_stream_method("sum", stream_kind::client, [](server_stream&, std::span<const std::byte>) {
+      return std::make_unique<sum_handler>();
+    });
+    srv->add_stream_method("echo_stream", stream_kind::bidi, [](server_stream&, std::span<const std::byte>) {
+      return std::make_unique<echo_handler>();
+    });
+    srv->add_stream_method("watch", stream_kind::bidi, [this](server_stream&, std::span<const std::byte>) {
+      return std::make_unique<watch_handler>(watched);
+    });
+    srv->add_stream_method("fill", stream_kind::server, [this](server_stream& s, std::span<const std::byte>) {
+      auto h = std::make_unique<fill_handler>(filled);
+      h->start(s);
+      return h;
+    });
+    srv->add_method("unary", [](call_context& ctx) { ctx.reply(std::string_view("u")); });
+    srv->start();
+  }
+  void TearDown() override { srv->stop(); }
+
+  // Waits until `f` holds (handlers run on the pool, after the frames that caused them).
+  template <class F>
+  static bool eventually(F f) {
+    for (int i = 0; i < 500; ++i) {
+      if (f()) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return f();
+  }
+
+  watch watched;
+  fill_state filled;
+  std::unique_ptr<server> srv;
+};
+
+TEST_F(streams, server_stream_sends_its_messages_then_a_reply) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(1, "count", stream_kind::server, "5")));
+  for (int i = 0; i < 5; ++i) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok);
+    EXPECT_EQ(g.kind, wire::Kind::StreamMessage);
+    EXPECT_EQ(g.id, 1u);
+    EXPECT_EQ(g.payload, std::to_string(i));
+  }
+  const got end = read_one(s);
+  EXPECT_EQ(end.kind, wire::Kind::Reply) << end.message;
+  EXPECT_EQ(end.code, status::ok);
+}
+
+// 100 messages through a window of 4: the handler's writes wait (would_block) and resume
+// (on_writable) as the client grants credit back one message at a time.
+TEST_F(streams, server_stream_waits_for_credit) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(2, "count", stream_kind::server, "100", 4)));
+  for (int i = 0; i < 100; ++i) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok) << i;
+    ASSERT_EQ(g.kind, wire::Kind::StreamMessage) << g.message;
+    EXPECT_EQ(g.payload, std::to_string(i));
+    ASSERT_TRUE(s.send_frame(control_frame(2, wire::Kind::StreamCredit, 1, g.payload.size())));
+  }
+  const got end = read_one(s);
+  EXPECT_EQ(end.kind, wire::Kind::Reply) << end.message;
+}
+
+TEST_F(streams, writes_beyond_credit_would_block_until_a_grant) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(3, "fill", stream_kind::server, {}, 3)));
+  for (int i = 0; i < 3; ++i) {
+    const got g = read_one(s);
+    ASSERT_EQ(g.kind, wire::Kind::StreamMessage);
+  }
+  ASSERT_TRUE(eventually([&] { return filled.blocked.load() == 1; }));
+  EXPECT_EQ(filled.written.load(), 3);
+  ASSERT_TRUE(s.send_frame(control_frame(3, wire::Kind::StreamCredit, 1, 100)));
+  const got last = read_one(s);
+  EXPECT_EQ(last.kind, wire::Kind::StreamMessage);
+  EXPECT_EQ(last.payload, "last");
+  const got end = read_one(s);
+  EXPECT_EQ(end.kind, wire::Kind::Reply) << end.message;
+}
+
+TEST_F(streams, client_stream_answers_after_the_half_close) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(4, "sum", stream_kind::client)));
+  for (const char* m : {"a", "bb", "ccc", "", "dddd"}) ASSERT_TRUE(s.send_frame(message_frame(4, m)));
+  ASSERT_TRUE(s.send_frame(control_frame(4, wire::Kind::StreamHalfClose)));
+  const got end = read_one(s);
+  ASSERT_EQ(end.kind, wire::Kind::Reply) << end.message;
+  EXPECT_EQ(end.id, 4u);
+  EXPECT_EQ(end.trailer("count"), "5");
+  EXPECT_EQ(end.trailer("bytes"), "10");
+}
+
+// 10,000 messages each way in order, credit flowing both ways: the client keeps to the server's
+// window and grants back what it read.
+TEST_F(streams, bidi_echo_keeps_order_with_credit_flowing) {
+  constexpr int total = 10'000;
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(5, "echo_stream", stream_kind::bidi)));
+  detail::send_credit credit(detail::default_stream_window_messages, detail::default_stream_window_bytes);
+  int sent = 0;
+  int echoed = 0;
+  int owed = 0;
+  bool half_closed = false;
+  for (;;) {
+    while (sent < total && credit.can_send()) {
+      const std::string m = std::to_string(sent++);
+      credit.spend(m.size());
+      ASSERT_TRUE(s.send_frame(message_frame(5, m)));
+    }
+    if (sent == total && !half_closed) {
+      ASSERT_TRUE(s.send_frame(control_frame(5, wire::Kind::StreamHalfClose)));
+      half_closed = true;
+    }
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok) << "sent " << sent << " echoed " << echoed;
+    ASSERT_EQ(g.id, 5u);
+    if (g.kind == wire::Kind::StreamCredit) {
+      ASSERT_TRUE(credit.grant(g.credit_messages, g.credit_bytes));
+    } else if (g.kind == wire::Kind::StreamMessage) {
+      ASSERT_EQ(g.payload, std::to_string(echoed)) << "out of order";
+      ++echoed;
+      if (++owed == 8) {
+        ASSERT_TRUE(s.send_frame(control_frame(5, wire::Kind::StreamCredit, 8, 8 * 16)));
+        owed = 0;
+      }
+    } else {
+      EXPECT_EQ(g.kind, wire::Kind::Reply) << to_string(g.code) << " " << g.message;
+      break;
+    }
+  }
+  EXPECT_EQ(echoed, total);
+}
+
+TEST_F(streams, messages_beyond_credit_end_the_stream_resource_exhausted) {
+  test::gate first;
+  watched.first = &first;
+  test::open_on_exit opener{first};
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(6, "watch", stream_kind::bidi)));
+  // The first message holds the handler; the window (16) then takes 15 more, and one beyond.
+  for (int i = 0; i <= 16; ++i) ASSERT_TRUE(s.send_frame(message_frame(6, "m")));
+  const got end = read_one(s);
+  EXPECT_EQ(end.kind, wire::Kind::Error);
+  EXPECT_EQ(end.id, 6u);
+  EXPECT_EQ(end.code, status::resource_exhausted);
+  EXPECT_EQ(end.message, "stream 6 wrote beyond its credit");
+  first.open();
+  ASSERT_TRUE(eventually([&] { return watched.dones.load() == 1; }));
+  EXPECT_EQ(watched.cancels.load(), 1);
+  EXPECT_EQ(watched.messages.load(), 1);  // the rest were dropped unrun once the stream ended
+  EXPECT_EQ(watched.final_status.load(), status::resource_exhausted);
+}
+
+TEST_F(streams, cancel_ends_the_stream_and_the_handler_hears_it) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(7, "watch", stream_kind::bidi)));
+  ASSERT_TRUE(s.send_frame(message_frame(7, "a")));
+  ASSERT_TRUE(s.send_frame(message_frame(7, "b")));
+  ASSERT_TRUE(eventually([&] { return watched.messages.load() == 2; }));
+  ASSERT_TRUE(s.send_frame(control_frame(7, wire::Kind::Cancel)));
+  const got end = read_one(s);
+  EXPECT_EQ(end.kind, wire::Kind::Error);
+  EXPECT_EQ(end.id, 7u);
+  EXPECT_EQ(end.code, status::cancelled);
+  ASSERT_TRUE(eventually([&] { return watched.dones.load() == 1; }));
+  EXPECT_EQ(watched.cancels.load(), 1);
+  EXPECT_EQ(watched.final_status.load(), status::cancelled);
+  // A message the client had in flight is dropped quietly; the id is free again.
+  ASSERT_TRUE(s.send_frame(message_frame(7, "late")));
+  ASSERT_TRUE(s.send_frame(open_frame(7, "count", stream_kind::server, "1")));
+  EXPECT_EQ(read_one(s).kind, wire::Kind::StreamMessage);
+  EXPECT_EQ(read_one(s).kind, wire::Kind::Reply);
+}
+
+TEST_F(streams, a_frame_for_no_open_stream_is_bad_request) {
+  raw_socket s(srv->port());
+  for (const auto kind : {wire::Kind::StreamMessage, wire::Kind::StreamHalfClose, wire::Kind::StreamCredit}) {
+    auto f = control_frame(77, kind, 1, 1);
+    ASSERT_TRUE(s.send_frame(f));
+    const got g = read_one(s);
+    EXPECT_EQ(g.id, 77u);
+    EXPECT_EQ(g.code, status::bad_request);
+    EXPECT_EQ(g.message, "no open stream 77");
+  }
+  ASSERT_TRUE(s.send_frame(test::request(78, "unary", "")));  // the connection stays
+  EXPECT_EQ(read_one(s).kind, wire::Kind::Reply);
+}
+
+TEST_F(streams, kind_mismatch_is_bad_request) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(8, "echo_stream", stream_kind::server)));
+  got g = read_one(s);
+  EXPECT_EQ(g.code, status::bad_request);
+  EXPECT_EQ(g.message, "method 'echo_stream' is a bidi stream; open it with StreamOpen stream_kind 3");
+  ASSERT_TRUE(s.send_frame(open_frame(9, "unary", stream_kind::bidi)));
+  g = read_one(s);
+  EXPECT_EQ(g.code, status::bad_request);
+  EXPECT_EQ(g.message, "method 'unary' is not a stream; call it with Request");
+}
+
+TEST_F(streams, a_unary_request_to_a_stream_method_is_bad_request) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(test::request(10, "sum", "x")));
+  const got g = read_one(s);
+  EXPECT_EQ(g.kind, wire::Kind::Error);
+  EXPECT_EQ(g.code, status::bad_request);
+  EXPECT_EQ(g.message, "method 'sum' is a client stream; open it with StreamOpen stream_kind 2");
+}
+
+TEST_F(streams, the_deadline_ends_a_stream) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(11, "watch", stream_kind::bidi, {}, 0, 50'000)));
+  const got g = read_one(s);
+  EXPECT_EQ(g.kind, wire::Kind::Error);
+  EXPECT_EQ(g.code, status::deadline_exceeded) << g.message;
+  ASSERT_TRUE(eventually([&] { return watched.dones.load() == 1; }));
+  EXPECT_EQ(watched.cancels.load(), 1);
+}
+
+TEST_F(streams, a_closed_connection_ends_its_streams) {
+  {
+    raw_socket s(srv->port());
+    ASSERT_TRUE(s.send_frame(open_frame(12, "watch", stream_kind::bidi)));
+    ASSERT_TRUE(s.send_frame(message_frame(12, "a")));
+    ASSERT_TRUE(eventually([&] { return watched.messages.load() == 1; }));
+  }
+  ASSERT_TRUE(eventually([&] { return watched.dones.load() == 1; }));
+  EXPECT_EQ(watched.cancels.load(), 1);
+  EXPECT_EQ(watched.final_status.load(), status::cancelled);
+}
+
+TEST_F(streams, stop_ends_open_streams_shutting_down) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(13, "watch", stream_kind::bidi)));
+  ASSERT_TRUE(s.send_frame(message_frame(13, "a")));
+  ASSERT_TRUE(eventually([&] { return watched.messages.load() == 1; }));
+  std::thread stopper([&] { srv->stop(); });
+  const got g = read_one(s);
+  stopper.join();
+  EXPECT_EQ(g.kind, wire::Kind::Error);
+  EXPECT_EQ(g.code, status::shutting_down) << g.message;
+  EXPECT_TRUE(eventually([&] { return watched.dones.load() == 1; }));
+}
+
+}  // namespace
+}  // namespace ringrpc
