@@ -365,8 +365,11 @@ TEST_F(streams, messages_beyond_credit_end_the_stream_resource_exhausted) {
   test::open_on_exit opener{first};
   raw_socket s(srv->port());
   ASSERT_TRUE(s.send_frame(open_frame(6, "watch", stream_kind::bidi)));
-  // The first message holds the handler; the window (16) then takes 15 more, and one beyond.
-  for (int i = 0; i <= 16; ++i) ASSERT_TRUE(s.send_frame(message_frame(6, "m")));
+  // The first message holds the handler (once it runs: a stream ended before its factory ran
+  // never gets a handler); the window (16) then takes 15 more, and one beyond.
+  ASSERT_TRUE(s.send_frame(message_frame(6, "m")));
+  ASSERT_TRUE(first.wait_for_waiters(1));
+  for (int i = 1; i <= 16; ++i) ASSERT_TRUE(s.send_frame(message_frame(6, "m")));
   const got end = read_one(s);
   EXPECT_EQ(end.kind, wire::Kind::Error);
   EXPECT_EQ(end.id, 6u);
@@ -437,7 +440,9 @@ TEST_F(streams, a_unary_request_to_a_stream_method_is_bad_request) {
 
 TEST_F(streams, the_deadline_ends_a_stream) {
   raw_socket s(srv->port());
-  ASSERT_TRUE(s.send_frame(open_frame(11, "watch", stream_kind::bidi, {}, 0, 50'000)));
+  ASSERT_TRUE(s.send_frame(open_frame(11, "watch", stream_kind::bidi, {}, 0, 200'000)));
+  ASSERT_TRUE(s.send_frame(message_frame(11, "a")));
+  ASSERT_TRUE(eventually([&] { return watched.messages.load() == 1; }));
   const got g = read_one(s);
   EXPECT_EQ(g.kind, wire::Kind::Error);
   EXPECT_EQ(g.code, status::deadline_exceeded) << g.message;
