@@ -69,18 +69,18 @@ void shard::on_stream_frame(call* k, const frame_view& v) noexcept {
   stream_table<stream_state>* table = streams_of(c);
   stream_state* s = table != nullptr ? table->find(v.call_id) : nullptr;
   if (s == nullptr || s->ended()) {
-    stream_protocol_error(c);
     if (s != nullptr || (table != nullptr && table->recently_ended(v.call_id))) {
       // What the client had in flight when the end crossed it: dropped.
       release_quietly(k);
-      return;
+    } else {
+      _counts[sc::bad_frames].add();
+      try {
+        answer(k, v.call_id, wire::Kind::Error, status::bad_request, "no open stream " + std::to_string(v.call_id));
+      } catch (const std::bad_alloc&) {
+        answer(k, v.call_id, wire::Kind::Error, status::bad_request, "no open stream");
+      }
     }
-    _counts[sc::bad_frames].add();
-    try {
-      answer(k, v.call_id, wire::Kind::Error, status::bad_request, "no open stream " + std::to_string(v.call_id));
-    } catch (const std::bad_alloc&) {
-      answer(k, v.call_id, wire::Kind::Error, status::bad_request, "no open stream");
-    }
+    stream_protocol_error(c);
     return;
   }
   k->id = v.call_id;
@@ -161,8 +161,13 @@ void shard::stream_end_taken(call* end) noexcept {
 // Stray frames, credit violations and kind mismatches: a client past the cap is broken or
 // hostile, and the connection goes (answered first, on call id 0).
 void shard::stream_protocol_error(connection* c) noexcept {
-  connection::connection_rare* r = c->rare.load(std::memory_order_relaxed);
-  if (r == nullptr || ++r->stream_protocol_errors <= max_stream_protocol_errors || is_closing(c)) return;
+  connection::connection_rare* r = nullptr;
+  try {
+    r = &c->rare_part();  // a client that sends only strays has none yet
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  if (++r->stream_protocol_errors <= max_stream_protocol_errors || is_closing(c)) return;
   answer(new_call(c), 0, wire::Kind::Error, status::bad_request,
          "too many stream protocol errors; closing the connection");
   c->note_failure("too many stream protocol errors");

@@ -5,8 +5,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +26,13 @@ using namespace std::chrono_literals;
 using test::raw_socket;
 
 std::string text_of(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
+// "t<i>" (snprintf: GCC 12's -Wrestrict misfires on "t" + std::to_string(i)).
+std::string tagged(int i) {
+  char m[16];
+  std::snprintf(m, sizeof m, "t%d", i);
+  return m;
+}
 
 // --- the handlers under test
 
@@ -183,6 +193,7 @@ struct got {
   std::string payload;
   std::uint32_t credit_messages = 0;
   std::uint64_t credit_bytes = 0;
+  std::vector<std::pair<std::string, std::string>> headers;
   std::vector<std::pair<std::string, std::string>> trailers;
 
   std::string trailer(std::string_view key) const {
@@ -206,12 +217,15 @@ got read_one(raw_socket& s) {
   g.payload = text_of(v.payload);
   g.credit_messages = v.credit_messages;
   g.credit_bytes = v.credit_bytes;
-  if (v.trailers != nullptr) {
-    for (const auto* m : *v.trailers) {
-      g.trailers.emplace_back(m->key()->str(), std::string(reinterpret_cast<const char*>(m->value()->data()),
-                                                           m->value()->size()));
+  const auto pairs = [](const auto* list, auto& out) {
+    if (list == nullptr) return;
+    for (const auto* m : *list) {
+      out.emplace_back(m->key()->str(),
+                       std::string(reinterpret_cast<const char*>(m->value()->data()), m->value()->size()));
     }
-  }
+  };
+  pairs(v.metadata, g.headers);
+  pairs(v.trailers, g.trailers);
   return g;
 }
 
@@ -238,10 +252,35 @@ class streams : public ::testing::Test {
       h->start(s);
       return h;
     });
+    srv->add_stream_method("from_thread", stream_kind::server, [this](server_stream& s, std::span<const std::byte>) {
+      // The handle outlives the factory: another thread writes and ends the stream.
+      std::lock_guard lock(threads_mu);
+      threads.emplace_back([s]() mutable {
+        for (int i = 0; i < 3; ++i) {
+          const std::string m = tagged(i);
+          while (s.write(m) == write_result::would_block) std::this_thread::sleep_for(1ms);
+        }
+        s.finish();
+      });
+      return std::make_unique<stream_handler>();
+    });
+    srv->add_stream_method("headed", stream_kind::server, [](server_stream& s, std::span<const std::byte>) {
+      EXPECT_TRUE(s.add_header("h", "1"));
+      EXPECT_EQ(s.write("first"), write_result::ok);
+      EXPECT_FALSE(s.add_header("late", "1"));  // the headers went with the first message
+      EXPECT_TRUE(s.add_trailer("t", "2"));
+      s.finish();
+      EXPECT_EQ(s.write("after"), write_result::closed);
+      return std::make_unique<stream_handler>();
+    });
     srv->add_method("unary", [](call_context& ctx) { ctx.reply(std::string_view("u")); });
     srv->start();
   }
-  void TearDown() override { srv->stop(); }
+  void TearDown() override {
+    srv->stop();
+    std::lock_guard lock(threads_mu);
+    for (auto& t : threads) t.join();
+  }
 
   // Waits until `f` holds (handlers run on the pool, after the frames that caused them).
   template <class F>
@@ -255,6 +294,8 @@ class streams : public ::testing::Test {
 
   watch watched;
   fill_state filled;
+  std::mutex threads_mu;
+  std::vector<std::thread> threads;
   std::unique_ptr<server> srv;
 };
 
@@ -473,6 +514,128 @@ TEST_F(streams, stop_ends_open_streams_shutting_down) {
   EXPECT_EQ(g.kind, wire::Kind::Error);
   EXPECT_EQ(g.code, status::shutting_down) << g.message;
   EXPECT_TRUE(eventually([&] { return watched.dones.load() == 1; }));
+}
+
+TEST_F(streams, any_thread_may_write_and_end_a_stream) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(14, "from_thread", stream_kind::server)));
+  for (int i = 0; i < 3; ++i) {
+    const got g = read_one(s);
+    ASSERT_EQ(g.kind, wire::Kind::StreamMessage) << g.message;
+    EXPECT_EQ(g.payload, tagged(i));
+  }
+  EXPECT_EQ(read_one(s).kind, wire::Kind::Reply);
+}
+
+// Headers ride the first frame, trailers the end; after the end every write is `closed`.
+TEST_F(streams, headers_go_first_and_trailers_last) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(15, "headed", stream_kind::server)));
+  const got first = read_one(s);
+  ASSERT_EQ(first.kind, wire::Kind::StreamMessage);
+  ASSERT_EQ(first.headers.size(), 1u);
+  EXPECT_EQ(first.headers[0].first, "h");
+  const got end = read_one(s);
+  ASSERT_EQ(end.kind, wire::Kind::Reply);
+  EXPECT_TRUE(end.headers.empty());
+  EXPECT_EQ(end.trailer("t"), "2");
+}
+
+TEST_F(streams, a_message_after_the_half_close_is_bad_request) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(16, "watch", stream_kind::bidi)));
+  ASSERT_TRUE(s.send_frame(control_frame(16, wire::Kind::StreamHalfClose)));
+  ASSERT_TRUE(s.send_frame(message_frame(16, "late")));
+  const got g = read_one(s);
+  EXPECT_EQ(g.code, status::bad_request);
+  EXPECT_EQ(g.message, "a stream message after the half-close");
+}
+
+TEST_F(streams, a_credit_overflow_is_bad_request) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(17, "watch", stream_kind::bidi)));
+  ASSERT_TRUE(s.send_frame(control_frame(17, wire::Kind::StreamCredit, 0x7fffffffu, 0)));
+  const got g = read_one(s);
+  EXPECT_EQ(g.code, status::bad_request);
+  EXPECT_EQ(g.message, "credit overflow");
+}
+
+TEST_F(streams, opens_past_the_connection_cap_are_server_busy) {
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 100; ++id) ASSERT_TRUE(s.send_frame(open_frame(id, "watch", stream_kind::bidi)));
+  ASSERT_TRUE(s.send_frame(open_frame(101, "watch", stream_kind::bidi)));
+  const got g = read_one(s);
+  EXPECT_EQ(g.id, 101u);
+  EXPECT_EQ(g.code, status::server_busy) << g.message;
+}
+
+// Stray frames count toward the connection's protocol error cap: past it the connection goes,
+// told why on call id 0.
+TEST_F(streams, too_many_protocol_errors_close_the_connection) {
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 101; ++id) {
+    ASSERT_TRUE(s.send_frame(message_frame(1000 + id, "x")));
+  }
+  got g;  // 101 answers "no open stream N", then the close on id 0
+  for (int i = 0; i < 102; ++i) {
+    g = read_one(s);
+    ASSERT_TRUE(g.ok);
+    if (g.id == 0) break;
+  }
+  EXPECT_EQ(g.id, 0u);
+  EXPECT_EQ(g.message, "too many stream protocol errors; closing the connection");
+  EXPECT_TRUE(s.wait_eof());
+}
+
+// Streams of one connection run in parallel, each in its own order: 20 echo streams
+// interleaved, each with its own credit both ways.
+TEST_F(streams, many_streams_keep_their_own_order) {
+  constexpr std::uint64_t streams_n = 20;
+  constexpr int per_stream = 500;
+  struct side {
+    detail::send_credit credit{detail::default_stream_window_messages, detail::default_stream_window_bytes};
+    int sent = 0, echoed = 0, owed = 0;
+    bool half_closed = false, ended = false;
+  };
+  std::map<std::uint64_t, side> sides;
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= streams_n; ++id) {
+    ASSERT_TRUE(s.send_frame(open_frame(id, "echo_stream", stream_kind::bidi)));
+    sides[id];
+  }
+  std::size_t ended = 0;
+  while (ended < streams_n) {
+    for (auto& [id, d] : sides) {
+      while (d.sent < per_stream && d.credit.can_send()) {
+        const std::string m = std::to_string(d.sent++);
+        d.credit.spend(m.size());
+        ASSERT_TRUE(s.send_frame(message_frame(id, m)));
+      }
+      if (d.sent == per_stream && !d.half_closed) {
+        ASSERT_TRUE(s.send_frame(control_frame(id, wire::Kind::StreamHalfClose)));
+        d.half_closed = true;
+      }
+    }
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok);
+    side& d = sides.at(g.id);
+    if (g.kind == wire::Kind::StreamCredit) {
+      ASSERT_TRUE(d.credit.grant(g.credit_messages, g.credit_bytes));
+    } else if (g.kind == wire::Kind::StreamMessage) {
+      ASSERT_EQ(g.payload, std::to_string(d.echoed)) << "stream " << g.id;
+      ++d.echoed;
+      if (++d.owed == 8) {
+        ASSERT_TRUE(s.send_frame(control_frame(g.id, wire::Kind::StreamCredit, 8, 8 * 16)));
+        d.owed = 0;
+      }
+    } else {
+      ASSERT_EQ(g.kind, wire::Kind::Reply) << to_string(g.code) << " " << g.message;
+      ASSERT_FALSE(d.ended);
+      d.ended = true;
+      ++ended;
+    }
+  }
+  for (const auto& [id, d] : sides) EXPECT_EQ(d.echoed, per_stream) << "stream " << id;
 }
 
 }  // namespace
