@@ -56,9 +56,20 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot) {
            10);
     return;
   }
-  auto s = std::make_shared<stream_state>(_core, k, v, *slot->pool(), ep->factory(), ep->kind());
-  table.insert(v.call_id, s.get());  // throws only before anything was added: k is answered
-  _unposted = nullptr;               // the stream owns k now: it carries the stream's end
+  if (!slot->enter_stream()) {
+    _counts[sc::calls_rejected_stopping].add();
+    refuse_stopped(k, v.call_id, slot, wire::Kind::Error);
+    return;
+  }
+  std::shared_ptr<stream_state> s;
+  try {
+    s = std::make_shared<stream_state>(_core, k, v, *slot, ep->factory(), ep->kind());
+    table.insert(v.call_id, s.get());  // throws only before anything was added: k is answered
+  } catch (...) {
+    slot->leave_stream();
+    throw;
+  }
+  _unposted = nullptr;  // the stream owns k now: it carries the stream's end
   stream_state* raw = s.get();
   raw->table_ref = std::move(s);
   raw->start();

@@ -15,10 +15,11 @@
 
 namespace ringrpc::detail {
 
-stream_state::stream_state(server_core& core, call* open, const frame_view& v, thread_pool& pool,
+stream_state::stream_state(server_core& core, call* open, const frame_view& v, endpoint_slot& slot,
                            std::shared_ptr<const stream_factory> factory, stream_kind kind)
     : _core(core),
-      _pool(pool),
+      _slot(slot),
+      _pool(*slot.pool()),
       _factory(std::move(factory)),
       _id(v.call_id),
       _kind(kind),
@@ -322,6 +323,7 @@ void stream_state::run_signals(server_stream& handle) noexcept {
   }
   _handler.reset();
   _done = true;
+  _slot.leave_stream();  // last: the endpoint may stop once it is out
 }
 
 }  // namespace ringrpc::detail

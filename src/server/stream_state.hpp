@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "exec/endpoint_slot.hpp"
 #include "exec/serial_lane.hpp"
 #include "ringrpc/status.hpp"
 #include "ringrpc/stream.hpp"
@@ -29,7 +30,8 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
  public:
   /// Shard thread, at the open. `open` is the StreamOpen's call (charged, counted in its
   /// connection's outstanding calls and its caller's share): it carries the stream's end.
-  stream_state(server_core& core, call* open, const frame_view& v, thread_pool& pool,
+  /// `slot` counts the stream in flight (endpoint_slot::enter_stream) until its lane is done.
+  stream_state(server_core& core, call* open, const frame_view& v, endpoint_slot& slot,
                std::shared_ptr<const stream_factory> factory, stream_kind kind);
   ~stream_state();
   stream_state(const stream_state&) = delete;
@@ -87,6 +89,7 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   void post_end_locked() noexcept;
 
   server_core& _core;
+  endpoint_slot& _slot;
   thread_pool& _pool;
   const std::shared_ptr<const stream_factory> _factory;
   const std::uint64_t _id;

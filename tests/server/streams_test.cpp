@@ -638,5 +638,21 @@ TEST_F(streams, many_streams_keep_their_own_order) {
   for (const auto& [id, d] : sides) EXPECT_EQ(d.echoed, per_stream) << "stream " << id;
 }
 
+// An unregistered stream method refuses new opens as a stopped endpoint does; its open
+// streams keep the endpoint in flight until they are done.
+TEST_F(streams, an_unregistered_stream_method_refuses_opens) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(18, "watch", stream_kind::bidi)));
+  ASSERT_TRUE(s.send_frame(message_frame(18, "a")));
+  ASSERT_TRUE(eventually([&] { return watched.messages.load() == 1; }));
+  ASSERT_TRUE(srv->unregister_endpoint("watch"));
+  ASSERT_TRUE(s.send_frame(open_frame(19, "watch", stream_kind::bidi)));
+  const got g = read_one(s);
+  EXPECT_EQ(g.id, 19u);
+  EXPECT_EQ(g.code, status::shutting_down) << g.message;
+  ASSERT_TRUE(s.send_frame(message_frame(18, "b")));  // the open one still runs
+  ASSERT_TRUE(eventually([&] { return watched.messages.load() == 2; }));
+}
+
 }  // namespace
 }  // namespace ringrpc
