@@ -12,6 +12,7 @@
 #include "server/answer.hpp"
 #include "server/connection.hpp"
 #include "server/server_core.hpp"
+#include "server/user_code.hpp"
 
 namespace ringrpc::detail {
 
@@ -214,6 +215,12 @@ void stream_state::drain_entry(pool_task* t) noexcept {
 }
 
 void stream_state::drain() noexcept {
+  // A callback that calls stop() must not wait for itself (server_stop.cpp).
+  const server_core* const outer = std::exchange(running_user_code_of, &_core);
+  struct restore {
+    const server_core* previous;
+    ~restore() { running_user_code_of = previous; }
+  } const restore_user_code{outer};
   // Grants and writes from here are posted to the shard, woken once per burst of this worker.
   batch_reply_wakeups(&_core);
   server_stream handle(shared_from_this());

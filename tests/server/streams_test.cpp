@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,14 +102,17 @@ struct watch {
   std::atomic<int> cancels{0};
   std::atomic<int> dones{0};
   std::atomic<status> final_status{status::ok};
-  test::gate* first = nullptr;
+  // Atomic: the handler's thread learns of the test's frames through the kernel, which the
+  // thread sanitizer cannot see as an ordering.
+  std::atomic<test::gate*> first{nullptr};
 };
 
 class watch_handler final : public stream_handler {
  public:
   explicit watch_handler(watch& w) : _w(w) {}
   void on_message(server_stream&, std::span<const std::byte>) override {
-    if (_w.messages.fetch_add(1) == 0 && _w.first != nullptr) _w.first->wait();
+    test::gate* first = _w.first.load();
+    if (_w.messages.fetch_add(1) == 0 && first != nullptr) first->wait();
   }
   void on_cancel(server_stream&) override { _w.cancels.fetch_add(1); }
   void on_done(status s) override {
@@ -273,6 +277,12 @@ class streams : public ::testing::Test {
       EXPECT_EQ(s.write("after"), write_result::closed);
       return std::make_unique<stream_handler>();
     });
+    srv->add_stream_method("throws", stream_kind::bidi, [](server_stream&, std::span<const std::byte>) {
+      struct thrower final : stream_handler {
+        void on_message(server_stream&, std::span<const std::byte>) override { throw std::runtime_error("boom"); }
+      };
+      return std::make_unique<thrower>();
+    });
     srv->add_method("unary", [](call_context& ctx) { ctx.reply(std::string_view("u")); });
     srv->start();
   }
@@ -402,7 +412,7 @@ TEST_F(streams, bidi_echo_keeps_order_with_credit_flowing) {
 
 TEST_F(streams, messages_beyond_credit_end_the_stream_resource_exhausted) {
   test::gate first;
-  watched.first = &first;
+  watched.first.store(&first);
   test::open_on_exit opener{first};
   raw_socket s(srv->port());
   ASSERT_TRUE(s.send_frame(open_frame(6, "watch", stream_kind::bidi)));
@@ -652,6 +662,16 @@ TEST_F(streams, an_unregistered_stream_method_refuses_opens) {
   EXPECT_EQ(g.code, status::shutting_down) << g.message;
   ASSERT_TRUE(s.send_frame(message_frame(18, "b")));  // the open one still runs
   ASSERT_TRUE(eventually([&] { return watched.messages.load() == 2; }));
+}
+
+TEST_F(streams, a_callback_that_throws_fails_the_stream_internal) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(20, "throws", stream_kind::bidi)));
+  ASSERT_TRUE(s.send_frame(message_frame(20, "x")));
+  const got g = read_one(s);
+  EXPECT_EQ(g.kind, wire::Kind::Error);
+  EXPECT_EQ(g.code, status::internal);
+  EXPECT_EQ(g.message, "boom");
 }
 
 }  // namespace
