@@ -83,6 +83,16 @@ class server_core final : public exec_host {
   caller_shares& callers() noexcept { return _callers; }
   /// Metadata caps, bearer tokens and the server's authorizer (call_guard.hpp).
   call_guard& guard() noexcept { return _guard; }
+  /// A stream opens (shard_streams.cpp): false, and nothing taken, when `max` streams are open
+  /// in the whole server already. One atomic on a stream's open and end, none on a call's.
+  bool take_stream_slot(std::uint32_t max) noexcept {
+    if (_open_streams.fetch_add(1, std::memory_order_relaxed) < max) return true;
+    _open_streams.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  /// A stream's last callback has run.
+  void give_back_stream_slot() noexcept { _open_streams.fetch_sub(1, std::memory_order_relaxed); }
+  std::uint32_t open_streams() const noexcept { return _open_streams.load(std::memory_order_relaxed); }
   /// Allocations that failed (a call or a connection was failed instead of the server).
   void note_out_of_memory() noexcept { _out_of_memory.add(); }
   shard& shard_at(std::size_t i) noexcept { return *_shards[i]; }
@@ -238,6 +248,7 @@ class server_core final : public exec_host {
   std::int64_t _started_ns = 0;
   std::atomic<unsigned> _open_connections{0};
   std::atomic<unsigned> _tls_handshakes{0};  // TLS handshakes under way
+  std::atomic<std::uint32_t> _open_streams{0};  // see take_stream_slot
   std::int64_t _slow_call_ns = 0;
   sharded_counter _settled;  // admitted client calls that ran or were refused
   sharded_counter _refused_busy;

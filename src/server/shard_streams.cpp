@@ -17,6 +17,7 @@ namespace {
 // Become server_options fields with the next ABI change (adding fields to server_options
 // changes its layout); until then every server has these.
 constexpr std::size_t max_streams_per_connection = 100;
+constexpr std::uint32_t max_streams = 16'384;
 constexpr std::uint32_t max_stream_protocol_errors = 100;
 
 stream_table<stream_state>* streams_of(const connection* c) noexcept {
@@ -56,7 +57,15 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot) {
            10);
     return;
   }
+  if (!_core.take_stream_slot(max_streams)) {
+    _counts[sc::calls_rejected_busy].add();
+    post_rejected(k, v.call_id, "max_streams", "streams");
+    answer(k, v.call_id, wire::Kind::Error, status::server_busy,
+           "server has " + std::to_string(max_streams) + " open streams (max_streams)", 10);
+    return;
+  }
   if (!slot->enter_stream()) {
+    _core.give_back_stream_slot();
     _counts[sc::calls_rejected_stopping].add();
     refuse_stopped(k, v.call_id, slot, wire::Kind::Error);
     return;
@@ -66,6 +75,7 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot) {
     s = std::make_shared<stream_state>(_core, k, v, *slot, ep->factory(), ep->kind());
     table.insert(v.call_id, s.get());  // throws only before anything was added: k is answered
   } catch (...) {
+    _core.give_back_stream_slot();
     slot->leave_stream();
     throw;
   }

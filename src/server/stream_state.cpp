@@ -330,6 +330,7 @@ void stream_state::run_signals(server_stream& handle) noexcept {
   }
   _handler.reset();
   _done = true;
+  _core.give_back_stream_slot();
   _slot.leave_stream();  // last: the endpoint may stop once it is out
 }
 
