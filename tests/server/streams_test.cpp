@@ -283,6 +283,18 @@ class streams : public ::testing::Test {
       };
       return std::make_unique<thrower>();
     });
+    srv->add_stream_method("spray", stream_kind::server, [this](server_stream& s, std::span<const std::byte>) {
+      // Writes from its own thread until the stream ends under it.
+      std::lock_guard lock(threads_mu);
+      threads.emplace_back([s]() mutable {
+        for (;;) {
+          const write_result r = s.write("spray");
+          if (r == write_result::closed) return;
+          if (r == write_result::would_block) std::this_thread::sleep_for(100us);
+        }
+      });
+      return std::make_unique<stream_handler>();
+    });
     srv->add_method("unary", [](call_context& ctx) { ctx.reply(std::string_view("u")); });
     srv->start();
   }
@@ -672,6 +684,56 @@ TEST_F(streams, a_callback_that_throws_fails_the_stream_internal) {
   EXPECT_EQ(g.kind, wire::Kind::Error);
   EXPECT_EQ(g.code, status::internal);
   EXPECT_EQ(g.message, "boom");
+}
+
+// Writers on their own threads race their connections' ends: every write after the end says
+// `closed`, so every writer stops (TearDown joins them), and the server serves on.
+TEST_F(streams, writers_racing_the_connection_end_stop) {
+  for (int round = 0; round < 20; ++round) {
+    raw_socket s(srv->port());
+    for (std::uint64_t id = 1; id <= 3; ++id) {
+      ASSERT_TRUE(s.send_frame(open_frame(id, "spray", stream_kind::server, {}, 1000)));
+    }
+    for (int i = 0; i < round; ++i) ASSERT_TRUE(read_one(s).ok);
+  }
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(test::request(1, "unary", "")));
+  EXPECT_EQ(read_one(s).kind, wire::Kind::Reply);
+}
+
+// Cancels, half-closes and echoes on 40 streams of one connection at once: each stream gets
+// exactly one end, and nothing of a stream (message or grant) comes after its end.
+TEST_F(streams, every_stream_ends_once_and_nothing_follows_its_end) {
+  constexpr std::uint64_t n = 40;
+  raw_socket s(srv->port());
+  std::vector<int> ends(n + 1, 0);
+  for (std::uint64_t id = 1; id <= n; ++id) {
+    ASSERT_TRUE(s.send_frame(open_frame(id, "echo_stream", stream_kind::bidi)));
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(s.send_frame(message_frame(id, std::to_string(i))));
+    // Even ids are cancelled mid-flight, odd ones half-closed.
+    ASSERT_TRUE(s.send_frame(control_frame(id, id % 2 == 0 ? wire::Kind::Cancel : wire::Kind::StreamHalfClose)));
+  }
+  std::uint64_t ended = 0;
+  while (ended < n) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok) << "ended " << ended;
+    ASSERT_GE(g.id, 1u);
+    ASSERT_LE(g.id, n);
+    ASSERT_EQ(ends[g.id], 0) << "a frame of kind " << static_cast<int>(g.kind) << " after stream " << g.id << "'s end";
+    if (g.kind == wire::Kind::Reply || g.kind == wire::Kind::Error) {
+      if (g.id % 2 == 1) {
+        EXPECT_EQ(g.kind, wire::Kind::Reply) << g.message;
+      } else {
+        EXPECT_EQ(g.code, status::cancelled) << g.message;
+      }
+      ++ends[g.id];
+      ++ended;
+    }
+  }
+  ASSERT_TRUE(s.send_frame(test::request(n + 1, "unary", "")));
+  const got last = read_one(s);
+  EXPECT_EQ(last.id, n + 1);
+  EXPECT_EQ(last.kind, wire::Kind::Reply);
 }
 
 }  // namespace
