@@ -48,12 +48,19 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot) {
     stream_protocol_error(c);
     return;
   }
-  if (table.size() >= max_streams_per_connection) {
+  // Each open stream holds one of the connection's max_inflight_per_connection calls until
+  // it ends, and its end may need frames only the connection's reading brings (a half-close,
+  // credit): at least one call must stay free for them, or reading would pause for good.
+  const unsigned inflight = _core.options().max_inflight_per_connection;
+  const bool by_inflight = inflight <= max_streams_per_connection;
+  const std::size_t cap = by_inflight ? (inflight > 0 ? inflight - 1 : 0) : max_streams_per_connection;
+  if (table.size() >= cap) {
     _counts[sc::calls_rejected_busy].add();
-    post_rejected(k, v.call_id, "max_streams_per_connection", "streams");
+    const char* knob = by_inflight ? "max_inflight_per_connection" : "max_streams_per_connection";
+    post_rejected(k, v.call_id, knob, "streams");
     answer(k, v.call_id, wire::Kind::Error, status::server_busy,
-           "connection has " + std::to_string(table.size()) + " open streams (max_streams_per_connection " +
-               std::to_string(max_streams_per_connection) + ")",
+           "connection has " + std::to_string(table.size()) + " open streams (" + knob + " " +
+               std::to_string(by_inflight ? inflight : max_streams_per_connection) + ")",
            10);
     return;
   }

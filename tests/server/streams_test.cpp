@@ -736,5 +736,44 @@ TEST_F(streams, every_stream_ends_once_and_nothing_follows_its_end) {
   EXPECT_EQ(last.kind, wire::Kind::Reply);
 }
 
+// Open streams hold calls of max_inflight_per_connection until they end: one stays free, so
+// their messages, half-closes and credit are still read.
+TEST(streams_caps, streams_leave_a_call_free_for_their_frames) {
+  server_options o = test::threads(1, 2);
+  o.max_inflight_per_connection = 4;
+  server srv(o);
+  std::atomic<int> messages{0};
+  srv.add_stream_method("count_messages", stream_kind::bidi, [&](server_stream&, std::span<const std::byte>) {
+    struct counter final : stream_handler {
+      std::atomic<int>& n;
+      explicit counter(std::atomic<int>& n_) : n(n_) {}
+      void on_message(server_stream&, std::span<const std::byte>) override { n.fetch_add(1); }
+      void on_half_close(server_stream& s) override { s.finish(); }
+    };
+    return std::make_unique<counter>(messages);
+  });
+  srv.start();
+  raw_socket s(srv.port());
+  for (std::uint64_t id = 1; id <= 4; ++id) {
+    ASSERT_TRUE(s.send_frame(open_frame(id, "count_messages", stream_kind::bidi)));
+  }
+  const got refused = read_one(s);
+  EXPECT_EQ(refused.id, 4u);
+  EXPECT_EQ(refused.code, status::server_busy);
+  EXPECT_EQ(refused.message, "connection has 3 open streams (max_inflight_per_connection 4)");
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(s.send_frame(message_frame(1 + i % 3, "m")));
+  for (std::uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(s.send_frame(control_frame(id, wire::Kind::StreamHalfClose)));
+  }
+  int replies = 0;
+  while (replies < 3) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok);
+    if (g.kind == wire::Kind::Reply) ++replies;
+  }
+  EXPECT_EQ(messages.load(), 30);
+  srv.stop();
+}
+
 }  // namespace
 }  // namespace ringrpc
