@@ -158,6 +158,7 @@ class shard {
   void expire_streams(connection* c) noexcept;
   void stream_protocol_error(connection* c) noexcept;
   void release_quietly(call* k) noexcept;
+  void charge_message_share(call* m) noexcept;
   void notify_endpoints(connection* c, call_purpose purpose, std::string_view text = {});
   void arm_sweep_timer() noexcept;
   void sweep() noexcept;

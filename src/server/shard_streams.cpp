@@ -125,6 +125,7 @@ void shard::on_stream_frame(call* k, const frame_view& v) noexcept {
         return;
       }
       k->payload = v.payload;
+      charge_message_share(k);
       switch (s->on_message(k)) {
         case stream_state::arrival::queued: return;
         case stream_state::arrival::ended: release_quietly(k); return;
@@ -200,6 +201,21 @@ void shard::stream_protocol_error(connection* c) noexcept {
          "too many stream protocol errors; closing the connection");
   c->note_failure("too many stream protocol errors");
   start_close(c);
+}
+
+// Fair share (docs/design/streams.md): a message waiting for or in its handler is one unit of
+// its caller's share, as a call is, so a streaming caller's calls go over its share as soon as
+// a calling one's would. Released with the message's call (responder::release_call).
+void shard::charge_message_share(call* m) noexcept {
+  connection* c = m->conn;
+  caller_share& share = *c->share;
+  if (&share == &c->own_share) {  // this thread alone writes it
+    share.units_in_flight.store(share.units_in_flight.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    share.units_in_flight.fetch_add(1, std::memory_order_relaxed);
+  }
+  m->share_counted = true;
+  m->cost_units = 1;
 }
 
 // A frame that needs no answer: its call goes back through the responder, which releases it.
