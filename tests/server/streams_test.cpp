@@ -736,6 +736,35 @@ TEST_F(streams, every_stream_ends_once_and_nothing_follows_its_end) {
   EXPECT_EQ(last.kind, wire::Kind::Reply);
 }
 
+// Every byte and call a stream held comes back: once its connection is gone, the server holds
+// nothing (a connection is freed only when its last call was released, stream_out carriers
+// and grants included).
+TEST_F(streams, nothing_is_held_once_the_streams_and_their_connection_are_gone) {
+  {
+    raw_socket s(srv->port());
+    ASSERT_TRUE(s.send_frame(open_frame(1, "count", stream_kind::server, "40", 64)));
+    ASSERT_TRUE(s.send_frame(open_frame(2, "echo_stream", stream_kind::bidi)));
+    for (int i = 0; i < 12; ++i) ASSERT_TRUE(s.send_frame(message_frame(2, std::string(1000, 'e'))));
+    ASSERT_TRUE(s.send_frame(open_frame(3, "watch", stream_kind::bidi)));
+    ASSERT_TRUE(s.send_frame(message_frame(3, "w")));
+    ASSERT_TRUE(s.send_frame(control_frame(3, wire::Kind::Cancel)));
+    int ends = 0;
+    int messages = 0;
+    while (ends < 2) {  // count's Reply and watch's Cancelled; the echo stays open
+      const got g = read_one(s);
+      ASSERT_TRUE(g.ok);
+      if (g.kind == wire::Kind::StreamMessage) ++messages;
+      if (g.kind == wire::Kind::Reply || g.kind == wire::Kind::Error) ++ends;
+    }
+    EXPECT_GE(messages, 40);
+  }  // closed with the echo stream open and its echoes unread
+  ASSERT_TRUE(eventually([&] {
+    const server_stats st = srv->stats();
+    return st[server_counter::connections_open] == 0 && st[server_counter::buffered_bytes] == 0;
+  })) << "connections " << srv->stats()[server_counter::connections_open] << ", buffered "
+      << srv->stats()[server_counter::buffered_bytes];
+}
+
 // Open streams hold calls of max_inflight_per_connection until they end: one stays free, so
 // their messages, half-closes and credit are still read.
 TEST(streams_caps, streams_leave_a_call_free_for_their_frames) {
