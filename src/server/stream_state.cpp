@@ -247,9 +247,9 @@ void stream_state::drain() noexcept {
   } while (_lane.release());
 }
 
+// A callback that throws fails its stream (its on_done still runs); the lane goes on.
 template <class F>
-void stream_state::guarded(server_stream& handle, F&& f) noexcept {
-  (void)handle;
+void stream_state::guarded(F&& f) noexcept {
   try {
     f();
   } catch (const std::exception& e) {
@@ -266,7 +266,7 @@ void stream_state::run_open(server_stream& handle) noexcept {
     _open_pinned = true;
   }
   std::unique_ptr<stream_handler> h;
-  guarded(handle, [&] { h = (*_factory)(handle, _request); });
+  guarded([&] { h = (*_factory)(handle, _request); });
   {
     std::lock_guard lock(_mu);
     _open_pinned = false;
@@ -282,12 +282,12 @@ void stream_state::run_open(server_stream& handle) noexcept {
 void stream_state::run_message(server_stream& handle, call* m) noexcept {
   const bool alive = _handler && !ended();
   if (m->kind == wire::Kind::StreamHalfClose) {
-    if (alive) guarded(handle, [&] { _handler->on_half_close(handle); });
+    if (alive) guarded([&] { _handler->on_half_close(handle); });
     m->reply.clear();
     _core.post_answer(m);  // nothing to write: the responder releases it on the shard
     return;
   }
-  if (alive) guarded(handle, [&] { _handler->on_message(handle, m->payload); });
+  if (alive) guarded([&] { _handler->on_message(handle, m->payload); });
   m->reply.clear();
   std::lock_guard lock(_mu);
   if (!_ended) {
@@ -314,7 +314,7 @@ void stream_state::run_signals(server_stream& handle) noexcept {
   const std::uint8_t signals = _signals.exchange(0, std::memory_order_acq_rel);
   if (_done) return;
   if ((signals & signal_writable) != 0 && _handler && !ended()) {
-    guarded(handle, [&] { _handler->on_writable(handle); });
+    guarded([&] { _handler->on_writable(handle); });
   }
   if ((signals & signal_ended) == 0) return;
   bool by_handler = false;
@@ -325,8 +325,8 @@ void stream_state::run_signals(server_stream& handle) noexcept {
     final_status = _end_status;
   }
   if (_handler) {
-    if (!by_handler) guarded(handle, [&] { _handler->on_cancel(handle); });
-    guarded(handle, [&] { _handler->on_done(final_status); });
+    if (!by_handler) guarded([&] { _handler->on_cancel(handle); });
+    guarded([&] { _handler->on_done(final_status); });
   }
   _handler.reset();
   _done = true;

@@ -84,7 +84,7 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   void run_message(server_stream& handle, call* m) noexcept;
   void run_signals(server_stream& handle) noexcept;
   template <class F>
-  void guarded(server_stream& handle, F&& f) noexcept;
+  void guarded(F&& f) noexcept;
   void encode_end_locked(status code, std::string_view message) noexcept;
   void post_end_locked() noexcept;
 
