@@ -90,6 +90,7 @@ class shard {
   /// Responder (this thread): a stream's end was taken for writing; the stream leaves its
   /// connection's table (shard_streams.cpp).
   void stream_end_taken(call* end) noexcept;
+  void stream_out_released(connection* c, std::uint32_t bytes) noexcept;
   /// Calls of this shard's connections with a cancel_hub (on_cancel hooks, child calls).
   cancel_registry& hubs() noexcept { return _hubs; }
 
@@ -151,7 +152,7 @@ class shard {
   void post_rejected(const call* k, std::uint64_t id, std::string_view name, std::string_view detail) noexcept;
   // Streams (shard_streams.cpp): the open after dispatch()'s checks, the frames of an open
   // stream, and the ends the shard decides (cancel, deadline, connection gone, stop).
-  void open_stream(call* k, const frame_view& v, endpoint_slot* slot);
+  void open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight);
   void on_stream_frame(call* k, const frame_view& v) noexcept;
   bool cancel_stream(connection* c, std::uint64_t id) noexcept;
   void end_streams(connection* c, status code, std::string_view why) noexcept;

@@ -261,7 +261,7 @@ void shard::dispatch(call* k, const frame_view& v) {
   prepare(k, v, slot);
   const std::uint32_t in_flight = charge_share(k);
   if (v.kind == wire::Kind::StreamOpen) [[unlikely]] {
-    open_stream(k, v, slot);  // the stream's own lane, not the endpoint's queue
+    open_stream(k, v, slot, in_flight);  // the stream's own lane, not the endpoint's queue
     return;
   }
   hand_over(k, v.call_id, slot, in_flight, refuse_kind);

@@ -29,7 +29,7 @@ stream_table<stream_state>* streams_of(const connection* c) noexcept {
 
 // After every check a Request meets (dispatch()), and charged to the caller's share like one:
 // what is left is the method's kind, the connection's cap, and making the stream.
-void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot) {
+void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight) {
   connection* c = k->conn;
   const auto* ep = dynamic_cast<const stream_endpoint*>(&slot->target());
   if (ep == nullptr || static_cast<std::uint8_t>(ep->kind()) != v.stream_kind) {
@@ -78,18 +78,34 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot) {
     return;
   }
   std::shared_ptr<stream_state> s;
+  call* end = new_call(c);
+  end->id = v.call_id;
+  end->deadline_ns = k->deadline_ns;
   try {
-    s = std::make_shared<stream_state>(_core, k, v, *slot, ep->factory(), ep->kind());
+    s = std::make_shared<stream_state>(_core, k, end, v, *slot, ep->factory(), ep->kind());
     table.insert(v.call_id, s.get());  // throws only before anything was added: k is answered
   } catch (...) {
+    release_quietly(end);
     _core.give_back_stream_slot();
     slot->leave_stream();
     throw;
   }
+  if (!s->start()) {
+    // The pool is full, or this caller is over its share: refused as a call would be, and
+    // nothing of the stream is left (nor remembered: the id was never open).
+    table.forget(v.call_id);
+    call* open = s->take_back_open();
+    release_quietly(s->take_back_end());
+    s.reset();
+    _core.give_back_stream_slot();
+    slot->leave_stream();
+    _counts[sc::calls_rejected_busy].add();
+    refuse_full(open, v.call_id, slot, in_flight, wire::Kind::Error);
+    return;
+  }
   _unposted = nullptr;  // the stream owns k now: it carries the stream's end
   stream_state* raw = s.get();
   raw->table_ref = std::move(s);
-  raw->start();
 }
 
 void shard::on_stream_frame(call* k, const frame_view& v) noexcept {
@@ -97,18 +113,16 @@ void shard::on_stream_frame(call* k, const frame_view& v) noexcept {
   stream_table<stream_state>* table = streams_of(c);
   stream_state* s = table != nullptr ? table->find(v.call_id) : nullptr;
   if (s == nullptr || s->ended()) {
-    if (s != nullptr || (table != nullptr && table->recently_ended(v.call_id))) {
-      // What the client had in flight when the end crossed it: dropped.
-      release_quietly(k);
-    } else {
+    // What a client had in flight when its stream's end crossed it is dropped, and is no
+    // error. A frame for an id that was never open (or ended too long ago to tell) is dropped
+    // and counted toward the protocol error cap, but never answered: an answer carries the
+    // id, which the client may have given to a new call by now.
+    const bool late = s != nullptr || (table != nullptr && table->recently_ended(v.call_id));
+    release_quietly(k);
+    if (!late) {
       _counts[sc::bad_frames].add();
-      try {
-        answer(k, v.call_id, wire::Kind::Error, status::bad_request, "no open stream " + std::to_string(v.call_id));
-      } catch (const std::bad_alloc&) {
-        answer(k, v.call_id, wire::Kind::Error, status::bad_request, "no open stream");
-      }
+      stream_protocol_error(c);
     }
-    stream_protocol_error(c);
     return;
   }
   k->id = v.call_id;
@@ -180,11 +194,23 @@ void shard::expire_streams(connection* c) noexcept {
 void shard::stream_end_taken(call* end) noexcept {
   stream_state* s = end->stream;
   end->stream = nullptr;
+  end->stream_end = false;
   stream_table<stream_state>* table = streams_of(end->conn);
   // By identity: the client may already have opened a new stream under this id.
-  if (table == nullptr || table->find(s->id()) != s) return;
-  table->erase(s->id());
+  if (table != nullptr && table->find(s->id()) == s) table->erase(s->id());
   const std::shared_ptr<stream_state> last = std::move(s->table_ref);  // may be the last reference
+}
+
+// The responder took a written stream message off the connection's stream cap: once below
+// half of it, writers it held back write again (stream_state::write, on_room).
+void shard::stream_out_released(connection* c, std::uint32_t bytes) noexcept {
+  std::atomic<std::size_t>& held = c->rare.load(std::memory_order_relaxed)->stream_out_bytes;
+  const std::size_t before = held.fetch_sub(bytes, std::memory_order_seq_cst);
+  const std::size_t half = _core.options().max_queued_reply_bytes / 2;
+  if (before <= half || before - bytes > half) return;
+  if (stream_table<stream_state>* table = streams_of(c)) {
+    table->for_each([](std::uint64_t, stream_state* s) { s->on_room(); });
+  }
 }
 
 // Stray frames, credit violations and kind mismatches: a client past the cap is broken or

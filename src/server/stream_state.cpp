@@ -16,7 +16,7 @@
 
 namespace ringrpc::detail {
 
-stream_state::stream_state(server_core& core, call* open, const frame_view& v, endpoint_slot& slot,
+stream_state::stream_state(server_core& core, call* open, call* end, const frame_view& v, endpoint_slot& slot,
                            std::shared_ptr<const stream_factory> factory, stream_kind kind)
     : _core(core),
       _slot(slot),
@@ -24,11 +24,13 @@ stream_state::stream_state(server_core& core, call* open, const frame_view& v, e
       _factory(std::move(factory)),
       _id(v.call_id),
       _kind(kind),
-      _deadline_ns(open->deadline_ns),
+      _deadline_ns(end->deadline_ns),
       _method(v.method),
       _request(kind == stream_kind::server ? v.payload : std::span<const std::byte>{}),
       _open(open),
-      _conn(open->conn),
+      _end(end),
+      _conn(end->conn),
+      _out_bytes(end->conn->rare.load(std::memory_order_relaxed)->stream_out_bytes),
       _send(v.credit_messages == 0 ? default_stream_window_messages : v.credit_messages,
             v.credit_bytes == 0 ? default_stream_window_bytes : v.credit_bytes),
       _receive(default_stream_window_messages, default_stream_window_bytes) {
@@ -39,7 +41,18 @@ stream_state::stream_state(server_core& core, call* open, const frame_view& v, e
 
 stream_state::~stream_state() = default;
 
-void stream_state::start() noexcept { push(&_open_item); }
+bool stream_state::start() noexcept {
+  // The lane is new: this push makes the shard its owner, with the drain ours to submit.
+  (void)_lane.push(&_open_item);
+  // Unlike the drains after it (singletons: what they run was admitted by credit), the open
+  // competes with calls: a full pool or a caller over its share is refused here as a call is.
+  _drain.over_share = _open->over_share;
+  _drain.cost_hint = _open->cost_hint;
+  _drain.keep = shared_from_this();
+  if (_pool.submit_now(&_drain)) return true;
+  _drain.keep.reset();
+  return false;
+}
 
 // --- the shard's thread
 
@@ -99,20 +112,14 @@ bool stream_state::end(status code, std::string_view message, bool by_handler) n
     _ended_flag.store(true, std::memory_order_release);
     _ended_by_handler = by_handler;
     encode_end_locked(code, message);
-    // While the factory reads the open call's request, the call may not leave: its run posts
-    // the end when it returns.
-    if (_open_pinned) {
-      _end_waiting = true;
-    } else {
-      post_end_locked();
-    }
+    post_end_locked();
   }
   poke(signal_ended);
   return true;
 }
 
 void stream_state::encode_end_locked(status code, std::string_view message) noexcept {
-  call& o = *_open;
+  call& o = *_end;
   if (_md) {
     if (_headers_sent) _md->headers.clear();  // they went with the first message
     o.response_md = std::move(_md);
@@ -134,24 +141,50 @@ void stream_state::encode_end_locked(status code, std::string_view message) noex
 }
 
 void stream_state::post_end_locked() noexcept {
-  call* o = std::exchange(_open, nullptr);
+  call* o = std::exchange(_end, nullptr);
   // The responder's take of it erases the stream from its connection's table (shard thread).
+  o->stream_end = true;
   o->stream = this;
   // Under the lock: the end follows every message written before it in the responder's inbox,
   // and these carriers rely on the end's call to keep the connection alive until they are out.
   _core.post_answer(o);
 }
 
+// Credit is the peer's promise to read; the connection's cap (stream_out_bytes, checked under
+// the lock that on_room() takes after the responder lowered it, so a wake is never missed) is
+// the server's own bound on what written messages may hold, whatever the peer granted.
 write_result stream_state::write(std::span<const std::byte> message) noexcept {
-  std::lock_guard lock(_mu);
-  if (_ended) return write_result::closed;
-  if (!_send.can_send()) {
-    _want_writable = true;
-    return write_result::would_block;
+  {
+    std::lock_guard lock(_mu);
+    if (_ended) return write_result::closed;
+    if (!_send.can_send() || _out_bytes.load(std::memory_order_seq_cst) >= _core.options().max_queued_reply_bytes) {
+      _want_writable = true;
+      return write_result::would_block;
+    }
+    call* out = nullptr;
+    try {
+      out = encode_message_locked(message);
+    } catch (const std::bad_alloc&) {
+      out = nullptr;
+    }
+    if (out != nullptr) {
+      _headers_sent = true;
+      _send.spend(message.size());
+      out->stream_out_bytes = static_cast<std::uint32_t>(out->reply.size());
+      _out_bytes.fetch_add(out->stream_out_bytes, std::memory_order_seq_cst);
+      _core.post_answer(out);
+      return write_result::ok;
+    }
   }
-  call* out = nullptr;
+  // Out of memory for the message: the stream cannot go on without losing it.
+  _core.note_out_of_memory();
+  end(status::resource_exhausted, "server is out of memory", false);
+  return write_result::closed;
+}
+
+call* stream_state::encode_message_locked(std::span<const std::byte> message) {
+  call* out = _core.pool().get();
   try {
-    out = _core.pool().get();
     out->conn = _conn;
     out->stream_out = true;
     out->id = _id;
@@ -167,15 +200,23 @@ write_result stream_state::write(std::span<const std::byte> message) noexcept {
       f.metadata_out = &headers;
     }
     thread_encoder().encode_into(f, out->reply);
-  } catch (const std::bad_alloc&) {
-    if (out != nullptr) _core.pool().put(out);
-    _core.note_out_of_memory();
-    return write_result::closed;
+  } catch (...) {
+    _core.pool().put(out);
+    throw;
   }
-  _headers_sent = true;
-  _send.spend(message.size());
-  _core.post_answer(out);
-  return write_result::ok;
+  return out;
+}
+
+void stream_state::on_room() noexcept {
+  bool wake = false;
+  {
+    std::lock_guard lock(_mu);
+    if (!_ended && _want_writable && _send.can_send()) {
+      _want_writable = false;
+      wake = true;
+    }
+  }
+  if (wake) poke(signal_writable);
 }
 
 bool stream_state::add_pair(bool trailer, std::string_view key, std::string_view value) noexcept {
@@ -201,9 +242,9 @@ void stream_state::push(work_item* item) noexcept {
 }
 
 void stream_state::poke(std::uint8_t signals) noexcept {
-  _signals.fetch_or(signals, std::memory_order_acq_rel);
+  _signals.fetch_or(signals, std::memory_order_seq_cst);
   // One poke waiting is enough: it reads every signal set until it runs.
-  if (_poke_queued.exchange(true, std::memory_order_acq_rel)) return;
+  if (_poke_queued.exchange(true, std::memory_order_seq_cst)) return;
   push(&_poke_item);
 }
 
@@ -260,23 +301,23 @@ void stream_state::guarded(F&& f) noexcept {
 }
 
 void stream_state::run_open(server_stream& handle) noexcept {
-  {
-    std::lock_guard lock(_mu);
-    if (_ended) return;  // cancelled (or expired) before it ran: no handler at all
-    _open_pinned = true;
+  if (!ended()) {  // else cancelled (or expired) before it ran: no handler at all
+    std::unique_ptr<stream_handler> h;
+    guarded([&] { h = (*_factory)(handle, _request); });
+    _handler = std::move(h);
+    if (!_handler) end(status::internal, "the stream's factory made no handler", true);
   }
-  std::unique_ptr<stream_handler> h;
-  guarded([&] { h = (*_factory)(handle, _request); });
-  {
-    std::lock_guard lock(_mu);
-    _open_pinned = false;
-    if (_end_waiting) {
-      _end_waiting = false;
-      post_end_locked();
-    }
-  }
-  _handler = std::move(h);
-  if (!_handler) end(status::internal, "the stream's factory made no handler", true);
+  release_open();
+}
+
+// The open call has done its part (the factory read its request): it goes back through the
+// responder, which releases its bytes and its share on the connection's thread.
+void stream_state::release_open() noexcept {
+  call* o = std::exchange(_open, nullptr);
+  _request = {};
+  o->reply.clear();
+  o->id = 0;  // its release must not forget a cancel noted for a later call under this id
+  _core.post_answer(o);
 }
 
 void stream_state::run_message(server_stream& handle, call* m) noexcept {
@@ -311,7 +352,7 @@ void stream_state::run_message(server_stream& handle, call* m) noexcept {
 }
 
 void stream_state::run_signals(server_stream& handle) noexcept {
-  const std::uint8_t signals = _signals.exchange(0, std::memory_order_acq_rel);
+  const std::uint8_t signals = _signals.exchange(0, std::memory_order_seq_cst);
   if (_done) return;
   if ((signals & signal_writable) != 0 && _handler && !ended()) {
     guarded([&] { _handler->on_writable(handle); });

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "exec/endpoint_slot.hpp"
 #include "exec/serial_lane.hpp"
@@ -29,17 +30,29 @@ class server_core;
 class stream_state : public std::enable_shared_from_this<stream_state> {
  public:
   /// Shard thread, at the open. `open` is the StreamOpen's call (charged, counted in its
-  /// connection's outstanding calls and its caller's share): it carries the stream's end.
+  /// connection's outstanding calls and its caller's share): it lives until the factory has
+  /// run, then is released, so neither its bytes nor its share stay with a long stream. `end`
+  /// is a fresh call of the connection (one of its outstanding calls): it carries the
+  /// stream's end, and keeps the connection alive under the messages written before it.
   /// `slot` counts the stream in flight (endpoint_slot::enter_stream) until its lane is done.
-  stream_state(server_core& core, call* open, const frame_view& v, endpoint_slot& slot,
+  stream_state(server_core& core, call* open, call* end, const frame_view& v, endpoint_slot& slot,
                std::shared_ptr<const stream_factory> factory, stream_kind kind);
   ~stream_state();
   stream_state(const stream_state&) = delete;
   stream_state& operator=(const stream_state&) = delete;
 
   // --- the shard's thread
-  /// Queues the factory's run: the first thing the lane does.
-  void start() noexcept;
+  /// Queues the factory's run, the first thing the lane does, as a call to the method would
+  /// be: within the pool's bound and the caller's fair share. False when the pool refused it:
+  /// nothing ran, and the open call is the shard's again (take_back_open).
+  bool start() noexcept;
+  /// After a refused start(): the open call, to be answered as a refused call is, and the end's
+  /// carrier, to be released unsent.
+  call* take_back_open() noexcept { return std::exchange(_open, nullptr); }
+  call* take_back_end() noexcept { return std::exchange(_end, nullptr); }
+  /// Shard thread: the connection's stream messages on their way went below half their cap;
+  /// a writer held back by it (and not by credit) hears on_writable().
+  void on_room() noexcept;
   /// A StreamMessage's call (charged at arrival). False when the peer had no credit for it:
   /// the stream has been ended then, and `m` is still the caller's.
   enum class arrival : std::uint8_t { queued, beyond_credit, ended };
@@ -87,6 +100,8 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   void guarded(F&& f) noexcept;
   void encode_end_locked(status code, std::string_view message) noexcept;
   void post_end_locked() noexcept;
+  call* encode_message_locked(std::span<const std::byte> message);
+  void release_open() noexcept;
 
   server_core& _core;
   endpoint_slot& _slot;
@@ -97,6 +112,7 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   const std::int64_t _deadline_ns;  // steady clock; 0: none
   const std::string _method;        // a copy: the open call goes with the end
   std::span<const std::byte> _request;  // a server stream's request, inside the open call
+  call* _open;                          // the lane's until the factory has run
 
   // The lane (only its owner touches _handler and _done).
   serial_lane _lane;
@@ -111,8 +127,9 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   bool _half_closed = false;  // shard thread
 
   mutable std::mutex _mu;  // guards what follows
-  call* _open;              // until the end is posted
-  connection* _conn;        // alive while _open is (the open call holds it)
+  call* _end;               // the end's carrier, until the end is posted
+  connection* _conn;        // alive while _end is (it holds one of the connection's calls)
+  std::atomic<std::size_t>& _out_bytes;  // the connection's stream_out_bytes (connection.hpp)
   send_credit _send;
   receive_credit _receive;
   std::unique_ptr<response_metadata> _md;
@@ -121,8 +138,6 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   bool _ended_by_handler = false;
   bool _want_writable = false;
   bool _headers_sent = false;
-  bool _open_pinned = false;  // the factory reads the open call's request: the end waits
-  bool _end_waiting = false;  // an end decided while pinned, posted once the factory returns
   std::atomic<bool> _ended_flag{false};  // _ended, readable without the lock
 };
 
