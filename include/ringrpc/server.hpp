@@ -22,6 +22,7 @@
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/server_counters.hpp"
 #include "ringrpc/status.hpp"
+#include "ringrpc/stream.hpp"
 #include "ringrpc/thread_pool.hpp"
 #include "ringrpc/export.hpp"
 
@@ -233,6 +234,14 @@ class server {
   /// A plain function as an endpoint of its own named `name`, with `default_policy` and the
   /// default pool, concurrent. Same errors as register_endpoint (dots are allowed here).
   void add_method(std::string name, method_handler handler);
+
+  /// A streaming method (ringrpc/stream.hpp, docs/design/streams.md): each StreamOpen of
+  /// `name` with this `kind` makes a handler with `factory`, on the method's pool. Policy as
+  /// add_method's, except that `direct` runs on the default pool (a stream's callbacks may
+  /// wait for credit, never on the reader). Same errors as add_method, and std::logic_error
+  /// on a server with interceptors (server_options::interceptors): they do not run on streams
+  /// yet, and a stream they cannot see must not open where they decide who may call.
+  void add_stream_method(std::string name, stream_kind kind, stream_factory factory);
 
   /// Local one-way messages (Spark's send / postToAll): delivered to receive() through the
   /// endpoint's policy. False when the endpoint is unknown or stopped, or its pool or inbox

@@ -79,6 +79,13 @@ class endpoint_slot {
   /// lets go of it.
   void run(work_item* item) noexcept;
 
+  /// A stream of this endpoint opens (server/stream_state.hpp): it counts as a message in
+  /// flight until its last callback has run, so on_stop() waits for it. False, and nothing
+  /// counted, when the endpoint is stopping or stopped.
+  bool enter_stream() noexcept { return enter(); }
+  /// The stream's last callback has run (it may be the last thing of the endpoint in flight).
+  void leave_stream() noexcept { leave(); }
+
   std::uint64_t rejected_busy() const noexcept { return _busy.load(std::memory_order_relaxed); }
 
  private:

@@ -79,6 +79,16 @@ void server_core::finish(call* c) noexcept {
   }
 }
 
+void server_core::post_answer(call* c) noexcept {
+  shard& r = *c->conn->owner;
+  r.replies().post(c);
+  if (batching_replies == this) {
+    note_reply_wakeup(r);
+  } else {
+    r.notify_replies();
+  }
+}
+
 void server_core::answer(call* c, wire::Kind kind, status code, std::string_view message,
                          std::uint32_t retry_after_ms) noexcept {
   if (c->purpose == call_purpose::request && kind != wire::Kind::OneWay) {

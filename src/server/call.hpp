@@ -24,6 +24,7 @@ struct peer_identity;
 namespace ringrpc::detail {
 
 struct connection;
+class stream_state;
 
 /// Created by a reader for each request it accepts (and for each error it must answer), owned
 /// by whichever stage holds it: call queue -> handler -> responder -> pool. It holds one
@@ -53,6 +54,14 @@ struct call : work_item {
   std::size_t request_charged = 0;
   std::size_t reply_charged = 0;
   bool share_counted = false;  // counted in its caller's fair share (released with the call)
+  // Streams (server/stream_state.hpp), beside the fields every answer reads. `stream_out`: a
+  // message a handler wrote, made on its thread: it holds no count of `outstanding` and no
+  // request bytes, only its reply's charge and `stream_out_bytes` of its connection's cap,
+  // and relies on its stream's end (posted after it) to keep the connection alive.
+  // `stream_end`: the carrier of a stream's end (`stream` names the stream), so the
+  // responder's take of it takes the stream out of its connection's table.
+  bool stream_out = false;
+  bool stream_end = false;
   std::uint32_t cost_units = 0;  // what it counts there (call_units; caller_shares.hpp)
   /// Who the caller proved to be (its connection's TLS identity, or that plus an accepted
   /// token's subject); owned by the connection, which outlives the call. Null: nobody.
@@ -68,6 +77,8 @@ struct call : work_item {
   // not intercepted) and when the chain started.
   std::uint32_t intercepted_count = 0;
   std::int64_t intercept_start_ns = 0;
+  stream_state* stream = nullptr;  // stream_end: whose end it carries
+  std::uint32_t stream_out_bytes = 0;  // stream_out: its share of the connection's cap
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   /// A request or one-way message a client sent (not a local post or a connection event).
@@ -120,6 +131,9 @@ class call_pool {
     if (c->response_md) c->response_md.reset();
     c->hub.reset();  // closed when answered; only a copy the registry let go of is left
     c->intercepted_count = 0;
+    c->stream_out = false;
+    c->stream_end = false;
+    c->stream = nullptr;
   }
 
  private:

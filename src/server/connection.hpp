@@ -16,6 +16,7 @@
 #include "ringrpc/peer_identity.hpp"
 #include "server/caller_shares.hpp"
 #include "base/peer_address.hpp"
+#include "server/stream_table.hpp"
 #include "server/tls_link.hpp"
 #include "server/write_slots.hpp"
 #include "wire/frame_assembler.hpp"
@@ -23,6 +24,7 @@
 namespace ringrpc::detail {
 
 class shard;
+class stream_state;
 
 /// Why the reader closed a connection itself (the sweep's timeouts); `peer`: it did not.
 enum class close_cause : std::uint8_t {
@@ -172,6 +174,14 @@ struct connection {
     /// Reader thread: tokens refused on this connection (server_options::auth_failures).
     std::uint32_t auth_failures = 0;
     std::unique_ptr<tls_link> tls;  // TLS listener's connections only (reader_tls.cpp)
+    /// Reader thread: the connection's open streams (shard_streams.cpp), and the stray frames,
+    /// credit violations and kind mismatches it sent (past a cap, it is closed).
+    stream_table<stream_state> streams;
+    std::uint32_t stream_protocol_errors = 0;
+    /// Bytes of stream messages handlers wrote that are not yet on the socket (added by the
+    /// writer, any thread; taken off by the responder): past max_queued_reply_bytes, writes
+    /// would block, so credit a peer grants without reading cannot make the server hold more.
+    std::atomic<std::size_t> stream_out_bytes{0};
   };
   std::atomic<connection_rare*> rare{nullptr};
   connection_rare& rare_part() {

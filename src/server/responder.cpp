@@ -35,6 +35,7 @@ void responder::take_inbox() noexcept {
 
 void responder::enqueue(call* k) noexcept {
   connection* c = k->conn;
+  if (k->stream_end) [[unlikely]] _owner.stream_end_taken(k);
   if (k->reply.empty() || c->write_failed.load(std::memory_order_relaxed)) {
     release_call(k);  // one-way, or nobody left to read it
     return;
@@ -198,6 +199,15 @@ void responder::unlink_writing(write_slot* w) noexcept {
 
 void responder::release_call(call* k) noexcept {
   connection* c = k->conn;
+  if (k->stream_out) [[unlikely]] {
+    // A written stream message: only its reply's charge and its share of the connection's
+    // stream cap are its own (call.hpp).
+    _account.release(static_cast<std::int64_t>(k->reply_charged));
+    _owner.stream_out_released(c, k->stream_out_bytes);
+    _owner.calls().put(k);
+    maybe_resume(c);
+    return;
+  }
   c->forget_cancel(k->id);
   if (k->share_counted) {
     caller_share& share = *c->share;

@@ -17,6 +17,7 @@
 #include "server/interceptors.hpp"
 #include "server/running_calls.hpp"
 #include "server/server_core.hpp"
+#include "server/stream_endpoint.hpp"
 
 namespace ringrpc {
 
@@ -366,6 +367,27 @@ void server::add_method(std::string name, method_handler handler) {
   if (const endpoint_options* c = _core->endpoint_override(name)) o = *c;
   _core->endpoints().register_endpoint(std::move(name),
                                        std::make_shared<function_endpoint>(std::move(handler)),
+                                       std::move(o), true);
+}
+
+void server::add_stream_method(std::string name, stream_kind kind, stream_factory factory) {
+  refuse_reserved_name(name);
+  if (!factory) throw std::invalid_argument("stream method '" + name + "' has no factory");
+  if (kind != stream_kind::server && kind != stream_kind::client && kind != stream_kind::bidi) {
+    throw std::invalid_argument("stream method '" + name + "' has no valid stream kind");
+  }
+  // Interceptors may be what authorizes a call: a stream they cannot see yet must not open.
+  if (!_core->options().interceptors.empty()) {
+    throw std::logic_error("stream method '" + name +
+                           "': server interceptors do not run on streams yet, so a server with "
+                           "interceptors takes no stream methods (docs/design/streams.md)");
+  }
+  endpoint_options o;
+  o.policy = _core->options().default_policy;
+  if (const endpoint_options* c = _core->endpoint_override(name)) o = *c;
+  if (o.policy == dispatch_policy::direct) o.policy = dispatch_policy::message;
+  _core->endpoints().register_endpoint(std::move(name),
+                                       std::make_shared<detail::stream_endpoint>(kind, std::move(factory)),
                                        std::move(o), true);
 }
 

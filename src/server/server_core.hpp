@@ -83,6 +83,16 @@ class server_core final : public exec_host {
   caller_shares& callers() noexcept { return _callers; }
   /// Metadata caps, bearer tokens and the server's authorizer (call_guard.hpp).
   call_guard& guard() noexcept { return _guard; }
+  /// A stream opens (shard_streams.cpp): false, and nothing taken, when `max` streams are open
+  /// in the whole server already. One atomic on a stream's open and end, none on a call's.
+  bool take_stream_slot(std::uint32_t max) noexcept {
+    if (_open_streams.fetch_add(1, std::memory_order_relaxed) < max) return true;
+    _open_streams.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  /// A stream's last callback has run.
+  void give_back_stream_slot() noexcept { _open_streams.fetch_sub(1, std::memory_order_relaxed); }
+  std::uint32_t open_streams() const noexcept { return _open_streams.load(std::memory_order_relaxed); }
   /// Allocations that failed (a call or a connection was failed instead of the server).
   void note_out_of_memory() noexcept { _out_of_memory.add(); }
   shard& shard_at(std::size_t i) noexcept { return *_shards[i]; }
@@ -117,6 +127,10 @@ class server_core final : public exec_host {
   // The way back (answer.cpp).
   /// Sends the answer encoded in c->reply to c's shard (or releases c when nothing goes back).
   void finish(call* c) noexcept;
+  /// Hands `c` (answered, or empty to be released) to its shard's responder inbox from any
+  /// thread, the shard's own included: what streams send keeps one order per connection,
+  /// which a direct enqueue on the shard's thread could overtake (answer.cpp).
+  void post_answer(call* c) noexcept;
   /// Encodes a frame of `kind` answering c (none for one-way traffic), then finish(). Out of
   /// memory for even that frame: c's connection is shut down instead.
   void answer(call* c, wire::Kind kind, status code, std::string_view message,
@@ -234,6 +248,7 @@ class server_core final : public exec_host {
   std::int64_t _started_ns = 0;
   std::atomic<unsigned> _open_connections{0};
   std::atomic<unsigned> _tls_handshakes{0};  // TLS handshakes under way
+  std::atomic<std::uint32_t> _open_streams{0};  // see take_stream_slot
   std::int64_t _slow_call_ns = 0;
   sharded_counter _settled;  // admitted client calls that ran or were refused
   sharded_counter _refused_busy;

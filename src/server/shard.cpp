@@ -117,7 +117,11 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
 
     if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
       _quiesced = true;
-      for (connection* c = _live; c != nullptr; c = c->live_next) cancel_recv(c);
+      for (connection* c = _live; c != nullptr; c = c->live_next) {
+        cancel_recv(c);
+        // The drain is over: streams still open end now (docs/design/streams.md, "Ends").
+        end_streams(c, status::shutting_down, "server is shutting down");
+      }
     }
     if (_close_all.load(std::memory_order_acquire) && !_closing_all) {
       _closing_all = true;

@@ -87,6 +87,10 @@ class shard {
   void close_notify_if_owed(connection* c) noexcept;
   /// Reader thread: a paused connection may read again; resumed later in this turn.
   void resume_later(connection* c) noexcept;
+  /// Responder (this thread): a stream's end was taken for writing; the stream leaves its
+  /// connection's table (shard_streams.cpp).
+  void stream_end_taken(call* end) noexcept;
+  void stream_out_released(connection* c, std::uint32_t bytes) noexcept;
   /// Calls of this shard's connections with a cancel_hub (on_cancel hooks, child calls).
   cancel_registry& hubs() noexcept { return _hubs; }
 
@@ -146,6 +150,16 @@ class shard {
   void refuse_guarded(call* k, std::uint64_t id, wire::Kind refuse_kind, status code, std::string_view why,
                       const char* stage, std::uint32_t retry_after_ms = 0);
   void post_rejected(const call* k, std::uint64_t id, std::string_view name, std::string_view detail) noexcept;
+  // Streams (shard_streams.cpp): the open after dispatch()'s checks, the frames of an open
+  // stream, and the ends the shard decides (cancel, deadline, connection gone, stop).
+  void open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight);
+  void on_stream_frame(call* k, const frame_view& v) noexcept;
+  bool cancel_stream(connection* c, std::uint64_t id) noexcept;
+  void end_streams(connection* c, status code, std::string_view why) noexcept;
+  void expire_streams(connection* c) noexcept;
+  void stream_protocol_error(connection* c) noexcept;
+  void release_quietly(call* k) noexcept;
+  void charge_message_share(call* m) noexcept;
   void notify_endpoints(connection* c, call_purpose purpose, std::string_view text = {});
   void arm_sweep_timer() noexcept;
   void sweep() noexcept;

@@ -218,6 +218,7 @@ void shard::maybe_finish(connection* c) noexcept {
     c->live_prev = c->live_next = nullptr;
   }
   c->reading = read_state::finished;
+  end_streams(c, status::cancelled, "connection closed");  // nothing more of theirs arrives
   // After a clean end of stream the calls in flight still owe their answers: only a failure,
   // a shed or a stop makes them give up.
   if (!c->half_closed || !c->failure().empty() || c->closed_by != close_cause::peer || _closing_all) {

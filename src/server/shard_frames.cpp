@@ -192,6 +192,7 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
   switch (v.kind) {
     case wire::Kind::Request:
     case wire::Kind::OneWay:
+    case wire::Kind::StreamOpen:
       // A cancel names a call in flight; one left over from an earlier call with this id
       // (a cancel that raced the answer) must not cancel this new one.
       c->forget_cancel(v.call_id);
@@ -211,21 +212,17 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
       // The call's handler sees cancelled(); a call still queued is answered CANCELLED unrun.
       // Either way exactly one answer for it still comes.
       _counts[sc::cancel_requests].add();
-      c->note_cancel(v.call_id);
-      _hubs.fire(c, v.call_id);  // on_cancel hooks and the call's own calls, after the note
+      if (!cancel_stream(c, v.call_id)) {
+        c->note_cancel(v.call_id);
+        _hubs.fire(c, v.call_id);  // on_cancel hooks and the call's own calls, after the note
+      }
       // Nothing goes back for the cancel itself. Id 0: releasing this call must not forget
       // the cancel it just recorded.
       answer(k, 0, wire::Kind::OneWay, status::ok, {});
       break;
-    case wire::Kind::StreamOpen:
     case wire::Kind::StreamMessage:
     case wire::Kind::StreamHalfClose:
-    case wire::Kind::StreamCredit:
-      // The schema names the stream kinds; until this server serves streams it answers them as
-      // a server that predates them does (docs/design/streams.md, "Old peers keep working").
-      _counts[sc::bad_frames].add();
-      answer(k, v.call_id, wire::Kind::Error, status::bad_request, "unknown frame kind");
-      break;
+    case wire::Kind::StreamCredit: on_stream_frame(k, v); break;
     default:
       _counts[sc::bad_frames].add();
       answer(k, v.call_id, wire::Kind::Error, status::bad_request,
@@ -263,6 +260,10 @@ void shard::dispatch(call* k, const frame_view& v) {
   }
   prepare(k, v, slot);
   const std::uint32_t in_flight = charge_share(k);
+  if (v.kind == wire::Kind::StreamOpen) [[unlikely]] {
+    open_stream(k, v, slot, in_flight);  // the stream's own lane, not the endpoint's queue
+    return;
+  }
   hand_over(k, v.call_id, slot, in_flight, refuse_kind);
 }
 

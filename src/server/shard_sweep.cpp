@@ -125,6 +125,7 @@ void shard::sweep() noexcept {
       c = next;
       continue;
     }
+    expire_streams(c);
     if (!c->liveness_checked && c->receive == recv_state::armed && !_quiesced &&
         _turn_ns - c->last_read_ns >= liveness_after_ns && check_liveness(c)) {
       c = next;

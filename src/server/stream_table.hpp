@@ -16,9 +16,11 @@ namespace ringrpc::detail {
 template <class T>
 class stream_table {
  public:
-  /// How many ended ids are remembered: past the messages in flight of the last few streams,
-  /// a frame for an ended id is as suspect as one for an id never opened.
-  static constexpr std::size_t remembered_ends = 64;
+  /// How many ended ids are remembered: more than a connection may have open (100), so even
+  /// when all of them end at once (a stop, a burst of cancels) the frames the peer had in
+  /// flight for each are known for late ones; past that, a frame for an ended id is as suspect
+  /// as one for an id never opened.
+  static constexpr std::size_t remembered_ends = 128;
 
   stream_table() = default;
   stream_table(const stream_table&) = delete;
@@ -49,19 +51,9 @@ class stream_table {
   }
 
   /// Removes stream `id` and remembers it as ended; returns what it held (null if not open).
-  T* erase(std::uint64_t id) noexcept {
-    if (_capacity == 0) return nullptr;
-    std::size_t i = slot_of(id);
-    for (;; i = (i + 1) & (_capacity - 1)) {
-      if (_slots[i].value == nullptr) return nullptr;
-      if (_slots[i].id == id) break;
-    }
-    T* const gone = _slots[i].value;
-    close_gap(i);
-    --_size;
-    _ended[_ended_next++ % remembered_ends] = id;
-    return gone;
-  }
+  T* erase(std::uint64_t id) noexcept { return remove(id, true); }
+  /// Removes stream `id` without remembering it: it never was open for the peer (refused).
+  T* forget(std::uint64_t id) noexcept { return remove(id, false); }
 
   /// True when `id` is one of the last `remembered_ends` ids erased (and not open again).
   bool recently_ended(std::uint64_t id) const noexcept {
@@ -81,6 +73,20 @@ class stream_table {
   }
 
  private:
+  T* remove(std::uint64_t id, bool remember) noexcept {
+    if (_capacity == 0) return nullptr;
+    std::size_t i = slot_of(id);
+    for (;; i = (i + 1) & (_capacity - 1)) {
+      if (_slots[i].value == nullptr) return nullptr;
+      if (_slots[i].id == id) break;
+    }
+    T* const gone = _slots[i].value;
+    close_gap(i);
+    --_size;
+    if (remember) _ended[_ended_next++ % remembered_ends] = id;
+    return gone;
+  }
+
   struct entry {
     std::uint64_t id = 0;
     T* value = nullptr;  // null: the slot is free

@@ -71,21 +71,28 @@ TEST(StreamTable, AgreesWithAReferenceUnderChurn) {
 }
 
 TEST(StreamTable, RemembersTheLastEndedIdsOnly) {
+  constexpr std::uint64_t n = 300;
+  constexpr std::uint64_t ended = 200;
+  constexpr std::uint64_t kept = stream_table<stream_stub>::remembered_ends;
+  static_assert(kept < ended, "the test must end more ids than are remembered");
   stream_table<stream_stub> t;
-  std::vector<stream_stub> stubs(200);
-  for (std::uint64_t id = 1; id <= 200; ++id) {
+  std::vector<stream_stub> stubs(n);
+  for (std::uint64_t id = 1; id <= n; ++id) {
     stubs[id - 1].id = id;
     ASSERT_TRUE(t.insert(id, &stubs[id - 1]));
   }
   EXPECT_FALSE(t.recently_ended(5)) << "open, never ended";
-  for (std::uint64_t id = 1; id <= 100; ++id) ASSERT_NE(t.erase(id), nullptr);
-  for (std::uint64_t id = 100 - stream_table<stream_stub>::remembered_ends + 1; id <= 100; ++id) {
+  for (std::uint64_t id = 1; id <= ended; ++id) ASSERT_NE(t.erase(id), nullptr);
+  for (std::uint64_t id = ended - kept + 1; id <= ended; ++id) {
     EXPECT_TRUE(t.recently_ended(id)) << id;
   }
-  EXPECT_FALSE(t.recently_ended(100 - stream_table<stream_stub>::remembered_ends)) << "forgotten";
+  EXPECT_FALSE(t.recently_ended(ended - kept)) << "forgotten";
   EXPECT_FALSE(t.recently_ended(1));
-  EXPECT_FALSE(t.recently_ended(150)) << "still open";
+  EXPECT_FALSE(t.recently_ended(250)) << "still open";
   EXPECT_FALSE(t.recently_ended(999)) << "never opened";
+  ASSERT_NE(t.forget(250), nullptr);
+  EXPECT_FALSE(t.recently_ended(250)) << "forgotten at once: it was never open for the peer";
+  EXPECT_EQ(t.find(250), nullptr);
 }
 
 }  // namespace

@@ -1,0 +1,114 @@
+#pragma once
+/// \file Streaming calls on the server: the handle a stream handler writes and ends its stream
+/// through, the handler's callbacks, and the factory a stream method is registered with
+/// (server::add_stream_method). The wire and the credit rules are docs/design/streams.md.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "ringrpc/status.hpp"
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
+
+namespace ringrpc {
+
+namespace detail {
+class stream_state;
+}  // namespace detail
+
+/// Who sends messages on a stream besides its opening request.
+enum class stream_kind : std::uint8_t {
+  server = 1,  ///< one request (the StreamOpen's payload), then messages from the server
+  client = 2,  ///< messages from the client, then one answer from the server
+  bidi = 3,    ///< messages both ways, independently
+};
+
+std::string_view to_string(stream_kind k) noexcept;
+
+/// What server_stream::write() did with a message.
+enum class write_result : std::uint8_t {
+  ok,           ///< taken: it goes to the client in order, after the messages written before
+  would_block,  ///< no send credit now: nothing was taken; on_writable() says when to retry
+  closed,       ///< the stream has ended (or the server is out of memory): nothing was taken
+};
+
+/// A stream as its handler sees it. Copyable and thread-safe: every copy names the same stream,
+/// and any thread may write or end it, also after the callback that got it has returned. Copies
+/// may outlive the stream (and the server): every operation on an ended stream is a no-op that
+/// says so.
+class server_stream {
+ public:
+  /// Made by the server; a default-made handle names no stream (every write is `closed`).
+  server_stream() noexcept = default;
+  explicit server_stream(std::shared_ptr<detail::stream_state> state) noexcept;
+
+  /// Sends one message, never blocking: `would_block` when the client's credit is used up (the
+  /// stream's on_writable() follows once it grants more), `closed` after the end.
+  write_result write(std::span<const std::byte> message) noexcept;
+  write_result write(std::string_view message) noexcept {
+    return write(std::span<const std::byte>(reinterpret_cast<const std::byte*>(message.data()), message.size()));
+  }
+  /// Ends the stream with status ok and the trailers added so far. False when it had ended.
+  bool finish() noexcept;
+  /// Ends the stream with an error (never ok on the wire: ok becomes internal). False when it
+  /// had ended.
+  bool fail(status code, std::string_view message) noexcept;
+  /// A response header, sent with the stream's first frame (message or end); false once that
+  /// frame is on its way, or on a bad key or value.
+  bool add_header(std::string_view key, std::string_view value) noexcept;
+  /// A trailer, sent with the stream's end; false once the stream has ended.
+  bool add_trailer(std::string_view key, std::string_view value) noexcept;
+
+  std::uint64_t call_id() const noexcept;
+  /// The method the client opened; empty for a handle that names no stream.
+  std::string_view method() const noexcept;
+  stream_kind kind() const noexcept;
+  /// Time left before the client's deadline (negative once passed); max() when none was set.
+  std::chrono::nanoseconds remaining() const noexcept;
+  /// True once the stream has ended, whoever ended it (the handler, a cancel, the deadline,
+  /// the connection, the server stopping).
+  bool ended() const noexcept;
+
+ private:
+  std::shared_ptr<detail::stream_state> _state;
+};
+
+/// One stream's callbacks. They run on the method's pool, one at a time and in arrival order
+/// per stream (different streams run in parallel); none runs after on_done(). A callback that
+/// throws fails the stream with `internal`.
+class stream_handler {
+ public:
+  virtual ~stream_handler() = default;
+  /// A message from the client (client and bidi streams). The bytes live until it returns;
+  /// the client's credit for it comes back once it has.
+  virtual void on_message(server_stream& stream, std::span<const std::byte> message) {
+    (void)stream;
+    (void)message;
+  }
+  /// The client sends nothing more (every message it sent before came first).
+  virtual void on_half_close(server_stream& stream) { (void)stream; }
+  /// A write() said would_block and credit has come back since: write again.
+  virtual void on_writable(server_stream& stream) { (void)stream; }
+  /// The stream ended other than by this handler's finish()/fail(): the client cancelled, the
+  /// deadline passed, the connection went, or the server is stopping. on_done() follows.
+  virtual void on_cancel(server_stream& stream) { (void)stream; }
+  /// The last callback, with the status the stream ended with.
+  virtual void on_done(status final_status) { (void)final_status; }
+};
+
+/// Makes the handler of a stream as it opens, on the method's pool (before any other callback
+/// of that stream). `request` is a server stream's one request and empty for the other kinds;
+/// its bytes live until the factory returns. It may write, or even end the stream, through
+/// `stream` before returning. Returning null without ending the stream fails it with `internal`.
+using stream_factory =
+    std::function<std::unique_ptr<stream_handler>(server_stream& stream, std::span<const std::byte> request)>;
+
+}  // namespace ringrpc
+
+RINGRPC_API_END

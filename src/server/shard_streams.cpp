@@ -1,0 +1,250 @@
+// Streams on the shard's thread (docs/design/streams.md, "Server"): a StreamOpen that passed
+// dispatch()'s checks becomes a stream in its connection's table; the frames naming an open
+// stream go to it; frames naming none are strays; and the ends the shard itself decides — a
+// client's Cancel, the deadline (the sweep), the connection gone, the server stopping.
+#include "server/shard.hpp"
+
+#include <string>
+
+#include "server/server_core.hpp"
+#include "server/stream_endpoint.hpp"
+#include "server/stream_state.hpp"
+
+namespace ringrpc::detail {
+
+namespace {
+
+// Become server_options fields with the next ABI change (adding fields to server_options
+// changes its layout); until then every server has these.
+constexpr std::size_t max_streams_per_connection = 100;
+constexpr std::uint32_t max_streams = 16'384;
+constexpr std::uint32_t max_stream_protocol_errors = 100;
+
+stream_table<stream_state>* streams_of(const connection* c) noexcept {
+  connection::connection_rare* r = c->rare.load(std::memory_order_relaxed);
+  return r != nullptr ? &r->streams : nullptr;
+}
+
+}  // namespace
+
+// After every check a Request meets (dispatch()), and charged to the caller's share like one:
+// what is left is the method's kind, the connection's cap, and making the stream.
+void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight) {
+  connection* c = k->conn;
+  const auto* ep = dynamic_cast<const stream_endpoint*>(&slot->target());
+  if (ep == nullptr || static_cast<std::uint8_t>(ep->kind()) != v.stream_kind) {
+    _counts[sc::bad_frames].add();
+    answer(k, v.call_id, wire::Kind::Error, status::bad_request,
+           ep == nullptr ? "method '" + std::string(v.method) + "' is not a stream; call it with Request"
+                         : stream_kind_mismatch(v.method, ep->kind()));
+    stream_protocol_error(c);
+    return;
+  }
+  stream_table<stream_state>& table = c->rare_part().streams;
+  if (table.find(v.call_id) != nullptr) {
+    _counts[sc::bad_frames].add();
+    answer(k, v.call_id, wire::Kind::Error, status::bad_request,
+           "stream " + std::to_string(v.call_id) + " is open already");
+    stream_protocol_error(c);
+    return;
+  }
+  // Each open stream holds one of the connection's max_inflight_per_connection calls until
+  // it ends, and its end may need frames only the connection's reading brings (a half-close,
+  // credit): at least one call must stay free for them, or reading would pause for good.
+  const unsigned inflight = _core.options().max_inflight_per_connection;
+  const bool by_inflight = inflight <= max_streams_per_connection;
+  const std::size_t cap = by_inflight ? (inflight > 0 ? inflight - 1 : 0) : max_streams_per_connection;
+  if (table.size() >= cap) {
+    _counts[sc::calls_rejected_busy].add();
+    const char* knob = by_inflight ? "max_inflight_per_connection" : "max_streams_per_connection";
+    post_rejected(k, v.call_id, knob, "streams");
+    answer(k, v.call_id, wire::Kind::Error, status::server_busy,
+           "connection has " + std::to_string(table.size()) + " open streams (" + knob + " " +
+               std::to_string(by_inflight ? inflight : max_streams_per_connection) + ")",
+           10);
+    return;
+  }
+  if (!_core.take_stream_slot(max_streams)) {
+    _counts[sc::calls_rejected_busy].add();
+    post_rejected(k, v.call_id, "max_streams", "streams");
+    answer(k, v.call_id, wire::Kind::Error, status::server_busy,
+           "server has " + std::to_string(max_streams) + " open streams (max_streams)", 10);
+    return;
+  }
+  if (!slot->enter_stream()) {
+    _core.give_back_stream_slot();
+    _counts[sc::calls_rejected_stopping].add();
+    refuse_stopped(k, v.call_id, slot, wire::Kind::Error);
+    return;
+  }
+  std::shared_ptr<stream_state> s;
+  call* end = new_call(c);
+  end->id = v.call_id;
+  end->deadline_ns = k->deadline_ns;
+  try {
+    s = std::make_shared<stream_state>(_core, k, end, v, *slot, ep->factory(), ep->kind());
+    table.insert(v.call_id, s.get());  // throws only before anything was added: k is answered
+  } catch (...) {
+    release_quietly(end);
+    _core.give_back_stream_slot();
+    slot->leave_stream();
+    throw;
+  }
+  if (!s->start()) {
+    // The pool is full, or this caller is over its share: refused as a call would be, and
+    // nothing of the stream is left (nor remembered: the id was never open).
+    table.forget(v.call_id);
+    call* open = s->take_back_open();
+    release_quietly(s->take_back_end());
+    s.reset();
+    _core.give_back_stream_slot();
+    slot->leave_stream();
+    _counts[sc::calls_rejected_busy].add();
+    refuse_full(open, v.call_id, slot, in_flight, wire::Kind::Error);
+    return;
+  }
+  _unposted = nullptr;  // the stream owns k now: it carries the stream's end
+  stream_state* raw = s.get();
+  raw->table_ref = std::move(s);
+}
+
+void shard::on_stream_frame(call* k, const frame_view& v) noexcept {
+  connection* c = k->conn;
+  stream_table<stream_state>* table = streams_of(c);
+  stream_state* s = table != nullptr ? table->find(v.call_id) : nullptr;
+  if (s == nullptr || s->ended()) {
+    // What a client had in flight when its stream's end crossed it is dropped, and is no
+    // error. A frame for an id that was never open (or ended too long ago to tell) is dropped
+    // and counted toward the protocol error cap, but never answered: an answer carries the
+    // id, which the client may have given to a new call by now.
+    const bool late = s != nullptr || (table != nullptr && table->recently_ended(v.call_id));
+    release_quietly(k);
+    if (!late) {
+      _counts[sc::bad_frames].add();
+      stream_protocol_error(c);
+    }
+    return;
+  }
+  k->id = v.call_id;
+  k->kind = v.kind;
+  k->purpose = call_purpose::request;
+  switch (v.kind) {
+    case wire::Kind::StreamMessage:
+      if (s->kind() == stream_kind::server || s->half_closed()) {
+        release_quietly(k);
+        s->end(status::bad_request,
+               s->half_closed() ? "a stream message after the half-close" : "a server stream takes no messages",
+               false);
+        stream_protocol_error(c);
+        return;
+      }
+      k->payload = v.payload;
+      charge_message_share(k);
+      switch (s->on_message(k)) {
+        case stream_state::arrival::queued: return;
+        case stream_state::arrival::ended: release_quietly(k); return;
+        case stream_state::arrival::beyond_credit:
+          release_quietly(k);
+          stream_protocol_error(c);
+          return;
+      }
+      return;
+    case wire::Kind::StreamHalfClose:
+      if (s->half_closed()) {
+        release_quietly(k);  // said twice: nothing new
+        return;
+      }
+      s->on_half_close(k);
+      return;
+    default: {  // StreamCredit
+      const bool ok = s->on_credit(v.credit_messages, v.credit_bytes);
+      release_quietly(k);
+      if (!ok) stream_protocol_error(c);
+      return;
+    }
+  }
+}
+
+bool shard::cancel_stream(connection* c, std::uint64_t id) noexcept {
+  stream_table<stream_state>* table = streams_of(c);
+  stream_state* s = table != nullptr ? table->find(id) : nullptr;
+  if (s == nullptr) return false;
+  // The client still gets the stream's end (Cancelled, unless another end was on its way), so
+  // both sides free the id on a frame.
+  s->end(status::cancelled, "cancelled by the client", false);
+  return true;
+}
+
+void shard::end_streams(connection* c, status code, std::string_view why) noexcept {
+  if (stream_table<stream_state>* table = streams_of(c)) {
+    table->for_each([&](std::uint64_t, stream_state* s) { s->end(code, why, false); });
+  }
+}
+
+void shard::expire_streams(connection* c) noexcept {
+  stream_table<stream_state>* table = streams_of(c);
+  if (table == nullptr || table->empty()) return;
+  table->for_each([&](std::uint64_t, stream_state* s) {
+    if (s->deadline_ns() != 0 && _turn_ns > s->deadline_ns()) {
+      s->end(status::deadline_exceeded, "stream deadline passed", false);
+    }
+  });
+}
+
+void shard::stream_end_taken(call* end) noexcept {
+  stream_state* s = end->stream;
+  end->stream = nullptr;
+  end->stream_end = false;
+  stream_table<stream_state>* table = streams_of(end->conn);
+  // By identity: the client may already have opened a new stream under this id.
+  if (table != nullptr && table->find(s->id()) == s) table->erase(s->id());
+  const std::shared_ptr<stream_state> last = std::move(s->table_ref);  // may be the last reference
+}
+
+// The responder took a written stream message off the connection's stream cap: once below
+// half of it, writers it held back write again (stream_state::write, on_room).
+void shard::stream_out_released(connection* c, std::uint32_t bytes) noexcept {
+  std::atomic<std::size_t>& held = c->rare.load(std::memory_order_relaxed)->stream_out_bytes;
+  const std::size_t before = held.fetch_sub(bytes, std::memory_order_seq_cst);
+  const std::size_t half = _core.options().max_queued_reply_bytes / 2;
+  if (before <= half || before - bytes > half) return;
+  if (stream_table<stream_state>* table = streams_of(c)) {
+    table->for_each([](std::uint64_t, stream_state* s) { s->on_room(); });
+  }
+}
+
+// Stray frames, credit violations and kind mismatches: a client past the cap is broken or
+// hostile, and the connection goes (answered first, on call id 0).
+void shard::stream_protocol_error(connection* c) noexcept {
+  connection::connection_rare* r = nullptr;
+  try {
+    r = &c->rare_part();  // a client that sends only strays has none yet
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  if (++r->stream_protocol_errors <= max_stream_protocol_errors || is_closing(c)) return;
+  answer(new_call(c), 0, wire::Kind::Error, status::bad_request,
+         "too many stream protocol errors; closing the connection");
+  c->note_failure("too many stream protocol errors");
+  start_close(c);
+}
+
+// Fair share (docs/design/streams.md): a message waiting for or in its handler is one unit of
+// its caller's share, as a call is, so a streaming caller's calls go over its share as soon as
+// a calling one's would. Released with the message's call (responder::release_call).
+void shard::charge_message_share(call* m) noexcept {
+  connection* c = m->conn;
+  caller_share& share = *c->share;
+  if (&share == &c->own_share) {  // this thread alone writes it
+    share.units_in_flight.store(share.units_in_flight.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    share.units_in_flight.fetch_add(1, std::memory_order_relaxed);
+  }
+  m->share_counted = true;
+  m->cost_units = 1;
+}
+
+// A frame that needs no answer: its call goes back through the responder, which releases it.
+void shard::release_quietly(call* k) noexcept { answer(k, 0, wire::Kind::OneWay, status::ok, {}); }
+
+}  // namespace ringrpc::detail
