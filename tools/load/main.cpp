@@ -32,6 +32,7 @@
 #include "server_cost.hpp"
 #include "shard.hpp"
 #include "sniff.hpp"
+#include "template_options.hpp"
 #include "thresholds.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
@@ -287,6 +288,8 @@ struct cli_args {
               typed_method, data, schema_file, proto_file, shard_text, start_at_text, max_body, batch_window,
               latency_clock = "kernel", arrival = "uniform", seed, conn_ramp, server_pid, server_metrics, tls_cacert, tls_cert, tls_key;
   std::vector<std::string> schema_includes, headers, fail_if, rate_ramps;
+  template_args templates;  // --template, --redis-key, --data-file
+  bool uses_random = false;  // a template draws {random:N}: --seed applies
   std::uint64_t count = 0, key_space = 100000;
   bool verify = false, wrk_latency = false, tls_insecure = false;
   // Which options were given at all (a default and an explicit equal value differ here).
@@ -338,6 +341,10 @@ void add_run_options(CLI::App& app, cli_args& a, engine_config& cfg) {
   app.add_option("-s,--size", a.size, "payload bytes (k, m)")->capture_default_str();
   app.add_option("--data", a.data, "--method/--proto: request JSON, or @FILE [{}]");
   app.add_option("--payload-file", a.payload_file, "payload read from this file");
+  // --redis-key and --data-file are named in --template's line and in docs/load.md.
+  app.add_option("--template", a.templates.payload, "payload/body per call: {seq} {random:N} {line}");
+  app.add_option("--redis-key", a.templates.redis_key, "")->group("");
+  app.add_option("--data-file", a.templates.data_file, "")->group("");
   app.add_option("-H,--header", a.headers, "'Name: value' (repeat); ringrpc: metadata")->allow_extra_args(false);
   app.add_option("--max-body", a.max_body, "fail a reply larger than this [1m]");
   // --server-metrics is named in --server-pid's line, to keep --help one screen.
@@ -431,6 +438,9 @@ void check_payload_sources(const cli_args& a) {
     throw std::invalid_argument("--data, --schema and -I go with --method (--data is the request as JSON); "
                                 "raw payload bytes come from -s or --payload-file");
   }
+  if (!a.templates.payload.empty() && (a.given_size || !a.payload_file.empty() || a.typed() || !a.proto_file.empty())) {
+    throw std::invalid_argument("--template is the payload: it excludes -s, --payload-file, --method and --proto");
+  }
   if (a.given_size && !a.payload_file.empty()) throw std::invalid_argument("give the payload once: -s or --payload-file");
   if (a.typed()) {
     if (a.given_size || !a.payload_file.empty() || !a.mix.empty()) {
@@ -500,6 +510,7 @@ codec_options make_codec_options(const cli_args& a, engine_config& cfg) {
     co.bearer_token = token;  // as ringrpc-call: sent unless -H gives an authorization
   }
   make_payload(a, cfg, co);
+  co.templates = make_request_templates(a.templates, cfg.where.scheme);
   co.key_space = a.key_space;
   if (a.verify && cfg.where.scheme != "ringrpc") {
     throw std::invalid_argument("--verify goes with ringrpc:// and ringrpcs:// (echo:// always checks its bytes)");
@@ -595,7 +606,9 @@ void set_arrival(const cli_args& a, engine_config& cfg) {
   if (cfg.poisson_arrivals && cfg.steps.empty()) {
     throw std::invalid_argument("--arrival poisson needs an open loop (-R, --rate-steps or --rate-ramp)");
   }
-  if (!a.seed.empty() && !cfg.poisson_arrivals) throw std::invalid_argument("--seed goes with --arrival poisson");
+  if (!a.seed.empty() && !cfg.poisson_arrivals && !a.uses_random) {
+    throw std::invalid_argument("--seed goes with --arrival poisson and templates with {random:N}");
+  }
   if (a.seed.empty()) {
     // 53 bits: a JSON reader that keeps numbers as doubles (jq, JavaScript) reads it back exact,
     // so the recorded seed repeats the run.
@@ -706,7 +719,10 @@ void record_config(run_result& r, const cli_args& a, const engine_config& cfg, c
   if (!a.rate_steps.empty()) r.config["rate_steps"] = parse_rate_list(a.rate_steps);
   if (!a.rate_ramps.empty()) r.config["rate_ramp"] = ramp_config(cfg);
   if (!cfg.steps.empty()) r.config["arrival"] = a.arrival;
-  if (cfg.poisson_arrivals) r.config["seed"] = cfg.seed;
+  if (cfg.poisson_arrivals || a.uses_random) r.config["seed"] = cfg.seed;
+  if (!a.templates.payload.empty()) r.config["template"] = a.templates.payload;
+  if (!a.templates.redis_key.empty()) r.config["redis_key"] = a.templates.redis_key;
+  if (!a.templates.data_file.empty()) r.config["data_file"] = a.templates.data_file;
   if (cfg.conn_ramp_time.count() > 0) {
     r.config["conn_ramp"] = {{"from", cfg.conn_ramp_from}, {"to", cfg.connections},
                              {"duration_s", static_cast<double>(cfg.conn_ramp_time.count()) / 1e9}};
@@ -762,12 +778,15 @@ int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percent
   const codec_options co = make_codec_options(a, cfg);
   const auto proto = make_protocol(cfg.where, co);
   cfg.kinds = a.mix.empty() ? proto->default_kinds() : parse_mix(a.mix, cfg.where);
+  check_path_templates(cfg.kinds, *co.templates);
+  a.uses_random = uses_random(cfg.kinds, *co.templates);
   set_schedule(a, cfg);
   set_connections(a, cfg);
   cfg.diagnose_first_reply = true;
   // A slow method must not pass for a silent server of another protocol.
   cfg.silence_limit = std::max<std::chrono::nanoseconds>(std::chrono::seconds(5), cfg.call_timeout + std::chrono::seconds(1));
   set_rates(a, cfg, thresholds);
+  co.templates->data->set_seed(cfg.seed);
   const std::optional<shard_spec> shard = apply_shard(a, cfg);
   if (cfg.where.tls) {
     // Sized for the connections this host opens (its record buffers are kept per connection
