@@ -111,6 +111,19 @@ expect_usage_error arrivalclosed "needs an open loop" --arrival poisson ringrpc:
 expect_usage_error seed "bad --seed" -R 1k --arrival poisson --seed x ringrpc://127.0.0.1:1/echo
 expect_usage_error startbad "RFC 3339" --start-at 'tomorrow 9am' ringrpc://127.0.0.1:1/echo
 expect_usage_error dunit "bad duration '10q'" -d 10q ringrpc://127.0.0.1:1/echo
+# Request templates: a bad one is a usage error before any connection.
+: >"$work/empty.lines"
+expect_usage_error tplunknown "unknown placeholder \{nope\}" --template 'a{nope}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplbrace "lone '}'" --template 'a}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplpath "unknown placeholder \{id\}" 'http://127.0.0.1:1/u/{id}'
+expect_usage_error tplrandom "needs N" --redis-key 'k{random:0}' redis://127.0.0.1:1
+expect_usage_error tplline "give the lines with --data-file" --template '{line}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplempty "is empty" --data-file "$work/empty.lines" --template '{line}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplunused "no template uses \{line\}" --data-file /etc/hostname http://127.0.0.1:1/
+expect_usage_error tplecho "echo:// compares" --template '{seq}' echo://127.0.0.1:1
+expect_usage_error tplsize "excludes -s" -s 10 --template '{seq}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplverify "cannot go with --template" --verify --template '{seq}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplseed "--seed goes with" --seed 3 --template '{seq}' ringrpc://127.0.0.1:1/echo
 expect_usage_error depth0 "at least 1" -P 0 ringrpc://127.0.0.1:1/echo
 expect_usage_error batch0 "--reply-batch" --reply-batch 0 ringrpc://127.0.0.1:1/echo
 expect_usage_error clock "--latency-clock" --latency-clock wall ringrpc://127.0.0.1:1/echo
@@ -233,6 +246,17 @@ sys.exit(not (j["calls_ok"] > 0 and c["arrival"] == "poisson" and c["seed"] == 9
   fail "--arrival poisson: exit $rc, or poisson.json lacks arrival/seed: $(head -c 600 poisson.json)"
 else
   ok "--arrival poisson --seed 9: calls answered, arrival and seed in the JSON config"
+fi
+# --template with {random:N} takes --seed, and records it and the template in the config.
+run_load template -c 2 --warmup 0 -n 200 --template 'id={seq},r={random:10}' --seed 5 --json template.json \
+  "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 0 ] || ! python3 -c 'import json, sys
+j = json.load(open("template.json"))
+c = j["config"]
+sys.exit(not (j["calls_ok"] == 200 and c["seed"] == 5 and c["template"] == "id={seq},r={random:10}"))'; then
+  fail "--template: exit $rc, or template.json lacks calls, seed or template: $(head -c 600 template.json)"
+else
+  ok "--template 'id={seq},r={random:10}' --seed 5: 200 calls, template and seed in the JSON config"
 fi
 # --conn-ramp: 1 connection, then 3 more over 0.5 s, on two threads.
 run_load connramp -t 2 --warmup 0 -d 1 --conn-ramp 1:4:500ms --json connramp.json "ringrpc://127.0.0.1:$port/echo"

@@ -174,17 +174,20 @@ TEST(template_options, checks_what_goes_with_what) {
   EXPECT_THROW(make_request_templates({"{bad}", "", ""}, "ringrpc"), std::invalid_argument);
   EXPECT_THROW(make_request_templates({"{line}", "", ""}, "ringrpc"), std::invalid_argument);
   const temp_file lines("one\n");
-  EXPECT_THROW(make_request_templates({"{seq}", "", lines.path}, "ringrpc"), std::invalid_argument)
+  const template_args unused{"{seq}", "", lines.path};
+  EXPECT_THROW(check_path_templates(unused, {}, *make_request_templates(unused, "ringrpc")), std::invalid_argument)
       << "--data-file without {line}";
-  const auto t = make_request_templates({"v{line}", "k:{seq}", lines.path}, "redis");
+  const template_args used{"v{line}", "k:{seq}", lines.path};
+  const auto t = make_request_templates(used, "redis");
   EXPECT_TRUE(t->has_payload && t->has_key);
+  EXPECT_NO_THROW(check_path_templates(used, {}, *t));
   const temp_file file_template("{{\"n\": {seq}}}");
   EXPECT_EQ(make_request_templates({"@" + file_template.path, "", ""}, "http")->payload.literal_text(), "{\"n\": }");
   std::vector<request_kind> kinds(1);
   kinds[0].path = "/a/{random:5}";
   EXPECT_TRUE(uses_random(kinds, *t));
   kinds[0].path = "/a/{nope}";
-  EXPECT_THROW(check_path_templates(kinds, *t), std::invalid_argument);
+  EXPECT_THROW(check_path_templates({}, kinds, *t), std::invalid_argument);
 }
 
 // ---- what codecs write ----

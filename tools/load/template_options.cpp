@@ -41,18 +41,21 @@ std::shared_ptr<request_templates> make_request_templates(const template_args& a
     t->has_key = true;
     t->data->check(t->key, "--redis-key", false);
   }
-  const bool uses_line = (t->has_payload && t->payload.uses_line()) || (t->has_key && t->key.uses_line());
-  if (!a.data_file.empty() && !uses_line && scheme != "http" && scheme != "h2c") {
-    throw std::invalid_argument("--data-file gives the lines of {line}, and no template uses {line}");
-  }
   return t;
 }
 
-void check_path_templates(const std::vector<request_kind>& kinds, const request_templates& templates) {
+void check_path_templates(const template_args& a, const std::vector<request_kind>& kinds,
+                          const request_templates& templates) {
+  bool uses_line = (templates.has_payload && templates.payload.uses_line()) ||
+                   (templates.has_key && templates.key.uses_line());
   for (const request_kind& k : kinds) {
     if (!request_template::has_braces(k.path)) continue;
     const request_template t = request_template::compile(k.path, "path");
     templates.data->check(t, "path '" + k.path + "'", true);
+    uses_line = uses_line || t.uses_line();
+  }
+  if (!a.data_file.empty() && !uses_line) {
+    throw std::invalid_argument("--data-file gives the lines of {line}, and no template uses {line}");
   }
 }
 

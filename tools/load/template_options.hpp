@@ -23,8 +23,10 @@ struct template_args {
 std::shared_ptr<request_templates> make_request_templates(const template_args& a, const std::string& scheme);
 
 /// Checks the placeholders of the paths of `kinds` (HTTP, h2c: the URL's and --mix's): each
-/// compiles, and {line} has lines without spaces. Throws std::invalid_argument.
-void check_path_templates(const std::vector<request_kind>& kinds, const request_templates& templates);
+/// compiles, {line} has lines without spaces, and a --data-file given (`a`) has a {line} to
+/// use it. Throws std::invalid_argument.
+void check_path_templates(const template_args& a, const std::vector<request_kind>& kinds,
+                          const request_templates& templates);
 
 /// Whether any template of the run draws random numbers (then --seed applies).
 bool uses_random(const std::vector<request_kind>& kinds, const request_templates& templates);
