@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "grpc_request.hpp"
 #include "hdr_log.hpp"
 #include "interrupt.hpp"
+#include "live_output.hpp"
 #include "output_file.hpp"
 #include "protocol.hpp"
 #include "report.hpp"
@@ -289,6 +291,8 @@ struct cli_args {
               latency_clock = "kernel", arrival = "uniform", seed, conn_ramp, server_pid, server_metrics, tls_cacert, tls_cert, tls_key;
   std::vector<std::string> schema_includes, headers, fail_if, rate_ramps;
   template_args templates;  // --template, --redis-key, --data-file
+  std::string live_path, metrics_addr = "127.0.0.1";  // --live, --metrics-addr
+  int metrics_port = -1;  // --metrics-port; -1: none
   bool uses_random = false;  // a template draws {random:N}: --seed applies
   std::uint64_t count = 0, key_space = 100000;
   bool verify = false, wrk_latency = false, tls_insecure = false;
@@ -353,7 +357,8 @@ void add_run_options(CLI::App& app, cli_args& a, engine_config& cfg) {
   app.add_option("--server-metrics", a.server_metrics, "")->group("");
   app.add_option("--mix", a.mix, "weighted kinds, e.g. GET:8,SET:1");
   app.add_option("--method", a.typed_method, "ringrpc: typed Service.Method, --data JSON");
-  app.add_option("--schema", a.schema_file, "--method: .fbs/.bfbs instead of reflection");
+  // --schema is named in -I's line and in docs/load.md, to keep --help one screen.
+  app.add_option("--schema", a.schema_file, "")->group("");
   app.add_option("--proto", a.proto_file, "grpc: .proto file for --data");
   app.add_option("-I,--include", a.schema_includes, "include path for --schema/--proto")->allow_extra_args(false);
   app.add_option("--key-space", a.key_space, "redis: keys key:0 .. key:N-1; --redis-key")->capture_default_str();
@@ -362,6 +367,10 @@ void add_run_options(CLI::App& app, cli_args& a, engine_config& cfg) {
   app.add_option("-p,--percentiles", a.percentiles_text, "e.g. 50,99,99.9");
   app.add_option("--fail-if", a.fail_if, "exit 4 if: p99>2ms,errors>0.1%,rate<90%")->allow_extra_args(false);
   app.add_option("--json", a.json_path, "write results as JSON (- = stdout)");
+  // --metrics-port and --metrics-addr are named in --live's line and in docs/load.md.
+  app.add_option("--live", a.live_path, "a JSON line a second (- = stdout); --metrics-port");
+  app.add_option("--metrics-port", a.metrics_port, "")->group("");
+  app.add_option("--metrics-addr", a.metrics_addr, "")->group("");
   app.add_option("--hdr-log", a.hdr_path, "write per-second HdrHistogram log");
   app.add_option("--plot", a.plot_path, "write an SVG plot");
   app.add_option("--shard", a.shard_text, "host K of N: its share of -c -R -n");
@@ -674,10 +683,17 @@ std::optional<shard_spec> apply_shard(const cli_args& a, engine_config& cfg) {
 struct outputs {
   std::unique_ptr<output_file> json, hdr, plot;
   FILE* summary = stdout;
+  // --live: written as the run goes, so opened as is (not committed); stdout is not closed.
+  struct close_file {
+    void operator()(FILE* f) const noexcept {
+      if (f != stdout) std::fclose(f);
+    }
+  };
+  std::unique_ptr<FILE, close_file> live;
 };
 
 outputs claim_outputs(const cli_args& a) {
-  if (a.json_path == "-" && (a.hdr_path == "-" || a.plot_path == "-")) {
+  if (int{a.json_path == "-"} + int{a.live_path == "-"} + int{a.hdr_path == "-"} + int{a.plot_path == "-"} > 1) {
     throw std::invalid_argument("only one output can go to stdout (-)");
   }
   if (a.hdr_path == "-" || a.plot_path == "-") throw std::invalid_argument("only --json can go to stdout (-)");
@@ -686,6 +702,13 @@ outputs claim_outputs(const cli_args& a) {
   if (!a.hdr_path.empty()) o.hdr = std::make_unique<output_file>(a.hdr_path);
   if (!a.plot_path.empty()) o.plot = std::make_unique<output_file>(a.plot_path);
   if (o.json && o.json->is_stdout()) o.summary = stderr;
+  if (a.live_path == "-") {
+    o.live.reset(stdout);
+    o.summary = stderr;
+  } else if (!a.live_path.empty()) {
+    o.live.reset(std::fopen(a.live_path.c_str(), "w"));
+    if (o.live == nullptr) throw std::runtime_error("cannot write " + a.live_path + ": " + std::strerror(errno));
+  }
   return o;
 }
 
@@ -761,6 +784,21 @@ int report(run_result& r, const cli_args& a, const std::vector<threshold>& thres
   return r.error_total() == 0 ? 0 : 3;
 }
 
+/// --live and --metrics-port: the per-second figures while the run goes (live_output.hpp), fed
+/// from the seconds the workers hand over; null when neither is asked for.
+std::unique_ptr<live_output> make_live_output(const cli_args& a, engine_config& cfg, FILE* lines) {
+  if (lines == nullptr && a.metrics_port < 0) return nullptr;
+  if (a.metrics_port > 65535) throw std::invalid_argument("--metrics-port must be 0 .. 65535");
+  auto live = std::make_unique<live_output>(lines, cfg.steps);
+  if (a.metrics_port >= 0) {
+    live->serve_metrics(a.metrics_addr, static_cast<std::uint16_t>(a.metrics_port));
+    std::fprintf(stderr, "ringrpc-load: metrics at http://%s:%u/metrics\n", a.metrics_addr.c_str(), live->metrics_port());
+  }
+  cfg.publish_seconds = true;
+  cfg.on_finished = [l = live.get()](const std::vector<live_counters*>& counters) { l->collect_rest(counters); };
+  return live;
+}
+
 /// A load run, from the checked command line to its exit status.
 int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percentiles) {
   if (!a.d_text.empty() && a.given_duration) {
@@ -811,12 +849,15 @@ int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percent
                cfg.warmup.count() > 0 ? (", " + std::to_string(cfg.warmup.count() / 1'000'000) + " ms warm-up excluded").c_str() : "");
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::uint64_t last_ok = 0;
+  const std::unique_ptr<live_output> live_out = make_live_output(a, cfg, out.live.get());
   const double started_epoch = epoch_now_s();
   if (server_meter) server_meter->start();
   run_result r = run_engine(cfg, *proto, [&](double elapsed, const std::vector<live_counters*>& live) {
     print_live(tty, elapsed, live, last_ok);
+    if (live_out) live_out->collect(live);
     if (server_meter) server_meter->sample(elapsed);
   });
+  if (live_out) live_out->finish(r);
   if (server_meter) {
     server_meter->finish();
     r.server = server_meter->result(r.warmup_s, r.measured_s, r.calls_ok + r.error_total());
