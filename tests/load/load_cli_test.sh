@@ -295,6 +295,8 @@ else
 fi
 wait "$mpid" || fail "the --metrics-port run exited $?"
 expect_usage_error livetwice "only one output can go to stdout" --live - --json - "ringrpc://127.0.0.1:$port/echo"
+expect_usage_error metricsport "--metrics-port must be" --metrics-port 70000 "ringrpc://127.0.0.1:$port/echo"
+expect_usage_error metricsaddr "--metrics-addr goes with --metrics-port" --metrics-addr 0.0.0.0 "ringrpc://127.0.0.1:$port/echo"
 # --conn-ramp: 1 connection, then 3 more over 0.5 s, on two threads.
 run_load connramp -t 2 --warmup 0 -d 1 --conn-ramp 1:4:500ms --json connramp.json "ringrpc://127.0.0.1:$port/echo"
 if [ $rc -ne 0 ] || ! python3 -c 'import json, sys

@@ -787,8 +787,9 @@ int report(run_result& r, const cli_args& a, const std::vector<threshold>& thres
 /// --live and --metrics-port: the per-second figures while the run goes (live_output.hpp), fed
 /// from the seconds the workers hand over; null when neither is asked for.
 std::unique_ptr<live_output> make_live_output(const cli_args& a, engine_config& cfg, FILE* lines) {
+  if (a.metrics_port < -1 || a.metrics_port > 65535) throw std::invalid_argument("--metrics-port must be 0 .. 65535");
+  if (a.metrics_port < 0 && a.metrics_addr != "127.0.0.1") throw std::invalid_argument("--metrics-addr goes with --metrics-port");
   if (lines == nullptr && a.metrics_port < 0) return nullptr;
-  if (a.metrics_port > 65535) throw std::invalid_argument("--metrics-port must be 0 .. 65535");
   auto live = std::make_unique<live_output>(lines, cfg.steps);
   if (a.metrics_port >= 0) {
     live->serve_metrics(a.metrics_addr, static_cast<std::uint16_t>(a.metrics_port));
@@ -839,6 +840,7 @@ int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percent
     start_wait = wait_until_start(*start_at, std::chrono::system_clock::now());
   }
   outputs out = claim_outputs(a);
+  const std::unique_ptr<live_output> live_out = make_live_output(a, cfg, out.live.get());
 
   std::unique_ptr<server_cost_meter> server_meter = make_server_meter(a.server_pid, a.server_metrics);
   cfg.stop_requested = &install_interrupt_handler();
@@ -849,7 +851,6 @@ int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percent
                cfg.warmup.count() > 0 ? (", " + std::to_string(cfg.warmup.count() / 1'000'000) + " ms warm-up excluded").c_str() : "");
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::uint64_t last_ok = 0;
-  const std::unique_ptr<live_output> live_out = make_live_output(a, cfg, out.live.get());
   const double started_epoch = epoch_now_s();
   if (server_meter) server_meter->start();
   run_result r = run_engine(cfg, *proto, [&](double elapsed, const std::vector<live_counters*>& live) {
