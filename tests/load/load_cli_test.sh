@@ -111,6 +111,19 @@ expect_usage_error arrivalclosed "needs an open loop" --arrival poisson ringrpc:
 expect_usage_error seed "bad --seed" -R 1k --arrival poisson --seed x ringrpc://127.0.0.1:1/echo
 expect_usage_error startbad "RFC 3339" --start-at 'tomorrow 9am' ringrpc://127.0.0.1:1/echo
 expect_usage_error dunit "bad duration '10q'" -d 10q ringrpc://127.0.0.1:1/echo
+# Request templates: a bad one is a usage error before any connection.
+: >"$work/empty.lines"
+expect_usage_error tplunknown "unknown placeholder \{nope\}" --template 'a{nope}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplbrace "lone '}'" --template 'a}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplpath "unknown placeholder \{id\}" 'http://127.0.0.1:1/u/{id}'
+expect_usage_error tplrandom "needs N" --redis-key 'k{random:0}' redis://127.0.0.1:1
+expect_usage_error tplline "give the lines with --data-file" --template '{line}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplempty "is empty" --data-file "$work/empty.lines" --template '{line}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplunused "no template uses \{line\}" --data-file /etc/hostname http://127.0.0.1:1/
+expect_usage_error tplecho "echo:// compares" --template '{seq}' echo://127.0.0.1:1
+expect_usage_error tplsize "excludes -s" -s 10 --template '{seq}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplverify "cannot go with --template" --verify --template '{seq}' ringrpc://127.0.0.1:1/echo
+expect_usage_error tplseed "--seed goes with" --seed 3 --template '{seq}' ringrpc://127.0.0.1:1/echo
 expect_usage_error depth0 "at least 1" -P 0 ringrpc://127.0.0.1:1/echo
 expect_usage_error batch0 "--reply-batch" --reply-batch 0 ringrpc://127.0.0.1:1/echo
 expect_usage_error clock "--latency-clock" --latency-clock wall ringrpc://127.0.0.1:1/echo
@@ -234,6 +247,56 @@ sys.exit(not (j["calls_ok"] > 0 and c["arrival"] == "poisson" and c["seed"] == 9
 else
   ok "--arrival poisson --seed 9: calls answered, arrival and seed in the JSON config"
 fi
+# --template with {random:N} takes --seed, and records it and the template in the config.
+run_load template -c 2 --warmup 0 -n 200 --template 'id={seq},r={random:10}' --seed 5 --json template.json \
+  "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 0 ] || ! python3 -c 'import json, sys
+j = json.load(open("template.json"))
+c = j["config"]
+sys.exit(not (j["calls_ok"] == 200 and c["seed"] == 5 and c["template"] == "id={seq},r={random:10}"))'; then
+  fail "--template: exit $rc, or template.json lacks calls, seed or template: $(head -c 600 template.json)"
+else
+  ok "--template 'id={seq},r={random:10}' --seed 5: 200 calls, template and seed in the JSON config"
+fi
+# --live: a JSON line per measured second with its fields, the calls summing to the summary's.
+run_load live -c 2 -t 2 -d 2500ms --warmup 200ms --live live.jsonl --json live.json "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 0 ] || ! python3 -c 'import json, sys
+lines = [json.loads(l) for l in open("live.jsonl")]
+total = json.load(open("live.json"))["calls_ok"]
+fields = {"t_s", "calls_ok", "calls_per_s", "errors", "error_kinds", "latency_us", "connections"}
+ok = len(lines) == 3 and all(fields <= set(l) for l in lines)
+ok = ok and sum(l["calls_ok"] for l in lines) == total > 0 and [l["t_s"] for l in lines] == [1.0, 2.0, 2.5]
+ok = ok and all(l["connections"] == 2 and l["errors"] == 0 and l["latency_us"]["p50"] <= l["latency_us"]["p99"] <= l["latency_us"]["max"] for l in lines)
+sys.exit(not ok)'; then
+  fail "--live: exit $rc, or live.jsonl does not add up to live.json: $(head -c 900 live.jsonl)"
+else
+  ok "--live: 3 lines (1 s, 2 s, 2.5 s) with their fields, summing to the summary's calls"
+fi
+# --metrics-port 0: the page is served on 127.0.0.1 while the run goes (scraped twice, bounded).
+run_load_bg() { timeout 20 "$load" "$@" >"$work/metrics.out" 2>"$work/metrics.err" & mpid=$!; }
+run_load_bg -c 2 -d 3s --warmup 0 -R 500 --metrics-port 0 "ringrpc://127.0.0.1:$port/echo"
+mport=
+for _ in $(seq 1 50); do
+  mport=$(grep -o 'metrics at http://127.0.0.1:[0-9]*' "$work/metrics.err" | grep -o '[0-9]*$')
+  [ -n "$mport" ] && break
+  sleep 0.1
+done
+sleep 2
+if [ -z "$mport" ] || ! python3 -c 'import sys, urllib.request
+page = urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/metrics", timeout=5).read().decode()
+want = ["ringrpc_load_calls_total ", "ringrpc_load_calls_per_second ", "ringrpc_load_requested_calls_per_second 500",
+        "ringrpc_load_latency_seconds{percentile=\"99\"} ", "ringrpc_load_connections_open 2"]
+missing = [w for w in want if w not in page]
+calls = [float(l.split()[1]) for l in page.splitlines() if l.startswith("ringrpc_load_calls_total ")]
+sys.exit(1 if missing or not calls or calls[0] < 400 else 0)' "$mport"; then
+  fail "--metrics-port: no page at port '$mport' with the run's figures: $(cat "$work/metrics.err")"
+else
+  ok "--metrics-port 0: Prometheus page on 127.0.0.1:$mport during the run"
+fi
+wait "$mpid" || fail "the --metrics-port run exited $?"
+expect_usage_error livetwice "only one output can go to stdout" --live - --json - "ringrpc://127.0.0.1:$port/echo"
+expect_usage_error metricsport "--metrics-port must be" --metrics-port 70000 "ringrpc://127.0.0.1:$port/echo"
+expect_usage_error metricsaddr "--metrics-addr goes with --metrics-port" --metrics-addr 0.0.0.0 "ringrpc://127.0.0.1:$port/echo"
 # --conn-ramp: 1 connection, then 3 more over 0.5 s, on two threads.
 run_load connramp -t 2 --warmup 0 -d 1 --conn-ramp 1:4:500ms --json connramp.json "ringrpc://127.0.0.1:$port/echo"
 if [ $rc -ne 0 ] || ! python3 -c 'import json, sys

@@ -15,6 +15,7 @@
 #include "grpc_request.hpp"
 #include "protocol.hpp"
 #include "shard.hpp"
+#include "template_options.hpp"
 
 namespace {
 
@@ -150,6 +151,8 @@ class memory_server {
   std::string body = "hello";
   std::string grpc_status;  // empty: plain HTTP/2
   std::map<std::string, std::string> last_headers;
+  std::vector<std::string> paths;  // each request's :path, in arrival order
+  std::string data;                // every request body received, one after another
   unsigned requests = 0;
   unsigned refuse = 0;  // the next this many requests get RST_STREAM REFUSED_STREAM, unanswered
 
@@ -158,6 +161,7 @@ class memory_server {
     nghttp2_session_callbacks_new(&cbs);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &memory_server::on_frame);
     nghttp2_session_callbacks_set_on_header_callback(cbs, &memory_server::on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &memory_server::on_data);
     nghttp2_session_server_new(&_s, cbs, this);
     nghttp2_session_callbacks_del(cbs);
     nghttp2_submit_settings(_s, NGHTTP2_FLAG_NONE, nullptr, 0);
@@ -191,8 +195,14 @@ class memory_server {
 
   static int on_header(nghttp2_session*, const nghttp2_frame*, const std::uint8_t* n, std::size_t nl,
                        const std::uint8_t* v, std::size_t vl, std::uint8_t, void* user) {
-    static_cast<memory_server*>(user)->last_headers[std::string(reinterpret_cast<const char*>(n), nl)] =
-        std::string(reinterpret_cast<const char*>(v), vl);
+    auto* self = static_cast<memory_server*>(user);
+    const std::string name(reinterpret_cast<const char*>(n), nl), value(reinterpret_cast<const char*>(v), vl);
+    self->last_headers[name] = value;
+    if (name == ":path") self->paths.push_back(value);
+    return 0;
+  }
+  static int on_data(nghttp2_session*, std::uint8_t, std::int32_t, const std::uint8_t* d, std::size_t n, void* user) {
+    static_cast<memory_server*>(user)->data.append(reinterpret_cast<const char*>(d), n);
     return 0;
   }
   static ssize_t read(nghttp2_session* s, std::int32_t id, std::uint8_t* buf, std::size_t len, std::uint32_t* flags,
@@ -279,9 +289,11 @@ outcome parse_all(connection_codec& codec, const std::vector<std::byte>& bytes) 
 }
 
 struct h2_fixture {
-  explicit h2_fixture(const std::string& url, std::vector<std::string> headers = {}, std::string payload = {}) {
+  explicit h2_fixture(const std::string& url, std::vector<std::string> headers = {}, std::string payload = {},
+                      std::shared_ptr<const request_templates> templates = {}) {
     t = parse_target(url);
     codec_options o;
+    o.templates = std::move(templates);
     o.headers = std::move(headers);
     o.payload.assign(reinterpret_cast<const std::byte*>(payload.data()),
                      reinterpret_cast<const std::byte*>(payload.data()) + payload.size());
@@ -313,6 +325,20 @@ struct h2_fixture {
   std::vector<std::byte> out;
   memory_server server;
 };
+
+// Request templates (--template, placeholders in the path): each stream carries its own call's
+// path and body, and a refused stream goes again with the same bytes.
+TEST(H2Codec, TemplatedPathAndBodyPerCall) {
+  h2_fixture f("h2c://127.0.0.1:8080/u/{seq}", {}, {}, make_request_templates({"b{seq};", "", ""}, "h2c"));
+  f.kinds[0].method = "POST";
+  f.server.refuse = 1;
+  for (std::uint64_t seq = 0; seq < 3; ++seq) f.request(seq);
+  outcome o = f.round_trip();
+  o = f.round_trip();  // the refused first stream, sent again
+  EXPECT_EQ(o.protocol_error, "");
+  EXPECT_EQ(f.server.paths, (std::vector<std::string>{"/u/0", "/u/1", "/u/2", "/u/0"}));
+  EXPECT_EQ(f.server.data, "b0;b1;b2;b0;");
+}
 
 TEST(H2Codec, ManyStreamsAnsweredOncePerSeq) {
   h2_fixture f("h2c://127.0.0.1:8080/ok", {"X-Test: yes"});

@@ -320,6 +320,11 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   run.go.store(true, std::memory_order_release);
   const watch_outcome watched = watch_run(run, cfg, workers, tick);
   for (auto& w : workers) w->join();
+  if (cfg.on_finished) {
+    std::vector<live_counters*> live;
+    for (auto& w : workers) live.push_back(&w->live);
+    cfg.on_finished(live);
+  }
 
   run_result r;
   r.tls = cfg.tls != nullptr;

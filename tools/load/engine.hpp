@@ -5,10 +5,15 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
+#include "base/latency_histogram.hpp"
 #include "call_window.hpp"
 #include "ringrpc/record_layer.hpp"
 #include "protocol.hpp"
@@ -18,6 +23,8 @@
 #include "schedule.hpp"
 
 namespace ringrpc::load {
+
+struct live_counters;
 
 struct engine_config {
   target where;
@@ -69,6 +76,24 @@ struct engine_config {
   /// Each reply's receive time from the kernel (SO_TIMESTAMPNS on multishot recvmsg) where the
   /// socket offers it; false, or a socket that refuses: the loop's clock read after its wait.
   bool kernel_rx_stamps = true;
+  /// --live, --metrics-port: each worker hands every whole second of the measured window to
+  /// live_counters::seconds as it ends (and the last, cut short, when it finishes). Off: none
+  /// are kept there.
+  bool publish_seconds = false;
+  /// Called once on the calling thread when every worker has finished, before the run's
+  /// results are summed: the live output takes the seconds still unread.
+  std::function<void(const std::vector<live_counters*>&)> on_finished;
+};
+
+/// One second of the measured window as one worker counted it: its share of the figures that
+/// --live and --metrics-port show. Made from the second's bucket once a second, never per call.
+struct live_second {
+  std::int64_t index = 0;  ///< which second: 0 is the first of the measured window
+  double width_s = 1;      ///< 1 but for a last second cut short
+  std::uint64_t calls_ok = 0;
+  std::map<std::string, std::uint64_t> errors;  ///< by kind
+  detail::latency_histogram latency{1000, 60'000'000'000ull, 3};
+  unsigned connections_open = 0;  ///< at the second's end (when it was handed over)
 };
 
 /// Counters the engine publishes while it runs, read once a second by the live display.
@@ -82,6 +107,10 @@ struct live_counters {
   std::atomic<std::uint64_t> hopeless_errors{0};
   std::atomic<int> hopeless_kind{-1};
   std::atomic<std::uint64_t> other_errors{0};
+  /// engine_config::publish_seconds: the seconds this worker has ended and the reader has not
+  /// taken yet, oldest first, under `seconds_mutex` (taken once a second by each side).
+  std::mutex seconds_mutex;
+  std::deque<live_second> seconds;
 };
 
 /// Runs the load. A run stopped because the server does not speak the protocol returns with

@@ -65,6 +65,7 @@ void worker::count_error(const std::string& kind, std::int64_t now, const conn_s
   if (second_bucket* b = bucket(now)) {
     ++tallies.errors[kind];
     ++b->errors;
+    if (_cfg.publish_seconds) ++b->error_kinds[kind];
     if (s != nullptr && !tallies.kinds.empty()) ++tallies.kinds[s->kind].errors[kind];
     if (!tallies.endpoints.empty()) ++tallies.endpoints[c.endpoint_index].errors[kind];
   }
@@ -556,6 +557,8 @@ void worker::run() {
     }
   }
   count_issued_by_step();
+  // The seconds not handed over yet, the last one maybe cut short (its width is the report's).
+  if (_cfg.publish_seconds) hand_over_seconds(static_cast<std::int64_t>(tallies.seconds.size()), 1);
   for (conn_state& c : _conns) {
     if (c.fd >= 0) ::close(c.fd);
   }
@@ -681,13 +684,41 @@ void worker::reconnect_dead(std::int64_t now) {
   _any_dead = still_dead;
 }
 
-// The last whole second's p99, for the live display.
-void worker::publish_last_second(std::int64_t now) noexcept {
+// The last whole second's p99, for the live display; with publish_seconds, every second ended
+// since the last call, for --live and --metrics-port.
+void worker::publish_last_second(std::int64_t now) {
   if (now < _run.measure_from) return;
   const std::int64_t sec = (now - _run.measure_from) / 1'000'000'000 - 1;
   if (sec >= 0 && sec != _published_second && static_cast<std::size_t>(sec) < tallies.seconds.size()) {
     _published_second = sec;
     live.last_second_p99_ns.store(tallies.seconds[static_cast<std::size_t>(sec)].latency.value_at_percentile(99));
+  }
+  if (!_cfg.publish_seconds) return;
+  // The whole seconds of the window that have ended, those without a call of this thread
+  // included: the live output waits for every thread's share of a second.
+  const std::int64_t window_now = std::min({now, _run.measure_until, _run.stop_at.load(std::memory_order_relaxed)});
+  const std::int64_t ended = (window_now - _run.measure_from) / 1'000'000'000;
+  if (ended > static_cast<std::int64_t>(tallies.seconds.size())) tallies.seconds.resize(static_cast<std::size_t>(ended));
+  hand_over_seconds(ended, 1);
+}
+
+// Seconds [_handed_over, end) of the measured window to live.seconds; the last of them is
+// `last_width` seconds wide (a run that ends mid-second). Once a second: copies a histogram each.
+void worker::hand_over_seconds(std::int64_t end, double last_width) {
+  if (end <= _handed_over) return;
+  unsigned open = 0;
+  for (const conn_state& c : _conns) open += c.fd >= 0 && !c.dead ? 1 : 0;
+  std::lock_guard lock(live.seconds_mutex);
+  for (; _handed_over < end; ++_handed_over) {
+    const second_bucket& b = tallies.seconds[static_cast<std::size_t>(_handed_over)];
+    live_second s;
+    s.index = _handed_over;
+    s.width_s = _handed_over + 1 == end ? last_width : 1;
+    s.calls_ok = b.ok;
+    s.errors = b.error_kinds;
+    s.latency = b.latency;
+    s.connections_open = open;
+    live.seconds.push_back(std::move(s));
   }
 }
 

@@ -112,7 +112,8 @@ class worker final {
   void open_connections(std::int64_t start);
   bool turn(wake_batch& wake);
   void reconnect_dead(std::int64_t now);
-  void publish_last_second(std::int64_t now) noexcept;
+  void publish_last_second(std::int64_t now);
+  void hand_over_seconds(std::int64_t end, double last_width);
   bool drained(std::int64_t now, std::int64_t& drain_until);
   void arm_recv(conn_state& c);
   void register_fd(conn_state& c) noexcept;
@@ -158,6 +159,7 @@ class worker final {
   detail::provided_buffers* _buffers = nullptr;
   std::uint64_t _rng = 0x9e3779b97f4a7c15ull;
   std::int64_t _published_second = -1;
+  std::int64_t _handed_over = 0;  // publish_seconds: the seconds before this one are in live.seconds
   // The connections with bytes to send (or records to seal) since the last turn, so a turn
   // costs what happened in it, not a visit to every connection; reserved for all of them.
   std::vector<conn_state*> _to_flush;

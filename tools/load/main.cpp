@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "grpc_request.hpp"
 #include "hdr_log.hpp"
 #include "interrupt.hpp"
+#include "live_output.hpp"
 #include "output_file.hpp"
 #include "protocol.hpp"
 #include "report.hpp"
@@ -32,6 +34,7 @@
 #include "server_cost.hpp"
 #include "shard.hpp"
 #include "sniff.hpp"
+#include "template_options.hpp"
 #include "thresholds.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
@@ -287,6 +290,10 @@ struct cli_args {
               typed_method, data, schema_file, proto_file, shard_text, start_at_text, max_body, batch_window,
               latency_clock = "kernel", arrival = "uniform", seed, conn_ramp, server_pid, server_metrics, tls_cacert, tls_cert, tls_key;
   std::vector<std::string> schema_includes, headers, fail_if, rate_ramps;
+  template_args templates;  // --template, --redis-key, --data-file
+  std::string live_path, metrics_addr = "127.0.0.1";  // --live, --metrics-addr
+  int metrics_port = -1;  // --metrics-port; -1: none
+  bool uses_random = false;  // a template draws {random:N}: --seed applies
   std::uint64_t count = 0, key_space = 100000;
   bool verify = false, wrk_latency = false, tls_insecure = false;
   // Which options were given at all (a default and an explicit equal value differ here).
@@ -335,9 +342,14 @@ void add_run_options(CLI::App& app, cli_args& a, engine_config& cfg) {
   app.add_option("--conn-ramp", a.conn_ramp, "")->group("");
   app.add_option("-n,--count", a.count, "stop after this many calls");
   app.add_option("--warmup", a.warmup, "excluded from results [1s]");
-  app.add_option("-s,--size", a.size, "payload bytes (k, m)")->capture_default_str();
+  // --payload-file, --redis-key and --data-file are named in these lines and in docs/load.md,
+  // to keep --help one screen.
+  app.add_option("-s,--size", a.size, "payload bytes (k, m); or --payload-file")->capture_default_str();
   app.add_option("--data", a.data, "--method/--proto: request JSON, or @FILE [{}]");
-  app.add_option("--payload-file", a.payload_file, "payload read from this file");
+  app.add_option("--payload-file", a.payload_file, "")->group("");
+  app.add_option("--template", a.templates.payload, "per call: {seq} {random:N} {line}, --data-file");
+  app.add_option("--redis-key", a.templates.redis_key, "")->group("");
+  app.add_option("--data-file", a.templates.data_file, "")->group("");
   app.add_option("-H,--header", a.headers, "'Name: value' (repeat); ringrpc: metadata")->allow_extra_args(false);
   app.add_option("--max-body", a.max_body, "fail a reply larger than this [1m]");
   // --server-metrics is named in --server-pid's line, to keep --help one screen.
@@ -345,15 +357,20 @@ void add_run_options(CLI::App& app, cli_args& a, engine_config& cfg) {
   app.add_option("--server-metrics", a.server_metrics, "")->group("");
   app.add_option("--mix", a.mix, "weighted kinds, e.g. GET:8,SET:1");
   app.add_option("--method", a.typed_method, "ringrpc: typed Service.Method, --data JSON");
-  app.add_option("--schema", a.schema_file, "--method: .fbs/.bfbs instead of reflection");
+  // --schema is named in -I's line and in docs/load.md, to keep --help one screen.
+  app.add_option("--schema", a.schema_file, "")->group("");
   app.add_option("--proto", a.proto_file, "grpc: .proto file for --data");
   app.add_option("-I,--include", a.schema_includes, "include path for --schema/--proto")->allow_extra_args(false);
-  app.add_option("--key-space", a.key_space, "redis: keys key:0 .. key:N-1")->capture_default_str();
+  app.add_option("--key-space", a.key_space, "redis: keys key:0 .. key:N-1; --redis-key")->capture_default_str();
   app.add_option("--connect-timeout", a.connect_timeout, "give up connecting after")->capture_default_str();
   app.add_option("--timeout", a.call_timeout, "per-call timeout, 0 = none")->capture_default_str();
   app.add_option("-p,--percentiles", a.percentiles_text, "e.g. 50,99,99.9");
   app.add_option("--fail-if", a.fail_if, "exit 4 if: p99>2ms,errors>0.1%,rate<90%")->allow_extra_args(false);
   app.add_option("--json", a.json_path, "write results as JSON (- = stdout)");
+  // --metrics-port and --metrics-addr are named in --live's line and in docs/load.md.
+  app.add_option("--live", a.live_path, "a JSON line a second (- = stdout); --metrics-port");
+  app.add_option("--metrics-port", a.metrics_port, "")->group("");
+  app.add_option("--metrics-addr", a.metrics_addr, "")->group("");
   app.add_option("--hdr-log", a.hdr_path, "write per-second HdrHistogram log");
   app.add_option("--plot", a.plot_path, "write an SVG plot");
   app.add_option("--shard", a.shard_text, "host K of N: its share of -c -R -n");
@@ -431,6 +448,9 @@ void check_payload_sources(const cli_args& a) {
     throw std::invalid_argument("--data, --schema and -I go with --method (--data is the request as JSON); "
                                 "raw payload bytes come from -s or --payload-file");
   }
+  if (!a.templates.payload.empty() && (a.given_size || !a.payload_file.empty() || a.typed() || !a.proto_file.empty())) {
+    throw std::invalid_argument("--template is the payload: it excludes -s, --payload-file, --method and --proto");
+  }
   if (a.given_size && !a.payload_file.empty()) throw std::invalid_argument("give the payload once: -s or --payload-file");
   if (a.typed()) {
     if (a.given_size || !a.payload_file.empty() || !a.mix.empty()) {
@@ -500,6 +520,7 @@ codec_options make_codec_options(const cli_args& a, engine_config& cfg) {
     co.bearer_token = token;  // as ringrpc-call: sent unless -H gives an authorization
   }
   make_payload(a, cfg, co);
+  co.templates = make_request_templates(a.templates, cfg.where.scheme);
   co.key_space = a.key_space;
   if (a.verify && cfg.where.scheme != "ringrpc") {
     throw std::invalid_argument("--verify goes with ringrpc:// and ringrpcs:// (echo:// always checks its bytes)");
@@ -595,7 +616,9 @@ void set_arrival(const cli_args& a, engine_config& cfg) {
   if (cfg.poisson_arrivals && cfg.steps.empty()) {
     throw std::invalid_argument("--arrival poisson needs an open loop (-R, --rate-steps or --rate-ramp)");
   }
-  if (!a.seed.empty() && !cfg.poisson_arrivals) throw std::invalid_argument("--seed goes with --arrival poisson");
+  if (!a.seed.empty() && !cfg.poisson_arrivals && !a.uses_random) {
+    throw std::invalid_argument("--seed goes with --arrival poisson and templates with {random:N}");
+  }
   if (a.seed.empty()) {
     // 53 bits: a JSON reader that keeps numbers as doubles (jq, JavaScript) reads it back exact,
     // so the recorded seed repeats the run.
@@ -660,10 +683,17 @@ std::optional<shard_spec> apply_shard(const cli_args& a, engine_config& cfg) {
 struct outputs {
   std::unique_ptr<output_file> json, hdr, plot;
   FILE* summary = stdout;
+  // --live: written as the run goes, so opened as is (not committed); stdout is not closed.
+  struct close_file {
+    void operator()(FILE* f) const noexcept {
+      if (f != stdout) std::fclose(f);
+    }
+  };
+  std::unique_ptr<FILE, close_file> live;
 };
 
 outputs claim_outputs(const cli_args& a) {
-  if (a.json_path == "-" && (a.hdr_path == "-" || a.plot_path == "-")) {
+  if (int{a.json_path == "-"} + int{a.live_path == "-"} + int{a.hdr_path == "-"} + int{a.plot_path == "-"} > 1) {
     throw std::invalid_argument("only one output can go to stdout (-)");
   }
   if (a.hdr_path == "-" || a.plot_path == "-") throw std::invalid_argument("only --json can go to stdout (-)");
@@ -672,6 +702,13 @@ outputs claim_outputs(const cli_args& a) {
   if (!a.hdr_path.empty()) o.hdr = std::make_unique<output_file>(a.hdr_path);
   if (!a.plot_path.empty()) o.plot = std::make_unique<output_file>(a.plot_path);
   if (o.json && o.json->is_stdout()) o.summary = stderr;
+  if (a.live_path == "-") {
+    o.live.reset(stdout);
+    o.summary = stderr;
+  } else if (!a.live_path.empty()) {
+    o.live.reset(std::fopen(a.live_path.c_str(), "w"));
+    if (o.live == nullptr) throw std::runtime_error("cannot write " + a.live_path + ": " + std::strerror(errno));
+  }
   return o;
 }
 
@@ -706,7 +743,10 @@ void record_config(run_result& r, const cli_args& a, const engine_config& cfg, c
   if (!a.rate_steps.empty()) r.config["rate_steps"] = parse_rate_list(a.rate_steps);
   if (!a.rate_ramps.empty()) r.config["rate_ramp"] = ramp_config(cfg);
   if (!cfg.steps.empty()) r.config["arrival"] = a.arrival;
-  if (cfg.poisson_arrivals) r.config["seed"] = cfg.seed;
+  if (cfg.poisson_arrivals || a.uses_random) r.config["seed"] = cfg.seed;
+  if (!a.templates.payload.empty()) r.config["template"] = a.templates.payload;
+  if (!a.templates.redis_key.empty()) r.config["redis_key"] = a.templates.redis_key;
+  if (!a.templates.data_file.empty()) r.config["data_file"] = a.templates.data_file;
   if (cfg.conn_ramp_time.count() > 0) {
     r.config["conn_ramp"] = {{"from", cfg.conn_ramp_from}, {"to", cfg.connections},
                              {"duration_s", static_cast<double>(cfg.conn_ramp_time.count()) / 1e9}};
@@ -744,6 +784,22 @@ int report(run_result& r, const cli_args& a, const std::vector<threshold>& thres
   return r.error_total() == 0 ? 0 : 3;
 }
 
+/// --live and --metrics-port: the per-second figures while the run goes (live_output.hpp), fed
+/// from the seconds the workers hand over; null when neither is asked for.
+std::unique_ptr<live_output> make_live_output(const cli_args& a, engine_config& cfg, FILE* lines) {
+  if (a.metrics_port < -1 || a.metrics_port > 65535) throw std::invalid_argument("--metrics-port must be 0 .. 65535");
+  if (a.metrics_port < 0 && a.metrics_addr != "127.0.0.1") throw std::invalid_argument("--metrics-addr goes with --metrics-port");
+  if (lines == nullptr && a.metrics_port < 0) return nullptr;
+  auto live = std::make_unique<live_output>(lines, cfg.steps);
+  if (a.metrics_port >= 0) {
+    live->serve_metrics(a.metrics_addr, static_cast<std::uint16_t>(a.metrics_port));
+    std::fprintf(stderr, "ringrpc-load: metrics at http://%s:%u/metrics\n", a.metrics_addr.c_str(), live->metrics_port());
+  }
+  cfg.publish_seconds = true;
+  cfg.on_finished = [l = live.get()](const std::vector<live_counters*>& counters) { l->collect_rest(counters); };
+  return live;
+}
+
 /// A load run, from the checked command line to its exit status.
 int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percentiles) {
   if (!a.d_text.empty() && a.given_duration) {
@@ -762,12 +818,15 @@ int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percent
   const codec_options co = make_codec_options(a, cfg);
   const auto proto = make_protocol(cfg.where, co);
   cfg.kinds = a.mix.empty() ? proto->default_kinds() : parse_mix(a.mix, cfg.where);
+  check_path_templates(a.templates, cfg.kinds, *co.templates);
+  a.uses_random = uses_random(cfg.kinds, *co.templates);
   set_schedule(a, cfg);
   set_connections(a, cfg);
   cfg.diagnose_first_reply = true;
   // A slow method must not pass for a silent server of another protocol.
   cfg.silence_limit = std::max<std::chrono::nanoseconds>(std::chrono::seconds(5), cfg.call_timeout + std::chrono::seconds(1));
   set_rates(a, cfg, thresholds);
+  co.templates->data->set_seed(cfg.seed);
   const std::optional<shard_spec> shard = apply_shard(a, cfg);
   if (cfg.where.tls) {
     // Sized for the connections this host opens (its record buffers are kept per connection
@@ -781,6 +840,7 @@ int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percent
     start_wait = wait_until_start(*start_at, std::chrono::system_clock::now());
   }
   outputs out = claim_outputs(a);
+  const std::unique_ptr<live_output> live_out = make_live_output(a, cfg, out.live.get());
 
   std::unique_ptr<server_cost_meter> server_meter = make_server_meter(a.server_pid, a.server_metrics);
   cfg.stop_requested = &install_interrupt_handler();
@@ -795,8 +855,10 @@ int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percent
   if (server_meter) server_meter->start();
   run_result r = run_engine(cfg, *proto, [&](double elapsed, const std::vector<live_counters*>& live) {
     print_live(tty, elapsed, live, last_ok);
+    if (live_out) live_out->collect(live);
     if (server_meter) server_meter->sample(elapsed);
   });
+  if (live_out) live_out->finish(r);
   if (server_meter) {
     server_meter->finish();
     r.server = server_meter->result(r.warmup_s, r.measured_s, r.calls_ok + r.error_total());

@@ -76,6 +76,11 @@ class echo_protocol final : public protocol {
 }  // namespace
 
 std::unique_ptr<protocol> detail::make_echo_protocol(const target&, const codec_options& options) {
+  if (options.templates->has_payload) {
+    // Without framing, a reply is known only by its bytes being the request's: one fixed payload.
+    throw std::invalid_argument("echo:// compares every reply with one fixed payload; --template goes with "
+                                "ringrpc, http, h2c and redis targets");
+  }
   // An empty reply would "arrive" before any byte does; there would be nothing to measure.
   if (options.payload.empty()) throw std::invalid_argument("echo needs a payload of at least 1 byte");
   if (options.payload.size() > options.max_reply_bytes) {

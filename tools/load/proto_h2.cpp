@@ -45,6 +45,7 @@ struct h2_settings {
   std::vector<std::byte> body;  ///< POST body: the payload (h2c) or the framed message (grpc)
   std::string default_path;
   std::uint32_t max_reply_bytes = 64u << 20;
+  std::shared_ptr<const request_templates> templates;  ///< never null
 };
 
 nghttp2_nv nv(const std::string& name, const std::string& value) {
@@ -68,13 +69,21 @@ struct stream_state {
   unsigned http_status = 0;
   bool ended = false;  // its call was answered (or dropped); close only frees it
   bool has_body = false;
+  // A request with placeholders (path, --template body): rendered when the call is written, and
+  // kept with its stream so that a refused stream goes again with the same bytes. The buffers
+  // keep their capacity from call to call.
+  bool templated = false;
+  std::string path;
+  std::vector<std::byte> body;
+  std::vector<nghttp2_nv> nva;
   std::string grpc_status;
   grpc_message_reader messages;
 };
 
 class h2_codec final : public connection_codec {
  public:
-  explicit h2_codec(std::shared_ptr<const h2_settings> settings) : _settings(std::move(settings)) {
+  explicit h2_codec(std::shared_ptr<const h2_settings> settings)
+      : _settings(std::move(settings)), _renderer(_settings->templates->data) {
     nghttp2_session_callbacks* cbs = nullptr;
     if (nghttp2_session_callbacks_new(&cbs) != 0) throw std::bad_alloc();
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &h2_codec::on_frame);
@@ -112,6 +121,7 @@ class h2_codec final : public connection_codec {
     s->seq = seq;
     s->kind = &kind;
     s->refusals = 0;
+    render(s);
     submit(s);
     write_pending(out);
   }
@@ -234,7 +244,7 @@ class h2_codec final : public connection_codec {
     s->grpc_status.clear();
     s->messages.reset();
     const request_kind& kind = *s->kind;
-    const std::vector<nghttp2_nv>& nva = headers_for(kind);
+    const std::vector<nghttp2_nv>& nva = s->templated ? s->nva : headers_for(kind);
     s->has_body = _settings->grpc || kind.method == "POST" || kind.method == "PUT" || kind.method == "PATCH";
     nghttp2_data_provider body{};
     body.source.ptr = s;
@@ -249,6 +259,48 @@ class h2_codec final : public connection_codec {
       ++_open;
     }
   }
+
+  // The path and body of the call on `s`, when its kind's path has placeholders or --template
+  // gives the body; the kind's headers otherwise.
+  void render(stream_state* s) {
+    const request_kind& kind = *s->kind;
+    const request_template* path = path_template(kind);
+    const bool body = _settings->templates->has_payload && !_settings->grpc &&
+                      (kind.method == "POST" || kind.method == "PUT" || kind.method == "PATCH");
+    s->templated = path != nullptr || body;
+    if (!s->templated) return;
+    const request_template& payload = _settings->templates->payload;
+    const bool counted = (path != nullptr && (path->uses_seq() || path->uses_line())) ||
+                         (body && (payload.uses_seq() || payload.uses_line()));
+    const template_call call = _renderer.begin_call(counted);
+    const std::vector<nghttp2_nv>& fixed = headers_for(kind);
+    s->nva.assign(fixed.begin(), fixed.end());
+    if (path != nullptr) {
+      s->path.clear();
+      _renderer.render(*path, call, s->path);
+      s->nva[path_index] = nv(k_path, s->path);
+    }
+    s->body.clear();
+    if (body) {
+      _renderer.render(payload, call, s->body);
+    } else {
+      s->body.assign(_settings->body.begin(), _settings->body.end());
+    }
+  }
+
+  // The compiled path of `kind` when it has placeholders (checked at start-up), else null.
+  const request_template* path_template(const request_kind& kind) {
+    for (const auto& [k, t] : _paths) {
+      if (k == &kind) return t.segments().empty() ? nullptr : &t;
+    }
+    const std::string& path = kind.path.empty() ? _settings->default_path : kind.path;
+    _paths.emplace_back(&kind, request_template::has_braces(path) && !_settings->grpc
+                                   ? request_template::compile(path, "path")
+                                   : request_template());
+    return path_template(kind);
+  }
+
+  static constexpr std::size_t path_index = 3;  // headers_for's order: method, scheme, authority, path
 
   const std::vector<nghttp2_nv>& headers_for(const request_kind& kind) {
     for (const auto& [k, nva] : _nva) {
@@ -407,7 +459,7 @@ class h2_codec final : public connection_codec {
                            std::uint32_t* flags, nghttp2_data_source* source, void* user) {
     auto* self = static_cast<h2_codec*>(user);
     auto* s = static_cast<stream_state*>(source->ptr);
-    const auto& body = self->_settings->body;
+    const auto& body = s->templated ? s->body : self->_settings->body;
     const std::size_t n = std::min(length, body.size() - s->body_sent);
     std::memcpy(buf, body.data() + s->body_sent, n);
     s->body_sent += n;
@@ -418,6 +470,8 @@ class h2_codec final : public connection_codec {
   std::shared_ptr<const h2_settings> _settings;
   nghttp2_session* _session = nullptr;
   std::vector<std::pair<const request_kind*, std::vector<nghttp2_nv>>> _nva;
+  std::vector<std::pair<const request_kind*, request_template>> _paths;  // empty: no placeholder
+  template_renderer _renderer;
   std::vector<std::unique_ptr<stream_state>> _all;
   std::vector<stream_state*> _free;
   std::vector<stream_state*> _retry;  // refused streams to send again
@@ -489,6 +543,7 @@ std::unique_ptr<protocol> detail::make_h2_protocol(const target& t, const codec_
     }
   }
   s->body = s->grpc ? grpc_frame_message(options.payload) : options.payload;
+  s->templates = options.templates;
   return std::make_unique<h2_protocol>(std::move(s));
 }
 

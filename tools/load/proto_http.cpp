@@ -244,16 +244,22 @@ struct http_settings {
 
 class http_codec final : public connection_codec {
  public:
-  explicit http_codec(std::shared_ptr<const http_settings> settings) : _settings(std::move(settings)) {}
+  explicit http_codec(std::shared_ptr<const http_settings> settings)
+      : _settings(std::move(settings)), _renderer(_settings->options.templates->data) {}
 
   void write_request(std::vector<std::byte>& out, std::uint64_t seq, const request_kind& kind) override {
-    // A kind's request is the same bytes every time: made once per connection, then copied.
+    // A kind's request without placeholders is the same bytes every time: made once per
+    // connection, then copied.
     const prepared* p = nullptr;
     for (const prepared& k : _prepared) {
       if (k.kind == &kind) p = &k;
     }
     if (p == nullptr) p = &prepare(kind);
-    out.insert(out.end(), p->bytes.begin(), p->bytes.end());
+    if (p->templated) {
+      write_templated(out, *p);
+    } else {
+      out.insert(out.end(), p->bytes.begin(), p->bytes.end());
+    }
     if (_pending_count == _pending.size()) grow_pending();
     _pending[(_pending_head + _pending_count) & (_pending.size() - 1)] = {seq, p->head};
     ++_pending_count;
@@ -263,21 +269,66 @@ class http_codec final : public connection_codec {
   struct prepared {
     const request_kind* kind;
     bool head;
-    std::vector<std::byte> bytes;
+    std::vector<std::byte> bytes;  ///< the whole request; templated: what precedes the path
+    // A request with placeholders in its path or body (--template) is rendered per call:
+    // bytes, the path, after_path (to the headers' end but for Content-Length), the body.
+    bool templated = false;
+    bool with_body = false;
+    request_template path;
+    std::vector<std::byte> after_path;
   };
+
+  void write_templated(std::vector<std::byte>& out, const prepared& p) {
+    const request_templates& t = *_settings->options.templates;
+    const bool body = p.with_body && t.has_payload;
+    const bool counted = p.path.uses_seq() || p.path.uses_line() ||
+                         (body && (t.payload.uses_seq() || t.payload.uses_line()));
+    const template_call call = _renderer.begin_call(counted);
+    out.insert(out.end(), p.bytes.begin(), p.bytes.end());
+    _renderer.render(p.path, call, out);
+    out.insert(out.end(), p.after_path.begin(), p.after_path.end());
+    if (!p.with_body) {
+      append(out, "\r\n");
+      return;
+    }
+    // The length of this call's body goes before it: render it aside, in a buffer kept.
+    _body.clear();
+    if (body) {
+      _renderer.render(t.payload, call, _body);
+    } else {
+      _body.insert(_body.end(), _settings->options.payload.begin(), _settings->options.payload.end());
+    }
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof(digits), _body.size()).ptr;
+    append(out, "Content-Length: ");
+    append(out, std::string_view(digits, static_cast<std::size_t>(end - digits)));
+    append(out, "\r\n\r\n");
+    out.insert(out.end(), _body.begin(), _body.end());
+  }
 
   const prepared& prepare(const request_kind& kind) {
     std::vector<std::byte> out;
     const std::string_view method = kind.method.empty() ? std::string_view("GET") : std::string_view(kind.method);
     const std::string_view path = kind.path.empty() ? std::string_view(_settings->default_path) : std::string_view(kind.path);
+    const bool with_body = method == "POST" || method == "PUT" || method == "PATCH";
     append(out, method);
     append(out, path.front() == '/' || path == "*" ? " " : " /");
+    if (request_template::has_braces(path) || (with_body && _settings->options.templates->has_payload)) {
+      // Compiled (and checked) at start-up by check_path_templates: this cannot throw.
+      prepared p{&kind, method == "HEAD", std::move(out), true, with_body,
+                 request_template::compile(path, "path"), {}};
+      append(p.after_path, " HTTP/1.1\r\nHost: ");
+      append(p.after_path, _settings->host_header);
+      append(p.after_path, "\r\nConnection: keep-alive\r\n");
+      append(p.after_path, _settings->extra_headers);
+      _prepared.push_back(std::move(p));
+      return _prepared.back();
+    }
     append(out, path);
     append(out, " HTTP/1.1\r\nHost: ");
     append(out, _settings->host_header);
     append(out, "\r\nConnection: keep-alive\r\n");
     append(out, _settings->extra_headers);
-    const bool with_body = method == "POST" || method == "PUT" || method == "PATCH";
     if (with_body) {
       append(out, "Content-Length: ");
       append(out, std::to_string(_settings->options.payload.size()));
@@ -285,7 +336,7 @@ class http_codec final : public connection_codec {
     }
     append(out, "\r\n");
     if (with_body) out.insert(out.end(), _settings->options.payload.begin(), _settings->options.payload.end());
-    _prepared.push_back({&kind, method == "HEAD", std::move(out)});
+    _prepared.push_back({&kind, method == "HEAD", std::move(out), false, with_body, {}, {}});
     return _prepared.back();
   }
 
@@ -339,6 +390,8 @@ class http_codec final : public connection_codec {
 
  private:
   std::shared_ptr<const http_settings> _settings;
+  template_renderer _renderer;
+  std::vector<std::byte> _body;  ///< a templated body, rendered before its length is written
   std::vector<prepared> _prepared;
   std::vector<pending_call> _pending;  ///< requests written and not yet answered, oldest first
   head_memo _memo;

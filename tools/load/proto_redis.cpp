@@ -157,18 +157,20 @@ struct pending_call {
 
 class redis_codec final : public connection_codec {
  public:
-  explicit redis_codec(std::shared_ptr<const codec_options> options) : _options(std::move(options)) {}
+  explicit redis_codec(std::shared_ptr<const codec_options> options)
+      : _options(std::move(options)), _templates(*_options->templates), _renderer(_templates.data) {}
 
   void write_request(std::vector<std::byte>& out, std::uint64_t seq, const request_kind& kind) override {
     const std::string command = kind.method.empty() ? "PING" : upper(kind.method);
-    const std::string key = "key:" + std::to_string(seq % _options->key_space);
+    if (command == "SET" || command == "GET") render_key(seq, command == "SET");
     if (command == "SET") {
       append(out, "*3\r\n$3\r\nSET\r\n");
-      append_bulk(out, key);
-      append_bulk(out, std::span<const std::byte>(_options->payload));
+      append_bulk(out, _key);
+      append_bulk(out, _templates.has_payload ? std::span<const std::byte>(_value)
+                                              : std::span<const std::byte>(_options->payload));
     } else if (command == "GET") {
       append(out, "*2\r\n$3\r\nGET\r\n");
-      append_bulk(out, key);
+      append_bulk(out, _key);
     } else {
       // PING, or any other argument-less command (e.g. DBSIZE), sent as the user wrote it.
       append(out, "*1\r\n");
@@ -214,7 +216,32 @@ class redis_codec final : public connection_codec {
   }
 
  private:
+  // The key (--redis-key, else key:<seq mod --key-space>) and a templated SET value, rendered
+  // for one call into buffers the connection reuses.
+  void render_key(std::uint64_t seq, bool with_value) {
+    _key.clear();
+    const bool counted = (_templates.has_key && (_templates.key.uses_seq() || _templates.key.uses_line())) ||
+                         (with_value && _templates.has_payload &&
+                          (_templates.payload.uses_seq() || _templates.payload.uses_line()));
+    const template_call call = _renderer.begin_call(counted);
+    if (_templates.has_key) {
+      _renderer.render(_templates.key, call, _key);
+    } else {
+      char digits[24];
+      const auto end = std::to_chars(digits, digits + sizeof(digits), seq % _options->key_space).ptr;
+      _key.append("key:").append(digits, end);
+    }
+    if (with_value && _templates.has_payload) {
+      _value.clear();
+      _renderer.render(_templates.payload, call, _value);
+    }
+  }
+
   std::shared_ptr<const codec_options> _options;
+  const request_templates& _templates;  // owned through _options
+  template_renderer _renderer;
+  std::string _key;
+  std::vector<std::byte> _value;
   std::deque<pending_call> _pending;  ///< requests written and not yet answered, oldest first
 };
 

@@ -47,7 +47,10 @@ struct ringrpc_settings {
 class ringrpc_codec final : public connection_codec {
  public:
   explicit ringrpc_codec(std::shared_ptr<const ringrpc_settings> settings)
-      : _settings(std::move(settings)), _options(&_settings->options) {
+      : _settings(std::move(settings)),
+        _options(&_settings->options),
+        _templates(_options->templates->has_payload ? _options->templates.get() : nullptr),
+        _renderer(_options->templates->data) {
     _metadata.pairs = _settings->metadata;
   }
 
@@ -58,6 +61,13 @@ class ringrpc_codec final : public connection_codec {
     f.method = kind.method;
     f.timeout_us = _options->timeout_us;
     f.payload = _options->payload;
+    if (_templates != nullptr) {
+      // Rendered into a buffer the connection keeps: its capacity outlives the call.
+      const request_template& t = _templates->payload;
+      _rendered.clear();
+      _renderer.render(t, _renderer.begin_call(t.uses_seq() || t.uses_line()), _rendered);
+      f.payload = _rendered;
+    }
     if (!_metadata.pairs.empty()) f.metadata_out = &_metadata;
     const auto bytes = _encoder.encode(f);
     out.insert(out.end(), bytes.begin(), bytes.end());
@@ -121,6 +131,9 @@ class ringrpc_codec final : public connection_codec {
   // Shared, not copied: the payload may be large and there is one codec per connection.
   std::shared_ptr<const ringrpc_settings> _settings;
   const codec_options* _options;
+  const request_templates* _templates;  // null: every call sends options.payload
+  template_renderer _renderer;
+  std::vector<std::byte> _rendered;
   ringrpc::detail::metadata_to_send _metadata;
   ringrpc::detail::frame_encoder _encoder;
   std::vector<std::uint64_t> _scratch;
@@ -205,6 +218,9 @@ std::unique_ptr<protocol> detail::make_ringrpc_protocol(const target& t, const c
   if (t.path.empty()) throw std::invalid_argument("ringrpc targets need a method");
   if (options.max_reply_bytes < frame_prefix_bytes + 8) {
     throw std::invalid_argument("max reply bytes is too small for any ringrpc frame");
+  }
+  if (options.verify_echo && options.templates->has_payload) {
+    throw std::invalid_argument("--verify compares every reply with one payload; it cannot go with --template");
   }
   auto settings = std::make_shared<ringrpc_settings>();
   settings->options = options;

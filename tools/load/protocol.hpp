@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "request_template.hpp"
 #include "ringrpc/metadata.hpp"
 
 namespace ringrpc::load {
@@ -40,6 +41,17 @@ struct request_kind {
 /// --max-body's default: what one reply may hold, and so what one connection buffers.
 inline constexpr std::uint32_t default_max_reply_bytes = 1u << 20;
 
+/// The request texts that change per call (request_template.hpp). HTTP and h2c paths (the URL's,
+/// --mix's) are compiled by their codecs from the request kinds, with `data` behind them.
+struct request_templates {
+  bool has_payload = false;
+  request_template payload;  ///< --template: the payload (ringrpc), body (HTTP, h2c), SET value (redis)
+  bool has_key = false;
+  request_template key;      ///< --redis-key: the key of GET and SET
+  /// --data-file's lines, the run's call counter and seed; never null.
+  std::shared_ptr<template_data> data = std::make_shared<template_data>();
+};
+
 /// Options every codec may use.
 struct codec_options {
   std::vector<std::byte> payload;       ///< request payload (ringrpc, echo, HTTP POST body, redis SET value)
@@ -61,6 +73,9 @@ struct codec_options {
   /// ringrpc: a reply whose payload is not the request's own bytes is an error
   /// ("payload_mismatch"): for echo methods, to check the bytes come back exact.
   bool verify_echo = false;
+  /// Per-call request texts; null means none (make_protocol then gives its codecs an empty set,
+  /// for placeholders in HTTP paths).
+  std::shared_ptr<const request_templates> templates;
 };
 
 /// Where a URL's connections go: the one endpoint of a host:port target (parse_target). The

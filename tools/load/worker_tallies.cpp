@@ -37,6 +37,7 @@ call_tally& call_tally::operator+=(const call_tally& other) {
 second_bucket& second_bucket::operator+=(const second_bucket& other) {
   ok += other.ok;
   errors += other.errors;
+  add_counts(error_kinds, other.error_kinds);
   latency.merge(other.latency);
   return *this;
 }

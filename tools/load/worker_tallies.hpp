@@ -27,6 +27,7 @@ struct call_tally {
 struct second_bucket {
   std::uint64_t ok = 0;
   std::uint64_t errors = 0;
+  std::map<std::string, std::uint64_t> error_kinds;  // errors by kind (--live); only on errors
   detail::latency_histogram latency{1000, 60'000'000'000ull, 3};
 
   second_bucket& operator+=(const second_bucket& other);
