@@ -119,7 +119,10 @@ expect_usage_error tplpath "unknown placeholder \{id\}" 'http://127.0.0.1:1/u/{i
 expect_usage_error tplrandom "needs N" --redis-key 'k{random:0}' redis://127.0.0.1:1
 expect_usage_error tplline "give the lines with --data-file" --template '{line}' ringrpc://127.0.0.1:1/echo
 expect_usage_error tplempty "is empty" --data-file "$work/empty.lines" --template '{line}' ringrpc://127.0.0.1:1/echo
-expect_usage_error tplunused "no template uses \{line\}" --data-file /etc/hostname http://127.0.0.1:1/
+printf 'one\ntwo\n' >"$work/two.lines"
+expect_usage_error tplunused "no template uses \{line\}" --data-file "$work/two.lines" http://127.0.0.1:1/
+expect_usage_error tplgetbody "sends none" --template '{seq}' http://127.0.0.1:1/
+expect_usage_error tplping "sends neither" --redis-key 'k{seq}' redis://127.0.0.1:1
 expect_usage_error tplecho "echo:// compares" --template '{seq}' echo://127.0.0.1:1
 expect_usage_error tplsize "excludes -s" -s 10 --template '{seq}' ringrpc://127.0.0.1:1/echo
 expect_usage_error tplverify "cannot go with --template" --verify --template '{seq}' ringrpc://127.0.0.1:1/echo
@@ -274,21 +277,25 @@ else
 fi
 # --metrics-port 0: the page is served on 127.0.0.1 while the run goes (scraped twice, bounded).
 run_load_bg() { timeout 20 "$load" "$@" >"$work/metrics.out" 2>"$work/metrics.err" & mpid=$!; }
-run_load_bg -c 2 -d 3s --warmup 0 -R 500 --metrics-port 0 "ringrpc://127.0.0.1:$port/echo"
+run_load_bg -c 2 -d 5s --warmup 0 -R 500 --metrics-port 0 "ringrpc://127.0.0.1:$port/echo"
 mport=
 for _ in $(seq 1 50); do
   mport=$(grep -o 'metrics at http://127.0.0.1:[0-9]*' "$work/metrics.err" | grep -o '[0-9]*$')
   [ -n "$mport" ] && break
   sleep 0.1
 done
-sleep 2
-if [ -z "$mport" ] || ! python3 -c 'import sys, urllib.request
-page = urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/metrics", timeout=5).read().decode()
+# Scraped until a whole second has been shown (bounded by the run: its page goes with it).
+if [ -z "$mport" ] || ! python3 -c 'import sys, time, urllib.request
 want = ["ringrpc_load_calls_total ", "ringrpc_load_calls_per_second ", "ringrpc_load_requested_calls_per_second 500",
         "ringrpc_load_latency_seconds{percentile=\"99\"} ", "ringrpc_load_connections_open 2"]
-missing = [w for w in want if w not in page]
-calls = [float(l.split()[1]) for l in page.splitlines() if l.startswith("ringrpc_load_calls_total ")]
-sys.exit(1 if missing or not calls or calls[0] < 400 else 0)' "$mport"; then
+for _ in range(80):
+    page = urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/metrics", timeout=5).read().decode()
+    missing = [w for w in want if w not in page]
+    calls = [float(l.split()[1]) for l in page.splitlines() if l.startswith("ringrpc_load_calls_total ")]
+    if not missing and calls and calls[0] >= 400:
+        sys.exit(0)
+    time.sleep(0.05)
+sys.exit(1)' "$mport"; then
   fail "--metrics-port: no page at port '$mport' with the run's figures: $(cat "$work/metrics.err")"
 else
   ok "--metrics-port 0: Prometheus page on 127.0.0.1:$mport during the run"

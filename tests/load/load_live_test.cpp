@@ -75,6 +75,47 @@ TEST(live_output, a_second_is_written_once_every_worker_handed_it_over) {
   std::fclose(f);
 }
 
+// A worker that finished early (its -n quota used, or none given) holds no second back: the
+// others' seconds are written as they end. A second only finished workers had may be cut
+// short, so it waits for the run's end and the report's width.
+TEST(live_output, a_finished_worker_holds_no_second_back) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  live_counters a, b;
+  const std::vector<live_counters*> live = {&a, &b};
+  live_output out(f, {});
+  live_second last = second(0, 3, {1000});
+  last.final = true;  // a's last hand-over: second 0 may be cut short for a
+  a.seconds.push_back(last);
+  a.finished = true;
+  out.collect(live);
+  EXPECT_TRUE(lines_of(f).empty()) << "b has not handed second 0 over";
+  b.seconds.push_back(second(0, 5, {2000}));
+  b.seconds.push_back(second(1, 6, {2000}));
+  out.collect(live);
+  auto lines = lines_of(f);
+  ASSERT_EQ(lines.size(), 2u) << "a finished: seconds 0 and 1 are whole with b's";
+  EXPECT_EQ(lines[0]["calls_ok"], 8);
+  EXPECT_EQ(lines[0]["t_s"], 1.0);
+  EXPECT_EQ(lines[1]["calls_ok"], 6);
+  live_second cut = second(2, 1, {2000});
+  cut.final = true;
+  b.seconds.push_back(cut);
+  b.finished = true;
+  out.collect(live);
+  EXPECT_EQ(lines_of(f).size(), 2u) << "second 2 only finished workers had: its width is the report's";
+  out.collect_rest(live);
+  run_result r;
+  r.per_second.resize(3);
+  r.per_second[2].width_s = 0.25;
+  out.finish(r);
+  lines = lines_of(f);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2]["t_s"], 2.25);
+  EXPECT_EQ(lines[2]["calls_per_s"], 4.0);
+  std::fclose(f);
+}
+
 TEST(live_output, open_loop_lines_say_the_requested_rate) {
   const std::vector<rate_step> steps = {{100, 2'000'000'000, -1}, {0, 2'000'000'000, 400}};
   EXPECT_EQ(scheduled_rate_at(steps, 0.5), 100);

@@ -57,7 +57,7 @@ run_result run_counted(const std::string& url, std::shared_ptr<request_templates
   co.templates = std::move(templates);
   const auto proto = make_protocol(cfg.where, co);
   cfg.kinds = kinds.empty() ? proto->default_kinds() : std::move(kinds);
-  check_path_templates({}, cfg.kinds, *co.templates);
+  check_path_templates({}, cfg.kinds, *co.templates, cfg.where.scheme);
   return run_engine(cfg, *proto, [](double, const std::vector<live_counters*>&) {});
 }
 

@@ -175,19 +175,32 @@ TEST(template_options, checks_what_goes_with_what) {
   EXPECT_THROW(make_request_templates({"{line}", "", ""}, "ringrpc"), std::invalid_argument);
   const temp_file lines("one\n");
   const template_args unused{"{seq}", "", lines.path};
-  EXPECT_THROW(check_path_templates(unused, {}, *make_request_templates(unused, "ringrpc")), std::invalid_argument)
+  EXPECT_THROW(check_path_templates(unused, {}, *make_request_templates(unused, "ringrpc"), "ringrpc"),
+               std::invalid_argument)
       << "--data-file without {line}";
   const template_args used{"v{line}", "k:{seq}", lines.path};
   const auto t = make_request_templates(used, "redis");
   EXPECT_TRUE(t->has_payload && t->has_key);
-  EXPECT_NO_THROW(check_path_templates(used, {}, *t));
+  std::vector<request_kind> set(1);
+  set[0].method = "SET";
+  EXPECT_NO_THROW(check_path_templates(used, set, *t, "redis"));
+  std::vector<request_kind> ping(1);
+  ping[0].method = "PING";
+  EXPECT_THROW(check_path_templates(used, ping, *t, "redis"), std::invalid_argument) << "nothing sends them";
+  const auto body = make_request_templates({"{seq}", "", ""}, "http");
+  std::vector<request_kind> get(1);
+  get[0].method = "GET";
+  EXPECT_THROW(check_path_templates({}, get, *body, "http"), std::invalid_argument) << "a GET has no body";
+  get[0].method = "POST";
+  EXPECT_NO_THROW(check_path_templates({}, get, *body, "http"));
   const temp_file file_template("{{\"n\": {seq}}}");
   EXPECT_EQ(make_request_templates({"@" + file_template.path, "", ""}, "http")->payload.literal_text(), "{\"n\": }");
   std::vector<request_kind> kinds(1);
   kinds[0].path = "/a/{random:5}";
   EXPECT_TRUE(uses_random(kinds, *t));
   kinds[0].path = "/a/{nope}";
-  EXPECT_THROW(check_path_templates({}, kinds, *t), std::invalid_argument);
+  kinds[0].method = "POST";
+  EXPECT_THROW(check_path_templates({}, kinds, *t, "http"), std::invalid_argument);
 }
 
 // ---- what codecs write ----

@@ -90,6 +90,9 @@ struct engine_config {
 struct live_second {
   std::int64_t index = 0;  ///< which second: 0 is the first of the measured window
   double width_s = 1;      ///< 1 but for a last second cut short
+  /// Handed over when its worker finished: it may be cut short, and only the report (at the
+  /// run's end) knows its width, unless another worker handed the same second over whole.
+  bool final = false;
   std::uint64_t calls_ok = 0;
   std::map<std::string, std::uint64_t> errors;  ///< by kind
   detail::latency_histogram latency{1000, 60'000'000'000ull, 3};
@@ -111,6 +114,9 @@ struct live_counters {
   /// taken yet, oldest first, under `seconds_mutex` (taken once a second by each side).
   std::mutex seconds_mutex;
   std::deque<live_second> seconds;
+  /// Under seconds_mutex: the worker has handed over its last second; it has no share of any
+  /// second it has not handed over (a worker done with its -n quota before the others).
+  bool finished = false;
 };
 
 /// Runs the load. A run stopped because the server does not speak the protocol returns with

@@ -558,7 +558,7 @@ void worker::run() {
   }
   count_issued_by_step();
   // The seconds not handed over yet, the last one maybe cut short (its width is the report's).
-  if (_cfg.publish_seconds) hand_over_seconds(static_cast<std::int64_t>(tallies.seconds.size()), 1);
+  if (_cfg.publish_seconds) hand_over_seconds(static_cast<std::int64_t>(tallies.seconds.size()), true);
   for (conn_state& c : _conns) {
     if (c.fd >= 0) ::close(c.fd);
   }
@@ -698,28 +698,33 @@ void worker::publish_last_second(std::int64_t now) {
   // included: the live output waits for every thread's share of a second.
   const std::int64_t window_now = std::min({now, _run.measure_until, _run.stop_at.load(std::memory_order_relaxed)});
   const std::int64_t ended = (window_now - _run.measure_from) / 1'000'000'000;
-  if (ended > static_cast<std::int64_t>(tallies.seconds.size())) tallies.seconds.resize(static_cast<std::size_t>(ended));
-  hand_over_seconds(ended, 1);
+  hand_over_seconds(ended, false);
 }
 
-// Seconds [_handed_over, end) of the measured window to live.seconds; the last of them is
-// `last_width` seconds wide (a run that ends mid-second). Once a second: copies a histogram each.
-void worker::hand_over_seconds(std::int64_t end, double last_width) {
-  if (end <= _handed_over) return;
-  unsigned open = 0;
-  for (const conn_state& c : _conns) open += c.fd >= 0 && !c.dead ? 1 : 0;
-  std::lock_guard lock(live.seconds_mutex);
-  for (; _handed_over < end; ++_handed_over) {
-    const second_bucket& b = tallies.seconds[static_cast<std::size_t>(_handed_over)];
-    live_second s;
-    s.index = _handed_over;
-    s.width_s = _handed_over + 1 == end ? last_width : 1;
-    s.calls_ok = b.ok;
-    s.errors = b.error_kinds;
-    s.latency = b.latency;
-    s.connections_open = open;
-    live.seconds.push_back(std::move(s));
+// Seconds [_handed_over, end) of the measured window to live.seconds (a second this thread
+// had no call in is an empty share: the report's tallies stay as the calls made them).
+// `last`: the thread's last hand-over; its last second may be cut short. Once a second:
+// the histograms are copied before the lock, which the live output's thread also takes.
+void worker::hand_over_seconds(std::int64_t end, bool last) {
+  std::vector<live_second> ready;
+  if (end > _handed_over) {
+    unsigned open = 0;
+    for (const conn_state& c : _conns) open += c.fd >= 0 && !c.dead ? 1 : 0;
+    ready.resize(static_cast<std::size_t>(end - _handed_over));
+    for (live_second& s : ready) {
+      s.index = _handed_over++;
+      s.final = last && s.index + 1 == end;
+      s.connections_open = open;
+      if (static_cast<std::size_t>(s.index) >= tallies.seconds.size()) continue;
+      const second_bucket& b = tallies.seconds[static_cast<std::size_t>(s.index)];
+      s.calls_ok = b.ok;
+      s.errors = b.error_kinds;
+      s.latency = b.latency;
+    }
   }
+  std::lock_guard lock(live.seconds_mutex);
+  for (live_second& s : ready) live.seconds.push_back(std::move(s));
+  if (last) live.finished = true;
 }
 
 // Issuing is over: true once every call has come back, the drain time has passed or the run

@@ -113,7 +113,7 @@ class worker final {
   bool turn(wake_batch& wake);
   void reconnect_dead(std::int64_t now);
   void publish_last_second(std::int64_t now);
-  void hand_over_seconds(std::int64_t end, double last_width);
+  void hand_over_seconds(std::int64_t end, bool last);
   bool drained(std::int64_t now, std::int64_t& drain_until);
   void arm_recv(conn_state& c);
   void register_fd(conn_state& c) noexcept;

@@ -52,6 +52,9 @@ const std::atomic<bool>& install_interrupt_handler() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   ::sigaction(SIGINT, &sa, nullptr);
+  // A reader of --live - that goes away (`| head -1`) must not kill the run and its results:
+  // the write fails with EPIPE instead, and the run goes on.
+  ::signal(SIGPIPE, SIG_IGN);
   return interrupted;
 }
 

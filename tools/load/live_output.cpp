@@ -28,7 +28,7 @@ std::string live_json_line(const live_figures& f) {
                      {"p99", static_cast<double>(f.p99_ns) / 1e3},
                      {"max", static_cast<double>(f.max_ns) / 1e3}};
   j["connections"] = f.connections_open;
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string live_prometheus_text(const live_figures& last, std::uint64_t calls_total,
@@ -94,18 +94,21 @@ void live_output::collect(const std::vector<live_counters*>& live) { take(live, 
 
 void live_output::collect_rest(const std::vector<live_counters*>& live) { take(live, true); }
 
-// Second _next is whole once every worker has handed it over (each hands its seconds in order);
-// at the end (`all`), a worker without it had nothing in it.
+// Second _next is whole once every worker still running has handed it over (each hands its
+// seconds in order; a finished worker has no share of a second it did not hand over), and one
+// of them handed it over whole: a second only finished workers had may be cut short, and its
+// width is the report's (finish()). At the end (`all`), a worker without it had nothing in it.
 void live_output::take(const std::vector<live_counters*>& live, bool all) {
   for (;;) {
-    bool every = true, any = false;
+    bool every = true, any = false, whole = false;
     for (live_counters* l : live) {
       std::lock_guard lock(l->seconds_mutex);
       const bool has = !l->seconds.empty() && l->seconds.front().index == _next;
-      every = every && has;
+      every = every && (has || l->finished);
       any = any || has;
+      whole = whole || (has && !l->seconds.front().final);
     }
-    if (!(all ? any : every)) return;
+    if (!(all ? any : every && whole)) return;
     std::vector<live_second> shares;
     for (live_counters* l : live) {
       std::lock_guard lock(l->seconds_mutex);

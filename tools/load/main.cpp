@@ -526,7 +526,12 @@ codec_options make_codec_options(const cli_args& a, engine_config& cfg) {
     throw std::invalid_argument("--verify goes with ringrpc:// and ringrpcs:// (echo:// always checks its bytes)");
   }
   co.verify_echo = a.verify;
-  co.max_reply_bytes = reply_limit(a.max_body, cfg.where, co.payload.size());
+  // An echoing target sends back what a call rendered: room for the largest rendering.
+  std::size_t largest_payload = co.payload.size();
+  if (co.templates->has_payload) {
+    largest_payload = co.templates->payload.max_rendered_size(co.templates->data->longest_line());
+  }
+  co.max_reply_bytes = reply_limit(a.max_body, cfg.where, largest_payload);
   cfg.call_timeout = parse_duration(a.call_timeout);
   co.timeout_us = static_cast<std::uint64_t>(cfg.call_timeout.count() / 1000);
   co.host_header = authority_of(cfg.where);
@@ -735,7 +740,8 @@ void record_config(run_result& r, const cli_args& a, const engine_config& cfg, c
   r.config["depth"] = cfg.depth;
   if (cfg.steps.empty()) r.config["reply_batch"] = cfg.reply_batch;
   r.config["threads"] = cfg.threads;
-  r.config["payload_bytes"] = co.payload.size();
+  // Under --template each call renders its own payload: the template is recorded instead.
+  if (a.templates.payload.empty()) r.config["payload_bytes"] = co.payload.size();
   if (a.typed()) r.config["method"] = cfg.where.path;
   r.config["loop"] = cfg.steps.empty() ? "closed" : "open";
   if (!a.mix.empty()) r.config["mix"] = a.mix;
@@ -818,7 +824,7 @@ int run_load(cli_args& a, engine_config& cfg, const std::vector<double>& percent
   const codec_options co = make_codec_options(a, cfg);
   const auto proto = make_protocol(cfg.where, co);
   cfg.kinds = a.mix.empty() ? proto->default_kinds() : parse_mix(a.mix, cfg.where);
-  check_path_templates(a.templates, cfg.kinds, *co.templates);
+  check_path_templates(a.templates, cfg.kinds, *co.templates, cfg.where.scheme);
   a.uses_random = uses_random(cfg.kinds, *co.templates);
   set_schedule(a, cfg);
   set_connections(a, cfg);

@@ -159,7 +159,8 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
   if (!r.kinds.empty()) j["kinds"] = breakdown_json(r.kinds, "kind", false, percentiles);
   if (!r.members.empty()) j["members"] = breakdown_json(r.members, "address", true, percentiles);
   thresholds_json(j, r);
-  out << j.dump(2) << '\n';
+  // Texts from the command line (a template) may be any bytes: replaced, not thrown on.
+  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
 }
 
 namespace {

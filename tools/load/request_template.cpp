@@ -1,5 +1,7 @@
 #include "request_template.hpp"
 
+#include <algorithm>
+
 #include <charconv>
 #include <fstream>
 #include <stdexcept>
@@ -108,14 +110,25 @@ std::shared_ptr<template_data> template_data::from_file(const std::string& path,
 void template_data::set_text(std::string text) {
   _text = std::move(text);
   _lines.clear();
+  _longest_line = 0;
   std::string_view rest = _text;
   while (!rest.empty()) {
     const std::size_t lf = rest.find('\n');
     std::string_view l = rest.substr(0, lf);
     if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
     _lines.push_back(l);
+    _longest_line = std::max(_longest_line, l.size());
     rest = lf == std::string_view::npos ? std::string_view{} : rest.substr(lf + 1);
   }
+}
+
+std::size_t request_template::max_rendered_size(std::size_t longest_line) const noexcept {
+  std::size_t n = _literals.size();
+  for (const template_segment& s : _segments) {
+    if (s.what == template_segment::kind::line) n += longest_line;
+    if (s.what == template_segment::kind::seq || s.what == template_segment::kind::random) n += 20;  // a uint64
+  }
+  return n;
 }
 
 void template_data::check(const request_template& t, std::string_view where, bool one_line_token) const {

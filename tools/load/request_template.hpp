@@ -42,6 +42,9 @@ class request_template {
   bool uses_random() const noexcept { return _uses_random; }
   /// The literal bytes of all segments, in order (the whole rendering when is_literal()).
   std::string_view literal_text() const noexcept { return _literals; }
+  /// The most bytes one rendering can take with `longest_line` as {line}'s longest (what an
+  /// echoing target sends back, so what a reply may need room for).
+  std::size_t max_rendered_size(std::size_t longest_line) const noexcept;
 
  private:
   std::string _literals;
@@ -70,6 +73,7 @@ class template_data {
   void check(const request_template& t, std::string_view where, bool one_line_token) const;
 
   std::size_t line_count() const noexcept { return _lines.size(); }
+  std::size_t longest_line() const noexcept { return _longest_line; }
   std::string_view line(std::uint64_t call) const noexcept;
   /// The next call's number, from 0 over the whole run: one relaxed atomic add, taken only by a
   /// call whose templates use {seq} or {line}.
@@ -83,6 +87,7 @@ class template_data {
  private:
   std::string _text;
   std::vector<std::string_view> _lines;  // into _text
+  std::size_t _longest_line = 0;
   std::atomic<std::uint64_t> _calls{0};
   std::atomic<std::uint64_t> _connections{0};
   std::uint64_t _seed;

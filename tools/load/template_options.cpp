@@ -1,7 +1,9 @@
 #include "template_options.hpp"
 
 #include <fstream>
+#include <initializer_list>
 #include <stdexcept>
+#include <string_view>
 
 namespace ringrpc::load {
 
@@ -44,8 +46,39 @@ std::shared_ptr<request_templates> make_request_templates(const template_args& a
   return t;
 }
 
+namespace {
+
+bool any_kind_is(const std::vector<request_kind>& kinds, std::initializer_list<std::string_view> methods) {
+  for (const request_kind& k : kinds) {
+    for (const std::string_view m : methods) {
+      if (k.method == m) return true;
+    }
+  }
+  return false;
+}
+
+// A template no request of the run sends would be silently ignored: a GET has no body, a
+// PING no key.
+void check_templates_are_sent(const std::vector<request_kind>& kinds, const request_templates& templates,
+                              const std::string& scheme) {
+  const bool http = scheme == "http" || scheme == "h2c";
+  if (templates.has_payload && http && !any_kind_is(kinds, {"POST", "PUT", "PATCH"})) {
+    throw std::invalid_argument("--template is the body of POST, PUT and PATCH requests, and this run sends none "
+                                "(e.g. --mix 'POST /path')");
+  }
+  if (templates.has_payload && scheme == "redis" && !any_kind_is(kinds, {"SET"})) {
+    throw std::invalid_argument("--template is the value of redis SET, and this run sends none (e.g. --mix SET)");
+  }
+  if (templates.has_key && scheme == "redis" && !any_kind_is(kinds, {"GET", "SET"})) {
+    throw std::invalid_argument("--redis-key is the key of GET and SET, and this run sends neither (e.g. --mix GET:1,SET:1)");
+  }
+}
+
+}  // namespace
+
 void check_path_templates(const template_args& a, const std::vector<request_kind>& kinds,
-                          const request_templates& templates) {
+                          const request_templates& templates, const std::string& scheme) {
+  check_templates_are_sent(kinds, templates, scheme);
   bool uses_line = (templates.has_payload && templates.payload.uses_line()) ||
                    (templates.has_key && templates.key.uses_line());
   for (const request_kind& k : kinds) {

@@ -24,9 +24,10 @@ std::shared_ptr<request_templates> make_request_templates(const template_args& a
 
 /// Checks the placeholders of the paths of `kinds` (HTTP, h2c: the URL's and --mix's): each
 /// compiles, {line} has lines without spaces, and a --data-file given (`a`) has a {line} to
-/// use it. Throws std::invalid_argument.
+/// use it; and that some request of `kinds` sends each template given (a body, a redis key or
+/// value). Throws std::invalid_argument.
 void check_path_templates(const template_args& a, const std::vector<request_kind>& kinds,
-                          const request_templates& templates);
+                          const request_templates& templates, const std::string& scheme);
 
 /// Whether any template of the run draws random numbers (then --seed applies).
 bool uses_random(const std::vector<request_kind>& kinds, const request_templates& templates);
