@@ -71,6 +71,11 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   bool end(status code, std::string_view message, bool by_handler) noexcept;
   write_result write(std::span<const std::byte> message) noexcept;
   bool add_pair(bool trailer, std::string_view key, std::string_view value) noexcept;
+  /// Nothing of the stream has gone to the client yet (no message, headers or end).
+  bool wrote_nothing() const noexcept {
+    std::lock_guard lock(_mu);
+    return !_headers_sent && !_ended;
+  }
   bool ended() const noexcept { return _ended_flag.load(std::memory_order_acquire); }
 
   std::uint64_t id() const noexcept { return _id; }

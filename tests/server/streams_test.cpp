@@ -279,6 +279,10 @@ class streams : public ::testing::Test {
       EXPECT_EQ(s.write("after"), write_result::closed);
       return std::make_unique<stream_handler>();
     });
+    srv->add_stream_method("headed_open", stream_kind::server, [](server_stream& s, std::span<const std::byte>) {
+      EXPECT_EQ(s.write("first"), write_result::ok);  // and stays open until cancelled
+      return std::make_unique<stream_handler>();
+    });
     srv->add_stream_method("throws", stream_kind::bidi, [](server_stream&, std::span<const std::byte>) {
       struct thrower final : stream_handler {
         void on_message(server_stream&, std::span<const std::byte>) override { throw std::runtime_error("boom"); }
@@ -680,6 +684,60 @@ TEST_F(streams, many_streams_keep_their_own_order) {
 
 // An unregistered stream method refuses new opens as a stopped endpoint does; its open
 // streams keep the endpoint in flight until they are done.
+// The HTTP/2 "rapid reset" pattern: streams opened and cancelled before the server wrote
+// anything take tokens of a per-connection bucket (a burst of 200, 100 a second); past it the
+// connection is told why on call id 0 and closed. 1,000 such pairs outrun any refill.
+TEST_F(streams, open_cancel_loops_close_the_connection) {
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 1000; ++id) {
+    if (!s.send_frame(open_frame(id, "watch", stream_kind::bidi))) break;  // closed under us: fine
+    if (!s.send_frame(control_frame(id, wire::Kind::Cancel))) break;
+  }
+  int cancelled = 0;
+  got g;
+  for (;;) {
+    g = read_one(s);
+    if (!g.ok || g.id == 0) break;
+    if (g.code == status::cancelled) ++cancelled;
+  }
+  ASSERT_TRUE(g.ok) << "the connection closed without saying why";
+  EXPECT_EQ(g.code, status::resource_exhausted);
+  EXPECT_EQ(g.message, "too many streams cancelled before an answer; closing the connection");
+  EXPECT_LT(cancelled, 1000);
+  EXPECT_TRUE(s.wait_eof());
+}
+
+// Within the burst, open/cancel pairs are ordinary cancels and the connection stays.
+TEST_F(streams, a_burst_of_cancels_within_the_bucket_is_served) {
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 150; ++id) {
+    ASSERT_TRUE(s.send_frame(open_frame(id, "watch", stream_kind::bidi)));
+    ASSERT_TRUE(s.send_frame(control_frame(id, wire::Kind::Cancel)));
+  }
+  ASSERT_TRUE(s.send_frame(test::request(1000, "unary", "")));
+  for (;;) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok);
+    ASSERT_NE(g.id, 0u) << g.message;
+    if (g.id == 1000) break;
+    // Opens past the connection's 100 open streams are refused busy, also no reset.
+    EXPECT_TRUE(g.code == status::cancelled || g.code == status::server_busy) << g.message;
+  }
+}
+
+// A stream cancelled after the server answered something is an ordinary cancel: no token.
+TEST_F(streams, cancels_after_an_answer_are_not_rapid_resets) {
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 300; ++id) {
+    ASSERT_TRUE(s.send_frame(open_frame(id, "headed_open", stream_kind::server)));
+    const got first = read_one(s);
+    ASSERT_EQ(first.kind, wire::Kind::StreamMessage) << first.message;
+    ASSERT_TRUE(s.send_frame(control_frame(id, wire::Kind::Cancel)));
+    const got end = read_one(s);
+    ASSERT_EQ(end.code, status::cancelled) << end.message;
+  }
+}
+
 TEST_F(streams, an_unregistered_stream_method_refuses_opens) {
   raw_socket s(srv->port());
   ASSERT_TRUE(s.send_frame(open_frame(18, "watch", stream_kind::bidi)));
