@@ -25,7 +25,7 @@ class stream_state;
 /// Who sends messages on a stream besides its opening request.
 enum class stream_kind : std::uint8_t {
   server = 1,  ///< one request (the StreamOpen's payload), then messages from the server
-  client = 2,  ///< messages from the client, then one answer from the server
+  client = 2,  ///< messages from the client, then one answer from the server (finish(reply))
   bidi = 3,    ///< messages both ways, independently
 };
 
@@ -56,6 +56,12 @@ class server_stream {
   }
   /// Ends the stream with status ok and the trailers added so far. False when it had ended.
   bool finish() noexcept;
+  /// Ends the stream with status ok, its end carrying `reply` as a unary reply does: a client
+  /// stream's one answer (any kind may end so). False when it had ended.
+  bool finish(std::span<const std::byte> reply) noexcept;
+  bool finish(std::string_view reply) noexcept {
+    return finish(std::span<const std::byte>(reinterpret_cast<const std::byte*>(reply.data()), reply.size()));
+  }
   /// Ends the stream with an error (never ok on the wire: ok becomes internal). False when it
   /// had ended.
   bool fail(status code, std::string_view message) noexcept;
@@ -96,7 +102,9 @@ class stream_handler {
   /// A write() said would_block and credit has come back since: write again.
   virtual void on_writable(server_stream& stream) { (void)stream; }
   /// The stream ended other than by this handler's finish()/fail(): the client cancelled, the
-  /// deadline passed, the connection went, or the server is stopping. on_done() follows.
+  /// deadline passed, the connection went, the server is stopping or out of memory, or the
+  /// client broke the stream's rules (wrote beyond its credit, granted credit that overflows, a
+  /// message on a server stream or after its half-close). on_done() follows.
   virtual void on_cancel(server_stream& stream) { (void)stream; }
   /// The last callback, with the status the stream ended with.
   virtual void on_done(status final_status) { (void)final_status; }

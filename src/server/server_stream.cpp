@@ -28,6 +28,10 @@ write_result server_stream::write(std::span<const std::byte> message) noexcept {
 
 bool server_stream::finish() noexcept { return _state && _state->end(status::ok, {}, true); }
 
+bool server_stream::finish(std::span<const std::byte> reply) noexcept {
+  return _state && _state->end(status::ok, {}, true, reply);
+}
+
 bool server_stream::fail(status code, std::string_view message) noexcept {
   return _state && _state->end(code == status::ok ? status::internal : code, message, true);
 }

@@ -104,21 +104,23 @@ bool stream_state::on_credit(std::uint32_t messages, std::uint64_t bytes) noexce
 
 // --- any thread
 
-bool stream_state::end(status code, std::string_view message, bool by_handler) noexcept {
+bool stream_state::end(status code, std::string_view message, bool by_handler,
+                       std::span<const std::byte> reply) noexcept {
   {
     std::lock_guard lock(_mu);
     if (_ended) return false;
     _ended = true;
     _ended_flag.store(true, std::memory_order_release);
     _ended_by_handler = by_handler;
-    encode_end_locked(code, message);
+    encode_end_locked(code, message, reply);
     post_end_locked();
   }
   poke(signal_ended);
   return true;
 }
 
-void stream_state::encode_end_locked(status code, std::string_view message) noexcept {
+void stream_state::encode_end_locked(status code, std::string_view message,
+                                     std::span<const std::byte> reply) noexcept {
   call& o = *_end;
   if (_md) {
     if (_headers_sent) _md->headers.clear();  // they went with the first message
@@ -127,7 +129,7 @@ void stream_state::encode_end_locked(status code, std::string_view message) noex
   _end_status = code;
   try {
     if (code == status::ok) {
-      encode_answer(o, wire::Kind::Reply, status::ok, {});
+      encode_answer(o, wire::Kind::Reply, status::ok, {}, 0, {}, reply);
     } else {
       encode_error(o, code, message);
       _end_status = o.answer_status;

@@ -66,9 +66,10 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   std::shared_ptr<stream_state> table_ref;
 
   // --- any thread
-  /// Ends the stream (first end wins): `code` ok is a Reply, else an Error with `message`.
-  /// `by_handler`: finish()/fail(), so on_cancel does not run. False when it had ended.
-  bool end(status code, std::string_view message, bool by_handler) noexcept;
+  /// Ends the stream (first end wins): `code` ok is a Reply carrying `reply`, else an Error with
+  /// `message`. `by_handler`: finish()/fail(), so on_cancel does not run. False when it had
+  /// ended.
+  bool end(status code, std::string_view message, bool by_handler, std::span<const std::byte> reply = {}) noexcept;
   write_result write(std::span<const std::byte> message) noexcept;
   bool add_pair(bool trailer, std::string_view key, std::string_view value) noexcept;
   /// Nothing of the stream has gone to the client yet (no message, headers or end).
@@ -103,7 +104,7 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   void run_signals(server_stream& handle) noexcept;
   template <class F>
   void guarded(F&& f) noexcept;
-  void encode_end_locked(status code, std::string_view message) noexcept;
+  void encode_end_locked(status code, std::string_view message, std::span<const std::byte> reply) noexcept;
   void post_end_locked() noexcept;
   call* encode_message_locked(std::span<const std::byte> message);
   void release_open() noexcept;

@@ -67,7 +67,7 @@ class sum_handler final : public stream_handler {
   void on_half_close(server_stream& s) override {
     s.add_trailer("count", std::to_string(_count));
     s.add_trailer("bytes", std::to_string(_bytes));
-    s.finish();
+    s.finish("sum of " + std::to_string(_count));
   }
 
  private:
@@ -385,6 +385,7 @@ TEST_F(streams, client_stream_answers_after_the_half_close) {
   EXPECT_EQ(end.id, 4u);
   EXPECT_EQ(end.trailer("count"), "5");
   EXPECT_EQ(end.trailer("bytes"), "10");
+  EXPECT_EQ(end.payload, "sum of 5") << "a client stream's one answer rides its end";
 }
 
 // 10,000 messages each way in order, credit flowing both ways: the client keeps to the server's
