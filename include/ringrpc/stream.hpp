@@ -71,6 +71,16 @@ class server_stream {
   /// A trailer, sent with the stream's end; false once the stream has ended.
   bool add_trailer(std::string_view key, std::string_view value) noexcept;
 
+  /// Stops handing this stream's messages (and its half-close, which follows them) to the
+  /// handler until resume_reading(). They wait within the credit the server granted, which comes
+  /// back only as they are handled, so the client is held back too: what a handler that cannot
+  /// write as fast as it reads (an echo whose client does not read) does instead of keeping
+  /// messages without bound. Any thread; on_writable and the end's callbacks still run.
+  void pause_reading() noexcept;
+  /// Hands the waiting messages on again, in order (from the stream's callbacks' thread, after
+  /// the callback that calls it returns).
+  void resume_reading() noexcept;
+
   std::uint64_t call_id() const noexcept;
   /// The method the client opened; empty for a handle that names no stream.
   std::string_view method() const noexcept;

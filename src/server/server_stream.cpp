@@ -44,6 +44,14 @@ bool server_stream::add_trailer(std::string_view key, std::string_view value) no
   return _state && _state->add_pair(true, key, value);
 }
 
+void server_stream::pause_reading() noexcept {
+  if (_state) _state->pause_reading();
+}
+
+void server_stream::resume_reading() noexcept {
+  if (_state) _state->resume_reading();
+}
+
 std::uint64_t server_stream::call_id() const noexcept { return _state ? _state->id() : 0; }
 std::string_view server_stream::method() const noexcept { return _state ? _state->method() : std::string_view(); }
 stream_kind server_stream::kind() const noexcept { return _state ? _state->kind() : stream_kind::bidi; }

@@ -19,6 +19,7 @@
 #include "ringrpc/interceptor.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/stream.hpp"
+#include "server/builtin_methods.hpp"
 #include "test_support.hpp"
 #include "wire/stream_credit.hpp"
 
@@ -1027,6 +1028,74 @@ TEST(streams_caps, a_server_with_interceptors_takes_no_stream_methods) {
                                        return std::make_unique<stream_handler>();
                                      }),
                std::logic_error);
+}
+
+// --- the built-in streaming methods of ringrpc-server (server/builtin_streams.cpp)
+
+class builtin_streams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    srv = std::make_unique<server>(test::threads(1, 2));
+    detail::add_stream_methods(*srv);
+    srv->start();
+  }
+  void TearDown() override { srv->stop(); }
+  std::unique_ptr<server> srv;
+};
+
+TEST_F(builtin_streams, generate_makes_n_messages_of_the_size_asked) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(1, "generate", stream_kind::server, "1000 16", 8)));
+  for (int i = 0; i < 1000; ++i) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok) << i;
+    ASSERT_EQ(g.kind, wire::Kind::StreamMessage) << g.message;
+    ASSERT_EQ(g.payload, std::string(16, 'x'));
+    ASSERT_TRUE(s.send_frame(control_frame(1, wire::Kind::StreamCredit, 1, g.payload.size())));
+  }
+  EXPECT_EQ(read_one(s).kind, wire::Kind::Reply);
+  ASSERT_TRUE(s.send_frame(open_frame(2, "generate", stream_kind::server, "3")));
+  const got bad = read_one(s);
+  EXPECT_EQ(bad.code, status::bad_request);
+  EXPECT_NE(bad.message.find("N BYTES"), std::string::npos) << bad.message;
+}
+
+// echo_stream pauses its reading while an echo waits for credit: the client's messages wait
+// within the server's receive window and earn no credit back, so a client that sends and never
+// reads is held back by its own credit. Once it grants, everything comes back in order.
+TEST_F(builtin_streams, echo_stream_holds_a_client_that_does_not_read) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(1, "echo_stream", stream_kind::bidi, "", 1)));  // one echo allowed
+  const auto window = static_cast<int>(detail::default_stream_window_messages);
+  for (int i = 0; i < window; ++i) ASSERT_TRUE(s.send_frame(message_frame(1, tagged(i))));
+  const got first = read_one(s);
+  ASSERT_EQ(first.kind, wire::Kind::StreamMessage) << first.message;
+  EXPECT_EQ(first.payload, "t0");
+  // Nothing else may come: no echo (no credit) and no grant (the messages wait unhandled). A
+  // ping answered proves the server read everything sent before it.
+  ASSERT_TRUE(s.send_frame(control_frame(77, wire::Kind::Ping)));
+  std::this_thread::sleep_for(200ms);  // the handler's pool gets its chance to go wrong
+  ASSERT_TRUE(s.send_frame(control_frame(78, wire::Kind::Ping)));
+  for (int pongs = 0; pongs < 2;) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok);
+    ASSERT_EQ(g.kind, wire::Kind::Pong) << "got kind " << static_cast<int>(g.kind) << " before the grant";
+    ++pongs;
+  }
+  ASSERT_TRUE(s.send_frame(control_frame(1, wire::Kind::StreamCredit, 1000, 1u << 20)));
+  ASSERT_TRUE(s.send_frame(control_frame(1, wire::Kind::StreamHalfClose)));
+  int next = 1;
+  for (;;) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok);
+    if (g.kind == wire::Kind::StreamCredit) continue;
+    if (g.kind != wire::Kind::StreamMessage) {
+      EXPECT_EQ(g.kind, wire::Kind::Reply) << g.message;
+      break;
+    }
+    EXPECT_EQ(g.payload, tagged(next++));
+  }
+  EXPECT_EQ(next, window);
 }
 
 }  // namespace
