@@ -108,6 +108,8 @@ class builtin_reflection final : public ringrpc::endpoint {
 std::vector<std::string> registered_endpoints() {
   std::vector<std::string> out;
   for (const auto& m : builtin_methods) out.emplace_back(m.name);
+  out.emplace_back("generate");  // the streaming built-ins (not listed by reflection yet)
+  out.emplace_back("echo_stream");
   out.emplace_back(ringrpc::reflection_endpoint_name);
   return out;
 }
@@ -446,6 +448,7 @@ std::optional<std::string> start_server(const ringrpc::server_config& cfg, std::
     ringrpc::log::configure(cfg.logging, [held](std::string_view line) { held->add(line); });
     ringrpc::add_builtin_methods(*srv);
     ringrpc::detail::add_response_metadata_methods(*srv);
+    ringrpc::detail::add_stream_methods(*srv);
     srv->register_endpoint(ringrpc::reflection_endpoint_name, std::make_shared<builtin_reflection>());
     if (!cfg.discovery.etcd.empty()) {
 #ifdef RINGRPC_HAVE_DISCOVERY

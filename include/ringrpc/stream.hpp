@@ -25,7 +25,7 @@ class stream_state;
 /// Who sends messages on a stream besides its opening request.
 enum class stream_kind : std::uint8_t {
   server = 1,  ///< one request (the StreamOpen's payload), then messages from the server
-  client = 2,  ///< messages from the client, then one answer from the server
+  client = 2,  ///< messages from the client, then one answer from the server (finish(reply))
   bidi = 3,    ///< messages both ways, independently
 };
 
@@ -56,6 +56,12 @@ class server_stream {
   }
   /// Ends the stream with status ok and the trailers added so far. False when it had ended.
   bool finish() noexcept;
+  /// Ends the stream with status ok, its end carrying `reply` as a unary reply does: a client
+  /// stream's one answer (any kind may end so). False when it had ended.
+  bool finish(std::span<const std::byte> reply) noexcept;
+  bool finish(std::string_view reply) noexcept {
+    return finish(std::span<const std::byte>(reinterpret_cast<const std::byte*>(reply.data()), reply.size()));
+  }
   /// Ends the stream with an error (never ok on the wire: ok becomes internal). False when it
   /// had ended.
   bool fail(status code, std::string_view message) noexcept;
@@ -64,6 +70,16 @@ class server_stream {
   bool add_header(std::string_view key, std::string_view value) noexcept;
   /// A trailer, sent with the stream's end; false once the stream has ended.
   bool add_trailer(std::string_view key, std::string_view value) noexcept;
+
+  /// Stops handing this stream's messages (and its half-close, which follows them) to the
+  /// handler until resume_reading(). They wait within the credit the server granted, which comes
+  /// back only as they are handled, so the client is held back too: what a handler that cannot
+  /// write as fast as it reads (an echo whose client does not read) does instead of keeping
+  /// messages without bound. Any thread; on_writable and the end's callbacks still run.
+  void pause_reading() noexcept;
+  /// Hands the waiting messages on again, in order (from the stream's callbacks' thread, after
+  /// the callback that calls it returns).
+  void resume_reading() noexcept;
 
   std::uint64_t call_id() const noexcept;
   /// The method the client opened; empty for a handle that names no stream.
@@ -96,7 +112,9 @@ class stream_handler {
   /// A write() said would_block and credit has come back since: write again.
   virtual void on_writable(server_stream& stream) { (void)stream; }
   /// The stream ended other than by this handler's finish()/fail(): the client cancelled, the
-  /// deadline passed, the connection went, or the server is stopping. on_done() follows.
+  /// deadline passed, the connection went, the server is stopping or out of memory, or the
+  /// client broke the stream's rules (wrote beyond its credit, granted credit that overflows, a
+  /// message on a server stream or after its half-close). on_done() follows.
   virtual void on_cancel(server_stream& stream) { (void)stream; }
   /// The last callback, with the status the stream ended with.
   virtual void on_done(status final_status) { (void)final_status; }

@@ -15,4 +15,10 @@ namespace ringrpc::detail {
 /// "CODE[ DETAILS]": an Error with that status and those details, metadata mirrored).
 void add_response_metadata_methods(server& s);
 
+/// Registers the streaming built-ins (builtin_streams.cpp): "generate" (server stream; request
+/// "N BYTES" -> N messages of BYTES bytes, BYTES at most 1 MiB) and "echo_stream" (bidi: every
+/// message comes back, in order, held back by the client's credit). Throws as
+/// server::add_stream_method does (std::logic_error on a server with interceptors).
+void add_stream_methods(server& s);
+
 }  // namespace ringrpc::detail

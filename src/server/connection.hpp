@@ -182,6 +182,10 @@ struct connection {
     /// writer, any thread; taken off by the responder): past max_queued_reply_bytes, writes
     /// would block, so credit a peer grants without reading cannot make the server hold more.
     std::atomic<std::size_t> stream_out_bytes{0};
+    /// Reader thread: the rapid-reset bucket (shard_streams.cpp): streams cancelled before the
+    /// server wrote anything take a token; refilled with time.
+    double reset_tokens = -1;  // < 0: not started (full)
+    std::int64_t reset_refilled_ns = 0;
   };
   std::atomic<connection_rare*> rare{nullptr};
   connection_rare& rare_part() {

@@ -28,6 +28,10 @@ write_result server_stream::write(std::span<const std::byte> message) noexcept {
 
 bool server_stream::finish() noexcept { return _state && _state->end(status::ok, {}, true); }
 
+bool server_stream::finish(std::span<const std::byte> reply) noexcept {
+  return _state && _state->end(status::ok, {}, true, reply);
+}
+
 bool server_stream::fail(status code, std::string_view message) noexcept {
   return _state && _state->end(code == status::ok ? status::internal : code, message, true);
 }
@@ -38,6 +42,14 @@ bool server_stream::add_header(std::string_view key, std::string_view value) noe
 
 bool server_stream::add_trailer(std::string_view key, std::string_view value) noexcept {
   return _state && _state->add_pair(true, key, value);
+}
+
+void server_stream::pause_reading() noexcept {
+  if (_state) _state->pause_reading();
+}
+
+void server_stream::resume_reading() noexcept {
+  if (_state) _state->resume_reading();
 }
 
 std::uint64_t server_stream::call_id() const noexcept { return _state ? _state->id() : 0; }

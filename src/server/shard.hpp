@@ -155,6 +155,7 @@ class shard {
   void open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight);
   void on_stream_frame(call* k, const frame_view& v) noexcept;
   bool cancel_stream(connection* c, std::uint64_t id) noexcept;
+  bool take_reset_token(connection::connection_rare& r) noexcept;
   void end_streams(connection* c, status code, std::string_view why) noexcept;
   void expire_streams(connection* c) noexcept;
   void stream_protocol_error(connection* c) noexcept;

@@ -4,6 +4,7 @@
 // client's Cancel, the deadline (the sweep), the connection gone, the server stopping.
 #include "server/shard.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "server/server_core.hpp"
@@ -19,6 +20,11 @@ namespace {
 constexpr std::size_t max_streams_per_connection = 100;
 constexpr std::uint32_t max_streams = 16'384;
 constexpr std::uint32_t max_stream_protocol_errors = 100;
+// The rapid-reset bucket: an open then a cancel before the server wrote anything costs the
+// server a stream, a drain and an end, and the client two small frames; past a burst of
+// these, at most this many a second per connection.
+constexpr double reset_burst = 200;
+constexpr double resets_per_second = 100;
 
 stream_table<stream_state>* streams_of(const connection* c) noexcept {
   connection::connection_rare* r = c->rare.load(std::memory_order_relaxed);
@@ -169,9 +175,31 @@ bool shard::cancel_stream(connection* c, std::uint64_t id) noexcept {
   stream_table<stream_state>* table = streams_of(c);
   stream_state* s = table != nullptr ? table->find(id) : nullptr;
   if (s == nullptr) return false;
+  if (s->wrote_nothing() && !take_reset_token(*c->rare.load(std::memory_order_relaxed))) {
+    // The HTTP/2 "rapid reset" pattern: told why on call id 0, then closed. The stream ends
+    // with the connection.
+    answer(new_call(c), 0, wire::Kind::Error, status::resource_exhausted,
+           "too many streams cancelled before an answer; closing the connection");
+    c->note_failure("too many streams cancelled before an answer (rapid reset)");
+    start_close(c);
+    return true;
+  }
   // The client still gets the stream's end (Cancelled, unless another end was on its way), so
   // both sides free the id on a frame.
   s->end(status::cancelled, "cancelled by the client", false);
+  return true;
+}
+
+bool shard::take_reset_token(connection::connection_rare& r) noexcept {
+  if (r.reset_tokens < 0) {
+    r.reset_tokens = reset_burst;
+    r.reset_refilled_ns = _turn_ns;
+  }
+  const double refill = static_cast<double>(_turn_ns - r.reset_refilled_ns) * 1e-9 * resets_per_second;
+  r.reset_tokens = std::min(reset_burst, r.reset_tokens + refill);
+  r.reset_refilled_ns = _turn_ns;
+  if (r.reset_tokens < 1) return false;
+  r.reset_tokens -= 1;
   return true;
 }
 

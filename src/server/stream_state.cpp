@@ -104,21 +104,23 @@ bool stream_state::on_credit(std::uint32_t messages, std::uint64_t bytes) noexce
 
 // --- any thread
 
-bool stream_state::end(status code, std::string_view message, bool by_handler) noexcept {
+bool stream_state::end(status code, std::string_view message, bool by_handler,
+                       std::span<const std::byte> reply) noexcept {
   {
     std::lock_guard lock(_mu);
     if (_ended) return false;
     _ended = true;
     _ended_flag.store(true, std::memory_order_release);
     _ended_by_handler = by_handler;
-    encode_end_locked(code, message);
+    encode_end_locked(code, message, reply);
     post_end_locked();
   }
   poke(signal_ended);
   return true;
 }
 
-void stream_state::encode_end_locked(status code, std::string_view message) noexcept {
+void stream_state::encode_end_locked(status code, std::string_view message,
+                                     std::span<const std::byte> reply) noexcept {
   call& o = *_end;
   if (_md) {
     if (_headers_sent) _md->headers.clear();  // they went with the first message
@@ -127,7 +129,7 @@ void stream_state::encode_end_locked(status code, std::string_view message) noex
   _end_status = code;
   try {
     if (code == status::ok) {
-      encode_answer(o, wire::Kind::Reply, status::ok, {});
+      encode_answer(o, wire::Kind::Reply, status::ok, {}, 0, {}, reply);
     } else {
       encode_error(o, code, message);
       _end_status = o.answer_status;
@@ -276,7 +278,7 @@ void stream_state::drain() noexcept {
       } else if (w == &_open_item) {
         run_open(handle);
       } else {
-        run_message(handle, call::from_item(w));
+        take_received(handle, call::from_item(w));
       }
       if (++n >= slice && _lane.waiting() != 0) {
         _drain.keep = shared_from_this();
@@ -351,8 +353,43 @@ void stream_state::run_message(server_stream& handle, call* m) noexcept {
   _core.post_answer(m);
 }
 
+void stream_state::resume_reading() noexcept {
+  _reading_paused.store(false, std::memory_order_seq_cst);
+  poke(signal_resume);
+}
+
+// A received message or half-close: handled now, or held behind the ones already waiting
+// while reading is paused (pause_reading), so the order stays the client's.
+void stream_state::take_received(server_stream& handle, call* m) noexcept {
+  // Once the stream has ended nothing is handed on: run_message only releases (the end's
+  // signal releases what was held).
+  if (ended() || (_held_head == nullptr && !_reading_paused.load(std::memory_order_seq_cst))) {
+    run_message(handle, m);
+    return;
+  }
+  m->wq_next = nullptr;
+  if (_held_tail != nullptr) {
+    _held_tail->wq_next = m;
+  } else {
+    _held_head = m;
+  }
+  _held_tail = m;
+}
+
+// The held calls, in order, until reading is paused again (or all of them once the stream has
+// ended: then they are only released).
+void stream_state::run_held(server_stream& handle) noexcept {
+  while (_held_head != nullptr && (!_reading_paused.load(std::memory_order_seq_cst) || ended())) {
+    call* m = std::exchange(_held_head, _held_head->wq_next);
+    if (_held_head == nullptr) _held_tail = nullptr;
+    m->wq_next = nullptr;
+    run_message(handle, m);
+  }
+}
+
 void stream_state::run_signals(server_stream& handle) noexcept {
   const std::uint8_t signals = _signals.exchange(0, std::memory_order_seq_cst);
+  if ((signals & (signal_resume | signal_ended)) != 0) run_held(handle);
   if (_done) return;
   if ((signals & signal_writable) != 0 && _handler && !ended()) {
     guarded([&] { _handler->on_writable(handle); });

@@ -66,12 +66,20 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   std::shared_ptr<stream_state> table_ref;
 
   // --- any thread
-  /// Ends the stream (first end wins): `code` ok is a Reply, else an Error with `message`.
-  /// `by_handler`: finish()/fail(), so on_cancel does not run. False when it had ended.
-  bool end(status code, std::string_view message, bool by_handler) noexcept;
+  /// Ends the stream (first end wins): `code` ok is a Reply carrying `reply`, else an Error with
+  /// `message`. `by_handler`: finish()/fail(), so on_cancel does not run. False when it had
+  /// ended.
+  bool end(status code, std::string_view message, bool by_handler, std::span<const std::byte> reply = {}) noexcept;
   write_result write(std::span<const std::byte> message) noexcept;
   bool add_pair(bool trailer, std::string_view key, std::string_view value) noexcept;
+  /// Nothing of the stream has gone to the client yet (no message, headers or end).
+  bool wrote_nothing() const noexcept {
+    std::lock_guard lock(_mu);
+    return !_headers_sent && !_ended;
+  }
   bool ended() const noexcept { return _ended_flag.load(std::memory_order_acquire); }
+  void pause_reading() noexcept { _reading_paused.store(true, std::memory_order_seq_cst); }
+  void resume_reading() noexcept;
 
   std::uint64_t id() const noexcept { return _id; }
   std::string_view method() const noexcept { return _method; }
@@ -88,6 +96,7 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   };
   static constexpr std::uint8_t signal_writable = 1;
   static constexpr std::uint8_t signal_ended = 2;
+  static constexpr std::uint8_t signal_resume = 4;
 
   void push(work_item* item) noexcept;
   void poke(std::uint8_t signals) noexcept;
@@ -96,9 +105,11 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   void run_open(server_stream& handle) noexcept;
   void run_message(server_stream& handle, call* m) noexcept;
   void run_signals(server_stream& handle) noexcept;
+  void take_received(server_stream& handle, call* m) noexcept;
+  void run_held(server_stream& handle) noexcept;
   template <class F>
   void guarded(F&& f) noexcept;
-  void encode_end_locked(status code, std::string_view message) noexcept;
+  void encode_end_locked(status code, std::string_view message, std::span<const std::byte> reply) noexcept;
   void post_end_locked() noexcept;
   call* encode_message_locked(std::span<const std::byte> message);
   void release_open() noexcept;
@@ -123,6 +134,12 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   std::atomic<std::uint8_t> _signals{0};
   std::unique_ptr<stream_handler> _handler;
   bool _done = false;
+  // Received calls waiting while reading is paused, oldest first, linked by call::wq_next (a
+  // call in the lane is in no write queue). Bounded by the receive credit: it comes back only
+  // as they are handled.
+  call* _held_head = nullptr;
+  call* _held_tail = nullptr;
+  std::atomic<bool> _reading_paused{false};
 
   bool _half_closed = false;  // shard thread
 

@@ -11,7 +11,7 @@
 //    in order, whatever the slicing and pausing; frame_too_large iff that parse hits a prefix
 //    above the limit; buffered() equals the unparsed tail otherwise;
 //  - decode(encode(decode(frame))) == decode(frame) field by field, request metadata / response
-//    headers, trailers and error details included.
+//    headers, trailers, error details and the stream fields (kind, credit) included.
 
 #include <cstddef>
 #include <cstdint>
@@ -73,7 +73,8 @@ bool same_fields(const frame_view& a, const frame_view& b) {
   return a.call_id == b.call_id && a.kind == b.kind && a.method == b.method &&
          a.timeout_us == b.timeout_us && same_bytes(a.payload, b.payload) && a.code == b.code &&
          a.message == b.message && a.retry_after_ms == b.retry_after_ms && same_bytes(a.details, b.details) &&
-         same_pairs(a.metadata, b.metadata) && same_pairs(a.trailers, b.trailers);
+         same_pairs(a.metadata, b.metadata) && same_pairs(a.trailers, b.trailers) &&
+         a.stream_kind == b.stream_kind && a.credit_messages == b.credit_messages && a.credit_bytes == b.credit_bytes;
 }
 
 // Decodes one complete frame from an 8-byte aligned copy; re-encodes what decodes and checks

@@ -19,6 +19,7 @@
 #include "ringrpc/interceptor.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/stream.hpp"
+#include "server/builtin_methods.hpp"
 #include "test_support.hpp"
 #include "wire/stream_credit.hpp"
 
@@ -67,7 +68,7 @@ class sum_handler final : public stream_handler {
   void on_half_close(server_stream& s) override {
     s.add_trailer("count", std::to_string(_count));
     s.add_trailer("bytes", std::to_string(_bytes));
-    s.finish();
+    s.finish("sum of " + std::to_string(_count));
   }
 
  private:
@@ -279,6 +280,10 @@ class streams : public ::testing::Test {
       EXPECT_EQ(s.write("after"), write_result::closed);
       return std::make_unique<stream_handler>();
     });
+    srv->add_stream_method("headed_open", stream_kind::server, [](server_stream& s, std::span<const std::byte>) {
+      EXPECT_EQ(s.write("first"), write_result::ok);  // and stays open until cancelled
+      return std::make_unique<stream_handler>();
+    });
     srv->add_stream_method("throws", stream_kind::bidi, [](server_stream&, std::span<const std::byte>) {
       struct thrower final : stream_handler {
         void on_message(server_stream&, std::span<const std::byte>) override { throw std::runtime_error("boom"); }
@@ -381,6 +386,7 @@ TEST_F(streams, client_stream_answers_after_the_half_close) {
   EXPECT_EQ(end.id, 4u);
   EXPECT_EQ(end.trailer("count"), "5");
   EXPECT_EQ(end.trailer("bytes"), "10");
+  EXPECT_EQ(end.payload, "sum of 5") << "a client stream's one answer rides its end";
 }
 
 // 10,000 messages each way in order, credit flowing both ways: the client keeps to the server's
@@ -680,6 +686,60 @@ TEST_F(streams, many_streams_keep_their_own_order) {
 
 // An unregistered stream method refuses new opens as a stopped endpoint does; its open
 // streams keep the endpoint in flight until they are done.
+// The HTTP/2 "rapid reset" pattern: streams opened and cancelled before the server wrote
+// anything take tokens of a per-connection bucket (a burst of 200, 100 a second); past it the
+// connection is told why on call id 0 and closed. 1,000 such pairs outrun any refill.
+TEST_F(streams, open_cancel_loops_close_the_connection) {
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 1000; ++id) {
+    if (!s.send_frame(open_frame(id, "watch", stream_kind::bidi))) break;  // closed under us: fine
+    if (!s.send_frame(control_frame(id, wire::Kind::Cancel))) break;
+  }
+  int cancelled = 0;
+  got g;
+  for (;;) {
+    g = read_one(s);
+    if (!g.ok || g.id == 0) break;
+    if (g.code == status::cancelled) ++cancelled;
+  }
+  ASSERT_TRUE(g.ok) << "the connection closed without saying why";
+  EXPECT_EQ(g.code, status::resource_exhausted);
+  EXPECT_EQ(g.message, "too many streams cancelled before an answer; closing the connection");
+  EXPECT_LT(cancelled, 1000);
+  EXPECT_TRUE(s.wait_eof());
+}
+
+// Within the burst, open/cancel pairs are ordinary cancels and the connection stays.
+TEST_F(streams, a_burst_of_cancels_within_the_bucket_is_served) {
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 150; ++id) {
+    ASSERT_TRUE(s.send_frame(open_frame(id, "watch", stream_kind::bidi)));
+    ASSERT_TRUE(s.send_frame(control_frame(id, wire::Kind::Cancel)));
+  }
+  ASSERT_TRUE(s.send_frame(test::request(1000, "unary", "")));
+  for (;;) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok);
+    ASSERT_NE(g.id, 0u) << g.message;
+    if (g.id == 1000) break;
+    // Opens past the connection's 100 open streams are refused busy, also no reset.
+    EXPECT_TRUE(g.code == status::cancelled || g.code == status::server_busy) << g.message;
+  }
+}
+
+// A stream cancelled after the server answered something is an ordinary cancel: no token.
+TEST_F(streams, cancels_after_an_answer_are_not_rapid_resets) {
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 300; ++id) {
+    ASSERT_TRUE(s.send_frame(open_frame(id, "headed_open", stream_kind::server)));
+    const got first = read_one(s);
+    ASSERT_EQ(first.kind, wire::Kind::StreamMessage) << first.message;
+    ASSERT_TRUE(s.send_frame(control_frame(id, wire::Kind::Cancel)));
+    const got end = read_one(s);
+    ASSERT_EQ(end.code, status::cancelled) << end.message;
+  }
+}
+
 TEST_F(streams, an_unregistered_stream_method_refuses_opens) {
   raw_socket s(srv->port());
   ASSERT_TRUE(s.send_frame(open_frame(18, "watch", stream_kind::bidi)));
@@ -968,6 +1028,74 @@ TEST(streams_caps, a_server_with_interceptors_takes_no_stream_methods) {
                                        return std::make_unique<stream_handler>();
                                      }),
                std::logic_error);
+}
+
+// --- the built-in streaming methods of ringrpc-server (server/builtin_streams.cpp)
+
+class builtin_streams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    srv = std::make_unique<server>(test::threads(1, 2));
+    detail::add_stream_methods(*srv);
+    srv->start();
+  }
+  void TearDown() override { srv->stop(); }
+  std::unique_ptr<server> srv;
+};
+
+TEST_F(builtin_streams, generate_makes_n_messages_of_the_size_asked) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(1, "generate", stream_kind::server, "1000 16", 8)));
+  for (int i = 0; i < 1000; ++i) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok) << i;
+    ASSERT_EQ(g.kind, wire::Kind::StreamMessage) << g.message;
+    ASSERT_EQ(g.payload, std::string(16, 'x'));
+    ASSERT_TRUE(s.send_frame(control_frame(1, wire::Kind::StreamCredit, 1, g.payload.size())));
+  }
+  EXPECT_EQ(read_one(s).kind, wire::Kind::Reply);
+  ASSERT_TRUE(s.send_frame(open_frame(2, "generate", stream_kind::server, "3")));
+  const got bad = read_one(s);
+  EXPECT_EQ(bad.code, status::bad_request);
+  EXPECT_NE(bad.message.find("N BYTES"), std::string::npos) << bad.message;
+}
+
+// echo_stream pauses its reading while an echo waits for credit: the client's messages wait
+// within the server's receive window and earn no credit back, so a client that sends and never
+// reads is held back by its own credit. Once it grants, everything comes back in order.
+TEST_F(builtin_streams, echo_stream_holds_a_client_that_does_not_read) {
+  raw_socket s(srv->port());
+  ASSERT_TRUE(s.send_frame(open_frame(1, "echo_stream", stream_kind::bidi, "", 1)));  // one echo allowed
+  const auto window = static_cast<int>(detail::default_stream_window_messages);
+  for (int i = 0; i < window; ++i) ASSERT_TRUE(s.send_frame(message_frame(1, tagged(i))));
+  const got first = read_one(s);
+  ASSERT_EQ(first.kind, wire::Kind::StreamMessage) << first.message;
+  EXPECT_EQ(first.payload, "t0");
+  // Nothing else may come: no echo (no credit) and no grant (the messages wait unhandled). A
+  // ping answered proves the server read everything sent before it.
+  ASSERT_TRUE(s.send_frame(control_frame(77, wire::Kind::Ping)));
+  std::this_thread::sleep_for(200ms);  // the handler's pool gets its chance to go wrong
+  ASSERT_TRUE(s.send_frame(control_frame(78, wire::Kind::Ping)));
+  for (int pongs = 0; pongs < 2;) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok);
+    ASSERT_EQ(g.kind, wire::Kind::Pong) << "got kind " << static_cast<int>(g.kind) << " before the grant";
+    ++pongs;
+  }
+  ASSERT_TRUE(s.send_frame(control_frame(1, wire::Kind::StreamCredit, 1000, 1u << 20)));
+  ASSERT_TRUE(s.send_frame(control_frame(1, wire::Kind::StreamHalfClose)));
+  int next = 1;
+  for (;;) {
+    const got g = read_one(s);
+    ASSERT_TRUE(g.ok);
+    if (g.kind == wire::Kind::StreamCredit) continue;
+    if (g.kind != wire::Kind::StreamMessage) {
+      EXPECT_EQ(g.kind, wire::Kind::Reply) << g.message;
+      break;
+    }
+    EXPECT_EQ(g.payload, tagged(next++));
+  }
+  EXPECT_EQ(next, window);
 }
 
 }  // namespace
