@@ -722,6 +722,7 @@ void worker::hand_over_seconds(std::int64_t end, bool last) {
       s.latency = b.latency;
     }
   }
+  if (ready.empty() && !last) return;  // most turns: nothing ended, no lock taken
   std::lock_guard lock(live.seconds_mutex);
   for (live_second& s : ready) live.seconds.push_back(std::move(s));
   if (last) live.finished = true;
