@@ -1,0 +1,467 @@
+// Streams on the client (ringrpc/client_stream.hpp, docs/design/streams.md): a real server on
+// loopback with stream methods, and scripted fakes for what a real server would not do (an old
+// server, a connection that drops).
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ringrpc/client.hpp"
+#include "ringrpc/client_stream.hpp"
+#include "ringrpc/server.hpp"
+#include "ringrpc/stream.hpp"
+#include "test_support.hpp"
+
+namespace ringrpc {
+namespace {
+
+using namespace std::chrono_literals;
+using test::bytes_of;
+
+std::string text_of(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+std::string text_of(const std::vector<std::byte>& b) { return text_of(std::span<const std::byte>(b)); }
+std::string text_of(const std::optional<std::vector<std::byte>>& m) { return m ? text_of(*m) : "<none>"; }
+
+const std::string* find(const std::vector<metadata_entry>& list, std::string_view key) {
+  for (const auto& e : list) {
+    if (e.key == key) return &e.value;
+  }
+  return nullptr;
+}
+
+// --- the handlers (as tests/server/streams_test.cpp's)
+
+// Server stream: "N [BYTES]" -> N messages: "0".."N-1", or each BYTES bytes long when BYTES is
+// given; then finish. Waits for credit when it runs out, counting how often it had to.
+struct count_state {
+  std::atomic<int> blocked{0};
+};
+
+class count_handler final : public stream_handler {
+ public:
+  count_handler(int n, std::size_t bytes, count_state& st) : _n(n), _bytes(bytes), _st(st) {}
+  void start(server_stream& s) { on_writable(s); }
+  void on_writable(server_stream& s) override {
+    while (_next < _n) {
+      std::string m = std::to_string(_next);
+      if (_bytes > m.size()) m.resize(_bytes, '.');
+      const write_result r = s.write(m);
+      if (r == write_result::would_block) _st.blocked.fetch_add(1);
+      if (r != write_result::ok) return;  // on_writable comes back
+      ++_next;
+    }
+    s.finish();
+  }
+
+ private:
+  int _n;
+  std::size_t _bytes;
+  count_state& _st;
+  int _next = 0;
+};
+
+// Client stream: counts the messages and their bytes; answers both as trailers at the half-close.
+class sum_handler final : public stream_handler {
+ public:
+  void on_message(server_stream&, std::span<const std::byte> m) override {
+    ++_count;
+    _bytes += m.size();
+  }
+  void on_half_close(server_stream& s) override {
+    s.add_trailer("count", std::to_string(_count));
+    s.add_trailer("bytes", std::to_string(_bytes));
+    s.finish();
+  }
+
+ private:
+  std::size_t _count = 0;
+  std::size_t _bytes = 0;
+};
+
+// Bidi: echoes every message in order, keeping what credit does not let out yet; finishes once
+// the client half-closed and everything went out.
+class echo_handler final : public stream_handler {
+ public:
+  void on_message(server_stream& s, std::span<const std::byte> m) override {
+    if (_waiting.empty() && s.write(m) == write_result::ok) return;
+    _waiting.emplace_back(text_of(m));
+  }
+  void on_writable(server_stream& s) override {
+    while (!_waiting.empty() && s.write(_waiting.front()) == write_result::ok) _waiting.pop_front();
+    if (_waiting.empty() && _half_closed) s.finish();
+  }
+  void on_half_close(server_stream& s) override {
+    _half_closed = true;
+    if (_waiting.empty()) s.finish();
+  }
+
+ private:
+  std::deque<std::string> _waiting;
+  bool _half_closed = false;
+};
+
+// Bidi that only watches: what happened to it, for the test to look at.
+struct watch {
+  std::atomic<int> opens{0};
+  std::atomic<int> messages{0};
+  std::atomic<int> cancels{0};
+  std::atomic<int> dones{0};
+  std::atomic<status> final_status{status::ok};
+};
+
+class watch_handler final : public stream_handler {
+ public:
+  explicit watch_handler(watch& w) : _w(w) { _w.opens.fetch_add(1); }
+  void on_message(server_stream&, std::span<const std::byte>) override { _w.messages.fetch_add(1); }
+  void on_cancel(server_stream&) override { _w.cancels.fetch_add(1); }
+  void on_done(status s) override {
+    _w.final_status.store(s);
+    _w.dones.fetch_add(1);
+  }
+
+ private:
+  watch& _w;
+};
+
+class client_streams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    srv = std::make_unique<server>(test::threads(1, 2));
+    srv->add_stream_method("count", stream_kind::server, [this](server_stream& s, std::span<const std::byte> req) {
+      int n = 0;
+      std::size_t bytes = 0;
+      std::sscanf(text_of(req).c_str(), "%d %zu", &n, &bytes);
+      auto h = std::make_unique<count_handler>(n, bytes, counted);
+      h->start(s);
+      return h;
+    });
+    srv->add_stream_method("sum", stream_kind::client, [](server_stream&, std::span<const std::byte>) {
+      return std::make_unique<sum_handler>();
+    });
+    srv->add_stream_method("echo_stream", stream_kind::bidi, [](server_stream&, std::span<const std::byte>) {
+      return std::make_unique<echo_handler>();
+    });
+    srv->add_stream_method("watch", stream_kind::bidi, [this](server_stream&, std::span<const std::byte>) {
+      return std::make_unique<watch_handler>(watched);
+    });
+    srv->add_stream_method("fails", stream_kind::server, [](server_stream& s, std::span<const std::byte>) {
+      EXPECT_TRUE(s.add_header("h", "1"));
+      EXPECT_EQ(s.write("a"), write_result::ok);
+      EXPECT_EQ(s.write("b"), write_result::ok);
+      EXPECT_TRUE(s.add_trailer("t", "2"));
+      s.fail(status::permission_denied, "not for you");
+      return std::make_unique<stream_handler>();
+    });
+    srv->add_method("unary", [](call_context& ctx) { ctx.reply(std::string_view("u")); });
+    srv->start();
+    c.emplace(client::connect("127.0.0.1", srv->port()));
+  }
+  void TearDown() override {
+    c.reset();
+    srv->stop();
+  }
+
+  count_state counted;
+  watch watched;
+  std::unique_ptr<server> srv;
+  std::optional<client> c;
+};
+
+TEST_F(client_streams, a_server_stream_delivers_100000_messages_in_order) {
+  constexpr int n = test::sanitized ? 20'000 : 100'000;
+  client_stream s = c->open_stream("count", stream_kind::server, bytes_of(std::to_string(n)));
+  EXPECT_NE(s.id(), 0u);
+  for (int i = 0; i < n; ++i) {
+    const auto m = s.read(10s);
+    ASSERT_TRUE(m) << "message " << i << ": " << s.finish().message;
+    ASSERT_EQ(text_of(*m), std::to_string(i));
+  }
+  EXPECT_FALSE(s.read(10s));  // the end: every message came before it
+  const call_result r = s.finish(10s);
+  EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.code, status::ok);
+  EXPECT_TRUE(s.ended());
+  EXPECT_EQ(s.write("x"), write_result::closed);
+}
+
+TEST_F(client_streams, a_client_stream_is_answered_after_the_half_close) {
+  client_stream s = c->open_stream("sum", stream_kind::client);
+  std::size_t bytes = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string m(static_cast<std::size_t>(i % 50), 'x');
+    bytes += m.size();
+    ASSERT_EQ(s.write_wait(m, 10s), write_result::ok) << i;
+  }
+  EXPECT_TRUE(s.half_close());
+  EXPECT_FALSE(s.half_close());  // once
+  EXPECT_EQ(s.write("late"), write_result::closed);
+  const call_result r = s.finish(10s);
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_NE(r.find_trailer("count"), nullptr);
+  EXPECT_EQ(*r.find_trailer("count"), "1000");
+  EXPECT_EQ(*r.find_trailer("bytes"), std::to_string(bytes));
+}
+
+TEST_F(client_streams, bidi_echo_keeps_order_with_credit_flowing_both_ways) {
+  constexpr int n = test::sanitized ? 20'000 : 100'000;
+  client_stream s = c->open_stream("echo_stream", stream_kind::bidi);
+  std::atomic<int> would_block{0};
+  std::thread writer([&] {
+    for (int i = 0; i < n; ++i) {
+      const std::string m = std::to_string(i);
+      write_result r = s.write(m);
+      if (r == write_result::would_block) {
+        would_block.fetch_add(1);
+        r = s.write_wait(m, 10s);
+      }
+      if (r != write_result::ok) {
+        ADD_FAILURE() << "write " << i << ": " << static_cast<int>(r);
+        return;
+      }
+    }
+    s.half_close();
+  });
+  int read = 0;
+  for (; read < n; ++read) {
+    const auto m = s.read(10s);
+    if (!m) break;
+    if (text_of(*m) != std::to_string(read)) {
+      ADD_FAILURE() << "message " << read << " is " << text_of(*m);
+      break;
+    }
+  }
+  writer.join();
+  EXPECT_EQ(read, n);
+  EXPECT_GT(would_block.load(), 0) << "the server's credit never ran out: credit was not exercised";
+  const call_result r = s.finish(10s);
+  EXPECT_TRUE(r.ok()) << r.message;
+}
+
+TEST_F(client_streams, a_reader_that_does_not_read_holds_no_more_than_its_window) {
+  constexpr std::uint64_t window_bytes = 4096;
+  constexpr std::size_t message_bytes = 1000;
+  constexpr int n = 200;
+  stream_options o;
+  o.window_messages = 8;
+  o.window_bytes = window_bytes;
+  client_stream s = c->open_stream("count", stream_kind::server, bytes_of(std::to_string(n) + " 1000"), o);
+  // The server's writer is held back by our credit while we read nothing.
+  ASSERT_TRUE(test::eventually([&] { return counted.blocked.load() > 0; }));
+  std::this_thread::sleep_for(50ms);  // anything it could still send despite credit has come
+  EXPECT_GT(s.buffered_bytes(), 0u);
+  EXPECT_LE(s.buffered_bytes(), window_bytes + message_bytes);
+  std::size_t most = 0;
+  for (int i = 0; i < n; ++i) {
+    most = std::max(most, s.buffered_bytes());
+    const auto m = s.read(10s);
+    ASSERT_TRUE(m) << i << ": " << s.finish().message;
+    ASSERT_EQ(m->size(), message_bytes);
+    ASSERT_EQ(text_of(*m).substr(0, text_of(*m).find('.')), std::to_string(i));
+  }
+  EXPECT_LE(most, window_bytes + message_bytes);
+  EXPECT_TRUE(s.finish(10s).ok());
+}
+
+TEST_F(client_streams, cancel_ends_the_stream_here_and_on_the_server) {
+  client_stream s = c->open_stream("watch", stream_kind::bidi);
+  ASSERT_EQ(s.write("m"), write_result::ok);
+  ASSERT_TRUE(test::eventually([&] { return watched.messages.load() == 1; }));
+  EXPECT_TRUE(s.cancel());
+  EXPECT_FALSE(s.cancel());
+  EXPECT_TRUE(s.ended());
+  EXPECT_EQ(s.write("m"), write_result::closed);
+  EXPECT_FALSE(s.read(1s));
+  const call_result r = s.finish(1s);
+  EXPECT_EQ(r.error, call_error::cancelled);
+  EXPECT_EQ(r.code, status::cancelled);
+  ASSERT_TRUE(test::eventually([&] { return watched.dones.load() == 1; }));
+  EXPECT_EQ(watched.cancels.load(), 1);
+  EXPECT_EQ(watched.final_status.load(), status::cancelled);
+  // The connection is fine afterwards.
+  EXPECT_TRUE(c->call("unary", "x", test::within(10s)).ok());
+}
+
+TEST_F(client_streams, destroying_an_open_handle_cancels_it) {
+  {
+    client_stream s = c->open_stream("watch", stream_kind::bidi);
+    ASSERT_TRUE(test::eventually([&] { return watched.opens.load() == 1; }));
+  }
+  ASSERT_TRUE(test::eventually([&] { return watched.dones.load() == 1; }));
+  EXPECT_EQ(watched.final_status.load(), status::cancelled);
+  // The move-assignment over an open handle cancels it too.
+  client_stream s = c->open_stream("watch", stream_kind::bidi);
+  ASSERT_TRUE(test::eventually([&] { return watched.opens.load() == 2; }));
+  s = client_stream();
+  ASSERT_TRUE(test::eventually([&] { return watched.dones.load() == 2; }));
+}
+
+TEST_F(client_streams, a_server_error_ends_the_stream_after_its_messages) {
+  client_stream s = c->open_stream("fails", stream_kind::server);
+  EXPECT_EQ(text_of(s.read(10s)), "a");
+  EXPECT_EQ(text_of(s.read(10s)), "b");
+  EXPECT_FALSE(s.read(10s));
+  const call_result r = s.finish(10s);
+  EXPECT_EQ(r.error, call_error::server_status);
+  EXPECT_EQ(r.code, status::permission_denied);
+  EXPECT_EQ(r.message, "not for you");
+  ASSERT_NE(r.find_header("h"), nullptr);
+  EXPECT_EQ(*r.find_header("h"), "1");
+  ASSERT_NE(r.find_trailer("t"), nullptr);
+  EXPECT_EQ(*r.find_trailer("t"), "2");
+  const auto headers = s.headers();
+  ASSERT_NE(find(headers, "h"), nullptr);
+}
+
+TEST_F(client_streams, the_deadline_ends_the_stream_on_both_sides) {
+  stream_options o;
+  o.timeout = 200ms;
+  client_stream s = c->open_stream("watch", stream_kind::bidi, {}, o);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(s.read(30s));  // woken by the end, long before 30 s
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  const call_result r = s.finish(1s);
+  EXPECT_EQ(r.error, call_error::timeout);
+  EXPECT_EQ(r.code, status::deadline_exceeded);
+  ASSERT_TRUE(test::eventually([&] { return watched.dones.load() == 1; }));
+  EXPECT_NE(watched.final_status.load(), status::ok);
+  // An expired deadline opens nothing.
+  o.timeout = -1us;
+  client_stream late = c->open_stream("watch", stream_kind::bidi, {}, o);
+  EXPECT_TRUE(late.ended());
+  EXPECT_EQ(late.finish().code, status::deadline_exceeded);
+}
+
+TEST_F(client_streams, finish_discards_unread_messages_and_cancels_at_its_timeout) {
+  client_stream all = c->open_stream("count", stream_kind::server, bytes_of("1000"));
+  EXPECT_TRUE(all.finish(10s).ok());  // 1000 messages it never read, credit given back
+  client_stream open = c->open_stream("watch", stream_kind::bidi);
+  const call_result r = open.finish(100ms);
+  EXPECT_EQ(r.error, call_error::timeout);
+  EXPECT_TRUE(open.ended());
+  ASSERT_TRUE(test::eventually([&] { return watched.dones.load() == 1; }));
+}
+
+TEST_F(client_streams, streams_take_ids_and_room_from_the_calls) {
+  client_options co;
+  co.max_pending_calls = 2;
+  client small = client::connect("127.0.0.1", srv->port(), co);
+  client_stream a = small.open_stream("watch", stream_kind::bidi);
+  client_stream b = small.open_stream("watch", stream_kind::bidi);
+  EXPECT_EQ(b.id(), a.id() + 1);
+  client_stream refused = small.open_stream("watch", stream_kind::bidi);
+  EXPECT_TRUE(refused.ended());
+  EXPECT_EQ(refused.finish().error, call_error::client_busy);
+  EXPECT_EQ(small.call("unary", "x", test::within(10s)).error, call_error::client_busy);
+  a.cancel();
+  EXPECT_TRUE(test::eventually([&] { return small.call("unary", "x", test::within(10s)).ok(); }));
+  const std::uint64_t next = small.open_stream("watch", stream_kind::bidi).id();
+  EXPECT_GT(next, b.id() + 1);  // the calls took ids of the same space
+}
+
+TEST_F(client_streams, a_stopping_server_ends_the_stream) {
+  client_stream s = c->open_stream("watch", stream_kind::bidi);
+  ASSERT_TRUE(test::eventually([&] { return watched.opens.load() == 1; }));
+  srv->stop();
+  const call_result r = s.finish(10s);
+  EXPECT_FALSE(r.ok());
+  // The server's end (shutting_down) usually comes first; else the connection's.
+  EXPECT_TRUE(r.code == status::shutting_down || r.code == status::unavailable) << to_string(r.code);
+}
+
+TEST(client_streams_fakes, a_lost_connection_ends_every_stream_unavailable) {
+  auto fake = std::make_unique<test::scripted_server>();
+  client cl = client::connect("127.0.0.1", fake->port());
+  fake->accept();
+  client_stream a = cl.open_stream("x", stream_kind::bidi);
+  client_stream b = cl.open_stream("y", stream_kind::server, bytes_of("req"));
+  EXPECT_NE(fake->read_request(), 0u);
+  EXPECT_NE(fake->read_request(), 0u);
+  fake.reset();  // the server goes away
+  for (client_stream* s : {&a, &b}) {
+    EXPECT_FALSE(s->read(10s));
+    const call_result r = s->finish(10s);
+    EXPECT_EQ(r.error, call_error::connection_closed);
+    EXPECT_EQ(r.code, status::unavailable);
+    EXPECT_EQ(r.message.rfind("connection lost", 0), 0u) << r.message;
+  }
+  // Opens after it end at once.
+  EXPECT_EQ(cl.open_stream("x", stream_kind::bidi).finish(10s).code, status::unavailable);
+}
+
+TEST(client_streams_fakes, an_old_server_makes_streams_unimplemented) {
+  test::scripted_server fake;
+  client cl = client::connect("127.0.0.1", fake.port());
+  fake.accept();
+  client_stream s = cl.open_stream("x", stream_kind::bidi);
+  EXPECT_EQ(s.write("1"), write_result::ok);  // within the initial credit: sent at once
+  // What a server of before streams answers to kinds 7 and 8: an error for each id.
+  for (int i = 0; i < 2; ++i) {
+    const std::uint64_t id = fake.read_request();
+    ASSERT_EQ(id, s.id());
+    detail::frame_view e;
+    e.call_id = id;
+    e.kind = wire::Kind::Error;
+    e.code = status::bad_request;
+    e.message = "unknown frame kind";
+    ASSERT_TRUE(fake.send_frame(e));
+  }
+  const call_result r = s.finish(10s);
+  EXPECT_EQ(r.error, call_error::server_status);
+  EXPECT_EQ(r.code, status::unimplemented);
+  EXPECT_EQ(r.message, "the server does not support streams");
+  // The connection goes on: a unary call after it.
+  auto f = cl.call_future("u", bytes_of("x"), test::within(10s));
+  const std::uint64_t id = fake.read_request();
+  ASSERT_NE(id, 0u);
+  ASSERT_TRUE(fake.reply(id, bytes_of("ok")));
+  EXPECT_TRUE(f.get().ok());
+}
+
+TEST(client_streams_fakes, a_server_beyond_credit_ends_the_stream) {
+  test::scripted_server fake;
+  client cl = client::connect("127.0.0.1", fake.port());
+  fake.accept();
+  stream_options o;
+  o.window_messages = 2;
+  client_stream s = cl.open_stream("x", stream_kind::server, bytes_of("req"), o);
+  const std::uint64_t id = fake.read_request();
+  ASSERT_EQ(id, s.id());
+  for (int i = 0; i < 3; ++i) {
+    detail::frame_view m;
+    m.call_id = id;
+    m.kind = wire::Kind::StreamMessage;
+    m.payload = bytes_of("m");
+    ASSERT_TRUE(fake.send_frame(m));
+  }
+  ASSERT_TRUE(test::eventually([&] { return s.ended(); }));  // unread: no credit came back
+  // Those within credit stay readable before the end.
+  EXPECT_EQ(text_of(s.read(1s)), "m");
+  EXPECT_EQ(text_of(s.read(1s)), "m");
+  EXPECT_FALSE(s.read(1s));
+  const call_result r = s.finish(10s);
+  EXPECT_EQ(r.error, call_error::protocol_error);
+  EXPECT_EQ(r.code, status::resource_exhausted);
+  EXPECT_EQ(fake.read_request(), id);  // the Cancel
+}
+
+TEST(client_streams_fakes, a_closed_client_ends_its_streams) {
+  test::scripted_server fake;
+  client cl = client::connect("127.0.0.1", fake.port());
+  fake.accept();
+  client_stream s = cl.open_stream("x", stream_kind::bidi);
+  cl.close();
+  const call_result r = s.finish(10s);
+  EXPECT_EQ(r.error, call_error::client_closed);
+  EXPECT_EQ(s.write("x"), write_result::closed);
+  EXPECT_EQ(cl.open_stream("x", stream_kind::bidi).finish().error, call_error::client_closed);
+}
+
+}  // namespace
+}  // namespace ringrpc
