@@ -17,8 +17,12 @@
 /// Ends: exactly one, whichever comes first: the server's answer (status ok or its error, with
 /// trailers), cancel() or the handle's destruction (cancelled), the stream's deadline
 /// (timeout, deadline_exceeded; a Cancel goes to the server), the connection lost (unavailable
-/// "connection lost: ..."), the client closed (client_closed, cancelled). Messages that arrived
-/// before the end stay readable in order, except after cancel(), which drops them.
+/// "connection lost: ..."), the client closed (client_closed, cancelled), a server that broke
+/// the stream's rules (protocol_error: more than the credit, response metadata past the
+/// client's caps). Unlike a unary call's, the end's status code is set for the client's own
+/// ends too (as listed). Messages that arrived before the end stay readable in order, except
+/// after cancel(), which drops them. A handle may outlive its client: once the client is
+/// closed (which may race with the handle's operations) its streams have ended.
 ///
 /// A stream holds one of its client's max_pending_calls from open_stream() until its end, and
 /// its id comes from the same space as the client's call ids. Not yet: client interceptors (a

@@ -17,6 +17,7 @@
 #include "ringrpc/client_stream.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/stream.hpp"
+#include "stream_handlers.hpp"
 #include "test_support.hpp"
 
 namespace ringrpc {
@@ -25,7 +26,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::bytes_of;
 
-std::string text_of(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+using test::text_of;
 std::string text_of(const std::vector<std::byte>& b) { return text_of(std::span<const std::byte>(b)); }
 std::string text_of(const std::optional<std::vector<std::byte>>& m) { return m ? text_of(*m) : "<none>"; }
 
@@ -67,45 +68,8 @@ class count_handler final : public stream_handler {
   int _next = 0;
 };
 
-// Client stream: counts the messages and their bytes; answers both as trailers at the half-close.
-class sum_handler final : public stream_handler {
- public:
-  void on_message(server_stream&, std::span<const std::byte> m) override {
-    ++_count;
-    _bytes += m.size();
-  }
-  void on_half_close(server_stream& s) override {
-    s.add_trailer("count", std::to_string(_count));
-    s.add_trailer("bytes", std::to_string(_bytes));
-    s.finish();
-  }
-
- private:
-  std::size_t _count = 0;
-  std::size_t _bytes = 0;
-};
-
-// Bidi: echoes every message in order, keeping what credit does not let out yet; finishes once
-// the client half-closed and everything went out.
-class echo_handler final : public stream_handler {
- public:
-  void on_message(server_stream& s, std::span<const std::byte> m) override {
-    if (_waiting.empty() && s.write(m) == write_result::ok) return;
-    _waiting.emplace_back(text_of(m));
-  }
-  void on_writable(server_stream& s) override {
-    while (!_waiting.empty() && s.write(_waiting.front()) == write_result::ok) _waiting.pop_front();
-    if (_waiting.empty() && _half_closed) s.finish();
-  }
-  void on_half_close(server_stream& s) override {
-    _half_closed = true;
-    if (_waiting.empty()) s.finish();
-  }
-
- private:
-  std::deque<std::string> _waiting;
-  bool _half_closed = false;
-};
+using test::echo_handler;
+using test::sum_handler;
 
 // Bidi that only watches: what happened to it, for the test to look at.
 struct watch {
@@ -327,7 +291,8 @@ TEST_F(client_streams, the_deadline_ends_the_stream_on_both_sides) {
   EXPECT_FALSE(s.read(30s));  // woken by the end, long before 30 s
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
   const call_result r = s.finish(1s);
-  EXPECT_EQ(r.error, call_error::timeout);
+  // Ours, as a rule; the server's own (it counts from the open's arrival) if this thread was late.
+  EXPECT_TRUE(r.error == call_error::timeout || r.error == call_error::server_status) << to_string(r.error);
   EXPECT_EQ(r.code, status::deadline_exceeded);
   ASSERT_TRUE(test::eventually([&] { return watched.dones.load() == 1; }));
   EXPECT_NE(watched.final_status.load(), status::ok);
