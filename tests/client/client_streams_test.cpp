@@ -7,8 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <deque>
+#include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -338,6 +339,65 @@ TEST_F(client_streams, a_stopping_server_ends_the_stream) {
   EXPECT_FALSE(r.ok());
   // The server's end (shutting_down) usually comes first; else the connection's.
   EXPECT_TRUE(r.code == status::shutting_down || r.code == status::unavailable) << to_string(r.code);
+}
+
+TEST_F(client_streams, write_wait_times_out_without_credit_and_blocking_waits_refuse_the_runtime_thread) {
+  // "watch" reads every message at once, so it never holds credit back: the fake below does.
+  test::scripted_server fake;
+  client cl = client::connect("127.0.0.1", fake.port());
+  fake.accept();
+  client_stream s = cl.open_stream("x", stream_kind::bidi);
+  int sent = 0;
+  while (s.write("m") == write_result::ok) ++sent;
+  EXPECT_EQ(sent, 16);  // the protocol's initial window: nothing granted more
+  EXPECT_EQ(s.write_wait("m", 50ms), write_result::would_block);
+  // A grant from the server lets the waiting writer go.
+  std::thread grant([&] {
+    std::this_thread::sleep_for(50ms);
+    detail::frame_view g;
+    g.call_id = s.id();
+    g.kind = wire::Kind::StreamCredit;
+    g.credit_messages = 1;
+    g.credit_bytes = 100;
+    fake.send_frame(g);
+  });
+  EXPECT_EQ(s.write_wait("m", 10s), write_result::ok);
+  grant.join();
+  // read/finish/write_wait on the client runtime's thread (a callback) would wait forever there.
+  std::promise<std::string> seen;
+  c->call_async("unary", bytes_of("x"), [&](const call_outcome&) {
+    try {
+      (void)s.read(1s);
+      seen.set_value("returned");
+    } catch (const std::logic_error& e) {
+      seen.set_value(e.what());
+    }
+  });
+  EXPECT_NE(seen.get_future().get().find("client runtime's thread"), std::string::npos);
+}
+
+TEST(client_streams_fakes, response_headers_past_the_caps_end_the_stream_only) {
+  test::scripted_server fake;
+  client_options co;
+  co.max_response_metadata_entries = 1;
+  client cl = client::connect("127.0.0.1", fake.port(), co);
+  fake.accept();
+  client_stream s = cl.open_stream("x", stream_kind::server, bytes_of("req"));
+  const std::uint64_t id = fake.read_request();
+  ASSERT_EQ(id, s.id());
+  const std::vector<metadata_entry> two{{"a", "1"}, {"b", "2"}};
+  const detail::metadata_to_send md{{}, two};
+  detail::frame_view m;
+  m.call_id = id;
+  m.kind = wire::Kind::StreamMessage;
+  m.payload = bytes_of("m");
+  m.metadata_out = &md;
+  ASSERT_TRUE(fake.send_frame(m));
+  const call_result r = s.finish(10s);
+  EXPECT_EQ(r.error, call_error::protocol_error);
+  EXPECT_NE(r.message.find("max_response_metadata_entries"), std::string::npos) << r.message;
+  EXPECT_EQ(fake.read_request(), id);  // the Cancel
+  EXPECT_TRUE(cl.connected());
 }
 
 TEST(client_streams_fakes, a_lost_connection_ends_every_stream_unavailable) {
