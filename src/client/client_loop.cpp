@@ -519,7 +519,8 @@ void client_loop::expire_deadlines() noexcept {
 
 void client_loop::maybe_free(client_conn* c) noexcept {
   if (!c->detached || c->recv_armed || c->writing()) return;
-  if (c->posted_by_callers.load(std::memory_order_acquire) != 0) return;  // on_cancel_call frees it
+  // on_cancel_call / accept_stream_frame free it once they have taken the last of them
+  if (c->posted_by_callers.load(std::memory_order_acquire) != 0) return;
   std::erase(_conns, c);
   std::erase(_dirty, c);
   ::close(c->fd);
