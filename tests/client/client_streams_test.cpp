@@ -341,6 +341,37 @@ TEST_F(client_streams, a_stopping_server_ends_the_stream) {
   EXPECT_TRUE(r.code == status::shutting_down || r.code == status::unavailable) << to_string(r.code);
 }
 
+TEST_F(client_streams, many_streams_from_many_threads_keep_their_own_order) {
+  constexpr int threads = 4;
+  constexpr int per_thread = 12;  // 48 open at once: within the server's 100 per connection
+  constexpr int n = 300;
+  std::vector<std::thread> readers;
+  std::atomic<int> good{0};
+  for (int t = 0; t < threads; ++t) {
+    readers.emplace_back([&] {
+      std::vector<client_stream> mine;
+      for (int i = 0; i < per_thread; ++i) {
+        mine.push_back(c->open_stream("count", stream_kind::server, bytes_of(std::to_string(n))));
+      }
+      // Round-robin: every stream is read a message at a time, so all stay open together.
+      for (int m = 0; m < n; ++m) {
+        for (client_stream& s : mine) {
+          const auto got = s.read(10s);
+          if (text_of(got) != std::to_string(m)) {
+            ADD_FAILURE() << "stream " << s.id() << " message " << m << ": " << text_of(got);
+            return;
+          }
+        }
+      }
+      for (client_stream& s : mine) {
+        if (s.finish(10s).ok()) good.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(good.load(), threads * per_thread);
+}
+
 TEST_F(client_streams, write_wait_times_out_without_credit_and_blocking_waits_refuse_the_runtime_thread) {
   // "watch" reads every message at once, so it never holds credit back: the fake below does.
   test::scripted_server fake;
