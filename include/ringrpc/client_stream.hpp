@@ -109,7 +109,8 @@ class client_stream {
   bool cancel();
   /// Waits up to `timeout` for the end, discarding the messages not read yet (so that a
   /// server held back by credit can reach its end), and returns it: error none and code ok
-  /// for the server's ok, else what ended it, with message, headers, trailers and details.
+  /// for the server's ok, else what ended it, with message, headers, trailers and details;
+  /// `payload` is a client stream's answer (the server's finish(reply)), empty otherwise.
   /// When `timeout` passes first, the stream is cancelled and the result is call_error::
   /// timeout, code deadline_exceeded. Later calls return the same end again.
   call_result finish(std::chrono::nanoseconds timeout = forever);

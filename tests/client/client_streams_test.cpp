@@ -169,6 +169,7 @@ TEST_F(client_streams, a_client_stream_is_answered_after_the_half_close) {
   EXPECT_EQ(s.write("late"), write_result::closed);
   const call_result r = s.finish(10s);
   ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.payload_string(), "sum of 1000");  // the answer (server_stream::finish(reply))
   ASSERT_NE(r.find_trailer("count"), nullptr);
   EXPECT_EQ(*r.find_trailer("count"), "1000");
   EXPECT_EQ(*r.find_trailer("bytes"), std::to_string(bytes));
