@@ -3,7 +3,9 @@
 // to the client loop (client_streams.cpp), which sends them while the stream is still open.
 #include "ringrpc/client_stream.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -172,6 +174,7 @@ bool client_stream::half_close() {
   f.kind = wire::Kind::StreamHalfClose;
   post_locked(s, f, detail::pending::what::stream_frame);
   s.half_closed = true;
+  s.cv.notify_all();  // a write_wait blocked for credit returns: nothing more may be written
   return true;
 }
 
@@ -253,7 +256,12 @@ client_stream client::open_stream(std::string_view method, stream_kind kind, std
     return ended_stream(kind, call_error::timeout, status::deadline_exceeded,
                         "deadline passed before the stream was opened; not sent");
   }
-  auto state = std::make_shared<client_stream_state>(kind, options.window_messages, options.window_bytes);
+  // The window announced is the one enforced: both within the wire's maxima (stream_credit.hpp).
+  const auto window_messages = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(options.window_messages, detail::max_stream_credit_messages));
+  const auto window_bytes = std::min<std::uint64_t>(options.window_bytes,
+                                                    static_cast<std::uint64_t>(detail::max_stream_credit_bytes));
+  auto state = std::make_shared<client_stream_state>(kind, window_messages, window_bytes);
   detail::client_loop& loop = *_runtime->_loop;
   detail::pending* p = loop.get_pending();
   p->kind = detail::pending::what::stream_open;
