@@ -71,6 +71,9 @@ client_loop::~client_loop() {
   _stop.store(true, std::memory_order_release);
   _waker.notify();
   if (_thread.joinable()) _thread.join();
+  // The loop ended every stream under its lock, so no handle starts a post now; one already
+  // inside post_from_stream() may still be about to notify.
+  while (_stream_posts.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   pending* p = nullptr;
   while (_free.try_pop(p)) delete p;
 }

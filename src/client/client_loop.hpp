@@ -188,6 +188,15 @@ class client_loop {
     _inbox.push(&p->node);
     if (!in_loop_thread()) _waker.notify();
   }
+  /// post() from a stream handle (client_stream.cpp): the loop may take the frame, free its
+  /// connection and be destroyed (client::close() racing the handle) before post() has
+  /// notified; the destructor waits for posts in progress, so the notify never touches a freed
+  /// loop. Unary calls do not pay for it: their own triggers are disarmed before a free.
+  void post_from_stream(pending* p) noexcept {
+    _stream_posts.fetch_add(1, std::memory_order_seq_cst);
+    post(p);
+    _stream_posts.fetch_sub(1, std::memory_order_release);
+  }
 
  private:
   void run(std::promise<void>& ready);
@@ -237,6 +246,7 @@ class client_loop {
   std::vector<std::byte> _scratch;  // aligned copy of one incoming frame for decoding
   frame_encoder _encoder;           // cancel frames (a few dozen bytes each)
   std::atomic<bool> _stop{false};
+  std::atomic<unsigned> _stream_posts{0};  // stream handles inside post_from_stream()
   std::thread _thread;
   std::thread::id _thread_id;
 };

@@ -61,7 +61,7 @@ void post_locked(client_stream_state& s, detail::frame_view& f, detail::pending:
     }
   }
   s.conn->posted_by_callers.fetch_add(1, std::memory_order_relaxed);
-  s.loop->post(p);
+  s.loop->post_from_stream(p);
 }
 
 // Writes `m` if the stream is open, writable and has credit; s.mu held.

@@ -407,6 +407,29 @@ TEST_F(client_streams, write_wait_times_out_without_credit_and_blocking_waits_re
   EXPECT_NE(seen.get_future().get().find("client runtime's thread"), std::string::npos);
 }
 
+// A handle may race its client's end: a thread writing, reading and half-closing while the
+// client (with a runtime of its own, so the loop goes with it) is destroyed. Every operation
+// either works or says the stream ended; the sanitizers see no access to the freed loop.
+TEST_F(client_streams, handles_racing_the_client_destruction_touch_nothing_freed) {
+  for (int round = 0; round < 20; ++round) {
+    std::optional<client> own(client::connect("127.0.0.1", srv->port(), {}, client_runtime::create()));
+    client_stream s = own->open_stream("echo_stream", stream_kind::bidi);
+    std::atomic<bool> go{false};
+    std::thread user([&] {
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < 200 && !s.ended(); ++i) {
+        (void)s.write("m");
+        (void)s.read(std::chrono::milliseconds(0));
+      }
+      (void)s.half_close();
+    });
+    go.store(true);
+    own.reset();  // closes the connection and stops the loop under the user's thread
+    user.join();
+    EXPECT_TRUE(s.ended());
+  }
+}
+
 TEST(client_streams_fakes, response_headers_past_the_caps_end_the_stream_only) {
   test::scripted_server fake;
   client_options co;
