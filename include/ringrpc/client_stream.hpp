@@ -11,8 +11,9 @@
 /// Memory: unread messages are bounded by the receive window announced at the open
 /// (stream_options::window_*; a message beyond it ends the stream with protocol_error), plus
 /// one message; each message read returns its credit to the server, in batches of half the
-/// window. Written messages are bounded by the server's credit: write() says would_block when
-/// it is used up.
+/// window. Written messages are bounded by the server's credit and, until they have left for
+/// the server, by the connection's client_options::max_pending_bytes, which they share with the
+/// calls: write() says would_block when either is used up.
 ///
 /// Ends: exactly one, whichever comes first: the server's answer (status ok or its error, with
 /// trailers), cancel() or the handle's destruction (cancelled), the stream's deadline
@@ -82,8 +83,9 @@ class client_stream {
   ~client_stream();  ///< cancel()s
 
   /// Sends one message, never blocking: `ok` once it is queued for the server (in order after
-  /// the messages written before it), `would_block` when the server's credit is used up
-  /// (nothing taken: read, or write_wait), `closed` after the end or the half-close, or on a
+  /// the messages written before it), `would_block` when the server's credit is used up or
+  /// the connection's max_pending_bytes is full of bytes not sent yet (nothing taken: read, or
+  /// write_wait), `closed` after the end or the half-close, or on a
   /// server stream (its client sends only the opening request).
   write_result write(std::span<const std::byte> message);
   write_result write(std::string_view message) {

@@ -204,23 +204,25 @@ void client_loop::accept_work(pending* p) {
       complete(p, failure(call_error::client_busy, "too many calls in flight"));
       return;
     }
-    if (p->deadline_ns != 0) {
-      // Answered calls leave their entries behind (removal from a heap is costly); drop them
-      // in one pass when they outnumber the live ones, so the heap stays O(calls in flight).
-      if (c->deadlines.size() > 2 * (c->inflight.size() + c->streams.size()) + 64) {
-        std::erase_if(c->deadlines, [c](const client_conn::deadline& d) {
-          if (const pending* q = c->inflight.find(d.id)) return q->deadline_ns != d.at;
-          const client_stream_state* s = c->streams.size() != 0 ? c->streams.find(d.id) : nullptr;
-          return s == nullptr || s->deadline_ns != d.at;
-        });
-        std::make_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
-      }
-      c->deadlines.push_back({p->deadline_ns, p->id});
-      std::push_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
-    }
+    if (p->deadline_ns != 0) add_deadline(c, p->deadline_ns, p->id);
   }
   c->out.queue().push_back(p);
   mark_dirty(c);
+}
+
+void client_loop::add_deadline(client_conn* c, std::int64_t at, std::uint64_t id) {
+  // Ended calls and streams leave their entries behind (removal from a heap is costly); drop
+  // them in one pass when they outnumber the live ones, so the heap stays O(calls in flight).
+  if (c->deadlines.size() > 2 * (c->inflight.size() + c->streams.size()) + 64) {
+    std::erase_if(c->deadlines, [c](const client_conn::deadline& d) {
+      if (const pending* q = c->inflight.find(d.id)) return q->deadline_ns != d.at;
+      const client_stream_state* s = c->streams.size() != 0 ? c->streams.find(d.id) : nullptr;
+      return s == nullptr || s->deadline_ns != d.at;
+    });
+    std::make_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
+  }
+  c->deadlines.push_back({at, id});
+  std::push_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
 }
 
 void client_loop::mark_dirty(client_conn* c) {
@@ -400,7 +402,7 @@ void client_loop::uncount(pending* p) noexcept {
   if (!p->counted) return;
   p->counted = false;
   p->conn->pending_bytes.fetch_sub(p->frame.size(), std::memory_order_relaxed);
-  p->conn->pending_calls.fetch_sub(1, std::memory_order_relaxed);
+  if (p->kind != pending::what::stream_frame) p->conn->pending_calls.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void client_loop::send_cancel(client_conn* c, std::uint64_t id) noexcept {

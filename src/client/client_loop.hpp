@@ -69,7 +69,8 @@ struct pending {
   std::vector<std::byte> frame;
   bool written = false;    // the frame left completely (or never will)
   bool finished = false;   // the callback has run
-  bool counted = false;    // holds one of its connection's max_pending_calls (and its bytes)
+  bool counted = false;    // holds one of its connection's max_pending_calls and its bytes (a
+                           // stream's message: its bytes only)
   std::promise<void>* detached = nullptr;  // detach: fulfilled once the connection is closed
   client_stream_state* stream = nullptr;   // stream_open only (set whenever that is the kind)
   // Cancellation by the caller (call_options::cancel / parent); armed only for calls that
@@ -138,6 +139,14 @@ struct client_conn {
     if (pending_bytes.fetch_add(bytes, std::memory_order_relaxed) >= max_pending_bytes) {
       pending_bytes.fetch_sub(bytes, std::memory_order_relaxed);
       pending_calls.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+  /// Reserves room for `bytes` of a stream's message, which holds no call of its own.
+  bool admit_bytes(std::size_t bytes) noexcept {
+    if (pending_bytes.fetch_add(bytes, std::memory_order_relaxed) >= max_pending_bytes) {
+      pending_bytes.fetch_sub(bytes, std::memory_order_relaxed);
       return false;
     }
     return true;
@@ -218,6 +227,7 @@ class client_loop {
   void release_receive_memory(client_conn* c) noexcept;
   void fail_connection(client_conn* c, call_error e, std::string_view why) noexcept;
   void expire_deadlines() noexcept;
+  void add_deadline(client_conn* c, std::int64_t at, std::uint64_t id);
   std::int64_t next_deadline() const noexcept;
   void maybe_free(client_conn* c) noexcept;
   void put_pending(pending* p) noexcept;

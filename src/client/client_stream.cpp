@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "client/call_deadline.hpp"
 #include "client/client_loop.hpp"
@@ -42,36 +43,54 @@ bool wait(client_stream_state& s, lock_type& lock, std::chrono::nanoseconds time
   return s.cv.wait_for(lock, timeout, ready);
 }
 
-// Encodes frame `f` of the stream and posts it to the loop. Call with s.mu held and the stream
-// not ended: that keeps its connection alive until the loop has taken the frame
-// (client_stream_state.hpp). Throws std::bad_alloc, having posted nothing.
-void post_locked(client_stream_state& s, detail::frame_view& f, detail::pending::what kind) {
-  detail::pending* p = s.loop->get_pending();
-  p->kind = kind;
-  p->conn = s.conn;
-  p->id = s.id;
-  if (kind != detail::pending::what::stream_cancel) {
-    f.call_id = s.id;
-    try {
-      // TODO(perf): encoding a large message holds the lock the loop takes for each arrival.
-      detail::encode_request(f, p->frame);
-    } catch (...) {
-      s.loop->recycle(p);
-      throw;
-    }
-  }
+// Hands `p` to the loop. Call with s.mu held and the stream not ended: that keeps its
+// connection alive until the loop has taken it (client_stream_state.hpp).
+void post_locked(client_stream_state& s, detail::pending* p) noexcept {
   s.conn->posted_by_callers.fetch_add(1, std::memory_order_relaxed);
   s.loop->post_from_stream(p);
 }
 
-// Writes `m` if the stream is open, writable and has credit; s.mu held.
+// Encodes frame `f` of the stream into a fresh pending, not posted yet. Throws std::bad_alloc.
+detail::pending* encode(client_stream_state& s, detail::frame_view& f) {
+  detail::pending* p = s.loop->get_pending();
+  p->kind = detail::pending::what::stream_frame;
+  p->conn = s.conn;
+  p->id = s.id;
+  f.call_id = s.id;
+  try {
+    // TODO(perf): encoding a large message holds the lock the loop takes for each arrival.
+    detail::encode_request(f, p->frame);
+  } catch (...) {
+    s.loop->recycle(p);
+    throw;
+  }
+  return p;
+}
+
+// Ends the stream here with `o` and tells the loop (which sends Cancel) with the notice
+// allocated at the open; s.mu held. False when it had ended.
+bool end_here_locked(client_stream_state& s, const call_outcome& o) noexcept {
+  if (!s.end_with(o)) return false;
+  if (detail::pending* notice = std::exchange(s.end_notice, nullptr)) post_locked(s, notice);
+  return true;
+}
+
+// Writes `m` if the stream is open, writable and has credit, and the connection has room for
+// its bytes; s.mu held. The bytes count in max_pending_bytes, as a call's request does, until
+// they have left: the server's credit alone would let it make the client buffer without end.
 write_result write_locked(client_stream_state& s, std::span<const std::byte> m) {
   if (s.ended || s.half_closed || s.kind == stream_kind::server) return write_result::closed;
   if (!s.send.can_send()) return write_result::would_block;
   detail::frame_view f;
   f.kind = wire::Kind::StreamMessage;
   f.payload = m;
-  post_locked(s, f, detail::pending::what::stream_frame);
+  detail::pending* p = encode(s, f);
+  if (!s.conn->admit_bytes(p->frame.size())) {
+    s.loop->recycle(p);
+    return write_result::would_block;
+  }
+  p->counted = true;
+  post_locked(s, p);
   s.send.spend(m.size());
   return write_result::ok;
 }
@@ -86,27 +105,19 @@ void consumed_locked(client_stream_state& s, std::size_t bytes) {
   f.credit_messages = g.messages;
   f.credit_bytes = g.bytes;
   try {
-    post_locked(s, f, detail::pending::what::stream_frame);
+    post_locked(s, encode(s, f));
   } catch (const std::bad_alloc&) {
-    s.end_with(detail::local_end(call_error::protocol_error, status::resource_exhausted,
-                                 "client out of memory for a credit grant"));
+    end_here_locked(s, detail::local_end(call_error::protocol_error, status::resource_exhausted,
+                                         "client out of memory for a credit grant"));
   }
 }
 
-// Ends the stream here with `o` (dropping what was not read) and tells the loop, which sends
-// Cancel; false when it had ended.
+// cancel(): ends the stream here with `o`, dropping what was not read; false when it had ended.
 bool cancel_with(client_stream_state& s, const call_outcome& o) noexcept {
   const std::lock_guard lock(s.mu);
-  if (s.ended) return false;
-  s.end_with(o);
+  if (!end_here_locked(s, o)) return false;
   s.inbox.clear();
   s.buffered = 0;
-  try {
-    detail::frame_view none;
-    post_locked(s, none, detail::pending::what::stream_cancel);
-  } catch (const std::bad_alloc&) {
-    // The loop keeps the stream until the server's end, the deadline or the connection's.
-  }
   return true;
 }
 
@@ -147,9 +158,21 @@ write_result client_stream::write_wait(std::span<const std::byte> message, std::
   if (!_state) return write_result::closed;
   refuse_on_runtime_thread("write_wait");
   client_stream_state& s = *_state;
+  const auto until = std::chrono::steady_clock::now() + std::min(timeout, no_limit);
   lock_type lock(s.mu);
-  wait(s, lock, timeout, [&] { return s.ended || s.half_closed || s.send.can_send(); });
-  return write_locked(s, message);
+  for (;;) {
+    const auto left = timeout >= no_limit ? no_limit : until - std::chrono::steady_clock::now();
+    wait(s, lock, std::max(left, std::chrono::nanoseconds(0)),
+         [&] { return s.ended || s.half_closed || s.send.can_send(); });
+    const write_result r = write_locked(s, message);
+    if (r != write_result::would_block || until <= std::chrono::steady_clock::now()) return r;
+    if (s.send.can_send()) {
+      // Credit is there, room in max_pending_bytes is not: the loop frees it as frames leave
+      // without waking anyone (a wake per frame sent would cost every stream), so look again
+      // shortly.
+      s.cv.wait_for(lock, std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(1)));
+    }
+  }
 }
 
 std::optional<std::vector<std::byte>> client_stream::read(std::chrono::nanoseconds timeout) {
@@ -172,7 +195,7 @@ bool client_stream::half_close() {
   if (s.ended || s.half_closed || s.kind == stream_kind::server) return false;
   detail::frame_view f;
   f.kind = wire::Kind::StreamHalfClose;
-  post_locked(s, f, detail::pending::what::stream_frame);
+  post_locked(s, encode(s, f));
   s.half_closed = true;
   s.cv.notify_all();  // a write_wait blocked for credit returns: nothing more may be written
   return true;
@@ -284,8 +307,19 @@ client_stream client::open_stream(std::string_view method, stream_kind kind, std
     loop.recycle(p);
     throw;
   }
+  detail::pending* notice = nullptr;
+  try {
+    notice = loop.get_pending();
+  } catch (...) {
+    loop.recycle(p);
+    throw;
+  }
+  notice->kind = detail::pending::what::stream_cancel;
+  notice->conn = _conn;
+  notice->id = p->id;
   if (!_conn->admit(p->frame.size())) {
     loop.recycle(p);
+    loop.recycle(notice);
     return ended_stream(kind, call_error::client_busy, status::resource_exhausted,
                         "client_busy: the connection's max_pending_calls or max_pending_bytes "
                         "(client_options) is reached; a stream holds one call until its end");
@@ -295,6 +329,7 @@ client_stream client::open_stream(std::string_view method, stream_kind kind, std
   state->conn = _conn;
   state->admitted_bytes = p->frame.size();
   state->deadline_ns = d.at_ns;
+  state->end_notice = notice;
   state->loop_ref = state;  // the loop's reference, dropped at the stream's end (end_stream)
   p->stream = state.get();
   loop.post(p);

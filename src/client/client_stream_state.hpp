@@ -26,6 +26,7 @@ namespace ringrpc::detail {
 
 class client_loop;
 struct client_conn;
+struct pending;
 
 struct client_stream_state {
   client_stream_state(stream_kind k, std::uint32_t window_messages, std::uint64_t window_bytes) noexcept
@@ -54,6 +55,10 @@ struct client_stream_state {
   bool half_closed = false;
   bool ended = false;
   call_result end;  // once ended
+  // The loop's notice of an end of the handle's making (cancel, or a credit grant it could not
+  // make), allocated at the open so that it reaches the loop, and the server its Cancel, with no
+  // memory left; taken by whichever side ends the stream first (the loop recycles it unused).
+  pending* end_notice = nullptr;
 
   /// Sets the end unless there is one already; call with mu held. Never throws: without memory
   /// for the message and metadata, the end keeps its error and code alone.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace ringrpc::detail {
 
@@ -34,10 +35,7 @@ void client_loop::accept_stream_open(pending* p) noexcept {
   if (!c->dead && !cancelled_before) {
     try {
       inserted = c->streams.insert(s);
-      if (inserted && s->deadline_ns != 0) {
-        c->deadlines.push_back({s->deadline_ns, s->id});
-        std::push_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
-      }
+      if (inserted && s->deadline_ns != 0) add_deadline(c, s->deadline_ns, s->id);
     } catch (const std::bad_alloc&) {
       if (inserted) c->streams.take(s->id);
       inserted = false;
@@ -182,10 +180,13 @@ void client_loop::end_stream(client_conn* c, client_stream_state* s, const call_
   c->streams.take(s->id);
   // The last reference may be this one (the handle is gone): s lives until the function returns.
   const std::shared_ptr<client_stream_state> keep = std::move(s->loop_ref);
+  pending* unused_notice = nullptr;
   {
     const std::lock_guard lock(s->mu);
     s->end_with(o);  // no-op when the handle ended it first (cancel)
+    unused_notice = std::exchange(s->end_notice, nullptr);
   }
+  if (unused_notice != nullptr) put_pending(unused_notice);
   c->pending_calls.fetch_sub(1, std::memory_order_relaxed);
   c->pending_bytes.fetch_sub(s->admitted_bytes, std::memory_order_relaxed);
   if (tell_server && !c->dead) send_cancel(c, s->id);

@@ -319,16 +319,15 @@ TEST_F(client_streams, streams_take_ids_and_room_from_the_calls) {
   co.max_pending_calls = 2;
   client small = client::connect("127.0.0.1", srv->port(), co);
   client_stream a = small.open_stream("watch", stream_kind::bidi);
+  ASSERT_TRUE(small.call("unary", "x", test::within(10s)).ok());  // takes the one id between
   client_stream b = small.open_stream("watch", stream_kind::bidi);
-  EXPECT_EQ(b.id(), a.id() + 1);
+  EXPECT_EQ(b.id(), a.id() + 2);
   client_stream refused = small.open_stream("watch", stream_kind::bidi);
   EXPECT_TRUE(refused.ended());
   EXPECT_EQ(refused.finish().error, call_error::client_busy);
   EXPECT_EQ(small.call("unary", "x", test::within(10s)).error, call_error::client_busy);
   a.cancel();
   EXPECT_TRUE(test::eventually([&] { return small.call("unary", "x", test::within(10s)).ok(); }));
-  const std::uint64_t next = small.open_stream("watch", stream_kind::bidi).id();
-  EXPECT_GT(next, b.id() + 1);  // the calls took ids of the same space
 }
 
 TEST_F(client_streams, a_stopping_server_ends_the_stream) {
@@ -405,6 +404,54 @@ TEST_F(client_streams, write_wait_times_out_without_credit_and_blocking_waits_re
     }
   });
   EXPECT_NE(seen.get_future().get().find("client runtime's thread"), std::string::npos);
+}
+
+TEST(client_streams_fakes, half_close_wakes_a_writer_waiting_for_credit) {
+  test::scripted_server fake;
+  client cl = client::connect("127.0.0.1", fake.port());
+  fake.accept();
+  client_stream s = cl.open_stream("x", stream_kind::bidi);
+  while (s.write("m") == write_result::ok) {
+  }
+  std::promise<write_result> got;
+  std::thread writer([&] { got.set_value(s.write_wait("m", 30s)); });
+  std::this_thread::sleep_for(50ms);  // most often the writer waits by now; either order must work
+  EXPECT_TRUE(s.half_close());
+  auto f = got.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready) << "write_wait slept through the half-close";
+  EXPECT_EQ(f.get(), write_result::closed);
+  writer.join();
+}
+
+// A server may grant any credit: what the client holds of written messages is still bounded by
+// max_pending_bytes (shared with the calls), and room comes back as the bytes leave.
+TEST(client_streams_fakes, written_messages_wait_within_max_pending_bytes_whatever_the_credit) {
+  test::scripted_server fake;
+  client_options co;
+  co.max_pending_bytes = 1u << 20;
+  client cl = client::connect("127.0.0.1", fake.port(), co);
+  fake.accept();
+  client_stream s = cl.open_stream("x", stream_kind::bidi);
+  ASSERT_EQ(fake.read_request(), s.id());  // the open
+  detail::frame_view g;
+  g.call_id = s.id();
+  g.kind = wire::Kind::StreamCredit;
+  g.credit_messages = 1'000'000;
+  g.credit_bytes = std::uint64_t{1} << 40;
+  ASSERT_TRUE(fake.send_frame(g));
+  const std::string m(64 * 1024, 'w');
+  // Wait for the grant, then fill: the fake reads nothing, so the socket's buffers fill and the
+  // rest stays in the client. 1,000 messages (64 MiB) is far beyond the buffers and the budget.
+  ASSERT_TRUE(test::eventually([&] { return s.write(m) == write_result::ok; }));
+  // Until no room came for 300 ms: the loop keeps moving bytes into the socket while the
+  // kernel's buffers grow, so one would_block may pass.
+  int sent = 1;
+  while (sent < 1000 && s.write_wait(m, 300ms) == write_result::ok) ++sent;
+  EXPECT_LT(sent, 1000) << "the client buffered 64 MiB of writes with max_pending_bytes at 1 MiB";
+  EXPECT_EQ(cl.call("unary", "x", test::within(10s)).error, call_error::client_busy);  // the budget is shared
+  // The fake reads what was written: the bytes leave, the room comes back.
+  for (int i = 0; i < sent; ++i) ASSERT_EQ(fake.read_request(), s.id()) << "message " << i;
+  EXPECT_EQ(s.write_wait(m, 10s), write_result::ok);
 }
 
 // A handle may race its client's end: a thread writing, reading and half-closing while the
