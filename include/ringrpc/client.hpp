@@ -37,13 +37,16 @@
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/reply_future.hpp"
 #include "ringrpc/status.hpp"
+#include "ringrpc/stream.hpp"
 #include "ringrpc/export.hpp"
 
 RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
-class record_layer;  // ringrpc/record_layer.hpp
+class record_layer;    // ringrpc/record_layer.hpp
+class client_stream;   // ringrpc/client_stream.hpp
+struct stream_options;  // ringrpc/client_stream.hpp
 
 namespace detail {
 class client_loop;
@@ -268,6 +271,15 @@ class client {
   /// the connection's own); `options.timeout` is sent as the frame's budget, which the server
   /// uses to drop the message if it is still queued when the budget has passed.
   bool send_one_way(std::string_view method, std::span<const std::byte> payload, const call_options& options);
+
+  /// Opens a stream (include ringrpc/client_stream.hpp): `request` is a server stream's one
+  /// request (ignored for the other kinds). Never blocks and never fails by throwing (but
+  /// std::bad_alloc): a stream that cannot open is returned ended, finish() saying why
+  /// (client_busy, client_closed, an expired deadline, interceptors). A server that predates
+  /// streams ends it with status::unimplemented, "the server does not support streams".
+  client_stream open_stream(std::string_view method, stream_kind kind, std::span<const std::byte> request,
+                            const stream_options& options);
+  client_stream open_stream(std::string_view method, stream_kind kind, std::span<const std::byte> request = {});
 
   /// Fails every pending call with client_closed and closes the socket. Idempotent; waits for
   /// the runtime to finish unless called from the runtime thread. Calls may come from many

@@ -13,6 +13,7 @@
 #include "client/call_links.hpp"
 #include "client/client_interceptors.hpp"
 #include "client/client_loop.hpp"
+#include "client/request_encoder.hpp"
 #include "client/tcp_connect.hpp"
 
 #include <unistd.h>
@@ -102,18 +103,7 @@ int connect_socket(const std::string& host, std::uint16_t port, std::chrono::mil
   return fd;
 }
 
-// The calling thread's encoder keeps its buffer between calls; a request with a big payload
-// gets an encoder of its own, so that the thread does not keep that size for good.
-void encode_request(const detail::frame_view& f, std::vector<std::byte>& out) {
-  constexpr std::size_t keep_bytes = 64 * 1024;
-  if (f.payload.size() > keep_bytes) {
-    detail::frame_encoder once;
-    once.encode_into(f, out);
-    return;
-  }
-  thread_local detail::frame_encoder encoder;
-  encoder.encode_into(f, out);
-}
+using detail::encode_request;
 
 std::string busy_message(const detail::client_conn& c) {
   return "client_busy: " + std::to_string(c.max_pending_calls) +

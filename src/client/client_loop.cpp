@@ -71,6 +71,9 @@ client_loop::~client_loop() {
   _stop.store(true, std::memory_order_release);
   _waker.notify();
   if (_thread.joinable()) _thread.join();
+  // The loop ended every stream under its lock, so no handle starts a post now; one already
+  // inside post_from_stream() may still be about to notify.
+  while (_stream_posts.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   pending* p = nullptr;
   while (_free.try_pop(p)) delete p;
 }
@@ -163,6 +166,13 @@ void client_loop::accept_work(pending* p) {
     case pending::what::cancel_call:
       on_cancel_call(p);
       return;
+    case pending::what::stream_open:
+      accept_stream_open(p);
+      return;
+    case pending::what::stream_frame:
+    case pending::what::stream_cancel:
+      accept_stream_frame(p);
+      return;
     case pending::what::call:
     case pending::what::one_way:
     case pending::what::cancel:  // queued by the loop itself, never posted
@@ -194,22 +204,25 @@ void client_loop::accept_work(pending* p) {
       complete(p, failure(call_error::client_busy, "too many calls in flight"));
       return;
     }
-    if (p->deadline_ns != 0) {
-      // Answered calls leave their entries behind (removal from a heap is costly); drop them
-      // in one pass when they outnumber the live ones, so the heap stays O(calls in flight).
-      if (c->deadlines.size() > 2 * c->inflight.size() + 64) {
-        std::erase_if(c->deadlines, [c](const client_conn::deadline& d) {
-          const pending* q = c->inflight.find(d.id);
-          return q == nullptr || q->deadline_ns != d.at;
-        });
-        std::make_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
-      }
-      c->deadlines.push_back({p->deadline_ns, p->id});
-      std::push_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
-    }
+    if (p->deadline_ns != 0) add_deadline(c, p->deadline_ns, p->id);
   }
   c->out.queue().push_back(p);
   mark_dirty(c);
+}
+
+void client_loop::add_deadline(client_conn* c, std::int64_t at, std::uint64_t id) {
+  // Ended calls and streams leave their entries behind (removal from a heap is costly); drop
+  // them in one pass when they outnumber the live ones, so the heap stays O(calls in flight).
+  if (c->deadlines.size() > 2 * (c->inflight.size() + c->streams.size()) + 64) {
+    std::erase_if(c->deadlines, [c](const client_conn::deadline& d) {
+      if (const pending* q = c->inflight.find(d.id)) return q->deadline_ns != d.at;
+      const client_stream_state* s = c->streams.size() != 0 ? c->streams.find(d.id) : nullptr;
+      return s == nullptr || s->deadline_ns != d.at;
+    });
+    std::make_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
+  }
+  c->deadlines.push_back({at, id});
+  std::push_heap(c->deadlines.begin(), c->deadlines.end(), std::greater<>{});
 }
 
 void client_loop::mark_dirty(client_conn* c) {
@@ -282,11 +295,17 @@ bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
     c->dead = true;
     c->open.store(false, std::memory_order_release);
     c->inflight.drain([&](pending* p) { complete(p, o); });
+    end_all_streams(c, call_error::server_status, v.code, v.message);
     ::shutdown(c->fd, SHUT_RDWR);
     return false;
   }
   pending* p = c->inflight.take(v.call_id);
-  if (p == nullptr) return true;  // timed out earlier, or a pong/cancel echo we do not track
+  if (p == nullptr) {
+    // A stream's frame (streams are not in `inflight`: a call's answer pays nothing for them),
+    // or the answer of a call that timed out earlier, or a pong/cancel echo we do not track.
+    if (c->streams.size() != 0) on_stream_frame(c, v);
+    return true;
+  }
   call_outcome o;
   std::string refused;  // response metadata past our caps: this call fails, the connection stays
   if ((v.metadata != nullptr || v.trailers != nullptr) && !response_metadata_ok(c, v, refused)) [[unlikely]] {
@@ -383,7 +402,7 @@ void client_loop::uncount(pending* p) noexcept {
   if (!p->counted) return;
   p->counted = false;
   p->conn->pending_bytes.fetch_sub(p->frame.size(), std::memory_order_relaxed);
-  p->conn->pending_calls.fetch_sub(1, std::memory_order_relaxed);
+  if (p->kind != pending::what::stream_frame) p->conn->pending_calls.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void client_loop::send_cancel(client_conn* c, std::uint64_t id) noexcept {
@@ -426,7 +445,7 @@ void client_loop::request_cancel(pending* p, cancel_reason why) noexcept {
   m->kind = pending::what::cancel_call;
   m->conn = p->conn;
   m->id = p->id;
-  p->conn->posted_cancels.fetch_add(1, std::memory_order_relaxed);
+  p->conn->posted_by_callers.fetch_add(1, std::memory_order_relaxed);
   post(m);
 }
 
@@ -445,7 +464,7 @@ void client_loop::on_cancel_call(pending* m) noexcept {
   client_conn* c = m->conn;
   const std::uint64_t id = m->id;
   put_pending(m);
-  c->posted_cancels.fetch_sub(1, std::memory_order_relaxed);
+  c->posted_by_callers.fetch_sub(1, std::memory_order_relaxed);
   pending* p = c->dead ? nullptr : c->inflight.find(id);
   if (p != nullptr) {
     const cancel_reason why = p->cancel_requested.load(std::memory_order_acquire);
@@ -468,6 +487,7 @@ void client_loop::fail_connection(client_conn* c, call_error e, std::string_view
   }
   const call_outcome o = failure(e, why);
   c->inflight.drain([&](pending* p) { complete(p, o); });
+  end_all_streams(c, e, status::unavailable, why);
   c->deadlines.clear();
   if (!c->writing()) c->out.queue().clear([this](pending* p) { written(p); });
 }
@@ -491,7 +511,8 @@ void client_loop::expire_deadlines() noexcept {
       std::pop_heap(h.begin(), h.end(), std::greater<>{});
       h.pop_back();
       pending* p = c->inflight.find(d.id);
-      if (p == nullptr || p->deadline_ns != d.at) continue;  // answered already
+      if (p == nullptr && c->streams.size() != 0) expire_stream(c, d.id, d.at);
+      if (p == nullptr || p->deadline_ns != d.at) continue;  // answered already (or a stream's)
       c->inflight.take(d.id);
       complete(p, failure(call_error::timeout, "deadline passed before the reply arrived"));
       // The server would otherwise run (or keep running) a call nobody waits for; its late
@@ -503,7 +524,8 @@ void client_loop::expire_deadlines() noexcept {
 
 void client_loop::maybe_free(client_conn* c) noexcept {
   if (!c->detached || c->recv_armed || c->writing()) return;
-  if (c->posted_cancels.load(std::memory_order_acquire) != 0) return;  // on_cancel_call frees it
+  // on_cancel_call / accept_stream_frame free it once they have taken the last of them
+  if (c->posted_by_callers.load(std::memory_order_acquire) != 0) return;
   std::erase(_conns, c);
   std::erase(_dirty, c);
   ::close(c->fd);

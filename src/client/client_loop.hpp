@@ -27,6 +27,7 @@
 #include "ringrpc/client.hpp"
 #include "base/write_queue.hpp"
 #include "client/tls_client_link.hpp"
+#include "client/client_stream_state.hpp"
 #include "base/cancel_hub.hpp"
 
 namespace ringrpc::detail {
@@ -48,11 +49,15 @@ struct cancel_trigger {
 };
 
 /// A unit of work handed to the loop: a call, a one-way message, a cancel frame the loop
-/// sends by itself, or a connection command. Pooled; owned by the loop from post() until it is
-/// recycled.
+/// sends by itself, a stream's frame, or a connection command. Pooled; owned by the loop from
+/// post() until it is recycled.
 struct pending {
   /// cancel_call: a caller's cancellation of call `id` (cancel_trigger), posted from any thread.
-  enum class what : std::uint8_t { call, one_way, cancel, attach, detach, cancel_call };
+  /// stream_open: a stream's StreamOpen (`stream` names it); stream_frame: a frame of stream `id`
+  /// from its handle (message, half-close, credit), sent only while the stream is open;
+  /// stream_cancel: the handle ended stream `id` (client_streams.cpp).
+  enum class what : std::uint8_t { call, one_way, cancel, attach, detach, cancel_call, stream_open, stream_frame,
+                                   stream_cancel };
 
   mpsc_node node;  // must stay the first member
   pending* wq_next = nullptr;
@@ -64,8 +69,10 @@ struct pending {
   std::vector<std::byte> frame;
   bool written = false;    // the frame left completely (or never will)
   bool finished = false;   // the callback has run
-  bool counted = false;    // holds one of its connection's max_pending_calls (and its bytes)
+  bool counted = false;    // holds one of its connection's max_pending_calls and its bytes (a
+                           // stream's message: its bytes only)
   std::promise<void>* detached = nullptr;  // detach: fulfilled once the connection is closed
+  client_stream_state* stream = nullptr;   // stream_open only (set whenever that is the kind)
   // Cancellation by the caller (call_options::cancel / parent); armed only for calls that
   // have either, disarmed by complete() before the callback.
   std::atomic<cancel_reason> cancel_requested{cancel_reason::none};
@@ -91,7 +98,8 @@ struct client_conn {
                                "the client's max_response_metadata_entries",
                                "the client's max_response_metadata_bytes"},
         max_frame_bytes(o.max_frame_bytes),
-        inflight(o.max_pending_calls) {
+        inflight(o.max_pending_calls),
+        streams(o.max_pending_calls) {
     assembler.emplace(max_frame_bytes);
     if (!o.interceptors.empty()) interceptors = std::make_shared<const client_interceptors>(o.interceptors);
     if (!o.bearer_token.empty()) {
@@ -116,9 +124,10 @@ struct client_conn {
   // Taken by the calling thread before a call is posted, given back by the loop (uncount()).
   std::atomic<std::uint32_t> pending_calls{0};
   std::atomic<std::size_t> pending_bytes{0};
-  /// cancel_call messages posted for this connection and not yet taken by the loop: the
-  /// connection is not freed before they are (maybe_free).
-  std::atomic<std::uint32_t> posted_cancels{0};
+  /// Messages posted for this connection by callers that do not keep it alive (cancel_call,
+  /// a stream handle's frames) and not yet taken by the loop: the connection is not freed
+  /// before they are (maybe_free).
+  std::atomic<std::uint32_t> posted_by_callers{0};
 
   /// Reserves room for one request of `bytes`; false (nothing reserved) when the connection
   /// is at one of its limits.
@@ -134,6 +143,14 @@ struct client_conn {
     }
     return true;
   }
+  /// Reserves room for `bytes` of a stream's message, which holds no call of its own.
+  bool admit_bytes(std::size_t bytes) noexcept {
+    if (pending_bytes.fetch_add(bytes, std::memory_order_relaxed) >= max_pending_bytes) {
+      pending_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
 
   const std::uint32_t max_frame_bytes;
   // Optional only so that it can be re-created in place (release_receive_memory()).
@@ -141,6 +158,8 @@ struct client_conn {
   bool assembler_grown = false;  // it held a frame much larger than a receive buffer
   gathered_writer<pending> out;
   inflight_table<pending> inflight;  // bounded by max_pending_calls: admit() reserved each one
+  /// Open streams by id (client_streams.cpp); also bounded by max_pending_calls, as each holds one.
+  inflight_table<client_stream_state> streams;
   struct deadline {
     std::int64_t at;
     std::uint64_t id;
@@ -178,6 +197,15 @@ class client_loop {
     _inbox.push(&p->node);
     if (!in_loop_thread()) _waker.notify();
   }
+  /// post() from a stream handle (client_stream.cpp): the loop may take the frame, free its
+  /// connection and be destroyed (client::close() racing the handle) before post() has
+  /// notified; the destructor waits for posts in progress, so the notify never touches a freed
+  /// loop. Unary calls do not pay for it: their own triggers are disarmed before a free.
+  void post_from_stream(pending* p) noexcept {
+    _stream_posts.fetch_add(1, std::memory_order_seq_cst);
+    post(p);
+    _stream_posts.fetch_sub(1, std::memory_order_release);
+  }
 
  private:
   void run(std::promise<void>& ready);
@@ -199,6 +227,7 @@ class client_loop {
   void release_receive_memory(client_conn* c) noexcept;
   void fail_connection(client_conn* c, call_error e, std::string_view why) noexcept;
   void expire_deadlines() noexcept;
+  void add_deadline(client_conn* c, std::int64_t at, std::uint64_t id);
   std::int64_t next_deadline() const noexcept;
   void maybe_free(client_conn* c) noexcept;
   void put_pending(pending* p) noexcept;
@@ -208,6 +237,14 @@ class client_loop {
   void tls_start_write(client_conn* c) noexcept;
   void tls_on_write(client_conn* c, int res) noexcept;
   void feed_frames(client_conn* c, std::span<const std::byte> bytes);
+  // Streams (client_streams.cpp): frames from the handles, frames from the server, the ends.
+  void accept_stream_open(pending* p) noexcept;
+  void accept_stream_frame(pending* p) noexcept;
+  void on_stream_frame(client_conn* c, const frame_view& v) noexcept;
+  void on_stream_message(client_conn* c, client_stream_state* s, const frame_view& v) noexcept;
+  void end_stream(client_conn* c, client_stream_state* s, const call_outcome& o, bool tell_server) noexcept;
+  void end_all_streams(client_conn* c, call_error e, status code, std::string_view why) noexcept;
+  void expire_stream(client_conn* c, std::uint64_t id, std::int64_t at) noexcept;
 
   ring* _ring = nullptr;
   provided_buffers* _buffers = nullptr;
@@ -219,6 +256,7 @@ class client_loop {
   std::vector<std::byte> _scratch;  // aligned copy of one incoming frame for decoding
   frame_encoder _encoder;           // cancel frames (a few dozen bytes each)
   std::atomic<bool> _stop{false};
+  std::atomic<unsigned> _stream_posts{0};  // stream handles inside post_from_stream()
   std::thread _thread;
   std::thread::id _thread_id;
 };

@@ -20,6 +20,7 @@
 #include "ringrpc/server.hpp"
 #include "ringrpc/stream.hpp"
 #include "server/builtin_methods.hpp"
+#include "stream_handlers.hpp"
 #include "test_support.hpp"
 #include "wire/stream_credit.hpp"
 
@@ -29,7 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::raw_socket;
 
-std::string text_of(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+using test::text_of;
 
 // "t<i>" (snprintf: GCC 12's -Wrestrict misfires on "t" + std::to_string(i)).
 std::string tagged(int i) {
@@ -58,45 +59,8 @@ class count_handler final : public stream_handler {
   int _next = 0;
 };
 
-// Client stream: counts the messages and their bytes; answers both as trailers at the half-close.
-class sum_handler final : public stream_handler {
- public:
-  void on_message(server_stream&, std::span<const std::byte> m) override {
-    ++_count;
-    _bytes += m.size();
-  }
-  void on_half_close(server_stream& s) override {
-    s.add_trailer("count", std::to_string(_count));
-    s.add_trailer("bytes", std::to_string(_bytes));
-    s.finish("sum of " + std::to_string(_count));
-  }
-
- private:
-  std::size_t _count = 0;
-  std::size_t _bytes = 0;
-};
-
-// Bidi: echoes every message in order, keeping what credit does not let out yet; finishes once
-// the client half-closed and everything went out.
-class echo_handler final : public stream_handler {
- public:
-  void on_message(server_stream& s, std::span<const std::byte> m) override {
-    if (_waiting.empty() && s.write(m) == write_result::ok) return;
-    _waiting.emplace_back(text_of(m));
-  }
-  void on_writable(server_stream& s) override {
-    while (!_waiting.empty() && s.write(_waiting.front()) == write_result::ok) _waiting.pop_front();
-    if (_waiting.empty() && _half_closed) s.finish();
-  }
-  void on_half_close(server_stream& s) override {
-    _half_closed = true;
-    if (_waiting.empty()) s.finish();
-  }
-
- private:
-  std::deque<std::string> _waiting;
-  bool _half_closed = false;
-};
+using test::echo_handler;
+using test::sum_handler;
 
 // Bidi that only watches: what happened to it, for the test to look at. The first message may
 // wait at a gate (so later ones stay unconsumed).

@@ -1,0 +1,90 @@
+#pragma once
+// One client stream (ringrpc/client_stream.hpp): what its handle, on user threads, and the client
+// loop, on its own thread, share. The loop holds it (loop_ref) while the stream is in its
+// connection's table; the handle holds it for its own life.
+//
+// The connection may be freed once the loop has ended every stream on it (fail_connection ends
+// them all before a detached connection can go), and only the loop ends streams that way, under
+// `mu`. So a user thread that finds `ended` false under `mu` may still post to the loop for this
+// connection: it counts the message in posted_by_callers, under `mu`, and the connection is not
+// freed before the loop has taken it.
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "ringrpc/client.hpp"
+#include "ringrpc/stream.hpp"
+#include "wire/stream_credit.hpp"
+
+namespace ringrpc::detail {
+
+class client_loop;
+struct client_conn;
+struct pending;
+
+struct client_stream_state {
+  client_stream_state(stream_kind k, std::uint32_t window_messages, std::uint64_t window_bytes) noexcept
+      : kind(k), receive(window_messages, window_bytes) {}
+
+  // --- Set by open_stream before the open is posted; read-only after.
+  std::uint64_t id = 0;  // the key of client_conn::streams
+  const stream_kind kind;
+  client_loop* loop = nullptr;
+  client_conn* conn = nullptr;
+  std::size_t admitted_bytes = 0;  // the open's share of conn->pending_bytes, given back at the end
+  std::int64_t deadline_ns = 0;    // steady clock; 0 = none
+
+  // --- The loop thread's alone.
+  std::shared_ptr<client_stream_state> loop_ref;  // while in the connection's table
+  bool heard = false;  // a frame of the server came for it (an old server's refusal comes first)
+
+  // --- Under mu. The loop notifies cv on every arrival, grant and end; readers and writers wait on it.
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  send_credit send{default_stream_window_messages, default_stream_window_bytes};  // the server's grants
+  receive_credit receive;  // the window announced at the open, and the grants owed as we read
+  std::deque<std::vector<std::byte>> inbox;  // received, not read yet
+  std::size_t buffered = 0;                  // payload bytes in inbox
+  std::vector<metadata_entry> headers;       // from the server's first frame
+  bool half_closed = false;
+  bool ended = false;
+  call_result end;  // once ended
+  // The loop's notice of an end of the handle's making (cancel, or a credit grant it could not
+  // make), allocated at the open so that it reaches the loop, and the server its Cancel, with no
+  // memory left; taken by whichever side ends the stream first (the loop recycles it unused).
+  pending* end_notice = nullptr;
+
+  /// Sets the end unless there is one already; call with mu held. Never throws: without memory
+  /// for the message and metadata, the end keeps its error and code alone.
+  bool end_with(const call_outcome& o) noexcept {
+    if (ended) return false;
+    ended = true;
+    try {
+      end = call_result::from(o);
+      if (end.headers.empty()) end.headers = headers;
+    } catch (const std::bad_alloc&) {
+      end = call_result{};
+      end.error = o.error;
+      end.code = o.code;
+    }
+    cv.notify_all();
+    return true;
+  }
+};
+
+/// An outcome of the client's own making (no server frame): error, code and message.
+inline call_outcome local_end(call_error e, status code, std::string_view why) noexcept {
+  call_outcome o;
+  o.error = e;
+  o.code = code;
+  o.message = why;
+  return o;
+}
+
+}  // namespace ringrpc::detail
