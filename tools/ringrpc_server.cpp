@@ -74,9 +74,22 @@ constexpr builtin_method builtin_methods[] = {
     {"fail", "payload: status number [space details]; answers that error status with those details"},
 };
 
+// The built-in stream methods (src/server/builtin_streams.cpp), listed with their kind so that
+// ringrpc-call knows how to open them.
+struct builtin_stream {
+  const char* name;
+  const char* streaming;  // "server", "client" or "bidi", as reflection lists a kind
+  const char* doc;
+};
+constexpr builtin_stream builtin_streams[] = {
+    {"generate", "server", "payload: \"N BYTES\"; sends N messages of BYTES bytes ('x') each, then ends"},
+    {"echo_stream", "bidi", "sends every message back, in order; ends when the client half-closes"},
+};
+
 /// The "reflection" endpoint of the stock server: reflection.list answers what add_reflection's
 /// would for no typed service, plus an "untyped" array with the built-in methods, which
-/// ringrpc-call lists and calls with raw bytes; reflection.schema has no schema to hand out.
+/// ringrpc-call lists and calls with raw bytes (a stream method with its "streaming" kind);
+/// reflection.schema has no schema to hand out.
 class builtin_reflection final : public ringrpc::endpoint {
  public:
   builtin_reflection() {
@@ -84,6 +97,10 @@ class builtin_reflection final : public ringrpc::endpoint {
     doc["untyped"] = nlohmann::json::array();
     for (const auto& m : builtin_methods) {
       doc["untyped"].push_back({{"method", m.name}, {"request", "bytes"}, {"reply", "bytes"}, {"doc", m.doc}});
+    }
+    for (const auto& m : builtin_streams) {
+      doc["untyped"].push_back(
+          {{"method", m.name}, {"request", "bytes"}, {"reply", "bytes"}, {"streaming", m.streaming}, {"doc", m.doc}});
     }
     _list = doc.dump();
   }
@@ -108,8 +125,7 @@ class builtin_reflection final : public ringrpc::endpoint {
 std::vector<std::string> registered_endpoints() {
   std::vector<std::string> out;
   for (const auto& m : builtin_methods) out.emplace_back(m.name);
-  out.emplace_back("generate");  // the streaming built-ins (not listed by reflection yet)
-  out.emplace_back("echo_stream");
+  for (const auto& m : builtin_streams) out.emplace_back(m.name);
   out.emplace_back(ringrpc::reflection_endpoint_name);
   return out;
 }

@@ -161,9 +161,32 @@ if [ -z "$stock" ]; then
 else
   expect stocklist 0 out '^echo +bytes -> bytes  // replies with the payload$' 127.0.0.1:"$stock" list
   for n in $(cut -d' ' -f1 "$work/stocklist.out"); do
-    expect "stockdescribe_$n" 0 out "^$n\\(bytes\\): bytes;  // untyped" 127.0.0.1:"$stock" describe "$n"
+    expect "stockdescribe_$n" 0 out "^$n\\(bytes\\): bytes( \\(streaming: \"[a-z]+\"\\))?;  // untyped" \
+      127.0.0.1:"$stock" describe "$n"
   done
   grep -q '^/// replies with the payload$' "$work/stockdescribe_echo.out" || fail "describe echo shows no doc string"
+  grep -q '^generate(bytes): bytes (streaming: "server");' "$work/stockdescribe_generate.out" ||
+    fail "describe generate does not show its kind"
+
+  # Streams (docs/services.md, "Streams from the command line"): a message a line, both ways.
+  grep -Eq '^generate +bytes -> stream bytes  //' "$work/stocklist.out" || fail "list does not show generate as a server stream"
+  grep -Eq '^echo_stream +stream bytes -> stream bytes  //' "$work/stocklist.out" ||
+    fail "list does not show echo_stream as a bidi stream"
+  expect generate 0 out '^x{16}$' 127.0.0.1:"$stock" call generate -d '1000 16'
+  lines=$(grep -c '^x\{16\}$' "$work/generate.out")
+  [ "$lines" = 1000 ] && [ "$(wc -l <"$work/generate.out")" = 1000 ] ||
+    fail "call generate -d '1000 16' printed $(wc -l <"$work/generate.out") lines ($lines of 16 x), expected 1000"
+  printf 'one\ntwo\r\nthree\n' >"$work/lines.in"
+  stdin="$work/lines.in" expect echostream 0 out '^one$' 127.0.0.1:"$stock" call echo_stream --stdin
+  [ "$(cat "$work/echostream.out")" = "$(printf 'one\ntwo\nthree')" ] ||
+    fail "echo_stream --stdin printed '$(cat "$work/echostream.out")', expected one, two, three on their lines"
+  expect echostreamdata 0 out '^hi$' 127.0.0.1:"$stock" call echo_stream -d hi
+  printf '\001ab\n' >"$work/binary.in"
+  stdin="$work/binary.in" expect echostreambinary 0 out '^016162$' 127.0.0.1:"$stock" call echo_stream --stdin
+  expect generatehex 0 out '^787878$' 127.0.0.1:"$stock" call generate -d 322033 --hex  # '2 3'
+  stdin="$work/lines.in" expect stdinunary 1 err "method 'echo' is not a stream" 127.0.0.1:"$stock" call echo --stdin
+  expect stdinanddata 2 err '--stdin and -d exclude each other' 127.0.0.1:"$stock" call echo_stream --stdin -d x
+  expect streamtimeout 3 err 'deadline|timed out|timeout' 127.0.0.1:"$stock" call generate -d '100000000 1' --timeout 300ms
 fi
 
 # --- peers that are not ringrpc servers: named from what they answer, within seconds ---------

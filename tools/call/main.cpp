@@ -29,6 +29,7 @@
 #include "peer_probe.hpp"
 #include "peer_sniff.hpp"
 #include "ringrpc/client.hpp"
+#include "stream_call.hpp"
 #include "tls_target.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
@@ -211,6 +212,7 @@ method_info method_of(const nlohmann::json& m, const char* default_type) {
   mi.request = m.value("request", default_type);
   mi.reply = m.value("reply", default_type);
   mi.doc = m.value("doc", "");
+  mi.streaming = m.value("streaming", "");
   return mi;
 }
 
@@ -238,6 +240,16 @@ served what_is_served(session& s) {
   return out;
 }
 
+// A stream's side as gRPC's tools show it: "stream T" where many messages go that way.
+std::string shown_request(const method_info& m) {
+  const bool many = m.streaming == "client" || m.streaming == "bidi";
+  return (many ? "stream " : "") + printable(m.request);
+}
+std::string shown_reply(const method_info& m) {
+  const bool many = m.streaming == "server" || m.streaming == "bidi";
+  return (many ? "stream " : "") + printable(m.reply);
+}
+
 int run_list(session& s) {
   served what = what_is_served(s);
   std::vector<method_info> methods = std::move(what.methods);
@@ -253,8 +265,8 @@ int run_list(session& s) {
   }
   for (std::size_t i = 0; i < methods.size(); ++i) {
     const auto& m = methods[i];
-    std::string line = names[i] + std::string(width - names[i].size(), ' ') + "  " + printable(m.request) + " -> " +
-                       printable(m.reply);
+    std::string line = names[i] + std::string(width - names[i].size(), ' ') + "  " + shown_request(m) + " -> " +
+                       shown_reply(m);
     if (!m.doc.empty()) line += "  // " + printable(m.doc);
     std::printf("%s\n", line.c_str());
   }
@@ -266,8 +278,14 @@ int run_list(session& s) {
 std::string describe_untyped(const method_info& m) {
   std::string text;
   if (!m.doc.empty()) text += "/// " + m.doc + "\n";
-  text += m.full_name + "(" + m.request + "): " + m.reply + ";  // untyped: raw bytes in and out (call " +
-          m.full_name + " -d DATA)\n";
+  if (m.streaming.empty()) {
+    text += m.full_name + "(" + m.request + "): " + m.reply + ";  // untyped: raw bytes in and out (call " +
+            m.full_name + " -d DATA)\n";
+  } else {
+    const bool lines = m.streaming != "server";
+    text += m.full_name + "(" + m.request + "): " + m.reply + " (streaming: \"" + m.streaming +
+            "\");  // untyped: raw bytes in and out (call " + m.full_name + (lines ? " --stdin" : " -d DATA") + ")\n";
+  }
   return text;
 }
 
@@ -304,17 +322,36 @@ int run_describe(session& s, const std::string& name) {
   throw tool_error(exit_usage, "the server declares nothing named '" + name + "'");
 }
 
+// The kind of stream `name` is, as the server's reflection lists it; bidi when it does not
+// (a server without reflection, or a method it does not list).
+ringrpc::stream_kind listed_kind(session& s, const std::string& name) {
+  try {
+    for (const auto& m : what_is_served(s).untyped) {
+      if (m.full_name == name) return kind_from_name(m.streaming).value_or(ringrpc::stream_kind::bidi);
+    }
+  } catch (const tool_error&) {
+    // No reflection to ask: the open says whether the method streams.
+  }
+  return ringrpc::stream_kind::bidi;
+}
+
 // An untyped method: the payload is -d's bytes (after --hex/--base64), the reply is written
 // as it came (or encoded likewise). A raw reply to a terminal gets a final newline if it
-// lacks one, so the prompt does not run into it; a pipe gets the bytes exactly.
-int run_untyped(session& s, const std::string& name, const std::string& data, byte_encoding encoding) {
-  std::string payload;
+// lacks one, so the prompt does not run into it; a pipe gets the bytes exactly. A method that
+// streams is found out by its answer (the server names the kind) and opened as that stream;
+// --stdin opens a stream at once.
+int run_untyped(session& s, const std::string& name, const std::string& data, byte_encoding encoding, bool lines) {
+  stream_input in;
+  in.encoding = encoding;
+  in.lines = lines;
+  if (lines) return run_stream(s.connection(), name, listed_kind(s, name), in, s.call_options());
   try {
-    payload = decode(encoding, read_data(data));
+    in.payload = decode(encoding, read_data(data));
   } catch (const std::invalid_argument& e) {
     throw tool_error(exit_usage, e.what());
   }
-  const ringrpc::call_result r = s.call(name, std::string_view(payload));
+  const ringrpc::call_result r = s.call(name, std::string_view(in.payload));
+  if (const auto kind = kind_from_refusal(r)) return run_stream(s.connection(), name, *kind, in, s.call_options());
   if (!r.ok()) throw call_failure(name, r, s.call_options().timeout);
   std::string_view bytes = r.payload_string();
   if (encoding != byte_encoding::raw) {
@@ -377,7 +414,7 @@ int run_call(session& s, const std::string& name, std::string data, typed_schema
 struct call_args {
   std::string target, command, name, data, schema_file, timeout = "10s", connect_timeout = "3s", token;
   std::vector<std::string> includes, metadata;
-  bool compact = false, emit_defaults = false, raw = false, hex = false, base64 = false;
+  bool compact = false, emit_defaults = false, raw = false, hex = false, base64 = false, stdin_lines = false;
   ringrpc::tools::tls_flags tls;
 };
 
@@ -403,13 +440,15 @@ void add_options(CLI::App& app, call_args& a) {
   app.add_option("-I,--include", a.includes, "search path for includes of a --schema .fbs (repeatable)")
       ->allow_extra_args(false)
       ->type_name("DIR");
-  app.add_option("--timeout", a.timeout, "deadline of each call (us ms s m)")->capture_default_str()->type_name("TIME");
+  app.add_option("--timeout", a.timeout, "deadline of each call, or of a whole stream (us ms s m)")->capture_default_str()->type_name("TIME");
   app.add_option("--connect-timeout", a.connect_timeout, "give up connecting after this long")
       ->capture_default_str()
       ->type_name("TIME");
   app.add_flag("--raw", a.raw, "call an untyped method even though its name has a dot");
   auto* hex_flag = app.add_flag("--hex", a.hex, "untyped: -d is hex digits, the reply is printed in hex");
   app.add_flag("--base64", a.base64, "untyped: -d is base64, the reply is printed in base64")->excludes(hex_flag);
+  app.add_flag("--stdin", a.stdin_lines,
+               "untyped stream: send each line of standard input as one message (with --hex/--base64, decoded)");
   app.add_flag("--compact", a.compact, "print the reply on one line");
   app.add_flag("--emit-defaults", a.emit_defaults, "also print fields equal to their default value");
   app.add_option("--token", a.token,
@@ -490,8 +529,10 @@ int run_command(session& s, const call_args& a) {
   const auto encoding = a.hex ? byte_encoding::hex : a.base64 ? byte_encoding::base64 : byte_encoding::raw;
   // With --schema the call is typed: a name without a dot is then a mistake to report.
   if (a.raw || (a.name.find('.') == std::string::npos && a.schema_file.empty())) {
-    return run_untyped(s, a.name, a.data, encoding);
+    if (a.stdin_lines && !a.data.empty()) throw tool_error(exit_usage, "--stdin and -d exclude each other");
+    return run_untyped(s, a.name, a.data, encoding, a.stdin_lines);
   }
+  if (a.stdin_lines) throw tool_error(exit_usage, "--stdin is for untyped stream methods (typed streams are not served yet)");
   if (a.hex || a.base64) throw tool_error(exit_usage, "--hex and --base64 are for untyped methods (see --raw)");
   return run_call(s, a.name, a.data, {a.compact, a.emit_defaults});
 }
@@ -505,6 +546,7 @@ int main(int argc, char** argv) {
                "  ringrpc-call HOST:PORT describe NAME               a service, method or type in schema syntax\n"
                "  ringrpc-call HOST:PORT call Service.Method -d JSON  a typed call: JSON in, JSON out\n"
                "  ringrpc-call HOST:PORT call echo -d hello          an untyped call (no dot, no --schema; or --raw)\n"
+               "  ringrpc-call HOST:PORT call echo_stream --stdin    an untyped stream: a message a line, both ways\n"
                "The schema comes from the server's reflection, or from --schema (then list and describe\n"
                "need no server)."};
   app.footer(std::string("Exit status:\n"

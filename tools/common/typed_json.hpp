@@ -44,6 +44,7 @@ struct method_info {
   std::string request;       ///< "example.HelloRequest"
   std::string reply;
   std::string doc;           ///< the schema's /// comment of the method, its lines joined by spaces
+  std::string streaming;     ///< "server", "client" or "bidi" for a stream method; empty for a call
 };
 
 /// One binary schema and a FlatBuffers parser loaded from it.
