@@ -166,6 +166,7 @@ struct client_conn {
     bool operator>(const deadline& o) const noexcept { return at > o.at; }
   };
   std::vector<deadline> deadlines;  // min-heap; entries of finished calls are skipped lazily
+  bool keepalive_on = false;  // TCP keepalive set, at the first stream (client_streams.cpp)
   bool recv_armed = false;
   bool dirty = false;
   bool dead = false;      // no more traffic: pending calls failed, new ones fail at once

@@ -7,6 +7,8 @@
 // think it open, sends Cancel.
 #include "client/client_loop.hpp"
 
+#include "base/tcp_keepalive.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <mutex>
@@ -20,6 +22,16 @@ namespace {
 // What a server that predates streams answers to a kind it does not know (docs/protocol.md,
 // "Errors"), for that id. To a StreamOpen it means: no streams on this server.
 constexpr std::string_view old_server_answer = "unknown frame kind";
+
+// A stream may wait on the server for as long as it likes (a subscription), so a server that
+// vanished without a FIN or RST is found by TCP keepalive: probes after a minute of silence,
+// the connection lost two minutes after the last byte at most (base/tcp_keepalive.hpp). Set at
+// a connection's first stream; calls alone have their deadlines.
+void keep_alive_for_streams(client_conn* c) noexcept {
+  if (c->keepalive_on) return;
+  c->keepalive_on = true;
+  (void)enable_keepalive(c->fd, std::chrono::seconds(60), std::chrono::seconds(10), 6);
+}
 
 }  // namespace
 
@@ -41,6 +53,7 @@ void client_loop::accept_stream_open(pending* p) noexcept {
       inserted = false;
     }
   }
+  if (inserted) keep_alive_for_streams(c);
   if (!inserted) {
     // Never sent, so nothing to tell the server. A stream its handle cancelled keeps that end.
     put_pending(p);

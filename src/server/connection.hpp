@@ -178,6 +178,7 @@ struct connection {
     /// credit violations and kind mismatches it sent (past a cap, it is closed).
     stream_table<stream_state> streams;
     std::uint32_t stream_protocol_errors = 0;
+    bool keepalive_on = false;  // Reader thread: TCP keepalive set, at the first stream
     /// Bytes of stream messages handlers wrote that are not yet on the socket (added by the
     /// writer, any thread; taken off by the responder): past max_queued_reply_bytes, writes
     /// would block, so credit a peer grants without reading cannot make the server hold more.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "base/tcp_keepalive.hpp"
 #include "server/server_core.hpp"
 #include "server/stream_endpoint.hpp"
 #include "server/stream_state.hpp"
@@ -29,6 +30,18 @@ constexpr double resets_per_second = 100;
 stream_table<stream_state>* streams_of(const connection* c) noexcept {
   connection::connection_rare* r = c->rare.load(std::memory_order_relaxed);
   return r != nullptr ? &r->streams : nullptr;
+}
+
+// A connection's first stream: from now on it may hold calls that wait on the peer for as long
+// as the peer likes (the idle timeout never closes it), so a peer that vanished is found by TCP
+// keepalive instead, within idle_timeout: probes after half of it, five more in the other half
+// (base/tcp_keepalive.hpp). idle_timeout 0 ("never close") asks for none.
+void keep_alive_for_streams(connection* c, connection::connection_rare& rare, std::chrono::milliseconds idle) noexcept {
+  if (rare.keepalive_on) return;
+  rare.keepalive_on = true;
+  if (idle.count() <= 0) return;
+  const auto whole = std::chrono::duration_cast<std::chrono::seconds>(idle);
+  (void)enable_keepalive(c->fd, whole / 2, whole / 10, 5);  // no keepalive on a socket that refuses it
 }
 
 }  // namespace
@@ -112,6 +125,7 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::
   _unposted = nullptr;  // the stream owns k now: it carries the stream's end
   stream_state* raw = s.get();
   raw->table_ref = std::move(s);
+  keep_alive_for_streams(c, c->rare_part(), _core.options().idle_timeout);
 }
 
 void shard::on_stream_frame(call* k, const frame_view& v) noexcept {
