@@ -70,15 +70,10 @@ fi
 
 # --- SIGINT: the run's report is still written ---------------------------------------------------
 "$load" -c 2 -d 30s --warmup 0 --json int.json --html int.html "$url" >int.out 2>int.err &
-lpid=$!
-sleep 1.5
-kill -INT "$lpid"
-if ! wait_exit "$lpid" 50; then
-  kill -KILL "$lpid"
-  fail "ringrpc-load still runs 5 s after SIGINT"
-fi
-wait "$lpid"
-if ! "${check[@]}" int.html int.json --hostile "$script" --interrupted >check.out 2>&1; then
+interrupt_load $! 1.5
+if [ $rc -ne 3 ]; then
+  fail "after SIGINT: exit $rc, expected 3 (the target's 500s)"
+elif ! "${check[@]}" int.html int.json --hostile "$script" --interrupted >check.out 2>&1; then
   fail "after SIGINT: $(cat check.out)"
 else
   ok "SIGINT: $(cat check.out)"
