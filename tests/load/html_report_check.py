@@ -4,7 +4,8 @@ the key numbers are in the page, and markup the target or the command line put i
 text: no element or attribute it could have injected, its escaped form present instead.
 
 Usage: html_report_check.py REPORT.html RUN.json [--svg PLOT.svg] [--hostile TEXT]...
-         [--server-measured | --server-not-measured] [--interrupted]
+         [--server-measured | --server-not-measured] [--interrupted] [--extract-plot OUT.svg]
+--extract-plot writes the page's inline plot to OUT.svg, for plot_properties.py.
 Exits 1 naming the first check that fails."""
 
 import argparse
@@ -100,6 +101,7 @@ def main():
     ap.add_argument("--server-measured", action="store_true")
     ap.add_argument("--server-not-measured", action="store_true")
     ap.add_argument("--interrupted", action="store_true")
+    ap.add_argument("--extract-plot")
     args = ap.parse_args()
     raw = open(args.report, encoding="utf-8").read()
     page = Page()
@@ -118,6 +120,11 @@ def main():
     check_numbers(page, json.load(open(args.json)), args)
     if args.svg:
         check_svg(args.svg, args.hostile)
+    if args.extract_plot:
+        start = raw.index('<div id="plot">') + len('<div id="plot">\n')
+        with open(args.extract_plot, "w", encoding="utf-8") as out:
+            out.write(raw[start:raw.index("</svg>", start) + len("</svg>")] + "\n")
+        check_svg(args.extract_plot, args.hostile)
     print("ok: %s: numbers match the JSON, %d hostile text(s) escaped" % (args.report, len(args.hostile)))
 
 

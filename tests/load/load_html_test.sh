@@ -4,7 +4,8 @@
 # errors, rate, percentiles as in --json), the server's CPU per call with --server-pid and "not
 # measured" without, and markup in the target URL and a header stays text in the HTML and in
 # the --plot SVG (html_report_check.py). Also: --html - is refused, a bad path fails before the
-# run, and SIGINT still writes the report.
+# run, and SIGINT still writes the report. The page's inline plot has the layout properties
+# of --plot's (plot_properties.py).
 # Usage: load_html_test.sh PATH/TO/ringrpc-load
 # Exit 77 (skipped) without python3.
 set -u
@@ -45,8 +46,11 @@ run_load open -c 2 -R 100 -d 2s --warmup 0 --json open.json --html open.html "$u
 if [ $rc -ne 3 ]; then
   fail "open loop: exit $rc, expected 3"
   cat open.err >&2
-elif ! "${check[@]}" open.html open.json --hostile "$script" --server-not-measured >check.out 2>&1; then
+elif ! "${check[@]}" open.html open.json --hostile "$script" --server-not-measured \
+  --extract-plot open-plot.svg >check.out 2>&1; then
   fail "open.html: $(cat check.out)"
+elif ! python3 "$here/plot_properties.py" "$load" open-plot.svg >props.out 2>&1; then
+  fail "open.html's plot: $(cat props.out)"
 elif ! grep -q 'id="requested-rate"><th>requested calls/s</th><td class="n">100.0<' open.html ||
   ! grep -q '>service</th>' open.html; then
   fail "open.html lacks the requested rate or the service-time column"

@@ -1,6 +1,7 @@
 // The comparison plot: latency (log axis) by percentile on a "nines" axis beside calls/s over
 // time. Plain SVG 1.1 with generic font families so it renders the same in a browser, an image
-// viewer or a pull-request comment, with nothing fetched and nothing executed.
+// viewer or a pull-request comment, with nothing fetched and nothing executed. The same grid,
+// curves and legends draw the HTML report's errors/s panel (render_time_svg).
 //
 // Layout is computed, not hoped for: every text's box is estimated from its length and font
 // size (average glyph width 0.62 em for sans-serif), tick labels are thinned until they fit
