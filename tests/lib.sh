@@ -21,6 +21,10 @@
 #                          false if it still runs then (it is not signalled nor reaped)
 #   run_load NAME ARGS...  runs $load ARGS under a ${load_timeout:-30} s timeout, its output in
 #                          $work/NAME.out and .err, its exit status in $rc
+#   interrupt_load PID SECONDS
+#                          SIGINT to the ringrpc-load run PID (started in the background) after
+#                          SECONDS; fails (and KILLs it) when it still runs 5 s later; waits for
+#                          it and sets $rc to its exit status
 #   json_field FILE EXPR   prints the Python expression EXPR over the JSON document `j` in FILE
 #                          (nothing when FILE is not JSON or EXPR fails)
 #   expect_diagnosis NAME PATTERN URL
@@ -153,5 +157,16 @@ run_load() {
   name=$1
   shift
   timeout "${load_timeout:-30}" "$load" "$@" >"$work/$name.out" 2>"$work/$name.err"
+  rc=$?
+}
+
+interrupt_load() {
+  sleep "$2"
+  kill -INT "$1"
+  if ! wait_exit "$1" 50; then
+    kill -KILL "$1"
+    fail "ringrpc-load still runs 5 s after SIGINT"
+  fi
+  wait "$1"
   rc=$?
 }

@@ -386,15 +386,8 @@ fi
 rm -f int.json int.hlog int.svg
 "$load" -c 2 -d 30s --warmup 0 --json int.json --hdr-log int.hlog --plot int.svg \
   "ringrpc://127.0.0.1:$port/echo" >int.out 2>int.err &
-lpid=$!
-sleep 1.5
-kill -INT "$lpid"
-if ! wait_exit "$lpid" 50; then
-  kill -KILL "$lpid"
-  fail "ringrpc-load still runs 5 s after SIGINT"
-fi
-wait "$lpid"
-irc=$?
+interrupt_load $! 1.5
+irc=$rc
 imeasured=$(json_num int.json 'j["measured_s"]')
 if [ $irc -ne 0 ]; then
   fail "after SIGINT: exit $irc, expected 0 (no errors)"

@@ -286,7 +286,7 @@ std::string hdr_log_text(const run_result& r, double measured_epoch) {
 /// Everything the command line says, as given; checked and turned into a run below.
 struct cli_args {
   std::string url, d_text, duration = "10s", warmup, size = "64", payload_file, rate, rate_steps, step_time = "5s",
-              connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path,
+              connect_timeout = "3s", call_timeout = "0", mix, percentiles_text, json_path, hdr_path, plot_path, html_path,
               typed_method, data, schema_file, proto_file, shard_text, start_at_text, max_body, batch_window,
               latency_clock = "kernel", arrival = "uniform", seed, conn_ramp, server_pid, server_metrics, tls_cacert, tls_cert, tls_key;
   std::vector<std::string> schema_includes, headers, fail_if, rate_ramps;
@@ -308,7 +308,7 @@ struct cli_args {
 
 constexpr const char* footer_text =
     "Signals: SIGINT ends the run early with all its results (summary, --json,\n"
-    "--hdr-log, --plot); a second SIGINT exits at once (130) and writes nothing.\n"
+    "--hdr-log, --plot, --html); a second SIGINT exits at once (130), writes nothing.\n"
     "SIGTERM and others have their default effect.\n"
     "Exit status: 0 no error in the measured window (also --help, --version,\n"
     "merge, plot); 2 usage, a target unreachable at start or not speaking the\n"
@@ -372,7 +372,9 @@ void add_run_options(CLI::App& app, cli_args& a, engine_config& cfg) {
   app.add_option("--metrics-port", a.metrics_port, "")->group("");
   app.add_option("--metrics-addr", a.metrics_addr, "")->group("");
   app.add_option("--hdr-log", a.hdr_path, "write per-second HdrHistogram log");
-  app.add_option("--plot", a.plot_path, "write an SVG plot");
+  // --html is named in --plot's line and in docs/load.md, to keep --help one screen.
+  app.add_option("--plot", a.plot_path, "write an SVG plot; --html FILE: HTML report");
+  app.add_option("--html", a.html_path, "")->group("");
   app.add_option("--shard", a.shard_text, "host K of N: its share of -c -R -n");
   app.add_option("--start-at", a.start_at_text, "start at @UNIX_S or RFC 3339 UTC");
   // Neither wrk nor h2load has this: every call opens its own connection (TLS: a full
@@ -686,7 +688,7 @@ std::optional<shard_spec> apply_shard(const cli_args& a, engine_config& cfg) {
 
 /// The result files, claimed before the run: a bad path fails now, not after it.
 struct outputs {
-  std::unique_ptr<output_file> json, hdr, plot;
+  std::unique_ptr<output_file> json, hdr, plot, html;
   FILE* summary = stdout;
   // --live: written as the run goes, so opened as is (not committed); stdout is not closed.
   struct close_file {
@@ -698,14 +700,18 @@ struct outputs {
 };
 
 outputs claim_outputs(const cli_args& a) {
-  if (int{a.json_path == "-"} + int{a.live_path == "-"} + int{a.hdr_path == "-"} + int{a.plot_path == "-"} > 1) {
+  if (int{a.json_path == "-"} + int{a.live_path == "-"} + int{a.hdr_path == "-"} + int{a.plot_path == "-"} +
+          int{a.html_path == "-"} > 1) {
     throw std::invalid_argument("only one output can go to stdout (-)");
   }
-  if (a.hdr_path == "-" || a.plot_path == "-") throw std::invalid_argument("only --json can go to stdout (-)");
+  if (a.hdr_path == "-" || a.plot_path == "-" || a.html_path == "-") {
+    throw std::invalid_argument("only --json can go to stdout (-)");
+  }
   outputs o;
   if (!a.json_path.empty()) o.json = std::make_unique<output_file>(a.json_path);
   if (!a.hdr_path.empty()) o.hdr = std::make_unique<output_file>(a.hdr_path);
   if (!a.plot_path.empty()) o.plot = std::make_unique<output_file>(a.plot_path);
+  if (!a.html_path.empty()) o.html = std::make_unique<output_file>(a.html_path);
   if (o.json && o.json->is_stdout()) o.summary = stderr;
   if (a.live_path == "-") {
     o.live.reset(stdout);
@@ -786,6 +792,7 @@ int report(run_result& r, const cli_args& a, const std::vector<threshold>& thres
   }
   if (out.hdr) out.hdr->commit(hdr_log_text(r, started_epoch + r.warmup_s));
   if (out.plot) out.plot->commit(render_svg({plot_series_from(r, a.url)}));
+  if (out.html) out.html->commit(render_html(r, percentiles));
   if (threshold_failed) return 4;
   return r.error_total() == 0 ? 0 : 3;
 }

@@ -33,6 +33,28 @@ std::string strprintf(const char* format, ...) {
   return big;
 }
 
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // Control characters other than tab and line breaks are not allowed in XML 1.0 at all.
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
+          out += '?';
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out;
+}
+
 std::vector<std::pair<double, double>> latency_spectrum(const detail::latency_histogram& h) {
   std::vector<std::pair<double, double>> out;
   const std::uint64_t count = h.count();
@@ -58,6 +80,7 @@ std::vector<std::pair<double, double>> latency_spectrum(const detail::latency_hi
 
 using report_detail::ns_to_us;
 using report_detail::strprintf;
+using report_detail::us_decimals;
 
 std::uint64_t kind_result::error_total() const noexcept {
   std::uint64_t total = 0;
@@ -162,14 +185,6 @@ std::string run_title(const std::map<std::string, nlohmann::json>& config, doubl
 }
 
 namespace {
-
-// Decimals for a latency column, chosen once per table so the column lines up: enough to show
-// the histogram's 3 significant digits at the smallest value, no noise digits beyond.
-int us_decimals(double smallest_us) {
-  if (smallest_us < 10) return 2;
-  if (smallest_us < 1000) return 1;
-  return 0;
-}
 
 std::string format_us(double us, int decimals) { return strprintf("%.*f", decimals, us); }
 

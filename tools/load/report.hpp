@@ -1,5 +1,6 @@
 #pragma once
-// The results of a load run and every way they are shown: fixed-width summary, JSON, SVG plot.
+// The results of a load run and every way they are shown: fixed-width summary, JSON, SVG plot,
+// HTML report.
 
 #include <cstdint>
 #include <iosfwd>
@@ -194,5 +195,21 @@ plot_series read_plot_series(const std::string& json_path);
 /// Texts carry class attributes (title, tick, legend, ...) and series their data-label, so that
 /// tests can check the layout.
 std::string render_svg(const std::vector<plot_series>& series);
+
+/// One curve of render_time_svg: (t_s, value) points, t_s the end of its bucket.
+struct time_series {
+  std::string label;
+  std::vector<std::pair<double, double>> points;
+};
+/// A self-contained SVG of one panel of values over time (the HTML report's errors/s), drawn
+/// as render_svg draws calls/s: linear axes from 0, a legend inside the frame, texts escaped.
+std::string render_time_svg(const std::string& title, const std::string& y_title,
+                            const std::vector<time_series>& series);
+
+/// One self-contained HTML page of a run for a browser with no network: its summary (target,
+/// loop, duration, calls, errors, rates, latency percentiles, the server's CPU per call or "not
+/// measured"), render_svg's plot and errors/s over time, inline CSS and SVG, no script (a
+/// Content-Security-Policy forbids any). Every text not our own is escaped.
+std::string render_html(const run_result& r, const std::vector<double>& percentiles);
 
 }  // namespace ringrpc::load

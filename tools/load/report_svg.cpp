@@ -1,6 +1,7 @@
 // The comparison plot: latency (log axis) by percentile on a "nines" axis beside calls/s over
 // time. Plain SVG 1.1 with generic font families so it renders the same in a browser, an image
-// viewer or a pull-request comment, with nothing fetched and nothing executed.
+// viewer or a pull-request comment, with nothing fetched and nothing executed. The same grid,
+// curves and legends draw the HTML report's errors/s panel (render_time_svg).
 //
 // Layout is computed, not hoped for: every text's box is estimated from its length and font
 // size (average glyph width 0.62 em for sans-serif), tick labels are thinned until they fit
@@ -19,6 +20,7 @@
 namespace ringrpc::load {
 
 using report_detail::strprintf;
+using report_detail::xml_escape;
 
 namespace {
 
@@ -35,28 +37,6 @@ constexpr double legend_row = 16;
 // Distinct on white and for the common colour-vision deficiencies (a qualitative palette).
 constexpr const char* palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                    "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
-
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char ch : text) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        // Control characters other than tab and line breaks are not allowed in XML 1.0 at all.
-        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
-          out += '?';
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out;
-}
 
 // Characters as a reader sees them: UTF-8 continuation bytes do not count.
 double text_width(const std::string& s, double size = font) {
@@ -302,25 +282,38 @@ void draw_latency_grid(std::string& svg, const plot_axes& ax) {
   frame(svg, left_lo, left_hi, "latency by percentile", "percentile", "latency (log scale)", left_lo - 62);
 }
 
-void draw_rate_grid(std::string& svg, const plot_axes& ax) {
+// A value over time: linear y from 0 with 1-2-5 ticks, seconds on x thinned until the labels
+// fit. The calls/s panel of the plot and the HTML report's errors/s panel share it.
+struct time_grid {
+  linear_axis time_x, value_y;
+  double time_top, time_step, value_top, value_step;
+};
+
+void draw_time_grid(std::string& svg, const time_grid& g, const std::string& title, const std::string& y_title) {
+  const double lo = g.time_x.px_lo, hi = g.time_x.px_hi;
   for (int i = 0;; ++i) {
-    const double v = i * ax.rate_step;
-    if (v > ax.rate_top * (1 + 1e-9)) break;
-    const double y = ax.rate_y.map(v);
-    grid_line(svg, right_lo, y, right_hi, y);
-    text(svg, "tick rate-tick", right_lo - 6, y + 4, "end", count_label(v, ax.rate_step));
+    const double v = i * g.value_step;
+    if (v > g.value_top * (1 + 1e-9)) break;
+    const double y = g.value_y.map(v);
+    grid_line(svg, lo, y, hi, y);
+    text(svg, "tick rate-tick", lo - 6, y + 4, "end", count_label(v, g.value_step));
   }
   int time_stride = 1;
-  const double px_per_step = (right_hi - right_lo) / (ax.time_top / ax.time_step);
-  while (text_width(count_label(ax.time_top, ax.time_step)) + 8 > px_per_step * time_stride) ++time_stride;
+  const double px_per_step = (hi - lo) / (g.time_top / g.time_step);
+  while (text_width(count_label(g.time_top, g.time_step)) + 8 > px_per_step * time_stride) ++time_stride;
   for (int i = 0;; ++i) {
-    const double t = i * ax.time_step;
-    if (t > ax.time_top * (1 + 1e-9)) break;
-    const double x = ax.time_x.map(t);
+    const double t = i * g.time_step;
+    if (t > g.time_top * (1 + 1e-9)) break;
+    const double x = g.time_x.map(t);
     grid_line(svg, x, plot_top, x, plot_bottom);
-    if (i % time_stride == 0) text(svg, "tick time-tick", x, plot_bottom + 16, "middle", count_label(t, ax.time_step));
+    if (i % time_stride == 0) text(svg, "tick time-tick", x, plot_bottom + 16, "middle", count_label(t, g.time_step));
   }
-  frame(svg, right_lo, right_hi, "calls/s over time", "time (s)", "calls/s", right_lo - 56);
+  frame(svg, lo, hi, title, "time (s)", y_title, lo - 56);
+}
+
+void draw_rate_grid(std::string& svg, const plot_axes& ax) {
+  draw_time_grid(svg, {ax.time_x, ax.rate_y, ax.time_top, ax.time_step, ax.rate_top, ax.rate_step},
+                 "calls/s over time", "calls/s");
 }
 
 // What each panel's legend lists, and the points drawn there (the legend avoids them).
@@ -404,15 +397,21 @@ void draw_rate_curves(std::string& svg, const plot_series& s, const char* colour
   draw_requested_rate(svg, s, colour, ax, p);
 }
 
+// The root element and a white background (an image viewer's default may be black).
+std::string svg_open(double w) {
+  std::string svg = strprintf("<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" "
+                              "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" "
+                              "font-size=\"%g\">\n",
+                              w, height, w, height, font);
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  return svg;
+}
+
 }  // namespace
 
 std::string render_svg(const std::vector<plot_series>& series) {
   const plot_axes ax{data_ranges(series)};
-  std::string svg;
-  svg += strprintf("<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" height=\"%.0f\" "
-                   "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"%g\">\n",
-                   width, height, width, height, font);
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  std::string svg = svg_open(width);
   draw_title(svg, series);
   draw_latency_grid(svg, ax);
   draw_rate_grid(svg, ax);
@@ -424,6 +423,37 @@ std::string render_svg(const std::vector<plot_series>& series) {
   }
   legend(svg, latency.legend, left_lo, left_hi, latency.drawn);
   legend(svg, rate.legend, right_lo, right_hi, rate.drawn);
+  svg += "</svg>\n";
+  return svg;
+}
+
+std::string render_time_svg(const std::string& title, const std::string& y_title,
+                            const std::vector<time_series>& series) {
+  constexpr double panel_width = 500, lo = 80, hi = 470;
+  double max_t = 0, max_v = 0;
+  for (const time_series& s : series) {
+    for (const auto& [t, v] : s.points) {
+      max_t = std::max(max_t, t);
+      max_v = std::max(max_v, v);
+    }
+  }
+  time_grid g{};
+  g.time_top = nice_top(max_t, g.time_step);
+  g.value_top = nice_top(max_v * 1.05, g.value_step);
+  g.time_x = {0, g.time_top, lo, hi};
+  g.value_y = {0, g.value_top, plot_bottom, plot_top};
+  std::string svg = svg_open(panel_width);
+  draw_time_grid(svg, g, title, y_title);
+  panel p;
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const char* colour = palette[i % std::size(palette)];
+    points pts;
+    for (const auto& [t, v] : series[i].points) pts.emplace_back(g.time_x.map(t), g.value_y.map(v));
+    p.drawn.insert(p.drawn.end(), pts.begin(), pts.end());
+    polyline(svg, pts, colour, series[i].label, false);
+    p.legend.push_back({series[i].label, colour, false});
+  }
+  legend(svg, p.legend, lo, hi, p.drawn);
   svg += "</svg>\n";
   return svg;
 }
