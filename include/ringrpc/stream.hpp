@@ -11,12 +11,15 @@
 #include <span>
 #include <string_view>
 
+#include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 #include "ringrpc/export.hpp"
 
 RINGRPC_API_BEGIN
 
 namespace ringrpc {
+
+struct peer_identity;  // ringrpc/peer_identity.hpp
 
 namespace detail {
 class stream_state;
@@ -85,6 +88,14 @@ class server_stream {
   /// The method the client opened; empty for a handle that names no stream.
   std::string_view method() const noexcept;
   stream_kind kind() const noexcept;
+  /// The metadata the client sent with the open, in order (a ringrpc client sends its
+  /// connection's pairs, then the open's); empty for a handle that names no stream. Lives as
+  /// long as the stream's handles.
+  std::span<const metadata_entry> metadata() const noexcept;
+  /// Who the peer proved to be at the open (a TLS client certificate, an accepted token), as
+  /// call_context::peer() says for a call; null for nobody. Lives as long as the stream's
+  /// handles, whatever becomes of the connection.
+  const peer_identity* peer() const noexcept;
   /// Time left before the client's deadline (negative once passed); max() when none was set.
   std::chrono::nanoseconds remaining() const noexcept;
   /// True once the stream has ended, whoever ended it (the handler, a cancel, the deadline,

@@ -56,6 +56,10 @@ std::uint64_t server_stream::call_id() const noexcept { return _state ? _state->
 std::string_view server_stream::method() const noexcept { return _state ? _state->method() : std::string_view(); }
 stream_kind server_stream::kind() const noexcept { return _state ? _state->kind() : stream_kind::bidi; }
 bool server_stream::ended() const noexcept { return !_state || _state->ended(); }
+std::span<const metadata_entry> server_stream::metadata() const noexcept {
+  return _state ? _state->metadata() : std::span<const metadata_entry>();
+}
+const peer_identity* server_stream::peer() const noexcept { return _state ? _state->peer() : nullptr; }
 
 std::chrono::nanoseconds server_stream::remaining() const noexcept {
   if (!_state || _state->deadline_ns() == 0) return std::chrono::nanoseconds::max();

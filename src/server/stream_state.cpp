@@ -16,6 +16,34 @@
 
 namespace ringrpc::detail {
 
+namespace {
+
+// The open's metadata, kept: the open call (and the frame it points into) goes once the
+// factory has run, and a handler may look later.
+std::vector<metadata_entry> copy_metadata(const frame_view& v) {
+  std::vector<metadata_entry> out;
+  if (v.metadata == nullptr) return out;
+  const metadata_view view(v.metadata);
+  out.reserve(view.size());
+  for (const metadata_item item : view) out.push_back({std::string(item.key), std::string(item.value)});
+  return out;
+}
+
+// The identity the open call points at (the connection's, or an accepted token's), shared:
+// the connection retires a replaced identity only until it goes, and a handle may outlive it.
+std::shared_ptr<const peer_identity> shared_peer(const call& open) {
+  if (open.peer == nullptr) return nullptr;
+  const connection::connection_rare* r = open.conn->rare.load(std::memory_order_relaxed);
+  if (r == nullptr) return nullptr;
+  for (const auto& t : r->token_identities) {
+    if (t.get() == open.peer) return t;
+  }
+  std::shared_ptr<const peer_identity> id = open.conn->identity_shared();
+  return id.get() == open.peer ? id : nullptr;
+}
+
+}  // namespace
+
 stream_state::stream_state(server_core& core, call* open, call* end, const frame_view& v, endpoint_slot& slot,
                            std::shared_ptr<const stream_factory> factory, stream_kind kind)
     : _core(core),
@@ -26,6 +54,8 @@ stream_state::stream_state(server_core& core, call* open, call* end, const frame
       _kind(kind),
       _deadline_ns(end->deadline_ns),
       _method(v.method),
+      _metadata(copy_metadata(v)),
+      _peer(shared_peer(*open)),
       _request(kind == stream_kind::server ? v.payload : std::span<const std::byte>{}),
       _open(open),
       _end(end),

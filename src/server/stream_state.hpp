@@ -14,9 +14,11 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "exec/endpoint_slot.hpp"
 #include "exec/serial_lane.hpp"
+#include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 #include "ringrpc/stream.hpp"
 #include "server/call.hpp"
@@ -85,6 +87,8 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   std::string_view method() const noexcept { return _method; }
   stream_kind kind() const noexcept { return _kind; }
   std::int64_t deadline_ns() const noexcept { return _deadline_ns; }
+  std::span<const metadata_entry> metadata() const noexcept { return _metadata; }
+  const peer_identity* peer() const noexcept { return _peer.get(); }
 
  private:
   // The lane's items besides the received calls: the open (the factory) and a poke that makes
@@ -122,6 +126,8 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   const stream_kind _kind;
   const std::int64_t _deadline_ns;  // steady clock; 0: none
   const std::string _method;        // a copy: the open call goes with the end
+  const std::vector<metadata_entry> _metadata;         // copies likewise (empty: no allocation)
+  const std::shared_ptr<const peer_identity> _peer;    // shared: a handle may outlive the connection
   std::span<const std::byte> _request;  // a server stream's request, inside the open call
   call* _open;                          // the lane's until the factory has run
 

@@ -16,6 +16,7 @@
 
 #include "ringrpc/client.hpp"
 #include "ringrpc/client_stream.hpp"
+#include "ringrpc/peer_identity.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/stream.hpp"
 #include "stream_handlers.hpp"
@@ -587,6 +588,48 @@ TEST(client_streams_fakes, a_closed_client_ends_its_streams) {
   EXPECT_EQ(r.error, call_error::client_closed);
   EXPECT_EQ(s.write("x"), write_result::closed);
   EXPECT_EQ(cl.open_stream("x", stream_kind::bidi).finish().error, call_error::client_closed);
+}
+
+// What the handler learns of the open, after the open's call has gone (the factory has run):
+// each message is answered with the open's metadata and the token subject the server accepted.
+class who_handler final : public stream_handler {
+ public:
+  void on_message(server_stream& s, std::span<const std::byte>) override {
+    std::string text;
+    for (const metadata_entry& e : s.metadata()) text += e.key + "=" + e.value + ";";
+    text += "|";
+    text += s.peer() != nullptr ? s.peer()->token_subject : "<nobody>";
+    (void)s.write(text);
+  }
+};
+
+TEST(client_streams_identity, a_handler_sees_the_opens_metadata_and_peer_for_the_streams_life) {
+  server_options o = test::threads(1, 2);
+  o.bearer_tokens = {{"tok-alice-0123456789", "alice"}};
+  server srv(o);
+  srv.add_stream_method("who", stream_kind::bidi,
+                        [](server_stream&, std::span<const std::byte>) { return std::make_unique<who_handler>(); });
+  srv.start();
+  client_options co;
+  co.bearer_token = "tok-alice-0123456789";
+  co.metadata = {{"tenant", "t7"}};
+  client c = client::connect("127.0.0.1", srv.port(), co);
+  stream_options so;
+  so.metadata = {{"x-trace", "abc"}};
+  client_stream s = c.open_stream("who", stream_kind::bidi, {}, so);
+  for (int i = 0; i < 2; ++i) {  // the second long after the open's call was released
+    ASSERT_EQ(s.write("?"), write_result::ok);
+    const std::string got = text_of(s.read(10s));
+    EXPECT_NE(got.find("tenant=t7;"), std::string::npos) << got;
+    EXPECT_NE(got.find("x-trace=abc;"), std::string::npos) << got;
+    EXPECT_EQ(got.substr(got.find('|')), "|alice") << got;
+  }
+  // A handle that names no stream says so.
+  const server_stream none;
+  EXPECT_TRUE(none.metadata().empty());
+  EXPECT_EQ(none.peer(), nullptr);
+  s.cancel();
+  srv.stop();
 }
 
 }  // namespace
