@@ -1,0 +1,103 @@
+#pragma once
+// What ringrpc://'s two codecs share: the unary one (proto_ringrpc.cpp, a call per frame) and the
+// streaming one (proto_ringrpc_stream.cpp, --stream: a call per message of one bidi stream).
+// Internal to those two files.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "peer_sniff.hpp"
+#include "protocol.hpp"
+#include "ringrpc/metadata.hpp"
+#include "wire/frame_codec.hpp"
+
+namespace ringrpc::load::ringrpc_detail {
+
+// What every call of a run sends: the options, and the metadata made of -H and RINGRPC_TOKEN.
+struct ringrpc_settings {
+  codec_options options;
+  std::vector<metadata_entry> metadata;
+};
+
+/// The checked settings of a ringrpc:// run; throws std::invalid_argument as make_protocol does.
+std::shared_ptr<const ringrpc_settings> make_settings(const target& t, const codec_options& options);
+
+inline reply protocol_error(std::string what) {
+  reply r;
+  r.status = reply_status::protocol_error;
+  r.error = std::move(what);
+  return r;
+}
+
+/// Reads the frame at the front of `in` into `v`: incomplete (nothing consumed), a
+/// protocol_error (too large for --max-body, or failing verification), or no_reply with
+/// `consumed` set and `v` filled, for the codec to decide what the frame answers. `scratch`
+/// is the connection's: FlatBuffers reads scalars relative to the frame start, so the frame is
+/// copied to 8-byte aligned storage. Inline: it runs once per reply of the unary hot path.
+inline reply read_frame(std::span<const std::byte> in, std::uint32_t max_reply_bytes,
+                        std::vector<std::uint64_t>& scratch, ringrpc::detail::frame_view& v) {
+  using ringrpc::detail::frame_prefix_bytes;
+  using ringrpc::detail::read_frame_length;
+  if (in.size() < frame_prefix_bytes) return {};
+  const std::uint64_t body = read_frame_length(in.data());
+  // Refuse on the prefix alone: waiting for a body this large is what a hostile peer wants.
+  if (body + frame_prefix_bytes > max_reply_bytes) {
+    reply r = protocol_error("reply frame of " + std::to_string(body) + " bytes exceeds --max-body " +
+                             std::to_string(max_reply_bytes));
+    // Named only when the bytes look like a large ringrpc frame (a FlatBuffers root offset
+    // inside the body, no other protocol's text): another protocol's first bytes read as a
+    // huge length too, and those are diagnosed as that protocol instead.
+    const auto looks = in.size() >= frame_prefix_bytes + 4
+                           ? tools::sniff_protocol(in.first(std::min<std::size_t>(in.size(), 64)))
+                           : std::string_view("short");
+    if (looks.empty() || looks == "ringrpc") {
+      const std::uint32_t root = read_frame_length(in.data() + frame_prefix_bytes);
+      if (root >= 4 && root < body) r.lost_as = "reply_too_large";
+    }
+    return r;
+  }
+  const std::size_t total = frame_prefix_bytes + static_cast<std::size_t>(body);
+  if (in.size() < total) return {};
+  scratch.resize((total + 7) / 8);
+  std::memcpy(scratch.data(), in.data(), total);
+  if (ringrpc::detail::decode_frame({reinterpret_cast<const std::byte*>(scratch.data()), total}, v) !=
+      ringrpc::detail::decode_outcome::ok) {
+    return protocol_error("reply frame failed verification");
+  }
+  reply r;
+  r.status = reply_status::no_reply;
+  r.consumed = total;
+  return r;
+}
+
+/// Each call's payload: options.payload, or --template rendered into a buffer the connection
+/// keeps (its capacity outlives the call).
+class payload_source {
+ public:
+  explicit payload_source(const codec_options& options)
+      : _options(&options),
+        _templates(options.templates->has_payload ? options.templates.get() : nullptr),
+        _renderer(options.templates->data) {}
+
+  std::span<const std::byte> next() {
+    if (_templates == nullptr) return _options->payload;
+    const request_template& t = _templates->payload;
+    _rendered.clear();
+    _renderer.render(t, _renderer.begin_call(t.uses_seq() || t.uses_line()), _rendered);
+    return _rendered;
+  }
+
+ private:
+  const codec_options* _options;
+  const request_templates* _templates;  // null: every call sends options.payload
+  template_renderer _renderer;
+  std::vector<std::byte> _rendered;
+};
+
+}  // namespace ringrpc::load::ringrpc_detail
