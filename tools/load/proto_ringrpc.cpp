@@ -86,11 +86,17 @@ class ringrpc_codec final : public connection_codec {
 class ringrpc_protocol final : public protocol {
  public:
   ringrpc_protocol(const target& t, std::shared_ptr<const ringrpc_settings> settings)
-      : _method(t.path), _settings(std::move(settings)) {}
+      : _method(t.path), _settings(std::move(settings)), _stream(_settings->options.stream) {}
 
+  // Chosen once per connection: a --stream connection's codec carries a stream, every other's
+  // a call per frame.
   std::unique_ptr<connection_codec> new_connection() const override {
+    if (_stream) return ringrpc_detail::make_stream_codec(_settings);
     return std::make_unique<ringrpc_codec>(_settings);
   }
+
+  // --stream: grants, and messages held for credit, go out after the receive that allowed them.
+  bool talks_unasked() const override { return _stream; }
 
   std::vector<request_kind> default_kinds() const override {
     request_kind k;
@@ -102,6 +108,7 @@ class ringrpc_protocol final : public protocol {
  private:
   std::string _method;
   std::shared_ptr<const ringrpc_settings> _settings;
+  bool _stream;
 };
 
 std::string lowered(std::string_view s) {
@@ -158,8 +165,7 @@ std::vector<metadata_entry> ringrpc_call_metadata(const codec_options& options) 
   return out;
 }
 
-std::shared_ptr<const ringrpc_detail::ringrpc_settings> ringrpc_detail::make_settings(const target& t,
-                                                                                   const codec_options& options) {
+std::unique_ptr<protocol> detail::make_ringrpc_protocol(const target& t, const codec_options& options) {
   if (t.path.empty()) throw std::invalid_argument("ringrpc targets need a method");
   if (options.max_reply_bytes < ringrpc::detail::frame_prefix_bytes + 8) {
     throw std::invalid_argument("max reply bytes is too small for any ringrpc frame");
@@ -170,11 +176,7 @@ std::shared_ptr<const ringrpc_detail::ringrpc_settings> ringrpc_detail::make_set
   auto settings = std::make_shared<ringrpc_settings>();
   settings->options = options;
   settings->metadata = ringrpc_call_metadata(options);
-  return settings;
-}
-
-std::unique_ptr<protocol> detail::make_ringrpc_protocol(const target& t, const codec_options& options) {
-  return std::make_unique<ringrpc_protocol>(t, ringrpc_detail::make_settings(t, options));
+  return std::make_unique<ringrpc_protocol>(t, std::move(settings));
 }
 
 }  // namespace ringrpc::load

@@ -25,8 +25,8 @@ struct ringrpc_settings {
   std::vector<metadata_entry> metadata;
 };
 
-/// The checked settings of a ringrpc:// run; throws std::invalid_argument as make_protocol does.
-std::shared_ptr<const ringrpc_settings> make_settings(const target& t, const codec_options& options);
+/// --stream's codec (proto_ringrpc_stream.cpp): one bidi stream per connection.
+std::unique_ptr<connection_codec> make_stream_codec(std::shared_ptr<const ringrpc_settings> settings);
 
 inline reply protocol_error(std::string what) {
   reply r;

@@ -27,9 +27,6 @@
 #include "wire/stream_credit.hpp"
 
 namespace ringrpc::load {
-namespace detail {
-std::unique_ptr<protocol> make_ringrpc_stream_protocol(const target& t, const codec_options& options);
-}  // namespace detail
 
 namespace {
 
@@ -225,35 +222,10 @@ class ringrpc_stream_codec final : public connection_codec, public stream_contro
   std::vector<std::uint64_t> _scratch;
 };
 
-class ringrpc_stream_protocol final : public protocol {
- public:
-  ringrpc_stream_protocol(const target& t, std::shared_ptr<const ringrpc_settings> settings)
-      : _method(t.path), _settings(std::move(settings)) {}
-
-  std::unique_ptr<connection_codec> new_connection() const override {
-    return std::make_unique<ringrpc_stream_codec>(_settings);
-  }
-
-  std::vector<request_kind> default_kinds() const override {
-    request_kind k;
-    k.name = _method;
-    k.method = _method;
-    return {k};
-  }
-
-  // Grants, and messages held for credit, go out after the receive that allowed them.
-  bool talks_unasked() const override { return true; }
-
- private:
-  std::string _method;
-  std::shared_ptr<const ringrpc_settings> _settings;
-};
-
 }  // namespace
 
-std::unique_ptr<protocol> detail::make_ringrpc_stream_protocol(const target& t, const codec_options& options) {
-  if (options.stream_depth == 0) throw std::invalid_argument("--stream needs -P of at least 1");
-  return std::make_unique<ringrpc_stream_protocol>(t, ringrpc_detail::make_settings(t, options));
+std::unique_ptr<connection_codec> ringrpc_detail::make_stream_codec(std::shared_ptr<const ringrpc_settings> settings) {
+  return std::make_unique<ringrpc_stream_codec>(std::move(settings));
 }
 
 }  // namespace ringrpc::load

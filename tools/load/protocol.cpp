@@ -19,7 +19,6 @@ namespace ringrpc::load {
 // build a codec except through make_protocol.
 namespace detail {
 std::unique_ptr<protocol> make_ringrpc_protocol(const target& t, const codec_options& options);
-std::unique_ptr<protocol> make_ringrpc_stream_protocol(const target& t, const codec_options& options);
 std::unique_ptr<protocol> make_echo_protocol(const target& t, const codec_options& options);
 std::unique_ptr<protocol> make_redis_protocol(const target& t, const codec_options& options);
 std::unique_ptr<protocol> make_http_protocol(const target& t, const codec_options& options);
@@ -191,9 +190,7 @@ std::unique_ptr<protocol> make_protocol(const target& t, const codec_options& gi
   if (options.stream && t.scheme != "ringrpc") {
     throw std::invalid_argument("--stream goes with ringrpc:// (and ringrpcs://) targets only; grpc:// streams are not built yet");
   }
-  if (t.scheme == "ringrpc") {
-    return options.stream ? detail::make_ringrpc_stream_protocol(t, options) : detail::make_ringrpc_protocol(t, options);
-  }
+  if (t.scheme == "ringrpc") return detail::make_ringrpc_protocol(t, options);
   if (t.scheme == "echo") return detail::make_echo_protocol(t, options);
   if (t.scheme == "redis") return detail::make_redis_protocol(t, options);
   if (t.scheme == "http") return detail::make_http_protocol(t, options);
