@@ -51,10 +51,6 @@ class ringrpc_codec final : public connection_codec {
     frame_view v;
     reply r = ringrpc_detail::read_frame(in, _options->max_reply_bytes, _scratch, v);
     if (r.status != reply_status::no_reply) return r;  // incomplete, or not a frame we can read
-    if (v.kind == wire::Kind::Error && v.call_id == 0) {
-      return protocol_error("server closed the connection: " + std::string(to_string(v.code)) +
-                            (v.message.empty() ? "" : ": " + std::string(v.message)));
-    }
     if (v.call_id == 0) return protocol_error("reply with call id 0");
     r.seq = seq_of(v.call_id);
     if (v.kind == wire::Kind::Reply) {

@@ -15,6 +15,7 @@
 #include "peer_sniff.hpp"
 #include "protocol.hpp"
 #include "ringrpc/metadata.hpp"
+#include "ringrpc/status.hpp"
 #include "wire/frame_codec.hpp"
 
 namespace ringrpc::load::ringrpc_detail {
@@ -36,7 +37,8 @@ inline reply protocol_error(std::string what) {
 }
 
 /// Reads the frame at the front of `in` into `v`: incomplete (nothing consumed), a
-/// protocol_error (too large for --max-body, or failing verification), or no_reply with
+/// protocol_error (too large for --max-body, failing verification, or the server's Error for
+/// the whole connection, call id 0), or no_reply with
 /// `consumed` set and `v` filled, for the codec to decide what the frame answers. `scratch`
 /// is the connection's: FlatBuffers reads scalars relative to the frame start, so the frame is
 /// copied to 8-byte aligned storage. Inline: it runs once per reply of the unary hot path.
@@ -69,6 +71,10 @@ inline reply read_frame(std::span<const std::byte> in, std::uint32_t max_reply_b
   if (ringrpc::detail::decode_frame({reinterpret_cast<const std::byte*>(scratch.data()), total}, v) !=
       ringrpc::detail::decode_outcome::ok) {
     return protocol_error("reply frame failed verification");
+  }
+  if (v.kind == wire::Kind::Error && v.call_id == 0) {
+    return protocol_error("server closed the connection: " + std::string(to_string(v.code)) +
+                          (v.message.empty() ? "" : ": " + std::string(v.message)));
   }
   reply r;
   r.status = reply_status::no_reply;

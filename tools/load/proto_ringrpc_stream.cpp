@@ -80,10 +80,6 @@ class ringrpc_stream_codec final : public connection_codec, public stream_contro
     frame_view v;
     reply r = ringrpc_detail::read_frame(in, _options->max_reply_bytes, _scratch, v);
     if (r.status != reply_status::no_reply) return r;  // incomplete, or not a frame we can read
-    if (v.kind == wire::Kind::Error && v.call_id == 0) {
-      return protocol_error("server closed the connection: " + std::string(to_string(v.code)) +
-                            (v.message.empty() ? "" : ": " + std::string(v.message)));
-    }
     if (v.call_id != stream_id) return protocol_error("a frame for call id " + std::to_string(v.call_id) + ", not the stream");
     switch (v.kind) {
       case wire::Kind::StreamMessage: return on_message(v, r);
