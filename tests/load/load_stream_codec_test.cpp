@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -53,12 +54,12 @@ std::vector<frame> frames_in(const std::vector<std::byte>& bytes) {
   return out;
 }
 
-// A frame from the server on the stream.
+// A frame from the server on the stream (call id 1), or on `id`.
 std::vector<std::byte> server_frame(Kind kind, std::string_view payload = {}, std::uint32_t messages = 0,
                                     std::uint64_t bytes = 0, ringrpc::status code = ringrpc::status::ok,
-                                    std::string_view message = {}) {
+                                    std::string_view message = {}, std::uint64_t id = 1) {
   frame_view f;
-  f.call_id = 1;
+  f.call_id = id;
   f.kind = kind;
   f.payload = {reinterpret_cast<const std::byte*>(payload.data()), payload.size()};
   f.credit_messages = messages;
@@ -206,6 +207,100 @@ TEST_F(stream_codec, an_ok_end_before_the_half_close_takes_the_connection_down) 
   const reply r = feed(server_frame(Kind::Reply));
   EXPECT_EQ(r.status, reply_status::protocol_error);
   EXPECT_EQ(r.lost_as, "stream_ended");
+}
+
+// A violation of the stream's rules takes the connection down and names the stream's end
+// "protocol" (not a lost connection).
+void expect_protocol_end(const reply& r, const stream_progress& p) {
+  EXPECT_EQ(r.status, reply_status::protocol_error);
+  EXPECT_TRUE(p.failed);
+  EXPECT_FALSE(p.ended);
+  EXPECT_EQ(p.end_kind, "protocol");
+}
+
+TEST_F(stream_codec, the_held_buffer_stays_bounded_in_a_closed_loop_above_the_window) {
+  make(64);
+  write(64);  // 16 go, 48 wait
+  const std::size_t held_at_start = codec->stream()->held_buffer_bytes();
+  ASSERT_GT(held_at_start, 0u);
+  std::size_t most = 0;
+  for (int i = 0; i < 5000; ++i) {  // 40,000 messages: credit drip-fed 8 at a time, 8 issued after
+    ASSERT_EQ(feed(server_frame(Kind::StreamCredit, {}, 8, 8 * 5)).status, reply_status::no_reply);
+    ASSERT_EQ(pending().size(), 8u);
+    ASSERT_TRUE(write(8).empty()) << "the queue is not empty: new messages wait behind it";
+    most = std::max(most, codec->stream()->held_buffer_bytes());
+  }
+  EXPECT_LE(most, 2 * held_at_start + 16 * 64) << "the sent prefix is dropped, not kept";
+  EXPECT_EQ(codec->stream()->progress().credit_waits, 48u + 5000u * 8);
+}
+
+TEST_F(stream_codec, credit_waits_counts_only_the_messages_that_waited) {
+  make(20);
+  write(16);
+  EXPECT_EQ(codec->stream()->progress().credit_waits, 0u);
+  write(4);
+  EXPECT_EQ(codec->stream()->progress().credit_waits, 4u);
+}
+
+TEST_F(stream_codec, the_open_grants_bytes_for_the_window_of_largest_replies) {
+  make(20);
+  const auto f = write(1);
+  ASSERT_EQ(f[0].kind, Kind::StreamOpen);
+  EXPECT_EQ(f[0].credit_bytes, 40u * default_max_reply_bytes);
+}
+
+TEST_F(stream_codec, byte_credit_binds_for_large_messages) {
+  make(16, std::string(20 * 1024, 'x'));  // 256 KiB of window: the 13th message takes it below 0
+  EXPECT_EQ(write(16).size(), 1u + 13);
+  EXPECT_EQ(codec->stream()->progress().credit_waits, 3u);
+  EXPECT_EQ(feed(server_frame(Kind::StreamCredit, {}, 0, 8 * 1024)).status, reply_status::no_reply);
+  EXPECT_EQ(pending().size(), 1u) << "4 KiB of credit left: one more goes, messages to spare";
+  EXPECT_TRUE(pending().empty());
+}
+
+TEST_F(stream_codec, a_message_beyond_our_grant_is_a_protocol_end) {
+  make(1);  // we grant 16 messages; the grants go out with write_pending
+  write(16);
+  for (int i = 0; i < 16; ++i) ASSERT_EQ(feed(server_frame(Kind::StreamMessage, "hello")).status, reply_status::ok);
+  expect_protocol_end(feed(server_frame(Kind::StreamMessage, "hello")), codec->stream()->progress());
+}
+
+TEST_F(stream_codec, a_message_after_our_grant_went_out_is_fine) {
+  make(1);
+  write(17);
+  for (int i = 0; i < 16; ++i) ASSERT_EQ(feed(server_frame(Kind::StreamMessage, "hello")).status, reply_status::ok);
+  const auto grants = pending();
+  ASSERT_FALSE(grants.empty());
+  EXPECT_EQ(grants.back().kind, Kind::StreamCredit);
+  EXPECT_EQ(feed(server_frame(Kind::StreamMessage, "hello")).status, reply_status::ok);
+}
+
+TEST_F(stream_codec, more_echoes_than_messages_is_a_protocol_end) {
+  make(1);
+  write(1);
+  ASSERT_EQ(feed(server_frame(Kind::StreamMessage, "hello")).status, reply_status::ok);
+  expect_protocol_end(feed(server_frame(Kind::StreamMessage, "hello")), codec->stream()->progress());
+}
+
+TEST_F(stream_codec, a_grant_that_overflows_is_refused) {
+  make(1);
+  write(1);
+  const std::uint32_t too_many = ringrpc::detail::max_stream_credit_messages;
+  expect_protocol_end(feed(server_frame(Kind::StreamCredit, {}, too_many, 0)), codec->stream()->progress());
+}
+
+TEST_F(stream_codec, a_frame_for_another_call_id_is_a_protocol_end) {
+  make(1);
+  write(1);
+  const reply r = feed(server_frame(Kind::StreamMessage, "hello", 0, 0, ringrpc::status::ok, {}, 2));
+  expect_protocol_end(r, codec->stream()->progress());
+  EXPECT_NE(r.error.find("call id 2"), std::string::npos) << r.error;
+}
+
+TEST_F(stream_codec, an_unexpected_frame_kind_is_a_protocol_end) {
+  make(1);
+  write(1);
+  expect_protocol_end(feed(server_frame(Kind::Request, "hello")), codec->stream()->progress());
 }
 
 TEST(stream_protocol, only_ringrpc_targets_stream) {

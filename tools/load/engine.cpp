@@ -281,6 +281,7 @@ void report_totals(run_result& r, const shared_run& run, const worker_list& work
   r.streams_opened = all.streams_opened;
   r.streams_failed = all.streams_failed;
   r.stream_failures = all.stream_failures;
+  r.stream_credit_waits = all.stream_credit_waits;
   r.bytes_sent = all.bytes_sent_measured;
   r.bytes_received = all.bytes_received_measured;
   r.latency_clock = all.stamped_receives == 0 ? "user" : all.unstamped_receives == 0 ? "kernel" : "mixed";

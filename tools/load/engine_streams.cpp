@@ -31,13 +31,16 @@ void worker::count_stream(const conn_state& c) {
   const stream_control* s = c.codec == nullptr ? nullptr : c.codec->stream();
   if (s == nullptr || !s->progress().open_sent) return;
   const stream_progress& p = s->progress();
-  if (p.opened) ++tallies.streams_opened;
+  // Opened is counted when the open went out, so streams_failed is a part of streams_opened (a
+  // stream lost before anything came back is opened and failed).
+  ++tallies.streams_opened;
+  tallies.stream_credit_waits += p.credit_waits;
   if (p.ended && !p.failed && p.half_closed) return;
   ++tallies.streams_failed;
   const std::string kind = p.failed ? p.end_kind : p.ended ? "stream_ended" : c.dead ? "connection_lost" : "no_end";
   ++tallies.stream_failures[kind];
   bool expected = false;
-  if (p.failed && !p.opened && _run.stream_refused.compare_exchange_strong(expected, true)) {
+  if (p.failed && p.ended && !p.opened && _run.stream_refused.compare_exchange_strong(expected, true)) {
     _run.stream_refusal = p.end_kind + (p.end_message.empty() ? "" : " \"" + p.end_message + "\"");
   }
 }

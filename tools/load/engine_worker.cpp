@@ -671,10 +671,10 @@ void worker::reconnect_dead(std::int64_t now) {
     enable_stamps(c);
     register_fd(c);  // also lets go of the old socket the slot held
     if (_cfg.tls != nullptr && !start_tls(c, now)) continue;
+    if (_streams) count_stream(c);  // the old codec's stream, before it goes (while dead: connection_lost)
     c.dead = false;
     c.peer_closing = false;
     c.parsed_any = false;
-    if (_streams) count_stream(c);  // the old codec's stream, before it goes
     c.codec = _run.proto->new_connection();
     c.rx.restart();
     c.rx.framer().codec = c.codec.get();

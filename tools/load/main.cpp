@@ -324,9 +324,8 @@ void add_run_options(CLI::App& app, cli_args& a, engine_config& cfg) {
   app.add_option("-d", a.d_text, "duration, as in wrk: 10s 2m; 30 = 30 s [10s]");
   app.add_option("-z,--duration", a.duration, "duration (us ms s m h; bare: s)")->capture_default_str();
   app.add_flag("--latency", a.wrk_latency, "wrk's flag: percentiles always shown");
-  // --stream is named in -P's line and in docs/load.md, to keep --help one screen.
-  app.add_option("-P,--depth", cfg.depth, "calls in flight per connection; --stream")->capture_default_str();
-  app.add_flag("--stream", a.stream, "")->group("");
+  app.add_option("-P,--depth", cfg.depth, "calls in flight per connection")->capture_default_str();
+  app.add_flag("--stream", a.stream, "ringrpc: a bidi stream per connection, -P msgs");
   // --latency-clock and --reply-batch-window are named in --reply-batch's line and in
   // docs/load.md, to keep --help one screen.
   app.add_option("--reply-batch", cfg.reply_batch, "closed loop: wake per N replies; --latency-clock")
@@ -364,8 +363,11 @@ void add_run_options(CLI::App& app, cli_args& a, engine_config& cfg) {
   app.add_option("--proto", a.proto_file, "grpc: .proto file for --data");
   app.add_option("-I,--include", a.schema_includes, "include path for --schema/--proto")->allow_extra_args(false);
   app.add_option("--key-space", a.key_space, "redis: keys key:0 .. key:N-1; --redis-key")->capture_default_str();
-  app.add_option("--connect-timeout", a.connect_timeout, "give up connecting after")->capture_default_str();
-  app.add_option("--timeout", a.call_timeout, "per-call timeout, 0 = none")->capture_default_str();
+  // --connect-timeout is named in --timeout's line and in docs/load.md, to keep --help one
+  // screen (--stream has a line of its own).
+  app.add_option("--connect-timeout", a.connect_timeout, "")->group("");
+  app.add_option("--timeout", a.call_timeout, "per-call timeout, 0 = none; --connect-timeout")
+      ->capture_default_str();
   app.add_option("-p,--percentiles", a.percentiles_text, "e.g. 50,99,99.9");
   app.add_option("--fail-if", a.fail_if, "exit 4 if: p99>2ms,errors>0.1%,rate<90%")->allow_extra_args(false);
   app.add_option("--json", a.json_path, "write results as JSON (- = stdout)");

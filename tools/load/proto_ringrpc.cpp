@@ -48,9 +48,9 @@ class ringrpc_codec final : public connection_codec {
   }
 
   reply parse_reply(std::span<const std::byte> in) override {
+    reply r;
     frame_view v;
-    reply r = ringrpc_detail::read_frame(in, _options->max_reply_bytes, _scratch, v);
-    if (r.status != reply_status::no_reply) return r;  // incomplete, or not a frame we can read
+    if (!ringrpc_detail::read_frame(in, _options->max_reply_bytes, _scratch, v, r)) return r;  // incomplete, or not a frame we can read
     if (v.call_id == 0) return protocol_error("reply with call id 0");
     r.seq = seq_of(v.call_id);
     if (v.kind == wire::Kind::Reply) {

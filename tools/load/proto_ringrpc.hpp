@@ -36,22 +36,24 @@ inline reply protocol_error(std::string what) {
   return r;
 }
 
-/// Reads the frame at the front of `in` into `v`: incomplete (nothing consumed), a
-/// protocol_error (too large for --max-body, failing verification, or the server's Error for
-/// the whole connection, call id 0), or no_reply with
-/// `consumed` set and `v` filled, for the codec to decide what the frame answers. `scratch`
-/// is the connection's: FlatBuffers reads scalars relative to the frame start, so the frame is
-/// copied to 8-byte aligned storage. Inline: it runs once per reply of the unary hot path.
-inline reply read_frame(std::span<const std::byte> in, std::uint32_t max_reply_bytes,
-                        std::vector<std::uint64_t>& scratch, ringrpc::detail::frame_view& v) {
+/// Reads the frame at the front of `in` into `v`. True: a whole frame, `v` filled and
+/// `r.consumed` set, for the codec to decide what it answers (and to set `r.status`). False: `r`
+/// is the answer as it stands, incomplete (nothing consumed) or a protocol_error (too large for
+/// --max-body, failing verification, or the server's Error for the whole connection, call id 0).
+/// `r` is the caller's, so the unary path keeps one reply object per reply, as before the
+/// stream codec shared this. `scratch` is the connection's: FlatBuffers reads scalars relative
+/// to the frame start, so the frame is copied to 8-byte aligned storage. Inline: it runs once
+/// per reply of the unary hot path.
+inline bool read_frame(std::span<const std::byte> in, std::uint32_t max_reply_bytes, std::vector<std::uint64_t>& scratch,
+                       ringrpc::detail::frame_view& v, reply& r) {
   using ringrpc::detail::frame_prefix_bytes;
   using ringrpc::detail::read_frame_length;
-  if (in.size() < frame_prefix_bytes) return {};
+  if (in.size() < frame_prefix_bytes) return false;
   const std::uint64_t body = read_frame_length(in.data());
   // Refuse on the prefix alone: waiting for a body this large is what a hostile peer wants.
   if (body + frame_prefix_bytes > max_reply_bytes) {
-    reply r = protocol_error("reply frame of " + std::to_string(body) + " bytes exceeds --max-body " +
-                             std::to_string(max_reply_bytes));
+    r = protocol_error("reply frame of " + std::to_string(body) + " bytes exceeds --max-body " +
+                       std::to_string(max_reply_bytes));
     // Named only when the bytes look like a large ringrpc frame (a FlatBuffers root offset
     // inside the body, no other protocol's text): another protocol's first bytes read as a
     // huge length too, and those are diagnosed as that protocol instead.
@@ -62,24 +64,24 @@ inline reply read_frame(std::span<const std::byte> in, std::uint32_t max_reply_b
       const std::uint32_t root = read_frame_length(in.data() + frame_prefix_bytes);
       if (root >= 4 && root < body) r.lost_as = "reply_too_large";
     }
-    return r;
+    return false;
   }
   const std::size_t total = frame_prefix_bytes + static_cast<std::size_t>(body);
-  if (in.size() < total) return {};
+  if (in.size() < total) return false;
   scratch.resize((total + 7) / 8);
   std::memcpy(scratch.data(), in.data(), total);
   if (ringrpc::detail::decode_frame({reinterpret_cast<const std::byte*>(scratch.data()), total}, v) !=
       ringrpc::detail::decode_outcome::ok) {
-    return protocol_error("reply frame failed verification");
+    r = protocol_error("reply frame failed verification");
+    return false;
   }
   if (v.kind == wire::Kind::Error && v.call_id == 0) {
-    return protocol_error("server closed the connection: " + std::string(to_string(v.code)) +
-                          (v.message.empty() ? "" : ": " + std::string(v.message)));
+    r = protocol_error("server closed the connection: " + std::string(to_string(v.code)) +
+                       (v.message.empty() ? "" : ": " + std::string(v.message)));
+    return false;
   }
-  reply r;
-  r.status = reply_status::no_reply;
   r.consumed = total;
-  return r;
+  return true;
 }
 
 /// Each call's payload: options.payload, or --template rendered into a buffer the connection

@@ -11,9 +11,11 @@
 // Credit, both ways, as a real client keeps it: a message goes only while the server's window
 // has room (16 messages and 256 KiB at the start, topped up by its StreamCredit); one that finds
 // no credit waits here, in order, and its latency keeps running (the target is slow to take it).
-// The messages coming back are consumed as they arrive, and granted back in batches
-// (wire/stream_credit.hpp), with a window of max(16, 2 x -P) messages so that the client's
-// grants are never what holds the server back.
+// The server grants back in batches of half its window (8 messages, wire/stream_credit.hpp), so
+// from about -P 10 messages wait for credit; they are counted (stream_progress::credit_waits).
+// The messages coming back are consumed after each receive, and granted back in batches too, with a
+// window of max(16, 2 x -P) messages so that the client's grants are never what holds the
+// server back.
 #include <algorithm>
 #include <deque>
 #include <memory>
@@ -72,28 +74,28 @@ class ringrpc_stream_codec final : public connection_codec, public stream_contro
       out.insert(out.end(), bytes.begin(), bytes.end());
       return;
     }
+    ++_progress.credit_waits;
     _held_bytes.insert(_held_bytes.end(), bytes.begin(), bytes.end());
     _held.push_back({static_cast<std::uint32_t>(bytes.size()), static_cast<std::uint32_t>(f.payload.size())});
   }
 
   reply parse_reply(std::span<const std::byte> in) override {
     frame_view v;
-    reply r = ringrpc_detail::read_frame(in, _options->max_reply_bytes, _scratch, v);
-    if (r.status != reply_status::no_reply) return r;  // incomplete, or not a frame we can read
-    if (v.call_id != stream_id) return protocol_error("a frame for call id " + std::to_string(v.call_id) + ", not the stream");
+    reply r;
+    if (!ringrpc_detail::read_frame(in, _options->max_reply_bytes, _scratch, v, r)) return r;
+    if (v.call_id != stream_id) return violation("a frame for call id " + std::to_string(v.call_id) + ", not the stream");
     switch (v.kind) {
-      case wire::Kind::StreamMessage: return on_message(v, r);
-      case wire::Kind::StreamCredit: return on_credit(v, r);
+      case wire::Kind::StreamMessage: return on_message(v, std::move(r));
+      case wire::Kind::StreamCredit: return on_credit(v, std::move(r));
       case wire::Kind::Reply:
-      case wire::Kind::Error: return on_end(v, r);
-      default: return protocol_error("unexpected frame kind " + std::to_string(static_cast<int>(v.kind)) + " on the stream");
+      case wire::Kind::Error: return on_end(v, std::move(r));
+      default: return violation("unexpected frame kind " + std::to_string(static_cast<int>(v.kind)) + " on the stream");
     }
   }
 
   // After each receive: the grants owed, then the messages that credit now lets out.
   void write_pending(std::vector<std::byte>& out) override {
-    out.insert(out.end(), _control.begin(), _control.end());
-    _control.clear();
+    write_grants(out);
     while (!_held.empty() && _send.can_send()) {
       const held_message m = _held.front();
       _held.pop_front();
@@ -106,6 +108,12 @@ class ringrpc_stream_codec final : public connection_codec, public stream_contro
       _held_bytes.clear();
       _held_from = 0;
       if (_close_after_held) write_half_close(out);
+    } else if (_held_from * 2 > _held_bytes.size()) {
+      // In a closed loop above the server's window the queue never empties: drop the sent
+      // prefix once it is most of the buffer, so the buffer stays near what is held (each byte
+      // is moved at most once per halving: amortized O(1)).
+      _held_bytes.erase(_held_bytes.begin(), _held_bytes.begin() + static_cast<std::ptrdiff_t>(_held_from));
+      _held_from = 0;
     }
   }
 
@@ -123,6 +131,7 @@ class ringrpc_stream_codec final : public connection_codec, public stream_contro
   }
 
   const stream_progress& progress() const noexcept override { return _progress; }
+  std::size_t held_buffer_bytes() const noexcept override { return _held_bytes.size(); }
 
  private:
   struct held_message {
@@ -144,6 +153,22 @@ class ringrpc_stream_codec final : public connection_codec, public stream_contro
     _progress.open_sent = true;
   }
 
+  // The messages read since the last write_pending are consumed here, not on arrival: the
+  // server's credit is then what went on the wire, so a server that sends past it is caught
+  // (receive_credit::arrive) rather than covered by a grant it has not seen yet.
+  void write_grants(std::vector<std::byte>& out) {
+    for (const std::size_t size : _consumed) {
+      if (const auto g = _receive.consumed(size)) {
+        frame_view c = stream_frame(wire::Kind::StreamCredit);
+        c.credit_messages = g.messages;
+        c.credit_bytes = g.bytes;
+        const auto bytes = _encoder.encode(c);
+        out.insert(out.end(), bytes.begin(), bytes.end());
+      }
+    }
+    _consumed.clear();
+  }
+
   void write_half_close(std::vector<std::byte>& out) {
     const auto bytes = _encoder.encode(stream_frame(wire::Kind::StreamHalfClose));
     out.insert(out.end(), bytes.begin(), bytes.end());
@@ -151,17 +176,20 @@ class ringrpc_stream_codec final : public connection_codec, public stream_contro
     _close_after_held = false;
   }
 
+  // The server broke the stream's rules: the connection goes down (as for any protocol error)
+  // and the stream is counted failed as "protocol", not as a lost connection.
+  reply violation(std::string what) {
+    _progress.failed = true;
+    _progress.end_kind = "protocol";
+    _progress.end_message = what;
+    return protocol_error(std::move(what));
+  }
+
   reply on_message(const frame_view& v, reply r) {
     _progress.opened = true;
-    if (!_receive.arrive(v.payload.size())) return protocol_error("the server sent a message beyond the credit granted");
-    if (const auto g = _receive.consumed(v.payload.size())) {
-      frame_view c = stream_frame(wire::Kind::StreamCredit);
-      c.credit_messages = g.messages;
-      c.credit_bytes = g.bytes;
-      const auto bytes = _encoder.encode(c);
-      _control.insert(_control.end(), bytes.begin(), bytes.end());
-    }
-    if (_answered == _sent) return protocol_error("the server sent more messages than it was sent");
+    if (!_receive.arrive(v.payload.size())) return violation("the server sent a message beyond the credit granted");
+    _consumed.push_back(v.payload.size());
+    if (_answered == _sent) return violation("the server sent more messages than it was sent");
     r.status = reply_status::ok;
     r.seq = _answered++;
     if (_options->verify_echo && !std::ranges::equal(v.payload, _options->payload)) {
@@ -173,7 +201,8 @@ class ringrpc_stream_codec final : public connection_codec, public stream_contro
 
   reply on_credit(const frame_view& v, reply r) {
     _progress.opened = true;
-    if (!_send.grant(v.credit_messages, v.credit_bytes)) return protocol_error("the server's credit grant overflowed");
+    if (!_send.grant(v.credit_messages, v.credit_bytes)) return violation("the server's credit grant overflowed");
+    r.status = reply_status::no_reply;
     return r;  // no_reply; write_pending sends what it lets out
   }
 
@@ -189,7 +218,10 @@ class ringrpc_stream_codec final : public connection_codec, public stream_contro
     } else {
       _progress.opened = true;
     }
-    if (!_progress.failed && _progress.half_closed && _answered == _sent) return r;
+    if (!_progress.failed && _progress.half_closed && _answered == _sent) {
+      r.status = reply_status::no_reply;
+      return r;
+    }
     reply lost = protocol_error("the stream ended: " + (_progress.failed ? _progress.end_kind + " " + _progress.end_message
                                                                          : std::string("ok, before the half-close")));
     lost.lost_as = _progress.failed ? _progress.end_kind : std::string("stream_ended");
@@ -211,7 +243,7 @@ class ringrpc_stream_codec final : public connection_codec, public stream_contro
   std::size_t _held_from = 0;
   std::deque<held_message> _held;
   bool _close_after_held = false;
-  std::vector<std::byte> _control;  // grants owed, sent with the next write_pending
+  std::vector<std::size_t> _consumed;  // payload sizes of the messages read, granted back by write_pending
   stream_progress _progress;
   ringrpc::detail::metadata_to_send _metadata;
   ringrpc::detail::frame_encoder _encoder;

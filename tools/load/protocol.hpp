@@ -128,13 +128,16 @@ struct reply {
 /// What a --stream codec's one stream has come to, for the engine to count (streams_opened,
 /// streams_failed) when the connection ends or is replaced.
 struct stream_progress {
-  bool open_sent = false;    ///< the StreamOpen went out with the first message
-  bool opened = false;       ///< the server took it: a message, a grant or an Ok end came back
+  bool open_sent = false;    ///< the StreamOpen went out with the first message (counted as opened)
+  bool opened = false;       ///< the server answered it: a message, a grant or an Ok end came back
   bool half_closed = false;  ///< we sent StreamHalfClose (at the end of the run)
   bool ended = false;        ///< its end came (Reply or Error)
-  bool failed = false;       ///< ended with an Error: `end_kind` and `end_message` say which
-  std::string end_kind;      ///< the status as errors are counted: "bad_request", ...
-  std::string end_message;   ///< the server's message
+  /// ended with an Error, or the server broke the stream's rules (end_kind "protocol"):
+  /// `end_kind` and `end_message` say which
+  bool failed = false;
+  std::string end_kind;      ///< the status as errors are counted: "bad_request", ..., or "protocol"
+  std::string end_message;   ///< the server's message, or what it broke
+  std::uint64_t credit_waits = 0;  ///< messages that found no credit and waited for the server's grant
 };
 
 /// The stream side of a --stream codec: what the engine does once per connection at the end of
@@ -146,6 +149,8 @@ class stream_control {
   /// the stream once it has answered every message.
   virtual void half_close(std::vector<std::byte>& out) = 0;
   virtual const stream_progress& progress() const noexcept = 0;
+  /// The bytes of the buffer that keeps messages waiting for credit (tests: it stays bounded).
+  virtual std::size_t held_buffer_bytes() const noexcept = 0;
 };
 
 /// Per-connection codec state. Owned by one engine thread.

@@ -139,6 +139,7 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
     j["streams_opened"] = r.streams_opened;
     j["streams_failed"] = r.streams_failed;
     j["stream_failures"] = r.stream_failures;
+    j["stream_credit_waits"] = r.stream_credit_waits;
   }
   if (r.server) j["server_cost"] = server_cost_json(*r.server);
   j["latency_us"] = latency_object(r.latency_ns, percentiles);

@@ -68,6 +68,7 @@ worker_tallies& worker_tallies::operator+=(const worker_tallies& other) {
   streams_opened += other.streams_opened;
   streams_failed += other.streams_failed;
   add_counts(stream_failures, other.stream_failures);
+  stream_credit_waits += other.stream_credit_waits;
   return *this;
 }
 

@@ -70,6 +70,7 @@ struct worker_tallies {
   std::uint64_t streams_opened = 0;
   std::uint64_t streams_failed = 0;
   std::map<std::string, std::uint64_t> stream_failures;
+  std::uint64_t stream_credit_waits = 0;  // messages that waited for the server's credit
 
   worker_tallies& operator+=(const worker_tallies& other);
 };
