@@ -278,6 +278,10 @@ void report_totals(run_result& r, const shared_run& run, const worker_list& work
   r.handshake_failures = all.handshake_failures;
   r.connections_measured = all.connections_measured;
   r.handshakes_measured = all.handshakes_measured;
+  r.streams_opened = all.streams_opened;
+  r.streams_failed = all.streams_failed;
+  r.stream_failures = all.stream_failures;
+  r.stream_credit_waits = all.stream_credit_waits;
   r.bytes_sent = all.bytes_sent_measured;
   r.bytes_received = all.bytes_received_measured;
   r.latency_clock = all.stamped_receives == 0 ? "user" : all.unstamped_receives == 0 ? "kernel" : "mixed";
@@ -332,6 +336,12 @@ run_result run_engine(const engine_config& cfg, const protocol& proto,
   r.interrupted = watched.interrupted;
   if (run.diagnosed.load()) r.diagnosis = run.diagnosis;
   r.fail_fast = watched.fail_fast;
+  r.streams = cfg.stream;
+  if (cfg.stream && !r.fail_fast.empty() && run.stream_refused.load()) {
+    // The server's own words say more than the generic hint for its status.
+    r.fail_fast = "stopped: every answer so far was an error no retry changes; the server refused the stream: " +
+                  run.stream_refusal;
+  }
   r.warmup_s = static_cast<double>(cfg.warmup.count()) / 1e9;
   r.open_loop = run.schedule != nullptr;
   worker_tallies all = sum_tallies(workers);

@@ -73,6 +73,9 @@ struct engine_config {
   /// Every call on a connection of its own: opened (and, for TLS, handshaken) for the call and
   /// closed by us after its reply, to measure connection set-up. Needs depth 1.
   bool new_connection_per_call = false;
+  /// --stream: the protocol's codecs carry one stream per connection (codec_options::stream);
+  /// at the end the engine half-closes each stream and waits for its end, and counts them.
+  bool stream = false;
   /// Each reply's receive time from the kernel (SO_TIMESTAMPNS on multishot recvmsg) where the
   /// socket offers it; false, or a socket that refuses: the loop's clock read after its wait.
   bool kernel_rx_stamps = true;

@@ -557,6 +557,9 @@ void worker::run() {
     }
   }
   count_issued_by_step();
+  if (_streams) {
+    for (const conn_state& c : _conns) count_stream(c);
+  }
   // The seconds not handed over yet, the last one maybe cut short (its width is the report's).
   if (_cfg.publish_seconds) hand_over_seconds(static_cast<std::int64_t>(tallies.seconds.size()), true);
   for (conn_state& c : _conns) {
@@ -668,6 +671,7 @@ void worker::reconnect_dead(std::int64_t now) {
     enable_stamps(c);
     register_fd(c);  // also lets go of the old socket the slot held
     if (_cfg.tls != nullptr && !start_tls(c, now)) continue;
+    if (_streams) count_stream(c);  // the old codec's stream, before it goes (while dead: connection_lost)
     c.dead = false;
     c.peer_closing = false;
     c.parsed_any = false;
@@ -734,6 +738,7 @@ bool worker::drained(std::int64_t now, std::int64_t& drain_until) {
   quota_used_up = _issued >= _quota;
   bool idle = true;
   for (const conn_state& c : _conns) idle = idle && (c.in_flight == 0 || c.dead);
+  if (_streams && !close_streams()) idle = false;  // once per turn of the drain, never per call
   if (drain_until == 0) drain_until = now + std::max<std::int64_t>(_cfg.call_timeout.count(), 2'000'000'000);
   if (!idle && now < drain_until && !_run.diagnosed.load(std::memory_order_relaxed)) return false;
   for (const conn_state& c : _conns) {

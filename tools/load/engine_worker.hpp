@@ -82,6 +82,10 @@ struct shared_run {
   // Errors are sorted into hopeless and other (live_counters) until the first answers decided.
   std::atomic<bool> watch_answers{true};
   std::string diagnosis;
+  // --stream: the first stream the server refused outright (its end an Error before anything
+  // else came back), for the fail-fast message: the first worker to set the flag writes it.
+  std::atomic<bool> stream_refused{false};
+  std::string stream_refusal;
   std::atomic<std::size_t> ready{0};  // workers whose ring is set up (or failed)
   std::atomic<bool> go{false};        // the fields above are final; start issuing
 };
@@ -90,7 +94,7 @@ class worker final {
  public:
   worker(shared_run& run, std::vector<conn_state> conns, std::uint64_t quota)
       : _run(run), _cfg(*run.config), _conns(std::move(conns)), _quota(quota),
-        _talks_unasked(run.proto->talks_unasked()) {}
+        _talks_unasked(run.proto->talks_unasked()), _streams(_cfg.stream) {}
 
   void start() {
     _thread = std::thread([this] {
@@ -115,6 +119,8 @@ class worker final {
   void publish_last_second(std::int64_t now);
   void hand_over_seconds(std::int64_t end, bool last);
   bool drained(std::int64_t now, std::int64_t& drain_until);
+  bool close_streams();
+  void count_stream(const conn_state& c);
   void arm_recv(conn_state& c);
   void register_fd(conn_state& c) noexcept;
   void issue(conn_state& c, std::int64_t intended, std::int64_t now);
@@ -155,6 +161,7 @@ class worker final {
   std::uint64_t _quota;  // calls this thread may issue (its share of max_calls, or no limit)
   std::uint64_t _issued = 0;
   bool _talks_unasked = false;  // the protocol sends bytes after receiving (HTTP/2)
+  bool _streams = false;        // --stream: each codec carries a stream (engine_streams.cpp)
   detail::ring* _ring = nullptr;
   detail::provided_buffers* _buffers = nullptr;
   std::uint64_t _rng = 0x9e3779b97f4a7c15ull;

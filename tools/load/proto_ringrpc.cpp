@@ -3,12 +3,11 @@
 #include "protocol.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
-#include "peer_sniff.hpp"
+#include "proto_ringrpc.hpp"
 #include "wire/frame_codec.hpp"
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
@@ -20,37 +19,19 @@ std::unique_ptr<protocol> make_ringrpc_protocol(const target& t, const codec_opt
 
 namespace {
 
-using ringrpc::detail::decode_frame;
-using ringrpc::detail::decode_outcome;
-using ringrpc::detail::frame_prefix_bytes;
 using ringrpc::detail::frame_view;
-using ringrpc::detail::read_frame_length;
+using ringrpc_detail::protocol_error;
+using ringrpc_detail::ringrpc_settings;
 
 // call_id 0 means "connection-level" to the server (docs/protocol.md §1), so ids are offset by
 // one from the engine's sequence numbers: an engine counting from 0 stays correct.
 constexpr std::uint64_t call_id_of(std::uint64_t seq) noexcept { return seq + 1; }
 constexpr std::uint64_t seq_of(std::uint64_t call_id) noexcept { return call_id - 1; }
 
-reply protocol_error(std::string what) {
-  reply r;
-  r.status = reply_status::protocol_error;
-  r.error = std::move(what);
-  return r;
-}
-
-// What every call of a run sends: the options, and the metadata made of -H and RINGRPC_TOKEN.
-struct ringrpc_settings {
-  codec_options options;
-  std::vector<metadata_entry> metadata;
-};
-
 class ringrpc_codec final : public connection_codec {
  public:
   explicit ringrpc_codec(std::shared_ptr<const ringrpc_settings> settings)
-      : _settings(std::move(settings)),
-        _options(&_settings->options),
-        _templates(_options->templates->has_payload ? _options->templates.get() : nullptr),
-        _renderer(_options->templates->data) {
+      : _settings(std::move(settings)), _options(&_settings->options), _payload(*_options) {
     _metadata.pairs = _settings->metadata;
   }
 
@@ -60,55 +41,16 @@ class ringrpc_codec final : public connection_codec {
     f.kind = wire::Kind::Request;
     f.method = kind.method;
     f.timeout_us = _options->timeout_us;
-    f.payload = _options->payload;
-    if (_templates != nullptr) {
-      // Rendered into a buffer the connection keeps: its capacity outlives the call.
-      const request_template& t = _templates->payload;
-      _rendered.clear();
-      _renderer.render(t, _renderer.begin_call(t.uses_seq() || t.uses_line()), _rendered);
-      f.payload = _rendered;
-    }
+    f.payload = _payload.next();
     if (!_metadata.pairs.empty()) f.metadata_out = &_metadata;
     const auto bytes = _encoder.encode(f);
     out.insert(out.end(), bytes.begin(), bytes.end());
   }
 
   reply parse_reply(std::span<const std::byte> in) override {
-    if (in.size() < frame_prefix_bytes) return {};
-    const std::uint64_t body = read_frame_length(in.data());
-    // Refuse on the prefix alone: waiting for a body this large is what a hostile peer wants.
-    if (body + frame_prefix_bytes > _options->max_reply_bytes) {
-      reply r = protocol_error("reply frame of " + std::to_string(body) + " bytes exceeds --max-body " +
-                               std::to_string(_options->max_reply_bytes));
-      // Named only when the bytes look like a large ringrpc frame (a FlatBuffers root offset
-      // inside the body, no other protocol's text): another protocol's first bytes read as a
-      // huge length too, and those are diagnosed as that protocol instead.
-      const auto looks = in.size() >= frame_prefix_bytes + 4
-                             ? tools::sniff_protocol(in.first(std::min<std::size_t>(in.size(), 64)))
-                             : std::string_view("short");
-      if (looks.empty() || looks == "ringrpc") {
-        const std::uint32_t root = read_frame_length(in.data() + frame_prefix_bytes);
-        if (root >= 4 && root < body) r.lost_as = "reply_too_large";
-      }
-      return r;
-    }
-    const std::size_t total = frame_prefix_bytes + static_cast<std::size_t>(body);
-    if (in.size() < total) return {};
-
-    // FlatBuffers reads scalars relative to the frame start; u64 storage gives 8-byte alignment.
-    _scratch.resize((total + 7) / 8);
-    std::memcpy(_scratch.data(), in.data(), total);
-    frame_view v;
-    if (decode_frame({reinterpret_cast<const std::byte*>(_scratch.data()), total}, v) !=
-        decode_outcome::ok) {
-      return protocol_error("reply frame failed verification");
-    }
     reply r;
-    r.consumed = total;
-    if (v.kind == wire::Kind::Error && v.call_id == 0) {
-      return protocol_error("server closed the connection: " + std::string(to_string(v.code)) +
-                            (v.message.empty() ? "" : ": " + std::string(v.message)));
-    }
+    frame_view v;
+    if (!ringrpc_detail::read_frame(in, _options->max_reply_bytes, _scratch, v, r)) return r;  // incomplete, or not a frame we can read
     if (v.call_id == 0) return protocol_error("reply with call id 0");
     r.seq = seq_of(v.call_id);
     if (v.kind == wire::Kind::Reply) {
@@ -131,9 +73,7 @@ class ringrpc_codec final : public connection_codec {
   // Shared, not copied: the payload may be large and there is one codec per connection.
   std::shared_ptr<const ringrpc_settings> _settings;
   const codec_options* _options;
-  const request_templates* _templates;  // null: every call sends options.payload
-  template_renderer _renderer;
-  std::vector<std::byte> _rendered;
+  ringrpc_detail::payload_source _payload;
   ringrpc::detail::metadata_to_send _metadata;
   ringrpc::detail::frame_encoder _encoder;
   std::vector<std::uint64_t> _scratch;
@@ -142,11 +82,17 @@ class ringrpc_codec final : public connection_codec {
 class ringrpc_protocol final : public protocol {
  public:
   ringrpc_protocol(const target& t, std::shared_ptr<const ringrpc_settings> settings)
-      : _method(t.path), _settings(std::move(settings)) {}
+      : _method(t.path), _settings(std::move(settings)), _stream(_settings->options.stream) {}
 
+  // Chosen once per connection: a --stream connection's codec carries a stream, every other's
+  // a call per frame.
   std::unique_ptr<connection_codec> new_connection() const override {
+    if (_stream) return ringrpc_detail::make_stream_codec(_settings);
     return std::make_unique<ringrpc_codec>(_settings);
   }
+
+  // --stream: grants, and messages held for credit, go out after the receive that allowed them.
+  bool talks_unasked() const override { return _stream; }
 
   std::vector<request_kind> default_kinds() const override {
     request_kind k;
@@ -158,6 +104,7 @@ class ringrpc_protocol final : public protocol {
  private:
   std::string _method;
   std::shared_ptr<const ringrpc_settings> _settings;
+  bool _stream;
 };
 
 std::string lowered(std::string_view s) {
@@ -216,7 +163,7 @@ std::vector<metadata_entry> ringrpc_call_metadata(const codec_options& options) 
 
 std::unique_ptr<protocol> detail::make_ringrpc_protocol(const target& t, const codec_options& options) {
   if (t.path.empty()) throw std::invalid_argument("ringrpc targets need a method");
-  if (options.max_reply_bytes < frame_prefix_bytes + 8) {
+  if (options.max_reply_bytes < ringrpc::detail::frame_prefix_bytes + 8) {
     throw std::invalid_argument("max reply bytes is too small for any ringrpc frame");
   }
   if (options.verify_echo && options.templates->has_payload) {

@@ -187,6 +187,9 @@ std::unique_ptr<protocol> make_protocol(const target& t, const codec_options& gi
   if (given.max_reply_bytes == 0) throw std::invalid_argument("max reply bytes must be > 0");
   codec_options options = given;
   if (!options.templates) options.templates = std::make_shared<const request_templates>();
+  if (options.stream && t.scheme != "ringrpc") {
+    throw std::invalid_argument("--stream goes with ringrpc:// (and ringrpcs://) targets only; grpc:// streams are not built yet");
+  }
   if (t.scheme == "ringrpc") return detail::make_ringrpc_protocol(t, options);
   if (t.scheme == "echo") return detail::make_echo_protocol(t, options);
   if (t.scheme == "redis") return detail::make_redis_protocol(t, options);

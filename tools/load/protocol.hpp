@@ -76,6 +76,12 @@ struct codec_options {
   /// Per-call request texts; null means none (make_protocol then gives its codecs an empty set,
   /// for placeholders in HTTP paths).
   std::shared_ptr<const request_templates> templates;
+  /// ringrpc --stream: each connection carries one bidi stream of the method, and a "call" is
+  /// one message on it, answered by the message the server sends back (proto_ringrpc_stream.cpp).
+  bool stream = false;
+  /// --stream: the messages in flight per stream at most (-P), which sizes the window the
+  /// client grants the server.
+  std::uint32_t stream_depth = 1;
 };
 
 /// Where a URL's connections go: the one endpoint of a host:port target (parse_target). The
@@ -119,6 +125,34 @@ struct reply {
   std::string lost_as;
 };
 
+/// What a --stream codec's one stream has come to, for the engine to count (streams_opened,
+/// streams_failed) when the connection ends or is replaced.
+struct stream_progress {
+  bool open_sent = false;    ///< the StreamOpen went out with the first message (counted as opened)
+  bool opened = false;       ///< the server answered it: a message, a grant or an Ok end came back
+  bool half_closed = false;  ///< we sent StreamHalfClose (at the end of the run)
+  bool ended = false;        ///< its end came (Reply or Error)
+  /// ended with an Error, or the server broke the stream's rules (end_kind "protocol"):
+  /// `end_kind` and `end_message` say which
+  bool failed = false;
+  std::string end_kind;      ///< the status as errors are counted: "bad_request", ..., or "protocol"
+  std::string end_message;   ///< the server's message, or what it broke
+  std::uint64_t credit_waits = 0;  ///< messages that found no credit and waited for the server's grant
+};
+
+/// The stream side of a --stream codec: what the engine does once per connection at the end of
+/// the run (never per call).
+class stream_control {
+ public:
+  virtual ~stream_control() = default;
+  /// Appends the half-close (the stream sends no more messages) to `out`; the server then ends
+  /// the stream once it has answered every message.
+  virtual void half_close(std::vector<std::byte>& out) = 0;
+  virtual const stream_progress& progress() const noexcept = 0;
+  /// The bytes of the buffer that keeps messages waiting for credit (tests: it stays bounded).
+  virtual std::size_t held_buffer_bytes() const noexcept = 0;
+};
+
 /// Per-connection codec state. Owned by one engine thread.
 class connection_codec {
  public:
@@ -133,6 +167,8 @@ class connection_codec {
   /// PING acknowledgements, WINDOW_UPDATE). Called after each receive when
   /// protocol::talks_unasked() says so.
   virtual void write_pending(std::vector<std::byte>& out) { (void)out; }
+  /// --stream codecs: their stream; null for every other codec.
+  virtual stream_control* stream() noexcept { return nullptr; }
 };
 
 /// Makes codecs for one target. Thread-safe: engine threads call new_connection().

@@ -241,6 +241,12 @@ void totals_section(std::string& out, const run_result& r) {
   out += row("calls ok", format_count(r.calls_ok));
   out += row("errors", format_count(r.error_total()));
   for (const auto& [kind, n] : r.errors) out += row("  " + kind, format_count(n));
+  if (r.streams) {  // over the whole run: a stream opens in the warm-up and ends after the window
+    out += row("streams opened", format_count(r.streams_opened));
+    out += row("streams failed", format_count(r.streams_failed));
+    for (const auto& [kind, n] : r.stream_failures) out += row("  " + kind, format_count(n));
+    out += row("credit waits", format_count(r.stream_credit_waits));
+  }
   if (r.measured_s > 0 && (r.bytes_sent > 0 || r.bytes_received > 0)) {  // merged logs have none
     out += row("sent", format_bytes_rate(static_cast<double>(r.bytes_sent) / r.measured_s));
     out += row("received", format_bytes_rate(static_cast<double>(r.bytes_received) / r.measured_s));

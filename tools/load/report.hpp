@@ -142,6 +142,16 @@ struct run_result {
   bool new_connection_per_call = false;
   std::uint64_t connections_measured = 0;
   std::uint64_t handshakes_measured = 0;
+  /// --stream: streams opened (over the whole run, warm-up included), those of them that did
+  /// not end with Ok after the half-close, and why, by kind: the end's status ("bad_request"),
+  /// "protocol" (the server broke the stream's rules), "connection_lost", "no_end" (none came
+  /// within the drain time), "stream_ended" (ended Ok before the half-close); and the messages
+  /// that waited for the server's credit.
+  bool streams = false;
+  std::uint64_t streams_opened = 0;
+  std::uint64_t streams_failed = 0;
+  std::map<std::string, std::uint64_t> stream_failures;
+  std::uint64_t stream_credit_waits = 0;
   /// --server-pid / --server-metrics: the target's CPU over the measured window.
   std::optional<server_cost> server;
   /// Where replies' receive times came from: "kernel" (every receive carried the kernel's

@@ -135,6 +135,12 @@ void write_json(const run_result& r, const std::vector<double>& percentiles, std
   j["calls_ok"] = r.calls_ok;
   j["calls_per_sec"] = finite(r.calls_per_sec());
   j["errors"] = r.errors;
+  if (r.streams) {
+    j["streams_opened"] = r.streams_opened;
+    j["streams_failed"] = r.streams_failed;
+    j["stream_failures"] = r.stream_failures;
+    j["stream_credit_waits"] = r.stream_credit_waits;
+  }
   if (r.server) j["server_cost"] = server_cost_json(*r.server);
   j["latency_us"] = latency_object(r.latency_ns, percentiles);
   j["latency_clock"] = r.latency_clock;

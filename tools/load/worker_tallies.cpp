@@ -65,6 +65,10 @@ worker_tallies& worker_tallies::operator+=(const worker_tallies& other) {
   unstamped_receives += other.unstamped_receives;
   connections_measured += other.connections_measured;
   handshakes_measured += other.handshakes_measured;
+  streams_opened += other.streams_opened;
+  streams_failed += other.streams_failed;
+  add_counts(stream_failures, other.stream_failures);
+  stream_credit_waits += other.stream_credit_waits;
   return *this;
 }
 

@@ -65,6 +65,12 @@ struct worker_tallies {
   std::uint64_t unstamped_receives = 0;
   std::uint64_t connections_measured = 0;  // opened in the measured window
   std::uint64_t handshakes_measured = 0;   // TLS handshakes completed in it
+  // --stream, over the whole run (a stream outlives the warm-up): streams opened, and those of
+  // them that did not end with Ok after our half-close, by why (engine_streams.cpp).
+  std::uint64_t streams_opened = 0;
+  std::uint64_t streams_failed = 0;
+  std::map<std::string, std::uint64_t> stream_failures;
+  std::uint64_t stream_credit_waits = 0;  // messages that waited for the server's credit
 
   worker_tallies& operator+=(const worker_tallies& other);
 };
