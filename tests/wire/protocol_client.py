@@ -18,6 +18,9 @@ import time
 
 # Kind and Status values (docs/protocol.md sections 3 and 6).
 REQUEST, ONE_WAY, REPLY, ERROR, CANCEL, PING, PONG = range(7)
+# Stream kinds (section 13), and the stream_kind values of StreamOpen.
+STREAM_OPEN, STREAM_MESSAGE, STREAM_HALF_CLOSE, STREAM_CREDIT = range(7, 11)
+SERVER_STREAM, CLIENT_STREAM, BIDI_STREAM = 1, 2, 3
 OK, UNKNOWN_METHOD, BAD_REQUEST, FRAME_TOO_LARGE, SERVER_BUSY, DEADLINE_EXCEEDED, \
     SHUTTING_DOWN, INTERNAL, CANCELLED, UNAUTHENTICATED, PERMISSION_DENIED = range(11)
 # Appended later (section 6): sent only by methods, never by the server on its own.
@@ -26,7 +29,7 @@ NOT_FOUND, INVALID_ARGUMENT, ALREADY_EXISTS, FAILED_PRECONDITION, UNAVAILABLE, U
 
 # Field ids (= vtable slots).
 F_CALL_ID, F_KIND, F_METHOD, F_TIMEOUT_US, F_PAYLOAD, F_STATUS, F_MESSAGE, F_RETRY, \
-    F_METADATA, F_TRAILERS, F_DETAILS = range(11)
+    F_METADATA, F_TRAILERS, F_DETAILS, F_STREAM_KIND, F_CREDIT_MESSAGES, F_CREDIT_BYTES = range(14)
 # Fields of a Metadata table (section 3.1).
 M_KEY, M_VALUE = range(2)
 
@@ -88,19 +91,25 @@ def _encode_metadata(pairs, pos):
 
 
 def encode_frame(call_id=0, kind=REQUEST, method=None, timeout_us=0, payload=None,
-                 status=OK, message=None, retry_after_ms=0, metadata=None):
+                 status=OK, message=None, retry_after_ms=0, metadata=None,
+                 stream_kind=None, credit_messages=0, credit_bytes=0):
     """Returns one complete frame (prefix included). None for method/payload/message/metadata =
     absent. Without metadata the layout of section 4.3; with it that of 4.4: a 9th vtable entry
-    (metadata at table + 40), the table 4 bytes longer and the objects from position 76."""
+    (metadata at table + 40), the table 4 bytes longer and the objects from position 76. With
+    stream_kind (0 included) the layout of 4.5: 14 entries, the table at 40, the stream fields
+    at table + 39, 44 and 48, the objects from position 96."""
     if isinstance(method, str):
         method = method.encode()
     if isinstance(message, str):
         message = message.encode()
-    n_fields = 8 if metadata is None else 9
-    table_size = TABLE_SIZE + 4 * (n_fields - 8)
+    streams = stream_kind is not None
+    n_fields = 14 if streams else 8 if metadata is None else 9
+    table_pos = 40 if streams else TABLE_POS
+    table_size = 56 if streams else TABLE_SIZE + 4 * (n_fields - 8)
     offsets = dict(FIELD_OFFSETS)
-    offsets[F_METADATA] = 40
-    pos = TABLE_POS + table_size  # 72 (76): strings and vectors follow the table (forward offsets)
+    offsets.update({F_METADATA: 40, F_TRAILERS: 0, F_DETAILS: 0, F_STREAM_KIND: 39,
+                    F_CREDIT_MESSAGES: 44, F_CREDIT_BYTES: 48})
+    pos = table_pos + table_size  # 72, 76, 96: strings and vectors follow the table
     objects = b""
     obj_pos = {}
     for fid, data, is_string in ((F_METHOD, method, True), (F_PAYLOAD, payload, False),
@@ -116,23 +125,27 @@ def encode_frame(call_id=0, kind=REQUEST, method=None, timeout_us=0, payload=Non
 
     entries = []
     for fid in range(n_fields):
-        present = fid not in (F_METHOD, F_PAYLOAD, F_MESSAGE) or fid in obj_pos
+        present = fid not in (F_METHOD, F_PAYLOAD, F_MESSAGE, F_METADATA) or fid in obj_pos
         entries.append(offsets[fid] if present else 0)
     vtable = struct.pack("<HH%dH" % n_fields, 4 + 2 * n_fields, table_size, *entries)
 
     def uoff(fid):
         if fid not in obj_pos:
             return 0
-        return obj_pos[fid] - (TABLE_POS + offsets[fid])
+        return obj_pos[fid] - (table_pos + offsets[fid])
 
-    fields = [TABLE_POS - VTABLE_POS, retry_after_ms, call_id, timeout_us, uoff(F_METHOD),
+    fields = [table_pos - VTABLE_POS, retry_after_ms, call_id, timeout_us, uoff(F_METHOD),
               uoff(F_PAYLOAD), uoff(F_MESSAGE), status, kind]
-    if metadata is not None:
-        fields.append(uoff(F_METADATA))
-    table = struct.pack("<iIQQIIIHBx" + "I" * (n_fields - 8), *fields)
+    if streams:
+        table = struct.pack("<iIQQIIIHBBIIQ", *fields, stream_kind, uoff(F_METADATA),
+                            credit_messages, credit_bytes)
+    else:
+        if metadata is not None:
+            fields.append(uoff(F_METADATA))
+        table = struct.pack("<iIQQIIIHBx" + "I" * (n_fields - 8), *fields)
     assert len(table) == table_size
-    head = struct.pack("<I", ROOT) + vtable  # positions 4..27 (4..29 with metadata)
-    head += b"\0" * (TABLE_POS - 4 - len(head))  # padding up to the table at 32
+    head = struct.pack("<I", table_pos - 4) + vtable  # the root, then the vtable at 8
+    head += b"\0" * (table_pos - 4 - len(head))  # padding up to the table
     body = head + table + objects
     return struct.pack("<I", len(body)) + body
 
@@ -215,6 +228,9 @@ def decode_body(b):
         "metadata": metadata(),
         "trailers": metadata(F_TRAILERS),
         "details": blob(F_DETAILS, False),
+        "stream_kind": scalar(F_STREAM_KIND, "B"),
+        "credit_messages": scalar(F_CREDIT_MESSAGES, "I"),
+        "credit_bytes": scalar(F_CREDIT_BYTES, "Q"),
     }
 
 
@@ -275,7 +291,8 @@ def check_self_consistency():
                                   status=SERVER_BUSY, message="busy", retry_after_ms=10))
     check(f == {"call_id": 7, "kind": ERROR, "method": "m", "timeout_us": 9, "payload": b"\1\2",
                 "status": SERVER_BUSY, "message": "busy", "retry_after_ms": 10, "metadata": None,
-                "trailers": None, "details": b""},
+                "trailers": None, "details": b"", "stream_kind": 0, "credit_messages": 0,
+                "credit_bytes": 0},
           "encode/decode round trip: %r" % f)
     md = [("traceparent", TRACEPARENT), ("bin", b"\0\xff"), ("empty", b"")]
     f = decode_frame(encode_frame(call_id=8, method="m", payload=b"x", metadata=md))
