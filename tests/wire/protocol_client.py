@@ -324,6 +324,7 @@ def check_self_consistency():
            f["trailers"]) ==
           (2, ERROR, NOT_FOUND, "failed as asked", b"\x08\x05", None, [("pairs", b"0")]),
           "doc error with details decodes to %r" % f)
+    check_stream_dumps()
     # docs/protocol.md section 4.3: the fixed-layout example.
     check(encode_frame(call_id=1, method="echo", payload=b"hi") == DOC_FIXED,
           "the fixed-layout encoder differs from the example in docs/protocol.md 4.3:\n"
@@ -362,7 +363,38 @@ DOC_METADATA, = doc_dumps("4.4")
 DOC_RESPONSE_METADATA, = doc_dumps("3.2")
 DOC_ERROR_DETAILS, = doc_dumps("3.3")
 DOC_PING_REQUEST, DOC_PING_REPLY = doc_dumps("9.1")
+DOC_STREAM_FIXED, = doc_dumps("4.5")
+DOC_STREAM_OPEN, = doc_dumps("13.7.1")
+DOC_STREAM_MESSAGE, = doc_dumps("13.7.2")
+DOC_STREAM_CREDIT, = doc_dumps("13.7.3")
+DOC_STREAM_HALF_CLOSE, = doc_dumps("13.7.4")
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def check_stream_dumps():
+    """docs/protocol.md 4.5 and 13.7: the fixed-layout StreamOpen is what the encoder makes, and
+    the builder's stream frames decode to the fields the doc gives them."""
+    check(encode_frame(call_id=1, kind=STREAM_OPEN, method="generate", payload=b"3 5",
+                       stream_kind=SERVER_STREAM, credit_messages=16, credit_bytes=262144)
+          == DOC_STREAM_FIXED,
+          "the stream fixed-layout encoder differs from docs/protocol.md 4.5:\n"
+          + encode_frame(call_id=1, kind=STREAM_OPEN, method="generate", payload=b"3 5",
+                         stream_kind=SERVER_STREAM, credit_messages=16,
+                         credit_bytes=262144).hex(" "))
+    for dump in (DOC_STREAM_FIXED, DOC_STREAM_OPEN):
+        f = decode_frame(dump)
+        check((f["call_id"], f["kind"], f["method"], f["payload"], f["stream_kind"],
+               f["credit_messages"], f["credit_bytes"]) ==
+              (1, STREAM_OPEN, "generate", b"3 5", SERVER_STREAM, 16, 262144),
+              "doc StreamOpen decodes to %r" % f)
+    f = decode_frame(DOC_STREAM_MESSAGE)
+    check((f["call_id"], f["kind"], f["payload"]) == (1, STREAM_MESSAGE, b"xxxxx"),
+          "doc StreamMessage decodes to %r" % f)
+    f = decode_frame(DOC_STREAM_CREDIT)
+    check((f["call_id"], f["kind"], f["credit_messages"], f["credit_bytes"]) ==
+          (1, STREAM_CREDIT, 8, 40), "doc StreamCredit decodes to %r" % f)
+    f = decode_frame(DOC_STREAM_HALF_CLOSE)
+    check((f["call_id"], f["kind"]) == (2, STREAM_HALF_CLOSE), "doc StreamHalfClose decodes to %r" % f)
 
 
 def call(conn, call_id, method, payload=None, timeout_us=0, metadata=None):
@@ -566,6 +598,167 @@ def check_response_metadata(conn):
     check(f["kind"] == ERROR and f["status"] == BAD_REQUEST, "fail with a bad payload: " + describe(f))
 
 
+# ---------------------------------------------------------------- streams (section 13)
+
+DEFAULT_WINDOW_MESSAGES, DEFAULT_WINDOW_BYTES = 16, 262144
+
+
+class Stream:
+    """One stream's two credits (section 13.3): what we may send (the server's window, 16
+    messages and 256 KiB, plus its grants) and what we granted the server (our window), granted
+    back in batches of half the window as we read."""
+
+    def __init__(self, conn, sid, window_messages=0, window_bytes=0):
+        self.conn, self.sid = conn, sid
+        self.send_messages, self.send_bytes = DEFAULT_WINDOW_MESSAGES, DEFAULT_WINDOW_BYTES
+        self.window_messages = window_messages or DEFAULT_WINDOW_MESSAGES
+        self.window_bytes = window_bytes or DEFAULT_WINDOW_BYTES
+        self.peer_messages, self.peer_bytes = self.window_messages, self.window_bytes
+        self.owed_messages = self.owed_bytes = 0
+        self.granted_to_us = 0
+
+    def open(self, method, kind, payload=None):
+        self.conn.send(encode_frame(call_id=self.sid, kind=STREAM_OPEN, method=method,
+                                    payload=payload, stream_kind=kind,
+                                    credit_messages=self.window_messages,
+                                    credit_bytes=self.window_bytes))
+
+    def write(self, message):
+        while not (self.send_messages > 0 and self.send_bytes > 0):
+            f = self.read()  # only credit may come now: every echo was read
+            check(f["kind"] == STREAM_CREDIT, "stream %d: waiting for credit, got %s"
+                  % (self.sid, describe(f)))
+        self.send_messages -= 1
+        self.send_bytes -= len(message)
+        self.conn.send(encode_frame(call_id=self.sid, kind=STREAM_MESSAGE, payload=message))
+
+    def read(self):
+        """The next frame of the stream but credit it handles itself: a message (its credit
+        checked and given back) or the end. Credit frames are returned too, after counting."""
+        f = self.conn.read_frame()
+        check(f["call_id"] == self.sid, "stream %d: frame for id %d: %s"
+              % (self.sid, f["call_id"], describe(f)))
+        if f["kind"] == STREAM_CREDIT:
+            self.send_messages += f["credit_messages"]
+            self.send_bytes += f["credit_bytes"]
+            self.granted_to_us += f["credit_messages"]
+        elif f["kind"] == STREAM_MESSAGE:
+            check(self.peer_messages > 0 and self.peer_bytes > 0,
+                  "stream %d: the server wrote beyond its credit" % self.sid)
+            self.peer_messages -= 1
+            self.peer_bytes -= len(f["payload"])
+            self.consumed(len(f["payload"]))
+        return f
+
+    def consumed(self, n):
+        self.owed_messages += 1
+        self.owed_bytes += n
+        if self.owed_messages * 2 < self.window_messages and self.owed_bytes * 2 < self.window_bytes:
+            return
+        self.conn.send(encode_frame(call_id=self.sid, kind=STREAM_CREDIT, stream_kind=0,
+                                    credit_messages=self.owed_messages,
+                                    credit_bytes=self.owed_bytes))
+        self.peer_messages += self.owed_messages
+        self.peer_bytes += self.owed_bytes
+        self.owed_messages = self.owed_bytes = 0
+
+    def read_message(self):
+        """The next message's payload, or None at the end (then self.end is the end frame)."""
+        while True:
+            f = self.read()
+            if f["kind"] == STREAM_MESSAGE:
+                return f["payload"]
+            if f["kind"] in (REPLY, ERROR):
+                self.end = f
+                return None
+            check(f["kind"] == STREAM_CREDIT, "stream %d: unexpected %s" % (self.sid, describe(f)))
+
+
+def check_doc_stream_example(conn):
+    """The StreamOpen of 13.7.1, byte for byte, gets the StreamMessage of 13.7.2 three times
+    (the server's own bytes), then Reply Ok."""
+    conn.send(DOC_STREAM_OPEN)
+    for i in range(3):
+        n = struct.unpack("<I", conn._recv_exact(4))[0]
+        got = struct.pack("<I", n) + conn._recv_exact(n)
+        check(got == DOC_STREAM_MESSAGE, "message %d of generate '3 5' differs from docs/protocol.md "
+              "13.7.2:\n%s" % (i, got.hex(" ")))
+    f = conn.read_frame()
+    check((f["call_id"], f["kind"], f["status"], f["payload"]) == (1, REPLY, OK, b""),
+          "the end of generate '3 5': " + describe(f))
+
+
+def check_server_stream(conn, sid=9100, count=40, size=100, window=4):
+    """generate 'N BYTES' with a window of 4 messages: every message within the credit we
+    granted, all N of them, then Reply Ok."""
+    s = Stream(conn, sid, window_messages=window)
+    s.open("generate", SERVER_STREAM, b"%d %d" % (count, size))
+    got = 0
+    while True:
+        m = s.read_message()
+        if m is None:
+            break
+        check(m == b"x" * size, "generate: message %d is %d bytes %r..." % (got, len(m), m[:8]))
+        got += 1
+    check(s.end["kind"] == REPLY and s.end["status"] == OK,
+          "generate: the end is " + describe(s.end))
+    check(got == count, "generate '%d %d': %d messages before the end" % (count, size, got))
+
+
+def check_bidi_stream(conn, sid=9200, count=40):
+    """echo_stream: each message comes back, the server's grants let us write past the first
+    window of 16, and the half-close brings Reply Ok."""
+    s = Stream(conn, sid)
+    s.open("echo_stream", BIDI_STREAM)
+    for i in range(count):
+        m = b"m%d" % i + b"." * (i * 37 % 300)
+        s.write(m)
+        echo = s.read_message()
+        check(echo == m, "echo_stream: message %d came back as %r" % (i, echo))
+    check(s.granted_to_us >= count - DEFAULT_WINDOW_MESSAGES,
+          "echo_stream: the server granted %d messages for %d written" % (s.granted_to_us, count))
+    conn.send(encode_frame(call_id=sid, kind=STREAM_HALF_CLOSE))
+    check(s.read_message() is None, "echo_stream: a message after the half-close")
+    check(s.end["kind"] == REPLY and s.end["status"] == OK, "echo_stream: the end is " + describe(s.end))
+
+
+def check_stream_cancel(conn, sid=9300):
+    """A Cancel ends a stream the server is still writing: Error Cancelled after what it wrote."""
+    s = Stream(conn, sid, window_messages=2)
+    s.open("generate", SERVER_STREAM, b"1000000 10")
+    for _ in range(2):
+        check(s.read_message() == b"x" * 10, "generate before the cancel")
+    conn.send(encode_frame(call_id=sid, kind=CANCEL))
+    while s.read_message() is not None:
+        pass
+    check(s.end["kind"] == ERROR and s.end["status"] == CANCELLED
+          and s.end["message"] == "cancelled by the client",
+          "a cancelled stream ends with " + describe(s.end))
+
+
+def check_stream_errors(conn):
+    """Kinds that do not match (13.2) are refused with BadRequest naming the right way; a frame
+    for an id never opened is dropped unanswered (13.5); the connection stays."""
+    refusals = [
+        (encode_frame(call_id=9400, kind=STREAM_OPEN, method="echo", stream_kind=BIDI_STREAM),
+         "method 'echo' is not a stream; call it with Request"),
+        (encode_frame(call_id=9401, method="generate", payload=b"1 1"),
+         "method 'generate' is a server stream; open it with StreamOpen stream_kind 1"),
+        (encode_frame(call_id=9402, kind=STREAM_OPEN, method="echo_stream", stream_kind=SERVER_STREAM),
+         "method 'echo_stream' is a bidi stream; open it with StreamOpen stream_kind 3"),
+    ]
+    for frame, says in refusals:
+        conn.send(frame)
+        f = conn.read_frame()
+        check(f["kind"] == ERROR and f["status"] == BAD_REQUEST and f["message"] == says,
+              "expected Error/BadRequest %r, got %s" % (says, describe(f)))
+    conn.send(encode_frame(call_id=9410, kind=STREAM_MESSAGE, payload=b"stray"))
+    conn.send(encode_frame(call_id=9411, kind=STREAM_CREDIT, stream_kind=0, credit_messages=1))
+    conn.send(encode_frame(call_id=9412, kind=PING))
+    f = conn.read_frame()
+    check(f["kind"] == PONG and f["call_id"] == 9412, "stray stream frames were answered: " + describe(f))
+
+
 def check_bearer_tokens(conn, token, limited_token):
     """Section 6 and docs/security.md: a server with --tokens-file answers calls without an
     accepted token Unauthenticated, and a token's disallowed methods PermissionDenied."""
@@ -665,7 +858,12 @@ def main():
               ("pipelining 100 requests", check_pipelining),
               ("sleep with a bad payload -> BadRequest", check_sleep_bad_payload),
               ("metadata: reaches the method; over the caps -> BadRequest", check_metadata),
-              ("response headers, trailers, details, statuses 11..21", check_response_metadata)]
+              ("response headers, trailers, details, statuses 11..21", check_response_metadata),
+              ("documented StreamOpen -> documented StreamMessages", check_doc_stream_example),
+              ("server stream: generate under a 4-message window", check_server_stream),
+              ("bidi stream: echo_stream, credit both ways, half-close", check_bidi_stream),
+              ("stream cancel -> Error Cancelled", check_stream_cancel),
+              ("stream kind mismatches, stray frames", check_stream_errors)]
     if not args.skip_deadline:
         checks.append(("timeout_us shorter than the queueing -> DeadlineExceeded", check_deadline))
 
