@@ -63,9 +63,17 @@ class receive_credit {
     explicit operator bool() const noexcept { return messages != 0 || bytes != 0; }
   };
 
+  /// A window past the maxima is held to them, as the peer's send_credit holds it: the
+  /// half-window that triggers a grant must be reachable with the credit the peer really has.
   receive_credit(std::uint32_t window_messages, std::uint64_t window_bytes) noexcept
-      : _window_messages(window_messages == 0 ? default_stream_window_messages : window_messages),
-        _window_bytes(window_bytes == 0 ? default_stream_window_bytes : window_bytes),
+      : _window_messages(window_messages == 0 ? default_stream_window_messages
+                         : window_messages < max_stream_credit_messages
+                             ? window_messages
+                             : static_cast<std::uint32_t>(max_stream_credit_messages)),
+        _window_bytes(window_bytes == 0 ? default_stream_window_bytes
+                      : window_bytes < static_cast<std::uint64_t>(max_stream_credit_bytes)
+                          ? window_bytes
+                          : static_cast<std::uint64_t>(max_stream_credit_bytes)),
         _peer(_window_messages, _window_bytes) {}
 
   /// A message of `bytes` arrived. False when the peer had no credit for it: it broke the rules.

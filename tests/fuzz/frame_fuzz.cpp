@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
+#include "fuzz_prng.hpp"
 #include "wire/frame_assembler.hpp"
 #include "wire/frame_codec.hpp"
 
@@ -31,23 +32,8 @@ namespace {
 using namespace ringrpc;
 using namespace ringrpc::detail;
 
-// splitmix64: small, good enough to spread slice boundaries.
-struct prng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return n == 0 ? 0 : next() % n; }
-};
-
-std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
-}
+using fuzz::fnv1a;
+using fuzz::prng;
 
 bool same_bytes(std::span<const std::byte> a, std::span<const std::byte> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);

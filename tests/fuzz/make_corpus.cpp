@@ -1,6 +1,8 @@
-// Writes the seed corpus of frame_fuzz (tests/fuzz/corpus/frame/). Run by hand after a change to
-// the wire format, then commit the files:
+// Writes the seed corpus of frame_fuzz (tests/fuzz/corpus/frame/), or with `stream` that of
+// stream_fuzz (tests/fuzz/corpus/stream/). Run by hand after a change to the wire format, then
+// commit the files:
 //   ninja -C build/fuzz tests/fuzz/make_corpus && build/fuzz/tests/fuzz/make_corpus tests/fuzz/corpus/frame
+//   build/fuzz/tests/fuzz/make_corpus tests/fuzz/corpus/stream stream
 // Output is deterministic, so re-running it on an unchanged format changes nothing.
 
 #include <cstddef>
@@ -40,14 +42,89 @@ bool write(const std::string& dir, const char* name, const bytes& b) {
   return std::fclose(f) == 0 && ok;
 }
 
+frame_view stream_frame(std::uint64_t id, wire::Kind kind) {
+  frame_view f;
+  f.call_id = id;
+  f.kind = kind;
+  return f;
+}
+
+void append(bytes& to, const frame_view& f) {
+  const bytes b = encode(f);
+  to.insert(to.end(), b.begin(), b.end());
+}
+
+frame_view stream_open(std::uint64_t id, const char* method, std::uint8_t kind, std::uint32_t messages,
+                       std::uint64_t bytes_window) {
+  frame_view f = stream_frame(id, wire::Kind::StreamOpen);
+  f.method = method;
+  f.stream_kind = kind;
+  f.credit_messages = messages;
+  f.credit_bytes = bytes_window;
+  return f;
+}
+
+frame_view stream_message(std::uint64_t id, std::string_view payload) {
+  frame_view f = stream_frame(id, wire::Kind::StreamMessage);
+  f.payload = as_bytes(payload);
+  return f;
+}
+
+frame_view stream_credit(std::uint64_t id, std::uint32_t messages, std::uint64_t bytes_granted) {
+  frame_view f = stream_frame(id, wire::Kind::StreamCredit);
+  f.credit_messages = messages;
+  f.credit_bytes = bytes_granted;
+  return f;
+}
+
+// stream_fuzz's seeds: each a client's side of one connection, as wire bytes.
+int write_stream_corpus(const std::string& dir) {
+  bytes bidi;  // docs/protocol.md 13: an echo_stream exchange
+  append(bidi, stream_open(1, "echo_stream", 3, 4, 64));
+  for (const char* m : {"one", "two", "three"}) append(bidi, stream_message(1, m));
+  append(bidi, stream_credit(1, 2, 6));
+  append(bidi, stream_frame(1, wire::Kind::StreamHalfClose));
+  append(bidi, stream_message(1, "late"));  // in flight when the end crossed it
+
+  bytes server;  // generate, granted as read, then cancelled
+  frame_view gen = stream_open(3, "generate", 1, 2, 0);
+  gen.payload = as_bytes("5 10");
+  append(server, gen);
+  for (int i = 0; i < 3; ++i) append(server, stream_credit(3, 1, 10));
+  append(server, stream_frame(3, wire::Kind::Cancel));
+
+  bytes beyond;  // a client stream that writes past the default window of 16
+  append(beyond, stream_open(5, "sum", 2, 0, 0));
+  for (int i = 0; i < 20; ++i) append(beyond, stream_message(5, "x"));
+
+  bytes overflow;  // grants past the maxima, then frames for ids never opened
+  append(overflow, stream_open(7, "echo_stream", 3, UINT32_MAX, UINT64_MAX));
+  append(overflow, stream_credit(7, UINT32_MAX, UINT64_MAX));
+  append(overflow, stream_message(8, "stray"));
+  append(overflow, stream_frame(9, wire::Kind::StreamHalfClose));
+  append(overflow, stream_open(10, "echo_stream", 0, 0, 0));  // stream_kind 0: not a stream
+
+  bytes many;  // past the 100 open streams of a connection, then every one cancelled
+  for (std::uint64_t id = 1; id <= 110; ++id) append(many, stream_open(id, "echo_stream", 3, 1, 1));
+  for (std::uint64_t id = 1; id <= 110; ++id) append(many, stream_frame(id, wire::Kind::Cancel));
+  for (std::uint64_t id = 1; id <= 110; id += 7) append(many, stream_message(id, "late?"));
+
+  return write(dir, "bidi_exchange", bidi) && write(dir, "server_stream_cancel", server) &&
+                 write(dir, "beyond_credit", beyond) && write(dir, "credit_overflow_strays", overflow) &&
+                 write(dir, "many_streams", many)
+             ? 0
+             : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUTPUT_DIR\n", argv[0]);
+  if (argc != 2 && !(argc == 3 && std::string_view(argv[2]) == "stream")) {
+    std::fprintf(stderr, "usage: %s OUTPUT_DIR [stream]\n", argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
+  if (argc == 3) return write_stream_corpus(dir);
 
   frame_view req;
   req.call_id = 1;

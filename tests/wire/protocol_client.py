@@ -18,6 +18,9 @@ import time
 
 # Kind and Status values (docs/protocol.md sections 3 and 6).
 REQUEST, ONE_WAY, REPLY, ERROR, CANCEL, PING, PONG = range(7)
+# Stream kinds (section 13), and the stream_kind values of StreamOpen.
+STREAM_OPEN, STREAM_MESSAGE, STREAM_HALF_CLOSE, STREAM_CREDIT = range(7, 11)
+SERVER_STREAM, CLIENT_STREAM, BIDI_STREAM = 1, 2, 3
 OK, UNKNOWN_METHOD, BAD_REQUEST, FRAME_TOO_LARGE, SERVER_BUSY, DEADLINE_EXCEEDED, \
     SHUTTING_DOWN, INTERNAL, CANCELLED, UNAUTHENTICATED, PERMISSION_DENIED = range(11)
 # Appended later (section 6): sent only by methods, never by the server on its own.
@@ -26,7 +29,7 @@ NOT_FOUND, INVALID_ARGUMENT, ALREADY_EXISTS, FAILED_PRECONDITION, UNAVAILABLE, U
 
 # Field ids (= vtable slots).
 F_CALL_ID, F_KIND, F_METHOD, F_TIMEOUT_US, F_PAYLOAD, F_STATUS, F_MESSAGE, F_RETRY, \
-    F_METADATA, F_TRAILERS, F_DETAILS = range(11)
+    F_METADATA, F_TRAILERS, F_DETAILS, F_STREAM_KIND, F_CREDIT_MESSAGES, F_CREDIT_BYTES = range(14)
 # Fields of a Metadata table (section 3.1).
 M_KEY, M_VALUE = range(2)
 
@@ -88,19 +91,25 @@ def _encode_metadata(pairs, pos):
 
 
 def encode_frame(call_id=0, kind=REQUEST, method=None, timeout_us=0, payload=None,
-                 status=OK, message=None, retry_after_ms=0, metadata=None):
+                 status=OK, message=None, retry_after_ms=0, metadata=None,
+                 stream_kind=None, credit_messages=0, credit_bytes=0):
     """Returns one complete frame (prefix included). None for method/payload/message/metadata =
     absent. Without metadata the layout of section 4.3; with it that of 4.4: a 9th vtable entry
-    (metadata at table + 40), the table 4 bytes longer and the objects from position 76."""
+    (metadata at table + 40), the table 4 bytes longer and the objects from position 76. With
+    stream_kind (0 included) the layout of 4.5: 14 entries, the table at 40, the stream fields
+    at table + 39, 44 and 48, the objects from position 96."""
     if isinstance(method, str):
         method = method.encode()
     if isinstance(message, str):
         message = message.encode()
-    n_fields = 8 if metadata is None else 9
-    table_size = TABLE_SIZE + 4 * (n_fields - 8)
+    streams = stream_kind is not None
+    n_fields = 14 if streams else 8 if metadata is None else 9
+    table_pos = 40 if streams else TABLE_POS
+    table_size = 56 if streams else TABLE_SIZE + 4 * (n_fields - 8)
     offsets = dict(FIELD_OFFSETS)
-    offsets[F_METADATA] = 40
-    pos = TABLE_POS + table_size  # 72 (76): strings and vectors follow the table (forward offsets)
+    offsets.update({F_METADATA: 40, F_TRAILERS: 0, F_DETAILS: 0, F_STREAM_KIND: 39,
+                    F_CREDIT_MESSAGES: 44, F_CREDIT_BYTES: 48})
+    pos = table_pos + table_size  # 72, 76, 96: strings and vectors follow the table
     objects = b""
     obj_pos = {}
     for fid, data, is_string in ((F_METHOD, method, True), (F_PAYLOAD, payload, False),
@@ -116,23 +125,27 @@ def encode_frame(call_id=0, kind=REQUEST, method=None, timeout_us=0, payload=Non
 
     entries = []
     for fid in range(n_fields):
-        present = fid not in (F_METHOD, F_PAYLOAD, F_MESSAGE) or fid in obj_pos
+        present = fid not in (F_METHOD, F_PAYLOAD, F_MESSAGE, F_METADATA) or fid in obj_pos
         entries.append(offsets[fid] if present else 0)
     vtable = struct.pack("<HH%dH" % n_fields, 4 + 2 * n_fields, table_size, *entries)
 
     def uoff(fid):
         if fid not in obj_pos:
             return 0
-        return obj_pos[fid] - (TABLE_POS + offsets[fid])
+        return obj_pos[fid] - (table_pos + offsets[fid])
 
-    fields = [TABLE_POS - VTABLE_POS, retry_after_ms, call_id, timeout_us, uoff(F_METHOD),
+    fields = [table_pos - VTABLE_POS, retry_after_ms, call_id, timeout_us, uoff(F_METHOD),
               uoff(F_PAYLOAD), uoff(F_MESSAGE), status, kind]
-    if metadata is not None:
-        fields.append(uoff(F_METADATA))
-    table = struct.pack("<iIQQIIIHBx" + "I" * (n_fields - 8), *fields)
+    if streams:
+        table = struct.pack("<iIQQIIIHBBIIQ", *fields, stream_kind, uoff(F_METADATA),
+                            credit_messages, credit_bytes)
+    else:
+        if metadata is not None:
+            fields.append(uoff(F_METADATA))
+        table = struct.pack("<iIQQIIIHBx" + "I" * (n_fields - 8), *fields)
     assert len(table) == table_size
-    head = struct.pack("<I", ROOT) + vtable  # positions 4..27 (4..29 with metadata)
-    head += b"\0" * (TABLE_POS - 4 - len(head))  # padding up to the table at 32
+    head = struct.pack("<I", table_pos - 4) + vtable  # the root, then the vtable at 8
+    head += b"\0" * (table_pos - 4 - len(head))  # padding up to the table
     body = head + table + objects
     return struct.pack("<I", len(body)) + body
 
@@ -215,6 +228,9 @@ def decode_body(b):
         "metadata": metadata(),
         "trailers": metadata(F_TRAILERS),
         "details": blob(F_DETAILS, False),
+        "stream_kind": scalar(F_STREAM_KIND, "B"),
+        "credit_messages": scalar(F_CREDIT_MESSAGES, "I"),
+        "credit_bytes": scalar(F_CREDIT_BYTES, "Q"),
     }
 
 
@@ -275,7 +291,8 @@ def check_self_consistency():
                                   status=SERVER_BUSY, message="busy", retry_after_ms=10))
     check(f == {"call_id": 7, "kind": ERROR, "method": "m", "timeout_us": 9, "payload": b"\1\2",
                 "status": SERVER_BUSY, "message": "busy", "retry_after_ms": 10, "metadata": None,
-                "trailers": None, "details": b""},
+                "trailers": None, "details": b"", "stream_kind": 0, "credit_messages": 0,
+                "credit_bytes": 0},
           "encode/decode round trip: %r" % f)
     md = [("traceparent", TRACEPARENT), ("bin", b"\0\xff"), ("empty", b"")]
     f = decode_frame(encode_frame(call_id=8, method="m", payload=b"x", metadata=md))
@@ -307,6 +324,7 @@ def check_self_consistency():
            f["trailers"]) ==
           (2, ERROR, NOT_FOUND, "failed as asked", b"\x08\x05", None, [("pairs", b"0")]),
           "doc error with details decodes to %r" % f)
+    check_stream_dumps()
     # docs/protocol.md section 4.3: the fixed-layout example.
     check(encode_frame(call_id=1, method="echo", payload=b"hi") == DOC_FIXED,
           "the fixed-layout encoder differs from the example in docs/protocol.md 4.3:\n"
@@ -345,7 +363,38 @@ DOC_METADATA, = doc_dumps("4.4")
 DOC_RESPONSE_METADATA, = doc_dumps("3.2")
 DOC_ERROR_DETAILS, = doc_dumps("3.3")
 DOC_PING_REQUEST, DOC_PING_REPLY = doc_dumps("9.1")
+DOC_STREAM_FIXED, = doc_dumps("4.5")
+DOC_STREAM_OPEN, = doc_dumps("13.7.1")
+DOC_STREAM_MESSAGE, = doc_dumps("13.7.2")
+DOC_STREAM_CREDIT, = doc_dumps("13.7.3")
+DOC_STREAM_HALF_CLOSE, = doc_dumps("13.7.4")
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def check_stream_dumps():
+    """docs/protocol.md 4.5 and 13.7: the fixed-layout StreamOpen is what the encoder makes, and
+    the builder's stream frames decode to the fields the doc gives them."""
+    check(encode_frame(call_id=1, kind=STREAM_OPEN, method="generate", payload=b"3 5",
+                       stream_kind=SERVER_STREAM, credit_messages=16, credit_bytes=262144)
+          == DOC_STREAM_FIXED,
+          "the stream fixed-layout encoder differs from docs/protocol.md 4.5:\n"
+          + encode_frame(call_id=1, kind=STREAM_OPEN, method="generate", payload=b"3 5",
+                         stream_kind=SERVER_STREAM, credit_messages=16,
+                         credit_bytes=262144).hex(" "))
+    for dump in (DOC_STREAM_FIXED, DOC_STREAM_OPEN):
+        f = decode_frame(dump)
+        check((f["call_id"], f["kind"], f["method"], f["payload"], f["stream_kind"],
+               f["credit_messages"], f["credit_bytes"]) ==
+              (1, STREAM_OPEN, "generate", b"3 5", SERVER_STREAM, 16, 262144),
+              "doc StreamOpen decodes to %r" % f)
+    f = decode_frame(DOC_STREAM_MESSAGE)
+    check((f["call_id"], f["kind"], f["payload"]) == (1, STREAM_MESSAGE, b"xxxxx"),
+          "doc StreamMessage decodes to %r" % f)
+    f = decode_frame(DOC_STREAM_CREDIT)
+    check((f["call_id"], f["kind"], f["credit_messages"], f["credit_bytes"]) ==
+          (1, STREAM_CREDIT, 8, 40), "doc StreamCredit decodes to %r" % f)
+    f = decode_frame(DOC_STREAM_HALF_CLOSE)
+    check((f["call_id"], f["kind"]) == (2, STREAM_HALF_CLOSE), "doc StreamHalfClose decodes to %r" % f)
 
 
 def call(conn, call_id, method, payload=None, timeout_us=0, metadata=None):
@@ -549,6 +598,167 @@ def check_response_metadata(conn):
     check(f["kind"] == ERROR and f["status"] == BAD_REQUEST, "fail with a bad payload: " + describe(f))
 
 
+# ---------------------------------------------------------------- streams (section 13)
+
+DEFAULT_WINDOW_MESSAGES, DEFAULT_WINDOW_BYTES = 16, 262144
+
+
+class Stream:
+    """One stream's two credits (section 13.3): what we may send (the server's window, 16
+    messages and 256 KiB, plus its grants) and what we granted the server (our window), granted
+    back in batches of half the window as we read."""
+
+    def __init__(self, conn, sid, window_messages=0, window_bytes=0):
+        self.conn, self.sid = conn, sid
+        self.send_messages, self.send_bytes = DEFAULT_WINDOW_MESSAGES, DEFAULT_WINDOW_BYTES
+        self.window_messages = window_messages or DEFAULT_WINDOW_MESSAGES
+        self.window_bytes = window_bytes or DEFAULT_WINDOW_BYTES
+        self.peer_messages, self.peer_bytes = self.window_messages, self.window_bytes
+        self.owed_messages = self.owed_bytes = 0
+        self.granted_to_us = 0
+
+    def open(self, method, kind, payload=None):
+        self.conn.send(encode_frame(call_id=self.sid, kind=STREAM_OPEN, method=method,
+                                    payload=payload, stream_kind=kind,
+                                    credit_messages=self.window_messages,
+                                    credit_bytes=self.window_bytes))
+
+    def write(self, message):
+        while not (self.send_messages > 0 and self.send_bytes > 0):
+            f = self.read()  # only credit may come now: every echo was read
+            check(f["kind"] == STREAM_CREDIT, "stream %d: waiting for credit, got %s"
+                  % (self.sid, describe(f)))
+        self.send_messages -= 1
+        self.send_bytes -= len(message)
+        self.conn.send(encode_frame(call_id=self.sid, kind=STREAM_MESSAGE, payload=message))
+
+    def read(self):
+        """The next frame of the stream but credit it handles itself: a message (its credit
+        checked and given back) or the end. Credit frames are returned too, after counting."""
+        f = self.conn.read_frame()
+        check(f["call_id"] == self.sid, "stream %d: frame for id %d: %s"
+              % (self.sid, f["call_id"], describe(f)))
+        if f["kind"] == STREAM_CREDIT:
+            self.send_messages += f["credit_messages"]
+            self.send_bytes += f["credit_bytes"]
+            self.granted_to_us += f["credit_messages"]
+        elif f["kind"] == STREAM_MESSAGE:
+            check(self.peer_messages > 0 and self.peer_bytes > 0,
+                  "stream %d: the server wrote beyond its credit" % self.sid)
+            self.peer_messages -= 1
+            self.peer_bytes -= len(f["payload"])
+            self.consumed(len(f["payload"]))
+        return f
+
+    def consumed(self, n):
+        self.owed_messages += 1
+        self.owed_bytes += n
+        if self.owed_messages * 2 < self.window_messages and self.owed_bytes * 2 < self.window_bytes:
+            return
+        self.conn.send(encode_frame(call_id=self.sid, kind=STREAM_CREDIT, stream_kind=0,
+                                    credit_messages=self.owed_messages,
+                                    credit_bytes=self.owed_bytes))
+        self.peer_messages += self.owed_messages
+        self.peer_bytes += self.owed_bytes
+        self.owed_messages = self.owed_bytes = 0
+
+    def read_message(self):
+        """The next message's payload, or None at the end (then self.end is the end frame)."""
+        while True:
+            f = self.read()
+            if f["kind"] == STREAM_MESSAGE:
+                return f["payload"]
+            if f["kind"] in (REPLY, ERROR):
+                self.end = f
+                return None
+            check(f["kind"] == STREAM_CREDIT, "stream %d: unexpected %s" % (self.sid, describe(f)))
+
+
+def check_doc_stream_example(conn):
+    """The StreamOpen of 13.7.1, byte for byte, gets the StreamMessage of 13.7.2 three times
+    (the server's own bytes), then Reply Ok."""
+    conn.send(DOC_STREAM_OPEN)
+    for i in range(3):
+        n = struct.unpack("<I", conn._recv_exact(4))[0]
+        got = struct.pack("<I", n) + conn._recv_exact(n)
+        check(got == DOC_STREAM_MESSAGE, "message %d of generate '3 5' differs from docs/protocol.md "
+              "13.7.2:\n%s" % (i, got.hex(" ")))
+    f = conn.read_frame()
+    check((f["call_id"], f["kind"], f["status"], f["payload"]) == (1, REPLY, OK, b""),
+          "the end of generate '3 5': " + describe(f))
+
+
+def check_server_stream(conn, sid=9100, count=40, size=100, window=4):
+    """generate 'N BYTES' with a window of 4 messages: every message within the credit we
+    granted, all N of them, then Reply Ok."""
+    s = Stream(conn, sid, window_messages=window)
+    s.open("generate", SERVER_STREAM, b"%d %d" % (count, size))
+    got = 0
+    while True:
+        m = s.read_message()
+        if m is None:
+            break
+        check(m == b"x" * size, "generate: message %d is %d bytes %r..." % (got, len(m), m[:8]))
+        got += 1
+    check(s.end["kind"] == REPLY and s.end["status"] == OK,
+          "generate: the end is " + describe(s.end))
+    check(got == count, "generate '%d %d': %d messages before the end" % (count, size, got))
+
+
+def check_bidi_stream(conn, sid=9200, count=40):
+    """echo_stream: each message comes back, the server's grants let us write past the first
+    window of 16, and the half-close brings Reply Ok."""
+    s = Stream(conn, sid)
+    s.open("echo_stream", BIDI_STREAM)
+    for i in range(count):
+        m = b"m%d" % i + b"." * (i * 37 % 300)
+        s.write(m)
+        echo = s.read_message()
+        check(echo == m, "echo_stream: message %d came back as %r" % (i, echo))
+    check(s.granted_to_us >= count - DEFAULT_WINDOW_MESSAGES,
+          "echo_stream: the server granted %d messages for %d written" % (s.granted_to_us, count))
+    conn.send(encode_frame(call_id=sid, kind=STREAM_HALF_CLOSE))
+    check(s.read_message() is None, "echo_stream: a message after the half-close")
+    check(s.end["kind"] == REPLY and s.end["status"] == OK, "echo_stream: the end is " + describe(s.end))
+
+
+def check_stream_cancel(conn, sid=9300):
+    """A Cancel ends a stream the server is still writing: Error Cancelled after what it wrote."""
+    s = Stream(conn, sid, window_messages=2)
+    s.open("generate", SERVER_STREAM, b"1000000 10")
+    for _ in range(2):
+        check(s.read_message() == b"x" * 10, "generate before the cancel")
+    conn.send(encode_frame(call_id=sid, kind=CANCEL))
+    while s.read_message() is not None:
+        pass
+    check(s.end["kind"] == ERROR and s.end["status"] == CANCELLED
+          and s.end["message"] == "cancelled by the client",
+          "a cancelled stream ends with " + describe(s.end))
+
+
+def check_stream_errors(conn):
+    """Kinds that do not match (13.2) are refused with BadRequest naming the right way; a frame
+    for an id never opened is dropped unanswered (13.5); the connection stays."""
+    refusals = [
+        (encode_frame(call_id=9400, kind=STREAM_OPEN, method="echo", stream_kind=BIDI_STREAM),
+         "method 'echo' is not a stream; call it with Request"),
+        (encode_frame(call_id=9401, method="generate", payload=b"1 1"),
+         "method 'generate' is a server stream; open it with StreamOpen stream_kind 1"),
+        (encode_frame(call_id=9402, kind=STREAM_OPEN, method="echo_stream", stream_kind=SERVER_STREAM),
+         "method 'echo_stream' is a bidi stream; open it with StreamOpen stream_kind 3"),
+    ]
+    for frame, says in refusals:
+        conn.send(frame)
+        f = conn.read_frame()
+        check(f["kind"] == ERROR and f["status"] == BAD_REQUEST and f["message"] == says,
+              "expected Error/BadRequest %r, got %s" % (says, describe(f)))
+    conn.send(encode_frame(call_id=9410, kind=STREAM_MESSAGE, payload=b"stray"))
+    conn.send(encode_frame(call_id=9411, kind=STREAM_CREDIT, stream_kind=0, credit_messages=1))
+    conn.send(encode_frame(call_id=9412, kind=PING))
+    f = conn.read_frame()
+    check(f["kind"] == PONG and f["call_id"] == 9412, "stray stream frames were answered: " + describe(f))
+
+
 def check_bearer_tokens(conn, token, limited_token):
     """Section 6 and docs/security.md: a server with --tokens-file answers calls without an
     accepted token Unauthenticated, and a token's disallowed methods PermissionDenied."""
@@ -648,7 +858,12 @@ def main():
               ("pipelining 100 requests", check_pipelining),
               ("sleep with a bad payload -> BadRequest", check_sleep_bad_payload),
               ("metadata: reaches the method; over the caps -> BadRequest", check_metadata),
-              ("response headers, trailers, details, statuses 11..21", check_response_metadata)]
+              ("response headers, trailers, details, statuses 11..21", check_response_metadata),
+              ("documented StreamOpen -> documented StreamMessages", check_doc_stream_example),
+              ("server stream: generate under a 4-message window", check_server_stream),
+              ("bidi stream: echo_stream, credit both ways, half-close", check_bidi_stream),
+              ("stream cancel -> Error Cancelled", check_stream_cancel),
+              ("stream kind mismatches, stray frames", check_stream_errors)]
     if not args.skip_deadline:
         checks.append(("timeout_us shorter than the queueing -> DeadlineExceeded", check_deadline))
 

@@ -63,6 +63,30 @@ TEST(ReceiveCredit, ZeroMeansTheProtocolDefault) {
   EXPECT_EQ(r.window_bytes(), default_stream_window_bytes);
 }
 
+// A window past the maxima (a StreamOpen may name any) is held to them as the sender's credit
+// is. Unclamped, half of a 2^64 - 1 byte window is more than a sender held to 2^62 bytes can
+// ever spend: a sender that used its byte credit up in few messages would wait for a grant that
+// never comes. (Messages of 2^60 bytes stand for many of the largest frames.)
+TEST(ReceiveCredit, AWindowPastTheMaximaIsHeldToThemSoGrantsStillCome) {
+  receive_credit r(UINT32_MAX, UINT64_MAX);
+  send_credit peer(UINT32_MAX, UINT64_MAX);
+  EXPECT_EQ(r.window_messages(), max_stream_credit_messages);
+  EXPECT_EQ(r.window_bytes(), static_cast<std::uint64_t>(max_stream_credit_bytes));
+  const std::size_t big = std::size_t{1} << 60;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(peer.can_send()) << i;
+    peer.spend(big);
+    ASSERT_TRUE(r.arrive(big)) << i;
+  }
+  ASSERT_FALSE(peer.can_send());
+  for (int i = 0; i < 4; ++i) {
+    if (const auto g = r.consumed(big)) {
+      ASSERT_TRUE(peer.grant(g.messages, g.bytes));
+    }
+  }
+  EXPECT_TRUE(peer.can_send()) << "everything was read, and the sender still has no credit";
+}
+
 TEST(ReceiveCredit, ArrivalsBeyondTheGrantedCreditAreRefused) {
   receive_credit r(4, 1 << 20);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(r.arrive(10)) << i;
