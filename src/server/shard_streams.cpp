@@ -128,6 +128,18 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::
   keep_alive_for_streams(c, c->rare_part(), _core.options().idle_timeout);
 }
 
+// An open refused on any ground (dispatch()'s checks, the kind, the caps, a full pool) is
+// remembered as an end: the client may have sent messages on its initial credit before the
+// refusal reached it, and those are what it had in flight, not strays to count against it.
+void shard::remember_refused_open(connection* c, std::uint64_t id) noexcept {
+  try {
+    stream_table<stream_state>& table = c->rare_part().streams;
+    if (table.find(id) == nullptr) table.remember_end(id);
+  } catch (const std::bad_alloc&) {
+    // No room for the connection's rare part: its messages count as strays, a bounded harm.
+  }
+}
+
 void shard::on_stream_frame(call* k, const frame_view& v) noexcept {
   connection* c = k->conn;
   stream_table<stream_state>* table = streams_of(c);

@@ -55,7 +55,10 @@ class stream_table {
   /// Removes stream `id` without remembering it: it never was open for the peer (refused).
   T* forget(std::uint64_t id) noexcept { return remove(id, false); }
 
-  /// True when `id` is one of the last `remembered_ends` ids erased (and not open again).
+  /// Remembers `id` as ended without its having been open here: an open the server refused.
+  void remember_end(std::uint64_t id) noexcept { _ended[_ended_next++ % remembered_ends] = id; }
+  /// True when `id` is one of the last `remembered_ends` ids erased or remembered (and not
+  /// open again).
   bool recently_ended(std::uint64_t id) const noexcept {
     const std::size_t n = _ended_next < remembered_ends ? _ended_next : remembered_ends;
     for (std::size_t k = 0; k < n; ++k) {

@@ -472,6 +472,27 @@ TEST_F(streams, frames_that_cross_an_end_are_no_error) {
   EXPECT_EQ(srv->stats()[server_counter::bad_frames], before);
 }
 
+// A client may write on its initial credit before the open's refusal reaches it: those
+// messages (here 16 after each of 10 refused opens, more than the protocol error cap) are what
+// it had in flight, dropped and no error, whatever refused the open.
+TEST_F(streams, messages_sent_after_a_refused_open_are_no_error) {
+  const std::uint64_t before = srv->stats()[server_counter::bad_frames];
+  raw_socket s(srv->port());
+  for (std::uint64_t id = 1; id <= 10; ++id) {
+    ASSERT_TRUE(s.send_frame(open_frame(id, "no_such_method", stream_kind::bidi)));
+    for (int m = 0; m < 16; ++m) ASSERT_TRUE(s.send_frame(message_frame(id, "early")));
+    ASSERT_TRUE(s.send_frame(control_frame(id, wire::Kind::StreamHalfClose)));
+    const got g = read_one(s);
+    EXPECT_EQ(g.id, id);
+    EXPECT_EQ(g.kind, wire::Kind::Error);
+  }
+  ASSERT_TRUE(s.send_frame(test::request(1000, "unary", "")));
+  const got g = read_one(s);
+  EXPECT_EQ(g.id, 1000u) << g.message;
+  EXPECT_EQ(g.kind, wire::Kind::Reply);
+  EXPECT_EQ(srv->stats()[server_counter::bad_frames], before);
+}
+
 TEST_F(streams, kind_mismatch_is_bad_request) {
   raw_socket s(srv->port());
   ASSERT_TRUE(s.send_frame(open_frame(8, "echo_stream", stream_kind::server)));
