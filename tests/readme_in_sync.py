@@ -1,10 +1,11 @@
-"""Fails when README.md no longer shows tests/readme_example.cpp verbatim."""
+"""Fails when README.md no longer shows each example file (tests/readme_*example.cpp) verbatim."""
 import sys
 
-readme, example = sys.argv[1], sys.argv[2]
+readme, examples = sys.argv[1], sys.argv[2:]
 with open(readme, encoding="utf-8") as f:
     text = f.read()
-with open(example, encoding="utf-8") as f:
-    code = f.read()
-if code.strip() not in text:
-    sys.exit("README.md's embedding example differs from tests/readme_example.cpp; update one of them")
+for example in examples:
+    with open(example, encoding="utf-8") as f:
+        code = f.read()
+    if code.strip() not in text:
+        sys.exit(f"README.md's embedding example differs from {example}; update one of them")
