@@ -81,6 +81,9 @@ bool end_here_locked(client_stream_state& s, const call_outcome& o) noexcept {
 write_result write_locked(client_stream_state& s, std::span<const std::byte> m) {
   if (s.ended || s.half_closed || s.kind == stream_kind::server) return write_result::closed;
   if (!s.send.can_send()) return write_result::would_block;
+  // A full budget answers before the encoding: write_wait asks again every millisecond, under
+  // the lock the loop takes for each arrival. admit_bytes() below is the check that counts.
+  if (s.conn->pending_bytes.load(std::memory_order_relaxed) >= s.conn->max_pending_bytes) return write_result::would_block;
   detail::frame_view f;
   f.kind = wire::Kind::StreamMessage;
   f.payload = m;

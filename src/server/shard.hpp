@@ -152,7 +152,7 @@ class shard {
   void post_rejected(const call* k, std::uint64_t id, std::string_view name, std::string_view detail) noexcept;
   // Streams (shard_streams.cpp): the open after dispatch()'s checks, the frames of an open
   // stream, and the ends the shard decides (cancel, deadline, connection gone, stop).
-  void remember_refused_open(connection* c, std::uint64_t id) noexcept;
+  void remember_refused_open(connection* c, std::uint64_t id, std::uint8_t kind) noexcept;
   void open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight);
   void on_stream_frame(call* k, const frame_view& v) noexcept;
   bool cancel_stream(connection* c, std::uint64_t id) noexcept;

@@ -206,7 +206,7 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
         if (_unposted == k) answer(k, v.call_id, wire::Kind::Error, status::internal, "server is out of memory");
       }
       _unposted = nullptr;
-      if (v.kind == wire::Kind::StreamOpen) [[unlikely]] remember_refused_open(c, v.call_id);
+      if (v.kind == wire::Kind::StreamOpen) [[unlikely]] remember_refused_open(c, v.call_id, v.stream_kind);
       break;
     case wire::Kind::Ping: answer(k, v.call_id, wire::Kind::Pong, status::ok, {}); break;
     case wire::Kind::Cancel:

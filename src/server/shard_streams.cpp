@@ -111,7 +111,7 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::
   }
   if (!s->start()) {
     // The pool is full, or this caller is over its share: refused as a call would be, and
-    // nothing of the stream is left (nor remembered: the id was never open).
+    // nothing of the stream is left (the id is remembered as refused: remember_refused_open).
     table.forget(v.call_id);
     call* open = s->take_back_open();
     release_quietly(s->take_back_end());
@@ -131,7 +131,10 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::
 // An open refused on any ground (dispatch()'s checks, the kind, the caps, a full pool) is
 // remembered as an end: the client may have sent messages on its initial credit before the
 // refusal reached it, and those are what it had in flight, not strays to count against it.
-void shard::remember_refused_open(connection* c, std::uint64_t id) noexcept {
+void shard::remember_refused_open(connection* c, std::uint64_t id, std::uint8_t kind) noexcept {
+  // A server stream's client sends nothing after its open but grants, which a refusal does not
+  // invite: nothing to excuse, and no ended stream's id pushed out of the table's memory.
+  if (kind == static_cast<std::uint8_t>(stream_kind::server)) return;
   try {
     stream_table<stream_state>& table = c->rare_part().streams;
     if (table.find(id) == nullptr) table.remember_end(id);

@@ -78,10 +78,10 @@ class quiet_streams : public ::testing::Test {
 TEST_F(quiet_streams, a_silent_stream_outlives_the_idle_timeout_and_an_idle_connection_does_not) {
   start(300ms);
   client streaming = client::connect("127.0.0.1", srv->port());
-  client calling = client::connect("127.0.0.1", srv->port());
   client_stream s = streaming.open_stream("echo_stream", stream_kind::bidi);
   ASSERT_EQ(s.write("first"), write_result::ok);
   ASSERT_EQ(test::text_of(std::span<const std::byte>(*s.read(10s))), "first");
+  client calling = client::connect("127.0.0.1", srv->port());
   ASSERT_TRUE(calling.call("unary", "x", test::within(10s)).ok());
   // Both say nothing for many idle timeouts: the connection without a stream is closed.
   EXPECT_TRUE(test::eventually([&] { return srv->stats()[server_counter::connections_idle_closed] == 1; }))

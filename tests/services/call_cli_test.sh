@@ -187,6 +187,23 @@ else
   stdin="$work/lines.in" expect stdinunary 1 err "method 'echo' is not a stream" 127.0.0.1:"$stock" call echo --stdin
   expect stdinanddata 2 err '--stdin and -d exclude each other' 127.0.0.1:"$stock" call echo_stream --stdin -d x
   expect streamtimeout 3 err 'deadline|timed out|timeout' 127.0.0.1:"$stock" call generate -d '100000000 1' --timeout 300ms
+  stdin="$work/lines.in" expect stdinserverstream 2 err "'generate' is a server stream: its client sends one request" \
+    127.0.0.1:"$stock" call generate --stdin
+  # The stream's end (its deadline) while standard input stays open and says nothing: ringrpc-call
+  # ends with the stream instead of waiting for a line (timeout's 124 would mean it hung).
+  mkfifo "$work/silent"
+  sleep 30 >"$work/silent" 2>/dev/null &  # holds the fifo open, writing nothing
+  silent_pid=$!
+  timeout 20 "$call" 127.0.0.1:"$stock" call echo_stream --stdin --timeout 500ms \
+    <"$work/silent" >"$work/quietstdin.out" 2>"$work/quietstdin.err"
+  rc=$?
+  kill "$silent_pid" 2>/dev/null
+  if [ $rc -ne 3 ]; then
+    fail "echo_stream --stdin --timeout 500ms with a silent standard input exited $rc, expected 3"
+    cat "$work/quietstdin.err" >&2
+  else
+    ok "a stream's end stops the reading of a silent standard input"
+  fi
 fi
 
 # --- peers that are not ringrpc servers: named from what they answer, within seconds ---------

@@ -344,7 +344,13 @@ int run_untyped(session& s, const std::string& name, const std::string& data, by
   stream_input in;
   in.encoding = encoding;
   in.lines = lines;
-  if (lines) return run_stream(s.connection(), name, listed_kind(s, name), in, s.call_options());
+  if (lines) {
+    const ringrpc::stream_kind kind = listed_kind(s, name);
+    if (kind == ringrpc::stream_kind::server) {
+      throw tool_error(exit_usage, "'" + name + "' is a server stream: its client sends one request (-d), not lines (--stdin)");
+    }
+    return run_stream(s.connection(), name, kind, in, s.call_options());
+  }
   try {
     in.payload = decode(encoding, read_data(data));
   } catch (const std::invalid_argument& e) {

@@ -1,11 +1,17 @@
 // ringrpc-call's streams: one stream, its messages printed as they arrive, one to a line.
 #include "stream_call.hpp"
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
-#include <iostream>
+#include <cstring>
+#include <exception>
 #include <regex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "cli_conventions.hpp"
 #include "ringrpc/client_stream.hpp"
@@ -44,13 +50,52 @@ std::string decoded(byte_encoding encoding, std::string_view line) {
   }
 }
 
+// Standard input, a line at a time, given up as soon as the stream has ended: a terminal or a
+// quiet pipe may send nothing more for a long time, and the stream's end (its deadline, the
+// server's error) must not wait for them.
+class stdin_lines {
+ public:
+  /// The next line (without its \n or \r\n); false at the end of the input or once `s` ended.
+  bool next(client_stream& s, std::string& line) {
+    for (;;) {
+      if (const auto nl = _buffer.find('\n'); nl != std::string::npos) {
+        line.assign(_buffer, 0, nl);
+        _buffer.erase(0, nl + 1);
+        if (!line.empty() && line.back() == '\r') line.pop_back();  // a CRLF file sends what a LF one does
+        return true;
+      }
+      if (_eof) {
+        if (_buffer.empty()) return false;
+        line = std::exchange(_buffer, {});  // a last line without its newline
+        return true;
+      }
+      if (s.ended()) return false;
+      pollfd p{STDIN_FILENO, POLLIN, 0};
+      const int ready = ::poll(&p, 1, 100);
+      if (ready < 0 && errno != EINTR) throw tool_error(exit_transport, std::string("reading standard input: ") + std::strerror(errno));
+      if (ready <= 0) continue;
+      char chunk[4096];
+      const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
+      if (n < 0 && errno != EINTR && errno != EAGAIN) {
+        throw tool_error(exit_transport, std::string("reading standard input: ") + std::strerror(errno));
+      }
+      if (n == 0) _eof = true;
+      if (n > 0) _buffer.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+ private:
+  std::string _buffer;
+  bool _eof = false;
+};
+
 // Client and bidi streams: sends the input (waiting for the server's credit as it goes), then
 // says no more will come. False when the stream ended first (the server's end says why).
 bool send_input(client_stream& s, const stream_input& in) {
   if (!in.lines) return s.write_wait(in.payload) == write_result::ok && s.half_close();
+  stdin_lines input;
   std::string line;
-  while (std::getline(std::cin, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();  // a CRLF file sends what a LF one does
+  while (input.next(s, line)) {
     if (s.write_wait(decoded(in.encoding, line)) != write_result::ok) return false;
   }
   return s.half_close();
@@ -83,8 +128,14 @@ int run_stream(client& c, const std::string& method, stream_kind kind, const str
                                   so);
   // The server's messages are printed as they come while this thread sends: a bidi server may
   // answer each message before the next line is typed.
+  std::exception_ptr printing_failed;
   std::thread printer([&] {
-    while (const auto m = s.read()) print_message(text(*m), in.encoding);
+    try {
+      while (const auto m = s.read()) print_message(text(*m), in.encoding);
+    } catch (...) {
+      printing_failed = std::current_exception();
+      s.cancel();
+    }
   });
   if (kind != stream_kind::server) {
     try {
@@ -96,9 +147,11 @@ int run_stream(client& c, const std::string& method, stream_kind kind, const str
     }
   }
   printer.join();
+  if (printing_failed) std::rethrow_exception(printing_failed);
   const call_result r = s.finish();
   if (!r.ok()) throw call_failure(method, r, options.timeout);
-  if (kind == stream_kind::client) print_message(r.payload_string(), in.encoding);
+  // A client stream's one answer; any stream may end with a payload too (finish(reply)).
+  if (kind == stream_kind::client || !r.payload.empty()) print_message(r.payload_string(), in.encoding);
   return 0;
 }
 
