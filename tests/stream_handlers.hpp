@@ -1,14 +1,16 @@
 #pragma once
 // Stream handlers that the stream tests share (tests/server/streams_test.cpp speaks raw frames
-// to them, tests/client/client_streams_test.cpp the client's API): a client stream that sums,
-// a bidi stream that echoes.
+// to them, tests/client/client_streams_test.cpp the client's API): a server stream that counts,
+// a client stream that sums, a bidi stream that echoes, a bidi stream that only watches.
 
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <span>
 #include <string>
 
 #include "ringrpc/stream.hpp"
+#include "test_support.hpp"
 
 namespace ringrpc::test {
 
@@ -53,6 +55,63 @@ class echo_handler final : public stream_handler {
  private:
   std::deque<std::string> _waiting;
   bool _half_closed = false;
+};
+
+/// Server stream: `n` messages "0".."n-1" (padded with '.' to `bytes` when that is longer),
+/// then finish; waits for credit when it runs out, counting in `blocked` (if given) how often.
+class count_handler final : public stream_handler {
+ public:
+  explicit count_handler(int n, std::size_t bytes = 0, std::atomic<int>* blocked = nullptr)
+      : _n(n), _bytes(bytes), _blocked(blocked) {}
+  void start(server_stream& s) { on_writable(s); }
+  void on_writable(server_stream& s) override {
+    while (_next < _n) {
+      std::string m = std::to_string(_next);
+      if (_bytes > m.size()) m.resize(_bytes, '.');
+      const write_result r = s.write(m);
+      if (r == write_result::would_block && _blocked != nullptr) _blocked->fetch_add(1);
+      if (r != write_result::ok) return;  // on_writable comes back
+      ++_next;
+    }
+    s.finish();
+  }
+
+ private:
+  int _n;
+  std::size_t _bytes;
+  std::atomic<int>* _blocked;
+  int _next = 0;
+};
+
+/// What a watch_handler saw, for the test to look at. The first message may wait at a gate (so
+/// later ones stay unconsumed).
+struct watch {
+  std::atomic<int> opens{0};
+  std::atomic<int> messages{0};
+  std::atomic<int> cancels{0};
+  std::atomic<int> dones{0};
+  std::atomic<status> final_status{status::ok};
+  // Atomic: the handler's thread learns of the test's frames through the kernel, which the
+  // thread sanitizer cannot see as an ordering.
+  std::atomic<gate*> first{nullptr};
+};
+
+/// Bidi that only watches.
+class watch_handler final : public stream_handler {
+ public:
+  explicit watch_handler(watch& w) : _w(w) { _w.opens.fetch_add(1); }
+  void on_message(server_stream&, std::span<const std::byte>) override {
+    gate* first = _w.first.load();
+    if (_w.messages.fetch_add(1) == 0 && first != nullptr) first->wait();
+  }
+  void on_cancel(server_stream&) override { _w.cancels.fetch_add(1); }
+  void on_done(status s) override {
+    _w.final_status.store(s);
+    _w.dones.fetch_add(1);
+  }
+
+ private:
+  watch& _w;
 };
 
 }  // namespace ringrpc::test

@@ -41,59 +41,15 @@ const std::string* find(const std::vector<metadata_entry>& list, std::string_vie
 
 // --- the handlers (as tests/server/streams_test.cpp's)
 
-// Server stream: "N [BYTES]" -> N messages: "0".."N-1", or each BYTES bytes long when BYTES is
-// given; then finish. Waits for credit when it runs out, counting how often it had to.
-struct count_state {
-  std::atomic<int> blocked{0};
-};
-
-class count_handler final : public stream_handler {
- public:
-  count_handler(int n, std::size_t bytes, count_state& st) : _n(n), _bytes(bytes), _st(st) {}
-  void start(server_stream& s) { on_writable(s); }
-  void on_writable(server_stream& s) override {
-    while (_next < _n) {
-      std::string m = std::to_string(_next);
-      if (_bytes > m.size()) m.resize(_bytes, '.');
-      const write_result r = s.write(m);
-      if (r == write_result::would_block) _st.blocked.fetch_add(1);
-      if (r != write_result::ok) return;  // on_writable comes back
-      ++_next;
-    }
-    s.finish();
-  }
-
- private:
-  int _n;
-  std::size_t _bytes;
-  count_state& _st;
-  int _next = 0;
-};
-
+using test::count_handler;
 using test::echo_handler;
 using test::sum_handler;
+using test::watch;
+using test::watch_handler;
 
-// Bidi that only watches: what happened to it, for the test to look at.
-struct watch {
-  std::atomic<int> opens{0};
-  std::atomic<int> messages{0};
-  std::atomic<int> cancels{0};
-  std::atomic<int> dones{0};
-  std::atomic<status> final_status{status::ok};
-};
-
-class watch_handler final : public stream_handler {
- public:
-  explicit watch_handler(watch& w) : _w(w) { _w.opens.fetch_add(1); }
-  void on_message(server_stream&, std::span<const std::byte>) override { _w.messages.fetch_add(1); }
-  void on_cancel(server_stream&) override { _w.cancels.fetch_add(1); }
-  void on_done(status s) override {
-    _w.final_status.store(s);
-    _w.dones.fetch_add(1);
-  }
-
- private:
-  watch& _w;
+// How often "count" waited for credit.
+struct count_state {
+  std::atomic<int> blocked{0};
 };
 
 class client_streams : public ::testing::Test {
@@ -104,7 +60,7 @@ class client_streams : public ::testing::Test {
       int n = 0;
       std::size_t bytes = 0;
       std::sscanf(text_of(req).c_str(), "%d %zu", &n, &bytes);
-      auto h = std::make_unique<count_handler>(n, bytes, counted);
+      auto h = std::make_unique<count_handler>(n, bytes, &counted.blocked);
       h->start(s);
       return h;
     });

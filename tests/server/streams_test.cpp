@@ -41,55 +41,11 @@ std::string tagged(int i) {
 
 // --- the handlers under test
 
-// Server stream: "N" -> messages "0".."N-1", then finish; waits for credit when it runs out.
-class count_handler final : public stream_handler {
- public:
-  explicit count_handler(int n) : _n(n) {}
-  void start(server_stream& s) { on_writable(s); }
-  void on_writable(server_stream& s) override {
-    while (_next < _n) {
-      if (s.write(std::to_string(_next)) != write_result::ok) return;  // on_writable comes back
-      ++_next;
-    }
-    s.finish();
-  }
-
- private:
-  int _n;
-  int _next = 0;
-};
-
+using test::count_handler;
 using test::echo_handler;
 using test::sum_handler;
-
-// Bidi that only watches: what happened to it, for the test to look at. The first message may
-// wait at a gate (so later ones stay unconsumed).
-struct watch {
-  std::atomic<int> messages{0};
-  std::atomic<int> cancels{0};
-  std::atomic<int> dones{0};
-  std::atomic<status> final_status{status::ok};
-  // Atomic: the handler's thread learns of the test's frames through the kernel, which the
-  // thread sanitizer cannot see as an ordering.
-  std::atomic<test::gate*> first{nullptr};
-};
-
-class watch_handler final : public stream_handler {
- public:
-  explicit watch_handler(watch& w) : _w(w) {}
-  void on_message(server_stream&, std::span<const std::byte>) override {
-    test::gate* first = _w.first.load();
-    if (_w.messages.fetch_add(1) == 0 && first != nullptr) first->wait();
-  }
-  void on_cancel(server_stream&) override { _w.cancels.fetch_add(1); }
-  void on_done(status s) override {
-    _w.final_status.store(s);
-    _w.dones.fetch_add(1);
-  }
-
- private:
-  watch& _w;
-};
+using test::watch;
+using test::watch_handler;
 
 // Server stream that writes until would_block, counts how far it got, then on_writable writes
 // one more message and finishes.
