@@ -27,7 +27,7 @@ class collect_errors final : public pb::compiler::MultiFileErrorCollector {
 }  // namespace
 
 std::string grpc_request_from_json(const std::string& proto_file, const std::vector<std::string>& includes,
-                                   const std::string& method, const std::string& json) {
+                                   const std::string& method, const std::string& json, bool bidi_stream) {
   const std::filesystem::path file(proto_file);
   if (!std::filesystem::is_regular_file(file)) throw std::invalid_argument("cannot read --proto " + proto_file);
   pb::compiler::DiskSourceTree tree;
@@ -47,8 +47,11 @@ std::string grpc_request_from_json(const std::string& proto_file, const std::vec
     throw std::invalid_argument("--proto " + proto_file + " has no method " + full +
                                 " (give the service with its package: package.Service/Method)");
   }
-  if (m->client_streaming() || m->server_streaming()) {
-    throw std::invalid_argument(full + " is a streaming method; ringrpc-load calls unary methods");
+  if (bidi_stream && !(m->client_streaming() && m->server_streaming())) {
+    throw std::invalid_argument(full + " is not a bidi streaming method; --stream loads bidi methods");
+  }
+  if (!bidi_stream && (m->client_streaming() || m->server_streaming())) {
+    throw std::invalid_argument(full + " is a streaming method; ringrpc-load calls unary methods (bidi ones with --stream)");
   }
   pb::DynamicMessageFactory factory(importer.pool());
   const pb::Message* prototype = factory.GetPrototype(m->input_type());
