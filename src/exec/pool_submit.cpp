@@ -67,7 +67,7 @@ bool thread_pool::try_submit(pool_task* t) noexcept {
   return ok;
 }
 
-bool thread_pool::submit_singleton(pool_task* t) noexcept {
+bool thread_pool::submit_singleton(pool_task* t, bool wake_now) noexcept {
   impl& p = *_impl;
   if (t == nullptr) return false;
   const bool ok = p.gated([&] {
@@ -76,7 +76,7 @@ bool thread_pool::submit_singleton(pool_task* t) noexcept {
     // its task finds the singleton first.
     if (p.core_threads == 0) p.keep_one_thread();
   });
-  if (ok) wake(1);
+  if (ok && wake_now) wake(1);
   return ok;
 }
 

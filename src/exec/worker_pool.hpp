@@ -82,9 +82,11 @@ class thread_pool {
   /// connection-event lane, a serial endpoint's inbox drain: each is resubmitted only by
   /// itself, after it started running). Accepted whatever the queue holds and however busy the
   /// workers are: it waits apart from the queue, served ahead of it (but for one pop in four),
-  /// so it never takes the queue's capacity and is never refused for lack of it. Wakes a worker. False only before start()
-  /// or once shutdown_and_join() began. Not counted in `rejected`; counted in `queued`.
-  bool submit_singleton(pool_task* t) noexcept;
+  /// so it never takes the queue's capacity and is never refused for lack of it. Wakes a
+  /// worker, unless `wake_now` is false: then the caller calls wake() once for its batch (a
+  /// loop turn). False only before start() or once shutdown_and_join() began. Not counted in
+  /// `rejected`; counted in `queued`.
+  bool submit_singleton(pool_task* t, bool wake_now = true) noexcept;
 
   /// Runs everything already accepted, then stops and joins every thread. Later submissions are
   /// refused. Idempotent.

@@ -91,6 +91,9 @@ class shard {
   /// connection's table (shard_streams.cpp).
   void stream_end_taken(call* end) noexcept;
   void stream_out_released(connection* c, std::uint32_t bytes) noexcept;
+  /// Reader thread: work was submitted to `p` without a wake-up; the pool is woken once for
+  /// all of it at the end of this turn (a stream's drain, as a call's hand-over).
+  void wake_at_end_of_turn(thread_pool* p) noexcept { note_submitted(p); }
   /// Calls of this shard's connections with a cancel_hub (on_cancel hooks, child calls).
   cancel_registry& hubs() noexcept { return _hubs; }
 

@@ -12,6 +12,7 @@
 #include "server/answer.hpp"
 #include "server/connection.hpp"
 #include "server/server_core.hpp"
+#include "server/shard.hpp"
 #include "server/user_code.hpp"
 
 namespace ringrpc::detail {
@@ -95,7 +96,7 @@ stream_state::arrival stream_state::on_message(call* m) noexcept {
   }
   if (credited) {
     // Pushed outside the lock: the lane's owner takes it for each message it consumed.
-    push(m);
+    push(m, true);
     return arrival::queued;
   }
   try {
@@ -108,7 +109,7 @@ stream_state::arrival stream_state::on_message(call* m) noexcept {
 
 void stream_state::on_half_close(call* h) noexcept {
   _half_closed = true;
-  push(h);
+  push(h, true);
 }
 
 bool stream_state::on_credit(std::uint32_t messages, std::uint64_t bytes) noexcept {
@@ -266,13 +267,19 @@ bool stream_state::add_pair(bool trailer, std::string_view key, std::string_view
 
 // --- the lane
 
-void stream_state::push(work_item* item) noexcept {
+void stream_state::push(work_item* item, bool on_reader) noexcept {
   if (_lane.push(item) != serial_lane::push_result::owner) return;
   // The lane's owner alone touches _drain until the drain runs: no race on `keep`.
   _drain.keep = shared_from_this();
   // A singleton: each stream's drain waits in the pool at most once, and is never refused for
   // a full queue (the messages it runs were admitted by credit and the connection's caps).
-  if (!_pool.submit_singleton(&_drain)) drain_entry(&_drain);  // the pool is stopping: run here
+  // From the reader, the wake-up waits for the end of its turn: a burst of messages for many
+  // streams costs one wake, not one per stream (and on one core, no switch per message).
+  if (!_pool.submit_singleton(&_drain, !on_reader)) {
+    drain_entry(&_drain);  // the pool is stopping: run here
+  } else if (on_reader) {
+    _conn->owner->wake_at_end_of_turn(&_pool);
+  }
 }
 
 void stream_state::poke(std::uint8_t signals) noexcept {

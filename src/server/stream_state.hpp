@@ -106,7 +106,9 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   static constexpr std::uint8_t signal_ended = 2;
   static constexpr std::uint8_t signal_resume = 4;
 
-  void push(work_item* item) noexcept;
+  /// `on_reader`: called on the connection's reader thread, which wakes the pool at the end
+  /// of its turn.
+  void push(work_item* item, bool on_reader = false) noexcept;
   void poke(std::uint8_t signals) noexcept;
   static void drain_entry(pool_task* t) noexcept;
   void drain() noexcept;
