@@ -331,6 +331,8 @@ expect_load_usage() {
   fi
 }
 expect_load_usage --method TestService.Nope "ringrpc://$addr"
+expect_load_usage --method Streamer.Echo "ringrpc://$addr"  # a typed stream: not a unary call
+grep -q 'Streamer.Echo is a bidi stream method' "$work/typedbad.err" || fail "ringrpc-load does not say Streamer.Echo streams"
 expect_load_usage --method TestService.Echo --data '{"nme": 1}' "ringrpc://$addr"
 expect_load_usage --method TestService.Echo "ringrpc://127.0.0.1:$bare"
 expect_load_usage --data '{}' "ringrpc://$addr/echo"
