@@ -85,7 +85,10 @@ class typed_stream_handler {
 };
 
 /// A typed stream on the client: client_stream with Request messages out and Reply messages
-/// in. Movable, not copyable; the destructor cancels a stream that has not ended.
+/// in. Movable, not copyable; the destructor cancels a stream that has not ended. Threads: as
+/// with client_stream, one thread may write, half_close or cancel while another reads; read(),
+/// finish(), finish_reply() and ended() belong to the reading thread (they share what a message
+/// that did not verify left behind).
 template <class Request, class Reply>
 class typed_client_stream {
  public:
