@@ -8,4 +8,4 @@ for example in examples:
     with open(example, encoding="utf-8") as f:
         code = f.read()
     if code.strip() not in text:
-        sys.exit(f"README.md's embedding example differs from {example}; update one of them")
+        sys.exit(f"{readme}: its example differs from {example}; update one of them")

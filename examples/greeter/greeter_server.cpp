@@ -3,6 +3,7 @@
 //
 //   greeter_server 7000 &
 //   ringrpc-call 127.0.0.1:7000 call Greeter.SayHello -d '{"name": "ringrpc"}'
+//   printf '{"name": "ada"}\n' | ringrpc-call 127.0.0.1:7000 call Greeter.Greetings --stdin
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -11,13 +12,42 @@
 
 #include <ringrpc/reflection.hpp>
 #include <ringrpc/server.hpp>
+#include <ringrpc/typed_stream.hpp>
 
 #include "greeter_ringrpc.hpp"
 
 namespace {
 
+// Greetings, a bidi stream: "hello, NAME" for each name, in order. A reply without credit waits
+// here, and reading pauses until on_writable() sends it: a client that never reads holds back.
+class greetings final : public ringrpc::typed_stream_handler<example::HelloRequest, example::HelloReply> {
+ public:
+  using stream = ringrpc::typed_server_stream<example::HelloReply>;
+  void on_message(stream& s, const example::HelloRequest& request) override {
+    _waiting = "hello, " + (request.name() ? request.name()->str() : std::string());
+    if (!send(s)) s.raw().pause_reading();
+  }
+  void on_writable(stream& s) override {
+    if (!_waiting.empty() && send(s)) s.raw().resume_reading();
+  }
+  void on_half_close(stream& s) override { s.finish(); }  // after every reply went out
+
+ private:
+  bool send(stream& s) {
+    flatbuffers::FlatBufferBuilder fbb;
+    if (s.write(fbb, example::CreateHelloReplyDirect(fbb, _waiting.c_str())) != ringrpc::write_result::ok) return false;
+    _waiting.clear();
+    return true;
+  }
+  std::string _waiting;
+};
+
 class greeter final : public example::Greeter::service {
  public:
+  std::unique_ptr<ringrpc::typed_stream_handler<example::HelloRequest, example::HelloReply>> Greetings(
+      ringrpc::typed_server_stream<example::HelloReply>&) override {
+    return std::make_unique<greetings>();
+  }
   ringrpc::result<example::HelloReply> SayHello(ringrpc::call_context&, const example::HelloRequest& request) override {
     // The request has been verified, but fields may still be absent.
     if (!request.name() || request.name()->size() == 0) {

@@ -31,7 +31,8 @@ inline constexpr char reflection_endpoint_name[] = "reflection";
 /// `{"services":[{"name":"Greeter","full_name":"example.Greeter","methods":[{"name":"SayHello",
 /// "method":"Greeter.SayHello","id":2542658764,"request":"example.HelloRequest",
 /// "reply":"example.HelloReply","doc":"Says hello."}]}]}`, services and methods sorted by
-/// name; "doc" (the method's /// comment, lines joined by spaces) only where the schema has one.
+/// name; "doc" (the method's /// comment, lines joined by spaces) only where the schema has one;
+/// "streaming" ("server", "client" or "bidi") only for a streaming method.
 inline constexpr char reflection_list_method[] = "reflection.list";
 /// Payload: a service name (unqualified or fully qualified). Reply: the .bfbs declaring it;
 /// `bad_request` when no served schema declares it.

@@ -221,9 +221,20 @@ deferred_result<Reply> defer_reply(call_context& call) {
 
 /// Registers a generated service implementation under its service name (no dots; calls to
 /// "Service.Method" reach it). Same errors as server::register_endpoint.
+/// A service with streaming methods (ringrpc/typed_stream.hpp) also registers each of them as
+/// a stream method "Service.Method" (server::add_stream_method, which `options` do not apply
+/// to; a server with interceptors refuses them, and then nothing stays registered).
 template <class Service>
 void register_service(server& s, std::shared_ptr<Service> impl, endpoint_options options = {}) {
-  s.register_endpoint(Service::service_name, std::move(impl), std::move(options));
+  s.register_endpoint(Service::service_name, impl, std::move(options));
+  if constexpr (requires { Service::ringrpc_add_streams(s, impl); }) {
+    try {
+      Service::ringrpc_add_streams(s, impl);
+    } catch (...) {
+      s.unregister_endpoint(Service::service_name);
+      throw;
+    }
+  }
 }
 
 namespace detail {
@@ -292,6 +303,10 @@ class stub_target {
     r.message = closed_message();
     return r;
   }
+  /// The client to open a stream on; null over a channel (streams stick to one connection and
+  /// a channel does not open them yet) or once the client is gone.
+  client* stream_client() const noexcept { return client_now(); }
+  bool over_channel() const noexcept { return _channel != nullptr; }
   bool send_one_way(std::string_view method, std::span<const std::byte> payload) const {
     if (client* c = client_now()) return c->send_one_way(method, payload);
     if (channel* ch = channel_now()) return ch->send_one_way(method, payload);

@@ -24,6 +24,7 @@ struct served_method {
   std::string request;
   std::string reply;
   std::string doc;  // the method's /// comment, its lines joined by spaces
+  std::string streaming;  // "server", "client" or "bidi"; empty for a unary method
 };
 
 struct served_service {
@@ -80,6 +81,7 @@ std::map<std::string, served_service, std::less<>> index_schemas(const std::vect
           m.request = call->request() && call->request()->name() ? call->request()->name()->str() : std::string();
           m.reply = call->response() && call->response()->name() ? call->response()->name()->str() : std::string();
           m.doc = detail::joined_doc(call->documentation());
+          m.streaming = detail::streaming_kind(*call);
           s.methods.push_back(std::move(m));
         }
       }
@@ -145,6 +147,10 @@ std::string list_json(const std::map<std::string, served_service, std::less<>>& 
       append_json_string(out, m.request);
       out += ",\"reply\":";
       append_json_string(out, m.reply);
+      if (!m.streaming.empty()) {
+        out += ",\"streaming\":";
+        append_json_string(out, m.streaming);
+      }
       if (!m.doc.empty()) {
         out += ",\"doc\":";
         append_json_string(out, m.doc);

@@ -1,9 +1,11 @@
 #pragma once
 // The doc comment of a schema element (reflection.fbs `documentation`) as one line: the `///`
 // lines trimmed and joined by single spaces, blank lines dropped. The server's reflection list
-// and the tools' schema reader both show it, so they must agree on it.
+// and the tools' schema reader both show it, so they must agree on it. Likewise a method's
+// stream kind, from its `streaming` attribute.
 
 #include <flatbuffers/flatbuffers.h>
+#include <flatbuffers/reflection_generated.h>
 
 #include <string>
 #include <string_view>
@@ -21,6 +23,21 @@ inline std::string joined_doc(const flatbuffers::Vector<flatbuffers::Offset<flat
     out.append(l);
   }
   return out;
+}
+
+/// "server", "client" or "bidi" for a method declared `(streaming: "...")`; empty for a unary
+/// one (no attribute, "none", or a value ringrpc-gen would have refused).
+inline std::string streaming_kind(const reflection::RPCCall& call) {
+  const auto* attrs = call.attributes();
+  for (flatbuffers::uoffset_t i = 0; attrs != nullptr && i < attrs->size(); ++i) {
+    const auto* kv = attrs->Get(i);
+    if (kv == nullptr || kv->key() == nullptr || kv->value() == nullptr || kv->key()->string_view() != "streaming") {
+      continue;
+    }
+    const std::string_view v = kv->value()->string_view();
+    if (v == "server" || v == "client" || v == "bidi") return std::string(v);
+  }
+  return {};
 }
 
 }  // namespace ringrpc::detail

@@ -81,7 +81,7 @@ addr=127.0.0.1:$sport
 echo "gen_test_server listening on port $sport"
 
 expect list 0 out '^Counter\.Next +ringrpc\.test\.Empty -> ringrpc\.test\.EchoReply$' "$addr" list
-if [ "$(wc -l <"$work/list.out")" -ne 5 ]; then fail "list printed $(wc -l <"$work/list.out") lines, expected 5"; fi
+if [ "$(wc -l <"$work/list.out")" -ne 8 ]; then fail "list printed $(wc -l <"$work/list.out") lines, expected 8"; fi
 # The method doc strings reflection carries.
 grep -Eq '^TestService\.Sleep +ringrpc\.test\.SleepRequest -> ringrpc\.test\.EchoReply  // Sleeps, then answers\.$' \
   "$work/list.out" || fail "list shows no doc string for TestService.Sleep"
@@ -143,6 +143,29 @@ expect timeout 3 err 'TestService\.Sleep timed out after 200 ms' "$addr" call Te
 
 # --schema instead of reflection, .fbs and the .bfbs reflection serves.
 expect schemacall 0 out '"calls": 1' "$addr" call TestService.Echo --schema "$schema" -d '{"text": "x"}'
+
+# Typed streams (gen_test.fbs's Streamer): the kind in list and describe, JSON per message.
+grep -Eq '^Streamer\.Generate +ringrpc\.test\.StreamRequest -> stream ringrpc\.test\.StreamReply  //' "$work/list.out" ||
+  fail "list does not show Streamer.Generate as a server stream"
+grep -Eq '^Streamer\.Echo +stream ringrpc\.test\.StreamRequest -> stream ringrpc\.test\.StreamReply  //' "$work/list.out" ||
+  fail "list does not show Streamer.Echo as a bidi stream"
+expect describestream 0 out '^  Collect\(ringrpc\.test\.StreamRequest\): ringrpc\.test\.StreamReply \(streaming: "client"\);  // Streamer\.Collect' \
+  "$addr" describe Streamer.Collect
+expect typedgenerate 0 out '^\{"index": 2,"text": "hi"\}$' "$addr" call Streamer.Generate -d '{"count": 3, "text": "hi"}'
+[ "$(cat "$work/typedgenerate.out")" = "$(printf '{"text": "hi"}\n{"index": 1,"text": "hi"}\n{"index": 2,"text": "hi"}')" ] ||
+  fail "call Streamer.Generate printed '$(cat "$work/typedgenerate.out")', expected three JSON lines"
+printf '{"text": "one"}\n{"text": "two"}\n{text: "three"}\n' >"$work/typed.in"
+stdin="$work/typed.in" expect typedecho 0 out '^\{"index": 2,"text": "three"\}$' "$addr" call Streamer.Echo --stdin
+[ "$(wc -l <"$work/typedecho.out")" = 3 ] || fail "call Streamer.Echo --stdin printed $(wc -l <"$work/typedecho.out") lines, expected 3"
+stdin="$work/typed.in" expect typedcollect 0 out '^\{"index": 3,"text": "three"\}$' "$addr" call Streamer.Collect --stdin
+expect typedechodata 0 out '^\{"text": "x"\}$' "$addr" call Streamer.Echo -d '{"text": "x"}'
+printf '{"text": "one"}\n{"text":\n' >"$work/badtyped.in"
+stdin="$work/badtyped.in" expect typedbadline 2 err 'not a valid ringrpc\.test\.StreamRequest' "$addr" call Streamer.Echo --stdin
+stdin="$work/typed.in" expect typedserverstdin 2 err "'Streamer\.Generate' is a server stream" \
+  "$addr" call Streamer.Generate --stdin
+stdin="$work/typed.in" expect typedunarystdin 2 err "is a unary call" "$addr" call TestService.Echo --stdin
+expect typedschema 0 out '^\{"index": 1,"text": ""\}$' "$addr" call Streamer.Generate --schema "$schema" -d '{"count": 2}'
+stdin=
 
 # --- a server without reflection -------------------------------------------------------------
 start_server "$work/server.bare" "$server" --no-reflection || exit $?
@@ -308,6 +331,8 @@ expect_load_usage() {
   fi
 }
 expect_load_usage --method TestService.Nope "ringrpc://$addr"
+expect_load_usage --method Streamer.Echo "ringrpc://$addr"  # a typed stream: not a unary call
+grep -q 'Streamer.Echo is a bidi stream method' "$work/typedbad.err" || fail "ringrpc-load does not say Streamer.Echo streams"
 expect_load_usage --method TestService.Echo --data '{"nme": 1}' "ringrpc://$addr"
 expect_load_usage --method TestService.Echo "ringrpc://127.0.0.1:$bare"
 expect_load_usage --data '{}' "ringrpc://$addr/echo"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # ringrpc-gen's command line: a good schema (files written, depfile), refused schemas (an id
-# collision, a streaming method) with exit status 1 and messages naming the methods, and usage
+# collision, an unknown streaming kind) with exit status 1 and messages naming the methods, and usage
 # errors with exit status 2.
 # Usage: gen_cli_test.sh PATH/TO/ringrpc-gen PATH/TO/flatc
 set -u
@@ -85,12 +85,24 @@ expect 1 'clash.fbs: method id collision: Clash.yenqitbu and Clash.lnfvmnim both
   --flatc "$flatc" -o "$work/out3" "$work/clash.fbs"
 [ -e "$work/out3/clash_ringrpc.hpp" ] && fail "a header was written for a refused schema"
 
+# Streaming methods are generated, and their kinds reach the embedded binary schema (flatc
+# --bfbs-builtins), which reflection reads; an unknown kind is refused.
 cat >"$work/stream.fbs" <<'FBS'
 table Req {}
-rpc_service Streams { Watch(Req): Req (streaming: "server"); }
+rpc_service Streams { Watch(Req): Req (streaming: "server"); Talk(Req): Req (streaming: "bidi"); }
 FBS
-expect 1 'Streams.Watch is a streaming method \(streaming: "server"\); ringrpc-gen supports unary methods only' \
-  --flatc "$flatc" -o "$work/out3" "$work/stream.fbs"
+mkdir "$work/out4"
+expect 0 '' --flatc "$flatc" -o "$work/out4" "$work/stream.fbs"
+grep -q 'typed_client_stream<::Req, ::Req> Watch(' "$work/out4/stream_ringrpc.hpp" ||
+  fail "no typed stream stub for Streams.Watch"
+grep -q 'stream_kind::bidi' "$work/out4/stream_ringrpc.hpp" || fail "Streams.Talk is not opened as a bidi stream"
+grep -q streaming "$work/out4/stream.bfbs" || fail "the binary schema lacks the streaming kinds"
+cat >"$work/sideways.fbs" <<'FBS'
+table Req {}
+rpc_service Streams { Watch(Req): Req (streaming: "sideways"); }
+FBS
+expect 1 'Streams.Watch has an unknown streaming kind \(streaming: "sideways"\)' \
+  --flatc "$flatc" -o "$work/out3" "$work/sideways.fbs"
 
 printf 'table T { x: nosuchtype; }\n' >"$work/broken.fbs"
 expect 1 'broken.fbs.*nosuchtype' --flatc "$flatc" -o "$work/out3" "$work/broken.fbs"

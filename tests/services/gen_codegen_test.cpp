@@ -61,13 +61,27 @@ TEST(collect_services, a_colliding_schema_is_refused_naming_both_methods) {
   EXPECT_THAT(what, HasSubstr("method id collision: Clash.yenqitbu and Clash.lnfvmnim both have id 0x3c630053"));
 }
 
-TEST(collect_services, streaming_methods_are_refused) {
-  const auto what = problems_of(types + "rpc_service S { A(Req): Rep; B(Req): Rep (streaming: \"server\"); "
-                                        "C(Req): Rep (streaming: \"bidi\"); D(Req): Rep (streaming: \"none\"); }");
-  EXPECT_THAT(what, HasSubstr("method S.B is a streaming method (streaming: \"server\")"));
-  EXPECT_THAT(what, HasSubstr("method S.C is a streaming method (streaming: \"bidi\")"));
+TEST(collect_services, streaming_methods_are_accepted_with_their_kind) {
+  const auto p = parse(types + "rpc_service S { A(Req): Rep; B(Req): Rep (streaming: \"server\"); "
+                               "C(Req): Rep (streaming: \"client\"); D(Req): Rep (streaming: \"bidi\"); "
+                               "E(Req): Rep (streaming: \"none\"); }");
+  const auto services = collect_services(*p, "t.fbs");
+  ASSERT_EQ(services.size(), 1u);
+  std::vector<std::string> kinds;
+  for (const auto& m : services[0].methods) kinds.push_back(m.streaming);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"", "server", "client", "bidi", ""}));
+}
+
+TEST(collect_services, an_unknown_streaming_kind_is_refused) {
+  const auto what = problems_of(types + "rpc_service S { A(Req): Rep; B(Req): Rep (streaming: \"sideways\"); }");
+  EXPECT_THAT(what, HasSubstr("method S.B has an unknown streaming kind (streaming: \"sideways\")"));
   EXPECT_THAT(what, Not(HasSubstr("S.A")));
-  EXPECT_THAT(what, Not(HasSubstr("S.D")));
+}
+
+TEST(collect_services, a_stream_method_has_one_stub_member) {
+  // A unary Watch_async would clash with Watch's; a stream method generates Watch only.
+  EXPECT_EQ(problems_of(types + "rpc_service S { Watch(Req): Rep (streaming: \"bidi\"); Watch_async(Req): Rep; }"),
+            "");
 }
 
 TEST(collect_services, names_the_generated_code_cannot_use) {

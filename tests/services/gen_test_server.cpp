@@ -1,4 +1,4 @@
-// A server of gen_test.fbs's services with reflection, for the command-line tests
+// A server of gen_test.fbs's services (Streamer's typed streams too) with reflection, for the command-line tests
 // (call_cli_test.sh): prints "listening on 127.0.0.1:PORT", serves until SIGTERM/SIGINT.
 //   gen_test_server [--no-reflection]
 #include <csignal>
@@ -12,6 +12,7 @@
 #include "gen_test_ringrpc.hpp"
 #include "ringrpc/reflection.hpp"
 #include "ringrpc/server.hpp"
+#include "streamer_service.hpp"
 
 namespace {
 
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
   server s(o);
   register_service(s, std::make_shared<test_service>());
   register_service(s, std::make_shared<counter>());
-  if (reflection) add_reflection(s, {TestService::schema(), Counter::schema()});
+  register_service(s, std::make_shared<streamer_service>());
+  if (reflection) add_reflection(s, {TestService::schema(), Counter::schema(), Streamer::schema()});
   s.start();
   std::printf("listening on 127.0.0.1:%u\n", s.port());
   std::fflush(stdout);

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -398,14 +399,41 @@ std::string json_printable(const std::string& json) {
   return out;
 }
 
-int run_call(session& s, const std::string& name, std::string data, typed_schema::json_style style) {
-  if (data.empty()) data = "{}";
+// A typed stream method: -d's JSON is a server stream's request (or a client or bidi stream's
+// one message), --stdin's lines are one JSON message each, and every message the server sends
+// is printed as JSON on a line of its own.
+int run_typed_stream(session& s, typed_schema& schema, const method_info& m, const std::string& data, bool lines,
+                     typed_schema::json_style style) {
+  const ringrpc::stream_kind kind = kind_from_name(m.streaming).value_or(ringrpc::stream_kind::bidi);
+  if (lines && kind == ringrpc::stream_kind::server) {
+    throw tool_error(exit_usage, "'" + m.full_name + "' is a server stream: its client sends one request (-d), not lines (--stdin)");
+  }
+  // The printing thread converts with a parser of its own: a parser is not thread-safe.
+  auto shown = std::make_shared<typed_schema>(typed_schema::from_bfbs(schema.bfbs(), "the schema"));
+  stream_input in;
+  in.lines = lines;
+  const auto as_text = [](const std::vector<std::uint8_t>& b) { return std::string(b.begin(), b.end()); };
+  if (!lines) in.payload = as_text(schema.to_binary(m.request, data.empty() ? "{}" : read_data(data)));
+  in.to_wire = [&schema, &m, as_text](std::string_view line) { return as_text(schema.to_binary(m.request, line)); };
+  style.compact = true;  // one message, one line
+  in.to_line = [shown, reply = m.reply, style](std::string_view bytes) {
+    return json_printable(
+        shown->to_json(reply, {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()}, style));
+  };
+  return run_stream(s.connection(), m.full_name, kind, in, s.call_options());
+}
+
+int run_call(session& s, const std::string& name, std::string data, bool lines, typed_schema::json_style style) {
+  if (lines && !data.empty()) throw tool_error(exit_usage, "--stdin and -d exclude each other");
   const auto dot = name.rfind('.');
   if (dot == std::string::npos || dot == 0 || dot + 1 == name.size()) {
     throw tool_error(exit_usage, "'" + name + "' is not Service.Method");
   }
   typed_schema schema = s.schema_for(name.substr(0, dot));
   const method_info& m = schema.method(name);
+  if (!m.streaming.empty()) return run_typed_stream(s, schema, m, data, lines, style);
+  if (lines) throw tool_error(exit_usage, "--stdin is for stream methods; '" + m.full_name + "' is a unary call (-d)");
+  if (data.empty()) data = "{}";
   const auto request = schema.to_binary(m.request, read_data(data));
   const ringrpc::call_result r =
       s.call(m.full_name, std::span(reinterpret_cast<const std::byte*>(request.data()), request.size()));
@@ -454,7 +482,8 @@ void add_options(CLI::App& app, call_args& a) {
   auto* hex_flag = app.add_flag("--hex", a.hex, "untyped: -d is hex digits, the reply is printed in hex");
   app.add_flag("--base64", a.base64, "untyped: -d is base64, the reply is printed in base64")->excludes(hex_flag);
   app.add_flag("--stdin", a.stdin_lines,
-               "untyped stream: send each line of standard input as one message (with --hex/--base64, decoded)");
+               "stream: send each line of standard input as one message (typed: a JSON document a line; "
+               "untyped: bytes, with --hex/--base64 decoded)");
   app.add_flag("--compact", a.compact, "print the reply on one line");
   app.add_flag("--emit-defaults", a.emit_defaults, "also print fields equal to their default value");
   app.add_option("--token", a.token,
@@ -538,9 +567,8 @@ int run_command(session& s, const call_args& a) {
     if (a.stdin_lines && !a.data.empty()) throw tool_error(exit_usage, "--stdin and -d exclude each other");
     return run_untyped(s, a.name, a.data, encoding, a.stdin_lines);
   }
-  if (a.stdin_lines) throw tool_error(exit_usage, "--stdin is for untyped stream methods (typed streams are not served yet)");
   if (a.hex || a.base64) throw tool_error(exit_usage, "--hex and --base64 are for untyped methods (see --raw)");
-  return run_call(s, a.name, a.data, {a.compact, a.emit_defaults});
+  return run_call(s, a.name, a.data, a.stdin_lines, {a.compact, a.emit_defaults});
 }
 
 }  // namespace
@@ -553,6 +581,7 @@ int main(int argc, char** argv) {
                "  ringrpc-call HOST:PORT call Service.Method -d JSON  a typed call: JSON in, JSON out\n"
                "  ringrpc-call HOST:PORT call echo -d hello          an untyped call (no dot, no --schema; or --raw)\n"
                "  ringrpc-call HOST:PORT call echo_stream --stdin    an untyped stream: a message a line, both ways\n"
+               "  ringrpc-call HOST:PORT call S.Chat --stdin         a typed stream: a JSON message a line, both ways\n"
                "The schema comes from the server's reflection, or from --schema (then list and describe\n"
                "need no server)."};
   app.footer(std::string("Exit status:\n"

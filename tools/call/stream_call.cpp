@@ -28,10 +28,12 @@ std::string_view text(const std::vector<std::byte>& b) {
 // One message on a line of its own, flushed so that a pipe sees it when it came. Text when it
 // prints as it is (no control bytes, newlines included, and valid UTF-8), else hex: a message
 // never spans lines and never reaches the terminal raw.
-void print_message(std::string_view bytes, byte_encoding encoding) {
+void print_message(std::string_view bytes, const stream_input& in) {
   std::string shown;
-  if (encoding != byte_encoding::raw) {
-    shown = encode(encoding, bytes);
+  if (in.to_line) {
+    shown = in.to_line(bytes);
+  } else if (in.encoding != byte_encoding::raw) {
+    shown = encode(in.encoding, bytes);
   } else if (printable(bytes) == bytes) {
     shown = bytes;
   } else {
@@ -42,9 +44,10 @@ void print_message(std::string_view bytes, byte_encoding encoding) {
   std::fflush(stdout);
 }
 
-std::string decoded(byte_encoding encoding, std::string_view line) {
+std::string decoded(const stream_input& in, std::string_view line) {
+  if (in.to_wire) return in.to_wire(line);
   try {
-    return decode(encoding, line);
+    return decode(in.encoding, line);
   } catch (const std::invalid_argument& e) {
     throw tool_error(exit_usage, std::string("a line of --stdin: ") + e.what());
   }
@@ -96,7 +99,7 @@ bool send_input(client_stream& s, const stream_input& in) {
   stdin_lines input;
   std::string line;
   while (input.next(s, line)) {
-    if (s.write_wait(decoded(in.encoding, line)) != write_result::ok) return false;
+    if (s.write_wait(decoded(in, line)) != write_result::ok) return false;
   }
   return s.half_close();
 }
@@ -131,7 +134,7 @@ int run_stream(client& c, const std::string& method, stream_kind kind, const str
   std::exception_ptr printing_failed;
   std::thread printer([&] {
     try {
-      while (const auto m = s.read()) print_message(text(*m), in.encoding);
+      while (const auto m = s.read()) print_message(text(*m), in);
     } catch (...) {
       printing_failed = std::current_exception();
       s.cancel();
@@ -151,7 +154,7 @@ int run_stream(client& c, const std::string& method, stream_kind kind, const str
   const call_result r = s.finish();
   if (!r.ok()) throw call_failure(method, r, options.timeout);
   // A client stream's one answer; any stream may end with a payload too (finish(reply)).
-  if (kind == stream_kind::client || !r.payload.empty()) print_message(r.payload_string(), in.encoding);
+  if (kind == stream_kind::client || !r.payload.empty()) print_message(r.payload_string(), in);
   return 0;
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // ringrpc-call on an untyped stream method (docs/services.md, "Streams from the command line"):
 // a server stream prints each message as it comes; client and bidi streams send -d as one
-// message, or each line of standard input (--stdin) as one, and print what comes back.
+// message, or each line of standard input (--stdin) as one, and print what comes back. A typed
+// stream method does the same with a JSON document per message and per line.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +28,11 @@ struct stream_input {
   std::string payload;
   bool lines = false;
   byte_encoding encoding = byte_encoding::raw;
+  /// A typed stream's messages: each line of --stdin to the bytes sent (JSON to FlatBuffers),
+  /// and each message received to the line printed (FlatBuffers to JSON). Unset: bytes as they
+  /// are, by `encoding`. They throw tool_error for what they cannot convert.
+  std::function<std::string(std::string_view line)> to_wire;
+  std::function<std::string(std::string_view message)> to_line;
 };
 
 /// Runs stream `method` of kind `kind` on `c` to its end, printing each message the server

@@ -227,9 +227,11 @@ typed_schema typed_schema::from_file(const std::string& path, const std::vector<
   if (bytes.size() >= 8 && flatbuffers::BufferHasIdentifier(bytes.data(), reflection::SchemaIdentifier())) {
     return from_bfbs({reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()}, path);
   }
-  // A .fbs: parsed and serialized exactly as flatc --binary --schema --bfbs-comments would.
+  // A .fbs: parsed and serialized exactly as flatc --binary --schema --bfbs-comments
+  // --bfbs-builtins would (ringrpc-gen's flags).
   flatbuffers::IDLOptions opts;
   opts.binary_schema_comments = true;
+  opts.binary_schema_builtins = true;  // the methods' `streaming` kinds
   flatbuffers::Parser parser(opts);
   const auto dir = std::filesystem::path(path).parent_path();
   std::vector<std::string> search = {dir.empty() ? std::string(".") : dir.string()};
@@ -281,6 +283,7 @@ void typed_schema::load(const std::string& origin) {
       m.request = call->request()->name()->str();
       m.reply = call->response()->name()->str();
       m.doc = detail::joined_doc(call->documentation());
+      m.streaming = detail::streaming_kind(*call);
       _methods.push_back(std::move(m));
     }
   }
@@ -367,7 +370,9 @@ std::string typed_schema::describe(std::string_view name) const {
       const std::string full = std::string(unqualified(svc.name()->string_view())) + "." + c->name()->str();
       d.doc(o, c->documentation(), "  ");
       o << "  " << c->name()->str() << "(" << d.use_object(d.object_index(c->request())) << "): "
-        << d.use_object(d.object_index(c->response())) << ";  // " << full << ", id " << hex_id(method_id(full))
+        << d.use_object(d.object_index(c->response()));
+      if (const std::string kind = detail::streaming_kind(*c); !kind.empty()) o << " (streaming: \"" << kind << "\")";
+      o << ";  // " << full << ", id " << hex_id(method_id(full))
         << "\n";
     }
     o << "}\n";

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "ringrpc/service.hpp"
+#include "wire/schema_doc.hpp"
 
 namespace ringrpc::gen {
 namespace {
@@ -164,15 +165,21 @@ std::vector<service_desc> collect_services(const flatbuffers::Parser& parser, co
       m.doc = call->doc_comment;
       if (const auto* streaming = call->attributes.Lookup("streaming");
           streaming != nullptr && streaming->constant != "none") {
-        problems.push_back("method " + m.full_name + " is a streaming method (streaming: \"" + streaming->constant +
-                           "\"); ringrpc-gen supports unary methods only, for now");
+        m.streaming = streaming->constant;
+        if (m.streaming != "server" && m.streaming != "client" && m.streaming != "bidi") {
+          problems.push_back("method " + m.full_name + " has an unknown streaming kind (streaming: \"" + m.streaming +
+                             "\"); it is one of \"server\", \"client\", \"bidi\" or \"none\"");
+        }
       }
       check_identifier("method " + m.full_name, m.name, problems);
       if (reserved_member_names.count(m.name)) {
         problems.push_back("method " + m.full_name + " has a name the generated classes use themselves ('" + m.name +
                            "'); rename it");
       }
-      for (const std::string& member : {m.name, m.name + "_async", m.name + "_future", m.name + "_one_way"}) {
+      // A stream method has one stub member; a unary one has four.
+      std::vector<std::string> members = {m.name};
+      if (m.streaming.empty()) members.insert(members.end(), {m.name + "_async", m.name + "_future", m.name + "_one_way"});
+      for (const std::string& member : members) {
         if (!stub_members.insert(member).second) {
           problems.push_back("method " + m.full_name + " would generate stub member '" + member +
                              "' twice (another method is named " + member + "); rename one");
@@ -202,27 +209,32 @@ void check_bfbs_matches(std::span<const std::uint8_t> bfbs, const flatbuffers::P
   if (!reflection::VerifySchemaBuffer(v)) {
     throw schema_error("the binary schema is not valid (expected the output of flatc --binary --schema)\n");
   }
-  using entry = std::tuple<std::string, std::string, std::string, std::string>;
+  // The last member is the method's stream kind, which reflection shows from the binary schema.
+  using entry = std::tuple<std::string, std::string, std::string, std::string, std::string>;
   std::set<entry> from_bfbs, from_parser;
   const auto* schema = reflection::GetSchema(bfbs.data());
   if (const auto* services = schema->services()) {
     for (const auto* s : *services) {
-      from_bfbs.insert({s->name()->str(), "", "", ""});
+      from_bfbs.insert({s->name()->str(), "", "", "", ""});
       if (!s->calls()) continue;
       for (const auto* c : *s->calls()) {
-        from_bfbs.insert({s->name()->str(), c->name()->str(), c->request()->name()->str(), c->response()->name()->str()});
+        from_bfbs.insert({s->name()->str(), c->name()->str(), c->request()->name()->str(), c->response()->name()->str(),
+                          ringrpc::detail::streaming_kind(*c)});
       }
     }
   }
   for (const auto* s : parser.services_.vec) {
-    from_parser.insert({qualified(*s), "", "", ""});
+    from_parser.insert({qualified(*s), "", "", "", ""});
     for (const auto* c : s->calls.vec) {
-      from_parser.insert({qualified(*s), c->name, qualified(*c->request), qualified(*c->response)});
+      const auto* streaming = c->attributes.Lookup("streaming");
+      const std::string kind = streaming != nullptr && streaming->constant != "none" ? streaming->constant : "";
+      from_parser.insert({qualified(*s), c->name, qualified(*c->request), qualified(*c->response), kind});
     }
   }
   if (from_bfbs != from_parser) {
-    throw schema_error("flatc's binary schema declares other services or methods than the schema parsed here; "
-                       "are flatc and libflatbuffers the same version?\n");
+    throw schema_error("flatc's binary schema declares other services or methods than the schema parsed here "
+                       "(or lacks their streaming kinds: make it with flatc --bfbs-builtins); are flatc and "
+                       "libflatbuffers the same version?\n");
   }
 }
 
@@ -250,8 +262,9 @@ void write_preamble(std::ostream& o, const header_input& in, const std::string& 
     << "// Typed client stubs and server bases for its rpc_services; docs/services.md explains them.\n"
     << "// Method ids are 32-bit FNV-1a of \"Service.Method\" (docs/protocol.md, \"Method ids\").\n"
     << "#pragma once\n\n"
-    << "#include <cstddef>\n#include <cstdint>\n#include <functional>\n#include <future>\n#include <string_view>\n\n"
-    << "#include <ringrpc/reflection.hpp>\n#include <ringrpc/service.hpp>\n\n"
+    << "#include <cstddef>\n#include <cstdint>\n#include <functional>\n#include <future>\n#include <memory>\n"
+    << "#include <string_view>\n\n"
+    << "#include <ringrpc/reflection.hpp>\n#include <ringrpc/service.hpp>\n#include <ringrpc/typed_stream.hpp>\n\n"
     << "#include \"" << in.flatc_header << "\"\n\n"
     << "namespace ringrpc_schema_data {\n"
     << "// " << in.schema_name << " as a binary schema (flatc --binary --schema --bfbs-comments), for reflection.\n"
@@ -295,8 +308,35 @@ void write_service_struct(std::ostream& o, const service_desc& s, const std::str
   }
 }
 
+// The ::ringrpc::stream_kind of a streaming method, spelled in C++.
+std::string kind_expr(const method_desc& m) { return "::ringrpc::stream_kind::" + m.streaming; }
+
+std::string stream_type(const method_desc& m) {
+  return "::ringrpc::typed_client_stream<" + cpp_type(m.request_type) + ", " + cpp_type(m.reply_type) + ">";
+}
+
+// A streaming method's one stub member: it opens the stream (a server stream with its request).
+void write_stub_stream(std::ostream& o, const method_desc& m) {
+  const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
+  o << "\n";
+  doc_lines(o, m.doc, "  ");
+  o << "  /// Opens the " << m.streaming << " stream " << m.full_name << " (ringrpc/typed_stream.hpp).\n";
+  if (m.streaming == "server") {
+    o << "  " << stream_type(m) << " " << m.name << "(::flatbuffers::FlatBufferBuilder& request, ::flatbuffers::Offset<"
+      << req << "> root,\n      const ::ringrpc::stream_options& options = {}) const {\n"
+      << "    return ::ringrpc::detail::open_typed_stream<" << req << ", " << rep << ">(_target, " << m.name
+      << "_info, " << kind_expr(m) << ", request, root, options);\n";
+  } else {
+    o << "  " << stream_type(m) << " " << m.name << "(const ::ringrpc::stream_options& options = {}) const {\n"
+      << "    return ::ringrpc::detail::open_typed_stream<" << req << ", " << rep << ">(_target, " << m.name
+      << "_info, " << kind_expr(m) << ", {}, options);\n";
+  }
+  o << "  }\n";
+}
+
 // One method's four calls on the stub: blocking, with a callback, as a future, one-way.
 void write_stub_method(std::ostream& o, const method_desc& m) {
+  if (!m.streaming.empty()) return write_stub_stream(o, m);
   const std::string rep = cpp_type(m.reply_type);
   const std::string args =
       "::flatbuffers::FlatBufferBuilder& request, ::flatbuffers::Offset<" + cpp_type(m.request_type) + "> root";
@@ -345,13 +385,17 @@ void write_stub(std::ostream& o, const service_desc& s) {
 // The base's ringrpc_dispatch body: the method id picks a case and the name confirms it (a
 // name the schema does not declare may still hash to one of its ids); the rest is unknown_method.
 void write_dispatch(std::ostream& o, const service_desc& s) {
-  if (s.methods.empty()) {
+  // Stream methods are stream endpoints of their own (ringrpc_add_streams): never a call here.
+  const bool any_unary =
+      std::any_of(s.methods.begin(), s.methods.end(), [](const method_desc& m) { return m.streaming.empty(); });
+  if (!any_unary) {
     o << "    ::ringrpc::detail::unknown_method(call, service_name);\n";
     return;
   }
   o << "    const std::string_view method = call.method();\n"
     << "    switch (::ringrpc::method_id(method)) {\n";
   for (const auto& m : s.methods) {
+    if (!m.streaming.empty()) continue;
     const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
     o << "      case " << m.name << "_id:\n"
       << "        // The id only narrows the search; the name decides.\n"
@@ -368,6 +412,44 @@ void write_dispatch(std::ostream& o, const service_desc& s) {
     << "    ::ringrpc::detail::unknown_method(call, service_name);\n";
 }
 
+// A streaming method's virtual on the base: it makes the stream's typed handler (a server
+// stream's with the verified request); not overridden, it fails the stream with unknown_method.
+void write_base_stream(std::ostream& o, const method_desc& m) {
+  const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
+  o << "  /// The " << m.streaming << " stream " << m.full_name << ": returns its handler (null once it ended the\n"
+    << "  /// stream itself).\n"
+    << "  virtual std::unique_ptr<::ringrpc::typed_stream_handler<" << req << ", " << rep << ">> " << m.name
+    << "(\n      ::ringrpc::typed_server_stream<" << rep << ">& stream";
+  if (m.streaming == "server") o << ", const " << req << "& /*request*/";
+  o << ") {\n"
+    << "    return ::ringrpc::detail::stream_not_implemented(stream, " << m.name << "_info);\n"
+    << "  }\n";
+}
+
+// What register_service calls to add each streaming method as a stream method of its own.
+void write_add_streams(std::ostream& o, const service_desc& s) {
+  const bool any_stream =
+      std::any_of(s.methods.begin(), s.methods.end(), [](const method_desc& m) { return !m.streaming.empty(); });
+  if (!any_stream) return;
+  o << "\n  /// Called by ::ringrpc::register_service: each streaming method as a stream method.\n"
+    << "  static void ringrpc_add_streams(::ringrpc::server& server, std::shared_ptr<service> self) {\n";
+  for (const auto& m : s.methods) {
+    if (m.streaming.empty()) continue;
+    const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
+    o << "    ::ringrpc::detail::add_typed_stream<" << req << ", " << rep << ">(server, " << m.name << "_info, "
+      << kind_expr(m) << ", payload_alignment,\n"
+      << "        [self](::ringrpc::typed_server_stream<" << rep << ">& stream, const " << req
+      << "* request) {\n";
+    if (m.streaming == "server") {
+      o << "          return self->" << m.name << "(stream, *request);\n";
+    } else {
+      o << "          (void)request;\n          return self->" << m.name << "(stream);\n";
+    }
+    o << "        });\n";
+  }
+  o << "  }\n";
+}
+
 // The server base: a virtual per method answering unknown_method until overridden, and the
 // endpoint hooks that route each call to it.
 void write_service_base(std::ostream& o, const service_desc& s) {
@@ -382,11 +464,16 @@ void write_service_base(std::ostream& o, const service_desc& s) {
     const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
     o << "\n";
     doc_lines(o, m.doc, "  ");
+    if (!m.streaming.empty()) {
+      write_base_stream(o, m);
+      continue;
+    }
     o << "  virtual ::ringrpc::result<" << rep << "> " << m.name << "(::ringrpc::call_context& /*call*/, const "
       << req << "& /*request*/) {\n"
       << "    return ::ringrpc::detail::not_implemented(" << m.name << "_info);\n"
       << "  }\n";
   }
+  write_add_streams(o, s);
   o << "\n  void receive_and_reply(::ringrpc::call_context& call) override { ringrpc_dispatch(call); }\n"
     << "  /// One-way messages run the method too; the answer is dropped.\n"
     << "  void receive(::ringrpc::call_context& message) override { ringrpc_dispatch(message); }\n"

@@ -27,6 +27,9 @@ struct method_desc {
   std::string request_type;          ///< fully qualified schema name, "example.HelloRequest"
   std::string reply_type;
   std::vector<std::string> doc;      ///< `///` comment lines, without the slashes
+  /// "server", "client" or "bidi" for a streaming method (`(streaming: "...")`); empty for a
+  /// unary one (no attribute, or "none").
+  std::string streaming;
 };
 
 struct service_desc {
@@ -49,7 +52,7 @@ std::vector<id_collision> find_id_collisions(const std::vector<std::string>& ful
 
 /// The services `parser` found in `schema_file` (as passed to Parser::Parse; services from
 /// included files are left to those files' headers). Throws schema_error listing every
-/// streaming method, id collision (over all services the parser saw), name that the generated
+/// streaming method of an unknown kind, id collision (over all services the parser saw), name that the generated
 /// C++ cannot use, and service name used twice.
 std::vector<service_desc> collect_services(const flatbuffers::Parser& parser, const std::string& schema_file);
 

@@ -4,7 +4,7 @@
 //
 // Writes DIR/NAME_ringrpc.hpp and, unless --bfbs names an existing binary schema, runs flatc
 // for DIR/NAME_generated.h and DIR/NAME.bfbs. Exit status: 0 written, 1 the schema was
-// refused (parse error, streaming method, id collision, unusable name) or flatc failed,
+// refused (parse error, unknown streaming kind, id collision, unusable name) or flatc failed,
 // 2 bad usage. docs/services.md has the details.
 
 #include <spawn.h>
@@ -128,7 +128,10 @@ int main(int argc, char** argv) {
     const auto services = ringrpc::gen::collect_services(parser, schema);
 
     if (bfbs_path.empty()) {
-      std::vector<std::string> cmd = {flatc, "--cpp", "--binary", "--schema", "--bfbs-comments", "-o", out.string()};
+      std::vector<std::string> cmd = {flatc,      "--cpp",          "--binary", "--schema", "--bfbs-comments",
+                                      // The `streaming` attribute is a built-in one: without this flag
+                                      // the binary schema, hence reflection, would not carry the kinds.
+                                      "--bfbs-builtins", "-o",      out.string()};
       for (const auto& i : includes) {
         cmd.push_back("-I");
         cmd.push_back(i);

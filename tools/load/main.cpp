@@ -131,6 +131,11 @@ std::string typed_payload(const target& t, const std::string& method, const std:
       return fetch_schema(c, method.substr(0, dot), co);
     }();
     const method_info& m = schema.method(method);
+    if (!m.streaming.empty()) {
+      // --method sends unary calls; a typed stream's messages are not what --stream sends either.
+      throw std::invalid_argument("--method " + method + " is a " + m.streaming +
+                                  " stream method; --method calls unary methods");
+    }
     std::string text = json;
     if (!text.empty() && text[0] == '@') {
       std::ifstream in(text.substr(1), std::ios::binary);

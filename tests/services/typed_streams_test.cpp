@@ -1,0 +1,195 @@
+// Typed streams (ringrpc/typed_stream.hpp) over loopback: gen_test.fbs's Streamer, one method
+// of each kind, through the generated stub and service base; messages that do not verify on
+// either side; reflection's kinds.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "gen_test_ringrpc.hpp"
+#include "ringrpc/channel.hpp"
+#include "ringrpc/client.hpp"
+#include "ringrpc/reflection.hpp"
+#include "ringrpc/server.hpp"
+#include "ringrpc/typed_stream.hpp"
+#include "streamer_service.hpp"
+#include "test_support.hpp"
+
+namespace ringrpc::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Bytes no FlatBuffers verifier takes: the root offset points far beyond the buffer.
+const std::string garbage(16, '\xff');
+
+class typed_streams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    _server = std::make_unique<server>(test::threads(1, 2));
+    register_service(*_server, std::make_shared<streamer_service>());
+    _server->start();
+    _client.emplace(client::connect("127.0.0.1", _server->port()));
+  }
+  void TearDown() override {
+    _client.reset();
+    _server->stop();
+  }
+  client& connection() { return *_client; }
+  Streamer::stub stub() { return Streamer::stub(*_client); }
+
+ private:
+  std::unique_ptr<server> _server;
+  std::optional<client> _client;
+};
+
+TEST_F(typed_streams, server_stream_sends_typed_replies) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto s = stub().Generate(fbb, CreateStreamRequestDirect(fbb, 5, "hi"));
+  EXPECT_EQ(fbb.GetSize(), 0u);  // cleared for the next request
+  for (std::uint32_t i = 0; i < 5; ++i) {
+    auto m = s.read();
+    ASSERT_TRUE(m.has_value());
+    ASSERT_TRUE(m->ok()) << m->error().describe();
+    EXPECT_EQ((*m)->index(), i);
+    EXPECT_EQ((*m)->text()->str(), "hi");
+  }
+  EXPECT_FALSE(s.read().has_value());
+  const call_result end = s.finish();
+  EXPECT_TRUE(end.ok()) << end.message;
+}
+
+TEST_F(typed_streams, server_stream_keeps_order_across_100000_messages) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto s = stub().Generate(fbb, CreateStreamRequestDirect(fbb, 100000, "x"));
+  std::uint32_t next = 0;
+  while (auto m = s.read()) {
+    ASSERT_TRUE(m->ok()) << m->error().describe();
+    ASSERT_EQ((*m)->index(), next);
+    ++next;
+  }
+  EXPECT_EQ(next, 100000u);
+  EXPECT_TRUE(s.finish().ok());
+}
+
+TEST_F(typed_streams, client_stream_answers_once) {
+  auto s = stub().Collect();
+  flatbuffers::FlatBufferBuilder fbb;
+  for (const char* text : {"a", "b", "c"}) {
+    ASSERT_EQ(s.write_wait(fbb, CreateStreamRequestDirect(fbb, 0, text)), write_result::ok);
+  }
+  ASSERT_TRUE(s.half_close());
+  const result<StreamReply> answer = s.finish_reply();
+  ASSERT_TRUE(answer.ok()) << answer.error().describe();
+  EXPECT_EQ(answer->index(), 3u);
+  EXPECT_EQ(answer->text()->str(), "c");
+}
+
+TEST_F(typed_streams, bidi_stream_echoes_100000_messages_in_order) {
+  auto s = stub().Echo();
+  constexpr std::uint32_t count = 100000;
+  std::thread writer([&] {
+    flatbuffers::FlatBufferBuilder fbb;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (s.write_wait(fbb, CreateStreamRequestDirect(fbb, 0, std::to_string(i).c_str())) != write_result::ok) return;
+    }
+    s.half_close();
+  });
+  std::uint32_t next = 0;
+  while (auto m = s.read()) {
+    ASSERT_TRUE(m->ok()) << m->error().describe();
+    if ((*m)->index() != next || (*m)->text()->str() != std::to_string(next)) {
+      s.cancel();
+      break;
+    }
+    ++next;
+  }
+  writer.join();
+  EXPECT_EQ(next, count);
+  EXPECT_TRUE(s.finish().ok());
+}
+
+TEST_F(typed_streams, a_client_message_that_does_not_verify_ends_the_stream_with_bad_request) {
+  client_stream s = connection().open_stream(Streamer::Echo_method, stream_kind::bidi);
+  ASSERT_EQ(s.write_wait(garbage), write_result::ok);
+  const call_result end = s.finish(std::chrono::seconds(10));
+  EXPECT_EQ(end.error, call_error::server_status);
+  EXPECT_EQ(end.code, status::bad_request);
+  EXPECT_EQ(end.message,
+            "Streamer.Echo: message is not a valid ringrpc.test.StreamRequest (FlatBuffers verification failed)");
+}
+
+TEST_F(typed_streams, a_server_stream_request_that_does_not_verify_is_a_bad_request) {
+  const std::span<const std::byte> request(reinterpret_cast<const std::byte*>(garbage.data()), garbage.size());
+  client_stream s = connection().open_stream(Streamer::Generate_method, stream_kind::server, request);
+  const call_result end = s.finish(std::chrono::seconds(10));
+  EXPECT_EQ(end.code, status::bad_request);
+  EXPECT_THAT(end.message, HasSubstr("Streamer.Generate: request is not a valid ringrpc.test.StreamRequest"));
+}
+
+TEST(typed_streams_client, a_server_message_that_does_not_verify_ends_the_stream_with_protocol_error) {
+  server srv(test::threads(1, 1));
+  // A raw method in Streamer.Generate's place, answering bytes that are no StreamReply.
+  srv.add_stream_method(Streamer::Generate_method, stream_kind::server, [](server_stream& s, auto) {
+    s.write(garbage);
+    s.write(garbage);
+    return std::make_unique<stream_handler>();
+  });
+  srv.start();
+  client c = client::connect("127.0.0.1", srv.port());
+  flatbuffers::FlatBufferBuilder fbb;
+  auto s = Streamer::stub(c).Generate(fbb, CreateStreamRequestDirect(fbb, 1, "x"));
+  auto m = s.read(std::chrono::seconds(10));
+  ASSERT_TRUE(m.has_value());
+  ASSERT_FALSE(m->ok());
+  EXPECT_EQ(m->error().kind, call_error::protocol_error);
+  EXPECT_THAT(m->error().message, HasSubstr("Streamer.Generate: reply is not a valid ringrpc.test.StreamReply"));
+  EXPECT_FALSE(s.read(std::chrono::seconds(1)).has_value());  // nothing after it
+  const call_result end = s.finish();
+  EXPECT_EQ(end.error, call_error::protocol_error);
+  EXPECT_THAT(end.message, HasSubstr("is not a valid ringrpc.test.StreamReply"));
+  srv.stop();
+}
+
+TEST(typed_streams_client, a_method_not_overridden_answers_unknown_method) {
+  class nothing final : public Streamer::service {};
+  server srv(test::threads(1, 1));
+  register_service(srv, std::make_shared<nothing>());
+  srv.start();
+  client c = client::connect("127.0.0.1", srv.port());
+  auto s = Streamer::stub(c).Echo();
+  const call_result end = s.finish(std::chrono::seconds(10));
+  EXPECT_EQ(end.code, status::unknown_method);
+  EXPECT_THAT(end.message, HasSubstr("Streamer.Echo is not implemented"));
+  srv.stop();
+}
+
+TEST(typed_streams_client, a_stub_over_a_channel_returns_an_ended_stream) {
+  channel ch = channel::create("127.0.0.1:1");
+  auto s = Streamer::stub(ch).Echo();
+  EXPECT_TRUE(s.ended());
+  const call_result end = s.finish();
+  EXPECT_EQ(end.error, call_error::client_closed);
+  EXPECT_THAT(end.message, HasSubstr("streams on a channel are not built yet"));
+}
+
+TEST(typed_streams_reflection, list_shows_each_methods_kind) {
+  const auto doc = nlohmann::json::parse(reflection_list_json({Streamer::schema(), TestService::schema()}));
+  std::map<std::string, std::string> kinds;
+  for (const auto& svc : doc.at("services")) {
+    for (const auto& m : svc.at("methods")) kinds[m.at("method")] = m.value("streaming", "");
+  }
+  EXPECT_EQ(kinds.at("Streamer.Generate"), "server");
+  EXPECT_EQ(kinds.at("Streamer.Collect"), "client");
+  EXPECT_EQ(kinds.at("Streamer.Echo"), "bidi");
+  EXPECT_EQ(kinds.at("TestService.Echo"), "");  // unary: no "streaming" at all
+}
+
+}  // namespace
+}  // namespace ringrpc::test
