@@ -193,6 +193,9 @@ void client_loop::end_stream(client_conn* c, client_stream_state* s, const call_
   c->streams.take(s->id);
   // The last reference may be this one (the handle is gone): s lives until the function returns.
   const std::shared_ptr<client_stream_state> keep = std::move(s->loop_ref);
+  // At the end, not when the handle goes (a channel's member is busy with the stream until
+  // then), and before a reader can see the end: a new open after finish() finds the member free.
+  s->opener_hold.reset();
   pending* unused_notice = nullptr;
   {
     const std::lock_guard lock(s->mu);
