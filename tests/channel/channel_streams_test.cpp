@@ -36,11 +36,11 @@ std::string text_of(const std::optional<std::vector<std::byte>>& m) {
 // stream tag before the ':' ("s3:17"), whose "hit" call counts calls, and whose "watch" stream
 // only watches (tests/stream_handlers.hpp).
 struct member {
-  std::unique_ptr<server> srv;
   std::mutex mu;
   std::map<std::string, int> messages;  // by stream tag
   std::atomic<int> hits{0};
   test::watch watched;
+  std::unique_ptr<server> srv;  // last: stopped and joined before the handlers' counts go
 
   int count(const std::string& tag) {
     const std::lock_guard lock(mu);
