@@ -24,6 +24,9 @@
 /// retried. A call refused before anything was sent (client_busy, or a member found closed)
 /// moves to another member whether idempotent or not.
 ///
+/// Streams (open_stream): a stream goes to one member, picked as a call's first attempt, and
+/// lives on that member's connection until its end: never retried nor moved once open.
+///
 /// Thread-safe: calls from any thread; the member set is an immutable snapshot read without a
 /// lock. Callbacks run on the channel's I/O thread (one client_runtime per channel).
 
@@ -129,10 +132,11 @@ struct channel_call_options {
 /// Counters of a channel (monotonic unless said otherwise).
 struct channel_stats {
   std::uint64_t calls = 0;          ///< call_async() calls
-  std::uint64_t retries = 0;        ///< attempts after the first
+  std::uint64_t streams = 0;        ///< open_stream() calls
+  std::uint64_t retries = 0;        ///< attempts after the first (of calls and stream opens)
   std::uint64_t retries_throttled = 0;  ///< retries the budget refused
   std::uint64_t failed_not_idempotent = 0;  ///< failed in flight, not retried: not idempotent
-  std::uint64_t no_member = 0;      ///< failed at once: no live member
+  std::uint64_t no_member = 0;      ///< failed at once: no live member (calls and streams)
   std::uint64_t ejections = 0;
   std::uint64_t reconnects = 0;     ///< members connected again after an ejection
   std::uint64_t membership_updates = 0;
@@ -143,8 +147,8 @@ struct channel_stats {
 struct channel_member_state {
   member_address address;
   bool up = false;                 ///< connected and taking calls
-  std::uint64_t outstanding = 0;   ///< calls in flight now
-  std::uint64_t calls = 0;         ///< attempts sent to it
+  std::uint64_t outstanding = 0;   ///< calls in flight and streams open on it now
+  std::uint64_t calls = 0;         ///< attempts sent to it (streams not included)
   std::uint64_t failures = 0;      ///< connection failures and missed health checks
 };
 
@@ -183,12 +187,43 @@ class channel {
   bool send_one_way(std::string_view method, std::span<const std::byte> payload,
                     const channel_call_options& options = {});
 
+  /// Opens a stream (include ringrpc/client_stream.hpp) on one member, as client::open_stream
+  /// does on its connection, with the same options and the same handle: `request` is a server
+  /// stream's one request; `options.timeout` zero means client_options::default_timeout of
+  /// `channel_options::client`. Never blocks and never throws (but std::bad_alloc): a stream
+  /// that cannot open is returned ended, finish() saying why.
+  ///
+  /// The member is picked by the channel's policy, as a call's first attempt; while the stream
+  /// is open it counts in that member's `outstanding`, which least_outstanding and p2c weigh.
+  /// The stream stays on that member's connection for its whole life, also when the member is
+  /// ejected or leaves the membership (the connection is closed after the stream's end, as
+  /// after a call in flight): it is never retried nor moved, and a lost connection ends it with
+  /// connection_closed, code unavailable, "connection lost: ...", as on a client.
+  ///
+  /// Before that, one retry: members whose connections the channel knows to be down are passed
+  /// over, and a member whose client refuses the open at once (client_busy: its
+  /// max_pending_calls or _bytes full; nothing was sent) is followed by one more member, if
+  /// `max_attempts` is at least 2 and the retry budget allows (idempotent or not, as calls
+  /// refused before they are sent). No more: the open is never blocked, and a connection that
+  /// fails after open_stream has returned fails a stream whose handle is the caller's, who may
+  /// have written to it already (open again). Other refusals (an expired deadline, a member
+  /// connection with interceptors) would be the same on every member and end the stream as is.
+  ///
+  /// Ends at once: no live member: call_error::connection_closed, code unavailable, "no live
+  /// member of TARGET" (a call's failure, counted in channel_stats::no_member); the channel
+  /// closed: client_closed, code cancelled; channel interceptors (channel_options::interceptors;
+  /// they do not see streams yet): intercepted, code unimplemented. close() ends the streams
+  /// still open as closing a client does: client_closed, code cancelled, "client closed".
+  client_stream open_stream(std::string_view method, stream_kind kind, std::span<const std::byte> request,
+                            const stream_options& options);
+  client_stream open_stream(std::string_view method, stream_kind kind, std::span<const std::byte> request = {});
+
   /// Blocks until `n` members are up or `timeout` passes; true if they are.
   bool wait_for_members(std::size_t n, std::chrono::milliseconds timeout) const;
   std::vector<channel_member_state> members() const;
   channel_stats stats() const;
-  /// Stops the resolver, fails pending calls with client_closed and closes every connection.
-  /// Must not race with calls (as client::close()).
+  /// Stops the resolver, fails pending calls with client_closed, ends open streams (as above)
+  /// and closes every connection. Must not race with calls or stream opens (as client::close()).
   void close();
 
   /// For typed stubs: the cell that follows this channel through moves (detail::object_home).

@@ -51,6 +51,7 @@ struct stream_options;  // ringrpc/client_stream.hpp
 namespace detail {
 class client_loop;
 struct client_conn;
+struct client_access;  // src/client/client_access.hpp: the library's own layers above a client
 /// Where an object that typed stubs call through (a client, a channel) lives now: moves update
 /// it, destruction clears it. Stubs hold it shared, so they follow the object through moves
 /// (ringrpc/service.hpp). Read by calling threads, written by moves: as close(), a move must
@@ -222,6 +223,7 @@ class client_runtime {
 
  private:
   friend class client;
+  friend struct detail::client_access;
   client_runtime();
   std::unique_ptr<detail::client_loop> _loop;
 };
@@ -297,6 +299,7 @@ class client {
   const std::shared_ptr<detail::object_home<client>>& home() const noexcept { return _home; }
 
  private:
+  friend struct detail::client_access;
   client(std::shared_ptr<client_runtime> rt, detail::client_conn* conn,
          std::shared_ptr<detail::object_home<client>> home) noexcept;
   std::shared_ptr<client_runtime> _runtime;

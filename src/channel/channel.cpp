@@ -5,6 +5,7 @@
 
 #include "channel/channel_core.hpp"
 #include "client/call_links.hpp"
+#include "client/client_access.hpp"
 #include "channel/host_port.hpp"
 
 namespace ringrpc {
@@ -113,6 +114,17 @@ void channel::call_async(std::string_view method, std::span<const std::byte> pay
 bool channel::send_one_way(std::string_view method, std::span<const std::byte> payload,
                            const channel_call_options& options) {
   return _core && _core->send_one_way(method, payload, options);
+}
+
+client_stream channel::open_stream(std::string_view method, stream_kind kind, std::span<const std::byte> request) {
+  static const stream_options defaults;
+  return open_stream(method, kind, request, defaults);
+}
+
+client_stream channel::open_stream(std::string_view method, stream_kind kind, std::span<const std::byte> request,
+                                   const stream_options& options) {
+  if (!_core) return detail::client_access::ended_stream(kind, call_error::client_closed, status::cancelled, "channel is closed");
+  return _core->open_stream(method, kind, request, options);
 }
 
 reply_future<call_result> channel::call_future(std::string_view method, std::span<const std::byte> payload,

@@ -300,13 +300,17 @@ channel_stats channel_core::stats() const {
   s.reconnects = _reconnects.load(std::memory_order_relaxed);
   s.membership_updates = _membership_updates.load(std::memory_order_relaxed);
   s.retry_tokens = _budget.tokens();
+  s.streams = _streams.load(std::memory_order_relaxed);
+  const std::uint64_t call_retries = s.retries - std::min(s.retries, _stream_retries.load(std::memory_order_relaxed));
+  const std::uint64_t call_no_member = s.no_member - std::min(s.no_member, _stream_no_member.load(std::memory_order_relaxed));
   std::uint64_t attempts = _calls_removed.load(std::memory_order_relaxed);
   {
     std::lock_guard lock(_mu);
     for (const auto& [label, e] : _entries) attempts += e.counters->calls.load(std::memory_order_relaxed);
   }
-  // Every attempt is a call or a retry; refusals with no member count as calls too.
-  s.calls = attempts - std::min(attempts, s.retries) + s.no_member;
+  // Every attempt is a call or a retry; refusals with no member count as calls too. Stream
+  // opens are not attempts (members' `calls`), so their retries and refusals are left out.
+  s.calls = attempts - std::min(attempts, call_retries) + call_no_member;
   return s;
 }
 

@@ -19,6 +19,7 @@
 #include "channel/retry_budget.hpp"
 #include "channel/snapshot_cell.hpp"
 #include "ringrpc/channel.hpp"
+#include "ringrpc/client_stream.hpp"
 
 namespace ringrpc::detail {
 
@@ -60,6 +61,9 @@ class channel_core {
   void call_async(std::string_view method, std::span<const std::byte> payload, call_callback done,
                   channel_call_options options);
   bool in_runtime_thread() const noexcept { return _runtime->in_runtime_thread(); }
+  /// A stream on one member, for its whole life (channel_streams.cpp).
+  client_stream open_stream(std::string_view method, stream_kind kind, std::span<const std::byte> request,
+                            const stream_options& options);
   /// One-way message to one member, picked as a call's first attempt; never retried.
   bool send_one_way(std::string_view method, std::span<const std::byte> payload,
                     const channel_call_options& options);
@@ -111,6 +115,8 @@ class channel_core {
 
   std::atomic<std::uint64_t> _retries{0}, _retries_throttled{0}, _failed_not_idempotent{0}, _no_member{0},
       _ejections{0}, _reconnects{0}, _membership_updates{0}, _calls_removed{0};
+  // Streams' share of the counters above, kept apart so that stats() can count calls alone.
+  std::atomic<std::uint64_t> _streams{0}, _stream_retries{0}, _stream_no_member{0};
 
   // The maintenance thread's state.
   mutable std::mutex _mu;

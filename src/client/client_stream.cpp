@@ -1,6 +1,7 @@
-// A client stream's handle (ringrpc/client_stream.hpp) and client::open_stream: the user
-// threads' side. Frames are encoded here, under the stream's lock while it is open, and posted
-// to the client loop (client_streams.cpp), which sends them while the stream is still open.
+// A client stream's handle (ringrpc/client_stream.hpp) and client::open_stream (through
+// client_access::open_stream, which a channel's open_stream calls too): the user threads' side.
+// Frames are encoded here, under the stream's lock while it is open, and posted to the client
+// loop (client_streams.cpp), which sends them while the stream is still open.
 #include "ringrpc/client_stream.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include "client/call_deadline.hpp"
+#include "client/client_access.hpp"
 #include "client/client_loop.hpp"
 #include "client/client_stream_state.hpp"
 #include "client/request_encoder.hpp"
@@ -272,15 +274,30 @@ client_stream client::open_stream(std::string_view method, stream_kind kind, std
 
 client_stream client::open_stream(std::string_view method, stream_kind kind, std::span<const std::byte> request,
                                   const stream_options& options) {
-  if (_conn == nullptr) return ended_stream(kind, call_error::client_closed, status::cancelled, "client is closed");
-  if (_conn->interceptors) {
-    return ended_stream(kind, call_error::intercepted, status::unimplemented,
-                        "streams do not run client interceptors yet: a client with interceptors opens no streams");
+  call_error refused = call_error::none;
+  return detail::client_access::open_stream(*this, method, kind, request, options, nullptr, refused);
+}
+
+client_stream detail::client_access::ended_stream(stream_kind kind, call_error e, status code, std::string_view why) {
+  return ringrpc::ended_stream(kind, e, code, why);
+}
+
+client_stream detail::client_access::open_stream(client& c, std::string_view method, stream_kind kind,
+                                                 std::span<const std::byte> request, const stream_options& options,
+                                                 std::shared_ptr<void> hold, call_error& refused) {
+  detail::client_conn* const conn = c._conn;
+  const auto refuse = [&](call_error e, status code, std::string_view why) {
+    refused = e;
+    return ringrpc::ended_stream(kind, e, code, why);
+  };
+  if (conn == nullptr) return refuse(call_error::client_closed, status::cancelled, "client is closed");
+  if (conn->interceptors) {
+    return refuse(call_error::intercepted, status::unimplemented,
+                  "streams do not run client interceptors yet: a client with interceptors opens no streams");
   }
-  const detail::call_deadline d = detail::call_deadline::of(options.timeout, _conn->default_timeout, nullptr);
+  const detail::call_deadline d = detail::call_deadline::of(options.timeout, conn->default_timeout, nullptr);
   if (d.expired) {
-    return ended_stream(kind, call_error::timeout, status::deadline_exceeded,
-                        "deadline passed before the stream was opened; not sent");
+    return refuse(call_error::timeout, status::deadline_exceeded, "deadline passed before the stream was opened; not sent");
   }
   // The window announced is the one enforced: both within the wire's maxima (stream_credit.hpp).
   const auto window_messages = static_cast<std::uint32_t>(
@@ -288,11 +305,11 @@ client_stream client::open_stream(std::string_view method, stream_kind kind, std
   const auto window_bytes = std::min<std::uint64_t>(options.window_bytes,
                                                     static_cast<std::uint64_t>(detail::max_stream_credit_bytes));
   auto state = std::make_shared<client_stream_state>(kind, window_messages, window_bytes);
-  detail::client_loop& loop = *_runtime->_loop;
+  detail::client_loop& loop = *c._runtime->_loop;
   detail::pending* p = loop.get_pending();
   p->kind = detail::pending::what::stream_open;
-  p->conn = _conn;
-  p->id = _conn->next_id.fetch_add(1, std::memory_order_relaxed);
+  p->conn = conn;
+  p->id = conn->next_id.fetch_add(1, std::memory_order_relaxed);
   detail::frame_view f;
   f.call_id = p->id;
   f.kind = wire::Kind::StreamOpen;
@@ -302,7 +319,7 @@ client_stream client::open_stream(std::string_view method, stream_kind kind, std
   f.stream_kind = static_cast<std::uint8_t>(kind);
   f.credit_messages = state->receive.window_messages();
   f.credit_bytes = state->receive.window_bytes();
-  const detail::metadata_to_send md{_conn->metadata, options.metadata};
+  const detail::metadata_to_send md{conn->metadata, options.metadata};
   if (!md.defaults.empty() || !md.pairs.empty()) f.metadata_out = &md;
   try {
     detail::encode_request(f, p->frame);
@@ -318,21 +335,22 @@ client_stream client::open_stream(std::string_view method, stream_kind kind, std
     throw;
   }
   notice->kind = detail::pending::what::stream_cancel;
-  notice->conn = _conn;
+  notice->conn = conn;
   notice->id = p->id;
-  if (!_conn->admit(p->frame.size())) {
+  if (!conn->admit(p->frame.size())) {
     loop.recycle(p);
     loop.recycle(notice);
-    return ended_stream(kind, call_error::client_busy, status::resource_exhausted,
-                        "client_busy: the connection's max_pending_calls or max_pending_bytes "
-                        "(client_options) is reached; a stream holds one call until its end");
+    return refuse(call_error::client_busy, status::resource_exhausted,
+                  "client_busy: the connection's max_pending_calls or max_pending_bytes "
+                  "(client_options) is reached; a stream holds one call until its end");
   }
   state->id = p->id;
   state->loop = &loop;
-  state->conn = _conn;
+  state->conn = conn;
   state->admitted_bytes = p->frame.size();
   state->deadline_ns = d.at_ns;
   state->end_notice = notice;
+  state->opener_hold = std::move(hold);
   state->loop_ref = state;  // the loop's reference, dropped at the stream's end (end_stream)
   p->stream = state.get();
   loop.post(p);

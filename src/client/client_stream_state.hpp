@@ -39,6 +39,10 @@ struct client_stream_state {
   client_conn* conn = nullptr;
   std::size_t admitted_bytes = 0;  // the open's share of conn->pending_bytes, given back at the end
   std::int64_t deadline_ns = 0;    // steady clock; 0 = none
+  // What the stream's opener keeps alive and counted while the stream is open: a channel's
+  // member connection and its outstanding count (channel_streams.cpp); null for a client's own
+  // streams. The loop's alone once the open is posted: end_stream releases it.
+  std::shared_ptr<void> opener_hold;
 
   // --- The loop thread's alone.
   std::shared_ptr<client_stream_state> loop_ref;  // while in the connection's table

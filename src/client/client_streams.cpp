@@ -193,6 +193,12 @@ void client_loop::end_stream(client_conn* c, client_stream_state* s, const call_
   c->streams.take(s->id);
   // The last reference may be this one (the handle is gone): s lives until the function returns.
   const std::shared_ptr<client_stream_state> keep = std::move(s->loop_ref);
+  // Given back before a reader can see the end, so that an open after finish() finds the room
+  // (and a channel's member its count) free. The opener's hold goes at the end, not when the
+  // handle goes: a channel's member is busy with the stream until then.
+  c->pending_calls.fetch_sub(1, std::memory_order_relaxed);
+  c->pending_bytes.fetch_sub(s->admitted_bytes, std::memory_order_relaxed);
+  s->opener_hold.reset();
   pending* unused_notice = nullptr;
   {
     const std::lock_guard lock(s->mu);
@@ -200,8 +206,6 @@ void client_loop::end_stream(client_conn* c, client_stream_state* s, const call_
     unused_notice = std::exchange(s->end_notice, nullptr);
   }
   if (unused_notice != nullptr) put_pending(unused_notice);
-  c->pending_calls.fetch_sub(1, std::memory_order_relaxed);
-  c->pending_bytes.fetch_sub(s->admitted_bytes, std::memory_order_relaxed);
   if (tell_server && !c->dead) send_cancel(c, s->id);
 }
 
