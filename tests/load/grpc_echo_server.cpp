@@ -2,7 +2,7 @@
 // tests and bench/client_cpu_h2.sh: Echo.Say answers with the request's text and blob, or fails
 // with the status code the request names. Listens on 127.0.0.1 on a port of the kernel's
 // choosing, prints "listening on 127.0.0.1:PORT", and on SIGTERM or SIGINT prints what it served
-// ("served CALLS calls, REQUEST_BYTES request bytes") and exits.
+// ("served CALLS calls, REQUEST_BYTES request bytes", "distinct texts N") and exits.
 // Usage: grpc_echo_server [THREADS]
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "echo.grpc.pb.h"
@@ -19,6 +21,8 @@ namespace {
 
 std::atomic<unsigned long long> calls{0};
 std::atomic<unsigned long long> request_bytes{0};
+std::mutex texts_mutex;
+std::set<std::string> texts;
 
 class echo_service final : public ringtest::Echo::Service {
   grpc::Status Say(grpc::ServerContext*, const ringtest::EchoRequest* request, ringtest::EchoReply* reply) override {
@@ -29,6 +33,8 @@ class echo_service final : public ringtest::Echo::Service {
     }
     reply->set_text(request->text());
     reply->set_blob(request->blob());
+    std::lock_guard lock(texts_mutex);  // what request templates sent (load_h2_peers_test.sh)
+    texts.insert(request->text());
     return grpc::Status::OK;
   }
 };
@@ -61,6 +67,7 @@ int main(int argc, char** argv) {
   sigwait(&stop, &sig);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   std::printf("served %llu calls, %llu request bytes\n", calls.load(), request_bytes.load());
+  std::printf("distinct texts %zu\n", texts.size());
   std::fflush(stdout);
   // gRPC's globals are not torn down: leave without static destructors (nor a leak report of them).
   std::_Exit(0);

@@ -35,6 +35,7 @@
 #include "shard.hpp"
 #include "sniff.hpp"
 #include "template_options.hpp"
+#include "typed_template.hpp"
 #include "thresholds.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
@@ -107,11 +108,13 @@ std::vector<request_kind> parse_mix(const std::string& text, const target& t) {
 }
 
 // --method: the request JSON converted once, here, into options.payload with the method's schema
+// (or, with placeholders, compiled into `message`)
 // (from --schema or the server's reflection endpoint, asked with the run's metadata). Returns the
 // wire method name ("Greeter.SayHello" even when the service was given qualified).
 std::string typed_payload(const target& t, const std::string& method, const std::string& json,
                           const std::string& schema_file, const std::vector<std::string>& includes,
-                          std::chrono::nanoseconds connect_timeout, codec_options& options) {
+                          std::chrono::nanoseconds connect_timeout, codec_options& options,
+                          std::shared_ptr<const message_template>& message) {
   std::vector<std::byte>& payload = options.payload;
   using namespace ringrpc::tools;
   const std::vector<ringrpc::metadata_entry> call_metadata = ringrpc_call_metadata(options);
@@ -136,6 +139,10 @@ std::string typed_payload(const target& t, const std::string& method, const std:
       std::ifstream in(text.substr(1), std::ios::binary);
       if (!in) throw std::invalid_argument("cannot read --data " + text);
       text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    if (json_placeholders::present(text)) {
+      message = typed_template_from_json(schema, m.request, text);
+      return m.full_name;
     }
     const auto bytes = schema.to_binary(m.request, text);
     payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
@@ -455,7 +462,8 @@ void check_payload_sources(const cli_args& a) {
                                 "raw payload bytes come from -s or --payload-file");
   }
   if (!a.templates.payload.empty() && (a.given_size || !a.payload_file.empty() || a.typed() || !a.proto_file.empty())) {
-    throw std::invalid_argument("--template is the payload: it excludes -s, --payload-file, --method and --proto");
+    throw std::invalid_argument("--template is the payload: it excludes -s, --payload-file, --method and --proto "
+                                "(their --data JSON takes the placeholders itself)");
   }
   if (a.given_size && !a.payload_file.empty()) throw std::invalid_argument("give the payload once: -s or --payload-file");
   if (a.typed()) {
@@ -491,8 +499,9 @@ std::vector<std::byte> as_bytes(const std::string& s) {
 }
 
 /// The request every call sends: made from --method's or --proto's JSON, read from a file, or
-/// -s bytes of 'x'.
-void make_payload(const cli_args& a, engine_config& cfg, codec_options& co) {
+/// -s bytes of 'x'. --method's and --proto's JSON with placeholders make `message` instead.
+void make_payload(const cli_args& a, engine_config& cfg, codec_options& co,
+                  std::shared_ptr<const message_template>& message) {
   const bool grpc = lower_scheme(a.url) == "grpc";
   if (a.typed()) {
     if (cfg.where.path != a.typed_method) {
@@ -500,7 +509,7 @@ void make_payload(const cli_args& a, engine_config& cfg, codec_options& co) {
                                   "'; give it once");
     }
     cfg.where.path = typed_payload(cfg.where, a.typed_method, a.data.empty() ? std::string("{}") : a.data,
-                                   a.schema_file, a.schema_includes, parse_duration(a.connect_timeout), co);
+                                   a.schema_file, a.schema_includes, parse_duration(a.connect_timeout), co, message);
   } else if (grpc && !a.proto_file.empty()) {
     std::string text = a.data.empty() ? std::string("{}") : a.data;
     if (text[0] == '@') {
@@ -508,7 +517,11 @@ void make_payload(const cli_args& a, engine_config& cfg, codec_options& co) {
       if (!in) throw std::invalid_argument("cannot read --data " + text);
       text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }
-    co.payload = as_bytes(grpc_request_from_json(a.proto_file, a.schema_includes, cfg.where.path.substr(1), text));
+    if (json_placeholders::present(text)) {
+      message = grpc_template_from_json(a.proto_file, a.schema_includes, cfg.where.path.substr(1), text);
+    } else {
+      co.payload = as_bytes(grpc_request_from_json(a.proto_file, a.schema_includes, cfg.where.path.substr(1), text));
+    }
   } else if (!a.payload_file.empty()) {
     co.payload = as_bytes(read_payload_file(a.payload_file));
   } else if (grpc && !a.given_size) {
@@ -525,8 +538,14 @@ codec_options make_codec_options(const cli_args& a, engine_config& cfg) {
   if (const char* token = std::getenv("RINGRPC_TOKEN"); token != nullptr && cfg.where.scheme == "ringrpc") {
     co.bearer_token = token;  // as ringrpc-call: sent unless -H gives an authorization
   }
-  make_payload(a, cfg, co);
-  co.templates = make_request_templates(a.templates, cfg.where.scheme);
+  std::shared_ptr<const message_template> message;
+  make_payload(a, cfg, co, message);
+  auto templates = make_request_templates(a.templates, cfg.where.scheme);
+  if (message) {
+    for (const request_template& t : message->texts()) templates->data->check(t, "--data", false);
+    templates->message = std::move(message);
+  }
+  co.templates = std::move(templates);
   co.key_space = a.key_space;
   if (a.verify && cfg.where.scheme != "ringrpc") {
     throw std::invalid_argument("--verify goes with ringrpc:// and ringrpcs:// (echo:// always checks its bytes)");
@@ -536,6 +555,8 @@ codec_options make_codec_options(const cli_args& a, engine_config& cfg) {
   std::size_t largest_payload = co.payload.size();
   if (co.templates->has_payload) {
     largest_payload = co.templates->payload.max_rendered_size(co.templates->data->longest_line());
+  } else if (co.templates->message) {
+    largest_payload = co.templates->message->max_size(co.templates->data->longest_line());
   }
   co.max_reply_bytes = reply_limit(a.max_body, cfg.where, largest_payload);
   cfg.call_timeout = parse_duration(a.call_timeout);
@@ -766,7 +787,7 @@ void record_config(run_result& r, const cli_args& a, const engine_config& cfg, c
   if (cfg.steps.empty()) r.config["reply_batch"] = cfg.reply_batch;
   r.config["threads"] = cfg.threads;
   // Under --template each call renders its own payload: the template is recorded instead.
-  if (a.templates.payload.empty()) r.config["payload_bytes"] = co.payload.size();
+  if (a.templates.payload.empty() && !co.templates->message) r.config["payload_bytes"] = co.payload.size();
   if (a.typed()) r.config["method"] = cfg.where.path;
   r.config["loop"] = cfg.steps.empty() ? "closed" : "open";
   if (!a.mix.empty()) r.config["mix"] = a.mix;
