@@ -786,7 +786,8 @@ void record_config(run_result& r, const cli_args& a, const engine_config& cfg, c
   r.config["depth"] = cfg.depth;
   if (cfg.steps.empty()) r.config["reply_batch"] = cfg.reply_batch;
   r.config["threads"] = cfg.threads;
-  // Under --template each call renders its own payload: the template is recorded instead.
+  // Under --template (or --data with placeholders) each call renders its own payload: the
+  // template is recorded instead.
   if (a.templates.payload.empty() && !co.templates->message) r.config["payload_bytes"] = co.payload.size();
   if (a.typed()) r.config["method"] = cfg.where.path;
   r.config["loop"] = cfg.steps.empty() ? "closed" : "open";
@@ -797,6 +798,7 @@ void record_config(run_result& r, const cli_args& a, const engine_config& cfg, c
   if (!cfg.steps.empty()) r.config["arrival"] = a.arrival;
   if (cfg.poisson_arrivals || a.uses_random) r.config["seed"] = cfg.seed;
   if (!a.templates.payload.empty()) r.config["template"] = a.templates.payload;
+  if (co.templates->message) r.config["data"] = a.data;  // its placeholders make each call's request
   if (!a.templates.redis_key.empty()) r.config["redis_key"] = a.templates.redis_key;
   if (!a.templates.data_file.empty()) r.config["data_file"] = a.templates.data_file;
   if (cfg.conn_ramp_time.count() > 0) {
