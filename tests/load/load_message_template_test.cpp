@@ -113,12 +113,12 @@ void expect_refused(const std::string& json, const std::string& why) {
 }
 
 TEST(message_template, protobuf_refuses_what_a_field_cannot_hold) {
-  expect_refused(R"({"flag": {random:2}})", "with placeholders");
+  expect_refused(R"({"flag": {random:2}})", "were converted as the numbers from");
   expect_refused(R"({"id": {random:2147483649}})", "'t.Req.id' holds up to 2147483647");
   expect_refused(R"({"id": {line}})", "{line} is text");
   expect_refused(R"({"list": [{seq}]})", "outside an array");
-  expect_refused(R"({"name": {seq}})", "with placeholders");
-  expect_refused(R"({"id": "{seq}"})", "with placeholders");
+  expect_refused(R"({"name": {seq}})", "were converted as the numbers from");
+  expect_refused(R"({"id": "{seq}"})", "were converted as the numbers from");
   EXPECT_NO_THROW(grpc_template_from_json(test_proto(), {}, "t.S/M", R"({"id": {random:2147483648}})"));
 }
 

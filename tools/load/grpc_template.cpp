@@ -206,9 +206,7 @@ std::shared_ptr<const message_template> grpc_template_from_json(const std::strin
   try {
     loaded = std::make_unique<loaded_request>(proto_file, includes, method, p.sentinel_json());
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string(e.what()) +
-                                " (with placeholders: outside quotes each stands for a number, so it must be the "
-                                "value of an integer, float or double field; inside quotes, text of a string field)");
+    throw std::invalid_argument(e.what() + p.parse_hint());
   }
   pb_plan plan;
   std::vector<std::uint32_t> path;

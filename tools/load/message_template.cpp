@@ -123,6 +123,12 @@ void json_placeholders::found_number(int i, std::string_view field, std::uint64_
   p.found = true;
 }
 
+std::string json_placeholders::parse_hint() const {
+  return " (the placeholders were converted as the numbers from " + std::to_string(_base) +
+         " outside quotes, so each must be the value of a 32- or 64-bit integer, float or double field; inside "
+         "quotes they are text of a string field)";
+}
+
 void json_placeholders::check_all_found() const {
   for (const placeholder& p : _list) {
     if (p.found) continue;

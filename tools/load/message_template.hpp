@@ -42,6 +42,8 @@ class json_placeholders {
   /// Marks placeholder `i` found in a field named `field` whose values reach `max` at most;
   /// refuses {random:N} whose N-1 is above it.
   void found_number(int i, std::string_view field, std::uint64_t max);
+  /// What to add to a converter's complaint about sentinel_json(): what its numbers stand for.
+  std::string parse_hint() const;
   /// Refuses a placeholder the walk of the message did not find where it can go.
   void check_all_found() const;
   /// Whether any placeholder is {seq} or {line}, {random:N}, {line}.

@@ -156,10 +156,7 @@ std::shared_ptr<const message_template> typed_template_from_json(tools::typed_sc
   try {
     fixed = schema.to_binary(type, p.sentinel_json());
   } catch (const tools::tool_error& e) {
-    throw std::invalid_argument(std::string(e.what()) +
-                                " (with placeholders: outside quotes each stands for a number, so it must be the "
-                                "value of a 32- or 64-bit integer, float or double field; inside quotes, text of a "
-                                "string field)");
+    throw std::invalid_argument(e.what() + p.parse_hint());
   }
   const auto& s = *reflection::GetSchema(schema.bfbs().data());
   const reflection::Object* root = s.objects()->LookupByKey(type.c_str());
