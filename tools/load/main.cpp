@@ -616,7 +616,8 @@ void check_stream(const cli_args& a, const engine_config& cfg) {
   if (a.typed()) throw std::invalid_argument("--stream sends raw messages: it cannot go with --method (typed JSON)");
 }
 
-/// --conn-ramp FROM:TO:DURATION: TO connections (-c), FROM of them from the start.
+/// --conn-ramp FROM:TO:DURATION: up (FROM < TO), TO connections (-c) and FROM of them from the
+/// start; down (FROM > TO), FROM connections (-c) at the start and TO at the end.
 void set_conn_ramp(const cli_args& a, engine_config& cfg) {
   if (a.conn_ramp.empty()) return;
   const std::string_view text = a.conn_ramp;
@@ -631,7 +632,9 @@ void set_conn_ramp(const cli_args& a, engine_config& cfg) {
       !whole(text.substr(0, p), from) || !whole(text.substr(p + 1, q - p - 1), to)) {
     throw std::invalid_argument(bad + "use FROM:TO:DURATION with whole numbers of connections, e.g. 1:64:30s");
   }
-  if (from < 1 || to <= from) throw std::invalid_argument(bad + "it opens connections: 1 <= FROM < TO");
+  if (from < 1 || to < 1 || from == to) {
+    throw std::invalid_argument(bad + "FROM and TO are at least 1 and differ (up: FROM < TO; down: FROM > TO)");
+  }
   try {
     cfg.conn_ramp_time = parse_duration(text.substr(q + 1));
   } catch (const std::invalid_argument& e) {
@@ -646,12 +649,16 @@ void set_conn_ramp(const cli_args& a, engine_config& cfg) {
     throw std::invalid_argument("--conn-ramp goes with the closed loop (not -R, --rate-steps, --rate-ramp or "
                                 "--new-conn-per-call)");
   }
-  if (a.given_connections && cfg.connections != to) {
-    throw std::invalid_argument(bad + "TO is the number of connections; -c " + std::to_string(cfg.connections) +
-                                " says otherwise");
+  // -c is the most connections the run holds: TO going up, FROM going down.
+  const unsigned most = std::max(from, to);
+  if (a.given_connections && cfg.connections != most) {
+    throw std::invalid_argument(bad + "the larger of FROM and TO is the number of connections; -c " +
+                                std::to_string(cfg.connections) + " says otherwise");
   }
-  cfg.connections = to;
+  if (from > to && a.stream) throw std::invalid_argument(bad + "a ramp down does not go with --stream");
+  cfg.connections = most;
   cfg.conn_ramp_from = from;
+  cfg.conn_ramp_to = from > to ? to : 0;
 }
 
 /// --arrival and --seed: Poisson arrivals from a seed given, or one drawn (and recorded).
@@ -714,6 +721,7 @@ std::optional<shard_spec> apply_shard(const cli_args& a, engine_config& cfg) {
   }
   if (cfg.conn_ramp_time.count() > 0) {
     cfg.conn_ramp_from = std::max<unsigned>(1, static_cast<unsigned>(shard_share(cfg.conn_ramp_from, shard)));
+    if (cfg.conn_ramp_to != 0) cfg.conn_ramp_to = std::max<unsigned>(1, static_cast<unsigned>(shard_share(cfg.conn_ramp_to, shard)));
   }
   for (auto& st : cfg.steps) {
     st.rate = shard_rate(st.rate, shard);
@@ -802,7 +810,7 @@ void record_config(run_result& r, const cli_args& a, const engine_config& cfg, c
   if (!a.templates.redis_key.empty()) r.config["redis_key"] = a.templates.redis_key;
   if (!a.templates.data_file.empty()) r.config["data_file"] = a.templates.data_file;
   if (cfg.conn_ramp_time.count() > 0) {
-    r.config["conn_ramp"] = {{"from", cfg.conn_ramp_from}, {"to", cfg.connections},
+    r.config["conn_ramp"] = {{"from", cfg.conn_ramp_from}, {"to", cfg.conn_ramp_to != 0 ? cfg.conn_ramp_to : cfg.connections},
                              {"duration_s", static_cast<double>(cfg.conn_ramp_time.count()) / 1e9}};
   }
   if (a.count != 0) r.config["count"] = a.count;
