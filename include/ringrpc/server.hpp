@@ -109,6 +109,17 @@ struct server_options {
   /// New connections per second from one source address (a token bucket holding one second's
   /// worth); faster ones are refused. 0 = no limit.
   unsigned accept_rate_per_address = 0;
+  /// Streams open at once on one connection; further opens are answered SERVER_BUSY. Never
+  /// more than max_inflight_per_connection - 1 whatever this says: each open stream holds one
+  /// of the connection's calls until it ends, and one must stay free to read the frames that
+  /// end streams. 0 = no cap of its own (max_inflight_per_connection's alone). See
+  /// docs/operations.md, "Streams".
+  unsigned max_streams_per_connection = 100;
+  /// Streams open at once in the whole server; further opens are answered SERVER_BUSY.
+  unsigned max_streams = 16'384;
+  /// Streams open at once from one source address (all its connections together); further
+  /// opens are answered SERVER_BUSY. 0 = 90% of max_streams, so one host cannot take them all.
+  unsigned max_streams_per_address = 0;
   /// SO_SNDBUF for accepted sockets; 0 keeps the kernel's default (and its auto-tuning).
   int socket_send_buffer_bytes = 0;
   unsigned recv_buffer_bytes = 16 * 1024;  ///< size of each provided receive buffer

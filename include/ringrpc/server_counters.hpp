@@ -130,7 +130,30 @@
     "TLS handshakes closed: the peer sent nothing for tls_handshake_silence_timeout while slots "    \
     "were scarce.",                                                                                 \
     "")                                                                                             \
-  X(tls_handshakes_in_progress, gauge, "", "", "", "", "TLS handshakes under way now.")
+  X(tls_handshakes_in_progress, gauge, "", "", "", "", "TLS handshakes under way now.")              \
+  X(streams_opened, counter, "ringrpc_streams_opened_total", "", "",                                \
+    "Streams opened (their handlers started).", "")                                                 \
+  X(streams_open, gauge, "ringrpc_open_streams", "", "", "Streams open now.", "")                   \
+  X(streams_refused_per_connection, counter, "ringrpc_streams_refused_total", "reason",             \
+    "per_connection",                                                                               \
+    "Stream opens answered SERVER_BUSY at a stream cap, by cap (also counted as server_busy "       \
+    "calls rejected).",                                                                             \
+    "Stream opens answered SERVER_BUSY: the connection had max_streams_per_connection (or "         \
+    "max_inflight_per_connection - 1) open.")                                                       \
+  X(streams_refused_per_address, counter, "ringrpc_streams_refused_total", "reason", "per_address", \
+    "", "Stream opens answered SERVER_BUSY: max_streams_per_address were open from the address.")   \
+  X(streams_refused_server, counter, "ringrpc_streams_refused_total", "reason", "max_streams", "",  \
+    "Stream opens answered SERVER_BUSY: max_streams were open in the server.")                      \
+  X(stream_messages_received, counter, "ringrpc_stream_messages_total", "direction", "received",    \
+    "Stream messages, by direction.", "Stream messages read from clients.")                         \
+  X(stream_messages_sent, counter, "ringrpc_stream_messages_total", "direction", "sent", "",        \
+    "Stream messages written to clients (or dropped because the client had gone).")                 \
+  X(stream_writes_blocked_credit, counter, "ringrpc_stream_writes_blocked_total", "reason", "credit", \
+    "Stream writes answered would_block (flow-control stalls), by what held them.",                 \
+    "Stream writes answered would_block: the client had granted no credit.")                        \
+  X(stream_writes_blocked_buffer, counter, "ringrpc_stream_writes_blocked_total", "reason", "buffer", \
+    "", "Stream writes answered would_block: the connection's unwritten stream messages were at "   \
+    "max_queued_reply_bytes.")
 
 RINGRPC_API_BEGIN
 

@@ -49,6 +49,9 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   js["max_connections"] = s.max_connections;
   js["max_connections_per_address"] = s.max_connections_per_address;
   js["accept_rate_per_address"] = s.accept_rate_per_address;
+  js["max_streams_per_connection"] = s.max_streams_per_connection;
+  js["max_streams"] = s.max_streams;
+  js["max_streams_per_address"] = s.max_streams_per_address;
   js["socket_send_buffer_bytes"] = s.socket_send_buffer_bytes;
   js["recv_buffer_bytes"] = s.recv_buffer_bytes;
   js["recv_buffers_per_reader"] = s.recv_buffers_per_reader;

@@ -57,6 +57,9 @@ void read_server(context& ctx, const toml::table& t, server_options& s) {
   r.integer("max_connections", s.max_connections, 0, 16'777'216);
   r.integer("max_connections_per_address", s.max_connections_per_address, 0, 16'777'216);
   r.integer("accept_rate_per_address", s.accept_rate_per_address, 0, 16'777'216);
+  r.integer("max_streams_per_connection", s.max_streams_per_connection, 0, 1'048'576);
+  r.integer("max_streams", s.max_streams, 1, 16'777'216);
+  r.integer("max_streams_per_address", s.max_streams_per_address, 0, 16'777'216);
   r.integer("socket_send_buffer_bytes", s.socket_send_buffer_bytes, 0, std::int64_t{1} << 30);
   r.integer("recv_buffer_bytes", s.recv_buffer_bytes, 256, 16'777'216);
   // The kernel's provided-buffer ring holds at most 32768 entries; the count is rounded up to a

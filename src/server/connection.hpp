@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "server/address_streams.hpp"
 #include "server/call.hpp"
 #include "ringrpc/peer_identity.hpp"
 #include "server/caller_shares.hpp"
@@ -179,6 +180,9 @@ struct connection {
     stream_table<stream_state> streams;
     std::uint32_t stream_protocol_errors = 0;
     bool keepalive_on = false;  // Reader thread: TCP keepalive set, at the first stream
+    /// Reader thread: the streams open from this connection's address (max_streams_per_address),
+    /// looked up at its first stream.
+    std::shared_ptr<address_streams::count> streams_from_address;
     /// Bytes of stream messages handlers wrote that are not yet on the socket (added by the
     /// writer, any thread; taken off by the responder): past max_queued_reply_bytes, writes
     /// would block, so credit a peer grants without reading cannot make the server hold more.

@@ -106,6 +106,7 @@ void server_core::start() {
   if (_options.max_frame_bytes < 16) throw std::invalid_argument("max_frame_bytes must be >= 16");
   if (_options.handler_queue_size == 0) throw std::invalid_argument("handler_queue_size must be >= 1");
   if (_options.max_queued_reply_bytes == 0) throw std::invalid_argument("max_queued_reply_bytes must be >= 1");
+  if (_options.max_streams == 0) throw std::invalid_argument("max_streams must be >= 1");
   if (_options.max_inflight_bytes_per_connection == 0) {
     throw std::invalid_argument("max_inflight_bytes_per_connection must be >= 1");
   }
@@ -184,6 +185,9 @@ void server_core::resolve_limits(std::size_t default_queue) {
     _options.max_connections_per_address =
         std::max(1u, _options.max_connections - _options.max_connections / 10);
   }
+  if (_options.max_streams_per_address == 0) {
+    _options.max_streams_per_address = std::max(1u, _options.max_streams - _options.max_streams / 10);
+  }
 }
 
 namespace {
@@ -259,6 +263,9 @@ server_stats server_core::stats() const {
   at(sc::tls_handshakes_in_progress) = _tls_handshakes.load(std::memory_order_relaxed);
   at(sc::calls_rejected_busy) += _refused_busy.get();
   at(sc::out_of_memory) = _out_of_memory.get();
+  at(sc::streams_open) = open_streams();
+  at(sc::stream_writes_blocked_credit) = _stream_blocked_credit.get();
+  at(sc::stream_writes_blocked_buffer) = _stream_blocked_buffer.get();
   at(sc::calls_bad_metadata) = _guard.bad_metadata();
   at(sc::calls_unauthenticated) = _guard.unauthenticated();
   at(sc::calls_permission_denied) = _guard.permission_denied();

@@ -24,6 +24,7 @@
 #include "ringrpc/log.hpp"
 #include "ringrpc/server.hpp"
 #include "server/acceptor.hpp"
+#include "server/address_streams.hpp"
 #include "server/answer.hpp"
 #include "server/call_guard.hpp"
 #include "server/caller_shares.hpp"
@@ -79,6 +80,8 @@ class server_core final : public exec_host {
   call_pool& pool() noexcept { return *_pool; }
   memory_budget& budget() noexcept { return *_budget; }
   peer_limits& peers() noexcept { return *_peers; }
+  /// Streams open per source address (max_streams_per_address; shard_streams.cpp).
+  address_streams& stream_addresses() noexcept { return _stream_addresses; }
   /// Fair-share counters of callers keyed by address (fair_share_by = address).
   caller_shares& callers() noexcept { return _callers; }
   /// Metadata caps, bearer tokens and the server's authorizer (call_guard.hpp).
@@ -93,6 +96,11 @@ class server_core final : public exec_host {
   /// A stream's last callback has run.
   void give_back_stream_slot() noexcept { _open_streams.fetch_sub(1, std::memory_order_relaxed); }
   std::uint32_t open_streams() const noexcept { return _open_streams.load(std::memory_order_relaxed); }
+  /// A handler's stream write found no room: `credit` the client's, else the connection's
+  /// buffer of unwritten stream messages (any thread; a flow-control stall on /metrics).
+  void note_stream_write_blocked(bool credit) noexcept {
+    (credit ? _stream_blocked_credit : _stream_blocked_buffer).add();
+  }
   /// Allocations that failed (a call or a connection was failed instead of the server).
   void note_out_of_memory() noexcept { _out_of_memory.add(); }
   shard& shard_at(std::size_t i) noexcept { return *_shards[i]; }
@@ -249,6 +257,9 @@ class server_core final : public exec_host {
   std::atomic<unsigned> _open_connections{0};
   std::atomic<unsigned> _tls_handshakes{0};  // TLS handshakes under way
   std::atomic<std::uint32_t> _open_streams{0};  // see take_stream_slot
+  address_streams _stream_addresses;
+  sharded_counter _stream_blocked_credit;
+  sharded_counter _stream_blocked_buffer;
   std::int64_t _slow_call_ns = 0;
   sharded_counter _settled;  // admitted client calls that ran or were refused
   sharded_counter _refused_busy;

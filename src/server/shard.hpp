@@ -154,6 +154,10 @@ class shard {
   // stream, and the ends the shard decides (cancel, deadline, connection gone, stop).
   void remember_refused_open(connection* c, std::uint64_t id, std::uint8_t kind) noexcept;
   void open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight);
+  bool take_stream_slots(call* k, std::uint64_t id, connection* c, std::size_t open_here,
+                         std::shared_ptr<address_streams::count>& from);
+  void refuse_stream(call* k, std::uint64_t id, server_counter which, const char* knob, std::string message);
+  void give_back_stream_slots(address_streams::count* from) noexcept;
   void on_stream_frame(call* k, const frame_view& v) noexcept;
   bool cancel_stream(connection* c, std::uint64_t id) noexcept;
   bool take_reset_token(connection::connection_rare& r) noexcept;

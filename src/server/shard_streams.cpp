@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/tcp_keepalive.hpp"
+#include "server/address_streams.hpp"
 #include "server/server_core.hpp"
 #include "server/stream_endpoint.hpp"
 #include "server/stream_state.hpp"
@@ -16,10 +17,6 @@ namespace ringrpc::detail {
 
 namespace {
 
-// Become server_options fields with the next ABI change (adding fields to server_options
-// changes its layout); until then every server has these.
-constexpr std::size_t max_streams_per_connection = 100;
-constexpr std::uint32_t max_streams = 16'384;
 constexpr std::uint32_t max_stream_protocol_errors = 100;
 // The rapid-reset bucket: an open then a cancel before the server wrote anything costs the
 // server a stream, a drain and an end, and the client two small frames; past a burst of
@@ -67,31 +64,10 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::
     stream_protocol_error(c);
     return;
   }
-  // Each open stream holds one of the connection's max_inflight_per_connection calls until
-  // it ends, and its end may need frames only the connection's reading brings (a half-close,
-  // credit): at least one call must stay free for them, or reading would pause for good.
-  const unsigned inflight = _core.options().max_inflight_per_connection;
-  const bool by_inflight = inflight <= max_streams_per_connection;
-  const std::size_t cap = by_inflight ? (inflight > 0 ? inflight - 1 : 0) : max_streams_per_connection;
-  if (table.size() >= cap) {
-    _counts[sc::calls_rejected_busy].add();
-    const char* knob = by_inflight ? "max_inflight_per_connection" : "max_streams_per_connection";
-    post_rejected(k, v.call_id, knob, "streams");
-    answer(k, v.call_id, wire::Kind::Error, status::server_busy,
-           "connection has " + std::to_string(table.size()) + " open streams (" + knob + " " +
-               std::to_string(by_inflight ? inflight : max_streams_per_connection) + ")",
-           10);
-    return;
-  }
-  if (!_core.take_stream_slot(max_streams)) {
-    _counts[sc::calls_rejected_busy].add();
-    post_rejected(k, v.call_id, "max_streams", "streams");
-    answer(k, v.call_id, wire::Kind::Error, status::server_busy,
-           "server has " + std::to_string(max_streams) + " open streams (max_streams)", 10);
-    return;
-  }
+  std::shared_ptr<address_streams::count> from;
+  if (!take_stream_slots(k, v.call_id, c, table.size(), from)) return;  // answered
   if (!slot->enter_stream()) {
-    _core.give_back_stream_slot();
+    give_back_stream_slots(from.get());
     _counts[sc::calls_rejected_stopping].add();
     refuse_stopped(k, v.call_id, slot, wire::Kind::Error);
     return;
@@ -105,10 +81,11 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::
     table.insert(v.call_id, s.get());  // throws only before anything was added: k is answered
   } catch (...) {
     release_quietly(end);
-    _core.give_back_stream_slot();
+    give_back_stream_slots(from.get());
     slot->leave_stream();
     throw;
   }
+  s->hold_address_slot(from);  // before start(): from then on a handler thread may end it
   if (!s->start()) {
     // The pool is full, or this caller is over its share: refused as a call would be, and
     // nothing of the stream is left (the id is remembered as refused: remember_refused_open).
@@ -116,16 +93,67 @@ void shard::open_stream(call* k, const frame_view& v, endpoint_slot* slot, std::
     call* open = s->take_back_open();
     release_quietly(s->take_back_end());
     s.reset();
-    _core.give_back_stream_slot();
+    give_back_stream_slots(from.get());
     slot->leave_stream();
     _counts[sc::calls_rejected_busy].add();
     refuse_full(open, v.call_id, slot, in_flight, wire::Kind::Error);
     return;
   }
   _unposted = nullptr;  // the stream owns k now: it carries the stream's end
+  _counts[sc::streams_opened].add();
   stream_state* raw = s.get();
   raw->table_ref = std::move(s);
   keep_alive_for_streams(c, c->rare_part(), _core.options().idle_timeout);
+}
+
+// The three caps on open streams, in the order a client is most likely to meet them: its
+// connection's, its address's (all its connections), the server's. Each refusal is answered
+// SERVER_BUSY naming the knob, and counted by which it was; on success the caller holds one
+// slot of each (give_back_stream_slots, or the stream's end, returns them).
+bool shard::take_stream_slots(call* k, std::uint64_t id, connection* c, std::size_t open_here,
+                              std::shared_ptr<address_streams::count>& from) {
+  const server_options& o = _core.options();
+  // Each open stream holds one of the connection's max_inflight_per_connection calls until
+  // it ends, and its end may need frames only the connection's reading brings (a half-close,
+  // credit): at least one call must stay free for them, or reading would pause for good.
+  const unsigned inflight = o.max_inflight_per_connection;
+  const bool by_inflight = o.max_streams_per_connection == 0 || inflight <= o.max_streams_per_connection;
+  const std::size_t cap = by_inflight ? (inflight > 0 ? inflight - 1 : 0) : o.max_streams_per_connection;
+  if (open_here >= cap) {
+    const char* knob = by_inflight ? "max_inflight_per_connection" : "max_streams_per_connection";
+    refuse_stream(k, id, sc::streams_refused_per_connection, knob,
+                  "connection has " + std::to_string(open_here) + " open streams (" + knob + " " +
+                      std::to_string(by_inflight ? inflight : o.max_streams_per_connection) + ")");
+    return false;
+  }
+  connection::connection_rare& rare = c->rare_part();
+  if (!rare.streams_from_address) rare.streams_from_address = _core.stream_addresses().of(c->address.host());
+  if (!rare.streams_from_address->take(o.max_streams_per_address)) {
+    refuse_stream(k, id, sc::streams_refused_per_address, "max_streams_per_address",
+                  "server has max_streams_per_address (" + std::to_string(o.max_streams_per_address) +
+                      ") open streams from " + c->address.host());
+    return false;
+  }
+  if (!_core.take_stream_slot(o.max_streams)) {
+    rare.streams_from_address->give_back();
+    refuse_stream(k, id, sc::streams_refused_server, "max_streams",
+                  "server has " + std::to_string(o.max_streams) + " open streams (max_streams)");
+    return false;
+  }
+  from = rare.streams_from_address;
+  return true;
+}
+
+void shard::refuse_stream(call* k, std::uint64_t id, server_counter which, const char* knob, std::string message) {
+  _counts[sc::calls_rejected_busy].add();
+  _counts[which].add();
+  post_rejected(k, id, knob, "streams");
+  answer(k, id, wire::Kind::Error, status::server_busy, std::move(message), 10);
+}
+
+void shard::give_back_stream_slots(address_streams::count* from) noexcept {
+  _core.give_back_stream_slot();
+  if (from != nullptr) from->give_back();
 }
 
 // An open refused on any ground (dispatch()'s checks, the kind, the caps, a full pool) is
@@ -175,6 +203,7 @@ void shard::on_stream_frame(call* k, const frame_view& v) noexcept {
       }
       k->payload = v.payload;
       charge_message_share(k);
+      _counts[sc::stream_messages_received].add();
       switch (s->on_message(k)) {
         case stream_state::arrival::queued: return;
         case stream_state::arrival::ended: release_quietly(k); return;
@@ -261,6 +290,7 @@ void shard::stream_end_taken(call* end) noexcept {
 // The responder took a written stream message off the connection's stream cap: once below
 // half of it, writers it held back write again (stream_state::write, on_room).
 void shard::stream_out_released(connection* c, std::uint32_t bytes) noexcept {
+  _counts[sc::stream_messages_sent].add();
   std::atomic<std::size_t>& held = c->rare.load(std::memory_order_relaxed)->stream_out_bytes;
   const std::size_t before = held.fetch_sub(bytes, std::memory_order_seq_cst);
   const std::size_t half = _core.options().max_queued_reply_bytes / 2;

@@ -189,8 +189,10 @@ write_result stream_state::write(std::span<const std::byte> message) noexcept {
   {
     std::lock_guard lock(_mu);
     if (_ended) return write_result::closed;
-    if (!_send.can_send() || _out_bytes.load(std::memory_order_seq_cst) >= _core.options().max_queued_reply_bytes) {
+    const bool credit = _send.can_send();
+    if (!credit || _out_bytes.load(std::memory_order_seq_cst) >= _core.options().max_queued_reply_bytes) {
       _want_writable = true;
+      _core.note_stream_write_blocked(!credit);
       return write_result::would_block;
     }
     call* out = nullptr;
@@ -439,6 +441,7 @@ void stream_state::run_signals(server_stream& handle) noexcept {
   _handler.reset();
   _done = true;
   _core.give_back_stream_slot();
+  if (_from_address) _from_address->give_back();
   _slot.leave_stream();  // last: the endpoint may stop once it is out
 }
 

@@ -21,6 +21,7 @@
 #include "ringrpc/metadata.hpp"
 #include "ringrpc/status.hpp"
 #include "ringrpc/stream.hpp"
+#include "server/address_streams.hpp"
 #include "server/call.hpp"
 #include "server/response_metadata.hpp"
 #include "wire/stream_credit.hpp"
@@ -64,6 +65,9 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   /// A StreamCredit. False when the grant overflowed (the stream has been ended then).
   bool on_credit(std::uint32_t messages, std::uint64_t bytes) noexcept;
   bool half_closed() const noexcept { return _half_closed; }
+  /// Shard thread, before start(): the stream's slot of its address's count, given back with
+  /// the server's slot when its last callback has run.
+  void hold_address_slot(std::shared_ptr<address_streams::count> from) noexcept { _from_address = std::move(from); }
   /// Shard thread: the table's reference, dropped when the stream leaves the table.
   std::shared_ptr<stream_state> table_ref;
 
@@ -140,6 +144,7 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   std::atomic<std::uint8_t> _signals{0};
   std::unique_ptr<stream_handler> _handler;
   bool _done = false;
+  std::shared_ptr<address_streams::count> _from_address;  // see hold_address_slot
   // Received calls waiting while reading is paused, oldest first, linked by call::wq_next (a
   // call in the lane is in no write queue). Bounded by the receive credit: it comes back only
   // as they are handled.

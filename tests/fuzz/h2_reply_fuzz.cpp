@@ -1,9 +1,11 @@
 // libFuzzer target: ringrpc-load's HTTP/2 reply handling (tools/load/proto_h2.cpp, nghttp2 as
-// the state machine) for h2c:// and grpc://, fed whatever a server might send back.
+// the state machine) for h2c:// and grpc://, and grpc:// --stream's (proto_grpc_stream.cpp), fed
+// whatever a server might send back.
 //
 // The first input byte picks the scheme (bit 0: h2c or grpc), whether a valid server SETTINGS
 // frame is put in front (bit 1, so the fuzzer gets past the preface quickly) and how many
-// requests are outstanding (bits 2-4, 1..8); the rest arrives as the server's bytes, in two reads
+// requests are outstanding (bits 2-4, 1..8), and for grpc whether it is --stream's one bidi call
+// carrying them as messages (bit 5); the rest arrives as the server's bytes, in two reads
 // split where the second byte says, with the codec's unasked output (acks, WINDOW_UPDATE) taken
 // after each. Every reply must consume bytes it was given and no more, answer a request that was
 // written, each at most once, and the diagnosis of a bad reply must be one printable line.
@@ -25,8 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const bool grpc = (data[0] & 1) != 0;
   const bool settings_first = (data[0] & 2) != 0;
   const unsigned outstanding = 1 + (data[0] >> 2) % 8;
+  const bool stream = grpc && (data[0] & 32) != 0;
   const target t = parse_target(grpc ? "grpc://127.0.0.1:1/p.S/M" : "h2c://127.0.0.1:1/");
-  ringrpc::fuzz::reply_rig rig(t, outstanding);
+  ringrpc::fuzz::reply_rig rig(t, outstanding, stream);
 
   std::vector<std::byte> input;
   if (settings_first) {

@@ -38,8 +38,21 @@ def grpc_trailers_only(stream, status=b"5"):
     return frame(1, END_HEADERS | END_STREAM, stream, head)
 
 
-# h2_reply: byte 0 = scheme (bit 0: grpc), settings-first (bit 1), outstanding-1 (bits 2-4);
-# byte 1 = where the input is split in two reads.
+def grpc_stream(messages, status=b"0", pad=0):
+    """One bidi call's answers (--stream): the messages split over DATA frames as `messages` lists
+    them (each entry one frame's payload), then trailers."""
+    head = STATUS_200 + literal(b"content-type", b"application/grpc")
+    out = frame(1, END_HEADERS, 1, head)
+    for payload in messages:
+        if pad:
+            out += frame(0, 8, 1, bytes([pad]) + payload + b"\0" * pad)  # PADDED
+        else:
+            out += frame(0, 0, 1, payload)
+    return out + frame(1, END_HEADERS | END_STREAM, 1, literal(b"grpc-status", status))
+
+
+# h2_reply: byte 0 = scheme (bit 0: grpc), settings-first (bit 1), outstanding-1 (bits 2-4),
+# grpc --stream (bit 5); byte 1 = where the input is split in two reads.
 h2_reply = {
     "h2c_one": bytes([0, 128]) + SETTINGS + SETTINGS_ACK + h2c_ok(1),
     "h2c_three": bytes([2 << 2, 40]) + SETTINGS + h2c_ok(1) + h2c_ok(3, b"") + frame(1, END_HEADERS | END_STREAM, 5, STATUS_404),
@@ -50,6 +63,11 @@ h2_reply = {
     "grpc_ok": bytes([1, 128]) + SETTINGS + grpc_reply(1),
     "grpc_two_status": bytes([1 | (1 << 2), 90]) + SETTINGS + grpc_reply(1) + grpc_reply(3, b"14"),
     "grpc_trailers_only": bytes([1 | 2, 10]) + grpc_trailers_only(1),
+    "grpc_stream": bytes([1 | 32 | (3 << 2), 60]) + SETTINGS + grpc_stream(
+        [grpc_message(b"a") + grpc_message(b""), grpc_message(b"\x0a\x05hello")[:3],
+         grpc_message(b"\x0a\x05hello")[3:]]),
+    "grpc_stream_padded_status": bytes([1 | 32 | (2 << 2), 30]) + SETTINGS + grpc_stream(
+        [grpc_message(b"x") + grpc_message(b"yy")], b"5", pad=3),
     "h1_at_h2": bytes([0, 255]) + b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
 }
 # grpc_framing: byte 0 = HTTP status (0 mod 4: 503), byte 1 % 8 = status text length at the end.

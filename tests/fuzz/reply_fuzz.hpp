@@ -20,10 +20,12 @@ namespace ringrpc::fuzz {
 
 class reply_rig {
  public:
-  /// A codec of `t`'s protocol (an 8-byte payload, replies capped at 64 KiB) with requests
-  /// 0 .. outstanding - 1 of its first default kind written.
-  reply_rig(const load::target& t, unsigned outstanding) : _t(t) {
+  /// A codec of `t`'s protocol (an 8-byte payload, replies capped at 64 KiB; with `stream`, its
+  /// --stream codec) with requests 0 .. outstanding - 1 of its first default kind written.
+  reply_rig(const load::target& t, unsigned outstanding, bool stream = false) : _t(t) {
     load::codec_options options;
+    options.stream = stream;
+    options.stream_depth = outstanding;
     options.payload.assign(8, std::byte{'x'});
     options.max_reply_bytes = 1 << 16;
     _proto = load::make_protocol(_t, options);

@@ -303,13 +303,15 @@ TEST_F(stream_codec, an_unexpected_frame_kind_is_a_protocol_end) {
   expect_protocol_end(feed(server_frame(Kind::Request, "hello")), codec->stream()->progress());
 }
 
-TEST(stream_protocol, only_ringrpc_targets_stream) {
+TEST(stream_protocol, only_ringrpc_and_grpc_targets_stream) {
   codec_options o;
   o.stream = true;
   EXPECT_THROW(make_protocol(parse_target("http://127.0.0.1:1/"), o), std::invalid_argument);
-  EXPECT_THROW(make_protocol(parse_target("grpc://127.0.0.1:1/a.B/C"), o), std::invalid_argument);
+  EXPECT_THROW(make_protocol(parse_target("h2c://127.0.0.1:1/"), o), std::invalid_argument);
+  EXPECT_NE(make_protocol(parse_target("grpc://127.0.0.1:1/a.B/C"), o)->new_connection()->stream(), nullptr);
   codec_options unary;
   EXPECT_EQ(make_protocol(parse_target("ringrpc://127.0.0.1:1/echo"), unary)->new_connection()->stream(), nullptr);
+  EXPECT_EQ(make_protocol(parse_target("grpc://127.0.0.1:1/a.B/C"), unary)->new_connection()->stream(), nullptr);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ expect_usage() {
   fi
 }
 
-expect_usage scheme "--stream goes with ringrpc://.*grpc:// streams are not built yet" --stream http://127.0.0.1:1/
+expect_usage scheme "--stream goes with ringrpc:// and grpc:// targets" --stream http://127.0.0.1:1/
 expect_usage percall "cannot go with --new-conn-per-call" --stream --new-conn-per-call ringrpc://127.0.0.1:1/echo_stream
 expect_usage mix "cannot go with --mix" --stream --mix a,b ringrpc://127.0.0.1:1/echo_stream
 expect_usage typed "cannot go with --method" --stream --method A.b ringrpc://127.0.0.1:1/A.b

@@ -1,5 +1,6 @@
 #include "grpc_framing.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 
@@ -48,6 +49,27 @@ bool grpc_message_reader::feed(std::span<const std::byte> chunk) noexcept {
     ++_messages;
   }
   return true;
+}
+
+std::size_t grpc_message_reader::feed_to_message_end(std::span<const std::byte> chunk, bool& ended) noexcept {
+  ended = false;
+  std::size_t used = 0;
+  while (used < chunk.size() && _error == nullptr) {
+    if (_left > 0) {
+      const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(_left, chunk.size() - used));
+      _left -= take;
+      used += take;
+      ended = _left == 0;
+      return used;
+    }
+    // The prefix a byte at a time through feed(): it is 5 bytes, the body is taken whole above.
+    if (!feed(chunk.subspan(used++, 1))) return used;
+    if (_prefix_have == 0 && _left == 0) {  // an empty message: ended with its prefix
+      ended = true;
+      return used;
+    }
+  }
+  return used;
 }
 
 std::optional<unsigned> parse_grpc_status(std::string_view value) noexcept {

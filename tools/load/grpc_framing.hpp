@@ -26,6 +26,10 @@ class grpc_message_reader {
 
   /// Feeds a chunk of the body; false (and error() says why) once it cannot be gRPC framing.
   bool feed(std::span<const std::byte> chunk) noexcept;
+  /// Feeds the front of `chunk` up to the end of the current message, no further: the bytes
+  /// taken, with `ended` set when a message ended with them (grpc:// --stream answers one message
+  /// per parse). A framing error stops it, as feed() does.
+  std::size_t feed_to_message_end(std::span<const std::byte> chunk, bool& ended) noexcept;
   /// Whether the body ended between messages (a cut message is an error).
   bool at_boundary() const noexcept { return _prefix_have == 0 && _left == 0; }
   std::uint64_t messages() const noexcept { return _messages; }

@@ -25,7 +25,7 @@ class collect_errors final : public pb::compiler::MultiFileErrorCollector {
 }  // namespace
 
 loaded_request::loaded_request(const std::string& proto_file, const std::vector<std::string>& includes,
-                               const std::string& method, const std::string& json) {
+                               const std::string& method, const std::string& json, bool bidi_stream) {
   const std::filesystem::path file(proto_file);
   if (!std::filesystem::is_regular_file(file)) throw std::invalid_argument("cannot read --proto " + proto_file);
   for (const std::string& dir : includes) _tree.MapPath("", dir);
@@ -46,8 +46,11 @@ loaded_request::loaded_request(const std::string& proto_file, const std::vector<
     throw std::invalid_argument("--proto " + proto_file + " has no method " + full +
                                 " (give the service with its package: package.Service/Method)");
   }
-  if (m->client_streaming() || m->server_streaming()) {
-    throw std::invalid_argument(full + " is a streaming method; ringrpc-load calls unary methods");
+  if (bidi_stream && !(m->client_streaming() && m->server_streaming())) {
+    throw std::invalid_argument(full + " is not a bidi streaming method; --stream loads bidi methods");
+  }
+  if (!bidi_stream && (m->client_streaming() || m->server_streaming())) {
+    throw std::invalid_argument(full + " is a streaming method; ringrpc-load calls unary methods (bidi ones with --stream)");
   }
   _factory = std::make_unique<pb::DynamicMessageFactory>(_importer->pool());
   request.reset(_factory->GetPrototype(m->input_type())->New());
@@ -59,8 +62,8 @@ loaded_request::loaded_request(const std::string& proto_file, const std::vector<
 }
 
 std::string grpc_request_from_json(const std::string& proto_file, const std::vector<std::string>& includes,
-                                   const std::string& method, const std::string& json) {
-  const loaded_request loaded(proto_file, includes, method, json);
+                                   const std::string& method, const std::string& json, bool bidi_stream) {
+  const loaded_request loaded(proto_file, includes, method, json, bidi_stream);
   std::string bytes;
   if (!loaded.request->SerializeToString(&bytes)) throw std::invalid_argument("cannot serialize the request");
   return bytes;

@@ -13,9 +13,10 @@ class message_template;
 /// The serialized request of `method` ("pkg.Service/Method", as in a grpc:// URL's path without
 /// the leading '/') from `json` (proto3 JSON mapping). `proto_file` is found on `includes`
 /// (like protoc's -I; its own directory is searched too). Throws std::invalid_argument naming
-/// the file, the line and what is wrong.
+/// the file, the line and what is wrong. The method must be unary, or bidi streaming when
+/// `bidi_stream` (--stream: one of its messages).
 std::string grpc_request_from_json(const std::string& proto_file, const std::vector<std::string>& includes,
-                                   const std::string& method, const std::string& json);
+                                   const std::string& method, const std::string& json, bool bidi_stream = false);
 
 /// The same request from `json` with placeholders (message_template.hpp), compiled once: each
 /// call appends its values as protobuf fields after the fixed part (grpc_template.cpp). Throws

@@ -18,7 +18,7 @@ namespace pb = google::protobuf;
 class loaded_request {
  public:
   loaded_request(const std::string& proto_file, const std::vector<std::string>& includes, const std::string& method,
-                 const std::string& json);
+                 const std::string& json, bool bidi_stream = false);
   loaded_request(const loaded_request&) = delete;
   loaded_request& operator=(const loaded_request&) = delete;
 

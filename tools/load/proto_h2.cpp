@@ -6,7 +6,6 @@
 #include <nghttp2/nghttp2.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "grpc_framing.hpp"
+#include "h2_session.hpp"
 #include "message_template.hpp"
 #include "protocol.hpp"
 
@@ -25,9 +25,13 @@ std::unique_ptr<protocol> make_h2_protocol(const target& t, const codec_options&
 
 namespace {
 
-constexpr std::size_t frame_header_bytes = 9;
-// The largest frame a server may send before we raise SETTINGS_MAX_FRAME_SIZE (we never do).
-constexpr std::size_t max_frame_payload = 16384;
+using h2_detail::code_name;
+using h2_detail::code_of;
+using h2_detail::frame_header_bytes;
+using h2_detail::h2_settings;
+using h2_detail::max_frame_payload;
+using h2_detail::path_index;
+
 // Big windows: fewer WINDOW_UPDATE frames per call; the reply limit still caps each stream.
 constexpr std::int32_t stream_window = 16 << 20;
 constexpr std::int32_t connection_window = 1 << 30;
@@ -37,28 +41,6 @@ constexpr std::int32_t last_usable_stream_id = 0x7fffffff - 2 * 65536;
 // times on the same connection; past that it counts as an h2_refused_stream error, so a server
 // that refuses everything ends calls instead of looping on them.
 constexpr unsigned max_refusals = 8;
-
-struct h2_settings {
-  bool grpc = false;
-  std::string scheme = "http";
-  std::string authority;
-  std::vector<std::pair<std::string, std::string>> headers;  ///< -H, names lowercased
-  std::vector<std::byte> body;  ///< POST body: the payload (h2c) or the framed message (grpc)
-  std::string default_path;
-  std::uint32_t max_reply_bytes = 64u << 20;
-  std::shared_ptr<const request_templates> templates;  ///< never null
-};
-
-nghttp2_nv nv(const std::string& name, const std::string& value) {
-  // NO_COPY: the strings live in the protocol (or the run's kinds), which outlive every codec.
-  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
-}
-
-const std::string k_method = ":method", k_scheme = ":scheme", k_authority = ":authority", k_path = ":path",
-                  k_content_type = "content-type", k_te = "te", v_grpc = "application/grpc", v_trailers = "trailers",
-                  v_post = "POST";
 
 // One stream in flight. Reused through a free list: a run's steady state allocates none.
 struct stream_state {
@@ -85,33 +67,7 @@ class h2_codec final : public connection_codec {
  public:
   explicit h2_codec(std::shared_ptr<const h2_settings> settings)
       : _settings(std::move(settings)), _renderer(_settings->templates->data) {
-    nghttp2_session_callbacks* cbs = nullptr;
-    if (nghttp2_session_callbacks_new(&cbs) != 0) throw std::bad_alloc();
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &h2_codec::on_frame);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &h2_codec::on_data);
-    nghttp2_session_callbacks_set_on_header_callback(cbs, &h2_codec::on_header);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &h2_codec::on_close);
-    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, &h2_codec::on_invalid);
-    // nghttp2's HTTP messaging checks validate every received header name and value (a few
-    // per cent of a call's CPU); the codec reads only :status and grpc-status, and a reply
-    // without :status counts as http_0, so the checks buy nothing here.
-    nghttp2_option* opt = nullptr;
-    if (nghttp2_option_new(&opt) != 0) {
-      nghttp2_session_callbacks_del(cbs);
-      throw std::bad_alloc();
-    }
-    nghttp2_option_set_no_http_messaging(opt, 1);
-    // Until the server's SETTINGS say its limit, open at most 100 streams (RFC 9113's lowest
-    // recommended limit), not the unbounded default that a server refuses stream by stream.
-    nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
-    const int rc = nghttp2_session_client_new2(&_session, cbs, this, opt);
-    nghttp2_option_del(opt);
-    nghttp2_session_callbacks_del(cbs);
-    if (rc != 0) throw std::bad_alloc();
-    const nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-                                         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, stream_window}};
-    nghttp2_submit_settings(_session, NGHTTP2_FLAG_NONE, iv, std::size(iv));
-    nghttp2_session_set_local_window_size(_session, NGHTTP2_FLAG_NONE, 0, connection_window);
+    _session = h2_detail::new_client_session(&h2_codec::install, this, stream_window, connection_window);
   }
   ~h2_codec() override { nghttp2_session_del(_session); }
   h2_codec(const h2_codec&) = delete;
@@ -220,20 +176,19 @@ class h2_codec final : public connection_codec {
   }
 
  private:
+  static void install(nghttp2_session_callbacks* cbs) {
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &h2_codec::on_frame);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &h2_codec::on_data);
+    nghttp2_session_callbacks_set_on_header_callback(cbs, &h2_codec::on_header);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &h2_codec::on_close);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, &h2_codec::on_invalid);
+  }
+
   static reply fail(reply& r, std::string why, std::string kind = {}) {
     r.status = reply_status::protocol_error;
     r.error = std::move(why);
     r.lost_as = std::move(kind);
     return r;
-  }
-
-  // "flow_control_error", "enhance_your_calm": an HTTP/2 error code as error kinds show it.
-  static std::string code_name(std::uint32_t code) {
-    std::string name;
-    for (const char* p = nghttp2_http2_strerror(code); *p != '\0'; ++p) {
-      name.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(*p))));
-    }
-    return name;
   }
 
   // Opens a stream for the call on `s` (a first attempt or a refused one's next).
@@ -281,7 +236,8 @@ class h2_codec final : public connection_codec {
     if (path != nullptr) {
       s->path.clear();
       _renderer.render(*path, call, s->path);
-      s->nva[path_index] = nv(k_path, s->path);
+      s->nva[path_index].value = reinterpret_cast<std::uint8_t*>(s->path.data());
+      s->nva[path_index].valuelen = s->path.size();
     }
     s->body.clear();
     if (body) {
@@ -309,23 +265,11 @@ class h2_codec final : public connection_codec {
     return path_template(kind);
   }
 
-  static constexpr std::size_t path_index = 3;  // headers_for's order: method, scheme, authority, path
-
   const std::vector<nghttp2_nv>& headers_for(const request_kind& kind) {
     for (const auto& [k, nva] : _nva) {
       if (k == &kind) return nva;
     }
-    std::vector<nghttp2_nv> nva;
-    const std::string& method = _settings->grpc ? v_post : kind.method;
-    nva.push_back(nv(k_method, method));
-    nva.push_back(nv(k_scheme, _settings->scheme));
-    nva.push_back(nv(k_authority, _settings->authority));
-    nva.push_back(nv(k_path, kind.path.empty() ? _settings->default_path : kind.path));
-    if (_settings->grpc) {
-      nva.push_back(nv(k_content_type, v_grpc));
-      nva.push_back(nv(k_te, v_trailers));
-    }
-    for (const auto& [name, value] : _settings->headers) nva.push_back(nv(name, value));
+    std::vector<nghttp2_nv> nva = h2_detail::request_headers(*_settings, kind);
     _nva.emplace_back(&kind, std::move(nva));
     return _nva.back().second;
   }
@@ -452,18 +396,6 @@ class h2_codec final : public connection_codec {
     return 0;
   }
 
-  // The HTTP/2 error code that answers one of nghttp2's errors about the server's frames (a
-  // flood of frames that each want an answer is "excessive load", ENHANCE_YOUR_CALM).
-  static std::uint32_t code_of(int lib_error_code) {
-    switch (lib_error_code) {
-      case NGHTTP2_ERR_FLOW_CONTROL: return NGHTTP2_FLOW_CONTROL_ERROR;
-      case NGHTTP2_ERR_FRAME_SIZE_ERROR: return NGHTTP2_FRAME_SIZE_ERROR;
-      case NGHTTP2_ERR_STREAM_CLOSED: return NGHTTP2_STREAM_CLOSED;
-      case NGHTTP2_ERR_FLOODED: return NGHTTP2_ENHANCE_YOUR_CALM;
-      default: return NGHTTP2_PROTOCOL_ERROR;
-    }
-  }
-
   static ssize_t read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
                            std::uint32_t* flags, nghttp2_data_source* source, void* user) {
     auto* self = static_cast<h2_codec*>(user);
@@ -503,7 +435,12 @@ class h2_codec final : public connection_codec {
 class h2_protocol final : public protocol {
  public:
   explicit h2_protocol(std::shared_ptr<const h2_settings> s) : _settings(std::move(s)) {}
-  std::unique_ptr<connection_codec> new_connection() const override { return std::make_unique<h2_codec>(_settings); }
+  // Chosen once per connection: a grpc --stream connection carries one bidi call, every other
+  // connection a call per stream.
+  std::unique_ptr<connection_codec> new_connection() const override {
+    if (_settings->stream) return h2_detail::make_grpc_stream_codec(_settings);
+    return std::make_unique<h2_codec>(_settings);
+  }
   std::vector<request_kind> default_kinds() const override {
     request_kind k;
     k.path = _settings->default_path;
@@ -525,34 +462,7 @@ class h2_protocol final : public protocol {
 }  // namespace
 
 std::unique_ptr<protocol> detail::make_h2_protocol(const target& t, const codec_options& options) {
-  auto s = std::make_shared<h2_settings>();
-  s->grpc = t.scheme == "grpc";
-  s->authority = options.host_header.empty() ? t.host + ":" + std::to_string(t.port) : options.host_header;
-  s->default_path = t.path.empty() ? "/" : t.path;
-  s->max_reply_bytes = options.max_reply_bytes;
-  for (const std::string& h : options.headers) {
-    const auto colon = h.find(':', 1);  // not the first byte: pseudo-headers are ours
-    std::string name = colon == std::string::npos ? std::string() : h.substr(0, colon);
-    if (name.empty() || name.find_first_of(" \t") != std::string::npos || name[0] == ':' ||
-        h.find_first_of("\r\n") != std::string::npos) {
-      throw std::invalid_argument("bad header '" + h + "': expected 'Name: value' on one line");
-    }
-    std::string value = h.substr(colon + 1);
-    value.erase(0, value.find_first_not_of(" \t"));
-    value.erase(value.find_last_not_of(" \t") + 1);
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (name == "host") {
-      s->authority = value;  // HTTP/2 says it in :authority
-    } else if (name == "connection" || name == "content-length" || name == "te" || name == "transfer-encoding" ||
-               (s->grpc && name == "content-type")) {
-      throw std::invalid_argument("header '" + name + "' is set by ringrpc-load itself");
-    } else {
-      s->headers.emplace_back(std::move(name), std::move(value));
-    }
-  }
-  s->body = s->grpc ? grpc_frame_message(options.payload) : options.payload;
-  s->templates = options.templates;
+  auto s = h2_detail::make_h2_settings(t, options);
   return std::make_unique<h2_protocol>(std::move(s));
 }
 

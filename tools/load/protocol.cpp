@@ -187,8 +187,8 @@ std::unique_ptr<protocol> make_protocol(const target& t, const codec_options& gi
   if (given.max_reply_bytes == 0) throw std::invalid_argument("max reply bytes must be > 0");
   codec_options options = given;
   if (!options.templates) options.templates = std::make_shared<const request_templates>();
-  if (options.stream && t.scheme != "ringrpc") {
-    throw std::invalid_argument("--stream goes with ringrpc:// (and ringrpcs://) targets only; grpc:// streams are not built yet");
+  if (options.stream && t.scheme != "ringrpc" && t.scheme != "grpc") {
+    throw std::invalid_argument("--stream goes with ringrpc:// and grpc:// targets (and ringrpcs://, grpcs://) only");
   }
   if (t.scheme == "ringrpc") return detail::make_ringrpc_protocol(t, options);
   if (t.scheme == "echo") return detail::make_echo_protocol(t, options);

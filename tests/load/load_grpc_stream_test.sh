@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# ringrpc-load --stream against a real gRPC server's bidi method (grpc_echo_server's Echo.Chat,
+# libgrpc++'s callback API; issue 34): the closed loop (-c streams, -P messages in flight on
+# each), the open loop (-R messages/s in total), -n counted by the server itself, messages larger
+# than the server's HTTP/2 window (they wait for its WINDOW_UPDATE, counted as credit waits), a
+# stream the server ends with an error status (a stream failure of that kind), one it does not
+# serve (stopped early), and a server killed mid-run (connection_lost). Counts only, never
+# timings: the machine is shared.
+# Usage: load_grpc_stream_test.sh ringrpc-load grpc_echo_server echo.proto
+# Exit 77 (skipped) when python3 is missing or io_uring is unusable.
+set -u
+
+load=${1:?usage: $0 ringrpc-load grpc_echo_server echo.proto}
+grpc_server=${2:?usage}
+proto=${3:?usage}
+
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/../lib.sh"
+test_init load_grpc_stream
+command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
+
+start_server "$work/grpc" "$grpc_server" 2 || { fail "grpc_echo_server did not start"; exit 1; }
+port=$listen_port
+cd "$work" || exit 1
+url="grpc://127.0.0.1:$port/ringtest.Echo/Chat"
+hello=(--proto "$proto" --data '{"text":"hello"}')
+
+# --- closed loop: 4 streams, 8 messages in flight on each --------------------------------------
+run_load closed --stream -c 4 -P 8 --duration 2s "${hello[@]}" --json closed.json "$url"
+if [ "$rc" -eq 77 ] || grep -qi "io_uring" closed.err; then echo "io_uring unusable: skipped"; exit 77; fi
+got=$(json_field closed.json '(j["calls_ok"] > 0, j["errors"], j["streams_opened"], j["streams_failed"], j["stream_failures"], type(j["stream_credit_waits"]).__name__, j["config"]["stream"])')
+if [ "$rc" -ne 0 ] || [ "$got" != "(True, {}, 4, 0, {}, 'int', True)" ]; then
+  fail "closed loop: exit $rc, (calls_ok > 0, errors, streams_opened, streams_failed, stream_failures, credit waits type, stream) = $got"
+  cat closed.err closed.out >&2
+else
+  ok "closed loop: $(json_field closed.json 'j["calls_ok"]') messages echoed on 4 gRPC streams, none failed"
+fi
+[ "$(json_field closed.json 'j["latency_us"]["p50"] <= j["latency_us"]["p99"] <= j["latency_us"]["max"]')" = True ] ||
+  fail "closed.json's latency_us is not ordered"
+grep -q 'streams opened  *4$' closed.out || { fail "the summary does not show the streams:"; cat closed.out >&2; }
+
+# --- open loop: 2,000 messages/s in total over 4 streams, of the empty message (no --proto) ------
+run_load open --stream -c 4 -P 8 -R 2000 --duration 2s --json open.json "$url"
+# As in load_stream: only the schedule is exact on a shared machine (answered <= issued <= scheduled).
+got=$(json_field open.json '[(s["scheduled"], s["scheduled"] >= s["issued"] >= 0.98 * s["scheduled"], s["issued"] >= s["answered"] >= 0.9 * s["scheduled"], j["errors"], j["streams_opened"], j["streams_failed"], j["config"]["loop"]) for s in j["steps"][:1]][0]')
+if [ "$rc" -ne 0 ] || [ "$got" != "(4000, True, True, {}, 4, 0, 'open')" ]; then
+  fail "open loop: exit $rc, (scheduled, issued >= 98 %, answered >= 90 %, errors, streams_opened, streams_failed, loop) = $got"
+  cat open.err open.out >&2
+else
+  ok "open loop -R 2000 for 2 s: $(json_field open.json 'j["steps"][0]["answered"]') of 4000 scheduled empty messages answered on 4 streams"
+fi
+
+# --- messages of 200,000 bytes: past gRPC's first HTTP/2 window (64 KiB), they wait for it ------
+python3 -c 'import sys; sys.stdout.buffer.write(b"\x1a\xc0\x9a\x0c" + b"y" * 200000)' >big.bin  # blob (3), 200000 bytes
+run_load big --stream -c 2 -P 4 --duration 1s --warmup 0 --payload-file big.bin --json big.json "$url"
+expect_run big '(j["calls_ok"] > 0, j["errors"], j["streams_failed"], j["stream_credit_waits"] > 0)' \
+  "(True, {}, 0, True)" "200 KB messages wait for the server's window (credit waits counted), none lost"
+
+# --- -n counts messages; the server counts the same, on the streams opened ---------------------
+start_server "$work/counted" "$grpc_server" 1 || { fail "the second grpc_echo_server did not start"; exit 1; }
+cpid=$server_pid
+run_load count --stream -c 2 -P 4 -n 1000 "${hello[@]}" --json count.json "grpc://127.0.0.1:$listen_port/ringtest.Echo/Chat"
+stop_pid "$cpid"
+served=$(sed -n 's/^streamed \([0-9]*\) messages on \([0-9]*\) streams$/\1 \2/p' counted.out)
+if [ "$rc" -ne 0 ] || [ "$(json_field count.json '(j["calls_ok"], j["errors"], j["streams_opened"], j["streams_failed"])')" != "(1000, {}, 2, 0)" ] ||
+  [ "$served" != "1000 2" ]; then
+  fail "-n 1000: exit $rc, $(json_field count.json '(j["calls_ok"], j["errors"], j["streams_opened"], j["streams_failed"])'), the server streamed '$served'"
+  cat count.err >&2
+else
+  ok "-n 1000 on 2 streams: 1000 answered, and the server read 1000 messages on 2 streams, each ended OK"
+fi
+
+# --- a stream the server ends with NOT_FOUND (fail_with): a stream failure of that kind, exit 3 --
+run_load failed --stream -c 2 -P 4 --duration 1s --warmup 0 --proto "$proto" --data '{"text":"x","failWith":5}' \
+  --json failed.json "$url"
+got=$(json_field failed.json '(j["calls_ok"], list(j["errors"]), j["streams_failed"] == j["streams_opened"] >= 2, list(j["stream_failures"]))')
+if [ "$rc" -ne 3 ] || [ "$got" != "(0, ['grpc_not_found'], True, ['grpc_not_found'])" ]; then
+  fail "a stream ended NOT_FOUND: exit $rc, (calls_ok, error kinds, every stream failed, failure kinds) = $got"
+  cat failed.err failed.out >&2
+else
+  ok "a stream ended NOT_FOUND -> 3: $(json_field failed.json 'j["stream_failures"]'), reconnected each time"
+fi
+
+# --- a method the server does not have: stopped early (5) with the status ---------------------
+run_load nosuch --stream -c 2 -P 4 --duration 5s "grpc://127.0.0.1:$port/ringtest.Echo/Nope"
+if [ "$rc" -ne 5 ] || ! grep -q "the server refused the stream: grpc_unimplemented" nosuch.err; then
+  fail "--stream to Echo/Nope: exit $rc, expected 5 and grpc_unimplemented:"; cat nosuch.err >&2
+else
+  ok "--stream to Echo/Nope -> 5: $(grep 'refused' nosuch.err)"
+fi
+# --proto checks the method is bidi before connecting.
+run_load unary --stream -c 1 "${hello[@]}" "grpc://127.0.0.1:$port/ringtest.Echo/Say"
+if [ "$rc" -ne 2 ] || ! grep -q "not a bidi streaming method" unary.err; then
+  fail "--stream --proto to a unary method: exit $rc, expected 2:"; cat unary.err >&2
+else
+  ok "--stream --proto to Echo/Say -> 2: $(head -n 1 unary.err)"
+fi
+
+# --- a server killed mid-run: its streams are lost connections, exit 3 --------------------------
+start_server "$work/victim" "$grpc_server" 1 || { fail "the victim grpc_echo_server did not start"; exit 1; }
+victim=$server_pid
+timeout 30 "$load" --stream -c 2 -P 4 --duration 3s --warmup 0 "${hello[@]}" --json killed.json \
+  "grpc://127.0.0.1:$listen_port/ringtest.Echo/Chat" >killed.out 2>killed.err &
+loadpid=$!
+sleep 1
+kill -KILL "$victim"
+wait "$victim" 2>/dev/null
+wait "$loadpid"
+rc=$?
+got=$(json_field killed.json '(j["calls_ok"] > 0, j["streams_failed"], j["stream_failures"], j["streams_opened"] >= j["streams_failed"])')
+if [ "$rc" -ne 3 ] || [ "$got" != "(True, 2, {'connection_lost': 2}, True)" ]; then
+  fail "server killed mid-run: exit $rc, (calls_ok > 0, streams_failed, stream_failures, opened >= failed) = $got:"
+  cat killed.err killed.out >&2
+else
+  ok "server killed mid-run -> 3: 2 streams failed as connection_lost"
+fi
+
+# The first server is still well after all that.
+run_load after --stream -c 1 -P 1 --duration 500ms --warmup 0 "${hello[@]}" --json after.json "$url"
+expect_run after '(j["calls_ok"] > 0, j["streams_opened"], j["streams_failed"])' "(True, 1, 0)" "the server still streams afterwards"
+
+[ "$failures" -eq 0 ] || exit 1
+echo "all load_grpc_stream checks passed"
