@@ -4,7 +4,8 @@
 // message back in order: ringrpc-load's grpc:// --stream tests and bench/stream_vs_grpc.sh. Listens
 // on 127.0.0.1 on a port of the kernel's choosing, prints "listening on 127.0.0.1:PORT", and on
 // SIGTERM or SIGINT prints what it served ("served CALLS calls, REQUEST_BYTES request bytes", then
-// "streamed MESSAGES messages on STREAMS streams") and exits.
+// "streamed MESSAGES messages on STREAMS streams", then
+// "distinct texts N" of Say's requests) and exits.
 // Usage: grpc_echo_server [THREADS]   (THREADS: the sync pollers of Say; Chat runs on gRPC's
 // callback threads)
 #include <grpcpp/grpcpp.h>
@@ -14,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "echo.grpc.pb.h"
@@ -22,6 +25,8 @@ namespace {
 
 std::atomic<unsigned long long> calls{0};
 std::atomic<unsigned long long> request_bytes{0};
+std::mutex texts_mutex;
+std::set<std::string> texts;
 std::atomic<unsigned long long> stream_messages{0};
 std::atomic<unsigned long long> streams{0};
 
@@ -84,6 +89,8 @@ class echo_service final : public ringtest::Echo::WithCallbackMethod_Chat<ringte
     }
     reply->set_text(request->text());
     reply->set_blob(request->blob());
+    std::lock_guard lock(texts_mutex);  // what request templates sent (load_h2_peers_test.sh)
+    texts.insert(request->text());
     return grpc::Status::OK;
   }
 };
@@ -117,6 +124,7 @@ int main(int argc, char** argv) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   std::printf("served %llu calls, %llu request bytes\n", calls.load(), request_bytes.load());
   std::printf("streamed %llu messages on %llu streams\n", stream_messages.load(), streams.load());
+  std::printf("distinct texts %zu\n", texts.size());
   std::fflush(stdout);
   // gRPC's globals are not torn down: leave without static destructors (nor a leak report of them).
   std::_Exit(0);

@@ -103,7 +103,8 @@ expect_usage_error rampform "'1k:2k'.*FROM:TO:DURATION" --rate-ramp 1k:2k ringrp
 expect_usage_error rampneg "'-1:5:1s'.*positive number" --rate-ramp -1:5:1s ringrpc://127.0.0.1:1/echo
 expect_usage_error rampzero "duration must be positive" --rate-ramp 1:5:0s ringrpc://127.0.0.1:1/echo
 expect_usage_error rampboth "use one of -R, --rate-steps and --rate-ramp" -R 1k --rate-ramp 1:5:1s ringrpc://127.0.0.1:1/echo
-expect_usage_error connramp "1 <= FROM < TO" --conn-ramp 8:2:1s ringrpc://127.0.0.1:1/echo
+expect_usage_error connramp "FROM and TO are at least 1 and differ" --conn-ramp 2:2:1s ringrpc://127.0.0.1:1/echo
+expect_usage_error connrampc "the larger of FROM and TO" -c 2 --conn-ramp 8:2:1s ringrpc://127.0.0.1:1/echo
 expect_usage_error connrampopen "closed loop" -R 1k --conn-ramp 1:8:1s ringrpc://127.0.0.1:1/echo
 expect_usage_error connramplong "longer than the run" -d 2s --conn-ramp 1:8:5s ringrpc://127.0.0.1:1/echo
 expect_usage_error arrival "uniform or poisson" -R 1k --arrival poison ringrpc://127.0.0.1:1/echo
@@ -313,6 +314,17 @@ sys.exit(not (j["calls_ok"] > 0 and j["errors"] == {} and j["config"]["connectio
   fail "--conn-ramp 1:4:500ms: exit $rc, or connramp.json: $(head -c 600 connramp.json)"
 else
   ok "--conn-ramp 1:4:500ms: calls answered, config.conn_ramp"
+fi
+# --conn-ramp down: 4 connections (-c), 3 of them closed over 0.5 s once their calls are
+# answered (what the server sees is checked in load_engine_test): no call lost or failed.
+run_load connrampdown -t 2 --warmup 0 -d 1 --conn-ramp 4:1:500ms --json connrampdown.json "ringrpc://127.0.0.1:$port/echo"
+if [ $rc -ne 0 ] || ! python3 -c 'import json, sys
+j = json.load(open("connrampdown.json"))
+sys.exit(not (j["calls_ok"] > 0 and j["errors"] == {} and j["config"]["connections"] == 4
+              and j["config"]["conn_ramp"] == {"from": 4, "to": 1, "duration_s": 0.5}))'; then
+  fail "--conn-ramp 4:1:500ms: exit $rc, or connrampdown.json: $(head -c 600 connrampdown.json)"
+else
+  ok "--conn-ramp 4:1:500ms: calls answered, no error, config.conn_ramp from 4 to 1"
 fi
 # Which clock timed the replies: the kernel's receive stamps on a loopback TCP socket (every
 # Linux with multishot recvmsg offers them; "mixed" when the kernel switched stamping on only

@@ -1154,5 +1154,38 @@ TEST(load_engine, connection_ramp_opens_connections_progressively) {
   EXPECT_GT(t.r.calls_ok, 0u);
 }
 
+// --conn-ramp 4:1: four connections at the start; three stop taking calls one after another
+// over 450 ms and close once answered, so the server sees 4 open, then 1. No call is lost: every
+// one issued is answered (no error, nothing unfinished).
+TEST(load_engine, connection_ramp_down_closes_connections_progressively) {
+  std::atomic<int> open{0};
+  tcp_server srv([&open](peer& p) {
+    ++open;
+    echo_server(p);
+    --open;
+  });
+  auto cfg = config_for(url_of("echo", srv.port()));
+  cfg.threads = 2;
+  cfg.connections = 4;
+  cfg.depth = 2;
+  cfg.conn_ramp_from = 4;
+  cfg.conn_ramp_to = 1;
+  cfg.conn_ramp_time = 450ms;
+  std::atomic<int> early{-1}, late{-1};
+  std::thread watch([&] {
+    std::this_thread::sleep_for(60ms);  // the first closes 150 ms in
+    early = open.load();
+    std::this_thread::sleep_for(700ms);  // the ramp ended 450 ms in
+    late = open.load();
+  });
+  const auto t = run_load(cfg);
+  watch.join();
+  EXPECT_EQ(t.r.error_total(), 0u) << errors_text(t.r);
+  EXPECT_EQ(early.load(), 4) << "connections closed before their time";
+  EXPECT_EQ(late.load(), 1) << "the ramp down did not close three of the four";
+  EXPECT_EQ(srv.accepted(), 4u) << "a ramped-down connection was reopened";
+  EXPECT_GT(t.r.calls_ok, 0u);
+}
+
 }  // namespace
 }  // namespace ringrpc::load

@@ -149,6 +149,18 @@ else
   ok "grpc: 50 calls with raw message bytes from --payload-file"
 fi
 
+# Placeholders in --data: each call's message made from the template. The server counts the
+# distinct texts it received (at exit): 200 for {seq}, 3 for {random:3} over 100 calls (one
+# missing has odds 3 * (2/3)^100), on top of hello and raw (a failed call is not recorded).
+run_load gtseq -c 2 -P 4 -n 200 --proto "$proto" --data '{"text": "t{seq}-{random:3}"}' --json "$work/gtseq.json" "$gurl"
+rc_seq=$rc
+run_load gtrand -c 2 -P 4 -n 100 --proto "$proto" --data '{"text": "r{random:3}"}' --seed 7 "$gurl"
+if [ $rc_seq -ne 0 ] || [ $rc -ne 0 ] || [ "$(json_field "$work/gtseq.json" 'j["calls_ok"]')" != 200 ]; then
+  fail "grpc --data with placeholders: exit $rc_seq, $rc"; cat "$work/gtseq.out" "$work/gtseq.err" "$work/gtrand.err" >&2
+else
+  ok "grpc: 200 + 100 calls with --data placeholders"
+fi
+
 # Two shards started together (--start-at) sum to -c and -n; merge of their logs counts both.
 at="@$(($(date +%s) + 2))"
 "$load" --shard 1/2 --start-at "$at" -c 3 -n 301 --proto "$proto" --data '{"text":"hello"}' \
@@ -176,13 +188,20 @@ fi
 stop_pid "$gpid"
 pids=$(echo "$pids" | sed "s/ $gpid\$//; s/ $gpid / /")
 served=$(sed -n 's/^served \([0-9]*\) calls, \([0-9]*\) request bytes$/\1 \2/p' "$work/grpc.out")
-# 400 + 100 + 50 + 301 calls, but warm-up-free -n runs send exactly -n each.
-want_calls=$((400 + 100 + 50 + 301))
-want_bytes=$((400 * 7 + 100 * 5 + 50 * 5 + 301 * 7))
+# 400 + 100 + 50 + 200 + 100 + 301 calls, but warm-up-free -n runs send exactly -n each.
+# "t{seq}-{random:3}" is 3 bytes and seq's digits (490 over 0..199), plus 2 of framing each.
+want_calls=$((400 + 100 + 50 + 200 + 100 + 301))
+want_bytes=$((400 * 7 + 100 * 5 + 50 * 5 + 200 * 5 + 490 + 100 * 4 + 301 * 7))
 if [ "$served" != "$want_calls $want_bytes" ]; then
   fail "the gRPC server served '$served', expected '$want_calls $want_bytes' (calls, request bytes)"
 else
   ok "the gRPC server counted $want_calls calls and $want_bytes request bytes, as sent"
+fi
+texts=$(sed -n 's/^distinct texts \([0-9]*\)$/\1/p' "$work/grpc.out")
+if [ "$texts" != 205 ]; then
+  fail "the gRPC server saw $texts distinct texts, expected 205 (2 fixed, 200 of {seq}, 3 of {random:3})"
+else
+  ok "the gRPC server saw 205 distinct texts: each {seq} once, {random:3} below 3"
 fi
 
 # --- the wrong protocol ------------------------------------------------------------------------

@@ -339,6 +339,19 @@ expect_load_usage --data '{}' "ringrpc://$addr/echo"
 expect_load_usage --method TestService.Echo -s 10 "ringrpc://$addr"
 expect_load_usage --method TestService.Echo "ringrpc://$addr/echo"
 expect_load_usage --method TestService.Echo "echo://$addr"
+# Placeholders in --data: rendered per call (what the server receives is checked in
+# load_template_loopback); a field that cannot hold one is refused at start.
+run_load typedtpl -n 100 -c 2 --method TestService.Echo --data '{"text": "u{random:9}", "number": {seq}}' \
+  --json "$work/typedtpl.json" "ringrpc://$addr"
+if [ $rc -ne 0 ] || ! grep -Eq 'calls ok +100$' "$work/typedtpl.out" || ! python3 -c 'import json, sys
+sys.exit("{seq}" not in json.load(open(sys.argv[1]))["config"]["data"])' "$work/typedtpl.json"; then
+  fail "ringrpc-load --method with placeholders in --data exited $rc"; cat "$work/typedtpl.out" "$work/typedtpl.err" >&2
+else
+  ok "ringrpc-load --method --data '{\"number\": {seq}, ...}': 100 calls ok, config.data recorded"
+fi
+expect_load_usage --method TestService.Echo --data '{"color": {random:3}}' "ringrpc://$addr"
+expect_load_usage --method TestService.Echo --data '{"number": {line}}' "ringrpc://$addr"
+expect_load_usage --method TestService.Echo --template '{seq}' "ringrpc://$addr"
 
 if [ $failures -ne 0 ]; then
   echo "$failures failure(s)" >&2

@@ -117,6 +117,15 @@ std::int64_t conn_open_after_ns(const engine_config& cfg, unsigned i) {
   return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(nth * static_cast<double>(cfg.conn_ramp_time.count()) / of)));
 }
 
+// --conn-ramp down: when connection `i` stops taking calls, after the warm-up. Those past the
+// first `conn_ramp_to` close one by one, evenly, the last (index conn_ramp_to) at the ramp's
+// end; 0: it stays.
+std::int64_t conn_close_after_ns(const engine_config& cfg, unsigned i) {
+  if (cfg.conn_ramp_time.count() <= 0 || cfg.conn_ramp_to == 0 || i < cfg.conn_ramp_to) return 0;
+  const double nth = cfg.connections - i, of = cfg.connections - cfg.conn_ramp_to;
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(nth * static_cast<double>(cfg.conn_ramp_time.count()) / of)));
+}
+
 // Connects everything first: an unreachable target is one clear error, not a run of failures
 // (but for those a --conn-ramp opens later). The connections, dealt to the threads in turn.
 std::vector<std::vector<conn_state>> connect_all(const engine_config& cfg, const protocol& proto, unsigned threads) {
@@ -137,6 +146,7 @@ std::vector<std::vector<conn_state>> connect_all(const engine_config& cfg, const
     c.index = i;
     c.fd = fd;
     c.open_after_ns = open_after;
+    c.close_after_ns = conn_close_after_ns(cfg, i);
     c.codec = proto.new_connection();
     c.rx.framer().codec = c.codec.get();
     per_thread[i % threads].push_back(std::move(c));

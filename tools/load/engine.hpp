@@ -52,6 +52,10 @@ struct engine_config {
   /// Closed loop, --conn-ramp: connections [0, conn_ramp_from) open at the start, the others
   /// one by one, evenly over `conn_ramp_time` after the warm-up (0: all at the start).
   unsigned conn_ramp_from = 0;
+  /// --conn-ramp down (FROM > TO): connections [conn_ramp_to, connections) take no new call
+  /// from their turn on, the last-numbered first, evenly over `conn_ramp_time` after the
+  /// warm-up, and close once their calls are answered. 0: no ramp down.
+  unsigned conn_ramp_to = 0;
   std::chrono::nanoseconds conn_ramp_time{0};
   std::chrono::nanoseconds duration{std::chrono::seconds(10)};  ///< closed loop: measured time
   std::uint64_t max_calls = 0;  ///< stop after this many calls in total (0: no limit)

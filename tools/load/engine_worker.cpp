@@ -294,6 +294,7 @@ bool worker::on_reply(conn_state& c, const reply& r, std::int64_t now, std::int6
     retire(c, now);
     return false;
   }
+  if (c.close_after_ns != 0 && ramped_down(c, now)) return c.in_flight != 0;
   if (_run.schedule == nullptr && issuing(now) && !c.peer_closing) issue(c, now, now);
   return true;
 }
@@ -307,6 +308,18 @@ void worker::retire(conn_state& c, std::int64_t now) {
   c.batch[c.filling].bytes.clear();
   ::shutdown(c.fd, SHUT_RDWR);
   c.reconnect_at = now;
+}
+
+// --conn-ramp down: a connection past its time takes no new call; the reply to its last call
+// closes it (a FIN the server sees), never to reopen. Its calls were all answered and counted.
+bool worker::ramped_down(conn_state& c, std::int64_t now) {
+  if (now < _run.measure_from + c.close_after_ns) return false;
+  if (c.in_flight == 0) {
+    mark_dead(c);
+    c.reconnect_at = never;
+    ::shutdown(c.fd, SHUT_RDWR);
+  }
+  return true;
 }
 
 void worker::count_connection(std::int64_t now) {
@@ -660,6 +673,7 @@ void worker::reconnect_dead(std::int64_t now) {
     if (!c.dead) continue;
     still_dead = true;
     if (c.recv_armed || c.out.in_flight() || now < c.reconnect_at || !issuing(now)) continue;
+    if (c.close_after_ns != 0 && now >= _run.measure_from + c.close_after_ns) continue;  // ramped down
     ::close(c.fd);
     c.fd = connect_to(*c.endpoint, _cfg.connect_timeout);
     if (c.fd < 0) {

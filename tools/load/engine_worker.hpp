@@ -62,6 +62,9 @@ struct conn_state {
   bool parsed_any = false;    // a reply of the URL's protocol came back on this connection
   std::int64_t reconnect_at = 0;
   std::int64_t open_after_ns = 0;  // --conn-ramp: opened this long after the warm-up (0: at the start)
+  // --conn-ramp down: from this long after the warm-up it issues no more calls, and closes once
+  // those in flight are answered (0: it stays).
+  std::int64_t close_after_ns = 0;
   std::unique_ptr<tls_transport> tls;  // TLS targets only: the records between socket and codec
 };
 
@@ -135,6 +138,7 @@ class worker final {
   void send(conn_state& c);
   void lose(conn_state& c, const std::string& why, std::int64_t now);
   void retire(conn_state& c, std::int64_t now);
+  bool ramped_down(conn_state& c, std::int64_t now);
   void count_connection(std::int64_t now);
   void count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s = nullptr);
   void diagnose(const conn_state& c, std::int64_t now, bool closed = false);

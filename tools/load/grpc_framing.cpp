@@ -8,14 +8,18 @@ namespace ringrpc::load {
 
 std::vector<std::byte> grpc_frame_message(std::span<const std::byte> message) {
   std::vector<std::byte> out(5 + message.size());
-  const auto n = static_cast<std::uint32_t>(message.size());
-  out[0] = std::byte{0};  // not compressed: ringrpc-load offers no grpc-encoding
-  out[1] = static_cast<std::byte>(n >> 24);
-  out[2] = static_cast<std::byte>(n >> 16);
-  out[3] = static_cast<std::byte>(n >> 8);
-  out[4] = static_cast<std::byte>(n);
   std::copy(message.begin(), message.end(), out.begin() + 5);
+  grpc_frame_prefix(out);
   return out;
+}
+
+void grpc_frame_prefix(std::span<std::byte> body) noexcept {
+  const auto n = static_cast<std::uint32_t>(body.size() - 5);
+  body[0] = std::byte{0};  // not compressed: ringrpc-load offers no grpc-encoding
+  body[1] = static_cast<std::byte>(n >> 24);
+  body[2] = static_cast<std::byte>(n >> 16);
+  body[3] = static_cast<std::byte>(n >> 8);
+  body[4] = static_cast<std::byte>(n);
 }
 
 bool grpc_message_reader::feed(std::span<const std::byte> chunk) noexcept {

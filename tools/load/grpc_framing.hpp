@@ -15,6 +15,8 @@ namespace ringrpc::load {
 
 /// The request body of a gRPC call: the message after its prefix (uncompressed flag, length).
 std::vector<std::byte> grpc_frame_message(std::span<const std::byte> message);
+/// Writes the prefix into the first 5 bytes of `body`, for the message that follows them.
+void grpc_frame_prefix(std::span<std::byte> body) noexcept;
 
 /// Follows the length-prefixed messages of one call's response body across DATA chunks,
 /// counting them without keeping their bytes.

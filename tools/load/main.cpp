@@ -35,6 +35,7 @@
 #include "shard.hpp"
 #include "sniff.hpp"
 #include "template_options.hpp"
+#include "typed_template.hpp"
 #include "thresholds.hpp"
 #include "typed_json.hpp"
 #include "units.hpp"
@@ -107,11 +108,13 @@ std::vector<request_kind> parse_mix(const std::string& text, const target& t) {
 }
 
 // --method: the request JSON converted once, here, into options.payload with the method's schema
+// (or, with placeholders, compiled into `message`)
 // (from --schema or the server's reflection endpoint, asked with the run's metadata). Returns the
 // wire method name ("Greeter.SayHello" even when the service was given qualified).
 std::string typed_payload(const target& t, const std::string& method, const std::string& json,
                           const std::string& schema_file, const std::vector<std::string>& includes,
-                          std::chrono::nanoseconds connect_timeout, codec_options& options) {
+                          std::chrono::nanoseconds connect_timeout, codec_options& options,
+                          std::shared_ptr<const message_template>& message) {
   std::vector<std::byte>& payload = options.payload;
   using namespace ringrpc::tools;
   const std::vector<ringrpc::metadata_entry> call_metadata = ringrpc_call_metadata(options);
@@ -141,6 +144,10 @@ std::string typed_payload(const target& t, const std::string& method, const std:
       std::ifstream in(text.substr(1), std::ios::binary);
       if (!in) throw std::invalid_argument("cannot read --data " + text);
       text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    if (json_placeholders::present(text)) {
+      message = typed_template_from_json(schema, m.request, text);
+      return m.full_name;
     }
     const auto bytes = schema.to_binary(m.request, text);
     payload.assign(reinterpret_cast<const std::byte*>(bytes.data()),
@@ -460,7 +467,8 @@ void check_payload_sources(const cli_args& a) {
                                 "raw payload bytes come from -s or --payload-file");
   }
   if (!a.templates.payload.empty() && (a.given_size || !a.payload_file.empty() || a.typed() || !a.proto_file.empty())) {
-    throw std::invalid_argument("--template is the payload: it excludes -s, --payload-file, --method and --proto");
+    throw std::invalid_argument("--template is the payload: it excludes -s, --payload-file, --method and --proto "
+                                "(their --data JSON takes the placeholders itself)");
   }
   if (a.given_size && !a.payload_file.empty()) throw std::invalid_argument("give the payload once: -s or --payload-file");
   if (a.typed()) {
@@ -496,8 +504,9 @@ std::vector<std::byte> as_bytes(const std::string& s) {
 }
 
 /// The request every call sends: made from --method's or --proto's JSON, read from a file, or
-/// -s bytes of 'x'.
-void make_payload(const cli_args& a, engine_config& cfg, codec_options& co) {
+/// -s bytes of 'x'. --method's and --proto's JSON with placeholders make `message` instead.
+void make_payload(const cli_args& a, engine_config& cfg, codec_options& co,
+                  std::shared_ptr<const message_template>& message) {
   const bool grpc = lower_scheme(a.url) == "grpc";
   if (a.typed()) {
     if (cfg.where.path != a.typed_method) {
@@ -505,7 +514,7 @@ void make_payload(const cli_args& a, engine_config& cfg, codec_options& co) {
                                   "'; give it once");
     }
     cfg.where.path = typed_payload(cfg.where, a.typed_method, a.data.empty() ? std::string("{}") : a.data,
-                                   a.schema_file, a.schema_includes, parse_duration(a.connect_timeout), co);
+                                   a.schema_file, a.schema_includes, parse_duration(a.connect_timeout), co, message);
   } else if (grpc && !a.proto_file.empty()) {
     std::string text = a.data.empty() ? std::string("{}") : a.data;
     if (text[0] == '@') {
@@ -513,7 +522,14 @@ void make_payload(const cli_args& a, engine_config& cfg, codec_options& co) {
       if (!in) throw std::invalid_argument("cannot read --data " + text);
       text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }
-    co.payload = as_bytes(grpc_request_from_json(a.proto_file, a.schema_includes, cfg.where.path.substr(1), text, a.stream));
+    if (json_placeholders::present(text)) {
+      // The stream codec sends one fixed message: placeholders would be silently ignored there.
+      if (a.stream) throw std::invalid_argument("placeholders in --data do not go with --stream (yet)");
+      message = grpc_template_from_json(a.proto_file, a.schema_includes, cfg.where.path.substr(1), text);
+    } else {
+      co.payload = as_bytes(grpc_request_from_json(a.proto_file, a.schema_includes, cfg.where.path.substr(1), text,
+                                                   a.stream));
+    }
   } else if (!a.payload_file.empty()) {
     co.payload = as_bytes(read_payload_file(a.payload_file));
   } else if (grpc && !a.given_size) {
@@ -530,8 +546,14 @@ codec_options make_codec_options(const cli_args& a, engine_config& cfg) {
   if (const char* token = std::getenv("RINGRPC_TOKEN"); token != nullptr && cfg.where.scheme == "ringrpc") {
     co.bearer_token = token;  // as ringrpc-call: sent unless -H gives an authorization
   }
-  make_payload(a, cfg, co);
-  co.templates = make_request_templates(a.templates, cfg.where.scheme);
+  std::shared_ptr<const message_template> message;
+  make_payload(a, cfg, co, message);
+  auto templates = make_request_templates(a.templates, cfg.where.scheme);
+  if (message) {
+    for (const request_template& t : message->texts()) templates->data->check(t, "--data", false);
+    templates->message = std::move(message);
+  }
+  co.templates = std::move(templates);
   co.key_space = a.key_space;
   if (a.verify && cfg.where.scheme != "ringrpc") {
     throw std::invalid_argument("--verify goes with ringrpc:// and ringrpcs:// (echo:// always checks its bytes)");
@@ -541,6 +563,8 @@ codec_options make_codec_options(const cli_args& a, engine_config& cfg) {
   std::size_t largest_payload = co.payload.size();
   if (co.templates->has_payload) {
     largest_payload = co.templates->payload.max_rendered_size(co.templates->data->longest_line());
+  } else if (co.templates->message) {
+    largest_payload = co.templates->message->max_size(co.templates->data->longest_line());
   }
   co.max_reply_bytes = reply_limit(a.max_body, cfg.where, largest_payload);
   cfg.call_timeout = parse_duration(a.call_timeout);
@@ -600,7 +624,8 @@ void check_stream(const cli_args& a, const engine_config& cfg) {
   if (a.typed()) throw std::invalid_argument("--stream sends raw messages: it cannot go with --method (typed JSON)");
 }
 
-/// --conn-ramp FROM:TO:DURATION: TO connections (-c), FROM of them from the start.
+/// --conn-ramp FROM:TO:DURATION: up (FROM < TO), TO connections (-c) and FROM of them from the
+/// start; down (FROM > TO), FROM connections (-c) at the start and TO at the end.
 void set_conn_ramp(const cli_args& a, engine_config& cfg) {
   if (a.conn_ramp.empty()) return;
   const std::string_view text = a.conn_ramp;
@@ -615,7 +640,9 @@ void set_conn_ramp(const cli_args& a, engine_config& cfg) {
       !whole(text.substr(0, p), from) || !whole(text.substr(p + 1, q - p - 1), to)) {
     throw std::invalid_argument(bad + "use FROM:TO:DURATION with whole numbers of connections, e.g. 1:64:30s");
   }
-  if (from < 1 || to <= from) throw std::invalid_argument(bad + "it opens connections: 1 <= FROM < TO");
+  if (from < 1 || to < 1 || from == to) {
+    throw std::invalid_argument(bad + "FROM and TO are at least 1 and differ (up: FROM < TO; down: FROM > TO)");
+  }
   try {
     cfg.conn_ramp_time = parse_duration(text.substr(q + 1));
   } catch (const std::invalid_argument& e) {
@@ -630,12 +657,16 @@ void set_conn_ramp(const cli_args& a, engine_config& cfg) {
     throw std::invalid_argument("--conn-ramp goes with the closed loop (not -R, --rate-steps, --rate-ramp or "
                                 "--new-conn-per-call)");
   }
-  if (a.given_connections && cfg.connections != to) {
-    throw std::invalid_argument(bad + "TO is the number of connections; -c " + std::to_string(cfg.connections) +
-                                " says otherwise");
+  // -c is the most connections the run holds: TO going up, FROM going down.
+  const unsigned most = std::max(from, to);
+  if (a.given_connections && cfg.connections != most) {
+    throw std::invalid_argument(bad + "the larger of FROM and TO is the number of connections; -c " +
+                                std::to_string(cfg.connections) + " says otherwise");
   }
-  cfg.connections = to;
+  if (from > to && a.stream) throw std::invalid_argument(bad + "a ramp down does not go with --stream");
+  cfg.connections = most;
   cfg.conn_ramp_from = from;
+  cfg.conn_ramp_to = from > to ? to : 0;
 }
 
 /// --arrival and --seed: Poisson arrivals from a seed given, or one drawn (and recorded).
@@ -698,6 +729,7 @@ std::optional<shard_spec> apply_shard(const cli_args& a, engine_config& cfg) {
   }
   if (cfg.conn_ramp_time.count() > 0) {
     cfg.conn_ramp_from = std::max<unsigned>(1, static_cast<unsigned>(shard_share(cfg.conn_ramp_from, shard)));
+    if (cfg.conn_ramp_to != 0) cfg.conn_ramp_to = std::max<unsigned>(1, static_cast<unsigned>(shard_share(cfg.conn_ramp_to, shard)));
   }
   for (auto& st : cfg.steps) {
     st.rate = shard_rate(st.rate, shard);
@@ -770,8 +802,9 @@ void record_config(run_result& r, const cli_args& a, const engine_config& cfg, c
   r.config["depth"] = cfg.depth;
   if (cfg.steps.empty()) r.config["reply_batch"] = cfg.reply_batch;
   r.config["threads"] = cfg.threads;
-  // Under --template each call renders its own payload: the template is recorded instead.
-  if (a.templates.payload.empty()) r.config["payload_bytes"] = co.payload.size();
+  // Under --template (or --data with placeholders) each call renders its own payload: the
+  // template is recorded instead.
+  if (a.templates.payload.empty() && !co.templates->message) r.config["payload_bytes"] = co.payload.size();
   if (a.typed()) r.config["method"] = cfg.where.path;
   r.config["loop"] = cfg.steps.empty() ? "closed" : "open";
   if (!a.mix.empty()) r.config["mix"] = a.mix;
@@ -781,10 +814,11 @@ void record_config(run_result& r, const cli_args& a, const engine_config& cfg, c
   if (!cfg.steps.empty()) r.config["arrival"] = a.arrival;
   if (cfg.poisson_arrivals || a.uses_random) r.config["seed"] = cfg.seed;
   if (!a.templates.payload.empty()) r.config["template"] = a.templates.payload;
+  if (co.templates->message) r.config["data"] = a.data;  // its placeholders make each call's request
   if (!a.templates.redis_key.empty()) r.config["redis_key"] = a.templates.redis_key;
   if (!a.templates.data_file.empty()) r.config["data_file"] = a.templates.data_file;
   if (cfg.conn_ramp_time.count() > 0) {
-    r.config["conn_ramp"] = {{"from", cfg.conn_ramp_from}, {"to", cfg.connections},
+    r.config["conn_ramp"] = {{"from", cfg.conn_ramp_from}, {"to", cfg.conn_ramp_to != 0 ? cfg.conn_ramp_to : cfg.connections},
                              {"duration_s", static_cast<double>(cfg.conn_ramp_time.count()) / 1e9}};
   }
   if (a.count != 0) r.config["count"] = a.count;

@@ -15,6 +15,7 @@
 
 #include "grpc_framing.hpp"
 #include "h2_session.hpp"
+#include "message_template.hpp"
 #include "protocol.hpp"
 
 namespace ringrpc::load {
@@ -222,11 +223,13 @@ class h2_codec final : public connection_codec {
     const request_template* path = path_template(kind);
     const bool body = _settings->templates->has_payload && !_settings->grpc &&
                       (kind.method == "POST" || kind.method == "PUT" || kind.method == "PATCH");
-    s->templated = path != nullptr || body;
+    const message_template* message = _settings->grpc ? _settings->templates->message.get() : nullptr;
+    s->templated = path != nullptr || body || message != nullptr;
     if (!s->templated) return;
     const request_template& payload = _settings->templates->payload;
     const bool counted = (path != nullptr && (path->uses_seq() || path->uses_line())) ||
-                         (body && (payload.uses_seq() || payload.uses_line()));
+                         (body && (payload.uses_seq() || payload.uses_line())) ||
+                         (message != nullptr && message->counted());
     const template_call call = _renderer.begin_call(counted);
     const std::vector<nghttp2_nv>& fixed = headers_for(kind);
     s->nva.assign(fixed.begin(), fixed.end());
@@ -239,6 +242,12 @@ class h2_codec final : public connection_codec {
     s->body.clear();
     if (body) {
       _renderer.render(payload, call, s->body);
+    } else if (message != nullptr) {
+      // --proto --data with placeholders: the message after gRPC's 5-byte prefix, its length
+      // written once it is known.
+      s->body.resize(5);
+      message->render(_renderer, call, s->body);
+      grpc_frame_prefix(s->body);
     } else {
       s->body.assign(_settings->body.begin(), _settings->body.end());
     }

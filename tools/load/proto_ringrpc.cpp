@@ -166,8 +166,9 @@ std::unique_ptr<protocol> detail::make_ringrpc_protocol(const target& t, const c
   if (options.max_reply_bytes < ringrpc::detail::frame_prefix_bytes + 8) {
     throw std::invalid_argument("max reply bytes is too small for any ringrpc frame");
   }
-  if (options.verify_echo && options.templates->has_payload) {
-    throw std::invalid_argument("--verify compares every reply with one payload; it cannot go with --template");
+  if (options.verify_echo && (options.templates->has_payload || options.templates->message)) {
+    throw std::invalid_argument("--verify compares every reply with one payload; it cannot go with --template "
+                                "or placeholders in --data");
   }
   auto settings = std::make_shared<ringrpc_settings>();
   settings->options = options;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "message_template.hpp"
 #include "peer_sniff.hpp"
 #include "protocol.hpp"
 #include "ringrpc/metadata.hpp"
@@ -84,19 +85,24 @@ inline bool read_frame(std::span<const std::byte> in, std::uint32_t max_reply_by
   return true;
 }
 
-/// Each call's payload: options.payload, or --template rendered into a buffer the connection
+/// Each call's payload: options.payload, or --template (or --method's --data with placeholders)
+/// rendered into a buffer the connection
 /// keeps (its capacity outlives the call).
 class payload_source {
  public:
   explicit payload_source(const codec_options& options)
       : _options(&options),
-        _templates(options.templates->has_payload ? options.templates.get() : nullptr),
+        _templates(options.templates->has_payload || options.templates->message ? options.templates.get() : nullptr),
         _renderer(options.templates->data) {}
 
   std::span<const std::byte> next() {
     if (_templates == nullptr) return _options->payload;
-    const request_template& t = _templates->payload;
     _rendered.clear();
+    if (const message_template* m = _templates->message.get()) {
+      m->render(_renderer, _renderer.begin_call(m->counted()), _rendered);
+      return _rendered;
+    }
+    const request_template& t = _templates->payload;
     _renderer.render(t, _renderer.begin_call(t.uses_seq() || t.uses_line()), _rendered);
     return _rendered;
   }

@@ -14,6 +14,8 @@
 
 namespace ringrpc::load {
 
+class message_template;  // message_template.hpp
+
 /// A parsed target: ringrpc://host:port/method, echo://host:port, redis://host:port,
 /// http://host:port/path, h2c://host:port/path, grpc://host:port/pkg.Service/Method.
 struct target {
@@ -48,6 +50,9 @@ struct request_templates {
   request_template payload;  ///< --template: the payload (ringrpc), body (HTTP, h2c), SET value (redis)
   bool has_key = false;
   request_template key;      ///< --redis-key: the key of GET and SET
+  /// --method or --proto with placeholders in --data: the typed request each call renders (the
+  /// ringrpc payload, the gRPC message); null otherwise.
+  std::shared_ptr<const message_template> message;
   /// --data-file's lines, the run's call counter and seed; never null.
   std::shared_ptr<template_data> data = std::make_shared<template_data>();
 };

@@ -1,5 +1,7 @@
 #include "template_options.hpp"
 
+#include "message_template.hpp"
+
 #include <fstream>
 #include <initializer_list>
 #include <stdexcept>
@@ -28,8 +30,8 @@ std::shared_ptr<request_templates> make_request_templates(const template_args& a
                                   "ringrpc, http, h2c and redis targets");
     }
     if (scheme == "grpc") {
-      throw std::invalid_argument("--template does not make gRPC messages yet (each call would need its JSON "
-                                  "converted); --proto --data sends one request");
+      throw std::invalid_argument("--template does not make gRPC messages: give the request as --proto FILE "
+                                  "--data JSON, with the placeholders in the JSON");
     }
     const std::string text = a.payload[0] == '@' ? read_template_file(a.payload.substr(1)) : a.payload;
     t->payload = request_template::compile(text, "--template");
@@ -80,7 +82,8 @@ void check_path_templates(const template_args& a, const std::vector<request_kind
                           const request_templates& templates, const std::string& scheme) {
   check_templates_are_sent(kinds, templates, scheme);
   bool uses_line = (templates.has_payload && templates.payload.uses_line()) ||
-                   (templates.has_key && templates.key.uses_line());
+                   (templates.has_key && templates.key.uses_line()) ||
+                   (templates.message && templates.message->uses_line());
   for (const request_kind& k : kinds) {
     if (!request_template::has_braces(k.path)) continue;
     const request_template t = request_template::compile(k.path, "path");
@@ -95,6 +98,7 @@ void check_path_templates(const template_args& a, const std::vector<request_kind
 bool uses_random(const std::vector<request_kind>& kinds, const request_templates& templates) {
   if (templates.has_payload && templates.payload.uses_random()) return true;
   if (templates.has_key && templates.key.uses_random()) return true;
+  if (templates.message && templates.message->uses_random()) return true;
   for (const request_kind& k : kinds) {
     if (request_template::has_braces(k.path) && request_template::compile(k.path, "path").uses_random()) return true;
   }
