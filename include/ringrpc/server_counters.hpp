@@ -132,7 +132,7 @@
     "")                                                                                             \
   X(tls_handshakes_in_progress, gauge, "", "", "", "", "TLS handshakes under way now.")              \
   X(streams_opened, counter, "ringrpc_streams_opened_total", "", "",                                \
-    "Streams opened (their handlers started).", "")                                                 \
+    "Streams opened (accepted by their method's pool).", "")                                                 \
   X(streams_open, gauge, "ringrpc_open_streams", "", "", "Streams open now.", "")                   \
   X(streams_refused_per_connection, counter, "ringrpc_streams_refused_total", "reason",             \
     "per_connection",                                                                               \

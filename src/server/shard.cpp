@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <exception>
+#include <new>
 #include <string>
 
 #include "base/thread_name.hpp"
@@ -201,7 +202,11 @@ void shard::note_submitted(thread_pool* p) noexcept {
       return;
     }
   }
-  _to_wake.emplace_back(p, 1);
+  try {
+    _to_wake.emplace_back(p, 1);
+  } catch (const std::bad_alloc&) {
+    p->wake(1);  // no memory to note it for later: wake now
+  }
 }
 
 void shard::refresh_table() noexcept {

@@ -152,8 +152,8 @@ void shard::refuse_stream(call* k, std::uint64_t id, server_counter which, const
 }
 
 void shard::give_back_stream_slots(address_streams::count* from) noexcept {
+  if (from != nullptr) from->give_back();  // first, as at a stream's end (stream_state.cpp)
   _core.give_back_stream_slot();
-  if (from != nullptr) from->give_back();
 }
 
 // An open refused on any ground (dispatch()'s checks, the kind, the caps, a full pool) is

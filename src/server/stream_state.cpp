@@ -447,8 +447,10 @@ void stream_state::run_signals(server_stream& handle) noexcept {
   }
   _handler.reset();
   _done = true;
-  _core.give_back_stream_slot();
+  // The address's slot first: once the server's count (the open_streams gauge) says a stream
+  // is gone, both of its slots are.
   if (_from_address) _from_address->give_back();
+  _core.give_back_stream_slot();
   _slot.leave_stream();  // last: the endpoint may stop once it is out
 }
 
