@@ -4,7 +4,8 @@
 # each), the open loop (-R messages/s in total), -n counted by the server itself, messages larger
 # than the server's HTTP/2 window (they wait for its WINDOW_UPDATE, counted as credit waits), a
 # stream the server ends with an error status (a stream failure of that kind), one it does not
-# serve (stopped early), and a server killed mid-run (connection_lost). Counts only, never
+# serve (stopped early), a server killed mid-run (connection_lost), and a stream nghttp2 resets
+# itself (the connection ends at once, by the code). Counts only, never
 # timings: the machine is shared.
 # Usage: load_grpc_stream_test.sh ringrpc-load grpc_echo_server echo.proto
 # Exit 77 (skipped) when python3 is missing or io_uring is unusable.
@@ -115,6 +116,39 @@ if [ "$rc" -ne 3 ] || [ "$got" != "(True, 2, {'connection_lost': 2}, True)" ]; t
   cat killed.err killed.out >&2
 else
   ok "server killed mid-run -> 3: 2 streams failed as connection_lost"
+fi
+
+# --- a stream nghttp2 resets itself (its window overflowed): the connection ends at once ---------
+# A hand-made server: SETTINGS, then a WINDOW_UPDATE that takes stream 1's window past 2^31-1.
+# nghttp2 answers with RST_STREAM, and the stream closes only as that goes out (on a write): the
+# connection must end there, counted by the code, not idle until --timeout.
+cat >overflow.py <<'PY'
+import socket, struct, sys, threading
+def serve(c):
+    with c:
+        c.recv(65536)  # the preface, SETTINGS, HEADERS of stream 1 and its first DATA
+        c.sendall(struct.pack(">I", 0)[1:] + b"\x04\x00" + b"\0" * 4                    # SETTINGS
+                  + struct.pack(">I", 4)[1:] + b"\x08\x00" + struct.pack(">II", 1, 0x7fffffff))  # WINDOW_UPDATE
+        while c.recv(65536):
+            pass
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print(f"listening on 127.0.0.1:{s.getsockname()[1]}", flush=True)
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+PY
+start_server "$work/overflow" python3 overflow.py || { fail "overflow.py did not start"; exit 1; }
+opid=$server_pid
+run_load reset --stream -c 1 -P 1 --duration 1s --warmup 0 --timeout 800ms "${hello[@]}" --json reset.json \
+  "grpc://127.0.0.1:$listen_port/ringtest.Echo/Chat"
+stop_pid "$opid"
+got=$(json_field reset.json '(list(j["errors"]), list(j["stream_failures"]))')
+if [ "$got" != "(['h2_flow_control_error'], ['h2_flow_control_error'])" ]; then
+  fail "a stream nghttp2 reset: exit $rc, (error kinds, stream failure kinds) = $got, expected h2_flow_control_error only:"
+  cat reset.err reset.out >&2
+else
+  ok "a stream nghttp2 reset (its window overflowed) ends the connection as h2_flow_control_error, no timeout"
 fi
 
 # The first server is still well after all that.
