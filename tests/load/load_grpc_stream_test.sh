@@ -4,9 +4,9 @@
 # each), the open loop (-R messages/s in total), -n counted by the server itself, messages larger
 # than the server's HTTP/2 window (they wait for its WINDOW_UPDATE, counted as credit waits), a
 # stream the server ends with an error status (a stream failure of that kind), one it does not
-# serve (stopped early), a server killed mid-run (connection_lost), and a stream nghttp2 resets
-# itself (the connection ends at once, by the code). Counts only, never
-# timings: the machine is shared.
+# serve (stopped early), a server killed mid-run (connection_lost), a stream nghttp2 resets itself
+# (the connection ends at once, by the code) and a graceful GOAWAY (half-closed, ended OK,
+# reconnected). Counts only, never timings: the machine is shared.
 # Usage: load_grpc_stream_test.sh ringrpc-load grpc_echo_server echo.proto
 # Exit 77 (skipped) when python3 is missing or io_uring is unusable.
 set -u
@@ -150,6 +150,53 @@ if [ "$got" != "(['h2_flow_control_error'], ['h2_flow_control_error'])" ]; then
 else
   ok "a stream nghttp2 reset (its window overflowed) ends the connection as h2_flow_control_error, no timeout"
 fi
+
+# --- a graceful GOAWAY: the client half-closes once all is answered, and reconnects without error
+# A hand-made echo: it writes back each DATA frame of the call, sends GOAWAY(NO_ERROR) after 40
+# echoed messages, and ends the call with grpc-status 0 on the client's END_STREAM, then closes.
+cat >goaway.py <<'PY'
+import socket, struct, threading
+def frame(t, f, sid, p=b""):
+    return struct.pack(">I", len(p))[1:] + bytes([t, f]) + struct.pack(">I", sid) + p
+def serve(c):
+    with c:
+        buf, echoed, goaway = b"", 0, False
+        c.sendall(frame(4, 0, 0))  # SETTINGS
+        while True:
+            got = c.recv(65536)
+            if not got:
+                return
+            buf += got
+            if buf.startswith(b"PRI * HTTP/2.0"):
+                buf = buf[24:]
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, t, f, sid = int.from_bytes(buf[:3], "big"), buf[3], buf[4], int.from_bytes(buf[5:9], "big")
+                payload, buf = buf[9:9 + n], buf[9 + n:]
+                if t == 1:
+                    c.sendall(frame(1, 4, sid, b"\x88"))  # HEADERS :status 200
+                if t == 0 and payload:
+                    c.sendall(frame(0, 0, sid, payload))
+                    echoed += payload.count(b"hello")
+                    if echoed >= 40 and not goaway:
+                        goaway = True
+                        c.sendall(frame(7, 0, 0, struct.pack(">II", sid, 0)))
+                if t == 0 and f & 1:
+                    c.sendall(frame(1, 5, sid, b"\x00\x0bgrpc-status\x010"))  # trailers, END_STREAM
+                    c.shutdown(socket.SHUT_WR)
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print(f"listening on 127.0.0.1:{s.getsockname()[1]}", flush=True)
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+PY
+start_server "$work/goaway" python3 goaway.py || { fail "goaway.py did not start"; exit 1; }
+gpid=$server_pid
+run_load goaway --stream -c 1 -P 4 -n 200 --timeout 2s "${hello[@]}" --json goaway.json \
+  "grpc://127.0.0.1:$listen_port/ringtest.Echo/Chat"
+stop_pid "$gpid"
+expect_run goaway '(j["calls_ok"], j["errors"], j["streams_opened"] >= 5, j["streams_failed"])' "(200, {}, True, 0)" \
+  "a graceful GOAWAY every 40 messages: half-closed, ended OK and reconnected, no error"
 
 # The first server is still well after all that.
 run_load after --stream -c 1 -P 1 --duration 500ms --warmup 0 "${hello[@]}" --json after.json "$url"
