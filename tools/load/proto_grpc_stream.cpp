@@ -158,6 +158,10 @@ class grpc_stream_codec final : public connection_codec, public stream_control {
   }
   // The server broke the stream's rules: failed "protocol", not a lost connection.
   reply violation(std::string what) { return lose(std::move(what), "protocol"); }
+  reply not_h2(std::string what) {
+    mark_lost(what, "protocol");
+    return fail(std::move(what));
+  }
 
   std::size_t split(std::span<const std::byte> in, bool& message_end);
   void feed_final_data(std::span<const std::byte> payload, std::uint8_t flags);
@@ -278,10 +282,12 @@ reply grpc_stream_codec::parse_reply(std::span<const std::byte> in) {
   if (in.size() >= frame_header_bytes && _frame_left == 0) {
     const auto* h = reinterpret_cast<const std::uint8_t*>(in.data());
     const std::size_t length = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+    // No kind on the reply (the stream's is "protocol"): the engine then diagnoses a first
+    // reply that is not HTTP/2 at all (an HTTP/1.1 server's answer reads as a huge frame).
     if (length > max_frame_payload) {
-      return violation("HTTP/2 frame of " + std::to_string(length) + " bytes over the 16384 allowed");
+      return not_h2("HTTP/2 frame of " + std::to_string(length) + " bytes over the 16384 allowed");
     }
-    if (!_seen_frame && h[3] != NGHTTP2_SETTINGS) return violation("the server's first HTTP/2 frame is not SETTINGS");
+    if (!_seen_frame && h[3] != NGHTTP2_SETTINGS) return not_h2("the server's first HTTP/2 frame is not SETTINGS");
   }
   bool message_end = false;
   const std::size_t used = split(in, message_end);
