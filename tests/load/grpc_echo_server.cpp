@@ -6,14 +6,16 @@
 // SIGTERM or SIGINT prints what it served ("served CALLS calls, REQUEST_BYTES request bytes", then
 // "streamed MESSAGES messages on STREAMS streams", then
 // "distinct texts N" of Say's requests) and exits.
-// Usage: grpc_echo_server [THREADS]   (THREADS: the sync pollers of Say; Chat runs on gRPC's
-// callback threads)
+// Usage: grpc_echo_server [--callback-only] [THREADS]   (THREADS: the sync pollers of Say; Chat
+// runs on gRPC's callback threads; --callback-only makes Say a callback method too and sets no
+// sync server options, so no sync pollers exist and THREADS is ignored)
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -31,48 +33,106 @@ std::atomic<unsigned long long> stream_messages{0};
 std::atomic<unsigned long long> streams{0};
 
 // Chat is what bench/stream_vs_grpc.sh measures ringrpc's streams against, so it is the fair,
-// idiomatic gRPC echo: the callback API (the one gRPC recommends for performance), shaped as
-// gRPC's own callback benchmark server (test/cpp/qps/server_callback.cc): one read, then its
-// write, then the next read — one write outstanding at a time, as the API requires, with reads
-// resumed as writes finish. The client's pipelined messages wait in gRPC's transport meanwhile.
-// The reactor reuses one request and one reply for the stream's life; the counters are one
-// relaxed add per message, as Say's are per call.
+// idiomatic gRPC echo for a pipelined client: the callback API (the one gRPC recommends for
+// performance). gRPC allows one write outstanding at a time, and a read beside it: one read is
+// kept outstanding while a write is in flight, and the replies it makes wait in a queue for the
+// write before them (at most max_queued, so a client that stops reading stops our reads too).
+// Read and write reactions may run at once on two of gRPC's threads: the state is under a mutex,
+// and the Start* and Finish calls are made outside it. Finish only once no read or write is
+// outstanding (cancellation included: both then complete with ok false), and the reactor is
+// deleted in OnDone. The counters are one relaxed add per message, as Say's are per call.
 class chat_reactor final : public grpc::ServerBidiReactor<ringtest::EchoRequest, ringtest::EchoReply> {
  public:
   chat_reactor() {
     streams.fetch_add(1, std::memory_order_relaxed);
+    _reading = true;
     StartRead(&_request);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {
-      Finish(grpc::Status::OK);  // the client half-closed (or the call is gone)
-      return;
+    const ringtest::EchoReply* write = nullptr;
+    bool read = false;
+    bool finish = false;
+    {
+      std::lock_guard lock(_mutex);
+      _reading = false;
+      if (!ok) {
+        _input_done = true;  // the client half-closed (or the call is gone)
+      } else {
+        stream_messages.fetch_add(1, std::memory_order_relaxed);
+        if (_request.fail_with() != 0) {
+          _status = grpc::Status(static_cast<grpc::StatusCode>(_request.fail_with()), "failed as asked");
+          _input_done = true;
+        } else {
+          ringtest::EchoReply& reply = _replies.emplace_back();
+          reply.set_text(_request.text());
+          reply.set_blob(_request.blob());
+          if (!_writing) write = &_replies.front();
+          _writing = true;
+          read = _replies.size() < max_queued;
+          _reading = read;
+        }
+      }
+      finish = finish_now();
     }
-    stream_messages.fetch_add(1, std::memory_order_relaxed);
-    if (_request.fail_with() != 0) {
-      Finish(grpc::Status(static_cast<grpc::StatusCode>(_request.fail_with()), "failed as asked"));
-      return;
-    }
-    _reply.set_text(_request.text());
-    _reply.set_blob(_request.blob());
-    StartWrite(&_reply);
+    if (write != nullptr) StartWrite(write);
+    if (read) StartRead(&_request);  // its message is copied into the reply already
+    if (finish) Finish(_status);
   }
 
   void OnWriteDone(bool ok) override {
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the reply could not be written"));
-      return;
+    const ringtest::EchoReply* write = nullptr;
+    bool read = false;
+    bool finish = false;
+    {
+      std::lock_guard lock(_mutex);
+      _replies.pop_front();  // deque: the replies behind it stay where they are
+      if (!ok) {
+        _status = grpc::Status(grpc::StatusCode::CANCELLED, "the reply could not be written");
+        _input_done = true;
+        _replies.clear();
+      }
+      _writing = !_replies.empty();
+      if (_writing) write = &_replies.front();
+      if (!_input_done && !_reading && _replies.size() < max_queued) read = _reading = true;
+      finish = finish_now();
     }
-    StartRead(&_request);
+    if (write != nullptr) StartWrite(write);
+    if (read) StartRead(&_request);
+    if (finish) Finish(_status);
   }
 
   void OnDone() override { delete this; }
 
  private:
-  ringtest::EchoRequest _request;
-  ringtest::EchoReply _reply;
+  static constexpr std::size_t max_queued = 64;
+
+  // Under _mutex: true once, when nothing more will be read and nothing is outstanding.
+  bool finish_now() {
+    if (!_input_done || _reading || _writing || _finished) return false;
+    _finished = true;
+    return true;
+  }
+
+  std::mutex _mutex;
+  ringtest::EchoRequest _request;  // the read outstanding, reused
+  std::deque<ringtest::EchoReply> _replies;  // front: the write outstanding while _writing
+  bool _reading = false, _writing = false, _input_done = false, _finished = false;
+  grpc::Status _status = grpc::Status::OK;
 };
+
+grpc::Status say(const ringtest::EchoRequest& request, ringtest::EchoReply& reply) {
+  calls.fetch_add(1, std::memory_order_relaxed);
+  request_bytes.fetch_add(request.ByteSizeLong(), std::memory_order_relaxed);
+  if (request.fail_with() != 0) {
+    return grpc::Status(static_cast<grpc::StatusCode>(request.fail_with()), "failed as asked");
+  }
+  reply.set_text(request.text());
+  reply.set_blob(request.blob());
+  std::lock_guard lock(texts_mutex);  // what request templates sent (load_h2_peers_test.sh)
+  texts.insert(request.text());
+  return grpc::Status::OK;
+}
 
 // Say stays a sync method (bench/client_cpu_h2.sh's server, THREADS pollers); Chat alone is a
 // callback method of the same service.
@@ -80,18 +140,22 @@ class echo_service final : public ringtest::Echo::WithCallbackMethod_Chat<ringte
   grpc::ServerBidiReactor<ringtest::EchoRequest, ringtest::EchoReply>* Chat(grpc::CallbackServerContext*) override {
     return new chat_reactor();
   }
-
   grpc::Status Say(grpc::ServerContext*, const ringtest::EchoRequest* request, ringtest::EchoReply* reply) override {
-    calls.fetch_add(1, std::memory_order_relaxed);
-    request_bytes.fetch_add(request->ByteSizeLong(), std::memory_order_relaxed);
-    if (request->fail_with() != 0) {
-      return grpc::Status(static_cast<grpc::StatusCode>(request->fail_with()), "failed as asked");
-    }
-    reply->set_text(request->text());
-    reply->set_blob(request->blob());
-    std::lock_guard lock(texts_mutex);  // what request templates sent (load_h2_peers_test.sh)
-    texts.insert(request->text());
-    return grpc::Status::OK;
+    return say(*request, *reply);
+  }
+};
+
+// --callback-only: every method a callback method, so the server has no sync pollers beside
+// gRPC's callback threads (bench/stream_vs_grpc.sh: one pinned core, no idle threads competing).
+class callback_echo_service final : public ringtest::Echo::CallbackService {
+  grpc::ServerBidiReactor<ringtest::EchoRequest, ringtest::EchoReply>* Chat(grpc::CallbackServerContext*) override {
+    return new chat_reactor();
+  }
+  grpc::ServerUnaryReactor* Say(grpc::CallbackServerContext* context, const ringtest::EchoRequest* request,
+                                ringtest::EchoReply* reply) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(say(*request, *reply));
+    return reactor;
   }
 };
 
@@ -104,14 +168,21 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before gRPC's threads start, so they inherit it
 
-  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
-  echo_service service;
+  const bool callback_only = argc > 1 && std::string(argv[1]) == "--callback-only";
+  const int first = callback_only ? 2 : 1;
+  const int threads = argc > first ? std::atoi(argv[first]) : 2;
+  echo_service sync_service;
+  callback_echo_service callback_service;
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, threads);
+  if (callback_only) {
+    builder.RegisterService(&callback_service);
+  } else {
+    builder.RegisterService(&sync_service);
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, threads);
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::fprintf(stderr, "grpc_echo_server: cannot listen on 127.0.0.1\n");

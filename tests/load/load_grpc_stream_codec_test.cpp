@@ -72,6 +72,7 @@ class chat_server {
   }
   void consume(std::size_t n) { nghttp2_session_consume(_s, stream, n); }
   void reset(std::uint32_t code) { nghttp2_submit_rst_stream(_s, NGHTTP2_FLAG_NONE, stream, code); }
+  void goaway(std::uint32_t code) { nghttp2_submit_goaway(_s, NGHTTP2_FLAG_NONE, stream, code, nullptr, 0); }
 
   std::int32_t stream = 0;
   std::string data;  // the request body read, prefixes included
@@ -131,9 +132,10 @@ struct parsed {
 };
 
 struct grpc_stream_fixture : ::testing::Test {
-  void make(std::uint32_t depth = 4, std::string message = "hello") {
+  void make(std::uint32_t depth = 4, std::string message = "hello", std::uint32_t max_reply_bytes = 64u << 20) {
     codec_options o;
     o.stream = true;
+    o.max_reply_bytes = max_reply_bytes;
     o.stream_depth = depth;
     o.payload.assign(reinterpret_cast<const std::byte*>(message.data()),
                      reinterpret_cast<const std::byte*>(message.data()) + message.size());
@@ -148,7 +150,10 @@ struct grpc_stream_fixture : ::testing::Test {
   // does (a reply at a time from the front), then writes what it owes (acks, WINDOW_UPDATE).
   parsed round_trip() {
     server->receive(out);
-    const std::vector<std::byte> bytes = server->send();
+    return parse(server->send());
+  }
+  // The codec parses `bytes` (what the server sent, or hand-built frames) and writes what it owes.
+  parsed parse(const std::vector<std::byte>& bytes) {
     last_bytes = bytes;
     parsed p;
     std::span<const std::byte> in(bytes);
@@ -178,6 +183,22 @@ struct grpc_stream_fixture : ::testing::Test {
   std::vector<std::byte> last_bytes;  // what the server sent in the last round trip
   std::uint64_t seq = 0;
 };
+
+// One HTTP/2 frame, built by hand: what nghttp2's server session would refuse to send.
+void put_frame(std::vector<std::byte>& out, std::uint8_t type, std::uint8_t flags, std::uint32_t stream,
+               const std::string& payload) {
+  const std::size_t n = payload.size();
+  const std::uint8_t h[9] = {static_cast<std::uint8_t>(n >> 16), static_cast<std::uint8_t>(n >> 8),
+                             static_cast<std::uint8_t>(n), type, flags, static_cast<std::uint8_t>(stream >> 24),
+                             static_cast<std::uint8_t>(stream >> 16), static_cast<std::uint8_t>(stream >> 8),
+                             static_cast<std::uint8_t>(stream)};
+  for (const std::uint8_t b : h) out.push_back(static_cast<std::byte>(b));
+  for (const char c : payload) out.push_back(static_cast<std::byte>(c));
+}
+
+std::string be32(std::uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+}
 
 // Whether `bytes` (whole frames) hold a DATA frame with the PADDED flag.
 bool has_padded_data(const std::vector<std::byte>& bytes) {
@@ -300,6 +321,96 @@ TEST_F(grpc_stream_fixture, a_reply_message_over_max_body_is_reply_too_large) {
   round_trip();
   server->write(framed("12345"));
   EXPECT_EQ(round_trip().lost_as, "reply_too_large");
+  EXPECT_TRUE(progress().failed);
+  EXPECT_EQ(progress().end_kind, "reply_too_large");
+}
+
+// nghttp2 ends the session on a connection error and ignores the rest of the input; the message
+// after it in the same bytes must not be counted, and the parse that holds the error says so.
+TEST_F(grpc_stream_fixture, a_window_update_past_2_to_the_31_loses_the_connection_in_that_parse) {
+  make();
+  write(2);
+  round_trip();
+  std::vector<std::byte> bytes;
+  put_frame(bytes, NGHTTP2_WINDOW_UPDATE, 0, 0, be32(0x7fffffff));
+  put_frame(bytes, NGHTTP2_DATA, 0, 1, framed("a"));
+  const parsed p = parse(bytes);
+  EXPECT_TRUE(p.answered.empty());
+  EXPECT_EQ(p.lost_as, "h2_flow_control_error");
+  EXPECT_TRUE(progress().failed);
+  EXPECT_EQ(progress().end_kind, "h2_flow_control_error");
+}
+
+TEST_F(grpc_stream_fixture, data_past_our_window_is_a_flow_control_error_not_a_protocol_error) {
+  make(4, "hello", 4u << 20);
+  write(2);
+  round_trip();
+  // We grant 1 MiB and queue a WINDOW_UPDATE at half of it, which opens the window at once in
+  // nghttp2's count; the next one waits for that to be sent. So without a write between, 1.5 MiB
+  // fills the window: one message of 2 MiB, then an echo, both in the parse of the overflow.
+  constexpr std::size_t window = 1u << 20;
+  std::string body = framed(std::string(2 * window, 'x')) + framed("a");
+  std::vector<std::byte> bytes;
+  for (std::size_t at = 0; at < body.size(); at += 16384) put_frame(bytes, NGHTTP2_DATA, 0, 1, body.substr(at, 16384));
+  const parsed p = parse(bytes);
+  EXPECT_TRUE(p.answered.empty());
+  EXPECT_EQ(p.lost_as, "h2_flow_control_error");
+  EXPECT_EQ(progress().end_kind, "h2_flow_control_error");
+}
+
+// A stream error nghttp2 finds itself is answered with its RST_STREAM, and the stream closes only
+// when that goes out, in write_pending(): the engine then sees failed && !ended and ends it.
+TEST_F(grpc_stream_fixture, a_reset_nghttp2_sends_fails_the_stream_on_the_write) {
+  make();
+  write(1);
+  round_trip();
+  std::vector<std::byte> bytes;
+  put_frame(bytes, NGHTTP2_WINDOW_UPDATE, 0, 1, be32(0x7fffffff));
+  EXPECT_TRUE(parse(bytes).error.empty());
+  EXPECT_TRUE(progress().failed);
+  EXPECT_FALSE(progress().ended);
+  EXPECT_EQ(progress().end_kind, "h2_flow_control_error");
+}
+
+TEST_F(grpc_stream_fixture, a_goaway_with_an_error_is_counted_by_its_code) {
+  make();
+  write(1);
+  round_trip();
+  server->goaway(NGHTTP2_ENHANCE_YOUR_CALM);
+  EXPECT_EQ(round_trip().lost_as, "h2_goaway_enhance_your_calm");
+  EXPECT_EQ(progress().end_kind, "h2_goaway_enhance_your_calm");
+}
+
+TEST_F(grpc_stream_fixture, a_graceful_goaway_half_closes_once_everything_is_answered) {
+  make();
+  write(2);
+  round_trip();
+  server->write(framed("a"));
+  server->goaway(NGHTTP2_NO_ERROR);
+  EXPECT_EQ(round_trip().answered, (std::vector<std::uint64_t>{0}));
+  EXPECT_FALSE(progress().half_closed);  // one message still unanswered
+  server->write(framed("b"));
+  EXPECT_EQ(round_trip().answered, (std::vector<std::uint64_t>{1}));
+  EXPECT_TRUE(progress().half_closed);
+  server->finish("0");
+  const parsed end = round_trip();
+  EXPECT_TRUE(server->half_closed);
+  EXPECT_TRUE(end.error.empty()) << end.error;
+  EXPECT_TRUE(progress().ended);
+  EXPECT_FALSE(progress().failed);
+}
+
+// The final DATA frame (END_STREAM, no trailers) is fed whole: without its pad length byte and
+// padding, or the reader takes the pad length for a message flag.
+TEST_F(grpc_stream_fixture, a_padded_final_data_frame_is_read_without_its_padding) {
+  make();
+  write(1);
+  round_trip();
+  std::vector<std::byte> bytes;
+  put_frame(bytes, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_PADDED, 1,
+            std::string(1, '\x14') + framed("a") + std::string(20, '\0'));
+  EXPECT_EQ(parse(bytes).lost_as, "grpc_no_status");
+  EXPECT_EQ(progress().end_kind, "grpc_no_status");
 }
 
 }  // namespace

@@ -4,8 +4,9 @@
 # each), the open loop (-R messages/s in total), -n counted by the server itself, messages larger
 # than the server's HTTP/2 window (they wait for its WINDOW_UPDATE, counted as credit waits), a
 # stream the server ends with an error status (a stream failure of that kind), one it does not
-# serve (stopped early), and a server killed mid-run (connection_lost). Counts only, never
-# timings: the machine is shared.
+# serve (stopped early), a server killed mid-run (connection_lost), a stream nghttp2 resets itself
+# (the connection ends at once, by the code) and a graceful GOAWAY (half-closed, ended OK,
+# reconnected). Counts only, never timings: the machine is shared.
 # Usage: load_grpc_stream_test.sh ringrpc-load grpc_echo_server echo.proto
 # Exit 77 (skipped) when python3 is missing or io_uring is unusable.
 set -u
@@ -35,8 +36,10 @@ if [ "$rc" -ne 0 ] || [ "$got" != "(True, {}, 4, 0, {}, 'int', True)" ]; then
 else
   ok "closed loop: $(json_field closed.json 'j["calls_ok"]') messages echoed on 4 gRPC streams, none failed"
 fi
-[ "$(json_field closed.json 'j["latency_us"]["p50"] <= j["latency_us"]["p99"] <= j["latency_us"]["max"]')" = True ] ||
-  fail "closed.json's latency_us is not ordered"
+# Each message's latency runs from its own send to its own answer (FIFO matching): none is zero,
+# and none exceeds the 2 s the run lasted (one timed from a wrong or unset send time would).
+[ "$(json_field closed.json '0 < j["latency_us"]["p50"] and j["latency_us"]["max"] < 2e6')" = True ] ||
+  fail "closed.json's latency_us is out of (0, 2 s): $(json_field closed.json 'j["latency_us"]')"
 grep -q 'streams opened  *4$' closed.out || { fail "the summary does not show the streams:"; cat closed.out >&2; }
 
 # --- open loop: 2,000 messages/s in total over 4 streams, of the empty message (no --proto) ------
@@ -56,8 +59,8 @@ run_load big --stream -c 2 -P 4 --duration 1s --warmup 0 --payload-file big.bin 
 expect_run big '(j["calls_ok"] > 0, j["errors"], j["streams_failed"], j["stream_credit_waits"] > 0)' \
   "(True, {}, 0, True)" "200 KB messages wait for the server's window (credit waits counted), none lost"
 
-# --- -n counts messages; the server counts the same, on the streams opened ---------------------
-start_server "$work/counted" "$grpc_server" 1 || { fail "the second grpc_echo_server did not start"; exit 1; }
+# --- -n counts messages; the server counts the same, on the streams opened (--callback-only) ---
+start_server "$work/counted" "$grpc_server" --callback-only || { fail "the second grpc_echo_server did not start"; exit 1; }
 cpid=$server_pid
 run_load count --stream -c 2 -P 4 -n 1000 "${hello[@]}" --json count.json "grpc://127.0.0.1:$listen_port/ringtest.Echo/Chat"
 stop_pid "$cpid"
@@ -114,6 +117,86 @@ if [ "$rc" -ne 3 ] || [ "$got" != "(True, 2, {'connection_lost': 2}, True)" ]; t
 else
   ok "server killed mid-run -> 3: 2 streams failed as connection_lost"
 fi
+
+# --- a stream nghttp2 resets itself (its window overflowed): the connection ends at once ---------
+# A hand-made server: SETTINGS, then a WINDOW_UPDATE that takes stream 1's window past 2^31-1.
+# nghttp2 answers with RST_STREAM, and the stream closes only as that goes out (on a write): the
+# connection must end there, counted by the code, not idle until --timeout.
+cat >overflow.py <<'PY'
+import socket, struct, sys, threading
+def serve(c):
+    with c:
+        c.recv(65536)  # the preface, SETTINGS, HEADERS of stream 1 and its first DATA
+        c.sendall(struct.pack(">I", 0)[1:] + b"\x04\x00" + b"\0" * 4                    # SETTINGS
+                  + struct.pack(">I", 4)[1:] + b"\x08\x00" + struct.pack(">II", 1, 0x7fffffff))  # WINDOW_UPDATE
+        while c.recv(65536):
+            pass
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print(f"listening on 127.0.0.1:{s.getsockname()[1]}", flush=True)
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+PY
+start_server "$work/overflow" python3 overflow.py || { fail "overflow.py did not start"; exit 1; }
+opid=$server_pid
+run_load reset --stream -c 1 -P 1 --duration 1s --warmup 0 --timeout 800ms "${hello[@]}" --json reset.json \
+  "grpc://127.0.0.1:$listen_port/ringtest.Echo/Chat"
+stop_pid "$opid"
+got=$(json_field reset.json '(list(j["errors"]), list(j["stream_failures"]))')
+if [ "$got" != "(['h2_flow_control_error'], ['h2_flow_control_error'])" ]; then
+  fail "a stream nghttp2 reset: exit $rc, (error kinds, stream failure kinds) = $got, expected h2_flow_control_error only:"
+  cat reset.err reset.out >&2
+else
+  ok "a stream nghttp2 reset (its window overflowed) ends the connection as h2_flow_control_error, no timeout"
+fi
+
+# --- a graceful GOAWAY: the client half-closes once all is answered, and reconnects without error
+# A hand-made echo: it writes back each DATA frame of the call, sends GOAWAY(NO_ERROR) after 40
+# echoed messages, and ends the call with grpc-status 0 on the client's END_STREAM, then closes.
+cat >goaway.py <<'PY'
+import socket, struct, threading
+def frame(t, f, sid, p=b""):
+    return struct.pack(">I", len(p))[1:] + bytes([t, f]) + struct.pack(">I", sid) + p
+def serve(c):
+    with c:
+        buf, echoed, goaway = b"", 0, False
+        c.sendall(frame(4, 0, 0))  # SETTINGS
+        while True:
+            got = c.recv(65536)
+            if not got:
+                return
+            buf += got
+            if buf.startswith(b"PRI * HTTP/2.0"):
+                buf = buf[24:]
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, t, f, sid = int.from_bytes(buf[:3], "big"), buf[3], buf[4], int.from_bytes(buf[5:9], "big")
+                payload, buf = buf[9:9 + n], buf[9 + n:]
+                if t == 1:
+                    c.sendall(frame(1, 4, sid, b"\x88"))  # HEADERS :status 200
+                if t == 0 and payload:
+                    c.sendall(frame(0, 0, sid, payload))
+                    echoed += payload.count(b"hello")
+                    if echoed >= 40 and not goaway:
+                        goaway = True
+                        c.sendall(frame(7, 0, 0, struct.pack(">II", sid, 0)))
+                if t == 0 and f & 1:
+                    c.sendall(frame(1, 5, sid, b"\x00\x0bgrpc-status\x010"))  # trailers, END_STREAM
+                    c.shutdown(socket.SHUT_WR)
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print(f"listening on 127.0.0.1:{s.getsockname()[1]}", flush=True)
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+PY
+start_server "$work/goaway" python3 goaway.py || { fail "goaway.py did not start"; exit 1; }
+gpid=$server_pid
+run_load goaway --stream -c 1 -P 4 -n 200 --timeout 2s "${hello[@]}" --json goaway.json \
+  "grpc://127.0.0.1:$listen_port/ringtest.Echo/Chat"
+stop_pid "$gpid"
+expect_run goaway '(j["calls_ok"], j["errors"], j["streams_opened"] >= 5, j["streams_failed"])' "(200, {}, True, 0)" \
+  "a graceful GOAWAY every 40 messages: half-closed, ended OK and reconnected, no error"
 
 # The first server is still well after all that.
 run_load after --stream -c 1 -P 1 --duration 500ms --warmup 0 "${hello[@]}" --json after.json "$url"

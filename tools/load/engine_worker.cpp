@@ -151,6 +151,14 @@ void worker::mark_dead(conn_state& c) noexcept {
 
 void worker::flush(conn_state& c) {
   tx_batch& b = c.batch[c.filling];
+  if (const stream_control* s = c.dead || c.codec == nullptr ? nullptr : c.codec->stream();
+      s != nullptr && s->progress().failed && !s->progress().ended) {
+    // The stream failed while its codec wrote (nghttp2 reset it as the frames went out, or the
+    // call could not be opened): no reply will say so, so the connection ends here, counted by
+    // the stream's kind.
+    lose(c, s->progress().end_kind, now_ns());
+    return;
+  }
   if (c.tls != nullptr && !c.out.in_flight() && !c.dead && !c.tls->wrap(b.bytes)) {
     // OpenSSL refused to seal (or ran out of memory): the requests never left.
     lose(c, "tls_seal", now_ns());

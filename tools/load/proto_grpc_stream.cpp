@@ -103,6 +103,7 @@ class grpc_stream_codec final : public connection_codec, public stream_control {
     nghttp2_session_callbacks_set_on_header_callback(cbs, &grpc_stream_codec::on_header);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &grpc_stream_codec::on_close);
     nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, &grpc_stream_codec::on_invalid);
+    nghttp2_session_callbacks_set_before_frame_send_callback(cbs, &grpc_stream_codec::before_send);
   }
 
   // The call's HEADERS, with a body that nghttp2 reads from _pending as the windows allow. No
@@ -113,7 +114,11 @@ class grpc_stream_codec final : public connection_codec, public stream_control {
     nghttp2_data_provider body{};
     body.read_callback = &grpc_stream_codec::read_body;
     _stream_id = nghttp2_submit_request(_session, nullptr, _headers.data(), _headers.size(), &body, this);
-    // A fresh session always has stream id 1 to give; failing that the stream is counted lost.
+    if (_stream_id < 0) {
+      // Out of memory, or a header nghttp2 refuses: nothing went out, and no reply will say so.
+      // The engine sees failed && !ended after this write and ends the connection.
+      mark_lost(std::string("HTTP/2: the call could not be opened: ") + nghttp2_strerror(_stream_id), "h2_submit");
+    }
   }
 
   static ssize_t read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
@@ -138,17 +143,30 @@ class grpc_stream_codec final : public connection_codec, public stream_control {
     return r;
   }
 
-  // The server broke the stream's rules: the connection goes down and the stream counts as
-  // failed "protocol", not as a lost connection.
-  reply violation(std::string what) {
+  // Every path that ends the connection goes through here, so the stream is counted under the
+  // same kind as its calls in flight (count_stream() reads end_kind), not as connection_lost. An
+  // end the server already gave (an error status, a reset) keeps its kind.
+  void mark_lost(const std::string& what, const std::string& kind) {
+    if (_progress.failed) return;
     _progress.failed = true;
-    _progress.end_kind = "protocol";
+    _progress.end_kind = kind;
     _progress.end_message = what;
-    return fail(std::move(what), "protocol");
+  }
+  reply lose(std::string what, std::string kind) {
+    mark_lost(what, kind);
+    return fail(std::move(what), std::move(kind));
+  }
+  // The server broke the stream's rules: failed "protocol", not a lost connection.
+  reply violation(std::string what) { return lose(std::move(what), "protocol"); }
+  reply not_h2(std::string what) {
+    mark_lost(what, "protocol");
+    return fail(std::move(what));
   }
 
   std::size_t split(std::span<const std::byte> in, bool& message_end);
+  void feed_final_data(std::span<const std::byte> payload, std::uint8_t flags);
   reply after_feed(std::size_t used, bool message_end);
+  reply session_broken();
   reply on_end(std::size_t used);
   void end(std::string kind, std::string message);
 
@@ -158,6 +176,12 @@ class grpc_stream_codec final : public connection_codec, public stream_control {
   static int on_close(nghttp2_session*, std::int32_t id, std::uint32_t error_code, void* user);
   static int on_invalid(nghttp2_session*, const nghttp2_frame*, int lib_error_code, void* user) {
     static_cast<grpc_stream_codec*>(user)->_invalid_code = code_of(lib_error_code);
+    return 0;
+  }
+  // Our GOAWAY's code is the connection error nghttp2 found (DATA past our window reaches no
+  // on_invalid callback: nghttp2 terminates the session directly).
+  static int before_send(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    if (frame->hd.type == NGHTTP2_GOAWAY) static_cast<grpc_stream_codec*>(user)->_goaway_sent_code = frame->goaway.error_code;
     return 0;
   }
 
@@ -184,6 +208,7 @@ class grpc_stream_codec final : public connection_codec, public stream_control {
   bool _goaway = false;
   std::uint32_t _goaway_error = NGHTTP2_NO_ERROR;
   std::uint32_t _invalid_code = 0;
+  std::uint32_t _goaway_sent_code = NGHTTP2_NO_ERROR;
   stream_progress _progress;
 };
 
@@ -231,9 +256,7 @@ std::size_t grpc_stream_codec::split(std::span<const std::byte> in, bool& messag
     }
     if (in.size() - used < frame_header_bytes + length) break;
     used += frame_header_bytes + length;
-    if (type == frame_data) {
-      _messages.feed(in.subspan(used - length, length));  // counted with the end, not answered
-    }
+    if (type == frame_data) feed_final_data(in.subspan(used - length, length), flags);
     if ((flags & flag_end_stream) != 0 || type == NGHTTP2_RST_STREAM || type == NGHTTP2_GOAWAY ||
         type == NGHTTP2_CONTINUATION) {
       break;  // what may end the stream is looked at before anything after it
@@ -242,14 +265,29 @@ std::size_t grpc_stream_codec::split(std::span<const std::byte> in, bool& messag
   return used;
 }
 
+// A DATA frame of the stream with END_STREAM, fed whole: its messages, without the pad length
+// byte and the padding (a pad length past the frame is nghttp2's to reject: nothing is fed).
+void grpc_stream_codec::feed_final_data(std::span<const std::byte> payload, std::uint8_t flags) {
+  if ((flags & flag_padded) != 0) {
+    if (payload.empty()) return;
+    const std::size_t pad = static_cast<std::uint8_t>(payload[0]);
+    if (1 + pad > payload.size()) return;
+    payload = payload.subspan(1, payload.size() - 1 - pad);
+  }
+  _messages.feed(payload);  // counted with the end, not answered
+}
+
 reply grpc_stream_codec::parse_reply(std::span<const std::byte> in) {
+  if (_stream_id < 0) return lose(_progress.end_message, _progress.end_kind);  // the open failed
   if (in.size() >= frame_header_bytes && _frame_left == 0) {
     const auto* h = reinterpret_cast<const std::uint8_t*>(in.data());
     const std::size_t length = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+    // No kind on the reply (the stream's is "protocol"): the engine then diagnoses a first
+    // reply that is not HTTP/2 at all (an HTTP/1.1 server's answer reads as a huge frame).
     if (length > max_frame_payload) {
-      return fail("HTTP/2 frame of " + std::to_string(length) + " bytes over the 16384 allowed");
+      return not_h2("HTTP/2 frame of " + std::to_string(length) + " bytes over the 16384 allowed");
     }
-    if (!_seen_frame && h[3] != NGHTTP2_SETTINGS) return fail("the server's first HTTP/2 frame is not SETTINGS");
+    if (!_seen_frame && h[3] != NGHTTP2_SETTINGS) return not_h2("the server's first HTTP/2 frame is not SETTINGS");
   }
   bool message_end = false;
   const std::size_t used = split(in, message_end);
@@ -257,7 +295,7 @@ reply grpc_stream_codec::parse_reply(std::span<const std::byte> in) {
   _seen_frame = true;
   const ssize_t fed = nghttp2_session_mem_recv(_session, reinterpret_cast<const std::uint8_t*>(in.data()), used);
   if (fed < 0) {
-    return fail(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(fed)),
+    return lose(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(fed)),
                 "h2_" + code_name(code_of(static_cast<int>(fed))));
   }
   return after_feed(used, message_end);
@@ -267,29 +305,53 @@ reply grpc_stream_codec::parse_reply(std::span<const std::byte> in) {
 // the engine counts.
 reply grpc_stream_codec::after_feed(std::size_t used, bool message_end) {
   if (_messages.error() != nullptr) {
-    if (_messages.too_large()) return fail(std::string(_messages.error()), "reply_too_large");
+    if (_messages.too_large()) return lose(std::string(_messages.error()), "reply_too_large");
     return violation(std::string("the reply messages: ") + _messages.error());
   }
   if (_goaway_error != NGHTTP2_NO_ERROR) {
-    return fail("HTTP/2: the server sent GOAWAY " + std::string(nghttp2_http2_strerror(_goaway_error)),
+    return lose("HTTP/2: the server sent GOAWAY " + std::string(nghttp2_http2_strerror(_goaway_error)),
                 "h2_goaway_" + code_name(_goaway_error));
   }
-  if (!_goaway && nghttp2_session_want_read(_session) == 0) {
-    const std::uint32_t code = _invalid_code != 0 ? _invalid_code : std::uint32_t{NGHTTP2_PROTOCOL_ERROR};
-    return fail("HTTP/2: the server's frames broke the session: " + std::string(nghttp2_http2_strerror(code)),
-                "h2_" + code_name(code));
+  // nghttp2 found a connection error in these bytes (a WINDOW_UPDATE past 2^31-1, DATA past our
+  // window): it queued a GOAWAY and ignores the rest of the input, while split() goes on cutting
+  // messages out of it. Whatever this parse holds after the error is not an answer.
+  if (!_goaway && (nghttp2_session_check_request_allowed(_session) == 0 || nghttp2_session_want_read(_session) == 0)) {
+    return session_broken();
   }
   if (_end_seen && !_progress.ended) return on_end(used);
   reply r;
   r.consumed = used;
   r.close_after = _goaway;  // a graceful GOAWAY: no more messages on this connection
   r.status = reply_status::no_reply;
-  if (!message_end) return r;
-  _progress.opened = true;
-  if (_answered == _sent) return violation("the server sent more messages than it was sent");
-  r.status = reply_status::ok;
-  r.seq = _answered++;
+  if (message_end) {
+    _progress.opened = true;
+    if (_answered == _sent) return violation("the server sent more messages than it was sent");
+    r.status = reply_status::ok;
+    r.seq = _answered++;
+  }
+  if (_goaway && _answered == _sent && !_half_close_wanted && _stream_id > 0) {
+    // A graceful GOAWAY: no message is issued here any more (close_after), so half-close now
+    // that all are answered; the server ends the call OK and closes, and the engine reconnects
+    // without an error instead of idling until the end of the run.
+    _half_close_wanted = true;
+    nghttp2_session_resume_data(_session, _stream_id);  // the END_STREAM goes with the next write
+  }
   return r;
+}
+
+// The connection error nghttp2 found, by the code of the GOAWAY it sends for it: that frame
+// goes out only on a send, so it is made here (and dropped: the engine shuts the socket on this
+// reply). Any frame still queued (a WINDOW_UPDATE) goes with it, unsent, as harmless.
+reply grpc_stream_codec::session_broken() {
+  const stream_progress kept = _progress;  // the send may close the stream: its end is this error
+  const std::uint8_t* data = nullptr;
+  while (nghttp2_session_mem_send(_session, &data) > 0) {
+  }
+  _progress = kept;
+  std::uint32_t code = _goaway_sent_code;
+  if (code == NGHTTP2_NO_ERROR) code = _invalid_code != 0 ? _invalid_code : std::uint32_t{NGHTTP2_PROTOCOL_ERROR};
+  return lose("HTTP/2: the server's frames broke the session: " + std::string(nghttp2_http2_strerror(code)),
+              "h2_" + code_name(code));
 }
 
 // The end after our half-close with every message answered and grpc-status 0 is the normal one.
