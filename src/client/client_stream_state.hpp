@@ -25,6 +25,7 @@
 namespace ringrpc::detail {
 
 class client_loop;
+struct client_chain_run;
 struct client_conn;
 struct pending;
 
@@ -39,6 +40,9 @@ struct client_stream_state {
   client_conn* conn = nullptr;
   std::size_t admitted_bytes = 0;  // the open's share of conn->pending_bytes, given back at the end
   std::int64_t deadline_ns = 0;    // steady clock; 0 = none
+  // The client's interceptors that saw the open (client_interceptors.hpp): their after_call
+  // runs once, at the loop's end_stream. Null when the client has none.
+  std::shared_ptr<client_chain_run> intercepted;
 
   // --- The loop thread's alone.
   std::shared_ptr<client_stream_state> loop_ref;  // while in the connection's table
