@@ -26,9 +26,10 @@
 /// closed (which may race with the handle's operations) its streams have ended.
 ///
 /// A stream holds one of its client's max_pending_calls from open_stream() until its end, and
-/// its id comes from the same space as the client's call ids. Not yet: client interceptors (a
-/// client with interceptors refuses to open streams), call_options::parent and cancel tokens,
-/// streams on a channel.
+/// its id comes from the same space as the client's call ids. The client's interceptors
+/// (client_options::interceptors) see the open, which they may add metadata to or refuse, and
+/// the end, once (ringrpc/interceptor.hpp, "Streams"). Not yet: call_options::parent and cancel
+/// tokens, streams on a channel.
 
 #include <chrono>
 #include <cstddef>
