@@ -35,7 +35,8 @@
 /// hook). before_call runs on the open as on a call — on a server with the open's context
 /// (method, metadata, peer, deadline; payload() a server stream's request), on a client with the
 /// open's method, request, metadata and timeout — and a refusal ends the stream with its status
-/// before anything else happens (a server's factory does not run; a client sends nothing).
+/// before anything else happens (a server's factory does not run; a client sends nothing). A
+/// server interceptor's annotations reach the stream's handler (server_stream::annotation).
 /// after_call runs once, when the stream ends however it ends, with its final status: one record
 /// per stream. The end has gone to the caller by then, so a throw from it is dropped. Details in
 /// docs/services.md, "Interceptors on streams".

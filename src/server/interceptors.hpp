@@ -71,6 +71,9 @@ class intercepted_stream {
   /// the client already: a throw is dropped.
   void end(const server_interceptors& chain, std::string_view method, std::uint64_t id, status final_status,
            const peer_identity* peer) noexcept;
+  /// The annotations the open's interceptors attached, taken for the stream's handles
+  /// (server_stream::annotation).
+  std::vector<metadata_entry> take_notes() noexcept { return std::move(_notes.items); }
 
  private:
   std::uint32_t _ran = 0;
@@ -79,8 +82,6 @@ class intercepted_stream {
   // The open's metadata as a small encoded frame, for the end's metadata_view (which reads a
   // wire vector); empty when the open had none or memory ran out (the end then shows none).
   std::vector<std::byte> _metadata_frame;
-  // Annotations reach the later interceptors' before_call; a stream's handler has no context
-  // to read them from (server_stream has no annotation()), so nothing reads them after the open.
   call_annotations _notes;
 };
 

@@ -367,7 +367,11 @@ bool stream_state::intercept_open() noexcept {
   }
   call_context ctx(*_open, &_core);
   const call_verdict v = _intercepted->open(_core.options().interceptors, ctx, *_open, _metadata);
-  if (v.refused()) end(v.code(), v.message(), true);  // by_handler: no on_cancel, there is no handler
+  if (v.refused()) {
+    end(v.code(), v.message(), true);  // by_handler: no on_cancel, there is no handler
+    return false;
+  }
+  _annotations = _intercepted->take_notes();
   return !ended();
 }
 

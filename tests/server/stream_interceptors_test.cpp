@@ -1,6 +1,6 @@
 // Interceptors around streams (ringrpc/interceptor.hpp, "Streams") over real loopback: a server
 // interceptor refuses an open with its status and the factory never runs; it reads the open's
-// metadata as the handler does; its after_call sees each stream's final status once, whoever
+// metadata as the handler does, and annotates the open for the handler; its after_call sees each stream's final status once, whoever
 // ended it (the handler, the client's cancel, the deadline). A client interceptor adds metadata
 // to an open, refuses one, and sees each stream's end once.
 
@@ -66,6 +66,7 @@ struct auth_interceptor final : server_interceptor {
     if (call.metadata().find("token").value_or("") != "good") {
       return call_verdict::refuse(status::permission_denied, "no good token");
     }
+    call.annotate("user", "user-" + std::string(call.metadata().find("who").value_or("?")));
     return call_verdict::proceed();
   }
   void after_call(const server_call_summary& done) override {
@@ -113,7 +114,8 @@ class stream_interceptors : public ::testing::Test {
     // Server stream: "who" as the handler sees it, then the count asked for.
     srv->add_stream_method("count", stream_kind::server, [this](server_stream& s, std::span<const std::byte> req) {
       factories.fetch_add(1);
-      EXPECT_EQ(s.write("who=" + find(s.metadata(), "who")), write_result::ok);
+      EXPECT_EQ(s.write("who=" + find(s.metadata(), "who") + " " + std::string(s.annotation("user").value_or("-"))),
+                write_result::ok);
       auto h = std::make_unique<count_handler>(std::stoi(text_of(req)));
       h->start(s);
       return h;
@@ -163,10 +165,10 @@ TEST_F(stream_interceptors, a_refused_open_ends_the_stream_with_the_refusal_and_
   EXPECT_TRUE(eventually([&] { return srv->stats()[server_counter::streams_open] == 0; }));
 }
 
-TEST_F(stream_interceptors, interceptors_and_the_handler_read_the_same_metadata_and_the_end_is_seen_once) {
+TEST_F(stream_interceptors, the_handler_reads_the_metadata_and_annotations_and_the_end_is_seen_once) {
   client_stream s =
       c->open_stream("count", stream_kind::server, bytes_of("3"), with({{"token", "good"}, {"who", "alice"}}));
-  EXPECT_EQ(read_text(s), "who=alice");
+  EXPECT_EQ(read_text(s), "who=alice user-alice");  // metadata, and the auth's annotation
   for (const char* want : {"0", "1", "2"}) EXPECT_EQ(read_text(s), want);
   const call_result r = s.finish(10s);
   EXPECT_TRUE(r.ok()) << r.message;
@@ -231,7 +233,7 @@ TEST_F(stream_interceptors, a_client_interceptor_adds_metadata_the_server_sees_a
   o.interceptors = {std::make_shared<client_side>(client_log)};
   client cc = client::connect("127.0.0.1", srv->port(), o);
   client_stream s = cc.open_stream("count", stream_kind::server, bytes_of("2"));
-  EXPECT_EQ(read_text(s), "who=carol");
+  EXPECT_EQ(read_text(s), "who=carol user-carol");
   const call_result r = s.finish(10s);
   EXPECT_TRUE(r.ok()) << r.message;
   EXPECT_TRUE(eventually([&] { return client_log.count() >= 1; }));
