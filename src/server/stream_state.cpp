@@ -367,6 +367,9 @@ bool stream_state::intercept_open() noexcept {
   }
   call_context ctx(*_open, &_core);
   const call_verdict v = _intercepted->open(_core.options().interceptors, ctx, *_open, _metadata);
+  // The open's call is done with: an on_cancel hook an interceptor added to it never runs (the
+  // stream's cancellation is its handler's on_cancel), and the hub leaves the shard's registry.
+  _core.close_hub(*_open);
   if (v.refused()) {
     end(v.code(), v.message(), true);  // by_handler: no on_cancel, there is no handler
     return false;
