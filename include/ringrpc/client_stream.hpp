@@ -27,8 +27,9 @@
 ///
 /// A stream holds one of its client's max_pending_calls from open_stream() until its end, and
 /// its id comes from the same space as the client's call ids. A channel opens streams on one of
-/// its members' connections (channel::open_stream) and hands out the same handle. Not yet:
-/// client interceptors (a client with interceptors refuses to open streams),
+/// its members' connections (channel::open_stream) and hands out the same handle. The client's
+/// interceptors (client_options::interceptors) see the open, which they may add metadata to or
+/// refuse, and the end, once (ringrpc/interceptor.hpp, "Streams"). Not yet:
 /// call_options::parent and cancel tokens.
 
 #include <chrono>

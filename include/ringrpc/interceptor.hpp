@@ -29,6 +29,17 @@
 ///
 /// Interceptors are shared by every thread that runs calls: their methods must be thread-safe
 /// (usually by keeping no mutable state, or per-thread or atomic state).
+///
+/// Streams: interceptors see a stream's open and its end, not its messages (gRPC's stream
+/// interceptors wrap the stream; these keep the call's interface, which has no per-message
+/// hook). before_call runs on the open as on a call — on a server with the open's context
+/// (method, metadata, peer, deadline; payload() a server stream's request), on a client with the
+/// open's method, request, metadata and timeout — and a refusal ends the stream with its status
+/// before anything else happens (a server's factory does not run; a client sends nothing). A
+/// server interceptor's annotations reach the stream's handler (server_stream::annotation).
+/// after_call runs once, when the stream ends however it ends, with its final status: one record
+/// per stream. The end has gone to the caller by then, so a throw from it is dropped. Details in
+/// docs/services.md, "Interceptors on streams".
 
 #include <chrono>
 #include <cstdint>
@@ -106,7 +117,9 @@ struct server_call_summary {
 /// worker for pool endpoints, the connection's reader thread for direct ones, whichever thread
 /// drains a serial endpoint's inbox — so it sees the same thread-local state the handler does.
 /// It runs for every call from a client that reaches its endpoint (plain methods, endpoints,
-/// typed services, whatever the dispatch policy), and not for calls refused before that (bad
+/// typed services, whatever the dispatch policy) and each stream's open and end (the file's
+/// "Streams": after_call then runs on the stream's callbacks' thread after on_done, `code` the
+/// final status, `end - start` the stream's life), and not for calls refused before that (bad
 /// metadata, authorizers, bearer tokens, a full queue, a deadline passed or a cancel received
 /// while queued, a stopping server), local posts (server::post) or connection events.
 class server_interceptor {
@@ -161,7 +174,8 @@ struct client_call_summary {
 };
 
 /// Wraps every call (and one-way message) of a client (client_options::interceptors) or
-/// channel (channel_options::interceptors).
+/// channel (channel_options::interceptors), and each stream a client opens (its open, in
+/// open_stream(), and its end, on the I/O thread; see the file's "Streams").
 ///
 /// Threads: before_call runs on the thread making the call, inside call_async()/call()/
 /// send_one_way(). after_call runs where the call's callback runs, just before it: the

@@ -249,9 +249,9 @@ class server {
   /// A streaming method (ringrpc/stream.hpp, docs/design/streams.md): each StreamOpen of
   /// `name` with this `kind` makes a handler with `factory`, on the method's pool. Policy as
   /// add_method's, except that `direct` runs on the default pool (a stream's callbacks may
-  /// wait for credit, never on the reader). Same errors as add_method, and std::logic_error
-  /// on a server with interceptors (server_options::interceptors): they do not run on streams
-  /// yet, and a stream they cannot see must not open where they decide who may call.
+  /// wait for credit, never on the reader). Same errors as add_method. The server's
+  /// interceptors (server_options::interceptors) see each stream's open, which they may refuse,
+  /// and its end (ringrpc/interceptor.hpp, "Streams").
   void add_stream_method(std::string name, stream_kind kind, stream_factory factory);
 
   /// Local one-way messages (Spark's send / postToAll): delivered to receive() through the

@@ -223,7 +223,8 @@ deferred_result<Reply> defer_reply(call_context& call) {
 /// "Service.Method" reach it). Same errors as server::register_endpoint.
 /// A service with streaming methods (ringrpc/typed_stream.hpp) also registers each of them as
 /// a stream method "Service.Method" (server::add_stream_method, which `options` do not apply
-/// to; a server with interceptors refuses them, and then nothing stays registered).
+/// to; if one is refused, e.g. for a name taken, nothing stays registered). Server interceptors
+/// see their opens and ends as they see calls (ringrpc/interceptor.hpp).
 template <class Service>
 void register_service(server& s, std::shared_ptr<Service> impl, endpoint_options options = {}) {
   s.register_endpoint(Service::service_name, impl, std::move(options));

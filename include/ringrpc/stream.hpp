@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -96,6 +97,11 @@ class server_stream {
   /// call_context::peer() says for a call; null for nobody. Lives as long as the stream's
   /// handles, whatever becomes of the connection.
   const peer_identity* peer() const noexcept;
+  /// A note a server interceptor attached to the open (call_context::annotate in its
+  /// before_call: an authenticated user, a tenant), as call_context::annotation gives a call's
+  /// handler; nullopt when there is none (always, on a server without interceptors). Lives as
+  /// long as the stream's handles.
+  std::optional<std::string_view> annotation(std::string_view key) const noexcept;
   /// Time left before the client's deadline (negative once passed); max() when none was set.
   std::chrono::nanoseconds remaining() const noexcept;
   /// True once the stream has ended, whoever ended it (the handler, a cancel, the deadline,

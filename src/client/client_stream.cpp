@@ -13,6 +13,7 @@
 
 #include "client/call_deadline.hpp"
 #include "client/client_access.hpp"
+#include "client/client_interceptors.hpp"
 #include "client/client_loop.hpp"
 #include "client/client_stream_state.hpp"
 #include "client/request_encoder.hpp"
@@ -291,13 +292,27 @@ client_stream detail::client_access::open_stream(client& c, std::string_view met
     return ringrpc::ended_stream(kind, e, code, why);
   };
   if (conn == nullptr) return refuse(call_error::client_closed, status::cancelled, "client is closed");
-  if (conn->interceptors) {
-    return refuse(call_error::intercepted, status::unimplemented,
-                  "streams do not run client interceptors yet: a client with interceptors opens no streams");
-  }
   const detail::call_deadline d = detail::call_deadline::of(options.timeout, conn->default_timeout, nullptr);
   if (d.expired) {
     return refuse(call_error::timeout, status::deadline_exceeded, "deadline passed before the stream was opened; not sent");
+  }
+  // The interceptors see the open as they see a call (client_interceptors.hpp): they may add
+  // to its metadata, or refuse it; those that saw it see its end once (the loop's end_stream).
+  std::shared_ptr<detail::client_chain_run> run;
+  std::vector<metadata_entry> intercepted_metadata;
+  std::span<const metadata_entry> open_metadata = options.metadata;
+  if (conn->interceptors) [[unlikely]] {
+    run = std::make_shared<detail::client_chain_run>();
+    run->chain = conn->interceptors;
+    intercepted_metadata = options.metadata;
+    const auto budget = options.timeout.count() > 0 ? options.timeout : conn->default_timeout;
+    run->before(method, kind == stream_kind::server ? request : std::span<const std::byte>{}, intercepted_metadata,
+                budget, false);
+    if (run->refused) {
+      run->after_then(run->refusal(), 0, nullptr);
+      return refuse(call_error::intercepted, run->code, run->message);
+    }
+    open_metadata = intercepted_metadata;
   }
   // The window announced is the one enforced: both within the wire's maxima (stream_credit.hpp).
   const auto window_messages = static_cast<std::uint32_t>(
@@ -319,7 +334,7 @@ client_stream detail::client_access::open_stream(client& c, std::string_view met
   f.stream_kind = static_cast<std::uint8_t>(kind);
   f.credit_messages = state->receive.window_messages();
   f.credit_bytes = state->receive.window_bytes();
-  const detail::metadata_to_send md{conn->metadata, options.metadata};
+  const detail::metadata_to_send md{conn->metadata, open_metadata};
   if (!md.defaults.empty() || !md.pairs.empty()) f.metadata_out = &md;
   try {
     detail::encode_request(f, p->frame);
@@ -340,9 +355,11 @@ client_stream detail::client_access::open_stream(client& c, std::string_view met
   if (!conn->admit(p->frame.size())) {
     loop.recycle(p);
     loop.recycle(notice);
-    return refuse(call_error::client_busy, status::resource_exhausted,
-                  "client_busy: the connection's max_pending_calls or max_pending_bytes "
-                  "(client_options) is reached; a stream holds one call until its end");
+    constexpr std::string_view busy =
+        "client_busy: the connection's max_pending_calls or max_pending_bytes (client_options) is reached; a "
+        "stream holds one call until its end";
+    if (run) run->after_then(detail::local_end(call_error::client_busy, status::resource_exhausted, busy), 0, nullptr);
+    return refuse(call_error::client_busy, status::resource_exhausted, busy);
   }
   state->id = p->id;
   state->loop = &loop;
@@ -351,6 +368,7 @@ client_stream detail::client_access::open_stream(client& c, std::string_view met
   state->deadline_ns = d.at_ns;
   state->end_notice = notice;
   state->opener_hold = std::move(hold);
+  state->intercepted = std::move(run);
   state->loop_ref = state;  // the loop's reference, dropped at the stream's end (end_stream)
   p->stream = state.get();
   loop.post(p);

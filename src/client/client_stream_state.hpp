@@ -25,6 +25,7 @@
 namespace ringrpc::detail {
 
 class client_loop;
+struct client_chain_run;
 struct client_conn;
 struct pending;
 
@@ -43,6 +44,9 @@ struct client_stream_state {
   // member connection and its outstanding count (channel_streams.cpp); null for a client's own
   // streams. The loop's alone once the open is posted: end_stream releases it.
   std::shared_ptr<void> opener_hold;
+  // The client's interceptors that saw the open (client_interceptors.hpp): their after_call
+  // runs once, at the loop's end_stream. Null when the client has none.
+  std::shared_ptr<client_chain_run> intercepted;
 
   // --- The loop thread's alone.
   std::shared_ptr<client_stream_state> loop_ref;  // while in the connection's table

@@ -8,6 +8,7 @@
 #include "client/client_loop.hpp"
 
 #include "base/tcp_keepalive.hpp"
+#include "client/client_interceptors.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -31,6 +32,17 @@ void keep_alive_for_streams(client_conn* c) noexcept {
   if (c->keepalive_on) return;
   c->keepalive_on = true;
   (void)enable_keepalive(c->fd, std::chrono::seconds(60), std::chrono::seconds(10), 6);
+}
+
+// The stream's one end, as its interceptors' after_call sees it (on this thread, as calls'
+// after_call runs where their callback does). The end is the handle's already: a throw is dropped.
+void intercepted_end(client_stream_state& s, const call_outcome& o) noexcept {
+  const std::shared_ptr<client_chain_run> run = std::move(s.intercepted);
+  try {
+    run->after_then(o, 1, nullptr);
+  } catch (...) {
+    // after_then turns throws into an outcome; only its copies can throw, and nobody waits on it.
+  }
 }
 
 }  // namespace
@@ -200,13 +212,33 @@ void client_loop::end_stream(client_conn* c, client_stream_state* s, const call_
   c->pending_bytes.fetch_sub(s->admitted_bytes, std::memory_order_relaxed);
   s->opener_hold.reset();
   pending* unused_notice = nullptr;
+  bool first_end = false;
+  call_result handle_end;  // the end the handle set first (cancel), for the interceptors
   {
     const std::lock_guard lock(s->mu);
-    s->end_with(o);  // no-op when the handle ended it first (cancel)
+    first_end = s->end_with(o);  // no-op when the handle ended it first (cancel)
     unused_notice = std::exchange(s->end_notice, nullptr);
+    if (!first_end && s->intercepted) {
+      handle_end.error = s->end.error;
+      handle_end.code = s->end.code;
+      try {
+        handle_end.message = s->end.message;
+      } catch (const std::bad_alloc&) {
+        // The end keeps its error and code.
+      }
+    }
   }
   if (unused_notice != nullptr) put_pending(unused_notice);
   if (tell_server && !c->dead) send_cancel(c, s->id);
+  if (s->intercepted) {
+    call_outcome last;
+    if (!first_end) {
+      last.error = handle_end.error;
+      last.code = handle_end.code;
+      last.message = handle_end.message;
+    }
+    intercepted_end(*s, first_end ? o : last);
+  }
 }
 
 void client_loop::end_all_streams(client_conn* c, call_error e, status code, std::string_view why) noexcept {

@@ -6,6 +6,7 @@
 #include "server/interceptors.hpp"
 
 #include <exception>
+#include <new>
 #include <string>
 
 #include "base/clock.hpp"
@@ -54,12 +55,19 @@ server_call_summary summary_of(const call& c, bool deferred) noexcept {
   return s;
 }
 
-// after_call for interceptors [0, count) in reverse; the first throw's message, else empty.
-// Interceptors after a throw still run (each sees the status as it is then).
-template <class OnThrow>
-void run_after(const server_interceptors& chain, call& c, bool deferred, OnThrow&& on_throw) noexcept {
-  server_call_summary s = summary_of(c, deferred);
-  for (std::uint32_t i = c.intercepted_count; i-- > 0;) {
+bool wants_timing(const server_interceptors& chain) noexcept {
+  for (const auto& in : chain) {
+    if (in && in->wants_timing()) return true;
+  }
+  return false;
+}
+
+// after_call for interceptors [0, ran) in reverse with `s`; on a throw, `on_throw` gets its
+// message and `refresh` the status as it is then. Interceptors after a throw still run.
+template <class OnThrow, class Refresh>
+void run_after(const server_interceptors& chain, std::uint32_t ran, server_call_summary& s, OnThrow&& on_throw,
+               Refresh&& refresh) noexcept {
+  for (std::uint32_t i = ran; i-- > 0;) {
     server_interceptor* in = chain[i].get();
     if (in == nullptr) continue;
     try {
@@ -70,48 +78,54 @@ void run_after(const server_interceptors& chain, call& c, bool deferred, OnThrow
       } catch (...) {
         // No memory for the message: the status set before stands.
       }
-      s.code = c.answer_status;
+      refresh(s);
     }
   }
 }
 
+template <class OnThrow>
+void run_after(const server_interceptors& chain, call& c, bool deferred, OnThrow&& on_throw) noexcept {
+  server_call_summary s = summary_of(c, deferred);
+  run_after(chain, c.intercepted_count, s, on_throw, [&](server_call_summary& now) { now.code = c.answer_status; });
+}
+
 }  // namespace
 
-intercepted_call::intercepted_call(const server_interceptors& chain, call_context& ctx, call& c) noexcept
-    : _chain(chain) {
-  bool timed = false;
+call_verdict intercepted_call::run_before(const server_interceptors& chain, call_context& ctx,
+                                          call_annotations& notes, std::uint32_t& ran) noexcept {
+  ctx._notes = &notes;
   for (const auto& in : chain) {
-    if (in && in->wants_timing()) {
-      timed = true;
-      break;
-    }
-  }
-  c.intercept_start_ns = timed ? now_ns() : 0;
-  c.answer_status = status::ok;  // one-way traffic may never set it
-  ctx._notes = &_notes;
-  for (const auto& in : chain) {
-    ++c.intercepted_count;
+    ++ran;
     if (!in) continue;
     try {
       call_verdict v = in->before_call(ctx);
-      if (v.refused()) {
-        ctx.fail(v.code(), v.message());
-        _admitted = false;
-        return;
-      }
+      if (v.refused()) return v;
     } catch (...) {
       try {
-        ctx.fail(status::internal, threw_message(std::current_exception()));
+        return call_verdict::refuse(status::internal, threw_message(std::current_exception()));
       } catch (...) {
-        // Out of memory even for the error frame: the caller gets the empty default reply's
-        // replacement below, `internal` without a message.
-        try {
-          ctx.fail(status::internal, {});
-        } catch (...) {
-        }
+        // Out of memory even for the message: `internal` without one.
+        return call_verdict::refuse(status::internal, {});
       }
-      _admitted = false;
-      return;
+    }
+  }
+  return call_verdict::proceed();
+}
+
+intercepted_call::intercepted_call(const server_interceptors& chain, call_context& ctx, call& c) noexcept
+    : _chain(chain) {
+  c.intercept_start_ns = wants_timing(chain) ? now_ns() : 0;
+  c.answer_status = status::ok;  // one-way traffic may never set it
+  const call_verdict v = run_before(chain, ctx, _notes, c.intercepted_count);
+  if (!v.refused()) return;
+  _admitted = false;
+  try {
+    ctx.fail(v.code(), v.message());
+  } catch (...) {
+    // Out of memory for the error frame: `internal` without a message.
+    try {
+      ctx.fail(status::internal, {});
+    } catch (...) {
     }
   }
 }
@@ -127,6 +141,43 @@ void deferred_complete(const server_interceptors& chain, call& c) noexcept {
     if (c.purpose == call_purpose::request) encode_error(c, status::internal, message);
   });
   c.intercepted_count = 0;
+}
+
+// --- streams
+
+call_verdict intercepted_stream::open(const server_interceptors& chain, call_context& ctx, call& open,
+                                      std::span<const metadata_entry> metadata) noexcept {
+  _received_ns = open.received_ns;
+  _start_ns = wants_timing(chain) ? now_ns() : 0;
+  if (!metadata.empty()) {
+    try {
+      const metadata_to_send pairs{{}, metadata};
+      frame_view f;
+      f.kind = wire::Kind::StreamOpen;
+      f.metadata_out = &pairs;
+      thread_encoder().encode_into(f, _metadata_frame);
+    } catch (const std::bad_alloc&) {
+      _metadata_frame.clear();
+    }
+  }
+  return intercepted_call::run_before(chain, ctx, _notes, _ran);
+}
+
+void intercepted_stream::end(const server_interceptors& chain, std::string_view method, std::uint64_t id,
+                             status final_status, const peer_identity* peer) noexcept {
+  server_call_summary s;
+  s.method = method;
+  s.call_id = id;
+  s.code = final_status;
+  if (!_metadata_frame.empty()) {
+    s.metadata = metadata_view(flatbuffers::GetSizePrefixedRoot<wire::Frame>(_metadata_frame.data())->metadata());
+  }
+  s.peer = peer;
+  s.received = at(_received_ns);
+  s.start = _start_ns != 0 ? at(_start_ns) : s.received;
+  s.end = _start_ns != 0 ? at(now_ns()) : s.received;
+  run_after(chain, _ran, s, [](const std::string&) {}, [](server_call_summary&) {});
+  _ran = 0;
 }
 
 }  // namespace ringrpc::detail

@@ -376,12 +376,6 @@ void server::add_stream_method(std::string name, stream_kind kind, stream_factor
   if (kind != stream_kind::server && kind != stream_kind::client && kind != stream_kind::bidi) {
     throw std::invalid_argument("stream method '" + name + "' has no valid stream kind");
   }
-  // Interceptors may be what authorizes a call: a stream they cannot see yet must not open.
-  if (!_core->options().interceptors.empty()) {
-    throw std::logic_error("stream method '" + name +
-                           "': server interceptors do not run on streams yet, so a server with "
-                           "interceptors takes no stream methods (docs/design/streams.md)");
-  }
   endpoint_options o;
   o.policy = _core->options().default_policy;
   if (const endpoint_options* c = _core->endpoint_override(name)) o = *c;

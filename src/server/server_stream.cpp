@@ -61,6 +61,14 @@ std::span<const metadata_entry> server_stream::metadata() const noexcept {
 }
 const peer_identity* server_stream::peer() const noexcept { return _state ? _state->peer() : nullptr; }
 
+std::optional<std::string_view> server_stream::annotation(std::string_view key) const noexcept {
+  if (!_state) return std::nullopt;
+  for (const auto& e : _state->annotations()) {
+    if (e.key == key) return std::string_view(e.value);
+  }
+  return std::nullopt;
+}
+
 std::chrono::nanoseconds server_stream::remaining() const noexcept {
   if (!_state || _state->deadline_ns() == 0) return std::chrono::nanoseconds::max();
   return std::chrono::nanoseconds(_state->deadline_ns() - detail::now_ns());

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "ringrpc/call_context.hpp"
 #include "server/answer.hpp"
 #include "server/connection.hpp"
 #include "server/server_core.hpp"
@@ -342,13 +343,39 @@ void stream_state::guarded(F&& f) noexcept {
 }
 
 void stream_state::run_open(server_stream& handle) noexcept {
-  if (!ended()) {  // else cancelled (or expired) before it ran: no handler at all
+  // Ended before it ran (cancelled, expired): no handler, and no interceptor saw it, as for a
+  // call refused in its queue.
+  if (!ended() && (_core.options().interceptors.empty() || intercept_open())) {
     std::unique_ptr<stream_handler> h;
     guarded([&] { h = (*_factory)(handle, _request); });
     _handler = std::move(h);
     if (!_handler) end(status::internal, "the stream's factory made no handler", true);
   }
   release_open();
+}
+
+// The interceptors see the open as they see a call, on the open's own call (its method,
+// metadata, peer, deadline); a refusal ends the stream with its status before the factory runs.
+// False: the stream has ended (refused, out of memory, or ended meanwhile).
+bool stream_state::intercept_open() noexcept {
+  try {
+    _intercepted = std::make_unique<intercepted_stream>();
+  } catch (const std::bad_alloc&) {
+    _core.note_out_of_memory();
+    end(status::resource_exhausted, "server is out of memory", true);
+    return false;
+  }
+  call_context ctx(*_open, &_core);
+  const call_verdict v = _intercepted->open(_core.options().interceptors, ctx, *_open, _metadata);
+  // The open's call is done with: an on_cancel hook an interceptor added to it never runs (the
+  // stream's cancellation is its handler's on_cancel), and the hub leaves the shard's registry.
+  _core.close_hub(*_open);
+  if (v.refused()) {
+    end(v.code(), v.message(), true);  // by_handler: no on_cancel, there is no handler
+    return false;
+  }
+  _annotations = _intercepted->take_notes();
+  return !ended();
 }
 
 // The open call has done its part (the factory read its request): it goes back through the
@@ -446,6 +473,9 @@ void stream_state::run_signals(server_stream& handle) noexcept {
     guarded([&] { _handler->on_done(final_status); });
   }
   _handler.reset();
+  // One record per stream for the interceptors that saw its open, with its final status.
+  if (_intercepted) _intercepted->end(_core.options().interceptors, _method, _id, final_status, _peer.get());
+  _intercepted.reset();
   _done = true;
   // The address's slot first: once the server's count (the open_streams gauge) says a stream
   // is gone, both of its slots are.

@@ -23,6 +23,7 @@
 #include "ringrpc/stream.hpp"
 #include "server/address_streams.hpp"
 #include "server/call.hpp"
+#include "server/interceptors.hpp"
 #include "server/response_metadata.hpp"
 #include "wire/stream_credit.hpp"
 
@@ -93,6 +94,8 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   std::int64_t deadline_ns() const noexcept { return _deadline_ns; }
   std::span<const metadata_entry> metadata() const noexcept { return _metadata; }
   const peer_identity* peer() const noexcept { return _peer.get(); }
+  /// Written once by the lane before the factory runs (which every handle's user comes after).
+  std::span<const metadata_entry> annotations() const noexcept { return _annotations; }
 
  private:
   // The lane's items besides the received calls: the open (the factory) and a poke that makes
@@ -113,6 +116,7 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   static void drain_entry(pool_task* t) noexcept;
   void drain() noexcept;
   void run_open(server_stream& handle) noexcept;
+  bool intercept_open() noexcept;
   void run_message(server_stream& handle, call* m) noexcept;
   void run_signals(server_stream& handle) noexcept;
   void take_received(server_stream& handle, call* m) noexcept;
@@ -145,6 +149,8 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   std::atomic<bool> _poke_queued{false};
   std::atomic<std::uint8_t> _signals{0};
   std::unique_ptr<stream_handler> _handler;
+  std::unique_ptr<intercepted_stream> _intercepted;  // the server has interceptors and they saw the open
+  std::vector<metadata_entry> _annotations;  // the open's interceptors' (call_context::annotate)
   bool _done = false;
   std::shared_ptr<address_streams::count> _from_address;  // see hold_address_slot
   // Received calls waiting while reading is paused, oldest first, linked by call::wq_next (a

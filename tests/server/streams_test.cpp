@@ -16,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "ringrpc/interceptor.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/stream.hpp"
 #include "server/builtin_methods.hpp"
@@ -956,19 +955,6 @@ TEST(streams_caps, an_open_request_is_released_once_the_factory_ran) {
   const got g = read_one(s);
   EXPECT_EQ(g.code, status::cancelled) << g.message;
   srv.stop();
-}
-
-// Interceptors may be a server's authorization: until they run on streams, a server with
-// interceptors refuses stream methods rather than let streams past them.
-TEST(streams_caps, a_server_with_interceptors_takes_no_stream_methods) {
-  server_options o = test::threads(1, 1);
-  o.interceptors.push_back(std::make_shared<server_interceptor>());
-  server srv(o);
-  EXPECT_THROW(srv.add_stream_method("s", stream_kind::bidi,
-                                     [](server_stream&, std::span<const std::byte>) {
-                                       return std::make_unique<stream_handler>();
-                                     }),
-               std::logic_error);
 }
 
 // --- the built-in streaming methods of ringrpc-server (server/builtin_streams.cpp)
