@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gen_test_ringrpc.hpp"
 #include "ringrpc/channel.hpp"
@@ -192,13 +193,22 @@ class failing_allocator final : public flatbuffers::DefaultAllocator {
   bool armed = false;
 };
 
-// A reply whose Finish() needs more room than its builder has: where that happens depends on
-// how FlatBuffers grows its buffer, so try each text length until one does.
-std::size_t text_that_outgrows_the_buffer() {
+// A reply followed by `padding` bytes nothing points to (FlatBuffers allows them), aligned to 32:
+// Finish() then pads the buffer to 32 too, which the buffer's room may not hold.
+flatbuffers::Offset<StreamReply> reply_with_padding(flatbuffers::FlatBufferBuilder& fbb, std::size_t padding) {
+  auto root = CreateStreamReplyDirect(fbb, 0, "x");
+  fbb.ForceVectorAlignment(padding, 1, 32);
+  fbb.CreateVector(std::vector<std::uint8_t>(padding));
+  return root;
+}
+
+// A padding after which Finish() outgrows the buffer: where that is depends on how FlatBuffers
+// grows its buffer, so try each until one does.
+std::size_t padding_that_outgrows_the_buffer() {
   for (std::size_t n = 0; n < 1024; ++n) {
     failing_allocator a;
     flatbuffers::FlatBufferBuilder fbb(64, &a);
-    auto root = CreateStreamReplyDirect(fbb, 0, std::string(n, 'x').c_str());
+    auto root = reply_with_padding(fbb, n);
     a.armed = true;
     try {
       fbb.Finish(root);
@@ -213,14 +223,14 @@ std::size_t text_that_outgrows_the_buffer() {
 // Finish(); returns the stream's end as the client sees it.
 template <class Send>
 call_result run_out_of_memory(stream_kind kind, Send send) {
-  const std::size_t n = text_that_outgrows_the_buffer();
+  const std::size_t n = padding_that_outgrows_the_buffer();
   EXPECT_NE(n, 0u);
   server srv(test::threads(1, 1));
   srv.add_stream_method("Oom.Send", kind, [&](server_stream& raw, auto) -> std::unique_ptr<stream_handler> {
     typed_server_stream<StreamReply> typed(raw);
     failing_allocator a;
     flatbuffers::FlatBufferBuilder fbb(64, &a);
-    auto root = CreateStreamReplyDirect(fbb, 0, std::string(n, 'x').c_str());
+    auto root = reply_with_padding(fbb, n);
     a.armed = true;
     send(typed, fbb, root);
     return nullptr;
