@@ -233,7 +233,8 @@ class typed_stream_adapter final : public stream_handler {
   std::size_t _alignment;
 };
 
-/// Registers one typed stream method of `impl` on `s`. `open` makes the typed handler: for a
+/// Registers one typed stream method on `r.target` and records its name in `r.added` (for
+/// register_service to take it back if a later one fails). `open` makes the typed handler: for a
 /// server stream it gets the verified request (a request that does not verify fails the
 /// stream with bad_request and `open` does not run), for the others none.
 template <class Request, class Reply, class Open>

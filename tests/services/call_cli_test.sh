@@ -167,8 +167,7 @@ stdin="$work/typed.in" expect typedunarystdin 2 err "is a unary call" "$addr" ca
 # Blank lines are skipped on a typed stream; a client stream that ends with no answer prints nothing.
 printf '{"text": "one"}\n\n  \n{"text": "two"}\n' >"$work/blank.in"
 stdin="$work/blank.in" expect typedblank 0 out '^\{"index": 2,"text": "two"\}$' "$addr" call Streamer.Collect --stdin
-printf '\n\n' >"$work/blankonly.in"
-stdin="$work/blankonly.in" run typednoanswer "$addr" call Streamer.Collect --stdin
+stdin=/dev/null run typednoanswer "$addr" call Streamer.Collect --stdin
 [ $rc -eq 0 ] && [ ! -s "$work/typednoanswer.out" ] ||
   fail "call Streamer.Collect with no message: exit $rc, printed '$(cat "$work/typednoanswer.out")'; expected 0 and nothing"
 # A schema without the streaming kinds: the server's refusal names the kind, and the stream opens.
