@@ -219,6 +219,15 @@ deferred_result<Reply> defer_reply(call_context& call) {
   return deferred_result<Reply>(call.defer());
 }
 
+namespace detail {
+/// What register_service hands a generated service's ringrpc_add_streams: the server, and the
+/// stream methods added so far, so that a failure part-way can remove exactly those again.
+struct stream_registrar {
+  server& target;
+  std::vector<std::string> added;
+};
+}  // namespace detail
+
 /// Registers a generated service implementation under its service name (no dots; calls to
 /// "Service.Method" reach it). Same errors as server::register_endpoint.
 /// A service with streaming methods (ringrpc/typed_stream.hpp) also registers each of them as
@@ -228,10 +237,13 @@ deferred_result<Reply> defer_reply(call_context& call) {
 template <class Service>
 void register_service(server& s, std::shared_ptr<Service> impl, endpoint_options options = {}) {
   s.register_endpoint(Service::service_name, impl, std::move(options));
-  if constexpr (requires { Service::ringrpc_add_streams(s, impl); }) {
+  if constexpr (requires(detail::stream_registrar& r) { Service::ringrpc_add_streams(r, impl); }) {
+    detail::stream_registrar r{s, {}};
     try {
-      Service::ringrpc_add_streams(s, impl);
+      Service::ringrpc_add_streams(r, impl);
     } catch (...) {
+      // Only what this call added: a taken name belongs to whoever registered it first.
+      for (const std::string& name : r.added) s.unregister_endpoint(name);
       s.unregister_endpoint(Service::service_name);
       throw;
     }

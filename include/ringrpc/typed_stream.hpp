@@ -35,6 +35,11 @@ namespace ringrpc {
 
 /// A typed stream as its server-side handler sees it: server_stream with messages of type
 /// Reply. Copyable and thread-safe, as server_stream is (every copy names the same stream).
+/// Lifetimes: the `typed_server_stream<Reply>&` a generated service's method gets, and a server
+/// stream's `const Request&`, are valid only until that method returns (the first is a local of
+/// the stream's factory, the second points into a request released after the open). A handler
+/// that writes later keeps a copy of the stream (`typed_server_stream<Reply> s = stream;`) and of
+/// what it needs from the request, not the references.
 template <class Reply>
 class typed_server_stream {
  public:
@@ -44,16 +49,29 @@ class typed_server_stream {
   /// Finishes `fbb` with `root` and writes it (server_stream::write: ok, would_block with
   /// on_writable() to follow, closed). `fbb` is cleared either way: a message that was not
   /// taken is built again when the handler retries.
+  /// Out of memory finishing `fbb` ends the stream with `resource_exhausted` "server is out of
+  /// memory" and returns closed, as server_stream::write does when it cannot take a message.
   write_result write(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<Reply> root) noexcept {
-    const write_result r = _raw.write(detail::finish(fbb, root));
+    write_result r = write_result::closed;
+    try {
+      r = _raw.write(detail::finish(fbb, root));
+    } catch (...) {
+      out_of_memory();
+    }
     fbb.Clear();
     return r;
   }
   /// Ends the stream with status ok.
   bool finish() noexcept { return _raw.finish(); }
   /// Ends the stream with status ok and `root` as its answer (a client stream's one reply).
+  /// Out of memory finishing `fbb` ends it with `resource_exhausted` instead and returns false.
   bool finish(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<Reply> root) noexcept {
-    const bool ended = _raw.finish(detail::finish(fbb, root));
+    bool ended = false;
+    try {
+      ended = _raw.finish(detail::finish(fbb, root));
+    } catch (...) {
+      out_of_memory();
+    }
     fbb.Clear();
     return ended;
   }
@@ -63,6 +81,10 @@ class typed_server_stream {
   server_stream& raw() noexcept { return _raw; }
 
  private:
+  // fbb.Finish() throws only what its allocator throws, out of memory: the message is lost, so
+  // the stream cannot go on (std::terminate through noexcept would take the whole server).
+  void out_of_memory() noexcept { _raw.fail(status::resource_exhausted, "server is out of memory"); }
+
   server_stream _raw;
 };
 
@@ -211,12 +233,15 @@ class typed_stream_adapter final : public stream_handler {
   std::size_t _alignment;
 };
 
-/// Registers one typed stream method of `impl` on `s`. `open` makes the typed handler: for a
+/// Registers one typed stream method on `r.target` and records its name in `r.added` (for
+/// register_service to take it back if a later one fails). `open` makes the typed handler: for a
 /// server stream it gets the verified request (a request that does not verify fails the
 /// stream with bad_request and `open` does not run), for the others none.
 template <class Request, class Reply, class Open>
-void add_typed_stream(server& s, const typed_method& m, stream_kind kind, std::size_t alignment, Open open) {
-  s.add_stream_method(
+void add_typed_stream(stream_registrar& r, const typed_method& m, stream_kind kind, std::size_t alignment,
+                      Open open) {
+  r.added.reserve(r.added.size() + 1);  // so that recording the name cannot fail once it is added
+  r.target.add_stream_method(
       m.full_name, kind,
       [m, kind, alignment, open = std::move(open)](server_stream& raw,
                                                   std::span<const std::byte> request) -> std::unique_ptr<stream_handler> {
@@ -238,6 +263,7 @@ void add_typed_stream(server& s, const typed_method& m, stream_kind kind, std::s
         if (!h) return nullptr;
         return std::make_unique<typed_stream_adapter<Request, Reply>>(raw, std::move(h), m, alignment);
       });
+  r.added.emplace_back(m.full_name);
 }
 
 /// The answer of a stream method the implementation did not override.

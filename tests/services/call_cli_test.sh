@@ -164,6 +164,16 @@ stdin="$work/badtyped.in" expect typedbadline 2 err 'not a valid ringrpc\.test\.
 stdin="$work/typed.in" expect typedserverstdin 2 err "'Streamer\.Generate' is a server stream" \
   "$addr" call Streamer.Generate --stdin
 stdin="$work/typed.in" expect typedunarystdin 2 err "is a unary call" "$addr" call TestService.Echo --stdin
+# Blank lines are skipped on a typed stream; a client stream that ends with no answer prints nothing.
+printf '{"text": "one"}\n\n  \n{"text": "two"}\n' >"$work/blank.in"
+stdin="$work/blank.in" expect typedblank 0 out '^\{"index": 2,"text": "two"\}$' "$addr" call Streamer.Collect --stdin
+stdin=/dev/null run typednoanswer "$addr" call Streamer.Collect --stdin
+[ $rc -eq 0 ] && [ ! -s "$work/typednoanswer.out" ] ||
+  fail "call Streamer.Collect with no message: exit $rc, printed '$(cat "$work/typednoanswer.out")'; expected 0 and nothing"
+# A schema without the streaming kinds: the server's refusal names the kind, and the stream opens.
+sed 's/ (streaming: "[a-z]*")//' "$schema" >"$work/nokinds.fbs"
+expect typedrefusal 0 out '^\{"index": 1,"text": "k"\}$' \
+  "$addr" call Streamer.Generate --schema "$work/nokinds.fbs" -I "$(dirname "$schema")" -d '{"count": 2, "text": "k"}'
 expect typedschema 0 out '^\{"index": 1,"text": ""\}$' "$addr" call Streamer.Generate --schema "$schema" -d '{"count": 2}'
 stdin=
 

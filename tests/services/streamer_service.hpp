@@ -48,6 +48,10 @@ class streamer_service final : public Streamer::service {
       _last = m.text() ? m.text()->str() : std::string();
     }
     void on_half_close(stream& s) override {
+      if (_count == 0) {
+        s.finish();  // nothing to answer: ends with no reply (ringrpc-call prints nothing then)
+        return;
+      }
       flatbuffers::FlatBufferBuilder fbb;
       s.finish(fbb, CreateStreamReplyDirect(fbb, _count, _last.c_str()));
     }

@@ -5,12 +5,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gen_test_ringrpc.hpp"
 #include "ringrpc/channel.hpp"
@@ -177,6 +180,101 @@ TEST(typed_streams_client, a_stub_over_a_channel_returns_an_ended_stream) {
   const call_result end = s.finish();
   EXPECT_EQ(end.error, call_error::client_closed);
   EXPECT_THAT(end.message, HasSubstr("streams on a channel are not built yet"));
+}
+
+// An allocator that throws bad_alloc once armed: a Finish() that must grow the buffer then runs
+// out of memory.
+class failing_allocator final : public flatbuffers::DefaultAllocator {
+ public:
+  std::uint8_t* allocate(std::size_t size) override {
+    if (armed) throw std::bad_alloc();
+    return DefaultAllocator::allocate(size);
+  }
+  bool armed = false;
+};
+
+// A reply followed by `padding` bytes nothing points to (FlatBuffers allows them), aligned to 32:
+// Finish() then pads the buffer to 32 too, which the buffer's room may not hold.
+flatbuffers::Offset<StreamReply> reply_with_padding(flatbuffers::FlatBufferBuilder& fbb, std::size_t padding) {
+  auto root = CreateStreamReplyDirect(fbb, 0, "x");
+  fbb.ForceVectorAlignment(padding, 1, 32);
+  fbb.CreateVector(std::vector<std::uint8_t>(padding));
+  return root;
+}
+
+// A padding after which Finish() outgrows the buffer: where that is depends on how FlatBuffers
+// grows its buffer, so try each until one does.
+std::size_t padding_that_outgrows_the_buffer() {
+  for (std::size_t n = 0; n < 1024; ++n) {
+    failing_allocator a;
+    flatbuffers::FlatBufferBuilder fbb(64, &a);
+    auto root = reply_with_padding(fbb, n);
+    a.armed = true;
+    try {
+      fbb.Finish(root);
+    } catch (const std::bad_alloc&) {
+      return n;
+    }
+  }
+  return 0;
+}
+
+// Runs `send` (a typed write or finish) on a stream of `kind` with a builder out of memory at
+// Finish(); returns the stream's end as the client sees it.
+template <class Send>
+call_result run_out_of_memory(stream_kind kind, Send send) {
+  const std::size_t n = padding_that_outgrows_the_buffer();
+  EXPECT_NE(n, 0u);
+  server srv(test::threads(1, 1));
+  srv.add_stream_method("Oom.Send", kind, [&](server_stream& raw, auto) -> std::unique_ptr<stream_handler> {
+    typed_server_stream<StreamReply> typed(raw);
+    failing_allocator a;
+    flatbuffers::FlatBufferBuilder fbb(64, &a);
+    auto root = reply_with_padding(fbb, n);
+    a.armed = true;
+    send(typed, fbb, root);
+    return nullptr;
+  });
+  srv.start();
+  client c = client::connect("127.0.0.1", srv.port());
+  client_stream s = c.open_stream("Oom.Send", kind);
+  call_result end = s.finish(std::chrono::seconds(10));
+  srv.stop();
+  return end;
+}
+
+TEST(typed_streams_server, out_of_memory_in_write_ends_the_stream_with_resource_exhausted) {
+  std::atomic<int> written{-1};
+  const call_result end = run_out_of_memory(stream_kind::server, [&](auto& stream, auto& fbb, auto root) {
+    written = static_cast<int>(stream.write(fbb, root));
+    EXPECT_EQ(fbb.GetSize(), 0u);  // cleared all the same
+  });
+  EXPECT_EQ(written.load(), static_cast<int>(write_result::closed));
+  EXPECT_EQ(end.code, status::resource_exhausted);
+  EXPECT_EQ(end.message, "server is out of memory");
+}
+
+TEST(typed_streams_server, out_of_memory_in_finish_ends_the_stream_with_resource_exhausted) {
+  std::atomic<int> finished{-1};
+  const call_result end = run_out_of_memory(stream_kind::client, [&](auto& stream, auto& fbb, auto root) {
+    finished = stream.finish(fbb, root) ? 1 : 0;
+  });
+  EXPECT_EQ(finished.load(), 0);
+  EXPECT_EQ(end.code, status::resource_exhausted);
+  EXPECT_EQ(end.message, "server is out of memory");
+}
+
+TEST(typed_streams_server, register_service_registers_nothing_when_a_stream_name_is_taken) {
+  server srv(test::threads(1, 1));
+  // Collect comes after Generate: Generate is added before the taken name refuses.
+  srv.add_stream_method(Streamer::Collect_method, stream_kind::client,
+                        [](server_stream&, auto) { return std::make_unique<stream_handler>(); });
+  EXPECT_THROW(register_service(srv, std::make_shared<streamer_service>()), std::invalid_argument);
+  EXPECT_FALSE(srv.unregister_endpoint(Streamer::service_name));
+  EXPECT_FALSE(srv.unregister_endpoint(Streamer::Generate_method));
+  EXPECT_FALSE(srv.unregister_endpoint(Streamer::Echo_method));
+  EXPECT_TRUE(srv.unregister_endpoint(Streamer::Collect_method));  // the first owner's stays
+  EXPECT_NO_THROW(register_service(srv, std::make_shared<streamer_service>()));
 }
 
 TEST(typed_streams_reflection, list_shows_each_methods_kind) {

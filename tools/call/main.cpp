@@ -402,9 +402,8 @@ std::string json_printable(const std::string& json) {
 // A typed stream method: -d's JSON is a server stream's request (or a client or bidi stream's
 // one message), --stdin's lines are one JSON message each, and every message the server sends
 // is printed as JSON on a line of its own.
-int run_typed_stream(session& s, typed_schema& schema, const method_info& m, const std::string& data, bool lines,
-                     typed_schema::json_style style) {
-  const ringrpc::stream_kind kind = kind_from_name(m.streaming).value_or(ringrpc::stream_kind::bidi);
+int run_typed_stream(session& s, typed_schema& schema, const method_info& m, ringrpc::stream_kind kind,
+                     const std::string& data, bool lines, typed_schema::json_style style) {
   if (lines && kind == ringrpc::stream_kind::server) {
     throw tool_error(exit_usage, "'" + m.full_name + "' is a server stream: its client sends one request (-d), not lines (--stdin)");
   }
@@ -431,12 +430,19 @@ int run_call(session& s, const std::string& name, std::string data, bool lines, 
   }
   typed_schema schema = s.schema_for(name.substr(0, dot));
   const method_info& m = schema.method(name);
-  if (!m.streaming.empty()) return run_typed_stream(s, schema, m, data, lines, style);
+  if (!m.streaming.empty()) {
+    const auto kind = kind_from_name(m.streaming).value_or(ringrpc::stream_kind::bidi);
+    return run_typed_stream(s, schema, m, kind, data, lines, style);
+  }
   if (lines) throw tool_error(exit_usage, "--stdin is for stream methods; '" + m.full_name + "' is a unary call (-d)");
   if (data.empty()) data = "{}";
-  const auto request = schema.to_binary(m.request, read_data(data));
+  data = read_data(data);  // once: @- cannot be read again for a stream
+  const auto request = schema.to_binary(m.request, data);
   const ringrpc::call_result r =
       s.call(m.full_name, std::span(reinterpret_cast<const std::byte*>(request.data()), request.size()));
+  // A schema from before the method streamed (or without its kinds) shows a stream as unary:
+  // the server's refusal names the kind, as for an untyped method.
+  if (const auto kind = kind_from_refusal(r)) return run_typed_stream(s, schema, m, *kind, data, false, style);
   if (!r.ok()) throw call_failure(m.full_name, r, s.call_options().timeout);
   const std::string json =
       schema.to_json(m.reply, {reinterpret_cast<const std::uint8_t*>(r.payload.data()), r.payload.size()}, style);

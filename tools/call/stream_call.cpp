@@ -99,6 +99,8 @@ bool send_input(client_stream& s, const stream_input& in) {
   stdin_lines input;
   std::string line;
   while (input.next(s, line)) {
+    // A blank line is no JSON document: a typed stream skips it (an untyped one sends it, empty).
+    if (in.to_wire && line.find_first_not_of(" \t") == std::string::npos) continue;
     if (s.write_wait(decoded(in, line)) != write_result::ok) return false;
   }
   return s.half_close();
@@ -153,8 +155,10 @@ int run_stream(client& c, const std::string& method, stream_kind kind, const str
   if (printing_failed) std::rethrow_exception(printing_failed);
   const call_result r = s.finish();
   if (!r.ok()) throw call_failure(method, r, options.timeout);
-  // A client stream's one answer; any stream may end with a payload too (finish(reply)).
-  if (kind == stream_kind::client || !r.payload.empty()) print_message(r.payload_string(), in);
+  // A client stream's one answer; any stream may end with a payload too (finish(reply)). A typed
+  // stream's handler may finish() without an answer: no bytes are no message to print as JSON.
+  const bool untyped_answer = kind == stream_kind::client && !in.to_line;
+  if (untyped_answer || !r.payload.empty()) print_message(r.payload_string(), in);
   return 0;
 }
 

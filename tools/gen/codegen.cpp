@@ -417,7 +417,7 @@ void write_dispatch(std::ostream& o, const service_desc& s) {
 void write_base_stream(std::ostream& o, const method_desc& m) {
   const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
   o << "  /// The " << m.streaming << " stream " << m.full_name << ": returns its handler (null once it ended the\n"
-    << "  /// stream itself).\n"
+    << "  /// stream itself). `stream` (and a request) are valid until this returns: keep a copy.\n"
     << "  virtual std::unique_ptr<::ringrpc::typed_stream_handler<" << req << ", " << rep << ">> " << m.name
     << "(\n      ::ringrpc::typed_server_stream<" << rep << ">& stream";
   if (m.streaming == "server") o << ", const " << req << "& /*request*/";
@@ -432,7 +432,7 @@ void write_add_streams(std::ostream& o, const service_desc& s) {
       std::any_of(s.methods.begin(), s.methods.end(), [](const method_desc& m) { return !m.streaming.empty(); });
   if (!any_stream) return;
   o << "\n  /// Called by ::ringrpc::register_service: each streaming method as a stream method.\n"
-    << "  static void ringrpc_add_streams(::ringrpc::server& server, std::shared_ptr<service> self) {\n";
+    << "  static void ringrpc_add_streams(::ringrpc::detail::stream_registrar& server, std::shared_ptr<service> self) {\n";
   for (const auto& m : s.methods) {
     if (m.streaming.empty()) continue;
     const std::string req = cpp_type(m.request_type), rep = cpp_type(m.reply_type);
