@@ -2,7 +2,7 @@
 # The README's embedding recipe as a new user follows it: configure with `--prefix` somewhere
 # other than /usr, `meson install`, set PKG_CONFIG_PATH as the README says, then build
 # tests/readme_example.cpp (the README's example; readme_in_sync keeps the two equal) with the
-# README's own g++ line and run it. The program must find libringrpc.so.1 through the rpath the
+# README's own g++ line and run it. The program must find libringrpc.so.2 through the rpath the
 # .pc file gives, with no LD_LIBRARY_PATH and no ldconfig.
 # The core is compiled again (tools, tests, benchmarks, TLS and discovery off) in a fixed
 # directory under the build tree, so a second run is mostly compiler-cache hits.
@@ -53,6 +53,6 @@ out=$(cd "$work/app" && PKG_CONFIG_PATH="$work/prefix$pcpath" && export PKG_CONF
 }
 echo "./main: $out"
 [ "$out" = "hello, ringrpc" ] || fail "./main printed '$out', not 'hello, ringrpc'"
-ldd "$work/app/main" | grep -q "libringrpc.so.1 => $work/prefix/" ||
-  fail "main does not load libringrpc.so.1 from the prefix"
+ldd "$work/app/main" | grep -q "libringrpc.so.2 => $work/prefix/" ||
+  fail "main does not load libringrpc.so.2 from the prefix"
 echo "PASS"
