@@ -158,6 +158,41 @@ TEST(message_template, flatbuffers_fields_take_each_calls_values) {
   EXPECT_THROW((void)typed_template_from_json(schema, type, R"({"values": [{seq}]})"), std::invalid_argument);
 }
 
+// FlatBuffers' JSON takes single quotes and comments, which the placeholder scan does not know.
+TEST(message_template, flatbuffers_refuses_single_quotes_and_comments_with_placeholders) {
+  auto schema = tools::typed_schema::from_file(source_dir() + "/services/gen_test.fbs", {source_dir() + "/services"});
+  const std::string type = "ringrpc.test.EchoRequest";
+  for (const char* json : {R"({"number": {seq}, "text": 'a'})", R"({"number": {seq} // n
+                           })", R"({/* n */ "number": {seq}})"}) {
+    try {
+      (void)typed_template_from_json(schema, type, json);
+      ADD_FAILURE() << json << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("use double-quoted strings and no comments"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW((void)typed_template_from_json(schema, type, R"({"number": {seq}, "text": "it's // fine"})"));
+}
+
+// A proto2 group is framed by tags, not a length: a placeholder there is refused (by
+// grpc_template, or before it by a protobuf whose JSON transcoder cannot write groups, as the
+// one of this build); a required field cleared for a placeholder does not stop the fixed part
+// from being serialized.
+TEST(message_template, protobuf_proto2_groups_and_required_fields) {
+  const std::string dir = ::testing::TempDir() + "msgtpl2_" + std::to_string(::getpid());
+  std::system(("mkdir -p " + dir).c_str());
+  std::ofstream(dir + "/p2.proto") << R"(syntax = "proto2";
+package p2;
+message Req { required int32 id = 1; optional group G = 2 { optional int32 a = 3; } }
+service S { rpc M(Req) returns (Req); }
+)";
+  const std::string proto = dir + "/p2.proto";
+  EXPECT_THROW((void)grpc_template_from_json(proto, {}, "p2.S/M", R"({"id": 1, "g": {"a": {seq}}})"),
+               std::invalid_argument);
+  EXPECT_NO_THROW((void)grpc_template_from_json(proto, {}, "p2.S/M", R"({"id": {seq}})"));
+}
+
 TEST(message_template, a_call_allocates_nothing_once_its_buffer_has_grown) {
   auto schema = tools::typed_schema::from_file(source_dir() + "/services/gen_test.fbs", {source_dir() + "/services"});
   const auto fb = typed_template_from_json(schema, "ringrpc.test.EchoRequest",

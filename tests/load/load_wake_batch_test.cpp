@@ -41,6 +41,23 @@ TEST(WakeBatch, NeverMoreThanAnEighthOfTheCallsInFlight) {
   EXPECT_EQ(one_connection.target(), 1u) << "ping-pong latency is measured reply by reply";
 }
 
+// --conn-ramp down: once connections stop, a batch sized for all of them would wait for more
+// replies than are in flight, each turn then sitting out the cut-off.
+TEST(WakeBatch, ShrinksWithTheCallsThatRampedDown) {
+  std::int64_t now = 1000 * ms;
+  wake_batch w(64, 8);
+  feed(w, now, 1000, 2);
+  ASSERT_EQ(w.target(), 8u);
+  w.drop_calls(48);  // 16 left
+  EXPECT_EQ(w.target(), 2u) << "at once, not after the next measurement";
+  feed(w, now, 1000, 2);
+  EXPECT_EQ(w.target(), 2u);
+  w.drop_calls(100);  // more than are left: none
+  EXPECT_EQ(w.target(), 1u);
+  feed(w, now, 1000, 2);
+  EXPECT_EQ(w.target(), 1u);
+}
+
 TEST(WakeBatch, MaxOfOneTurnsItOff) {
   std::int64_t now = 1000 * ms;
   wake_batch w(1024, 1);

@@ -322,6 +322,7 @@ void worker::retire(conn_state& c, std::int64_t now) {
 // closes it (a FIN the server sees), never to reopen. Its calls were all answered and counted.
 bool worker::ramped_down(conn_state& c, std::int64_t now) {
   if (now < _run.measure_from + c.close_after_ns) return false;
+  leave_wake_batch(c);
   if (c.in_flight == 0) {
     mark_dead(c);
     c.reconnect_at = never;
@@ -414,6 +415,15 @@ void worker::lose(conn_state& c, const std::string& why, std::int64_t now) {
   // returns, or at the reconnection.
   ::shutdown(c.fd, SHUT_RDWR);
   c.reconnect_at = now + 100'000'000;  // 100 ms: do not hammer a server that is going away
+}
+
+// A ramped-down connection's calls will not come back: the wake batch must stop counting them,
+// or a turn waits for replies that cannot come until the cut-off (wake_batch.hpp). Its calls
+// still draining are dropped too, which only makes the batch smaller for a moment.
+void worker::leave_wake_batch(conn_state& c) noexcept {
+  if (c.ramped) return;
+  c.ramped = true;
+  if (_wake != nullptr) _wake->drop_calls(_cfg.depth);
 }
 
 void worker::expire(std::int64_t now) {
@@ -566,6 +576,7 @@ void worker::run() {
   const bool batching = _run.schedule == nullptr && !_cfg.new_connection_per_call;
   wake_batch wake(static_cast<unsigned>(_conns.size()) * _cfg.depth, batching ? _cfg.reply_batch : 1,
                   _cfg.reply_batch_window.count());
+  _wake = &wake;
   std::int64_t drain_until = 0;
   while (turn(wake)) {
     const std::int64_t now = now_ns();
@@ -577,6 +588,7 @@ void worker::run() {
       break;
     }
   }
+  _wake = nullptr;
   count_issued_by_step();
   if (_streams) {
     for (const conn_state& c : _conns) count_stream(c);
@@ -681,7 +693,10 @@ void worker::reconnect_dead(std::int64_t now) {
     if (!c.dead) continue;
     still_dead = true;
     if (c.recv_armed || c.out.in_flight() || now < c.reconnect_at || !issuing(now)) continue;
-    if (c.close_after_ns != 0 && now >= _run.measure_from + c.close_after_ns) continue;  // ramped down
+    if (c.close_after_ns != 0 && now >= _run.measure_from + c.close_after_ns) {
+      leave_wake_batch(c);  // lost before its time came: never reopened
+      continue;             // ramped down
+    }
     ::close(c.fd);
     c.fd = connect_to(*c.endpoint, _cfg.connect_timeout);
     if (c.fd < 0) {

@@ -65,6 +65,7 @@ struct conn_state {
   // --conn-ramp down: from this long after the warm-up it issues no more calls, and closes once
   // those in flight are answered (0: it stays).
   std::int64_t close_after_ns = 0;
+  bool ramped = false;  // past close_after_ns: its calls were taken out of the wake batch's count
   std::unique_ptr<tls_transport> tls;  // TLS targets only: the records between socket and codec
 };
 
@@ -139,6 +140,7 @@ class worker final {
   void lose(conn_state& c, const std::string& why, std::int64_t now);
   void retire(conn_state& c, std::int64_t now);
   bool ramped_down(conn_state& c, std::int64_t now);
+  void leave_wake_batch(conn_state& c) noexcept;
   void count_connection(std::int64_t now);
   void count_error(const std::string& kind, std::int64_t now, const conn_state& c, const slot* s = nullptr);
   void diagnose(const conn_state& c, std::int64_t now, bool closed = false);
@@ -176,6 +178,7 @@ class worker final {
   std::vector<conn_state*> _to_flush;
   bool _any_dead = false;  // some connection awaits its reconnection
   unsigned _sends_queued = 0;  // send SQEs since the last submit: each posts a completion
+  wake_batch* _wake = nullptr;  // the closed loop's, while run() loops: told of ramped-down calls
   std::int64_t _last_schedule_ns = 0;  // `now` of the previous open-loop scheduling pass
   std::uint64_t _bytes_sent = 0;       // over the whole run; the window is cut by note_bytes
   std::uint64_t _sent_before = 0, _received_before = 0;  // at the last turn before the window

@@ -172,9 +172,17 @@ void walk(pb::Message& m, std::vector<std::uint32_t>& path, json_placeholders& p
     if (f->is_repeated()) continue;  // unfound placeholders there are refused by check_all_found
     const auto number = static_cast<std::uint32_t>(f->number());
     if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+      const std::size_t leaves_before = plan.leaves.size();
       path.push_back(number);
       walk(*r.MutableMessage(&m, f), path, p, plan);
       path.pop_back();
+      // A group is framed by start/end tags, not a length: the leaves' encoding cannot splice
+      // into it (grpc_template writes every enclosing message length-delimited).
+      if (f->type() == pb::FieldDescriptor::TYPE_GROUP && plan.leaves.size() != leaves_before) {
+        throw std::invalid_argument("--data: a placeholder in " + f->full_name() +
+                                    ", a proto2 group: groups cannot take placeholders; use fixed values "
+                                    "there, or a message field");
+      }
       continue;
     }
     pb_leaf leaf;
@@ -213,7 +221,9 @@ std::shared_ptr<const message_template> grpc_template_from_json(const std::strin
   walk(*loaded->request, path, p, plan);
   p.check_all_found();
   std::string fixed;
-  if (!loaded->request->SerializeToString(&fixed)) throw std::invalid_argument("cannot serialize the request");
+  // Partial: clearing a placeholder's field may leave a proto2 required field unset, which the
+  // checked serializer refuses (and debug builds assert on); the leaves fill it in every call.
+  if (!loaded->request->SerializePartialToString(&fixed)) throw std::invalid_argument("cannot serialize the request");
   std::vector<template_segment> numbers;
   for (std::size_t i = 0; i < p.size(); ++i) numbers.push_back(p.segment(i));
   return std::make_shared<grpc_template>(p, std::move(fixed), std::move(plan.leaves), std::move(plan.texts),

@@ -42,9 +42,10 @@ bool json_placeholders::present(std::string_view json) noexcept {
   return false;
 }
 
-json_placeholders json_placeholders::scan(std::string_view json, std::string_view where) {
+json_placeholders json_placeholders::scan(std::string_view json, std::string_view where, bool lenient) {
   json_placeholders p;
   p._where = where;
+  const char* unknown_syntax = nullptr;  // lenient: the first single quote or comment outside quotes
   // Two passes: the sentinels' base depends on the whole text.
   for (int pass = 0; pass < 2; ++pass) {
     bool in_string = false;
@@ -59,6 +60,9 @@ json_placeholders json_placeholders::scan(std::string_view json, std::string_vie
           ++i;
         } else if (c == '"') {
           in_string = !in_string;
+        } else if (lenient && !in_string && unknown_syntax == nullptr) {
+          if (c == '\'') unknown_syntax = "a single-quoted string";
+          if (c == '/' && i + 1 < json.size() && (json[i + 1] == '/' || json[i + 1] == '*')) unknown_syntax = "a comment";
         }
         continue;
       }
@@ -76,6 +80,11 @@ json_placeholders json_placeholders::scan(std::string_view json, std::string_vie
       }
       ++count;
       i += n - 1;
+    }
+    if (pass == 0 && unknown_syntax != nullptr && !p._list.empty()) {
+      // A quote or brace inside it would be read as JSON's, and placeholders found or missed.
+      throw std::invalid_argument(std::string(where) + " has placeholders and " + unknown_syntax +
+                                  ": with placeholders, use double-quoted strings and no comments");
     }
     if (pass == 0) p._base = pick_base(json, p._list.size(), where);
   }

@@ -24,7 +24,9 @@ class json_placeholders {
   /// Whether `json` has a placeholder at all (when not, --data is converted as it always was).
   static bool present(std::string_view json) noexcept;
   /// Finds the placeholders of `json`. Throws std::invalid_argument naming `where`.
-  static json_placeholders scan(std::string_view json, std::string_view where);
+  /// `lenient`: the JSON's reader also takes single-quoted strings and comments (FlatBuffers');
+  /// the scan knows only double quotes, so with placeholders those are refused.
+  static json_placeholders scan(std::string_view json, std::string_view where, bool lenient = false);
 
   /// The JSON with each placeholder replaced: a number outside quotes, \u0001I\u0002 inside.
   const std::string& sentinel_json() const noexcept { return _json; }

@@ -151,7 +151,7 @@ struct fb_walk {
 
 std::shared_ptr<const message_template> typed_template_from_json(tools::typed_schema& schema, const std::string& type,
                                                                  const std::string& json) {
-  json_placeholders p = json_placeholders::scan(json, "--data");
+  json_placeholders p = json_placeholders::scan(json, "--data", /*lenient=*/true);  // FlatBuffers' JSON
   std::vector<std::uint8_t> fixed;
   try {
     fixed = schema.to_binary(type, p.sentinel_json());

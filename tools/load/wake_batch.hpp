@@ -29,7 +29,16 @@ class wake_batch {
   /// `calls` is how many calls the loop keeps in flight; a batch is at most an eighth of them, so
   /// that a few slow calls cannot hold the rest. `max` 1 turns batching off.
   wake_batch(unsigned calls, unsigned max, std::int64_t window_ns = default_window_ns) noexcept
-      : _cap(std::max(1u, std::min(max, calls / 8))), _window(window_ns) {}
+      : _calls(calls), _max(max), _cap(cap_for(calls, max)), _window(window_ns) {}
+
+  /// `calls` fewer are kept in flight from now on (a connection ramped down): the batch shrinks
+  /// with them, or a turn would wait for more replies than can come and sit out bound_ns each
+  /// time. Called off the per-call path, once per connection that stops.
+  void drop_calls(unsigned calls) noexcept {
+    _calls -= std::min(calls, _calls);
+    _cap = cap_for(_calls, _max);
+    _target = std::min(_target, _cap);
+  }
 
   /// Replies completed this turn, and the time after them.
   void completed(unsigned replies, std::int64_t now) noexcept {
@@ -80,6 +89,12 @@ class wake_batch {
   }
 
  private:
+  static unsigned cap_for(unsigned calls, unsigned max) noexcept {
+    return std::max(1u, std::min(max, calls / 8));
+  }
+
+  unsigned _calls;
+  unsigned _max;
   unsigned _cap;
   std::int64_t _window;
   unsigned _target = 1;
