@@ -226,16 +226,19 @@ call* stream_state::encode_message_locked(std::span<const std::byte> message) {
     out->id = _id;
     out->purpose = call_purpose::request;
     out->kind = wire::Kind::StreamMessage;
-    frame_view f;
-    f.call_id = _id;
-    f.kind = wire::Kind::StreamMessage;
-    f.payload = message;
-    metadata_to_send headers;
-    if (!_headers_sent && _md && !_md->headers.empty()) {
+    if (_headers_sent || !_md || _md->headers.empty()) {
+      // Nearly every message: laid out by hand, as a unary reply is (no builder, no copy).
+      encode_payload_frame(_id, wire::Kind::StreamMessage, message, out->reply);
+    } else {
+      frame_view f;
+      f.call_id = _id;
+      f.kind = wire::Kind::StreamMessage;
+      f.payload = message;
+      metadata_to_send headers;
       headers.pairs = _md->headers;
       f.metadata_out = &headers;
+      thread_encoder().encode_into(f, out->reply);
     }
-    thread_encoder().encode_into(f, out->reply);
   } catch (...) {
     _core.pool().put(out);
     throw;

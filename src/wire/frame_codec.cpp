@@ -52,6 +52,11 @@ std::span<const std::byte> frame_encoder::encode(const frame_view& f) {
 
 void encode_reply_frame(std::uint64_t call_id, std::span<const std::byte> payload,
                         std::vector<std::byte>& out) {
+  encode_payload_frame(call_id, wire::Kind::Reply, payload, out);
+}
+
+void encode_payload_frame(std::uint64_t call_id, wire::Kind kind, std::span<const std::byte> payload,
+                          std::vector<std::byte>& out) {
   // Offsets from the frame's first byte (the length prefix), which is where verifiers start
   // counting alignment:
   //    0  u32  length of what follows
@@ -86,7 +91,7 @@ void encode_reply_frame(std::uint64_t call_id, std::span<const std::byte> payloa
   put32(table_at, static_cast<std::uint32_t>(table_at - 8));  // soffset: table - vtable
   put32(table_at + 4, has_payload ? static_cast<std::uint32_t>(vector_at - (table_at + 4)) : 0);
   std::memcpy(p + table_at + 8, &call_id, 8);
-  p[table_at + 16] = static_cast<std::uint8_t>(wire::Kind::Reply);
+  p[table_at + 16] = static_cast<std::uint8_t>(kind);
   p[table_at + 17] = p[table_at + 18] = p[table_at + 19] = 0;
   if (has_payload) {
     put32(vector_at, static_cast<std::uint32_t>(payload.size()));

@@ -69,6 +69,10 @@ struct metadata_to_send {
 /// std::bad_alloc.
 void encode_reply_frame(std::uint64_t call_id, std::span<const std::byte> payload,
                         std::vector<std::byte>& out);
+/// The same layout for another kind whose frame is only an id and a payload: a StreamMessage
+/// without response headers (docs/protocol.md 4.3), the one frame every stream message sends.
+void encode_payload_frame(std::uint64_t call_id, wire::Kind kind, std::span<const std::byte> payload,
+                          std::vector<std::byte>& out);
 
 /// Builds frames. Not thread-safe: keep one per thread. The returned span stays valid until the
 /// next encode on the same encoder.

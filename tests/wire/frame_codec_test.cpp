@@ -137,21 +137,29 @@ TEST(FrameCodec, ReplyRoundTrip) {
   round_trip(f);
 }
 
-// The hand-laid Reply frame is a Frame the generated verifier accepts, decodes to what the
-// builder's would, and stays valid when a shorter or longer frame is written over it.
-TEST(FrameCodec, HandLaidReplyDecodesLikeTheBuilders) {
+// The hand-laid Reply and StreamMessage frames are Frames the generated verifier accepts,
+// decode to what the builder's would, and stay valid when a shorter or longer frame is written
+// over them.
+class HandLaid : public ::testing::TestWithParam<Kind> {};
+
+TEST_P(HandLaid, DecodesLikeTheBuilders) {
+  const Kind kind = GetParam();
   std::vector<std::byte> out;
   for (const std::size_t n : {0, 1, 3, 4, 7, 8, 63, 64, 65, 1000, 70000, 5}) {
     for (const std::uint64_t id : {std::uint64_t{1}, std::uint64_t{0x0102030405060708}, UINT64_MAX}) {
       const auto payload = pattern(n, static_cast<std::uint32_t>(n + id));
-      ringrpc::detail::encode_reply_frame(id, payload, out);
+      if (kind == Kind::Reply) {
+        ringrpc::detail::encode_reply_frame(id, payload, out);
+      } else {
+        ringrpc::detail::encode_payload_frame(id, kind, payload, out);
+      }
       const aligned_frame mine(out);
       EXPECT_EQ(read_frame_length(mine.data()), mine.size() - frame_prefix_bytes);
       frame_view got;
       ASSERT_EQ(decode_frame(mine.span(), got), decode_outcome::ok) << n << " bytes";
       frame_view want;
       want.call_id = id;
-      want.kind = Kind::Reply;
+      want.kind = kind;
       want.code = status::ok;
       want.payload = payload;
       expect_same(want, got);
@@ -169,6 +177,8 @@ TEST(FrameCodec, HandLaidReplyDecodesLikeTheBuilders) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(FrameCodec, HandLaid, ::testing::Values(Kind::Reply, Kind::StreamMessage));
 
 TEST(FrameCodec, ErrorRoundTrip) {
   frame_view f;
