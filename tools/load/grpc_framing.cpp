@@ -42,7 +42,8 @@ bool grpc_message_reader::feed(std::span<const std::byte> chunk) noexcept {
     const std::uint64_t n = (std::uint64_t{_prefix[1]} << 24) | (std::uint64_t{_prefix[2]} << 16) |
                             (std::uint64_t{_prefix[3]} << 8) | _prefix[4];
     if (n > _max) {
-      _error = over_limit;
+      _error = "gRPC message over --max-body";
+      _too_large = true;
       return false;
     }
     _left = n;

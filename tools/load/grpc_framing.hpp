@@ -35,17 +35,19 @@ class grpc_message_reader {
   std::uint64_t messages() const noexcept { return _messages; }
   const char* error() const noexcept { return _error; }
   /// The error is a message larger than the limit (--max-body), not bad framing.
-  bool too_large() const noexcept { return _error == over_limit; }
+  bool too_large() const noexcept { return _too_large; }
   void reset() noexcept { *this = grpc_message_reader(_max); }
 
  private:
-  static constexpr const char* over_limit = "gRPC message over --max-body";
   std::uint64_t _max;
   std::uint64_t _left = 0;  // bytes of the current message still to come
   std::uint64_t _messages = 0;
   unsigned char _prefix[5] = {};
   unsigned _prefix_have = 0;
   const char* _error = nullptr;
+  // A flag, not a comparison of _error with a literal: the same literal may have a different
+  // address in another translation unit (it does under AddressSanitizer).
+  bool _too_large = false;
 };
 
 /// "0".."16" as a gRPC status code; nullopt for anything else.
