@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,6 +56,12 @@ nghttp2_session* new_client_session(void (*install)(nghttp2_session_callbacks*),
 
 /// "flow_control_error", "enhance_your_calm": an HTTP/2 error code as error kinds show it.
 std::string code_name(std::uint32_t code);
+/// A response's `:status` value as a number: three digits, else 0 (counted as http_0; nghttp2's
+/// messaging checks are off).
+inline unsigned http_status_of(std::string_view v) noexcept {
+  if (v.size() != 3 || v[0] < '0' || v[0] > '9' || v[1] < '0' || v[1] > '9' || v[2] < '0' || v[2] > '9') return 0;
+  return static_cast<unsigned>((v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0'));
+}
 
 /// The HTTP/2 error code that answers one of nghttp2's errors about the server's frames (a
 /// flood of frames that each want an answer is "excessive load", ENHANCE_YOUR_CALM).

@@ -410,11 +410,7 @@ int grpc_stream_codec::on_header(nghttp2_session*, const nghttp2_frame* frame, c
   const std::string_view n(reinterpret_cast<const char*>(name), namelen);
   const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
   if (n == ":status") {
-    unsigned code = 0;
-    if (v.size() == 3 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      code = static_cast<unsigned>((v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0'));
-    }
-    self->_http_status = code;
+    self->_http_status = http_status_of(v);
   } else if (n == "grpc-status") {
     self->_grpc_status.assign(v.substr(0, 8));
   } else if (n == "grpc-message") {

@@ -349,12 +349,7 @@ class h2_codec final : public connection_codec {
     const std::string_view n(reinterpret_cast<const char*>(name), namelen);
     const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
     if (n == ":status") {
-      // Three digits, or 0 (counted as http_0): nghttp2's messaging checks are off.
-      unsigned code = 0;
-      if (v.size() == 3 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        code = static_cast<unsigned>((v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0'));
-      }
-      s->http_status = code;
+      s->http_status = h2_detail::http_status_of(v);
     } else if (self->_settings->grpc && n == "grpc-status") {
       s->grpc_status.assign(v.substr(0, 8));
     }
