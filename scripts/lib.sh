@@ -88,8 +88,10 @@ meson_setup() {
   fi
 }
 
-# Options of the release build; scripts/test adds -Dwerror=true.
-RINGRPC_RELEASE_OPTS=(-Dbuildtype=release)
+# Options of the release build; scripts/test adds -Dwerror=true. The prefix is a scratch
+# directory beside it, which the prefix_install test installs the build into (a prefix that is
+# not /usr, as the README's recipe for one; nothing outside build/ is written).
+RINGRPC_RELEASE_OPTS=(-Dbuildtype=release "-Dprefix=$RINGRPC_ROOT/build/release-prefix")
 
 # Configures build/release if needed and builds the named targets (e.g. tools/ringrpc-server),
 # or everything when none is named.
