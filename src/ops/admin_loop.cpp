@@ -3,6 +3,7 @@
 #include "ops/admin_loop.hpp"
 
 #include "base/clock.hpp"
+#include "base/close_fd.hpp"
 #include "log/log.hpp"
 
 #include <sys/socket.h>
@@ -58,11 +59,6 @@ http_response plain(int status, std::string body) {
   r.body = std::move(body);
   r.body += '\n';
   return r;
-}
-
-void close_fd(int& fd) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
 }
 
 void append_bytes(std::string& to, const std::vector<std::byte>& from) {

@@ -3,6 +3,7 @@
 
 #include "ops/admin_server.hpp"
 
+#include "base/close_fd.hpp"
 #include "base/thread_name.hpp"
 #include "ops/admin_loop.hpp"
 
@@ -17,15 +18,6 @@
 #include <system_error>
 
 namespace ringrpc::detail {
-
-namespace {
-
-void close_fd(int& fd) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
-
-}  // namespace
 
 admin_server::admin_server(admin_server_options options) : _options(std::move(options)) {
   if (_options.accept_token) _limiter = std::make_unique<auth_limiter>(_options.auth_failures, "admin");

@@ -276,7 +276,7 @@ void admin_pages::start() {
   _admin->route("/metrics", [&srv, &admin] {
     http_response r;
     r.content_type = std::string(prometheus_content_type);
-    r.body = metrics_text(srv);
+    r.body = detail::metrics_text(srv);  // qualified: ADL would also find the public ringrpc::metrics_text
     // The admin server's own refusals: a scrape is where someone probing the port shows up.
     r.body += "# HELP ringrpc_admin_tls_failures_total Admin connections closed before a request: failed or unfinished TLS handshakes, plaintext to the TLS port.\n"
               "# TYPE ringrpc_admin_tls_failures_total counter\n"

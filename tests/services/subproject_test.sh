@@ -30,11 +30,13 @@ sed -e "s/@VERSION@/$version/g" -e "s/@HASH@/$hash/" "$top/tests/services/ringrp
   >"$proj/subprojects/ringrpc.wrap"
 
 # --force-fallback-for: use the wrap even where a ringrpc is installed on the machine. The parent
-# uses neither TLS nor discovery: leaving them out spares scripts/test compiling them once more.
+# uses neither TLS nor discovery: leaving them out spares scripts/test compiling them once more,
+# and a unity build (files compiled in batches, as scripts/test does) halves what is left.
 meson setup "$work/build" "$proj" -Dbuildtype=plain -Dwrap_mode=nodownload \
-  -Dringrpc:tls=disabled -Dringrpc:discovery=disabled \
+  -Dringrpc:tls=disabled -Dringrpc:discovery=disabled -Dunity=on -Dunity_size=5 \
   --force-fallback-for=ringrpc,ringrpc-ops >"$work/setup.log" 2>&1 ||
   { cat "$work/setup.log" >&2; fail "meson setup of the parent project"; }
+"$top/scripts/unity_guard" "$work/build" || fail "configuring the parent project without unity"
 { grep -q "Executing subproject ringrpc" "$work/setup.log" &&
   grep -q "Dependency ringrpc found: YES $version (overridden)" "$work/setup.log"; } ||
   { cat "$work/setup.log" >&2; fail "ringrpc did not come from the subproject"; }

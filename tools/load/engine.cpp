@@ -52,9 +52,9 @@ std::string watch_first_answers(shared_run& run, const std::vector<live_counters
 void report_seconds(run_result& r, worker_tallies& all) {
   for (std::size_t i = 0; i < all.seconds.size(); ++i) {
     second_bucket& merged = all.seconds[i];
-    const double width = std::clamp(r.measured_s - static_cast<double>(i), 1e-3, 1.0);
-    r.per_second.push_back({static_cast<double>(i) + width, merged.ok, merged.errors,
-                            merged.latency.value_at_percentile(99), width});
+    const double span_s = std::clamp(r.measured_s - static_cast<double>(i), 1e-3, 1.0);
+    r.per_second.push_back({static_cast<double>(i) + span_s, merged.ok, merged.errors,
+                            merged.latency.value_at_percentile(99), span_s});
     r.interval_latency_ns.push_back(std::move(merged.latency));
   }
 }

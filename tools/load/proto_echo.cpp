@@ -10,18 +10,11 @@
 #include <string>
 
 namespace ringrpc::load {
-namespace detail {
+namespace codecs {
 std::unique_ptr<protocol> make_echo_protocol(const target& t, const codec_options& options);
-}  // namespace detail
+}  // namespace codecs
 
 namespace {
-
-reply protocol_error(std::string what) {
-  reply r;
-  r.status = reply_status::protocol_error;
-  r.error = std::move(what);
-  return r;
-}
 
 class echo_codec final : public connection_codec {
  public:
@@ -75,7 +68,7 @@ class echo_protocol final : public protocol {
 
 }  // namespace
 
-std::unique_ptr<protocol> detail::make_echo_protocol(const target&, const codec_options& options) {
+std::unique_ptr<protocol> codecs::make_echo_protocol(const target&, const codec_options& options) {
   if (options.templates->has_payload) {
     // Without framing, a reply is known only by its bytes being the request's: one fixed payload.
     throw std::invalid_argument("echo:// compares every reply with one fixed payload; --template goes with "

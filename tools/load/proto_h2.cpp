@@ -19,9 +19,9 @@
 #include "protocol.hpp"
 
 namespace ringrpc::load {
-namespace detail {
+namespace codecs {
 std::unique_ptr<protocol> make_h2_protocol(const target& t, const codec_options& options);
-}  // namespace detail
+}  // namespace codecs
 
 namespace {
 
@@ -456,7 +456,7 @@ class h2_protocol final : public protocol {
 
 }  // namespace
 
-std::unique_ptr<protocol> detail::make_h2_protocol(const target& t, const codec_options& options) {
+std::unique_ptr<protocol> codecs::make_h2_protocol(const target& t, const codec_options& options) {
   auto s = h2_detail::make_h2_settings(t, options);
   return std::make_unique<h2_protocol>(std::move(s));
 }

@@ -1,6 +1,7 @@
 // http:// — HTTP/1.1 with keep-alive and pipelining. Responses come in request order; each one
 // is delimited by Content-Length or chunked encoding, since reading to EOF cannot be pipelined.
 #include "protocol.hpp"
+#include "trim.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -11,9 +12,9 @@
 #include <string>
 
 namespace ringrpc::load {
-namespace detail {
+namespace codecs {
 std::unique_ptr<protocol> make_http_protocol(const target& t, const codec_options& options);
-}  // namespace detail
+}  // namespace codecs
 
 namespace {
 
@@ -35,17 +36,11 @@ bool iequals(std::string_view a, std::string_view b) {
          });
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // Whether the last coding of a Transfer-Encoding list is chunked, case-insensitively; only then
 // is the body's end known without reading to EOF.
 bool ends_chunked(std::string_view value) {
   const auto comma = value.rfind(',');
-  return iequals(trim(comma == std::string_view::npos ? value : value.substr(comma + 1)), "chunked");
+  return iequals(trim_blanks(comma == std::string_view::npos ? value : value.substr(comma + 1)), "chunked");
 }
 
 enum class step { done, incomplete, bad };
@@ -162,7 +157,7 @@ class response_parser final {
       if (colon == 0 || colon == std::string_view::npos) return fail("header line without a name");
       const auto name = l.substr(0, colon);
       if (name.find_first_of(" \t") != std::string_view::npos) return fail("space in a header name");
-      const auto value = trim(l.substr(colon + 1));
+      const auto value = trim_blanks(l.substr(colon + 1));
       if (iequals(name, "content-length")) {
         std::uint64_t v = 0;
         const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
@@ -173,7 +168,7 @@ class response_parser final {
         _has_length = true;
         _length = v;
       } else if (iequals(name, "connection")) {
-        _close = iequals(trim(value), "close");
+        _close = iequals(trim_blanks(value), "close");
       } else if (iequals(name, "transfer-encoding")) {
         if (!ends_chunked(value)) return fail("unsupported Transfer-Encoding '" + std::string(value) + "'");
         _chunked = true;
@@ -190,7 +185,7 @@ class response_parser final {
     while (true) {
       if (_pos - start > 2 * _max_body) return over_limit("chunk framing of the body");
       if (const auto s = line(l, max_chunk_line_bytes, "chunk size line"); s != step::done) return s;
-      const auto digits = trim(l.substr(0, l.find(';')));
+      const auto digits = trim_blanks(l.substr(0, l.find(';')));
       std::uint64_t size = 0;
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size, 16);
       if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size()) {
@@ -421,7 +416,7 @@ class http_protocol final : public protocol {
 
 }  // namespace
 
-std::unique_ptr<protocol> detail::make_http_protocol(const target& t, const codec_options& options) {
+std::unique_ptr<protocol> codecs::make_http_protocol(const target& t, const codec_options& options) {
   auto settings = std::make_shared<http_settings>();
   settings->host_header = options.host_header.empty() ? t.host + ":" + std::to_string(t.port) : options.host_header;
   for (const std::string& h : options.headers) {
@@ -431,7 +426,7 @@ std::unique_ptr<protocol> detail::make_http_protocol(const target& t, const code
         h.find_first_of("\r\n") != std::string::npos) {
       throw std::invalid_argument("bad header '" + h + "': expected 'Name: value' on one line");
     }
-    const std::string_view value = trim(std::string_view(h).substr(colon + 1));
+    const std::string_view value = trim_blanks(std::string_view(h).substr(colon + 1));
     // One Host only: the user's replaces ours; Connection is ours, since pipelining needs keep-alive.
     if (iequals(name, "host")) {
       settings->host_header = std::string(value);

@@ -11,9 +11,9 @@
 #include <string>
 
 namespace ringrpc::load {
-namespace detail {
+namespace codecs {
 std::unique_ptr<protocol> make_redis_protocol(const target& t, const codec_options& options);
-}  // namespace detail
+}  // namespace codecs
 
 namespace {
 
@@ -267,7 +267,7 @@ class redis_protocol final : public protocol {
 
 }  // namespace
 
-std::unique_ptr<protocol> detail::make_redis_protocol(const target&, const codec_options& options) {
+std::unique_ptr<protocol> codecs::make_redis_protocol(const target&, const codec_options& options) {
   if (options.key_space == 0) throw std::invalid_argument("redis key space must be at least 1");
   return std::make_unique<redis_protocol>(options);
 }

@@ -13,14 +13,13 @@
 #include "ringrpc/status.hpp"
 
 namespace ringrpc::load {
-namespace detail {
+namespace codecs {
 std::unique_ptr<protocol> make_ringrpc_protocol(const target& t, const codec_options& options);
-}  // namespace detail
+}  // namespace codecs
 
 namespace {
 
 using ringrpc::detail::frame_view;
-using ringrpc_detail::protocol_error;
 using ringrpc_detail::ringrpc_settings;
 
 // call_id 0 means "connection-level" to the server (docs/protocol.md §1), so ids are offset by
@@ -161,7 +160,7 @@ std::vector<metadata_entry> ringrpc_call_metadata(const codec_options& options) 
   return out;
 }
 
-std::unique_ptr<protocol> detail::make_ringrpc_protocol(const target& t, const codec_options& options) {
+std::unique_ptr<protocol> codecs::make_ringrpc_protocol(const target& t, const codec_options& options) {
   if (t.path.empty()) throw std::invalid_argument("ringrpc targets need a method");
   if (options.max_reply_bytes < ringrpc::detail::frame_prefix_bytes + 8) {
     throw std::invalid_argument("max reply bytes is too small for any ringrpc frame");

@@ -30,13 +30,6 @@ struct ringrpc_settings {
 /// --stream's codec (proto_ringrpc_stream.cpp): one bidi stream per connection.
 std::unique_ptr<connection_codec> make_stream_codec(std::shared_ptr<const ringrpc_settings> settings);
 
-inline reply protocol_error(std::string what) {
-  reply r;
-  r.status = reply_status::protocol_error;
-  r.error = std::move(what);
-  return r;
-}
-
 /// Reads the frame at the front of `in` into `v`. True: a whole frame, `v` filled and
 /// `r.consumed` set, for the codec to decide what it answers (and to set `r.status`). False: `r`
 /// is the answer as it stands, incomplete (nothing consumed) or a protocol_error (too large for

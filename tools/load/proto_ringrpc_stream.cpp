@@ -33,7 +33,6 @@ namespace ringrpc::load {
 namespace {
 
 using ringrpc::detail::frame_view;
-using ringrpc_detail::protocol_error;
 using ringrpc_detail::ringrpc_settings;
 
 // One stream per connection, so one id: any id but 0 (connection-level) would do.

@@ -17,13 +17,13 @@ namespace ringrpc::load {
 
 // Defined in proto_<scheme>.cpp. Declared here rather than in a header because nothing else may
 // build a codec except through make_protocol.
-namespace detail {
+namespace codecs {
 std::unique_ptr<protocol> make_ringrpc_protocol(const target& t, const codec_options& options);
 std::unique_ptr<protocol> make_echo_protocol(const target& t, const codec_options& options);
 std::unique_ptr<protocol> make_redis_protocol(const target& t, const codec_options& options);
 std::unique_ptr<protocol> make_http_protocol(const target& t, const codec_options& options);
 std::unique_ptr<protocol> make_h2_protocol(const target& t, const codec_options& options);
-}  // namespace detail
+}  // namespace codecs
 
 namespace {
 
@@ -190,11 +190,11 @@ std::unique_ptr<protocol> make_protocol(const target& t, const codec_options& gi
   if (options.stream && t.scheme != "ringrpc" && t.scheme != "grpc") {
     throw std::invalid_argument("--stream goes with ringrpc:// and grpc:// targets (and ringrpcs://, grpcs://) only");
   }
-  if (t.scheme == "ringrpc") return detail::make_ringrpc_protocol(t, options);
-  if (t.scheme == "echo") return detail::make_echo_protocol(t, options);
-  if (t.scheme == "redis") return detail::make_redis_protocol(t, options);
-  if (t.scheme == "http") return detail::make_http_protocol(t, options);
-  if (t.scheme == "h2c" || t.scheme == "grpc") return detail::make_h2_protocol(t, options);
+  if (t.scheme == "ringrpc") return codecs::make_ringrpc_protocol(t, options);
+  if (t.scheme == "echo") return codecs::make_echo_protocol(t, options);
+  if (t.scheme == "redis") return codecs::make_redis_protocol(t, options);
+  if (t.scheme == "http") return codecs::make_http_protocol(t, options);
+  if (t.scheme == "h2c" || t.scheme == "grpc") return codecs::make_h2_protocol(t, options);
   throw std::invalid_argument("unknown protocol '" + t.scheme + "'");
 }
 

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "request_template.hpp"
@@ -129,6 +130,14 @@ struct reply {
   /// connection are counted under this kind, and it is not diagnosed as another protocol.
   std::string lost_as;
 };
+
+/// A protocol_error reply saying what was wrong with the bytes.
+inline reply protocol_error(std::string what) {
+  reply r;
+  r.status = reply_status::protocol_error;
+  r.error = std::move(what);
+  return r;
+}
 
 /// What a --stream codec's one stream has come to, for the engine to count (streams_opened,
 /// streams_failed) when the connection ends or is replaced.

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "units.hpp"
+#include "trim.hpp"
 
 namespace ringrpc::load {
 
@@ -21,12 +22,6 @@ std::string in_quotes(std::string_view text, std::string_view tail = {}) {
 
 [[noreturn]] void bad(std::string_view text, const std::string& why) {
   throw std::invalid_argument(std::string("bad --fail-if ").append(in_quotes(text, ": ")).append(why));
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
 }
 
 double number(std::string_view whole, std::string_view text) {
@@ -58,18 +53,18 @@ std::string shown(double v, const char* unit) {
 
 threshold parse_threshold(std::string_view text) {
   threshold t;
-  t.expression = std::string(trim(text));
+  t.expression = std::string(trim_space(text));
   const std::string_view e = t.expression;
   const auto at = e.find_first_of("<>");
   if (at == std::string_view::npos) bad(text, "expected METRIC>VALUE or METRIC<VALUE, e.g. p99>2ms");
-  const std::string_view name = trim(e.substr(0, at));
+  const std::string_view name = trim_space(e.substr(0, at));
   const bool equal = at + 1 < e.size() && e[at + 1] == '=';
   t.op = e[at] == '>' ? (equal ? threshold::comparison::greater_equal : threshold::comparison::greater)
                       : (equal ? threshold::comparison::less_equal : threshold::comparison::less);
-  std::string_view value = trim(e.substr(at + (equal ? 2 : 1)));
+  std::string_view value = trim_space(e.substr(at + (equal ? 2 : 1)));
   if (value.empty()) bad(text, "no value after the comparison");
   t.relative = value.back() == '%';
-  if (t.relative) value = trim(value.substr(0, value.size() - 1));
+  if (t.relative) value = trim_space(value.substr(0, value.size() - 1));
 
   if (name == "errors") {
     t.what = threshold::metric::errors;
@@ -115,7 +110,7 @@ std::vector<threshold> parse_thresholds(std::string_view text) {
   for (;;) {
     const auto comma = text.find(',');
     const std::string_view one = text.substr(0, comma);
-    if (trim(one).empty()) bad(whole, "an empty condition (two commas, or one at an end)");
+    if (trim_space(one).empty()) bad(whole, "an empty condition (two commas, or one at an end)");
     out.push_back(parse_threshold(one));
     if (comma == std::string_view::npos) return out;
     text.remove_prefix(comma + 1);

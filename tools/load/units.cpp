@@ -1,4 +1,5 @@
 #include "units.hpp"
+#include "trim.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -27,18 +28,12 @@ std::optional<number_and_suffix> split_number(std::string_view text) {
   return number_and_suffix{v, text.substr(static_cast<std::size_t>(end - first))};
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // Splits "a,b,c"; empty items are kept so the caller can reject them by name.
 std::vector<std::string_view> split_list(std::string_view text) {
   std::vector<std::string_view> items;
   for (;;) {
     const std::size_t comma = text.find(',');
-    items.push_back(trim(text.substr(0, comma)));
+    items.push_back(trim_blanks(text.substr(0, comma)));
     if (comma == std::string_view::npos) break;
     text.remove_prefix(comma + 1);
   }
@@ -159,10 +154,10 @@ std::vector<rate_ramp_segment> parse_rate_ramps(std::string_view text) {
                                   "': use FROM:TO:DURATION, e.g. 0:10k:30s (comma-separated for several)");
     }
     rate_ramp_segment seg;
-    seg.from = ramp_rate(trim(item.substr(0, a)), item);
-    seg.to = ramp_rate(trim(item.substr(a + 1, b - a - 1)), item);
+    seg.from = ramp_rate(trim_blanks(item.substr(0, a)), item);
+    seg.to = ramp_rate(trim_blanks(item.substr(a + 1, b - a - 1)), item);
     try {
-      seg.duration = parse_duration(trim(item.substr(b + 1)));
+      seg.duration = parse_duration(trim_blanks(item.substr(b + 1)));
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("bad --rate-ramp segment '" + shown + "': " + e.what());
     }
