@@ -1,0 +1,244 @@
+#pragma once
+/// \file ringrpc::task<T>: the coroutine type of ringrpc's coroutine calls and handlers
+/// (docs/execution.md, "Coroutines"). C++20 only; no dependency beyond the standard library.
+///
+///     ringrpc::task<int> answer() { co_return 42; }
+///     ringrpc::task<void> caller() { int v = co_await answer(); ... }
+///
+/// - Lazy: a task runs only when awaited (or handed to start_detached). Move-only; destroying
+///   a task that never ran destroys its frame.
+/// - When a task finishes, its awaiter resumes by symmetric transfer: a chain of tasks that
+///   complete synchronously uses no stack per level.
+/// - An exception that leaves a task's body is rethrown from the `co_await` that awaited it.
+/// - Frames come from a per-thread free list with size classes (below), so a program that
+///   awaits the same kinds of tasks over and over allocates nothing on the heap once warm.
+///
+/// Threads: a task has no thread of its own; it runs on whichever thread resumes it. What
+/// resumes where for ringrpc's own awaitables (calls, to_pool) is ringrpc/coro.hpp's rule.
+
+#include "ringrpc/cxx20.hpp"
+
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "ringrpc/export.hpp"
+
+RINGRPC_API_BEGIN
+
+namespace ringrpc {
+
+namespace detail {
+
+// --- Coroutine frames (src/base/frame_pool.cpp)
+//
+// Size classes of 64 B to 4 KiB (powers of two); larger frames go to the heap directly. Each
+// thread keeps a free list per class. A frame freed on the thread that allocated it goes back
+// to that thread's list; one freed on another thread (a handler frame started on a pool worker
+// and finished on a client's I/O thread) is pushed on its allocating thread's lock-free return
+// stack, which that thread takes back whole (one exchange) when its list is empty. So frames
+// flow back to where they are allocated again, and a steady pattern of cross-thread hand-offs
+// allocates nothing, where a list per freeing thread would grow on one side and miss on the
+// other. A thread's lists outlive it while frames it allocated are alive elsewhere: the last
+// such frame freed releases them. Each list keeps at most 256 frames per class; beyond that a
+// freed frame goes back to the heap.
+
+/// A frame of `size` bytes, aligned for any scalar (16 bytes). Throws std::bad_alloc.
+void* frame_alloc(std::size_t size);
+/// Frees a frame from frame_alloc(), on any thread.
+void frame_free(void* frame) noexcept;
+
+/// What the calling thread's frame pool holds, for tests and diagnostics.
+struct frame_pool_counts {
+  std::uint64_t live = 0;         ///< frames allocated by this thread and not freed yet (anywhere)
+  std::uint64_t cached = 0;       ///< frames in this thread's free lists now
+  std::uint64_t heap_allocs = 0;  ///< frames this thread had to take from the heap so far
+};
+frame_pool_counts this_thread_frame_pool() noexcept;
+
+/// Gives a promise type the frame pool's operator new and delete.
+struct pooled_frame {
+  static void* operator new(std::size_t size) { return frame_alloc(size); }
+  static void operator delete(void* frame) noexcept { frame_free(frame); }
+};
+
+}  // namespace detail
+
+template <class T>
+class task;
+
+/// How a task ended: its value (none for task<void>) or the exception that left it. What
+/// start_detached's completion callback receives.
+template <class T>
+class task_outcome {
+ public:
+  /// True when the task returned normally.
+  bool ok() const noexcept { return _v.index() == 1; }
+  /// The value (task<void>: nothing); rethrows the task's exception.
+  T value() {
+    if (_v.index() == 2) std::rethrow_exception(std::get<2>(_v));
+    if constexpr (!std::is_void_v<T>) return std::move(std::get<1>(_v));
+  }
+  /// The exception that left the task; null when it returned.
+  std::exception_ptr exception() const noexcept { return _v.index() == 2 ? std::get<2>(_v) : nullptr; }
+
+ private:
+  template <class>
+  friend struct task_promise;
+  struct none {};
+  using stored = std::conditional_t<std::is_void_v<T>, none, T>;
+  std::variant<std::monostate, stored, std::exception_ptr> _v;
+};
+
+namespace detail {
+
+/// Resumes whoever awaited the finished task (symmetric transfer), or nothing.
+struct task_final_awaiter {
+  std::coroutine_handle<> continuation;
+  bool await_ready() const noexcept { return false; }
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<>) const noexcept {
+    return continuation ? continuation : std::noop_coroutine();
+  }
+  void await_resume() const noexcept {}
+};
+
+template <class T>
+struct task_promise_base : pooled_frame {
+  task_outcome<T> outcome;
+  std::coroutine_handle<> continuation;
+  std::suspend_always initial_suspend() const noexcept { return {}; }
+  task_final_awaiter final_suspend() const noexcept { return {continuation}; }
+};
+
+}  // namespace detail
+
+template <class T>
+struct task_promise : detail::task_promise_base<T> {
+  task<T> get_return_object() noexcept;
+  template <class U>
+  void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
+    this->outcome._v.template emplace<1>(std::forward<U>(v));
+  }
+  void unhandled_exception() noexcept { this->outcome._v.template emplace<2>(std::current_exception()); }
+};
+
+template <>
+struct task_promise<void> : detail::task_promise_base<void> {
+  task<void> get_return_object() noexcept;
+  void return_void() noexcept { outcome._v.emplace<1>(); }
+  void unhandled_exception() noexcept { outcome._v.emplace<2>(std::current_exception()); }
+};
+
+/// A lazily started coroutine producing a T (or nothing). Owns its frame.
+template <class T = void>
+class [[nodiscard]] task {
+ public:
+  using promise_type = task_promise<T>;
+
+  task() noexcept = default;
+  task(task&& other) noexcept : _h(std::exchange(other._h, {})) {}
+  task& operator=(task&& other) noexcept {
+    if (this != &other) {
+      if (_h) _h.destroy();
+      _h = std::exchange(other._h, {});
+    }
+    return *this;
+  }
+  task(const task&) = delete;
+  task& operator=(const task&) = delete;
+  ~task() {
+    if (_h) _h.destroy();
+  }
+
+  /// False for a default-constructed or moved-from task.
+  explicit operator bool() const noexcept { return static_cast<bool>(_h); }
+
+  /// Awaiting starts the task (at most once) and yields its value or rethrows its exception.
+  auto operator co_await() && noexcept {
+    struct awaiter {
+      std::coroutine_handle<promise_type> h;
+      bool await_ready() const noexcept { return !h || h.done(); }
+      std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+        h.promise().continuation = awaiting;
+        return h;
+      }
+      T await_resume() { return h.promise().outcome.value(); }
+    };
+    return awaiter{_h};
+  }
+
+  /// For start_detached: gives up the frame.
+  std::coroutine_handle<promise_type> release() noexcept { return std::exchange(_h, {}); }
+
+ private:
+  friend struct task_promise<T>;
+  explicit task(std::coroutine_handle<promise_type> h) noexcept : _h(h) {}
+  std::coroutine_handle<promise_type> _h;
+};
+
+template <class T>
+task<T> task_promise<T>::get_return_object() noexcept {
+  return task<T>(std::coroutine_handle<task_promise<T>>::from_promise(*this));
+}
+inline task<void> task_promise<void>::get_return_object() noexcept {
+  return task<void>(std::coroutine_handle<task_promise<void>>::from_promise(*this));
+}
+
+namespace detail {
+
+/// The frame that runs a detached task: starts at once, frees itself when done.
+struct detached_run {
+  struct promise_type : pooled_frame {
+    detached_run get_return_object() const noexcept { return {}; }
+    std::suspend_never initial_suspend() const noexcept { return {}; }
+    std::suspend_never final_suspend() const noexcept { return {}; }
+    void return_void() const noexcept {}
+    // The body catches everything but what the completion callback throws.
+    void unhandled_exception() const noexcept { std::terminate(); }
+  };
+};
+
+/// Starts the awaited task and waits for it without rethrowing: the outcome as a value.
+template <class T>
+struct outcome_awaiter {
+  std::coroutine_handle<task_promise<T>> h;
+  bool await_ready() const noexcept { return false; }
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+    h.promise().continuation = awaiting;
+    return h;
+  }
+  task_outcome<T> await_resume() noexcept { return std::move(h.promise().outcome); }
+};
+
+template <class T, class F>
+detached_run run_detached(task<T> t, F on_done) {
+  // The task's frame is destroyed with this one (the guard, then `t` being empty).
+  struct frame_guard {
+    std::coroutine_handle<task_promise<T>> h;
+    ~frame_guard() { h.destroy(); }
+  } guard{t.release()};
+  task_outcome<T> outcome = co_await outcome_awaiter<T>{guard.h};
+  on_done(outcome);
+}
+
+}  // namespace detail
+
+/// Starts `t` now, on this thread, and returns when it first suspends (or finishes). When it
+/// finishes, `on_done(task_outcome<T>&)` runs on the thread that finished it, and both frames
+/// are freed. `on_done` must not throw (an exception from it terminates); it is moved into the
+/// runner's frame, so a small callable costs no allocation beyond the frame pool's. Throws
+/// std::invalid_argument for an empty task, std::bad_alloc.
+template <class T, class F>
+void start_detached(task<T> t, F on_done) {
+  if (!t) throw std::invalid_argument("ringrpc::start_detached: an empty task");
+  detail::run_detached<T>(std::move(t), std::move(on_done));
+}
+
+}  // namespace ringrpc
+
+RINGRPC_API_END
