@@ -109,6 +109,7 @@ struct cache_holder {
     cache->free_all();
     cache->orphaned.store(true, std::memory_order_release);
     cache->release();
+    cache = nullptr;  // a frame freed by a later thread_local destructor goes to the heap path
   }
 };
 

@@ -46,6 +46,11 @@ thread_pool* dispatcher::find_pool_locked(const std::string& name) const {
   return it == _pools.end() ? nullptr : it->second.get();
 }
 
+thread_pool* dispatcher::find_pool(std::string_view name) const {
+  std::lock_guard lock(_mu);
+  return find_pool_locked(std::string(name));
+}
+
 void dispatcher::register_endpoint(std::string name, std::shared_ptr<endpoint> ep,
                                    endpoint_options options, bool allow_dots) {
   check_endpoint_name(name, allow_dots);

@@ -69,6 +69,9 @@ class dispatcher {
   std::shared_ptr<const table> current() const;
 
   std::vector<pool_stats> stats() const;
+  /// The pool `name` ("" or "default": the default pool); null when there is none (or before
+  /// start(), when pools do not exist yet). Pools live until the dispatcher is destroyed.
+  thread_pool* find_pool(std::string_view name) const;
   /// describe() of every pool with a thread running a task now (for stop()'s progress lines).
   std::vector<std::string> busy_pools() const;
   /// thread_pool::run_queued_here() on every pool; returns how many tasks ran.

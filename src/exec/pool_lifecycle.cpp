@@ -130,7 +130,9 @@ void thread_pool::impl::stop_and_join() {
 thread_pool::thread_pool(std::string name, pool_options options, pool_burst_hook after_burst,
                          pool_report_sink report, std::chrono::milliseconds report_interval)
     : _impl(new impl(std::move(name), options, std::move(after_burst), std::move(report),
-                     report_interval)) {}
+                     report_interval)) {
+  _impl->self = this;
+}
 
 thread_pool::~thread_pool() {
   shutdown_and_join();

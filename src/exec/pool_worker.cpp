@@ -32,6 +32,7 @@ std::int64_t thread_pool::impl::run_one(worker_slot& s, pool_task* t, std::uint3
 thread_local const thread_pool::impl* thread_pool::impl::current = nullptr;
 
 bool thread_pool::on_worker_thread() noexcept { return impl::current != nullptr; }
+thread_pool* thread_pool::current() noexcept { return impl::current ? impl::current->self : nullptr; }
 
 // "rr-default/3"; a pool of one thread drops the index ("rr-conn-events"). The pool name is
 // what gets cut to fit (base/thread_name.hpp).

@@ -101,6 +101,8 @@ class thread_pool {
   /// Whether the calling thread is a worker of some pool (whose burst hook will run after the
   /// task it is in).
   static bool on_worker_thread() noexcept;
+  /// The pool whose worker the calling thread is; null on any other thread.
+  static thread_pool* current() noexcept;
 
   const std::string& name() const noexcept;
   const pool_options& options() const noexcept;  ///< with threads resolved

@@ -180,6 +180,7 @@ struct thread_pool::impl {
   bool shut = false;        // under shutdown_mu
 
   static thread_local const impl* current;  // the pool whose worker this thread is
+  thread_pool* self = nullptr;               // the facade, for thread_pool::current()
 
   // ---- submission and growth (pool_submit.cpp) ------------------------------------------
   bool admit(pool_task* t) noexcept;

@@ -25,6 +25,8 @@
 
 namespace ringrpc::detail {
 
+class server_core;
+
 /// A part that lives and dies with a server, without the server knowing what it is.
 class server_part {
  public:
@@ -72,6 +74,10 @@ struct connection_row {
 /// The functions; a class so that ringrpc::server can befriend them all at once.
 class server_seam {
  public:
+  /// The core behind `s`, for the core library's own parts that start from a public server
+  /// (src/server/coro_server.cpp). Not for ops.
+  static server_core& core_of(server& s) noexcept;
+  static const server_core& core_of(const server& s) noexcept;
   // --- Before start(): each throws std::logic_error after it.
   /// Options for endpoint `name` that replace what its registration gives (the operator wins).
   static void set_endpoint_override(server& s, std::string name, endpoint_options options);

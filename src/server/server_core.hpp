@@ -86,6 +86,10 @@ class server_core final : public exec_host {
   caller_shares& callers() noexcept { return _callers; }
   /// Metadata caps, bearer tokens and the server's authorizer (call_guard.hpp).
   call_guard& guard() noexcept { return _guard; }
+  /// Coroutine handler frames alive (ringrpc/coro_handler.hpp): stop() waits for them before
+  /// the pools their resumptions run on shut down.
+  std::atomic<std::uint64_t>& coro_handlers() noexcept { return _coro_handlers; }
+  std::uint64_t coro_handlers_alive() const noexcept { return _coro_handlers.load(std::memory_order_acquire); }
   /// A stream opens (shard_streams.cpp): false, and nothing taken, when `max` streams are open
   /// in the whole server already. One atomic on a stream's open and end, none on a call's.
   bool take_stream_slot(std::uint32_t max) noexcept {
@@ -228,6 +232,7 @@ class server_core final : public exec_host {
   void resolve_limits(std::size_t default_queue);
   void join_async_stop() noexcept;
   void stop_blocking();
+  void wait_for_coroutine_handlers(std::chrono::steady_clock::time_point drain_deadline);
   void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
   std::uint64_t calls_created() const noexcept;
   /// Calls whose answer was written (or whose peer was gone), over every shard.
@@ -266,6 +271,7 @@ class server_core final : public exec_host {
   sharded_counter _out_of_memory;  // admitted, then refused with their inbox (serial endpoints)
   std::atomic<server_state> _state{server_state::configured};
   std::atomic<bool> _abandon{false};
+  std::atomic<std::uint64_t> _coro_handlers{0};
   std::atomic<bool> _leaving{false};  // stop() has begun; see leaving()
   std::mutex _stop_mu;        // one stop() at a time; later callers wait for it
   std::mutex _async_stop_mu;  // guards _async_stop

@@ -77,6 +77,9 @@ server_part* server_seam::part_at(const server& s, std::size_t i) noexcept {
   return parts != nullptr ? parts->at(i) : nullptr;
 }
 
+server_core& server_seam::core_of(server& s) noexcept { return *s._core; }
+const server_core& server_seam::core_of(const server& s) noexcept { return *s._core; }
+
 server_phase server_seam::phase(const server& s) noexcept { return phase_of(s._core->state()); }
 
 std::int64_t server_seam::started_ns(const server& s) noexcept { return s._core->started_ns(); }

@@ -156,6 +156,7 @@ void server_core::stop_blocking() {
     }
   }
   for (auto& r : _shards) r->join();
+  wait_for_coroutine_handlers(deadline);
   // 5. on_stop for each endpoint, once it is idle; then the pools' threads are joined.
   if (!_dispatcher.stop_endpoints(std::max(deadline, stop_now() +
                                                          std::chrono::seconds(1)))) {
@@ -167,6 +168,19 @@ void server_core::stop_blocking() {
   _bus->stop();  // delivers what is queued, then joins its threads
   // Last: the admin server's readiness page said "draining" until the end.
   for (auto& part : _attachments) part->stop();
+}
+
+void server_core::wait_for_coroutine_handlers(std::chrono::steady_clock::time_point drain_deadline) {
+  // Their calls are answered by now (by them, or for them at the drain timeout, which also
+  // cancelled the calls they await); what is left is their frames finishing, which resume on
+  // the pools: wait for that before the pools go. A frame waiting on something that is not a
+  // ringrpc call may never finish: then only as long as a handler has to answer a cancel.
+  const auto waited_until = std::max(drain_deadline, stop_now()) + 2 * abandon_grace;
+  if (!wait_until([&] { return _coro_handlers.load(std::memory_order_acquire) == 0; }, waited_until)) {
+    log::warn("stop_coroutine_handlers",
+              {{"alive", static_cast<std::int64_t>(_coro_handlers.load(std::memory_order_acquire))},
+               {"msg", "coroutine handlers still suspended; they resume on the client's thread if ever"}});
+  }
 }
 
 std::uint64_t server_core::answer_for_running_handlers() noexcept {

@@ -1,0 +1,95 @@
+#pragma once
+/// \file Coroutine handlers: methods written as ringrpc::task<void> coroutines that answer
+/// through a deferred_reply (docs/execution.md, "Coroutines").
+///
+///     ringrpc::add_coroutine_method(server, "proxy", [&backend](ringrpc::deferred_reply& call)
+///                                                        -> ringrpc::task<void> {
+///       ringrpc::call_result r = co_await ringrpc::co_call(backend, "echo", call.payload());
+///       if (r.ok()) call.reply(r.payload);
+///       else call.fail(r.code, r.message);
+///     });
+///
+/// - The handler starts on its endpoint's pool, like any handler; the call is deferred first
+///   (call_context::defer), so the pool thread is free as soon as the coroutine first suspends.
+///   It resumes on that pool (ringrpc/coro.hpp's resume rule), or where `to_pool` moved it.
+/// - It answers through the deferred_reply (payload(), reply(), fail(), add_header(), ...;
+///   valid until answered). A handler that finishes without answering answers `internal`
+///   "coroutine handler finished without answering"; an exception leaving it answers `internal`
+///   with its what() (if it had not answered yet).
+/// - The client calls it awaits (ringrpc::co_call) have its call as their parent: they end by
+///   its deadline and are cancelled when its caller cancels or disconnects, or the server stops
+///   past its drain timeout, so a suspended handler resumes with call_error::cancelled or
+///   timeout and finishes.
+/// - Lifetimes: the handler object (the callable) lives as long as the server holds the method
+///   or a frame of it is alive; a lambda's captures are reached through it, so they may be used
+///   after suspensions. stop() waits for suspended handlers within drain_timeout as for running
+///   ones (their calls are unanswered), then cancels them as above and waits for their frames
+///   to finish before the pools shut down.
+
+#include "ringrpc/cxx20.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "ringrpc/call_context.hpp"
+#include "ringrpc/call_parent.hpp"
+#include "ringrpc/coro.hpp"
+#include "ringrpc/endpoint.hpp"
+#include "ringrpc/export.hpp"
+#include "ringrpc/server.hpp"
+#include "ringrpc/task.hpp"
+
+RINGRPC_API_BEGIN
+
+namespace ringrpc {
+
+namespace detail {
+
+/// The server's count of coroutine handler frames alive (src/server/coro_server.cpp); stop()
+/// waits for it to reach zero before shutting down the pools their resumptions run on.
+std::uint64_t coro_handlers_alive(const server& s) noexcept;
+
+/// A handler object with its type erased: the coroutine frame that runs it is then one type,
+/// compiled once in the library (a frame type naming the user's lambda would be a header's type
+/// with the user's internal linkage, which GCC's -Wsubobject-linkage rejects).
+struct coro_handler_fn {
+  std::shared_ptr<void> object;
+  task<void> (*invoke)(void* object, deferred_reply& call) = nullptr;
+};
+
+template <class F>
+coro_handler_fn erase_coro_handler(F handler) {
+  return {std::make_shared<F>(std::move(handler)),
+          [](void* object, deferred_reply& call) -> task<void> { return (*static_cast<F*>(object))(call); }};
+}
+
+/// Defers `call`, then runs `fn` for it on this thread until it first suspends.
+void start_coro_handler(server& s, const coro_handler_fn& fn, call_context& call);
+/// An endpoint whose calls and one-way messages run `fn` (start_coro_handler).
+std::shared_ptr<endpoint> make_coroutine_endpoint(server& s, coro_handler_fn fn);
+
+}  // namespace detail
+
+/// A coroutine handler as a method of its own, as server::add_method (the server's
+/// `default_policy`, the default pool, concurrent; dots allowed). `handler` is called as
+/// `handler(deferred_reply&)` and returns task<void>. Same errors as add_method.
+template <class F>
+void add_coroutine_method(server& s, std::string name, F handler) {
+  s.add_method(std::move(name), [&s, fn = detail::erase_coro_handler(std::move(handler))](call_context& call) {
+    detail::start_coro_handler(s, fn, call);
+  });
+}
+
+/// A coroutine handler as an endpoint with `options` (a named pool, `own_pool`, a policy), as
+/// server::register_endpoint. Same errors as register_endpoint.
+template <class F>
+void register_coroutine_endpoint(server& s, std::string name, F handler, endpoint_options options = {}) {
+  s.register_endpoint(std::move(name), detail::make_coroutine_endpoint(s, detail::erase_coro_handler(std::move(handler))),
+                      std::move(options));
+}
+
+}  // namespace ringrpc
+
+RINGRPC_API_END

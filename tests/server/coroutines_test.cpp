@@ -1,0 +1,316 @@
+// Coroutine handlers and awaited calls over loopback (ringrpc/coro.hpp, coro_handler.hpp): a
+// proxy handler on one server co_awaits an echo on a second; where it resumes (its pool, or the
+// pool to_pool named); that a suspended handler holds no pool thread; and its lifecycles: the
+// caller disconnecting, its deadline passing, the server stopping, each resuming the handler
+// with its downstream call cancelled, and every frame gone afterwards.
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ringrpc/channel.hpp"
+#include "ringrpc/client.hpp"
+#include "ringrpc/coro.hpp"
+#include "ringrpc/coro_handler.hpp"
+#include "ringrpc/server.hpp"
+#include "ringrpc/task.hpp"
+#include "test_support.hpp"
+
+namespace ringrpc {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string thread_name() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  return name;
+}
+
+// Counts handler frames alive: a local of the coroutine, destroyed with its frame's locals.
+std::atomic<int> g_alive{0};
+struct alive_marker {
+  alive_marker() { g_alive.fetch_add(1); }
+  ~alive_marker() { g_alive.fetch_sub(1); }
+  alive_marker(const alive_marker&) = delete;
+  alive_marker& operator=(const alive_marker&) = delete;
+};
+
+// What the proxy handler saw, for the test to check.
+struct proxy_log {
+  std::atomic<int> finished{0};
+  std::atomic<int> cancelled{0};
+  std::atomic<int> timed_out{0};
+  std::mutex mu;
+  std::vector<std::string> resumed_on;  // thread names after the downstream call
+};
+
+// The status a proxy answers for its downstream call's failure.
+status status_for(const call_result& r) {
+  switch (r.error) {
+    case call_error::server_status: return r.code;
+    case call_error::timeout: return status::deadline_exceeded;
+    case call_error::cancelled: return status::cancelled;
+    default: return status::unavailable;
+  }
+}
+
+// A proxy: the request payload is "METHOD:PAYLOAD" for the backend.
+auto proxy_handler(client& backend, proxy_log& log) {
+  return [&backend, &log](deferred_reply& call) -> task<void> {
+    alive_marker alive;
+    const std::string request(reinterpret_cast<const char*>(call.payload().data()), call.payload().size());
+    const auto colon = request.find(':');
+    const std::string method = request.substr(0, colon);
+    const std::string payload = request.substr(colon + 1);
+    call_result r = co_await co_call(backend, method, payload);
+    {
+      std::lock_guard lock(log.mu);
+      log.resumed_on.push_back(thread_name());
+    }
+    if (r.error == call_error::cancelled) log.cancelled.fetch_add(1);
+    if (r.error == call_error::timeout) log.timed_out.fetch_add(1);
+    if (r.ok()) {
+      call.reply(r.payload);
+    } else {
+      call.fail(status_for(r), r.message);
+    }
+    log.finished.fetch_add(1);
+  };
+}
+
+struct proxy_pair {
+  std::unique_ptr<server> backend;
+  std::unique_ptr<server> proxy;
+  client to_backend;
+  proxy_log log;
+
+  explicit proxy_pair(server_options proxy_options = test::threads(1, 1))
+      : backend(test::builtin_server(test::threads(1, 4))),
+        proxy(std::make_unique<server>(proxy_options)),
+        to_backend(client::connect("127.0.0.1", backend->port())) {
+    add_coroutine_method(*proxy, "proxy", proxy_handler(to_backend, log));
+  }
+  ~proxy_pair() {
+    proxy->stop();
+    backend->stop();
+  }
+};
+
+TEST(Coroutines, ProxyAwaitsAnEchoOnAnotherServer) {
+  proxy_pair p;
+  p.proxy->start();
+  auto c = client::connect("127.0.0.1", p.proxy->port());
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = "hello " + std::to_string(i);
+    call_result r = c.call("proxy", "echo:" + text);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.payload_string(), text);
+  }
+  // (A handler counts itself finished just after it answered.)
+  EXPECT_TRUE(test::eventually([&] { return p.log.finished.load() == 200; }));
+  // The rule: a handler started on the default pool resumes there (rr-default, one thread).
+  std::lock_guard lock(p.log.mu);
+  for (const std::string& name : p.log.resumed_on) EXPECT_EQ(name, "rr-default");
+  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::coro_handlers_alive(*p.proxy) == 0; }));
+}
+
+TEST(Coroutines, SuspendedHandlersHoldNoPoolThread) {
+  // One handler thread; eight proxied 300 ms sleeps at once. Were a suspended handler to hold
+  // the thread they would take 2.4 s one after the other; they overlap instead.
+  proxy_pair p;
+  p.proxy->start();
+  auto c = client::connect("127.0.0.1", p.proxy->port());
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<reply_future<call_result>> calls;
+  for (int i = 0; i < 8; ++i) calls.push_back(c.call_future("proxy", test::bytes_of("sleep:300000")));
+  for (auto& f : calls) {
+    call_result r = f.get();
+    EXPECT_TRUE(r.ok()) << r.message;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);
+  EXPECT_TRUE(test::eventually([&] { return p.log.finished.load() == 8; }));
+}
+
+TEST(Coroutines, ToPoolMovesTheRestOfTheHandler) {
+  server_options o = test::threads(1, 1);
+  auto backend = test::builtin_server(test::threads(1, 2));
+  server proxy(o);
+  proxy.add_pool("blocking", pool_options{.kind = pool_kind::fixed, .threads = 2});
+  auto to_backend = client::connect("127.0.0.1", backend->port());
+  std::vector<std::string> seen;
+  std::mutex mu;
+  add_coroutine_method(proxy, "hop", [&](deferred_reply& call) -> task<void> {
+    alive_marker alive;
+    std::vector<std::string> here{thread_name()};
+    const bool moved = co_await to_pool(proxy, "blocking");
+    here.push_back(moved ? thread_name() : "not moved");
+    call_result r = co_await co_call(to_backend, "echo", call.payload());
+    here.push_back(thread_name());  // the home is now "blocking"
+    {
+      std::lock_guard lock(mu);
+      seen = here;
+    }
+    call.reply(r.payload);
+  });
+  proxy.start();
+  auto c = client::connect("127.0.0.1", proxy.port());
+  call_result r = c.call("hop", "x");
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.payload_string(), "x");
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(seen.size(), 3u);
+    EXPECT_EQ(seen[0], "rr-default");
+    EXPECT_EQ(seen[1].rfind("rr-blocking/", 0), 0u) << seen[1];
+    EXPECT_EQ(seen[2].rfind("rr-blocking/", 0), 0u) << seen[2];
+  }
+  // An unknown pool is the handler's exception: the caller gets internal naming it.
+  add_coroutine_method(proxy, "nowhere", [&](deferred_reply&) -> task<void> { co_await to_pool(proxy, "nope"); });
+  r = c.call("nowhere", "x");
+  EXPECT_EQ(r.code, status::internal);
+  EXPECT_NE(r.message.find("no pool named 'nope'"), std::string::npos) << r.message;
+  proxy.stop();
+  backend->stop();
+  EXPECT_EQ(g_alive.load(), 0);
+}
+
+TEST(Coroutines, CallerDisconnectCancelsTheAwaitedCall) {
+  proxy_pair p;
+  p.proxy->start();
+  {
+    test::raw_socket s(p.proxy->port());
+    ASSERT_TRUE(s.send_frame(test::request(1, "proxy", "sleep:10000000")));
+    ASSERT_TRUE(test::eventually([&] { return g_alive.load() == 1; }));
+    // A reset, not a FIN (a half-close still gets its answers): the connection is gone.
+    const linger hard{1, 0};
+    ASSERT_EQ(::setsockopt(s.fd(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard), 0);
+  }
+  EXPECT_TRUE(test::eventually([&] { return p.log.finished.load() == 1; }, 5s));
+  EXPECT_EQ(p.log.cancelled.load(), 1);
+  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::coro_handlers_alive(*p.proxy) == 0; }));
+}
+
+TEST(Coroutines, DeadlinePassesWhileSuspended) {
+  proxy_pair p;
+  p.proxy->start();
+  auto c = client::connect("127.0.0.1", p.proxy->port());
+  const auto start = std::chrono::steady_clock::now();
+  call_result r = c.call("proxy", "sleep:10000000", test::within(300ms));
+  // The caller's timer, or the proxy's answer when the downstream's inherited deadline
+  // passed first (the same instant): either way by the deadline, not after the 10 s sleep.
+  EXPECT_TRUE(r.error == call_error::timeout || r.code == status::deadline_exceeded) << r.message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  // The downstream call ended by the inherited deadline (timeout), or by the Cancel frame the
+  // caller sent when its own timer fired first (cancelled); the handler finished.
+  EXPECT_TRUE(test::eventually([&] { return p.log.finished.load() == 1; }, 5s));
+  EXPECT_EQ(p.log.timed_out.load() + p.log.cancelled.load(), 1);
+  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::coro_handlers_alive(*p.proxy) == 0; }));
+}
+
+TEST(Coroutines, StopWaitsForSuspendedHandlersWithinTheDrainTimeout) {
+  server_options o = test::threads(1, 1);
+  o.drain_timeout = 5s;
+  proxy_pair p(o);
+  p.proxy->start();
+  auto c = client::connect("127.0.0.1", p.proxy->port());
+  auto pending = c.call_future("proxy", test::bytes_of("sleep:300000"));
+  ASSERT_TRUE(test::eventually([&] { return g_alive.load() == 1; }));
+  p.proxy->stop();
+  // The suspended handler finished its call before stop() returned.
+  EXPECT_EQ(p.log.finished.load(), 1);
+  call_result r = pending.get();
+  EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(detail::coro_handlers_alive(*p.proxy), 0u);
+}
+
+TEST(Coroutines, StopPastTheDrainTimeoutCancelsSuspendedHandlers) {
+  server_options o = test::threads(1, 1);
+  o.drain_timeout = 200ms;
+  proxy_pair p(o);
+  p.proxy->start();
+  auto c = client::connect("127.0.0.1", p.proxy->port());
+  std::vector<reply_future<call_result>> pending;
+  for (int i = 0; i < 4; ++i) pending.push_back(c.call_future("proxy", test::bytes_of("sleep:10000000")));
+  ASSERT_TRUE(test::eventually([&] { return g_alive.load() == 4; }));
+  const auto start = std::chrono::steady_clock::now();
+  p.proxy->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  // Each handler was resumed with its downstream call cancelled, and finished before the pools
+  // went; the callers got shutting_down from the server (their handlers' late answers dropped).
+  EXPECT_EQ(p.log.finished.load(), 4);
+  EXPECT_EQ(p.log.cancelled.load(), 4);
+  // (shutting_down, or cancelled when a handler answered with its call's cancellation first.)
+  for (auto& f : pending) {
+    const status code = f.get().code;
+    EXPECT_TRUE(code == status::shutting_down || code == status::cancelled) << to_string(code);
+  }
+  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(detail::coro_handlers_alive(*p.proxy), 0u);
+}
+
+TEST(Coroutines, ChannelCallsAndAnswersLeftUnsaid) {
+  auto backend = test::builtin_server(test::threads(1, 2));
+  server proxy(test::threads(1, 1));
+  auto ch = channel::create("127.0.0.1:" + std::to_string(backend->port()));
+  ASSERT_TRUE(ch.wait_for_members(1, 5s));
+  register_coroutine_endpoint(proxy, "via_channel", [&](deferred_reply& call) -> task<void> {
+    alive_marker alive;
+    call_result r = co_await co_call(ch, "echo", call.payload(), {.idempotent = true});
+    call.reply(r.payload);
+  });
+  add_coroutine_method(proxy, "silent", [](deferred_reply&) -> task<void> { co_return; });
+  add_coroutine_method(proxy, "throws", [](deferred_reply&) -> task<void> {
+    throw std::runtime_error("handler broke");
+    co_return;
+  });
+  proxy.start();
+  auto c = client::connect("127.0.0.1", proxy.port());
+  call_result r = c.call("via_channel.x", "through a channel");
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.payload_string(), "through a channel");
+  r = c.call("silent", "");
+  EXPECT_EQ(r.code, status::internal);
+  EXPECT_EQ(r.message, "coroutine handler finished without answering");
+  r = c.call("throws", "");
+  EXPECT_EQ(r.code, status::internal);
+  EXPECT_EQ(r.message, "handler broke");
+  proxy.stop();
+  backend->stop();
+  EXPECT_EQ(g_alive.load(), 0);
+}
+
+TEST(Coroutines, AwaitingWithoutAHomeResumesOnTheClientThread) {
+  // A coroutine started on a plain thread has no home: it resumes on the client's I/O thread,
+  // where blocking is refused as in a callback.
+  auto backend = test::builtin_server(test::threads(1, 1));
+  auto c = client::connect("127.0.0.1", backend->port());
+  std::promise<std::pair<bool, std::string>> seen;
+  auto body = [&]() -> task<void> {
+    call_result r = co_await co_call(c, "echo", "hi");
+    bool refused = false;
+    try {
+      (void)c.call("echo", "blocking");
+    } catch (const std::logic_error&) {
+      refused = true;
+    }
+    seen.set_value({refused && r.ok(), std::string(r.payload_string())});
+  };
+  start_detached(body(), [](task_outcome<void>& o) { EXPECT_TRUE(o.ok()); });
+  auto [refused, payload] = seen.get_future().get();
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(payload, "hi");
+  backend->stop();
+}
+
+}  // namespace
+}  // namespace ringrpc
