@@ -336,6 +336,9 @@ class stub_target {
     c.timeout = o.timeout;
     c.idempotent = _idempotent;
     c.metadata = o.metadata;
+    c.parent = o.parent;
+    c.detached = o.detached;
+    c.cancel = o.cancel;
     return c;
   }
   const char* closed_message() const noexcept {

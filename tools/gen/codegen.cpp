@@ -176,9 +176,11 @@ std::vector<service_desc> collect_services(const flatbuffers::Parser& parser, co
         problems.push_back("method " + m.full_name + " has a name the generated classes use themselves ('" + m.name +
                            "'); rename it");
       }
-      // A stream method has one stub member; a unary one has four.
+      // A stream method has one stub member; a unary one has five.
       std::vector<std::string> members = {m.name};
-      if (m.streaming.empty()) members.insert(members.end(), {m.name + "_async", m.name + "_future", m.name + "_one_way"});
+      if (m.streaming.empty()) {
+        members.insert(members.end(), {m.name + "_async", m.name + "_future", m.name + "_co", m.name + "_one_way"});
+      }
       for (const std::string& member : members) {
         if (!stub_members.insert(member).second) {
           problems.push_back("method " + m.full_name + " would generate stub member '" + member +
@@ -264,7 +266,8 @@ void write_preamble(std::ostream& o, const header_input& in, const std::string& 
     << "#pragma once\n\n"
     << "#include <cstddef>\n#include <cstdint>\n#include <functional>\n#include <future>\n#include <memory>\n"
     << "#include <string_view>\n\n"
-    << "#include <ringrpc/reflection.hpp>\n#include <ringrpc/service.hpp>\n#include <ringrpc/typed_stream.hpp>\n\n"
+    << "#include <ringrpc/reflection.hpp>\n#include <ringrpc/service.hpp>\n#include <ringrpc/typed_stream.hpp>\n"
+    << "#include <ringrpc/typed_task.hpp>\n\n"
     << "#include \"" << in.flatc_header << "\"\n\n"
     << "namespace ringrpc_schema_data {\n"
     << "// " << in.schema_name << " as a binary schema (flatc --binary --schema --bfbs-comments), for reflection.\n"
@@ -334,7 +337,8 @@ void write_stub_stream(std::ostream& o, const method_desc& m) {
   o << "  }\n";
 }
 
-// One method's four calls on the stub: blocking, with a callback, as a future, one-way.
+// One method's five calls on the stub: blocking, with a callback, as a future, awaited by a
+// coroutine, one-way.
 void write_stub_method(std::ostream& o, const method_desc& m) {
   if (!m.streaming.empty()) return write_stub_stream(o, m);
   const std::string rep = cpp_type(m.reply_type);
@@ -357,6 +361,12 @@ void write_stub_method(std::ostream& o, const method_desc& m) {
     << ",\n      ::ringrpc::call_options options = {}) const {\n"
     << "    return ::ringrpc::detail::typed_call_future<" << rep << ">(_target, " << m.name
     << "_info, request, root, options);\n"
+    << "  }\n"
+    << "  /// " << m.name << " for a coroutine: `co_await` yields the result (ringrpc/typed_task.hpp).\n"
+    << "  ::ringrpc::typed_call_awaitable<" << rep << "> " << m.name << "_co(" << args
+    << ",\n      ::ringrpc::call_options options = {}) const {\n"
+    << "    return ::ringrpc::detail::typed_co_call<" << rep << ">(_target, " << m.name
+    << "_info, request, root, std::move(options));\n"
     << "  }\n"
     << "  /// " << m.name << " as a one-way message: the server runs the method and drops its answer.\n"
     << "  /// False when nothing was sent (closed, or at the connection's pending limits).\n"
