@@ -10,7 +10,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <future>
+#include <iostream>
+#include <new>
+#include <semaphore>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +27,37 @@
 #include "ringrpc/server.hpp"
 #include "ringrpc/task.hpp"
 #include "test_support.hpp"
+
+// --- allocation probe: counts global operator new calls on every thread -------------------------
+namespace {
+std::atomic<std::uint64_t> g_news{0};
+void* counted_alloc(std::size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_alloc(n); }
+void* operator new[](std::size_t n) { return counted_alloc(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return counted_alloc(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return counted_alloc(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace ringrpc {
 namespace {
@@ -287,6 +322,53 @@ TEST(Coroutines, ChannelCallsAndAnswersLeftUnsaid) {
   proxy.stop();
   backend->stop();
   EXPECT_EQ(g_alive.load(), 0);
+}
+
+// Heap allocations per call, on every thread (client, server, test), of N calls made one after
+// the other with call_async and a callback, and of N co_awaited in a coroutine: the coroutine
+// form adds nothing per call (its frame is made once; its callback captures one pointer and
+// fits std::function's local buffer).
+TEST(Coroutines, AwaitedCallsAllocateNoMoreThanCallbacks) {
+  auto backend = test::builtin_server(test::threads(1, 1));
+  auto c = client::connect("127.0.0.1", backend->port());
+  constexpr int n = 2000;
+  const std::string payload(64, 'p');
+  auto with_callbacks = [&] {
+    std::binary_semaphore done{0};
+    call_result last;
+    for (int i = 0; i < n; ++i) {
+      c.call_async("echo", test::bytes_of(payload), [&](const call_outcome& o) {
+        last = call_result::from(o);
+        done.release();
+      });
+      done.acquire();
+    }
+    EXPECT_TRUE(last.ok());
+  };
+  auto with_coroutine = [&] {
+    std::binary_semaphore done{0};
+    bool all_ok = true;
+    auto body = [&]() -> task<void> {
+      for (int i = 0; i < n; ++i) {
+        call_result r = co_await co_call(c, "echo", payload);
+        all_ok = all_ok && r.ok();
+      }
+    };
+    start_detached(body(), [&](task_outcome<void>&) { done.release(); });
+    done.acquire();
+    EXPECT_TRUE(all_ok);
+  };
+  with_callbacks();  // warm both paths up
+  with_coroutine();
+  g_news.store(0);
+  with_callbacks();
+  const double callback_allocs = static_cast<double>(g_news.exchange(0)) / n;
+  with_coroutine();
+  const double coroutine_allocs = static_cast<double>(g_news.exchange(0)) / n;
+  std::cout << "heap allocations per call (client + server + test): call_async " << callback_allocs
+            << ", co_await co_call " << coroutine_allocs << "\n";
+  EXPECT_LE(coroutine_allocs, callback_allocs + 0.05);
+  backend->stop();
 }
 
 TEST(Coroutines, AwaitingWithoutAHomeResumesOnTheClientThread) {
