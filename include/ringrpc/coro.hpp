@@ -20,6 +20,9 @@
 ///   refused at once (client_busy, an expired deadline, ...) does not suspend at all: the
 ///   coroutine goes on on the thread that awaited.
 ///
+/// A coroutine with a home must finish before that server is destroyed (its pools go with it);
+/// coroutine handlers do, as stop() waits for them.
+///
 /// Cancellation and deadlines: a call awaited by a coroutine handler has the handler's call as
 /// its parent unless its options name another (or `detached`), on whatever thread the
 /// coroutine runs by then: the call ends by the handler's deadline and is cancelled when the
@@ -193,7 +196,8 @@ inline channel_call_awaitable co_call(channel& ch, std::string_view method, std:
 }
 
 /// `co_await to_pool(server, "name")`: the rest of the coroutine runs on a worker of the
-/// server's pool `name` ("default" is the handlers' pool), which also becomes its home for
+/// server's pool `name` (one of server::add_pool, or "default", the handlers' pool; an
+/// endpoint's own_pool is not reachable by name), which also becomes its home for
 /// later resumptions (the resume rule above). Yields true once there; false when the pool has
 /// shut down (the coroutine goes on where it was). Throws std::invalid_argument when the
 /// server has no such pool or is not started. Like resumptions, it is queued apart from the

@@ -4,6 +4,7 @@
 #include "ringrpc/coro_handler.hpp"
 
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -41,10 +42,11 @@ void answer_if_unanswered(deferred_reply& reply, const std::exception_ptr& error
 // It sets itself as the running step; start_coro_handler restores the thread's step when it
 // first suspends, the resumptions set it again.
 detached_run run_coro_handler(server_core* core, coro_handler_fn fn, deferred_reply reply) {
-  const call_parent parent(reply);
-  current_coro_step() = coro_step{coro_home_here(), &parent};
+  std::optional<call_parent> parent;
   std::exception_ptr error;
   try {
+    parent.emplace(reply);  // may allocate the call's cancellation hub
+    current_coro_step() = coro_step{coro_home_here(), &*parent};
     co_await fn.invoke(fn.object.get(), reply);
   } catch (...) {
     error = std::current_exception();
