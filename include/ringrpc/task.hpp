@@ -158,24 +158,27 @@ class [[nodiscard]] task {
   /// False for a default-constructed or moved-from task.
   explicit operator bool() const noexcept { return static_cast<bool>(_h); }
 
-  /// Awaiting starts the task (at most once) and yields its value or rethrows its exception.
-  auto operator co_await() && noexcept {
-    struct awaiter {
-      std::coroutine_handle<promise_type> h;
-      bool await_ready() const noexcept { return !h || h.done(); }
-      std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
-        h.promise().continuation = awaiting;
-        return h;
-      }
-      T await_resume() { return h.promise().outcome.value(); }
-    };
-    return awaiter{_h};
-  }
+  /// Awaiting starts the task (await it once) and yields its value or rethrows its exception.
+  /// The task keeps its frame either way: `co_await f()` and `co_await t` alike.
+  auto operator co_await() & noexcept { return awaiter{_h}; }
+  auto operator co_await() && noexcept { return awaiter{_h}; }
 
   /// For start_detached: gives up the frame.
   std::coroutine_handle<promise_type> release() noexcept { return std::exchange(_h, {}); }
 
  private:
+  struct awaiter {
+    std::coroutine_handle<promise_type> h;
+    bool await_ready() const noexcept { return !h || h.done(); }
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+      h.promise().continuation = awaiting;
+      return h;
+    }
+    T await_resume() {
+      if (!h) throw std::invalid_argument("ringrpc::task: awaiting an empty task");
+      return h.promise().outcome.value();
+    }
+  };
   friend struct task_promise<T>;
   explicit task(std::coroutine_handle<promise_type> h) noexcept : _h(h) {}
   std::coroutine_handle<promise_type> _h;

@@ -123,6 +123,21 @@ TEST(Task, ExceptionReachesTheAwaiter) {
   EXPECT_THROW(std::rethrow_exception(seen), std::runtime_error);
 }
 
+TEST(Task, AwaitingANamedTask) {
+  auto outer = []() -> task<int> {
+    task<int> named = value_of(20);
+    int v = co_await named;  // an lvalue: the task keeps its frame until it goes out of scope
+    task<int> empty;
+    try {
+      co_await empty;
+    } catch (const std::invalid_argument&) {
+      v += 1;
+    }
+    co_return v + co_await value_of(1);
+  };
+  EXPECT_EQ(run_sync(outer()), 22);
+}
+
 TEST(Task, SymmetricTransferKeepsTheStackFlat) {
   // A million nested synchronous completions: without symmetric transfer each level would
   // take stack frames for resume() and overflow long before. Sanitized and unoptimised builds
