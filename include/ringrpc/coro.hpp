@@ -16,9 +16,10 @@
 ///   coroutine resumes as if it had no home.
 /// - Otherwise, on the client's I/O thread that completed the call, inline: the same thread
 ///   and the same restrictions as a call_async callback (keep it short, never block: a
-///   synchronous call() or a reply_future's get() there throws std::logic_error). A call
-///   refused at once (client_busy, an expired deadline, ...) does not suspend at all: the
-///   coroutine goes on on the thread that awaited.
+///   synchronous call() or a reply_future's get() there throws std::logic_error).
+/// - A call refused at once (client_busy, an expired deadline, ...), or answered before the
+///   coroutine has finished suspending, does not suspend at all: the coroutine goes on on the
+///   thread that awaited, with no hop.
 ///
 /// A coroutine with a home must finish before that server is destroyed (its pools go with it);
 /// coroutine handlers do, as stop() waits for them.
