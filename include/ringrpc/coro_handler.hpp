@@ -16,15 +16,19 @@
 ///   valid until answered). A handler that finishes without answering answers `internal`
 ///   "coroutine handler finished without answering"; an exception leaving it answers `internal`
 ///   with its what() (if it had not answered yet).
-/// - The client calls it awaits (ringrpc::co_call) have its call as their parent: they end by
-///   its deadline and are cancelled when its caller cancels or disconnects, or the server stops
-///   past its drain timeout, so a suspended handler resumes with call_error::cancelled or
-///   timeout and finishes.
+/// - The client calls it awaits (ringrpc::co_call, in the handler or in tasks it awaits) have
+///   its call as their parent while it is unanswered: they end by its deadline and are
+///   cancelled when its caller cancels or disconnects, so a suspended handler resumes with
+///   call_error::cancelled or timeout and finishes. A task it hands to start_detached is not
+///   part of the frame (no home, no parent past the handler's own step, not waited for).
 /// - Lifetimes: the handler object (the callable) lives as long as the server holds the method
 ///   or a frame of it is alive; a lambda's captures are reached through it, so they may be used
 ///   after suspensions. stop() waits for suspended handlers within drain_timeout as for running
-///   ones (their calls are unanswered), then cancels them as above and waits for their frames
-///   to finish before the pools shut down.
+///   ones (their calls are unanswered); past it, it cancels every call each frame awaits,
+///   answered or not, and waits for every frame to end before the pools shut down, with no
+///   time limit: a frame awaiting something that is not a ringrpc call keeps stop() waiting,
+///   logged each second (`stop_waiting_for_coroutine`, naming the method). A handler that
+///   starts after that wait is over answers shutting_down without running.
 
 #include "ringrpc/cxx20.hpp"
 
@@ -46,10 +50,11 @@ RINGRPC_API_BEGIN
 namespace ringrpc {
 
 namespace detail {
-
-/// The server's count of coroutine handler frames alive (src/server/coro_server.cpp); stop()
-/// waits for it to reach zero before shutting down the pools their resumptions run on.
+/// The server's count of coroutine handler frames alive (src/server/coro_server.cpp).
 std::uint64_t coro_handlers_alive(const server& s) noexcept;
+}  // namespace detail
+
+namespace coro_abi {
 
 /// A handler object with its type erased: the coroutine frame that runs it is then one type,
 /// compiled once in the library (a frame type naming the user's lambda would be a header's type
@@ -65,20 +70,21 @@ coro_handler_fn erase_coro_handler(F handler) {
           [](void* object, deferred_reply& call) -> task<void> { return (*static_cast<F*>(object))(call); }};
 }
 
-/// Defers `call`, then runs `fn` for it on this thread until it first suspends.
+/// Defers `call`, then runs `fn` for it on this thread until it first suspends; answers
+/// shutting_down without running it once the server has stopped waiting for handler frames.
 void start_coro_handler(server& s, const coro_handler_fn& fn, call_context& call);
 /// An endpoint whose calls and one-way messages run `fn` (start_coro_handler).
 std::shared_ptr<endpoint> make_coroutine_endpoint(server& s, coro_handler_fn fn);
 
-}  // namespace detail
+}  // namespace coro_abi
 
 /// A coroutine handler as a method of its own, as server::add_method (the server's
 /// `default_policy`, the default pool, concurrent; dots allowed). `handler` is called as
 /// `handler(deferred_reply&)` and returns task<void>. Same errors as add_method.
 template <class F>
 void add_coroutine_method(server& s, std::string name, F handler) {
-  s.add_method(std::move(name), [&s, fn = detail::erase_coro_handler(std::move(handler))](call_context& call) {
-    detail::start_coro_handler(s, fn, call);
+  s.add_method(std::move(name), [&s, fn = coro_abi::erase_coro_handler(std::move(handler))](call_context& call) {
+    coro_abi::start_coro_handler(s, fn, call);
   });
 }
 
@@ -86,7 +92,7 @@ void add_coroutine_method(server& s, std::string name, F handler) {
 /// server::register_endpoint. Same errors as register_endpoint.
 template <class F>
 void register_coroutine_endpoint(server& s, std::string name, F handler, endpoint_options options = {}) {
-  s.register_endpoint(std::move(name), detail::make_coroutine_endpoint(s, detail::erase_coro_handler(std::move(handler))),
+  s.register_endpoint(std::move(name), coro_abi::make_coroutine_endpoint(s, coro_abi::erase_coro_handler(std::move(handler))),
                       std::move(options));
 }
 

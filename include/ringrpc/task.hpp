@@ -33,6 +33,32 @@ RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
+namespace coro_abi {
+
+/// The context of a coroutine handler's frame (src/server/coro_frames.hpp): its home pool, the
+/// incoming call its calls follow, its cancellation. Opaque here.
+struct frame_context;
+
+/// What a promise carries for ringrpc's awaitables: the handler frame it runs for, or null. A
+/// task awaited by a coroutine that carries one inherits it (the awaiter copies it into the
+/// awaited promise), so the context follows the chain of awaits and nothing else: a task
+/// handed to start_detached starts with none.
+struct context_carrier {
+  frame_context* coro_context = nullptr;
+};
+
+/// The context of the coroutine `h` (null when its promise carries none).
+template <class P>
+frame_context* context_of(std::coroutine_handle<P> h) noexcept {
+  if constexpr (std::is_base_of_v<context_carrier, P>) {
+    return h.promise().coro_context;
+  } else {
+    return nullptr;
+  }
+}
+
+}  // namespace coro_abi
+
 namespace detail {
 
 // --- Coroutine frames (src/base/frame_pool.cpp)
@@ -108,7 +134,7 @@ struct task_final_awaiter {
 };
 
 template <class T>
-struct task_promise_base : pooled_frame {
+struct task_promise_base : pooled_frame, coro_abi::context_carrier {
   task_outcome<T> outcome;
   std::coroutine_handle<> continuation;
   std::suspend_always initial_suspend() const noexcept { return {}; }
@@ -170,8 +196,10 @@ class [[nodiscard]] task {
   struct awaiter {
     std::coroutine_handle<promise_type> h;
     bool await_ready() const noexcept { return !h || h.done(); }
-    std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> awaiting) noexcept {
       h.promise().continuation = awaiting;
+      h.promise().coro_context = coro_abi::context_of(awaiting);
       return h;
     }
     T await_resume() {

@@ -46,14 +46,15 @@ namespace ringrpc {
 
 /// `co_await` on a typed call through a stub_target (a client or a channel): yields result<Reply>.
 template <class Reply>
-class typed_call_awaitable : public detail::call_awaiter_base {
+class typed_call_awaitable : public coro_abi::call_awaiter_base {
  public:
   typed_call_awaitable(const detail::stub_target& target, const detail::typed_method& m,
                        flatbuffers::FlatBufferBuilder& fbb, std::span<const std::byte> payload, call_options options)
       : _target(target), _method(m), _fbb(fbb), _payload(payload), _options(std::move(options)) {}
-  bool await_suspend(std::coroutine_handle<> h) {
-    return suspend_with(h, [this] {
-      inherit_parent(_options);
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) {
+    return suspend_with(h, [this](coro_abi::frame_context* ctx) {
+      coro_abi::prepare_call(ctx, _options);
       _target.call_async(_method.full_name, _payload, callback(), _options);
       // The client encoded the request into its own frame before returning.
       _fbb.Clear();
@@ -132,11 +133,11 @@ void add_typed_coroutine_method(server& s, std::string full_name, F handler) {
     return (*static_cast<F*>(object))(call, request);
   };
   fn->full_name = full_name;
-  detail::coro_handler_fn erased{fn, [](void* object, deferred_reply& call) -> task<void> {
+  coro_abi::coro_handler_fn erased{fn, [](void* object, deferred_reply& call) -> task<void> {
                                    return detail::serve_typed_coro<Request, Reply>(static_cast<const typed*>(object), call);
                                  }};
   s.add_method(std::move(full_name),
-               [&s, erased = std::move(erased)](call_context& call) { detail::start_coro_handler(s, erased, call); });
+               [&s, erased = std::move(erased)](call_context& call) { coro_abi::start_coro_handler(s, erased, call); });
 }
 
 }  // namespace ringrpc

@@ -9,50 +9,36 @@
 
 #include "exec/worker_pool.hpp"
 
-namespace ringrpc::detail {
+namespace ringrpc::coro_abi {
 namespace {
-
-thread_local constinit coro_step tl_step{};
 
 // The pool_task inside a resume_slot's link; `slot` leads back to the rest.
 struct resume_task {
-  pool_task task;
+  detail::pool_task task;
   resume_slot* slot;
 };
 static_assert(sizeof(resume_task) <= sizeof(resume_slot::link));
 static_assert(alignof(resume_task) <= alignof(void*));
 
-thread_pool* pool_of(coro_home* home) noexcept { return reinterpret_cast<thread_pool*>(home); }
+detail::thread_pool* pool_of(coro_home* home) noexcept { return reinterpret_cast<detail::thread_pool*>(home); }
 
-void run_resumption(pool_task* t) noexcept {
-  resume_slot* slot = reinterpret_cast<resume_task*>(t)->slot;
-  // The resumed coroutine may finish and free the frame holding `slot`: read it first.
-  const coro_step step = slot->step;
-  coro_resume_here(slot->handle, step);
+void run_resumption(detail::pool_task* t) noexcept {
+  // The resumed coroutine may finish and free the frame holding the slot: nothing of it is
+  // read after resume().
+  reinterpret_cast<resume_task*>(t)->slot->handle.resume();
 }
 
 }  // namespace
 
-coro_step& current_coro_step() noexcept { return tl_step; }
-
-coro_home* coro_home_here() noexcept {
-  if (tl_step.home != nullptr) return tl_step.home;
-  return reinterpret_cast<coro_home*>(thread_pool::current());
-}
-
-bool coro_post(coro_home* home, resume_slot& slot) noexcept {
+bool post(coro_home* home, resume_slot& slot) noexcept {
   auto* rt = new (slot.link) resume_task{};
   rt->task.run = &run_resumption;
   rt->task.label = "coroutine";
   rt->slot = &slot;
+  // submit_singleton wakes a worker inside the pool's gate: once the resumption is queued it
+  // may run and end the last frame a stopping server waits for, and the pool may go right after
+  // (src/exec/pool_submit.cpp).
   return pool_of(home)->submit_singleton(&rt->task);
 }
 
-void coro_resume_here(std::coroutine_handle<> h, const coro_step& step) noexcept {
-  const coro_step saved = tl_step;
-  tl_step = step;
-  h.resume();
-  tl_step = saved;
-}
-
-}  // namespace ringrpc::detail
+}  // namespace ringrpc::coro_abi

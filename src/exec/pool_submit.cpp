@@ -70,14 +70,16 @@ bool thread_pool::try_submit(pool_task* t) noexcept {
 bool thread_pool::submit_singleton(pool_task* t, bool wake_now) noexcept {
   impl& p = *_impl;
   if (t == nullptr) return false;
-  const bool ok = p.gated([&] {
+  // The wake is inside the gate too: once queued, the task may run at once and let its owner
+  // destroy the pool (a coroutine's last resumption lets a stopping server go on), and
+  // shutdown waits for submitters inside the gate, not for ones just past it.
+  return p.gated([&] {
     p.queue.push_singleton(t);
     // A pool that may have shrunk to no thread at all starts one; otherwise a worker finishing
     // its task finds the singleton first.
     if (p.core_threads == 0) p.keep_one_thread();
+    if (wake_now) wake(1);
   });
-  if (ok && wake_now) wake(1);
-  return ok;
 }
 
 void thread_pool::wake(unsigned n) noexcept {

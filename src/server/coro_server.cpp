@@ -1,27 +1,31 @@
 // What coroutines (ringrpc/coro.hpp, ringrpc/coro_handler.hpp) need from a server: its pools
-// as homes, and the count of coroutine handler frames alive that stop() waits for.
+// as homes, and the frames of its coroutine handlers, which stop() cancels and waits for
+// (server/coro_frames.hpp).
 
 #include "ringrpc/coro_handler.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <exception>
-#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "exec/worker_pool.hpp"
 #include "seam/server_seam.hpp"
+#include "server/coro_frames.hpp"
 #include "server/server_core.hpp"
 
 namespace ringrpc {
-namespace detail {
+namespace {
 
-coro_home* coro_home_of(server& s, std::string_view name) noexcept {
+using coro_abi::coro_handler_fn;
+using coro_abi::start_coro_handler;
+
+coro_abi::coro_home* home_of(server& s, std::string_view name) noexcept {
   // TODO(perf): a lookup under the dispatcher's mutex per to_pool; a handler moving on every
   // call would rather resolve its pool once.
-  return reinterpret_cast<coro_home*>(server_seam::core_of(s).endpoints().find_pool(name));
+  return reinterpret_cast<coro_abi::coro_home*>(detail::server_seam::core_of(s).endpoints().find_pool(name));
 }
-
-namespace {
 
 // Answers `internal` for a handler that ended without answering: its exception's what(), or
 // that it said nothing.
@@ -37,23 +41,57 @@ void answer_if_unanswered(deferred_reply& reply, const std::exception_ptr& error
   }
 }
 
-// The frame that owns one handler invocation: the reply, the parent its calls follow, the
-// handler object (shared, so that it outlives an unregistered endpoint while frames run).
-// It sets itself as the running step; start_coro_handler restores the thread's step when it
-// first suspends, the resumptions set it again.
-detached_run run_coro_handler(server_core* core, coro_handler_fn fn, deferred_reply reply) {
-  std::optional<call_parent> parent;
-  std::exception_ptr error;
-  try {
-    parent.emplace(reply);  // may allocate the call's cancellation hub
-    current_coro_step() = coro_step{coro_home_here(), &*parent};
-    co_await fn.invoke(fn.object.get(), reply);
-  } catch (...) {
-    error = std::current_exception();
+// The coroutine that owns one handler invocation. Its promise holds the frame's context, which
+// the tasks it awaits inherit (coro_abi::context_carrier); it starts at once and frees itself.
+struct handler_run {
+  struct promise_type : detail::pooled_frame, coro_abi::context_carrier {
+    coro_abi::frame_context context;
+    promise_type() noexcept { coro_context = &context; }
+    handler_run get_return_object() const noexcept { return {}; }
+    std::suspend_never initial_suspend() const noexcept { return {}; }
+    std::suspend_never final_suspend() const noexcept { return {}; }
+    void return_void() const noexcept {}
+    void unhandled_exception() const noexcept { std::terminate(); }  // the body catches all
+  };
+};
+
+// Yields the running handler_run's context (never suspends).
+struct own_context {
+  coro_abi::frame_context* context = nullptr;
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<handler_run::promise_type> h) noexcept {
+    context = &h.promise().context;
+    return false;
   }
-  answer_if_unanswered(reply, error);
-  // Last: stop() may go on to shut the pools down once this reaches zero.
-  core->coro_handlers().fetch_sub(1, std::memory_order_acq_rel);
+  coro_abi::frame_context& await_resume() const noexcept { return *context; }
+};
+
+// One handler invocation. The registry entry (registry.enter()) was taken by the caller; the
+// frame leaves it last, once everything it owns is gone: the reply (whose state names the
+// server), the handler object, the call's hub. Nothing after leave() touches the server or
+// its pools, which stop() may destroy from then on.
+handler_run run_coro_handler(detail::server_core* core, coro_abi::coro_home* home, std::string_view method,
+                             const coro_handler_fn* fn_in, deferred_reply* reply_in) {
+  coro_abi::frame_context& ctx = co_await own_context{};
+  ctx.core = core;
+  ctx.home = home;
+  std::memcpy(ctx.method, method.data(), std::min(method.size(), sizeof ctx.method - 1));
+  core->coro_frames().link(ctx);
+  {
+    // Taken while the caller's objects are still there (before the first suspension).
+    coro_handler_fn fn = *fn_in;
+    deferred_reply reply = std::move(*reply_in);
+    ctx.reply = &reply;
+    std::exception_ptr error;
+    try {
+      co_await fn.invoke(fn.object.get(), reply);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    answer_if_unanswered(reply, error);
+    ctx.release();
+  }
+  core->coro_frames().leave(ctx);
 }
 
 class coroutine_endpoint final : public endpoint {
@@ -70,46 +108,62 @@ class coroutine_endpoint final : public endpoint {
 
 }  // namespace
 
+namespace coro_abi {
+
 void start_coro_handler(server& s, const coro_handler_fn& fn, call_context& call) {
-  server_core& core = server_seam::core_of(s);
+  detail::server_core& core = detail::server_seam::core_of(s);
   deferred_reply reply = call.defer();
-  core.coro_handlers().fetch_add(1, std::memory_order_relaxed);
-  const coro_step saved = current_coro_step();
+  if (!core.coro_frames().enter()) {
+    // stop() no longer waits for frames: a frame started now could outlive the pools.
+    reply.fail(status::shutting_down, "server stopped before the coroutine handler started");
+    return;
+  }
   try {
-    run_coro_handler(&core, fn, std::move(reply));
+    // A handler started on a pool worker resumes on that pool; elsewhere (a direct endpoint's
+    // reader) it has no home and resumes where its calls complete.
+    run_coro_handler(&core, reinterpret_cast<coro_home*>(detail::thread_pool::current()), call.method(), &fn,
+                     &reply);
   } catch (...) {
     // Only the runner's frame allocation throws here (its body catches the rest); the reply it
     // did not take answers `internal` as it is destroyed.
-    current_coro_step() = saved;
-    core.coro_handlers().fetch_sub(1, std::memory_order_acq_rel);
+    core.coro_frames().cancel_enter();
     throw;
   }
-  current_coro_step() = saved;
 }
 
 std::shared_ptr<endpoint> make_coroutine_endpoint(server& s, coro_handler_fn fn) {
   return std::make_shared<coroutine_endpoint>(s, std::move(fn));
 }
 
+bool move_to_pool(server& s, std::string_view name, resume_slot& slot, frame_context* ctx, bool& moved) {
+  coro_home* home = home_of(s, name);
+  if (home == nullptr) {
+    throw std::invalid_argument("ringrpc::to_pool: the server has no pool named '" + std::string(name) +
+                                "' (or is not started)");
+  }
+  // A handler frame of this server keeps the pool as its home (the server waits for the frame
+  // before its pools go); any other coroutine moves once and keeps no home. All of it is
+  // written before posting: once posted, a worker may resume (and end) the coroutine at once.
+  const bool keeps_home = ctx != nullptr && ctx->core == &detail::server_seam::core_of(s);
+  coro_home* const old_home = keeps_home ? ctx->home : nullptr;
+  if (keeps_home) ctx->home = home;
+  slot.home = home;
+  moved = true;
+  if (post(home, slot)) return true;
+  // The pool has shut down: the coroutine goes on here, as it was.
+  moved = false;
+  if (keeps_home) ctx->home = old_home;
+  return false;
+}
+
+}  // namespace coro_abi
+
+namespace detail {
+
 std::uint64_t coro_handlers_alive(const server& s) noexcept {
-  return server_seam::core_of(s).coro_handlers_alive();
+  return server_seam::core_of(s).coro_frames().alive();
 }
 
 }  // namespace detail
-
-bool to_pool::await_suspend(std::coroutine_handle<> h) {
-  detail::coro_home* home = detail::coro_home_of(_server, _pool);
-  if (home == nullptr) {
-    throw std::invalid_argument("ringrpc::to_pool: the server has no pool named '" + std::string(_pool) +
-                                "' (or is not started)");
-  }
-  _slot.handle = h;
-  _slot.step = detail::coro_step{home, detail::current_coro_step().parent};
-  // Set before posting: once posted, a worker may resume (and end) the coroutine at once.
-  _moved = true;
-  if (detail::coro_post(home, _slot)) return true;
-  _moved = false;
-  return false;
-}
 
 }  // namespace ringrpc

@@ -18,6 +18,7 @@
 #include "base/counter.hpp"
 #include "base/sharded_counter.hpp"
 #include "server/call.hpp"
+#include "server/coro_frames.hpp"
 #include "exec/dispatcher.hpp"
 #include "exec/exec_host.hpp"
 #include "ringrpc/event_bus.hpp"
@@ -86,10 +87,10 @@ class server_core final : public exec_host {
   caller_shares& callers() noexcept { return _callers; }
   /// Metadata caps, bearer tokens and the server's authorizer (call_guard.hpp).
   call_guard& guard() noexcept { return _guard; }
-  /// Coroutine handler frames alive (ringrpc/coro_handler.hpp): stop() waits for them before
-  /// the pools their resumptions run on shut down.
-  std::atomic<std::uint64_t>& coro_handlers() noexcept { return _coro_handlers; }
-  std::uint64_t coro_handlers_alive() const noexcept { return _coro_handlers.load(std::memory_order_acquire); }
+  /// Coroutine handler frames (server/coro_frames.hpp): stop() cancels them and waits for
+  /// every one before the pools their resumptions run on shut down.
+  coro_frame_registry& coro_frames() noexcept { return _coro_frames; }
+  const coro_frame_registry& coro_frames() const noexcept { return _coro_frames; }
   /// A stream opens (shard_streams.cpp): false, and nothing taken, when `max` streams are open
   /// in the whole server already. One atomic on a stream's open and end, none on a call's.
   bool take_stream_slot(std::uint32_t max) noexcept {
@@ -271,7 +272,7 @@ class server_core final : public exec_host {
   sharded_counter _out_of_memory;  // admitted, then refused with their inbox (serial endpoints)
   std::atomic<server_state> _state{server_state::configured};
   std::atomic<bool> _abandon{false};
-  std::atomic<std::uint64_t> _coro_handlers{0};
+  coro_frame_registry _coro_frames;
   std::atomic<bool> _leaving{false};  // stop() has begun; see leaving()
   std::mutex _stop_mu;        // one stop() at a time; later callers wait for it
   std::mutex _async_stop_mu;  // guards _async_stop

@@ -171,15 +171,25 @@ void server_core::stop_blocking() {
 }
 
 void server_core::wait_for_coroutine_handlers(std::chrono::steady_clock::time_point drain_deadline) {
-  // Their calls are answered by now (by them, or for them at the drain timeout, which also
-  // cancelled the calls they await); what is left is their frames finishing, which resume on
-  // the pools: wait for that before the pools go. A frame waiting on something that is not a
-  // ringrpc call may never finish: then only as long as a handler has to answer a cancel.
-  const auto waited_until = std::max(drain_deadline, stop_now()) + 2 * abandon_grace;
-  if (!wait_until([&] { return _coro_handlers.load(std::memory_order_acquire) == 0; }, waited_until)) {
-    log::warn("stop_coroutine_handlers",
-              {{"alive", static_cast<std::int64_t>(_coro_handlers.load(std::memory_order_acquire))},
-               {"msg", "coroutine handlers still suspended; they resume on the client's thread if ever"}});
+  // Their calls are answered by now (by them, or for them at the drain timeout), but a frame
+  // may live on: it answered and awaits more, or awaits calls that do not follow its call. The
+  // frames resume on the pools, so the pools (and this server) must outlive every one: until
+  // the drain deadline they finish on their own; then every call they await is cancelled (the
+  // frame's own cancellation, server/coro_frames.hpp); then stop waits as long as it takes, as
+  // for handlers that ignore cancelled(), naming what it waits for. Once none is left no new
+  // frame starts (close_if_empty).
+  const auto empty = [&] { return _coro_frames.close_if_empty(); };
+  if (wait_until(empty, drain_deadline)) return;
+  _coro_frames.cancel_all();
+  const auto waiting_since = stop_now();
+  while (!wait_until(empty, stop_now() + std::chrono::seconds(1))) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(stop_now() - waiting_since);
+    for (const std::string& method : _coro_frames.methods()) {
+      log::warn("stop_waiting_for_coroutine",
+                {{"waited_ms", static_cast<std::int64_t>(waited.count())},
+                 {"method", method},
+                 {"msg", "a coroutine handler awaits something that is not a ringrpc call; stop waits for it"}});
+    }
   }
 }
 

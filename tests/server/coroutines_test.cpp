@@ -31,8 +31,19 @@
 // --- allocation probe: counts global operator new calls on every thread -------------------------
 namespace {
 std::atomic<std::uint64_t> g_news{0};
+// One allocation of exactly this many bytes on a client's I/O thread ("rr-client") throws.
+std::atomic<std::size_t> g_fail_size{0};
+bool on_client_thread() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  return std::string_view(name).starts_with("rr-client");
+}
 void* counted_alloc(std::size_t n) {
   g_news.fetch_add(1, std::memory_order_relaxed);
+  if (n != 0 && n == g_fail_size.load(std::memory_order_relaxed) && on_client_thread() &&
+      g_fail_size.exchange(0) == n) {
+    throw std::bad_alloc();
+  }
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
@@ -159,20 +170,21 @@ TEST(Coroutines, ProxyAwaitsAnEchoOnAnotherServer) {
 }
 
 TEST(Coroutines, SuspendedHandlersHoldNoPoolThread) {
-  // One handler thread; eight proxied 300 ms sleeps at once. Were a suspended handler to hold
-  // the thread they would take 2.4 s one after the other; they overlap instead.
-  proxy_pair p;
+  // One handler thread; eight proxied 10 s sleeps at once. Were a suspended handler to hold the
+  // thread, one frame would be alive at a time; all eight are suspended together instead.
+  server_options o = test::threads(1, 1);
+  o.drain_timeout = 100ms;
+  proxy_pair p(o);
   p.proxy->start();
   auto c = client::connect("127.0.0.1", p.proxy->port());
-  const auto start = std::chrono::steady_clock::now();
   std::vector<reply_future<call_result>> calls;
-  for (int i = 0; i < 8; ++i) calls.push_back(c.call_future("proxy", test::bytes_of("sleep:300000")));
-  for (auto& f : calls) {
-    call_result r = f.get();
-    EXPECT_TRUE(r.ok()) << r.message;
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);
-  EXPECT_TRUE(test::eventually([&] { return p.log.finished.load() == 8; }));
+  for (int i = 0; i < 8; ++i) calls.push_back(c.call_future("proxy", test::bytes_of("sleep:10000000")));
+  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 8; }));
+  EXPECT_EQ(p.log.finished.load(), 0);
+  p.proxy->stop();  // cancels them
+  for (auto& f : calls) (void)f.get();
+  EXPECT_EQ(p.log.finished.load(), 8);
+  EXPECT_EQ(g_alive.load(), 0);
 }
 
 TEST(Coroutines, ToPoolMovesTheRestOfTheHandler) {
@@ -293,6 +305,97 @@ TEST(Coroutines, StopPastTheDrainTimeoutCancelsSuspendedHandlers) {
   EXPECT_EQ(detail::coro_handlers_alive(*p.proxy), 0u);
 }
 
+// A frame that answered and then awaits more is no longer reached by its call's cancellation;
+// stop() cancels what it awaits and waits for it all the same, so the frame never outlives the
+// pools it resumes on (before, stop gave up on it after two abandon_grace).
+TEST(Coroutines, StopCancelsWhatAFrameAwaitsAfterItAnswered) {
+  server_options o = test::threads(1, 1);
+  o.drain_timeout = 200ms;
+  auto backend = test::builtin_server(test::threads(1, 2));
+  auto to_backend = client::connect("127.0.0.1", backend->port());
+  server proxy(o);
+  std::atomic<int> after_reply{0};
+  std::atomic<bool> cancelled{false};
+  add_coroutine_method(proxy, "answer_first", [&](deferred_reply& call) -> task<void> {
+    alive_marker alive;
+    call.reply(test::bytes_of("early"));
+    after_reply.fetch_add(1);
+    call_result r = co_await co_call(to_backend, "sleep", "10000000");
+    cancelled = r.error == call_error::cancelled;
+  });
+  proxy.start();
+  auto c = client::connect("127.0.0.1", proxy.port());
+  call_result r = c.call("answer_first", "");
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_TRUE(test::eventually([&] { return after_reply.load() == 1; }));
+  proxy.stop();
+  // Before stop() returned: the awaited call was cancelled and the frame finished.
+  EXPECT_TRUE(cancelled.load());
+  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(detail::coro_handlers_alive(proxy), 0u);
+  backend->stop();
+}
+
+// A call awaited with `detached` does not follow the handler's call, but is the frame's all the
+// same: stop() cancels it.
+TEST(Coroutines, StopCancelsADetachedCallOfAFrame) {
+  server_options o = test::threads(1, 1);
+  o.drain_timeout = 200ms;
+  auto backend = test::builtin_server(test::threads(1, 2));
+  auto to_backend = client::connect("127.0.0.1", backend->port());
+  server proxy(o);
+  std::atomic<bool> cancelled{false};
+  add_coroutine_method(proxy, "detached", [&](deferred_reply& call) -> task<void> {
+    alive_marker alive;
+    call_result r = co_await co_call(to_backend, "sleep", "10000000", {.detached = true});
+    cancelled = r.error == call_error::cancelled;
+    call.reply(test::bytes_of("late"));
+  });
+  proxy.start();
+  auto c = client::connect("127.0.0.1", proxy.port());
+  auto pending = c.call_future("detached", test::bytes_of(""));
+  ASSERT_TRUE(test::eventually([&] { return g_alive.load() == 1; }));
+  proxy.stop();
+  EXPECT_TRUE(cancelled.load());
+  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(pending.get().code, status::shutting_down);
+  backend->stop();
+}
+
+// A task a handler hands to start_detached is not the handler's: it has no home (it resumes
+// on the client's I/O thread, not the handler's pool, which the server does not keep for it)
+// and, once off the handler's thread, its calls do not follow the handler's call (here: the
+// second outlives the handler's 100 ms deadline). Its first call is made on the handler's
+// thread while the handler runs, so it would follow the handler's call: it says `detached`.
+TEST(Coroutines, ADetachedTaskFromAHandlerKeepsNoHomeAndNoParent) {
+  auto backend = test::builtin_server(test::threads(1, 2));
+  auto to_backend = client::connect("127.0.0.1", backend->port());
+  server proxy(test::threads(1, 1));
+  std::promise<std::pair<std::string, call_error>> seen;
+  add_coroutine_method(proxy, "spawn", [&](deferred_reply& call) -> task<void> {
+    alive_marker alive;
+    auto side = [&]() -> task<void> {
+      call_result first = co_await co_call(to_backend, "sleep", "50000", {.detached = true});
+      const std::string where = thread_name();
+      call_result r = co_await co_call(to_backend, "sleep", "300000");
+      seen.set_value({where, first.ok() ? r.error : first.error});
+    };
+    start_detached(side(), [](task_outcome<void>&) {});
+    call_result r = co_await co_call(to_backend, "sleep", "10000000");  // ends by the deadline
+    call.fail(status_for(r), r.message);
+  });
+  proxy.start();
+  auto c = client::connect("127.0.0.1", proxy.port());
+  call_result r = c.call("spawn", "", test::within(100ms));
+  EXPECT_FALSE(r.ok());
+  auto [where, error] = seen.get_future().get();
+  EXPECT_EQ(error, call_error::none);
+  EXPECT_EQ(where.rfind("rr-client", 0), 0u) << where;
+  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::coro_handlers_alive(proxy) == 0; }));
+  proxy.stop();
+  backend->stop();
+}
+
 TEST(Coroutines, ChannelCallsAndAnswersLeftUnsaid) {
   auto backend = test::builtin_server(test::threads(1, 2));
   server proxy(test::threads(1, 1));
@@ -369,6 +472,79 @@ TEST(Coroutines, AwaitedCallsAllocateNoMoreThanCallbacks) {
             << ", co_await co_call " << coroutine_allocs << "\n";
   EXPECT_LE(coroutine_allocs, callback_allocs + 0.05);
   backend->stop();
+}
+
+// Without memory for the reply's copy, the coroutine still resumes, with an error (before, the
+// completion threw inside the client's callback and the coroutine was never resumed).
+TEST(Coroutines, ACompletionWithoutMemoryStillResumes) {
+  auto backend = test::builtin_server(test::threads(1, 1));
+  auto c = client::connect("127.0.0.1", backend->port());
+  const std::string payload(77'777, 'm');
+  std::promise<call_result> seen;
+  auto body = [&]() -> task<void> {
+    g_fail_size = payload.size();  // call_result::from's copy of the echoed payload
+    call_result r = co_await co_call(c, "echo", payload);
+    seen.set_value(std::move(r));
+  };
+  start_detached(body(), [](task_outcome<void>& o) { EXPECT_TRUE(o.ok()); });
+  auto f = seen.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready) << "the coroutine was never resumed";
+  call_result r = f.get();
+  EXPECT_EQ(g_fail_size.load(), 0u);  // the failure was injected
+  EXPECT_EQ(r.error, call_error::connection_closed);
+  EXPECT_EQ(r.code, status::resource_exhausted);
+  EXPECT_EQ(r.message, "out of memory");
+  g_fail_size = 0;
+  backend->stop();
+}
+
+// Calls that complete inside call_async (refused at once) do not suspend: the coroutine goes on
+// on the awaiting thread before start_detached returns.
+TEST(Coroutines, ACallRefusedAtOnceDoesNotSuspend) {
+  auto backend = test::builtin_server(test::threads(1, 1));
+  auto c = client::connect("127.0.0.1", backend->port());
+  std::stop_source cancelled;
+  cancelled.request_stop();
+  const auto here = std::this_thread::get_id();
+  std::vector<call_error> errors;
+  bool same_thread = true;
+  auto body = [&]() -> task<void> {
+    call_options o;
+    o.cancel = cancelled.get_token();
+    call_result r = co_await co_call(c, "echo", "x", std::move(o));
+    errors.push_back(r.error);
+    same_thread = same_thread && std::this_thread::get_id() == here;
+    c.close();
+    r = co_await co_call(c, "echo", "x");
+    errors.push_back(r.error);
+    same_thread = same_thread && std::this_thread::get_id() == here;
+  };
+  bool done = false;
+  start_detached(body(), [&](task_outcome<void>& o) { done = o.ok(); });
+  EXPECT_TRUE(done);  // finished before start_detached returned
+  EXPECT_TRUE(same_thread);
+  EXPECT_EQ(errors, (std::vector<call_error>{call_error::cancelled, call_error::client_closed}));
+  backend->stop();
+}
+
+// to_pool onto a pool that has shut down yields false and the coroutine goes on where it was.
+TEST(Coroutines, ToPoolOntoAShutDownPool) {
+  server s(test::threads(1, 1));
+  s.add_pool("blocking", pool_options{.kind = pool_kind::fixed, .threads = 1});
+  s.start();
+  s.stop();
+  const auto here = std::this_thread::get_id();
+  bool moved = true;
+  bool same_thread = false;
+  auto body = [&]() -> task<void> {
+    moved = co_await to_pool(s, "blocking");
+    same_thread = std::this_thread::get_id() == here;
+  };
+  bool done = false;
+  start_detached(body(), [&](task_outcome<void>& o) { done = o.ok(); });
+  EXPECT_TRUE(done);
+  EXPECT_FALSE(moved);
+  EXPECT_TRUE(same_thread);
 }
 
 TEST(Coroutines, AwaitingWithoutAHomeResumesOnTheClientThread) {
