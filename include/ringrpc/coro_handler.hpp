@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -89,9 +90,16 @@ void add_coroutine_method(server& s, std::string name, F handler) {
 }
 
 /// A coroutine handler as an endpoint with `options` (a named pool, `own_pool`, a policy), as
-/// server::register_endpoint. Same errors as register_endpoint.
+/// server::register_endpoint. Same errors as register_endpoint, and std::invalid_argument for
+/// `concurrency = serial`: a serial lane moves on to the next message when the handler first
+/// suspends, so its handlers would overlap; serialise inside the handler instead. (An
+/// operator's endpoint override to serial is not checked.)
 template <class F>
 void register_coroutine_endpoint(server& s, std::string name, F handler, endpoint_options options = {}) {
+  if (options.concurrency == endpoint_concurrency::serial) {
+    throw std::invalid_argument("register_coroutine_endpoint: '" + name +
+                                "': a coroutine endpoint cannot be serial (its handlers would overlap once they suspend)");
+  }
   s.register_endpoint(std::move(name), coro_abi::make_coroutine_endpoint(s, coro_abi::erase_coro_handler(std::move(handler))),
                       std::move(options));
 }

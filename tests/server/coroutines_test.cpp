@@ -427,6 +427,16 @@ TEST(Coroutines, ChannelCallsAndAnswersLeftUnsaid) {
   EXPECT_EQ(g_alive.load(), 0);
 }
 
+// A serial lane would move on when a handler first suspends: coroutine endpoints refuse it.
+TEST(Coroutines, SerialCoroutineEndpointsAreRefused) {
+  server s(test::threads(1, 1));
+  endpoint_options o;
+  o.concurrency = endpoint_concurrency::serial;
+  EXPECT_THROW(register_coroutine_endpoint(s, "serial", [](deferred_reply&) -> task<void> { co_return; }, o),
+               std::invalid_argument);
+  EXPECT_NO_THROW(register_coroutine_endpoint(s, "concurrent", [](deferred_reply&) -> task<void> { co_return; }));
+}
+
 // Heap allocations per call, on every thread (client, server, test), of N calls made one after
 // the other with call_async and a callback, and of N co_awaited in a coroutine: the coroutine
 // form adds nothing per call (its frame is made once; its callback captures one pointer and
