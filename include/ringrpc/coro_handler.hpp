@@ -50,11 +50,6 @@ RINGRPC_API_BEGIN
 
 namespace ringrpc {
 
-namespace detail {
-/// The server's count of coroutine handler frames alive (src/server/coro_server.cpp).
-std::uint64_t coro_handlers_alive(const server& s) noexcept;
-}  // namespace detail
-
 namespace coro_abi {
 
 /// A handler object with its type erased: the coroutine frame that runs it is then one type,

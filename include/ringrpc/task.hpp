@@ -59,7 +59,7 @@ frame_context* context_of(std::coroutine_handle<P> h) noexcept {
 
 }  // namespace coro_abi
 
-namespace detail {
+namespace coro_abi {
 
 // --- Coroutine frames (src/base/frame_pool.cpp)
 //
@@ -79,21 +79,13 @@ void* frame_alloc(std::size_t size);
 /// Frees a frame from frame_alloc(), on any thread.
 void frame_free(void* frame) noexcept;
 
-/// What the calling thread's frame pool holds, for tests and diagnostics.
-struct frame_pool_counts {
-  std::uint64_t live = 0;         ///< frames allocated by this thread and not freed yet (anywhere)
-  std::uint64_t cached = 0;       ///< frames in this thread's free lists now
-  std::uint64_t heap_allocs = 0;  ///< frames this thread had to take from the heap so far
-};
-frame_pool_counts this_thread_frame_pool() noexcept;
-
 /// Gives a promise type the frame pool's operator new and delete.
 struct pooled_frame {
   static void* operator new(std::size_t size) { return frame_alloc(size); }
   static void operator delete(void* frame) noexcept { frame_free(frame); }
 };
 
-}  // namespace detail
+}  // namespace coro_abi
 
 template <class T>
 class task;
@@ -134,7 +126,7 @@ struct task_final_awaiter {
 };
 
 template <class T>
-struct task_promise_base : pooled_frame, coro_abi::context_carrier {
+struct task_promise_base : coro_abi::pooled_frame, coro_abi::context_carrier {
   task_outcome<T> outcome;
   std::coroutine_handle<> continuation;
   std::suspend_always initial_suspend() const noexcept { return {}; }
@@ -224,7 +216,7 @@ namespace detail {
 
 /// The frame that runs a detached task: starts at once, frees itself when done.
 struct detached_run {
-  struct promise_type : pooled_frame {
+  struct promise_type : coro_abi::pooled_frame {
     detached_run get_return_object() const noexcept { return {}; }
     std::suspend_never initial_suspend() const noexcept { return {}; }
     std::suspend_never final_suspend() const noexcept { return {}; }

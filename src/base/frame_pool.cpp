@@ -8,11 +8,13 @@
 
 #include "ringrpc/task.hpp"
 
+#include "base/frame_pool.hpp"
+
 #include <array>
 #include <atomic>
 #include <new>
 
-namespace ringrpc::detail {
+namespace ringrpc {
 namespace {
 
 constexpr std::size_t class_count = 7;  // 64 B .. 4 KiB
@@ -122,7 +124,7 @@ thread_cache& this_cache() {
 
 }  // namespace
 
-void* frame_alloc(std::size_t size) {
+void* coro_abi::frame_alloc(std::size_t size) {
   const std::uint32_t c = class_of(size);
   if (c == oversized) {
     auto* h = static_cast<frame_header*>(::operator new(size + sizeof(frame_header)));
@@ -145,7 +147,7 @@ void* frame_alloc(std::size_t size) {
   return h + 1;
 }
 
-void frame_free(void* frame) noexcept {
+void coro_abi::frame_free(void* frame) noexcept {
   if (!frame) return;
   frame_header* h = static_cast<frame_header*>(frame) - 1;
   thread_cache* owner = h->owner;
@@ -169,8 +171,8 @@ void frame_free(void* frame) noexcept {
   owner->release();
 }
 
-frame_pool_counts this_thread_frame_pool() noexcept {
-  frame_pool_counts counts;
+detail::frame_pool_counts detail::this_thread_frame_pool() noexcept {
+  detail::frame_pool_counts counts;
   thread_cache* cache = tl_cache.cache;
   if (!cache) return counts;
   counts.live = cache->refs.load(std::memory_order_acquire) - 1;
@@ -179,4 +181,4 @@ frame_pool_counts this_thread_frame_pool() noexcept {
   return counts;
 }
 
-}  // namespace ringrpc::detail
+}  // namespace ringrpc

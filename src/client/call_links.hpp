@@ -36,7 +36,7 @@ inline std::shared_ptr<cancel_hub> resolve_parent(const call_options& o) {
 inline void arm_parent(client_loop& loop, pending* p, std::shared_ptr<cancel_hub> parent) noexcept {
   p->parent = std::move(parent);
   try {
-    const auto r = p->parent->listen(cancel_trigger{&loop, p, cancel_reason::parent}, p->parent_token, true);
+    const auto r = p->parent->listen(cancel_trigger<cancel_reason::parent>{&loop, p}, p->parent_token, true);
     if (r == cancel_hub::listen_result::closed) p->parent.reset();  // answered: nothing to follow
   } catch (const std::bad_alloc&) {
     p->parent.reset();

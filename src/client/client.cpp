@@ -240,7 +240,7 @@ void client::call_async(std::string_view method, std::span<const std::byte> payl
   // which accept_work honours (the call is then never sent).
   if (parent) detail::arm_parent(loop, p, std::move(parent));
   if (options.cancel.stop_possible()) {
-    p->stop.emplace(options.cancel, detail::cancel_trigger{&loop, p, detail::cancel_reason::stop_token});
+    p->stop.emplace(options.cancel, detail::cancel_trigger<detail::cancel_reason::stop_token>{&loop, p});
   }
   loop.post(p);
 }

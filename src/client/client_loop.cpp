@@ -429,7 +429,7 @@ void client_loop::send_cancel(client_conn* c, std::uint64_t id) noexcept {
   }
 }
 
-void cancel_trigger::operator()() const noexcept { loop->request_cancel(call, why); }
+void request_cancel(client_loop* loop, pending* p, cancel_reason why) noexcept { loop->request_cancel(p, why); }
 
 void client_loop::request_cancel(pending* p, cancel_reason why) noexcept {
   auto none = cancel_reason::none;

@@ -39,14 +39,20 @@ struct pending;
 /// Why a call is being cancelled by its caller (pending::cancel_requested).
 enum class cancel_reason : std::uint8_t { none = 0, stop_token, parent };
 
+/// Asks `loop` to cancel call `p` for `why` (client_loop::request_cancel).
+void request_cancel(client_loop* loop, pending* p, cancel_reason why) noexcept;
+
 /// What a stop_token's callback or a parent's cancellation runs: asks the loop to cancel one
 /// call. Runs on any thread, never after the call completed (complete() disarms both first).
+/// Two pointers, the reason in the type: a parent's listener is a std::function, which keeps
+/// 16 trivially copyable bytes in place, so arming a parent allocates nothing for it.
+template <cancel_reason Why>
 struct cancel_trigger {
   client_loop* loop;
   pending* call;
-  cancel_reason why;
-  void operator()() const noexcept;
+  void operator()() const noexcept { request_cancel(loop, call, Why); }
 };
+static_assert(sizeof(cancel_trigger<cancel_reason::parent>) == 16);
 
 /// A unit of work handed to the loop: a call, a one-way message, a cancel frame the loop
 /// sends by itself, a stream's frame, or a connection command. Pooled; owned by the loop from
@@ -76,7 +82,7 @@ struct pending {
   // Cancellation by the caller (call_options::cancel / parent); armed only for calls that
   // have either, disarmed by complete() before the callback.
   std::atomic<cancel_reason> cancel_requested{cancel_reason::none};
-  std::optional<std::stop_callback<cancel_trigger>> stop;
+  std::optional<std::stop_callback<cancel_trigger<cancel_reason::stop_token>>> stop;
   std::shared_ptr<cancel_hub> parent;
   cancel_hub::token parent_token = 0;
 

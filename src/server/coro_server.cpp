@@ -44,7 +44,7 @@ void answer_if_unanswered(deferred_reply& reply, const std::exception_ptr& error
 // The coroutine that owns one handler invocation. Its promise holds the frame's context, which
 // the tasks it awaits inherit (coro_abi::context_carrier); it starts at once and frees itself.
 struct handler_run {
-  struct promise_type : detail::pooled_frame, coro_abi::context_carrier {
+  struct promise_type : coro_abi::pooled_frame, coro_abi::context_carrier {
     coro_abi::frame_context context;
     promise_type() noexcept { coro_context = &context; }
     handler_run get_return_object() const noexcept { return {}; }
@@ -160,9 +160,7 @@ bool move_to_pool(server& s, std::string_view name, resume_slot& slot, frame_con
 
 namespace detail {
 
-std::uint64_t coro_handlers_alive(const server& s) noexcept {
-  return server_seam::core_of(s).coro_frames().alive();
-}
+std::uint64_t server_seam::coroutine_frames(const server& s) noexcept { return core_of(s).coro_frames().alive(); }
 
 }  // namespace detail
 

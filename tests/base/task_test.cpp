@@ -4,6 +4,8 @@
 
 #include "ringrpc/task.hpp"
 
+#include "base/frame_pool.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -13,6 +13,7 @@
 #include "ringrpc/client.hpp"
 #include "ringrpc/server.hpp"
 #include "ringrpc/typed_task.hpp"
+#include "seam/server_seam.hpp"
 #include "test_support.hpp"
 
 namespace ringrpc::test {
@@ -95,7 +96,7 @@ TEST(TypedCoroutines, TypedHandlerProxiesATypedCall) {
   // Not a FlatBuffer at all: bad_request, and the handler never runs.
   call_result raw = c.call("TestService.Echo", "\x01\x02");
   EXPECT_EQ(raw.code, status::bad_request);
-  EXPECT_TRUE(eventually([&] { return detail::coro_handlers_alive(*p.proxy) == 0; }));
+  EXPECT_TRUE(eventually([&] { return ringrpc::detail::server_seam::coroutine_frames(*p.proxy) == 0; }));
 }
 
 }  // namespace
