@@ -9,9 +9,12 @@
 ///       else call.fail(r.code, r.message);
 ///     });
 ///
-/// - The handler starts on its endpoint's pool, like any handler; the call is deferred first
-///   (call_context::defer), so the pool thread is free as soon as the coroutine first suspends.
-///   It resumes on that pool (ringrpc/coro.hpp's resume rule), or where `to_pool` moved it.
+/// - The handler starts where its endpoint's policy runs the call (docs/execution.md, "Dispatch
+///   policies"): its pool for the default policy, so the pool thread is free as soon as the
+///   coroutine first suspends, and it resumes on that pool (ringrpc/coro.hpp's resume rule) or
+///   where `to_pool` moved it. On a reader (a `direct` endpoint; a one-way message of an
+///   `execution` endpoint) it has no home and resumes on the client threads that complete its
+///   calls. The call is deferred first (call_context::defer).
 /// - It answers through the deferred_reply (payload(), reply(), fail(), add_header(), ...;
 ///   valid until answered). A handler that finishes without answering answers `internal`
 ///   "coroutine handler finished without answering"; an exception leaving it answers `internal`

@@ -6,7 +6,9 @@
 ///     ringrpc::task<void> caller() { int v = co_await answer(); ... }
 ///
 /// - Lazy: a task runs only when awaited (or handed to start_detached). Move-only; destroying
-///   a task that never ran destroys its frame.
+///   a task that never ran, or has finished, destroys its frame. Destroying one that was
+///   started and is suspended (its awaiting coroutine destroyed while it waits) calls
+///   std::terminate: whatever it awaits would resume it into freed memory later.
 /// - When a task finishes, its awaiter resumes by symmetric transfer: a chain of tasks that
 ///   complete synchronously uses no stack per level.
 /// - An exception that leaves a task's body is rethrown from the `co_await` that awaited it.
@@ -70,8 +72,8 @@ namespace coro_abi {
 // stack, which that thread takes back whole (one exchange) when its list is empty. So frames
 // flow back to where they are allocated again, and a steady pattern of cross-thread hand-offs
 // allocates nothing, where a list per freeing thread would grow on one side and miss on the
-// other. A thread's lists outlive it while frames it allocated are alive elsewhere: the last
-// such frame freed releases them. Each list keeps at most 256 frames per class; beyond that a
+// other. A thread's lists are freed when it exits; frames it allocated that are alive then go
+// back to the heap when freed (the last one frees the thread's record). Each list keeps at most 256 frames per class; beyond that a
 // freed frame goes back to the heap.
 
 /// A frame of `size` bytes, aligned for any scalar (16 bytes). Throws std::bad_alloc.
@@ -162,7 +164,7 @@ class [[nodiscard]] task {
   task(task&& other) noexcept : _h(std::exchange(other._h, {})) {}
   task& operator=(task&& other) noexcept {
     if (this != &other) {
-      if (_h) _h.destroy();
+      if (_h) destroy(_h);
       _h = std::exchange(other._h, {});
     }
     return *this;
@@ -170,7 +172,7 @@ class [[nodiscard]] task {
   task(const task&) = delete;
   task& operator=(const task&) = delete;
   ~task() {
-    if (_h) _h.destroy();
+    if (_h) destroy(_h);
   }
 
   /// False for a default-constructed or moved-from task.
@@ -201,6 +203,13 @@ class [[nodiscard]] task {
   };
   friend struct task_promise<T>;
   explicit task(std::coroutine_handle<promise_type> h) noexcept : _h(h) {}
+  // A task that was awaited and has not finished is suspended in something (a call, to_pool)
+  // that will resume it and write into its frame: freeing the frame now would let that write
+  // land in freed memory later, so this ends the program at once instead.
+  static void destroy(std::coroutine_handle<promise_type> h) noexcept {
+    if (h.promise().continuation && !h.done()) std::terminate();
+    h.destroy();
+  }
   std::coroutine_handle<promise_type> _h;
 };
 

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <coroutine>
 #include <cstdlib>
 #include <new>
 #include <optional>
@@ -232,6 +233,33 @@ TEST(TaskConcurrency, FramesPingPongBetweenThreads) {
   b.join();
   EXPECT_EQ(slot_a.load(), nullptr);
   EXPECT_EQ(slot_b.load(), nullptr);
+}
+
+// A coroutine of a type of its own that awaits a task, so that the test can destroy it while
+// the task is suspended.
+struct driver {
+  struct promise_type {
+    driver get_return_object() { return {std::coroutine_handle<promise_type>::from_promise(*this)}; }
+    std::suspend_never initial_suspend() const noexcept { return {}; }
+    std::suspend_always final_suspend() const noexcept { return {}; }
+    void return_void() const noexcept {}
+    void unhandled_exception() const noexcept {}
+  };
+  std::coroutine_handle<promise_type> h;
+};
+
+ringrpc::task<void> waits_forever() { co_await std::suspend_always{}; }
+driver drive() { co_await waits_forever(); }
+
+TEST(TaskDeathTest, DestroyingASuspendedTaskTerminates) {
+  // Whatever the task awaits would resume it into freed memory: the destruction stops the
+  // program instead.
+  EXPECT_DEATH(
+      {
+        driver d = drive();
+        d.h.destroy();
+      },
+      "");
 }
 
 }  // namespace
