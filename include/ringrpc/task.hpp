@@ -110,6 +110,24 @@ class task_outcome {
  private:
   template <class>
   friend struct task_promise;
+  template <class>
+  friend class task;
+  // What an awaiter takes: the value or the exception, once; a second take throws.
+  T take() {
+    if (_v.index() == 0) throw std::logic_error("ringrpc::task: its result was taken already (await a task once)");
+    if (_v.index() == 2) {
+      std::exception_ptr e = std::get<2>(_v);
+      _v.template emplace<0>();
+      std::rethrow_exception(e);
+    }
+    if constexpr (std::is_void_v<T>) {
+      _v.template emplace<0>();
+    } else {
+      T v = std::move(std::get<1>(_v));
+      _v.template emplace<0>();
+      return v;
+    }
+  }
   struct none {};
   using stored = std::conditional_t<std::is_void_v<T>, none, T>;
   std::variant<std::monostate, stored, std::exception_ptr> _v;
@@ -144,6 +162,10 @@ struct task_promise : detail::task_promise_base<T> {
   void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
     this->outcome._v.template emplace<1>(std::forward<U>(v));
   }
+  /// For `co_return {a, b};` (a braced list deduces no U above).
+  void return_value(T&& v) noexcept(std::is_nothrow_move_constructible_v<T>) {
+    this->outcome._v.template emplace<1>(std::move(v));
+  }
   void unhandled_exception() noexcept { this->outcome._v.template emplace<2>(std::current_exception()); }
 };
 
@@ -177,6 +199,8 @@ class [[nodiscard]] task {
 
   /// False for a default-constructed or moved-from task.
   explicit operator bool() const noexcept { return static_cast<bool>(_h); }
+  /// True once the task has been awaited (running, suspended or finished).
+  bool started() const noexcept { return _h && (_h.done() || _h.promise().continuation); }
 
   /// Awaiting starts the task (await it once) and yields its value or rethrows its exception.
   /// The task keeps its frame either way: `co_await f()` and `co_await t` alike.
@@ -198,7 +222,7 @@ class [[nodiscard]] task {
     }
     T await_resume() {
       if (!h) throw std::invalid_argument("ringrpc::task: awaiting an empty task");
-      return h.promise().outcome.value();
+      return h.promise().outcome.take();
     }
   };
   friend struct task_promise<T>;
@@ -264,10 +288,11 @@ detached_run run_detached(task<T> t, F on_done) {
 /// finishes, `on_done(task_outcome<T>&)` runs on the thread that finished it, and both frames
 /// are freed. `on_done` must not throw (an exception from it terminates); it is moved into the
 /// runner's frame, so a small callable costs no allocation beyond the frame pool's. Throws
-/// std::invalid_argument for an empty task, std::bad_alloc.
+/// std::invalid_argument for an empty task or one that was started already, std::bad_alloc.
 template <class T, class F>
 void start_detached(task<T> t, F on_done) {
   if (!t) throw std::invalid_argument("ringrpc::start_detached: an empty task");
+  if (t.started()) throw std::invalid_argument("ringrpc::start_detached: a task that was started already");
   detail::run_detached<T>(std::move(t), std::move(on_done));
 }
 

@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -233,6 +234,39 @@ TEST(TaskConcurrency, FramesPingPongBetweenThreads) {
   b.join();
   EXPECT_EQ(slot_a.load(), nullptr);
   EXPECT_EQ(slot_b.load(), nullptr);
+}
+
+task<std::pair<int, std::string>> braced() { co_return {7, "seven"}; }
+
+// co_return of a braced list; a task awaited twice throws rather than yield a moved-from value;
+// start_detached refuses a task that has run.
+TEST(Task, BracedReturnsSecondAwaitsAndStartedTasks) {
+  auto pair_of = run_sync(braced());
+  ASSERT_TRUE(pair_of);
+  EXPECT_EQ(pair_of->first, 7);
+  EXPECT_EQ(pair_of->second, "seven");
+
+  bool threw = false;
+  auto twice = [&]() -> task<void> {
+    task<std::string> t = [](std::string s) -> task<std::string> { co_return s; }("a string too long for SSO");
+    EXPECT_EQ(co_await t, "a string too long for SSO");
+    try {
+      (void)co_await t;
+    } catch (const std::logic_error&) {
+      threw = true;
+    }
+  };
+  ASSERT_TRUE(run_sync([&]() -> task<int> {
+    co_await twice();
+    co_return 0;
+  }()));
+  EXPECT_TRUE(threw);
+
+  task<int> done = value_of(1);
+  auto awaits = [&]() -> task<int> { co_return co_await done; };
+  EXPECT_EQ(run_sync(awaits()), 1);
+  EXPECT_TRUE(done.started());
+  EXPECT_THROW(ringrpc::start_detached(std::move(done), [](task_outcome<int>&) {}), std::invalid_argument);
 }
 
 // A coroutine of a type of its own that awaits a task, so that the test can destroy it while
