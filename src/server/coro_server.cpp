@@ -113,6 +113,8 @@ namespace coro_abi {
 void start_coro_handler(server& s, const coro_handler_fn& fn, call_context& call) {
   detail::server_core& core = detail::server_seam::core_of(s);
   deferred_reply reply = call.defer();
+  // Empty: a stopping server claimed the call before defer() and answered it; nothing to run.
+  if (!reply) return;
   if (!core.coro_frames().enter()) {
     // stop() no longer waits for frames: a frame started now could outlive the pools.
     reply.fail(status::shutting_down, "server stopped before the coroutine handler started");
