@@ -15,6 +15,7 @@
 #include <string>
 
 #include "base/thread_name.hpp"
+#include "exec/worker_pool.hpp"
 #include "log/log.hpp"
 #include "server/user_code.hpp"
 
@@ -42,9 +43,12 @@ bool server_core::wait_until(Pred pred, std::chrono::steady_clock::time_point de
 
 void server_core::stop() {
   if (stopping_server == this) return;  // from on_stop() or a listener while this thread stops us
-  if (running_user_code_of == this) {
-    // A handler cannot wait for itself: stop on a thread of its own, which drains as usual
-    // (this handler's call included) while the handler returns. ~server joins it.
+  // A handler cannot wait for itself, nor can a coroutine handler resumed on one of this
+  // server's named pools (stop() waits for its frame, then joins the pool's threads): stop on a
+  // thread of its own, which drains as usual (this handler's call included) while the handler
+  // returns. ~server joins it. (An endpoint's own pool is not found by name: not covered.)
+  const thread_pool* here = thread_pool::current();
+  if (running_user_code_of == this || (here != nullptr && _dispatcher.find_pool(here->name()) == here)) {
     std::lock_guard lock(_async_stop_mu);
     if (!_async_stop.joinable() && state() == server_state::running) {
       try {

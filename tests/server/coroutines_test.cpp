@@ -397,6 +397,31 @@ TEST(Coroutines, ADetachedTaskFromAHandlerKeepsNoHomeAndNoParent) {
   backend->stop();
 }
 
+// A coroutine handler that stops its own server after a suspension runs on the server's pool,
+// outside the handler's first step: stop() goes on on a thread of its own (it would wait for
+// this very frame, then join the pool's threads), as from a running handler.
+TEST(Coroutines, AHandlerStopsItsOwnServerAfterASuspension) {
+  auto backend = test::builtin_server(test::threads(1, 2));
+  auto to_backend = client::connect("127.0.0.1", backend->port());
+  server proxy(test::threads(1, 1));
+  std::atomic<bool> returned{false};
+  add_coroutine_method(proxy, "stop_me", [&](deferred_reply& call) -> task<void> {
+    alive_marker alive;
+    call_result r = co_await co_call(to_backend, "sleep", "20000");
+    proxy.stop();
+    returned = true;
+    call.reply(r.payload);
+  });
+  proxy.start();
+  auto c = client::connect("127.0.0.1", proxy.port());
+  call_result r = c.call("stop_me", "");
+  EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_TRUE(test::eventually([&] { return returned.load(); }));
+  proxy.stop();  // waits for the stop the handler began
+  EXPECT_EQ(g_alive.load(), 0);
+  backend->stop();
+}
+
 TEST(Coroutines, ChannelCallsAndAnswersLeftUnsaid) {
   auto backend = test::builtin_server(test::threads(1, 2));
   server proxy(test::threads(1, 1));
