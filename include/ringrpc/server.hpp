@@ -270,8 +270,10 @@ class server {
 
   /// Stops accepting, answers every accepted call (or fails it with `shutting_down` after the
   /// drain timeout), flushes replies, closes connections and joins all threads. Idempotent;
-  /// concurrent callers wait for the one that stops. From a handler or an event of this server
-  /// it only starts the stop (on a thread of its own) and returns at once. After the drain
+  /// concurrent callers wait for the one that stops. From a handler or an event of this
+  /// server, a worker of one of its pools or a client's I/O thread (where a coroutine handler
+  /// goes on after a call) it only starts the stop (on a thread of its own) and returns at
+  /// once. After the drain
   /// timeout a handler that ignores cancelled() has its call answered `shutting_down` for it
   /// (its own answer is dropped), and stop() then waits only for such handlers to return,
   /// logging each of them every second (docs/execution.md). ~server() stops likewise.

@@ -46,6 +46,13 @@ thread_pool* dispatcher::find_pool_locked(const std::string& name) const {
   return it == _pools.end() ? nullptr : it->second.get();
 }
 
+std::unique_ptr<thread_pool> dispatcher::make_owned_pool(const std::string& name,
+                                                         const pool_options& options, bool quiet) {
+  auto pool = _host.make_pool(name, options, quiet);
+  pool->set_owner(this);  // before start(): the workers read it through owns()
+  return pool;
+}
+
 thread_pool* dispatcher::find_pool(std::string_view name) const {
   std::lock_guard lock(_mu);
   return find_pool_locked(std::string(name));
@@ -96,7 +103,7 @@ std::unique_ptr<endpoint_slot> dispatcher::make_slot_locked(const std::string& n
   thread_pool* pool = nullptr;
   if (options.policy != dispatch_policy::direct) {  // direct runs everything on the caller
     if (options.own_pool) {
-      own = _host.make_pool(name, *options.own_pool);
+      own = make_owned_pool(name, *options.own_pool);
       own->start();
       pool = own.get();
     } else {
@@ -140,15 +147,15 @@ void dispatcher::start() {
   def.threads = handlers != 0 ? handlers : usable_cpus();
   def.queue = static_cast<int>(std::min<std::uint64_t>(
       static_cast<std::uint64_t>(def.threads) * _host.handler_queue_size(), INT32_MAX));
-  _pools.emplace(default_pool_name, _host.make_pool(default_pool_name, def));
-  for (auto& [name, po] : _pool_options) _pools.emplace(name, _host.make_pool(name, po));
+  _pools.emplace(default_pool_name, make_owned_pool(default_pool_name, def));
+  for (auto& [name, po] : _pool_options) _pools.emplace(name, make_owned_pool(name, po));
   pool_options ordered;
   ordered.kind = pool_kind::fixed;
   ordered.threads = 1;
   // It runs only endpoints' event lanes, which go in as singletons (never refused, no queue
   // slot taken): the queue itself stays empty.
   ordered.queue = 16;
-  _ordered = _host.make_pool("conn-events", ordered, /*quiet=*/true);
+  _ordered = make_owned_pool("conn-events", ordered, /*quiet=*/true);
   for (auto& [name, p] : _pools) p->start();
   _ordered->start();
 

@@ -72,6 +72,10 @@ class dispatcher {
   /// The pool `name` ("" or "default": the default pool); null when there is none (or before
   /// start(), when pools do not exist yet). Pools live until the dispatcher is destroyed.
   thread_pool* find_pool(std::string_view name) const;
+  /// Whether `p` is one of this dispatcher's pools (named, an endpoint's own, connection
+  /// events). No lock: stop() asks it from wherever it is called, on_start() included (which
+  /// runs under the dispatcher's mutex). `p` must be alive (thread_pool::current() is).
+  bool owns(const thread_pool* p) const noexcept { return p != nullptr && p->owner() == this; }
   /// describe() of every pool with a thread running a task now (for stop()'s progress lines).
   std::vector<std::string> busy_pools() const;
   /// thread_pool::run_queued_here() on every pool; returns how many tasks ran.
@@ -89,6 +93,8 @@ class dispatcher {
   std::unique_ptr<endpoint_slot> make_slot_locked(const std::string& name, std::shared_ptr<endpoint> ep,
                                                   endpoint_options options);
   thread_pool* find_pool_locked(const std::string& name) const;
+  std::unique_ptr<thread_pool> make_owned_pool(const std::string& name, const pool_options& options,
+                                               bool quiet = false);
 
   exec_host& _host;
   mutable std::mutex _mu;

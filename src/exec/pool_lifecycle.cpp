@@ -144,5 +144,7 @@ void thread_pool::shutdown_and_join() { _impl->shutdown_and_join(); }
 std::size_t thread_pool::run_queued_here() noexcept { return _impl->run_queued_here(); }
 const std::string& thread_pool::name() const noexcept { return _impl->name; }
 const pool_options& thread_pool::options() const noexcept { return _impl->opts; }
+void thread_pool::set_owner(const void* owner) noexcept { _impl->owner = owner; }
+const void* thread_pool::owner() const noexcept { return _impl->owner; }
 
 }  // namespace ringrpc::detail

@@ -106,6 +106,10 @@ class thread_pool {
 
   const std::string& name() const noexcept;
   const pool_options& options() const noexcept;  ///< with threads resolved
+  /// Who made the pool (a dispatcher), so that a worker can ask "is this one of yours?"
+  /// through current() without a lock. Set before start(), never after: the workers read it.
+  void set_owner(const void* owner) noexcept;
+  const void* owner() const noexcept;
   pool_stats stats() const;
   /// The text the report sink gets: state and, per busy worker, label and running time.
   std::string describe() const;

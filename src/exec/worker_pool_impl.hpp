@@ -181,6 +181,7 @@ struct thread_pool::impl {
 
   static thread_local const impl* current;  // the pool whose worker this thread is
   thread_pool* self = nullptr;               // the facade, for thread_pool::current()
+  const void* owner = nullptr;               // set before start(), read-only afterwards
 
   // ---- submission and growth (pool_submit.cpp) ------------------------------------------
   bool admit(pool_task* t) noexcept;

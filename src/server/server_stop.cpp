@@ -4,6 +4,7 @@
 
 #include "server/server_core.hpp"
 
+#include "ringrpc/reply_future.hpp"
 #include "ringrpc/server.hpp"
 #include "server/interceptors.hpp"
 #include "server/registration_attachment.hpp"
@@ -43,12 +44,16 @@ bool server_core::wait_until(Pred pred, std::chrono::steady_clock::time_point de
 
 void server_core::stop() {
   if (stopping_server == this) return;  // from on_stop() or a listener while this thread stops us
-  // A handler cannot wait for itself, nor can a coroutine handler resumed on one of this
-  // server's named pools (stop() waits for its frame, then joins the pool's threads): stop on a
-  // thread of its own, which drains as usual (this handler's call included) while the handler
-  // returns. ~server joins it. (An endpoint's own pool is not found by name: not covered.)
-  const thread_pool* here = thread_pool::current();
-  if (running_user_code_of == this || (here != nullptr && _dispatcher.find_pool(here->name()) == here)) {
+  // A handler cannot wait for itself, nor can a coroutine handler resumed elsewhere: stop()
+  // waits for its frame, and then joins the pools. After a co_await a frame may go on on any of
+  // this server's pools (named, an endpoint's own, connection events) or, when what it awaited
+  // was a call, on a client's I/O thread (a `direct` endpoint's frame has no home to go back
+  // to). From there stop on a thread of its own, which drains as usual (this handler's call
+  // included) while the caller returns. ~server joins it. The pool check takes no lock:
+  // on_start() runs under the dispatcher's mutex and may call stop() too.
+  // (Not covered: a frame that moved to another server's pool with to_pool.)
+  if (running_user_code_of == this || _dispatcher.owns(thread_pool::current()) ||
+      on_client_runtime_thread()) {
     std::lock_guard lock(_async_stop_mu);
     if (!_async_stop.joinable() && state() == server_state::running) {
       try {

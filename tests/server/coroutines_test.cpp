@@ -397,21 +397,24 @@ TEST(Coroutines, ADetachedTaskFromAHandlerKeepsNoHomeAndNoParent) {
   backend->stop();
 }
 
-// A coroutine handler that stops its own server after a suspension runs on the server's pool,
-// outside the handler's first step: stop() goes on on a thread of its own (it would wait for
-// this very frame, then join the pool's threads), as from a running handler.
-TEST(Coroutines, AHandlerStopsItsOwnServerAfterASuspension) {
+// A coroutine handler that stops its own server after a suspension runs outside the handler's
+// first step: on the server's pool, on an endpoint's own pool, or (a `direct` endpoint, which
+// has no pool to go back to) on the client's I/O thread that completed its call. stop() there
+// goes on on a thread of its own (it would wait for this very frame, then join the pools), as
+// from a running handler. Without that the handler's stop() never returns (before: own_pool and
+// direct); the suite's timeout is the bound.
+void a_handler_stops_its_own_server_after_a_call(const endpoint_options& where) {
   auto backend = test::builtin_server(test::threads(1, 2));
   auto to_backend = client::connect("127.0.0.1", backend->port());
   server proxy(test::threads(1, 1));
   std::atomic<bool> returned{false};
-  add_coroutine_method(proxy, "stop_me", [&](deferred_reply& call) -> task<void> {
+  register_coroutine_endpoint(proxy, "stop_me", [&](deferred_reply& call) -> task<void> {
     alive_marker alive;
     call_result r = co_await co_call(to_backend, "sleep", "20000");
     proxy.stop();
     returned = true;
     call.reply(r.payload);
-  });
+  }, where);
   proxy.start();
   auto c = client::connect("127.0.0.1", proxy.port());
   call_result r = c.call("stop_me", "");
@@ -420,6 +423,26 @@ TEST(Coroutines, AHandlerStopsItsOwnServerAfterASuspension) {
   proxy.stop();  // waits for the stop the handler began
   EXPECT_EQ(g_alive.load(), 0);
   backend->stop();
+}
+
+TEST(Coroutines, AHandlerStopsItsOwnServerAfterASuspension) {
+  a_handler_stops_its_own_server_after_a_call({});
+}
+
+TEST(Coroutines, AHandlerOnItsOwnPoolStopsItsOwnServerAfterASuspension) {
+  endpoint_options o;
+  pool_options own;
+  own.kind = pool_kind::fixed;
+  own.threads = 1;
+  own.queue = 16;
+  o.own_pool = own;
+  a_handler_stops_its_own_server_after_a_call(o);
+}
+
+TEST(Coroutines, ADirectHandlerStopsItsOwnServerFromTheClientThread) {
+  endpoint_options o;
+  o.policy = dispatch_policy::direct;
+  a_handler_stops_its_own_server_after_a_call(o);
 }
 
 TEST(Coroutines, ChannelCallsAndAnswersLeftUnsaid) {
