@@ -375,13 +375,15 @@ TEST(Coroutines, ADetachedTaskFromAHandlerKeepsNoHomeAndNoParent) {
   std::promise<std::pair<std::string, call_error>> seen;
   add_coroutine_method(proxy, "spawn", [&](deferred_reply& call) -> task<void> {
     alive_marker alive;
-    auto side = [&]() -> task<void> {
-      call_result first = co_await co_call(to_backend, "sleep", "50000", {.detached = true});
+    // Captures nothing: the task outlives this handler's frame (and the closure in it), so what
+    // it uses is in its own frame, its parameters (the test's objects, which outlive both).
+    auto side = [](client& to, std::promise<std::pair<std::string, call_error>>& out) -> task<void> {
+      call_result first = co_await co_call(to, "sleep", "50000", {.detached = true});
       const std::string where = thread_name();
-      call_result r = co_await co_call(to_backend, "sleep", "300000");
-      seen.set_value({where, first.ok() ? r.error : first.error});
+      call_result r = co_await co_call(to, "sleep", "300000");
+      out.set_value({where, first.ok() ? r.error : first.error});
     };
-    start_detached(side(), [](task_outcome<void>&) {});
+    start_detached(side(to_backend, seen), [](task_outcome<void>&) {});
     call_result r = co_await co_call(to_backend, "sleep", "10000000");  // ends by the deadline
     call.fail(status_for(r), r.message);
   });
