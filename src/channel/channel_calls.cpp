@@ -2,6 +2,8 @@
 // on its connection, and on a failure decide between failing over and failing the call.
 
 #include <array>
+#include <cstdio>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -54,14 +56,19 @@ namespace {
 using call_state_pool = recycling_pool<channel_core::call_state>;
 }  // namespace
 
-void channel_core::finish(call_state* st, const call_outcome& o) {
+void channel_core::finish(call_state* st, const call_outcome& o) noexcept {
   // Recycled even when the callback throws: it is the caller's, and the state is ours.
   struct give_back {
     call_state* st;
     ~give_back() { call_state_pool::put(st); }
   } back{st};
   if (st->intercepted) [[unlikely]] {
-    st->intercepted->after_then(o, st->attempts, st->done);
+    try {
+      st->intercepted->after_then(o, st->attempts, st->done);  // done runs last in it
+    } catch (...) {
+      // What throws here is the caller's callback, once it ran: the client's rule applies.
+      std::fprintf(stderr, "ringrpc: a call callback threw\n");
+    }
     return;
   }
   run_callback(st->done, o);  // the client's rule for a callback that throws, inline or not
@@ -180,7 +187,7 @@ bool channel_core::send_one_way(std::string_view method, std::span<const std::by
   return m->conn.send_one_way(method, payload, co);
 }
 
-void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
+void channel_core::attempt(call_state* st, std::span<const std::byte> payload) noexcept {
   ++st->attempts;
   if (_closed.load(std::memory_order_acquire)) {
     call_outcome o;
@@ -196,10 +203,15 @@ void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
   }
   if (!m) {
     _no_member.fetch_add(1, std::memory_order_relaxed);
-    const std::string why = std::string("no live member of ").append(_target);
     call_outcome o;
     o.error = call_error::connection_closed;
-    o.message = why;
+    o.message = "no live member";  // the fallback when the longer message cannot be made
+    std::string why;
+    try {
+      why = std::string("no live member of ").append(_target);
+      o.message = why;
+    } catch (const std::bad_alloc&) {
+    }
     finish(st, o);
     return;
   }
@@ -208,31 +220,44 @@ void channel_core::attempt(call_state* st, std::span<const std::byte> payload) {
   conn.counters->outstanding.fetch_add(1, std::memory_order_relaxed);
   conn.counters->calls.fetch_add(1, std::memory_order_relaxed);
   st->caller_payload = payload;
-  call_options co;
-  co.timeout = st->options.timeout;
-  if (!st->options.metadata.empty()) co.metadata = st->options.metadata;
-  if (st->parent) {
-    call_parent_access::set(co.parent, st->parent);
-  } else {
-    co.detached = true;  // resolved at call_async: none (an inline refusal must not pick one up)
+  try {
+    call_options co;
+    co.timeout = st->options.timeout;
+    if (!st->options.metadata.empty()) co.metadata = st->options.metadata;
+    if (st->parent) {
+      call_parent_access::set(co.parent, st->parent);
+    } else {
+      co.detached = true;  // resolved at call_async: none (an inline refusal must not pick one up)
+    }
+    co.cancel = st->options.cancel;
+    conn.conn.call_async(
+        st->method, payload,
+        [this, st](const call_outcome& o) noexcept {
+          // The attempt is over: its member reference moves out, so a retry can take another.
+          const std::shared_ptr<member_conn> held = std::move(st->member);
+          held->counters->outstanding.fetch_sub(1, std::memory_order_relaxed);
+          // A callback not on the runtime thread ran inside call_async: nothing was sent, and
+          // the caller's payload is still valid.
+          const bool sent = _runtime->in_runtime_thread();
+          on_outcome(st, *held, o, sent, sent ? std::span<const std::byte>(st->payload) : st->caller_payload);
+        },
+        co);
+  } catch (...) {
+    // Nothing was sent and the callback never ran (a retry runs on the I/O thread, where an
+    // exception would be swallowed with the call never finished): the call fails here.
+    if (const std::shared_ptr<member_conn> held = std::move(st->member)) {
+      held->counters->outstanding.fetch_sub(1, std::memory_order_relaxed);
+    }
+    call_outcome o;
+    o.error = call_error::connection_closed;
+    o.code = status::resource_exhausted;
+    o.message = "call could not be sent";
+    finish(st, o);
   }
-  co.cancel = st->options.cancel;
-  conn.conn.call_async(
-      st->method, payload,
-      [this, st](const call_outcome& o) {
-        // The attempt is over: its member reference moves out, so a retry can take another.
-        const std::shared_ptr<member_conn> held = std::move(st->member);
-        held->counters->outstanding.fetch_sub(1, std::memory_order_relaxed);
-        // A callback not on the runtime thread ran inside call_async: nothing was sent, and
-        // the caller's payload is still valid.
-        const bool sent = _runtime->in_runtime_thread();
-        on_outcome(st, *held, o, sent, sent ? std::span<const std::byte>(st->payload) : st->caller_payload);
-      },
-      co);
 }
 
 void channel_core::on_outcome(call_state* st, member_conn& m, const call_outcome& o, bool sent,
-                              std::span<const std::byte> payload) {
+                              std::span<const std::byte> payload) noexcept {
   if (o.ok()) {
     _budget.on_success();
     finish(st, o);
@@ -248,13 +273,17 @@ void channel_core::on_outcome(call_state* st, member_conn& m, const call_outcome
   if (!retriable || o.error == call_error::client_closed) {
     if (conn_failed && !st->options.idempotent) {
       _failed_not_idempotent.fetch_add(1, std::memory_order_relaxed);
-      const std::string why = std::string("connection to ")
-                                  .append(m.label)
-                                  .append(" failed with the call in flight (")
-                                  .append(o.message)
-                                  .append("); not retried: the call is not marked idempotent, it may have run");
       call_outcome out = o;
-      out.message = why;
+      std::string why;  // without memory for it the call still finishes, with o's message
+      try {
+        why = std::string("connection to ")
+                  .append(m.label)
+                  .append(" failed with the call in flight (")
+                  .append(o.message)
+                  .append("); not retried: the call is not marked idempotent, it may have run");
+        out.message = why;
+      } catch (const std::bad_alloc&) {
+      }
       finish(st, out);
       return;
     }
@@ -274,9 +303,13 @@ void channel_core::on_outcome(call_state* st, member_conn& m, const call_outcome
   }
   if (!_budget.retry_allowed()) {
     _retries_throttled.fetch_add(1, std::memory_order_relaxed);
-    const std::string why = std::string(o.message).append(" (retry budget of the channel exhausted: not retried)");
     call_outcome out = o;
-    out.message = why;
+    std::string why;  // as above
+    try {
+      why = std::string(o.message).append(" (retry budget of the channel exhausted: not retried)");
+      out.message = why;
+    } catch (const std::bad_alloc&) {
+    }
     finish(st, out);
     return;
   }

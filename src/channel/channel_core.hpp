@@ -97,11 +97,13 @@ class channel_core {
   void publish();
   void retire(std::shared_ptr<member_conn> conn);
 
-  void attempt(call_state* st, std::span<const std::byte> payload);
+  // noexcept: they run in a client callback on the I/O thread, where a throw would be
+  // swallowed and the call never finished (its coroutine never resumed, stop() waiting on it).
+  void attempt(call_state* st, std::span<const std::byte> payload) noexcept;
   void on_outcome(call_state* st, member_conn& m, const call_outcome& o, bool sent,
-                  std::span<const std::byte> payload);
+                  std::span<const std::byte> payload) noexcept;
   /// The call's last word: runs its callback once, then gives its state back to the pool.
-  static void finish(call_state* st, const call_outcome& o);
+  static void finish(call_state* st, const call_outcome& o) noexcept;
   std::shared_ptr<member_conn> pick(const member_snapshot& snap, const member_conn* avoid) noexcept;
 
   channel_options _options;
