@@ -233,7 +233,8 @@ class server_core final : public exec_host {
   void resolve_limits(std::size_t default_queue);
   void join_async_stop() noexcept;
   void stop_blocking();
-  void wait_for_coroutine_handlers(std::chrono::steady_clock::time_point drain_deadline);
+  // noexcept: stop must reach the end (state stopped, pools joined) once frames are alive.
+  void wait_for_coroutine_handlers(std::chrono::steady_clock::time_point drain_deadline) noexcept;
   void note_slow_call(call* c, std::int64_t processing_ns) noexcept;
   std::uint64_t calls_created() const noexcept;
   /// Calls whose answer was written (or whose peer was gone), over every shard.

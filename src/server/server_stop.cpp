@@ -179,7 +179,7 @@ void server_core::stop_blocking() {
   for (auto& part : _attachments) part->stop();
 }
 
-void server_core::wait_for_coroutine_handlers(std::chrono::steady_clock::time_point drain_deadline) {
+void server_core::wait_for_coroutine_handlers(std::chrono::steady_clock::time_point drain_deadline) noexcept {
   // Their calls are answered by now (by them, or for them at the drain timeout), but a frame
   // may live on: it answered and awaits more, or awaits calls that do not follow its call. The
   // frames resume on the pools, so the pools (and this server) must outlive every one: until
@@ -193,11 +193,16 @@ void server_core::wait_for_coroutine_handlers(std::chrono::steady_clock::time_po
   const auto waiting_since = stop_now();
   while (!wait_until(empty, stop_now() + std::chrono::seconds(1))) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(stop_now() - waiting_since);
-    for (const std::string& method : _coro_frames.methods()) {
-      log::warn("stop_waiting_for_coroutine",
-                {{"waited_ms", static_cast<std::int64_t>(waited.count())},
-                 {"method", method},
-                 {"msg", "a coroutine handler awaits something that is not a ringrpc call; stop waits for it"}});
+    // The warning allocates; if it throws (no memory) stop goes on waiting rather than unwinding with
+    // the server stuck draining and frames still to resume on the pools ~dispatcher frees.
+    try {
+      for (const std::string& method : _coro_frames.methods()) {
+        log::warn("stop_waiting_for_coroutine",
+                  {{"waited_ms", static_cast<std::int64_t>(waited.count())},
+                   {"method", method},
+                   {"msg", "a coroutine handler awaits something that is not a ringrpc call; stop waits for it"}});
+      }
+    } catch (...) {
     }
   }
 }
