@@ -103,10 +103,16 @@ struct thread_cache {
   }
 };
 
+// Set when the thread's cache_holder is destroyed: a frame made or freed later, by another
+// thread_local's destructor, must not touch the holder (a destroyed object; making a new cache
+// there would leak it). Trivially destructible, so it is still readable then.
+thread_local constinit bool tl_exited = false;
+
 // The thread's cache, made on first use. Its holder's destructor orphans it at thread exit.
 struct cache_holder {
   thread_cache* cache = nullptr;
   ~cache_holder() {
+    tl_exited = true;
     if (!cache) return;
     cache->free_all();
     cache->orphaned.store(true, std::memory_order_release);
@@ -126,7 +132,7 @@ thread_cache& this_cache() {
 
 void* coro_abi::frame_alloc(std::size_t size) {
   const std::uint32_t c = class_of(size);
-  if (c == oversized) {
+  if (c == oversized || tl_exited) {  // straight from and back to the heap (owner null)
     auto* h = static_cast<frame_header*>(::operator new(size + sizeof(frame_header)));
     *h = frame_header{nullptr, oversized, 0};
     return h + 1;
@@ -155,7 +161,7 @@ void coro_abi::frame_free(void* frame) noexcept {
     ::operator delete(h);
     return;
   }
-  if (owner == tl_cache.cache) {
+  if (!tl_exited && owner == tl_cache.cache) {
     owner->push_local(h);
   } else if (owner->orphaned.load(std::memory_order_acquire)) {
     ::operator delete(h);
@@ -173,7 +179,7 @@ void coro_abi::frame_free(void* frame) noexcept {
 
 detail::frame_pool_counts detail::this_thread_frame_pool() noexcept {
   detail::frame_pool_counts counts;
-  thread_cache* cache = tl_cache.cache;
+  thread_cache* cache = tl_exited ? nullptr : tl_cache.cache;
   if (!cache) return counts;
   counts.live = cache->refs.load(std::memory_order_acquire) - 1;
   for (std::size_t n : cache->lengths) counts.cached += n;

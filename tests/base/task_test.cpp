@@ -213,6 +213,28 @@ TEST(Task, FramesOutliveTheirThread) {
   made.clear();
 }
 
+// A thread_local destroyed after the thread's frame cache (made before the cache was first
+// used) makes a frame: it comes from the heap, owned by no cache. Before, a new cache was made
+// for the exiting thread and never freed (here: it counted the frame as live).
+struct makes_a_frame_at_exit {
+  std::atomic<std::uint64_t>* live_seen = nullptr;
+  ~makes_a_frame_at_exit() {
+    if (live_seen == nullptr) return;
+    task<int> late = value_of(7);
+    live_seen->store(ringrpc::detail::this_thread_frame_pool().live);
+  }
+};
+
+TEST(Task, AFrameMadeAfterTheThreadsCacheWentUsesTheHeap) {
+  std::atomic<std::uint64_t> live_seen{~std::uint64_t{0}};
+  std::thread([&] {
+    thread_local makes_a_frame_at_exit at_exit;  // registered before the cache: destroyed after
+    at_exit.live_seen = &live_seen;
+    EXPECT_EQ(run_sync(value_of(1)), 1);  // the cache, made now
+  }).join();
+  EXPECT_EQ(live_seen.load(), 0u);
+}
+
 TEST(TaskConcurrency, FramesPingPongBetweenThreads) {
   // Two threads make frames and hand them to each other to destroy, for a while: the return
   // stacks are pushed by one thread while their owner takes them (TSan checks the hand-off).
