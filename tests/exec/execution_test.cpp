@@ -92,6 +92,39 @@ struct running_server {
 
 // --- endpoints and inboxes
 
+// stop() asks "is this thread on one of my pools?" without taking the dispatcher's lock:
+// on_start runs under that lock, here on a worker of another server's pool (a handler of the
+// first server starts the second). Before, the lookup took the lock again and start() never
+// returned (the suite's timeout is the bound).
+struct stops_at_start final : endpoint {
+  server* self = nullptr;
+  std::atomic<bool> stop_returned{false};
+  void on_start() override {
+    self->stop();
+    stop_returned = true;
+  }
+  void receive_and_reply(call_context& c) override { c.reply(c.payload()); }
+};
+
+TEST(endpoints, on_start_may_call_stop_on_a_pool_worker) {
+  server second(test::threads(1, 1));
+  auto ep = std::make_shared<stops_at_start>();
+  ep->self = &second;
+  second.register_endpoint("early", ep);
+  server first(test::threads(1, 1));
+  first.add_method("start_second", [&](call_context& c) {
+    second.start();
+    c.reply(c.payload());
+  });
+  first.start();
+  auto c = client::connect("127.0.0.1", first.port());
+  const call_result r = c.call("start_second", "x");
+  EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_TRUE(ep->stop_returned.load());
+  second.stop();
+  first.stop();
+}
+
 TEST(endpoints, on_start_first_on_stop_last_and_alone) {
   running_server rs;
   auto ep = std::make_shared<recording_endpoint>();
