@@ -22,4 +22,9 @@ inline std::int64_t coarse_now_ns() noexcept {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+/// A reading of now_ns() as a std::chrono time point (for what the public API reports).
+inline std::chrono::steady_clock::time_point steady_time_at(std::int64_t ns) noexcept {
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
+}
+
 }  // namespace ringrpc::detail

@@ -11,7 +11,7 @@ namespace ringrpc::detail {
 
 namespace {
 
-std::string threw_message(std::exception_ptr e) {
+std::string client_threw_message(std::exception_ptr e) {
   try {
     std::rethrow_exception(std::move(e));
   } catch (const std::exception& x) {
@@ -19,10 +19,6 @@ std::string threw_message(std::exception_ptr e) {
   } catch (...) {
     return "client interceptor threw: a non-standard exception";
   }
-}
-
-std::chrono::steady_clock::time_point at(std::int64_t ns) noexcept {
-  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
 }
 
 }  // namespace
@@ -48,7 +44,7 @@ void client_chain_run::before(std::string_view m, std::span<const std::byte> pay
     } catch (...) {
       refused = true;
       code = status::internal;
-      message = threw_message(std::current_exception());
+      message = client_threw_message(std::current_exception());
       return;
     }
   }
@@ -69,10 +65,10 @@ void client_chain_run::after_then(const call_outcome& first, unsigned attempts, 
     const auto& in = (*chain)[i];
     if (!in) continue;
     try {
-      client_call_summary s{method, one_way, o, attempts, at(start_ns), at(now_ns())};
+      client_call_summary s{method, one_way, o, attempts, steady_time_at(start_ns), steady_time_at(now_ns())};
       in->after_call(s);
     } catch (...) {
-      replaced = threw_message(std::current_exception());
+      replaced = client_threw_message(std::current_exception());
       o = call_outcome{};
       o.error = call_error::intercepted;
       o.code = status::internal;

@@ -20,13 +20,13 @@ namespace ringrpc::detail {
 
 namespace {
 
-constexpr unsigned ring_entries = 512;
-constexpr std::uint16_t buffer_group = 0;
+constexpr unsigned client_ring_entries = 512;
+constexpr std::uint16_t client_buffer_group = 0;
 constexpr unsigned buffer_count = 256;
 constexpr unsigned buffer_bytes = 16 * 1024;
 // Buffers grown past this for one big frame are given back once it is done: a connection that
 // carried one huge reply must not pin its size for the rest of its life.
-constexpr std::size_t keep_bytes = 64 * 1024;
+constexpr std::size_t client_keep_bytes = 64 * 1024;
 
 call_outcome failure(call_error e, std::string_view why) noexcept {
   call_outcome o;
@@ -52,8 +52,8 @@ client_loop::client_loop() {
     std::unique_ptr<ring> r;
     std::unique_ptr<provided_buffers> bufs;
     try {
-      r = std::make_unique<ring>(ring_entries, features);
-      bufs = std::make_unique<provided_buffers>(r->raw(), buffer_group, buffer_count, buffer_bytes);
+      r = std::make_unique<ring>(client_ring_entries, features);
+      bufs = std::make_unique<provided_buffers>(r->raw(), client_buffer_group, buffer_count, buffer_bytes);
     } catch (...) {
       ready.set_exception(std::current_exception());
       return;
@@ -93,7 +93,7 @@ void client_loop::put_pending(pending* p) noexcept {
   uncount(p);
   p->done = nullptr;
   p->conn = nullptr;
-  if (p->frame.capacity() > keep_bytes) std::vector<std::byte>().swap(p->frame);
+  if (p->frame.capacity() > client_keep_bytes) std::vector<std::byte>().swap(p->frame);
   if (!_free.try_push(p)) delete p;
 }
 
@@ -273,13 +273,13 @@ void client_loop::release_receive_memory(client_conn* c) noexcept {
     c->assembler.emplace(c->max_frame_bytes);
     c->assembler_grown = false;
   }
-  if (_scratch.capacity() > keep_bytes) std::vector<std::byte>().swap(_scratch);
+  if (_scratch.capacity() > client_keep_bytes) std::vector<std::byte>().swap(_scratch);
 }
 
 bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
   if (c->dead) return false;
   // A frame larger than a few receive buffers was assembled in the assembler's own buffer.
-  if (frame.size() > keep_bytes) c->assembler_grown = true;
+  if (frame.size() > client_keep_bytes) c->assembler_grown = true;
   _scratch.assign(frame.begin(), frame.end());  // decoding needs an aligned start
   frame_view v;
   if (decode_frame(_scratch, v) != decode_outcome::ok) {

@@ -16,8 +16,8 @@ namespace ringrpc::detail {
 namespace {
 
 // Frame bytes sealed per write at most (their records are written before more are sealed).
-constexpr std::size_t seal_limit = 256 * 1024;
-constexpr std::size_t keep_bytes = 64 * 1024;
+constexpr std::size_t client_seal_limit = 256 * 1024;
+constexpr std::size_t tls_keep_bytes = 64 * 1024;
 
 }  // namespace
 
@@ -54,7 +54,7 @@ void client_loop::tls_receive(client_conn* c, std::span<const std::byte> cipher)
   // Something to say back, or calls that waited for the handshake: write this turn.
   if (t.pending.size() != had || (!was_established && t.session->established())) mark_dirty(c);
   if (!t.plain.empty()) feed_frames(c, t.plain);
-  if (t.plain.capacity() > keep_bytes) std::vector<std::byte>().swap(t.plain);
+  if (t.plain.capacity() > tls_keep_bytes) std::vector<std::byte>().swap(t.plain);
 }
 
 void client_loop::tls_start_write(client_conn* c) noexcept {
@@ -67,7 +67,7 @@ void client_loop::tls_start_write(client_conn* c) noexcept {
       iovec iov[64];
       const std::size_t n = q.gather(iov, 64);
       try {
-        if (t.seal_queued(*t.session, iov, n, seal_limit, t.plain) != record_session::outcome::ok) {
+        if (t.seal_queued(*t.session, iov, n, client_seal_limit, t.plain) != record_session::outcome::ok) {
           const std::string why = t.session->error();
           fail_connection(c, call_error::connection_closed, why);
           return;
@@ -76,7 +76,7 @@ void client_loop::tls_start_write(client_conn* c) noexcept {
         fail_connection(c, call_error::connection_closed, "out of memory sealing TLS records");
         return;
       }
-      if (t.plain.capacity() > keep_bytes) std::vector<std::byte>().swap(t.plain);
+      if (t.plain.capacity() > tls_keep_bytes) std::vector<std::byte>().swap(t.plain);
     }
   }
   if (t.all_sent()) return;
@@ -98,7 +98,7 @@ void client_loop::tls_on_write(client_conn* c, int res) noexcept {
     t.drop();
     return;
   }
-  if (t.advance(static_cast<std::size_t>(res))) c->out.queue().consume(t.finish(4 * seal_limit), done);
+  if (t.advance(static_cast<std::size_t>(res))) c->out.queue().consume(t.finish(4 * client_seal_limit), done);
   tls_start_write(c);  // the rest of this ciphertext, or what was queued meanwhile
 }
 

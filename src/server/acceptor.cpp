@@ -26,9 +26,9 @@ namespace ringrpc::detail {
 
 namespace {
 
-constexpr unsigned ring_entries = 256;
+constexpr unsigned acceptor_ring_entries = 256;
 
-[[noreturn]] void fail(int err, const std::string& what) {
+[[noreturn]] void acceptor_fail(int err, const std::string& what) {
   throw std::system_error(err, std::system_category(), what);
 }
 
@@ -53,7 +53,7 @@ std::pair<int, std::uint16_t> listen_on(const std::string& host, std::uint16_t p
   if (fd < 0) {
     const int err = errno;
     freeaddrinfo(res);
-    fail(err, "socket for " + where);
+    acceptor_fail(err, "socket for " + where);
   }
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -61,13 +61,13 @@ std::pair<int, std::uint16_t> listen_on(const std::string& host, std::uint16_t p
     const int err = errno;
     freeaddrinfo(res);
     ::close(fd);
-    fail(err, "bind " + where);
+    acceptor_fail(err, "bind " + where);
   }
   freeaddrinfo(res);
   if (::listen(fd, backlog) < 0) {
     const int err = errno;
     ::close(fd);
-    fail(err, "listen on " + where);
+    acceptor_fail(err, "listen on " + where);
   }
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
@@ -111,7 +111,7 @@ void acceptor::start(const uring_features& features) {
     name_this_thread("rr-accept");
     std::unique_ptr<ring> r;
     try {
-      r = std::make_unique<ring>(ring_entries, features);
+      r = std::make_unique<ring>(acceptor_ring_entries, features);
     } catch (...) {
       ready.set_exception(std::current_exception());
       return;

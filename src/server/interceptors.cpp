@@ -18,11 +18,7 @@ namespace ringrpc::detail {
 
 namespace {
 
-std::chrono::steady_clock::time_point at(std::int64_t ns) noexcept {
-  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
-}
-
-std::string threw_message(std::exception_ptr e) {
+std::string server_threw_message(std::exception_ptr e) {
   try {
     std::rethrow_exception(std::move(e));
   } catch (const std::exception& x) {
@@ -47,11 +43,11 @@ server_call_summary summary_of(const call& c, bool deferred) noexcept {
   s.code = c.answer_status;
   s.metadata = metadata_of(c);
   s.peer = c.peer;
-  s.received = at(c.received_ns);
+  s.received = steady_time_at(c.received_ns);
   // Untimed chains (no interceptor wants_timing) read no clock: start and end are `received`.
   const bool timed = c.intercept_start_ns != 0;
-  s.start = timed ? at(c.intercept_start_ns) : s.received;
-  s.end = timed ? at(now_ns()) : s.received;
+  s.start = timed ? steady_time_at(c.intercept_start_ns) : s.received;
+  s.end = timed ? steady_time_at(now_ns()) : s.received;
   return s;
 }
 
@@ -74,7 +70,7 @@ void run_after(const server_interceptors& chain, std::uint32_t ran, server_call_
       in->after_call(s);
     } catch (...) {
       try {
-        on_throw(threw_message(std::current_exception()));
+        on_throw(server_threw_message(std::current_exception()));
       } catch (...) {
         // No memory for the message: the status set before stands.
       }
@@ -102,7 +98,7 @@ call_verdict intercepted_call::run_before(const server_interceptors& chain, call
       if (v.refused()) return v;
     } catch (...) {
       try {
-        return call_verdict::refuse(status::internal, threw_message(std::current_exception()));
+        return call_verdict::refuse(status::internal, server_threw_message(std::current_exception()));
       } catch (...) {
         // Out of memory even for the message: `internal` without one.
         return call_verdict::refuse(status::internal, {});
@@ -173,9 +169,9 @@ void intercepted_stream::end(const server_interceptors& chain, std::string_view 
     s.metadata = metadata_view(flatbuffers::GetSizePrefixedRoot<wire::Frame>(_metadata_frame.data())->metadata());
   }
   s.peer = peer;
-  s.received = at(_received_ns);
-  s.start = _start_ns != 0 ? at(_start_ns) : s.received;
-  s.end = _start_ns != 0 ? at(now_ns()) : s.received;
+  s.received = steady_time_at(_received_ns);
+  s.start = _start_ns != 0 ? steady_time_at(_start_ns) : s.received;
+  s.end = _start_ns != 0 ? steady_time_at(now_ns()) : s.received;
   run_after(chain, _ran, s, [](const std::string&) {}, [](server_call_summary&) {});
   _ran = 0;
 }

@@ -20,14 +20,14 @@ namespace {
 
 // Plaintext sealed per write at most: enough to fill the socket's buffer, little enough that
 // the ciphertext buffer of a connection with many replies queued stays small.
-constexpr std::size_t seal_limit = 256 * 1024;
+constexpr std::size_t responder_seal_limit = 256 * 1024;
 
-tls_link& link_of(connection* c) noexcept { return *c->rare.load(std::memory_order_relaxed)->tls; }
+tls_link& tls_of(connection* c) noexcept { return *c->rare.load(std::memory_order_relaxed)->tls; }
 
 }  // namespace
 
 void responder::kick(connection* c) noexcept {
-  tls_link& t = link_of(c);
+  tls_link& t = tls_of(c);
   if (c->write_failed.load(std::memory_order_relaxed)) {
     t.pending.clear();
     return;
@@ -43,7 +43,7 @@ void responder::kick(connection* c) noexcept {
 
 void responder::start_tls_write(connection* c) noexcept {
   write_slot& w = *c->write;
-  tls_link& t = link_of(c);
+  tls_link& t = tls_of(c);
   if (t.all_sent()) {
     // The previous write is all out: the next one is what the session said since, then the
     // replies that wait.
@@ -51,8 +51,8 @@ void responder::start_tls_write(connection* c) noexcept {
     if (!w.replies.empty() && t.session->established()) {
       const std::size_t n = w.replies.gather(w.iov, write_slot::max_iov);
       try {
-        const auto r = t.seal_queued(*t.session, w.iov, n, seal_limit, _seal_scratch);
-        if (_seal_scratch.capacity() > 2 * seal_limit) std::vector<std::byte>().swap(_seal_scratch);
+        const auto r = t.seal_queued(*t.session, w.iov, n, responder_seal_limit, _seal_scratch);
+        if (_seal_scratch.capacity() > 2 * responder_seal_limit) std::vector<std::byte>().swap(_seal_scratch);
         if (r != record_session::outcome::ok) {
           c->note_failure(t.session->error());
           fail_writes(c);
@@ -83,7 +83,7 @@ void responder::start_tls_write(connection* c) noexcept {
 
 void responder::on_tls_write(connection* c, int res) noexcept {
   write_slot& w = *c->write;
-  tls_link& t = link_of(c);
+  tls_link& t = tls_of(c);
   w.in_flight = false;
   retain(c);  // releasing calls may drop every other reference
   if (res == -EINTR || res == -EAGAIN) {
@@ -101,7 +101,7 @@ void responder::on_tls_write(connection* c, int res) noexcept {
       if (!w.replies.empty()) w.stalled_since_ns = now;
       start_tls_write(c);
     } else {
-      w.replies.consume(t.finish(2 * seal_limit), [this](call* k) { release_call(k); });
+      w.replies.consume(t.finish(2 * responder_seal_limit), [this](call* k) { release_call(k); });
       after_written(c, w);
       if ((!w.replies.empty() || !t.pending.empty()) && !w.dirty) start_tls_write(c);
       if (!w.in_flight && t.peer_closed) _owner.close_notify_if_owed(c);

@@ -21,8 +21,8 @@ namespace ringrpc::detail {
 
 namespace {
 
-constexpr std::uint16_t buffer_group = 0;
-constexpr unsigned ring_entries = 1024;
+constexpr std::uint16_t shard_buffer_group = 0;
+constexpr unsigned shard_ring_entries = 1024;
 
 }  // namespace
 
@@ -67,9 +67,9 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
   std::unique_ptr<ring> r;
   std::unique_ptr<provided_buffers> bufs;
   try {
-    r = std::make_unique<ring>(ring_entries, features);
+    r = std::make_unique<ring>(shard_ring_entries, features);
     const auto& o = _core.options();
-    bufs = std::make_unique<provided_buffers>(r->raw(), buffer_group, o.recv_buffers_per_reader,
+    bufs = std::make_unique<provided_buffers>(r->raw(), shard_buffer_group, o.recv_buffers_per_reader,
                                               o.recv_buffer_bytes);
   } catch (...) {
     ready.set_exception(std::current_exception());

@@ -31,7 +31,7 @@ int read_disabled_sysctl() {
   return 0;  // the knob only exists from 6.6 on; absent means enabled
 }
 
-[[noreturn]] void fail(int err, const std::string& why) {
+[[noreturn]] void unavailable(int err, const std::string& why) {
   throw std::system_error(err, std::system_category(), "io_uring unavailable: " + why);
 }
 
@@ -79,25 +79,25 @@ uring_features probe_here() {
   if (rc < 0) {
     const int err = -rc;
     const int disabled = read_disabled_sysctl();
-    if (disabled == 2) fail(err, "the sysctl kernel.io_uring_disabled=2 turns it off for everyone");
+    if (disabled == 2) unavailable(err, "the sysctl kernel.io_uring_disabled=2 turns it off for everyone");
     if (disabled == 1 && err == EPERM) {
-      fail(err, "the sysctl kernel.io_uring_disabled=1 limits it to root and the group in "
+      unavailable(err, "the sysctl kernel.io_uring_disabled=1 limits it to root and the group in "
                 "kernel.io_uring_group");
     }
     if (err == ENOSYS) {
-      fail(err, "io_uring_setup returned ENOSYS: the kernel lacks io_uring or a seccomp profile "
+      unavailable(err, "io_uring_setup returned ENOSYS: the kernel lacks io_uring or a seccomp profile "
                 "(e.g. a container runtime's default) blocks the io_uring syscalls");
     }
-    if (err == EPERM) fail(err, "io_uring_setup returned EPERM: blocked by a seccomp or LSM policy");
+    if (err == EPERM) unavailable(err, "io_uring_setup returned EPERM: blocked by a seccomp or LSM policy");
     if (err == ENOMEM) {
-      fail(err, "io_uring_setup returned ENOMEM: RLIMIT_MEMLOCK is too low for the ring");
+      unavailable(err, "io_uring_setup returned ENOMEM: RLIMIT_MEMLOCK is too low for the ring");
     }
-    fail(err, std::string("io_uring_setup failed: ") + std::strerror(err));
+    unavailable(err, std::string("io_uring_setup failed: ") + std::strerror(err));
   }
 
   io_uring_probe* probe = io_uring_get_probe_ring(&ring);
   io_uring_queue_exit(&ring);
-  if (probe == nullptr) fail(ENOSYS, "the kernel cannot report supported io_uring operations");
+  if (probe == nullptr) unavailable(ENOSYS, "the kernel cannot report supported io_uring operations");
   struct needed { int opcode; const char* name; };
   const needed ops[] = {{IORING_OP_ACCEPT, "ACCEPT"},     {IORING_OP_RECV, "RECV"},
                         {IORING_OP_SENDMSG, "SENDMSG"},   {IORING_OP_MSG_RING, "MSG_RING"},
@@ -106,13 +106,13 @@ uring_features probe_here() {
   for (const auto& op : ops) {
     if (!io_uring_opcode_supported(probe, op.opcode)) {
       io_uring_free_probe(probe);
-      fail(ENOSYS, std::string("the kernel lacks IORING_OP_") + op.name);
+      unavailable(ENOSYS, std::string("the kernel lacks IORING_OP_") + op.name);
     }
   }
   io_uring_free_probe(probe);
 
   if (f.kernel_major < min_major || (f.kernel_major == min_major && f.kernel_minor < min_minor)) {
-    fail(ENOSYS, "ringrpc needs Linux 6.0 or newer for multishot recv with provided buffer rings; "
+    unavailable(ENOSYS, "ringrpc needs Linux 6.0 or newer for multishot recv with provided buffer rings; "
                  "this kernel is " + std::to_string(f.kernel_major) + "." +
                  std::to_string(f.kernel_minor));
   }

@@ -21,7 +21,7 @@ namespace {
 constexpr std::size_t max_head_bytes = 64 * 1024;  ///< status line + headers (and trailers)
 constexpr std::size_t max_chunk_line_bytes = 4096;
 
-void append(std::vector<std::byte>& out, std::string_view s) {
+void append_http(std::vector<std::byte>& out, std::string_view s) {
   const auto* p = reinterpret_cast<const std::byte*>(s.data());
   out.insert(out.end(), p, p + s.size());
 }
@@ -43,9 +43,9 @@ bool ends_chunked(std::string_view value) {
   return iequals(trim_blanks(comma == std::string_view::npos ? value : value.substr(comma + 1)), "chunked");
 }
 
-enum class step { done, incomplete, bad };
+enum class http_step { done, incomplete, bad };
 
-struct pending_call {
+struct http_pending {
   std::uint64_t seq;
   bool head;  ///< a HEAD response has headers only, whatever Content-Length says
 };
@@ -68,7 +68,7 @@ class response_parser final {
  public:
   response_parser(std::span<const std::byte> in, std::uint64_t max_body) : _in(in), _max_body(max_body) {}
 
-  step parse(bool head_request, head_memo& memo) {
+  http_step parse(bool head_request, head_memo& memo) {
     int code = 0;
     const auto* at = reinterpret_cast<const char*>(_in.data()) + _pos;
     if (!memo.bytes.empty() && _in.size() - _pos >= memo.bytes.size() &&
@@ -83,7 +83,7 @@ class response_parser final {
       const std::size_t start = _pos;
       bool interim = false;
       do {  // 1xx responses are interim: skip them, the real answer follows
-        if (const auto s = head(code); s != step::done) return s;
+        if (const auto s = head(code); s != http_step::done) return s;
         if (code == 101) return fail("unexpected 101 Switching Protocols");
         interim = interim || code < 200;
       } while (code < 200);
@@ -97,13 +97,13 @@ class response_parser final {
       }
     }
     _code = code;
-    if (head_request || code == 204 || code == 304) return step::done;
+    if (head_request || code == 204 || code == 304) return http_step::done;
     if (_chunked) return chunked_body();
     if (!_has_length) return fail("response has neither Content-Length nor chunked encoding");
     if (_length > _max_body) return over_limit("Content-Length " + std::to_string(_length));
-    if (_in.size() - _pos < _length) return step::incomplete;
+    if (_in.size() - _pos < _length) return http_step::incomplete;
     _pos += static_cast<std::size_t>(_length);
-    return step::done;
+    return http_step::done;
   }
 
   std::size_t position() const noexcept { return _pos; }
@@ -114,21 +114,21 @@ class response_parser final {
 
  private:
   // One line ending in LF (a preceding CR is dropped), with at most `cap` bytes before the end.
-  step line(std::string_view& out, std::size_t cap, const char* what) {
+  http_step line(std::string_view& out, std::size_t cap, const char* what) {
     const std::size_t end = std::min(_in.size(), _pos + cap + 2);
     const auto* base = reinterpret_cast<const char*>(_in.data());
     const auto* lf = static_cast<const char*>(std::memchr(base + _pos, '\n', end - _pos));
     if (lf == nullptr) {
-      return end - _pos >= cap + 2 ? fail(std::string(what) + " too long") : step::incomplete;
+      return end - _pos >= cap + 2 ? fail(std::string(what) + " too long") : http_step::incomplete;
     }
     out = {base + _pos, static_cast<std::size_t>(lf - (base + _pos))};
     if (!out.empty() && out.back() == '\r') out.remove_suffix(1);
     if (out.find('\r') != std::string_view::npos) return fail("bare CR in " + std::string(what));
     _pos = static_cast<std::size_t>(lf - base) + 1;
-    return step::done;
+    return http_step::done;
   }
 
-  step head(int& code) {
+  http_step head(int& code) {
     // Reject garbage from its first bytes instead of waiting for a whole header section.
     constexpr std::string_view prefix = "HTTP/1.";
     const std::size_t n = std::min(prefix.size(), _in.size() - _pos);
@@ -140,7 +140,7 @@ class response_parser final {
     _close = false;
     if (_pos >= max_head_bytes) return fail("header section too long");
     std::string_view l;
-    if (const auto s = line(l, max_head_bytes - _pos, "header section"); s != step::done) return s;
+    if (const auto s = line(l, max_head_bytes - _pos, "header section"); s != http_step::done) return s;
     if (l.size() < 12 || !std::isdigit(static_cast<unsigned char>(l[7])) || l[8] != ' ' ||
         (l.size() > 12 && l[12] != ' ') ||
         !std::all_of(l.begin() + 9, l.begin() + 12, [](unsigned char c) { return std::isdigit(c); })) {
@@ -150,8 +150,8 @@ class response_parser final {
     if (code < 100 || code > 599) return fail("status code " + std::to_string(code));
     while (true) {
       if (_pos >= max_head_bytes) return fail("header section too long");
-      if (const auto s = line(l, max_head_bytes - _pos, "header section"); s != step::done) return s;
-      if (l.empty()) return step::done;
+      if (const auto s = line(l, max_head_bytes - _pos, "header section"); s != http_step::done) return s;
+      if (l.empty()) return http_step::done;
       if (l.front() == ' ' || l.front() == '\t') return fail("obsolete header line folding");
       const auto colon = l.find(':');
       if (colon == 0 || colon == std::string_view::npos) return fail("header line without a name");
@@ -178,13 +178,13 @@ class response_parser final {
 
   // The wire size of a chunked body is capped at twice the body limit, so that a peer sending
   // one-byte chunks cannot make a reply unboundedly large.
-  step chunked_body() {
+  http_step chunked_body() {
     const std::size_t start = _pos;
     std::uint64_t data = 0;
     std::string_view l;
     while (true) {
       if (_pos - start > 2 * _max_body) return over_limit("chunk framing of the body");
-      if (const auto s = line(l, max_chunk_line_bytes, "chunk size line"); s != step::done) return s;
+      if (const auto s = line(l, max_chunk_line_bytes, "chunk size line"); s != http_step::done) return s;
       const auto digits = trim_blanks(l.substr(0, l.find(';')));
       std::uint64_t size = 0;
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size, 16);
@@ -194,7 +194,7 @@ class response_parser final {
       if (size > _max_body - data) return over_limit("chunked body");
       data += size;
       if (size == 0) break;
-      if (_in.size() - _pos < size + 2) return step::incomplete;
+      if (_in.size() - _pos < size + 2) return http_step::incomplete;
       _pos += static_cast<std::size_t>(size);
       if (_in[_pos] != std::byte{'\r'} || _in[_pos + 1] != std::byte{'\n'}) return fail("chunk not followed by CRLF");
       _pos += 2;
@@ -202,18 +202,18 @@ class response_parser final {
     const std::size_t trailers = _pos;
     while (true) {
       if (_pos - trailers >= max_head_bytes) return fail("trailer section too long");
-      if (const auto s = line(l, max_head_bytes - (_pos - trailers), "trailer section"); s != step::done) return s;
-      if (l.empty()) return step::done;
+      if (const auto s = line(l, max_head_bytes - (_pos - trailers), "trailer section"); s != http_step::done) return s;
+      if (l.empty()) return http_step::done;
       if (l.find(':') == std::string_view::npos || l.front() == ':') return fail("bad trailer line");
     }
   }
 
-  step fail(std::string what) {
+  http_step fail(std::string what) {
     _error = std::move(what);
-    return step::bad;
+    return http_step::bad;
   }
   // A reply that is HTTP but larger than --max-body: its connection's calls fail by that name.
-  step over_limit(const std::string& what) {
+  http_step over_limit(const std::string& what) {
     _too_large = true;
     return fail(what + " exceeds --max-body " + std::to_string(_max_body));
   }
@@ -283,7 +283,7 @@ class http_codec final : public connection_codec {
     _renderer.render(p.path, call, out);
     out.insert(out.end(), p.after_path.begin(), p.after_path.end());
     if (!p.with_body) {
-      append(out, "\r\n");
+      append_http(out, "\r\n");
       return;
     }
     // The length of this call's body goes before it: render it aside, in a buffer kept.
@@ -295,9 +295,9 @@ class http_codec final : public connection_codec {
     }
     char digits[24];
     const auto end = std::to_chars(digits, digits + sizeof(digits), _body.size()).ptr;
-    append(out, "Content-Length: ");
-    append(out, std::string_view(digits, static_cast<std::size_t>(end - digits)));
-    append(out, "\r\n\r\n");
+    append_http(out, "Content-Length: ");
+    append_http(out, std::string_view(digits, static_cast<std::size_t>(end - digits)));
+    append_http(out, "\r\n\r\n");
     out.insert(out.end(), _body.begin(), _body.end());
   }
 
@@ -306,30 +306,30 @@ class http_codec final : public connection_codec {
     const std::string_view method = kind.method.empty() ? std::string_view("GET") : std::string_view(kind.method);
     const std::string_view path = kind.path.empty() ? std::string_view(_settings->default_path) : std::string_view(kind.path);
     const bool with_body = method == "POST" || method == "PUT" || method == "PATCH";
-    append(out, method);
-    append(out, path.front() == '/' || path == "*" ? " " : " /");
+    append_http(out, method);
+    append_http(out, path.front() == '/' || path == "*" ? " " : " /");
     if (request_template::has_braces(path) || (with_body && _settings->options.templates->has_payload)) {
       // Compiled (and checked) at start-up by check_path_templates: this cannot throw.
       prepared p{&kind, method == "HEAD", std::move(out), true, with_body,
                  request_template::compile(path, "path"), {}};
-      append(p.after_path, " HTTP/1.1\r\nHost: ");
-      append(p.after_path, _settings->host_header);
-      append(p.after_path, "\r\nConnection: keep-alive\r\n");
-      append(p.after_path, _settings->extra_headers);
+      append_http(p.after_path, " HTTP/1.1\r\nHost: ");
+      append_http(p.after_path, _settings->host_header);
+      append_http(p.after_path, "\r\nConnection: keep-alive\r\n");
+      append_http(p.after_path, _settings->extra_headers);
       _prepared.push_back(std::move(p));
       return _prepared.back();
     }
-    append(out, path);
-    append(out, " HTTP/1.1\r\nHost: ");
-    append(out, _settings->host_header);
-    append(out, "\r\nConnection: keep-alive\r\n");
-    append(out, _settings->extra_headers);
+    append_http(out, path);
+    append_http(out, " HTTP/1.1\r\nHost: ");
+    append_http(out, _settings->host_header);
+    append_http(out, "\r\nConnection: keep-alive\r\n");
+    append_http(out, _settings->extra_headers);
     if (with_body) {
-      append(out, "Content-Length: ");
-      append(out, std::to_string(_settings->options.payload.size()));
-      append(out, "\r\n");
+      append_http(out, "Content-Length: ");
+      append_http(out, std::to_string(_settings->options.payload.size()));
+      append_http(out, "\r\n");
     }
-    append(out, "\r\n");
+    append_http(out, "\r\n");
     if (with_body) out.insert(out.end(), _settings->options.payload.begin(), _settings->options.payload.end());
     _prepared.push_back({&kind, method == "HEAD", std::move(out), false, with_body, {}, {}});
     return _prepared.back();
@@ -338,7 +338,7 @@ class http_codec final : public connection_codec {
   // The calls in flight in a ring whose size is a power of two, grown (rarely: to the depth)
   // rather than a deque that allocates and frees a block every few dozen calls.
   void grow_pending() {
-    std::vector<pending_call> bigger(std::max<std::size_t>(16, _pending.size() * 2));
+    std::vector<http_pending> bigger(std::max<std::size_t>(16, _pending.size() * 2));
     for (std::size_t i = 0; i < _pending_count; ++i) bigger[i] = _pending[(_pending_head + i) & (_pending.size() - 1)];
     _pending = std::move(bigger);
     _pending_head = 0;
@@ -354,10 +354,10 @@ class http_codec final : public connection_codec {
       return r;
     }
     response_parser p(in, _settings->options.max_reply_bytes);
-    const pending_call& front = _pending[_pending_head];
+    const http_pending& front = _pending[_pending_head];
     const auto s = p.parse(front.head, _memo);
-    if (s == step::incomplete) return r;
-    if (s == step::bad) {
+    if (s == http_step::incomplete) return r;
+    if (s == http_step::bad) {
       r.status = reply_status::protocol_error;
       r.error = (p.too_large() ? "HTTP response: " : "malformed HTTP response: ") + p.error();
       if (p.too_large()) r.lost_as = "reply_too_large";
@@ -388,7 +388,7 @@ class http_codec final : public connection_codec {
   template_renderer _renderer;
   std::vector<std::byte> _body;  ///< a templated body, rendered before its length is written
   std::vector<prepared> _prepared;
-  std::vector<pending_call> _pending;  ///< requests written and not yet answered, oldest first
+  std::vector<http_pending> _pending;  ///< requests written and not yet answered, oldest first
   head_memo _memo;
   std::size_t _pending_head = 0;
   std::size_t _pending_count = 0;

@@ -22,7 +22,7 @@ constexpr int max_depth = 16;
 constexpr std::int64_t max_elements = 1 << 20;
 constexpr std::size_t max_line_bytes = 64 * 1024;
 
-void append(std::vector<std::byte>& out, std::string_view s) {
+void append_resp(std::vector<std::byte>& out, std::string_view s) {
   const auto* p = reinterpret_cast<const std::byte*>(s.data());
   out.insert(out.end(), p, p + s.size());
 }
@@ -32,9 +32,9 @@ void append_bulk(std::vector<std::byte>& out, std::span<const std::byte> data) {
   const auto end = std::to_chars(header + 1, header + sizeof(header) - 2, data.size()).ptr;
   end[0] = '\r';
   end[1] = '\n';
-  append(out, std::string_view(header, static_cast<std::size_t>(end + 2 - header)));
+  append_resp(out, std::string_view(header, static_cast<std::size_t>(end + 2 - header)));
   out.insert(out.end(), data.begin(), data.end());
-  append(out, "\r\n");
+  append_resp(out, "\r\n");
 }
 
 void append_bulk(std::vector<std::byte>& out, std::string_view s) {
@@ -48,7 +48,7 @@ std::string upper(std::string_view s) {
   return out;
 }
 
-enum class step { done, incomplete, bad };
+enum class resp_step { done, incomplete, bad };
 
 // One RESP2 value, parsed from scratch on every call: replies to PING/SET/GET are small, and
 // big bulk strings are skipped by length without scanning their bytes.
@@ -56,44 +56,44 @@ class resp_parser final {
  public:
   resp_parser(std::span<const std::byte> in, std::size_t limit) : _in(in), _limit(limit) {}
 
-  step value(int depth) {
+  resp_step value(int depth) {
     if (depth > max_depth) return fail("arrays nested deeper than " + std::to_string(max_depth));
-    if (_pos >= _in.size()) return _in.size() >= _limit ? fail("reply exceeds the reply limit") : step::incomplete;
+    if (_pos >= _in.size()) return _in.size() >= _limit ? fail("reply exceeds the reply limit") : resp_step::incomplete;
     const char type = static_cast<char>(_in[_pos++]);
     if (depth == 0) _top_type = type;
     std::string_view line;
-    if (const auto s = read_line(line); s != step::done) return s;
+    if (const auto s = read_line(line); s != resp_step::done) return s;
     switch (type) {
       case '+':
       case '-':
         if (depth == 0) _top_line = line;
-        return step::done;
+        return resp_step::done;
       case ':': {
         std::int64_t v = 0;
-        return number(line, v) ? step::done : fail("bad integer");
+        return number(line, v) ? resp_step::done : fail("bad integer");
       }
       case '$': {
         std::int64_t len = 0;
         if (!number(line, len) || len < -1) return fail("bad bulk string length");
-        if (len == -1) return step::done;
+        if (len == -1) return resp_step::done;
         const auto need = static_cast<std::uint64_t>(_pos) + static_cast<std::uint64_t>(len) + 2;
         if (need > _limit) return fail("bulk string of " + std::to_string(len) + " bytes exceeds the reply limit");
-        if (need > _in.size()) return step::incomplete;
+        if (need > _in.size()) return resp_step::incomplete;
         _pos += static_cast<std::size_t>(len);
         if (_in[_pos] != std::byte{'\r'} || _in[_pos + 1] != std::byte{'\n'}) {
           return fail("bulk string not followed by CRLF");
         }
         _pos += 2;
-        return step::done;
+        return resp_step::done;
       }
       case '*': {
         std::int64_t count = 0;
         if (!number(line, count) || count < -1) return fail("bad array length");
         if (count > max_elements) return fail("array of " + std::to_string(count) + " elements");
         for (std::int64_t i = 0; i < count; ++i) {
-          if (const auto s = value(depth + 1); s != step::done) return s;
+          if (const auto s = value(depth + 1); s != resp_step::done) return s;
         }
-        return step::done;
+        return resp_step::done;
       }
       default:
         return fail("bad RESP type byte " + std::to_string(static_cast<unsigned char>(type)));
@@ -107,21 +107,21 @@ class resp_parser final {
 
  private:
   // A line ends at CRLF; CR or LF alone inside it can never be valid RESP.
-  step read_line(std::string_view& line) {
+  resp_step read_line(std::string_view& line) {
     const std::size_t cap = std::min(_in.size(), _pos + max_line_bytes + 2);
     for (std::size_t i = _pos; i < cap; ++i) {
       const auto c = _in[i];
       if (c == std::byte{'\n'}) return fail("LF without CR");
       if (c != std::byte{'\r'}) continue;
-      if (i + 1 >= _in.size()) return step::incomplete;
+      if (i + 1 >= _in.size()) return resp_step::incomplete;
       if (_in[i + 1] != std::byte{'\n'}) return fail("CR without LF");
       line = {reinterpret_cast<const char*>(_in.data()) + _pos, i - _pos};
       _pos = i + 2;
-      return _pos > _limit ? fail("reply exceeds the reply limit") : step::done;
+      return _pos > _limit ? fail("reply exceeds the reply limit") : resp_step::done;
     }
     if (cap - _pos > max_line_bytes) return fail("line longer than " + std::to_string(max_line_bytes) + " bytes");
     if (_in.size() >= _limit) return fail("reply exceeds the reply limit");
-    return step::incomplete;
+    return resp_step::incomplete;
   }
 
   static bool number(std::string_view s, std::int64_t& v) {
@@ -137,9 +137,9 @@ class resp_parser final {
     return true;
   }
 
-  step fail(std::string what) {
+  resp_step fail(std::string what) {
     _error = std::move(what);
-    return step::bad;
+    return resp_step::bad;
   }
 
   std::span<const std::byte> _in;
@@ -150,7 +150,7 @@ class resp_parser final {
   std::string _error;
 };
 
-struct pending_call {
+struct redis_pending {
   std::uint64_t seq;
   bool expects_pong;
 };
@@ -164,16 +164,16 @@ class redis_codec final : public connection_codec {
     const std::string command = kind.method.empty() ? "PING" : upper(kind.method);
     if (command == "SET" || command == "GET") render_key(seq, command == "SET");
     if (command == "SET") {
-      append(out, "*3\r\n$3\r\nSET\r\n");
+      append_resp(out, "*3\r\n$3\r\nSET\r\n");
       append_bulk(out, _key);
       append_bulk(out, _templates.has_payload ? std::span<const std::byte>(_value)
                                               : std::span<const std::byte>(_options->payload));
     } else if (command == "GET") {
-      append(out, "*2\r\n$3\r\nGET\r\n");
+      append_resp(out, "*2\r\n$3\r\nGET\r\n");
       append_bulk(out, _key);
     } else {
       // PING, or any other argument-less command (e.g. DBSIZE), sent as the user wrote it.
-      append(out, "*1\r\n");
+      append_resp(out, "*1\r\n");
       append_bulk(out, command == "PING" ? std::string_view("PING") : std::string_view(kind.method));
     }
     _pending.push_back({seq, command == "PING"});
@@ -189,8 +189,8 @@ class redis_codec final : public connection_codec {
     }
     resp_parser p(in, _options->max_reply_bytes);
     const auto s = p.value(0);
-    if (s == step::incomplete) return r;
-    if (s == step::bad) {
+    if (s == resp_step::incomplete) return r;
+    if (s == resp_step::bad) {
       r.status = reply_status::protocol_error;
       r.error = "malformed RESP reply: " + p.error();
       // The parser names its limit so: the reply is RESP, only too large for --max-body.
@@ -242,7 +242,7 @@ class redis_codec final : public connection_codec {
   template_renderer _renderer;
   std::string _key;
   std::vector<std::byte> _value;
-  std::deque<pending_call> _pending;  ///< requests written and not yet answered, oldest first
+  std::deque<redis_pending> _pending;  ///< requests written and not yet answered, oldest first
 };
 
 class redis_protocol final : public protocol {

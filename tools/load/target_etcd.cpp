@@ -9,7 +9,7 @@ namespace ringrpc::load {
 
 namespace {
 
-[[noreturn]] void bad_url(std::string_view url, const std::string& why) {
+[[noreturn]] void bad_etcd_url(std::string_view url, const std::string& why) {
   throw std::invalid_argument(std::string("bad target '").append(url).append("': ").append(why).append(
       " (expected etcd://HOST:PORT/SERVICE[/PATH][?prefix=/PREFIX&scheme=SCHEME])"));
 }
@@ -27,12 +27,12 @@ std::vector<target> resolve_etcd_endpoints(std::string_view url, std::chrono::mi
   }
   // HOST:PORT/SERVICE then the members' own path.
   const auto first = rest.find('/');
-  if (first == std::string_view::npos || first + 1 == rest.size()) bad_url(url, "no service name");
+  if (first == std::string_view::npos || first + 1 == rest.size()) bad_etcd_url(url, "no service name");
   const auto second = rest.find('/', first + 1);
   const std::string_view authority = rest.substr(0, first);
   const std::string_view service = rest.substr(first + 1, second == std::string_view::npos ? std::string_view::npos
                                                                                            : second - first - 1);
-  if (service.empty()) bad_url(url, "no service name");
+  if (service.empty()) bad_etcd_url(url, "no service name");
   const std::string_view path = second == std::string_view::npos ? std::string_view{} : rest.substr(second);
 
   std::string inner_scheme = "ringrpc";
@@ -45,9 +45,9 @@ std::vector<target> resolve_etcd_endpoints(std::string_view url, std::chrono::mi
       prefix_query = std::string(item);
     } else if (item.starts_with("scheme=") && item.size() > 7) {
       inner_scheme = std::string(item.substr(7));
-      if (inner_scheme == "etcd") bad_url(url, "scheme=etcd would name a registry, not the members' protocol");
+      if (inner_scheme == "etcd") bad_etcd_url(url, "scheme=etcd would name a registry, not the members' protocol");
     } else {
-      bad_url(url, std::string("unknown query '").append(item).append("' (prefix= and scheme= are known)"));
+      bad_etcd_url(url, std::string("unknown query '").append(item).append("' (prefix= and scheme= are known)"));
     }
   }
   std::string registry = std::string("etcd://").append(authority).append("/").append(service);
@@ -57,7 +57,7 @@ std::vector<target> resolve_etcd_endpoints(std::string_view url, std::chrono::mi
   try {
     members = discovery::list_members(registry, timeout);
   } catch (const std::invalid_argument& e) {
-    bad_url(url, e.what());
+    bad_etcd_url(url, e.what());
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("cannot list the members of '").append(url).append("': ").append(e.what()));
   }
