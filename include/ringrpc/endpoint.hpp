@@ -38,7 +38,8 @@ class endpoint {
   virtual ~endpoint() = default;
 
   /// Runs before anything else reaches this endpoint (on the thread that registers it, or in
-  /// server::start() for endpoints registered before it).
+  /// server::start() for endpoints registered before it). A server::stop() called from here
+  /// during server::start() stops the server when start() has finished.
   virtual void on_start() {}
   /// Runs last and alone: after every message already accepted for this endpoint has been
   /// handled, and nothing of this endpoint runs after it. Deferred replies may still be

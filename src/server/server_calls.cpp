@@ -16,6 +16,7 @@ namespace ringrpc::detail {
 
 thread_local constinit const server_core* running_user_code_of = nullptr;
 thread_local constinit const server_core* stopping_server = nullptr;
+thread_local constinit const server_core* starting_server = nullptr;
 
 namespace {
 

@@ -130,7 +130,15 @@ void server_core::start() {
 
   try {
     // Pools and endpoints (on_start) before the readers: a call can only reach a started one.
-    _dispatcher.start();
+    // on_start() runs under the dispatcher's mutex, which stop() takes after its own: a stop()
+    // from there is kept for the end of start() (see server_core::stop()).
+    {
+      starting_server = this;
+      struct clear_starting {
+        ~clear_starting() { starting_server = nullptr; }
+      } clear;
+      _dispatcher.start();
+    }
     for (unsigned i = 0; i < readers; ++i) {
       _shards.push_back(std::make_unique<shard>(*this, i));
       _shards.back()->start(_features);
@@ -157,6 +165,7 @@ void server_core::start() {
     stop();
     throw;
   }
+  if (_stop_after_start) stop();
 }
 
 void server_core::resolve_limits(std::size_t default_queue) {

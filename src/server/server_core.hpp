@@ -261,6 +261,7 @@ class server_core final : public exec_host {
   std::vector<std::unique_ptr<server_attachment>> _attachments;
   std::chrono::system_clock::time_point _started_at{};
   std::int64_t _started_ns = 0;
+  bool _stop_after_start = false;  // stop() came from on_start(): start() stops once it is done
   std::atomic<unsigned> _open_connections{0};
   std::atomic<unsigned> _tls_handshakes{0};  // TLS handshakes under way
   std::atomic<std::uint32_t> _open_streams{0};  // see take_stream_slot

@@ -44,13 +44,19 @@ bool server_core::wait_until(Pred pred, std::chrono::steady_clock::time_point de
 
 void server_core::stop() {
   if (stopping_server == this) return;  // from on_stop() or a listener while this thread stops us
+  if (starting_server == this) {
+    // From on_start(), under the dispatcher's mutex, with the readers not started yet: stopping
+    // here would take our stop mutex inside the dispatcher's (stop takes them the other way
+    // round) and leave start() to go on starting. start() stops when it has finished.
+    _stop_after_start = true;
+    return;
+  }
   // A handler cannot wait for itself, nor can a coroutine handler resumed elsewhere: stop()
   // waits for its frame, and then joins the pools. After a co_await a frame may go on on any of
   // this server's pools (named, an endpoint's own, connection events) or, when what it awaited
   // was a call, on a client's I/O thread (a `direct` endpoint's frame has no home to go back
   // to). From there stop on a thread of its own, which drains as usual (this handler's call
-  // included) while the caller returns. ~server joins it. The pool check takes no lock:
-  // on_start() runs under the dispatcher's mutex and may call stop() too.
+  // included) while the caller returns. ~server joins it. The pool check takes no lock.
   // (Not covered: a frame that moved to another server's pool with to_pool.)
   if (running_user_code_of == this || _dispatcher.owns(thread_pool::current()) ||
       on_client_runtime_thread()) {
