@@ -15,6 +15,7 @@
 #include "base/cpu_affinity.hpp"
 #include "log/event_log.hpp"
 #include "log/log.hpp"
+#include "server/user_code.hpp"
 
 namespace ringrpc::detail {
 
