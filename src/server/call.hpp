@@ -78,7 +78,9 @@ struct call : work_item {
   std::uint32_t intercepted_count = 0;
   std::int64_t intercept_start_ns = 0;
   stream_state* stream = nullptr;  // stream_end: whose end it carries
-  std::uint32_t stream_out_bytes = 0;  // stream_out: its share of the connection's cap
+  // Its share of the connection's stream cap: a stream_out message's, or a received message's
+  // that carried what its handler wrote (stream_state::_carrier).
+  std::uint32_t stream_out_bytes = 0;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   /// A request or one-way message a client sent (not a local post or a connection event).
@@ -134,6 +136,7 @@ class call_pool {
     c->stream_out = false;
     c->stream_end = false;
     c->stream = nullptr;
+    c->stream_out_bytes = 0;
   }
 
  private:

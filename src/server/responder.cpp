@@ -220,6 +220,8 @@ void responder::release_call(call* k) noexcept {
     }
   }
   _account.release(static_cast<std::int64_t>(k->request_charged + k->reply_charged));
+  // A received stream message that carried its handler's write (stream_state::_carrier).
+  if (k->stream_out_bytes != 0) [[unlikely]] _owner.stream_out_released(c, k->stream_out_bytes);
   c->request_bytes.store(c->request_bytes.load(std::memory_order_relaxed) - k->request_charged,
                          std::memory_order_relaxed);
   // Single writer (see retain_for_call); counted before the pause is looked at.

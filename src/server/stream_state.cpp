@@ -44,6 +44,14 @@ std::shared_ptr<const peer_identity> shared_peer(const call& open) {
   return id.get() == open.peer ? id : nullptr;
 }
 
+// The received message whose on_message this thread is running, and its stream: the first
+// write from inside that callback may travel in the message's own call (stream_state::_carrier).
+struct running_message {
+  const stream_state* stream = nullptr;
+  call* m = nullptr;
+};
+thread_local constinit running_message running_here{};
+
 }  // namespace
 
 stream_state::stream_state(server_core& core, call* open, call* end, const frame_view& v, endpoint_slot& slot,
@@ -64,8 +72,7 @@ stream_state::stream_state(server_core& core, call* open, call* end, const frame
       _conn(end->conn),
       _out_bytes(end->conn->rare.load(std::memory_order_relaxed)->stream_out_bytes),
       _send(v.credit_messages == 0 ? default_stream_window_messages : v.credit_messages,
-            v.credit_bytes == 0 ? default_stream_window_bytes : v.credit_bytes),
-      _receive(default_stream_window_messages, default_stream_window_bytes) {
+            v.credit_bytes == 0 ? default_stream_window_bytes : v.credit_bytes) {
   _drain.self = this;
   _drain.run = &stream_state::drain_entry;
   _drain.label = "stream";
@@ -89,14 +96,10 @@ bool stream_state::start() noexcept {
 // --- the shard's thread
 
 stream_state::arrival stream_state::on_message(call* m) noexcept {
-  bool credited = false;
-  {
-    std::lock_guard lock(_mu);
-    if (_ended) return arrival::ended;
-    credited = _receive.arrive(m->payload.size());
-  }
-  if (credited) {
-    // Pushed outside the lock: the lane's owner takes it for each message it consumed.
+  // An end that comes just after this look finds the message in the lane, which only releases
+  // what it takes once the stream has ended.
+  if (ended()) return arrival::ended;
+  if (_receive.arrive(m->payload.size())) {
     push(m, true);
     return arrival::queued;
   }
@@ -175,6 +178,7 @@ void stream_state::encode_end_locked(status code, std::string_view message,
 }
 
 void stream_state::post_end_locked() noexcept {
+  if (_carrier != nullptr) (void)flush_carrier_locked();  // the end follows every message
   call* o = std::exchange(_end, nullptr);
   // The responder's take of it erases the stream from its connection's table (shard thread).
   o->stream_end = true;
@@ -197,18 +201,39 @@ write_result stream_state::write(std::span<const std::byte> message) noexcept {
       _core.note_stream_write_blocked(!credit);
       return write_result::would_block;
     }
+    // A message already waiting in the carrier goes first: a second write from one
+    // on_message, or a write from another thread while it runs.
     call* out = nullptr;
-    try {
-      out = encode_message_locked(message);
-    } catch (const std::bad_alloc&) {
-      out = nullptr;
+    const bool carried = running_here.stream == this;  // written from its on_message
+    if (_carrier == nullptr || flush_carrier_locked()) {
+      try {
+        if (carried) {
+          out = running_here.m;
+          encode_message_locked(message, out->reply);
+        } else {
+          out = new_message_call_locked();
+          try {
+            encode_message_locked(message, out->reply);
+          } catch (...) {
+            _core.pool().put(out);
+            throw;
+          }
+        }
+      } catch (const std::bad_alloc&) {
+        if (carried) out->reply.clear();
+        out = nullptr;
+      }
     }
     if (out != nullptr) {
       _headers_sent = true;
       _send.spend(message.size());
       out->stream_out_bytes = static_cast<std::uint32_t>(out->reply.size());
       _out_bytes.fetch_add(out->stream_out_bytes, std::memory_order_seq_cst);
-      _core.post_answer(out);
+      if (carried) {
+        _carrier = out;  // posted by run_message, with the received message's release
+      } else {
+        _core.post_answer(out);
+      }
       return write_result::ok;
     }
   }
@@ -218,32 +243,53 @@ write_result stream_state::write(std::span<const std::byte> message) noexcept {
   return write_result::closed;
 }
 
-call* stream_state::encode_message_locked(std::span<const std::byte> message) {
+// A written message in a call of its own (stream_out: it holds none of the request's counts).
+call* stream_state::new_message_call_locked() {
   call* out = _core.pool().get();
-  try {
-    out->conn = _conn;
-    out->stream_out = true;
-    out->id = _id;
-    out->purpose = call_purpose::request;
-    out->kind = wire::Kind::StreamMessage;
-    if (_headers_sent || !_md || _md->headers.empty()) {
-      // Nearly every message: laid out by hand, as a unary reply is (no builder, no copy).
-      encode_payload_frame(_id, wire::Kind::StreamMessage, message, out->reply);
-    } else {
-      frame_view f;
-      f.call_id = _id;
-      f.kind = wire::Kind::StreamMessage;
-      f.payload = message;
-      metadata_to_send headers;
-      headers.pairs = _md->headers;
-      f.metadata_out = &headers;
-      thread_encoder().encode_into(f, out->reply);
-    }
-  } catch (...) {
-    _core.pool().put(out);
-    throw;
-  }
+  out->conn = _conn;
+  out->stream_out = true;
+  out->id = _id;
+  out->purpose = call_purpose::request;
+  out->kind = wire::Kind::StreamMessage;
   return out;
+}
+
+void stream_state::encode_message_locked(std::span<const std::byte> message, std::vector<std::byte>& into) {
+  if (_headers_sent || !_md || _md->headers.empty()) {
+    // Nearly every message: laid out by hand, as a unary reply is (no builder, no copy).
+    encode_payload_frame(_id, wire::Kind::StreamMessage, message, into);
+    return;
+  }
+  frame_view f;
+  f.call_id = _id;
+  f.kind = wire::Kind::StreamMessage;
+  f.payload = message;
+  metadata_to_send headers;
+  headers.pairs = _md->headers;
+  f.metadata_out = &headers;
+  thread_encoder().encode_into(f, into);
+}
+
+// The message waiting in the carrier goes out now in a call of its own, ahead of whatever is
+// about to be posted; the received call stays the lane's until its on_message returns. False
+// when there was no memory for that call: the message is dropped (its share of the
+// connection's cap given back) and the stream has to end.
+bool stream_state::flush_carrier_locked() noexcept {
+  call* m = std::exchange(_carrier, nullptr);
+  call* out = nullptr;
+  try {
+    out = new_message_call_locked();
+  } catch (const std::bad_alloc&) {
+    _core.note_out_of_memory();
+    _out_bytes.fetch_sub(std::exchange(m->stream_out_bytes, 0), std::memory_order_seq_cst);
+    m->reply.clear();
+    return false;
+  }
+  out->reply.swap(m->reply);
+  m->reply.clear();
+  out->stream_out_bytes = std::exchange(m->stream_out_bytes, 0);
+  _core.post_answer(out);
+  return true;
 }
 
 void stream_state::on_room() noexcept {
@@ -399,9 +445,14 @@ void stream_state::run_message(server_stream& handle, call* m) noexcept {
     _core.post_answer(m);  // nothing to write: the responder releases it on the shard
     return;
   }
-  if (alive) guarded([&] { _handler->on_message(handle, m->payload); });
-  m->reply.clear();
+  if (alive) {
+    const running_message outer = std::exchange(running_here, running_message{this, m});
+    guarded([&] { _handler->on_message(handle, m->payload); });
+    running_here = outer;
+  }
   std::lock_guard lock(_mu);
+  // Still the carrier: it holds the handler's one write, which goes out with this release.
+  if (std::exchange(_carrier, nullptr) != m) m->reply.clear();
   if (!_ended) {
     // The message's own call carries the grant it earns back, if any (batched: stream_credit).
     if (const receive_credit::grant g = _receive.consumed(m->payload.size())) {
@@ -410,10 +461,12 @@ void stream_state::run_message(server_stream& handle, call* m) noexcept {
       f.kind = wire::Kind::StreamCredit;
       f.credit_messages = g.messages;
       f.credit_bytes = g.bytes;
+      const std::size_t carried = m->reply.size();
       try {
-        thread_encoder().encode_into(f, m->reply);
+        const std::span<const std::byte> grant = thread_encoder().encode(f);
+        m->reply.insert(m->reply.end(), grant.begin(), grant.end());
       } catch (const std::bad_alloc&) {
-        m->reply.clear();  // the client waits for credit; its stream ends by deadline or cancel
+        m->reply.resize(carried);  // the client waits for credit; its stream ends by deadline or cancel
         _core.note_out_of_memory();
       }
     }

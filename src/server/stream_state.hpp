@@ -25,6 +25,7 @@
 #include "server/call.hpp"
 #include "server/interceptors.hpp"
 #include "server/response_metadata.hpp"
+#include "server/stream_receive_credit.hpp"
 #include "wire/stream_credit.hpp"
 
 namespace ringrpc::detail {
@@ -125,7 +126,9 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   void guarded(F&& f) noexcept;
   void encode_end_locked(status code, std::string_view message, std::span<const std::byte> reply) noexcept;
   void post_end_locked() noexcept;
-  call* encode_message_locked(std::span<const std::byte> message);
+  void encode_message_locked(std::span<const std::byte> message, std::vector<std::byte>& into);
+  call* new_message_call_locked();
+  bool flush_carrier_locked() noexcept;
   void release_open() noexcept;
 
   server_core& _core;
@@ -161,13 +164,21 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   std::atomic<bool> _reading_paused{false};
 
   bool _half_closed = false;  // shard thread
+  // Arrivals checked on the shard's thread, consumption and grants on the lane (each side its
+  // own counts: no lock per message).
+  stream_receive_credit _receive;
 
   mutable std::mutex _mu;  // guards what follows
   call* _end;               // the end's carrier, until the end is posted
+  // The received message whose on_message is running on the lane, when the handler's first
+  // write from there went into that message's own call: it goes out with the message's
+  // release at the end of run_message (one call and one post per echoed message, as a unary
+  // call has). Anything else posted before then takes the written message out first
+  // (flush_carrier_locked), so the stream's order stays the order of its writes.
+  call* _carrier = nullptr;
   connection* _conn;        // alive while _end is (it holds one of the connection's calls)
   std::atomic<std::size_t>& _out_bytes;  // the connection's stream_out_bytes (connection.hpp)
   send_credit _send;
-  receive_credit _receive;
   std::unique_ptr<response_metadata> _md;
   status _end_status = status::ok;
   bool _ended = false;

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ringrpc/server.hpp"
@@ -73,6 +74,28 @@ class fill_handler final : public stream_handler {
 
  private:
   fill_state& _f;
+};
+
+// Bidi: for message "X", writes "X.1", then "X.2" from another thread while on_message waits
+// for it, then "X.3"; for "end", writes "end.1" and finishes from on_message. The first write
+// carries a header. (The first write of an on_message travels in the received message's own
+// call, stream_state::_carrier: every other write must still come after it.)
+class relay_handler final : public stream_handler {
+ public:
+  void on_message(server_stream& s, std::span<const std::byte> m) override {
+    const std::string x = text_of(m);
+    if (std::exchange(_first, false)) EXPECT_TRUE(s.add_header("h", "1"));
+    EXPECT_EQ(s.write(std::string(x).append(".1")), write_result::ok);
+    if (x == "end") {
+      s.finish();
+      return;
+    }
+    std::thread([&] { EXPECT_EQ(s.write(std::string(x).append(".2")), write_result::ok); }).join();
+    EXPECT_EQ(s.write(std::string(x).append(".3")), write_result::ok);
+  }
+
+ private:
+  bool _first = true;
 };
 
 // --- the raw client's frames
@@ -169,6 +192,9 @@ class streams : public ::testing::Test {
     });
     srv->add_stream_method("echo_stream", stream_kind::bidi, [](server_stream&, std::span<const std::byte>) {
       return std::make_unique<echo_handler>();
+    });
+    srv->add_stream_method("relay", stream_kind::bidi, [](server_stream&, std::span<const std::byte>) {
+      return std::make_unique<relay_handler>();
     });
     srv->add_stream_method("watch", stream_kind::bidi, [this](server_stream&, std::span<const std::byte>) {
       return std::make_unique<watch_handler>(watched);
@@ -529,6 +555,45 @@ TEST_F(streams, headers_go_first_and_trailers_last) {
   ASSERT_EQ(end.kind, wire::Kind::Reply);
   EXPECT_TRUE(end.headers.empty());
   EXPECT_EQ(end.trailer("t"), "2");
+}
+
+// Writes from inside one on_message, from its thread and from another, go out in the order they
+// were made, and a finish() from on_message comes after the message it wrote; every byte they
+// held is given back once the connection is gone.
+TEST_F(streams, writes_from_one_on_message_keep_their_order) {
+  {
+    raw_socket s(srv->port());
+    ASSERT_TRUE(s.send_frame(open_frame(31, "relay", stream_kind::bidi)));
+    for (const char* m : {"a", "b", "c", "end"}) ASSERT_TRUE(s.send_frame(message_frame(31, m)));
+    std::vector<std::string> seen;
+    for (;;) {
+      const got g = read_one(s);
+      ASSERT_TRUE(g.ok) << "after " << seen.size() << " messages";
+      ASSERT_EQ(g.id, 31u);
+      if (g.kind == wire::Kind::StreamCredit) continue;
+      if (g.kind != wire::Kind::StreamMessage) {
+        EXPECT_EQ(g.kind, wire::Kind::Reply) << to_string(g.code) << " " << g.message;
+        break;
+      }
+      if (seen.empty()) {
+        ASSERT_EQ(g.headers.size(), 1u);
+        EXPECT_EQ(g.headers[0].first, "h");
+      } else {
+        EXPECT_TRUE(g.headers.empty());
+      }
+      seen.push_back(g.payload);
+    }
+    const std::vector<std::string> expected{"a.1", "a.2", "a.3", "b.1", "b.2", "b.3",
+                                            "c.1", "c.2", "c.3", "end.1"};
+    EXPECT_EQ(seen, expected);
+  }
+  ASSERT_TRUE(eventually([&] {
+    const server_stats st = srv->stats();
+    return st[server_counter::connections_open] == 0 && st[server_counter::buffered_bytes] == 0 &&
+           st[server_counter::stream_messages_sent] == 10;
+  })) << "connections " << srv->stats()[server_counter::connections_open] << ", buffered "
+      << srv->stats()[server_counter::buffered_bytes] << ", sent "
+      << srv->stats()[server_counter::stream_messages_sent];
 }
 
 TEST_F(streams, a_message_after_the_half_close_is_bad_request) {
