@@ -341,12 +341,12 @@ void stream_state::poke(std::uint8_t signals) noexcept {
 
 void stream_state::drain_entry(pool_task* t) noexcept {
   auto* d = static_cast<drain_task*>(t);
-  // Ours until the drain ends; a drain due after our release() sets its own.
-  const std::shared_ptr<stream_state> keep = std::move(d->keep);
-  d->self->drain();
+  // Ours until the drain ends (the callbacks' handle holds it); a drain due after our
+  // release() sets its own.
+  d->self->drain(std::move(d->keep));
 }
 
-void stream_state::drain() noexcept {
+void stream_state::drain(std::shared_ptr<stream_state> keep) noexcept {
   // A callback that calls stop() must not wait for itself (server_stop.cpp).
   const server_core* const outer = std::exchange(running_user_code_of, &_core);
   struct restore {
@@ -355,7 +355,7 @@ void stream_state::drain() noexcept {
   } const restore_user_code{outer};
   // Grants and writes from here are posted to the shard, woken once per burst of this worker.
   batch_reply_wakeups(&_core);
-  server_stream handle(shared_from_this());
+  server_stream handle(std::move(keep));  // no count taken per drain: the drain's own
   // Runs of this many items let the pool's other work in between (as a serial endpoint does).
   constexpr unsigned slice = 64;
   do {

@@ -115,7 +115,7 @@ class stream_state : public std::enable_shared_from_this<stream_state> {
   void push(work_item* item, bool on_reader = false) noexcept;
   void poke(std::uint8_t signals) noexcept;
   static void drain_entry(pool_task* t) noexcept;
-  void drain() noexcept;
+  void drain(std::shared_ptr<stream_state> keep) noexcept;
   void run_open(server_stream& handle) noexcept;
   bool intercept_open() noexcept;
   void run_message(server_stream& handle, call* m) noexcept;
