@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "replace_global_new.hpp"
 #include "ringrpc/channel.hpp"
 #include "ringrpc/client.hpp"
 #include "ringrpc/coro.hpp"
@@ -50,26 +51,8 @@ void* counted_alloc(std::size_t n) {
 }
 }  // namespace
 
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return counted_alloc(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return counted_alloc(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+// Every allocation of this program (replace_global_new.hpp).
+void* test_alloc(std::size_t n) { return counted_alloc(n); }
 
 namespace ringrpc {
 namespace {

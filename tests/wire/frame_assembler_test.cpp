@@ -2,6 +2,7 @@
 // zero-copy delivery, the length limit, pausing and buffered() accounting.
 #include "wire/frame_assembler.hpp"
 
+#include "replace_global_new.hpp"
 #include "wire/frame_codec.hpp"
 
 #include <gtest/gtest.h>
@@ -47,28 +48,8 @@ struct alloc_probe {
 };
 }  // namespace
 
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
-// The assembler allocates with new (std::nothrow): those must come from the same heap as the
-// deletes below (ASan reports a mismatch otherwise) and be measured too.
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return counted_alloc(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return counted_alloc(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+// Every allocation of this program (replace_global_new.hpp).
+void* test_alloc(std::size_t n) { return counted_alloc(n); }
 
 namespace {
 
