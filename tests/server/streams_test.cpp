@@ -84,7 +84,9 @@ class relay_handler final : public stream_handler {
  public:
   void on_message(server_stream& s, std::span<const std::byte> m) override {
     const std::string x = text_of(m);
-    if (std::exchange(_first, false)) EXPECT_TRUE(s.add_header("h", "1"));
+    if (std::exchange(_first, false)) {
+      EXPECT_TRUE(s.add_header("h", "1"));
+    }
     EXPECT_EQ(s.write(std::string(x).append(".1")), write_result::ok);
     if (x == "end") {
       s.finish();
