@@ -35,32 +35,27 @@ class stream_receive_credit {
     return true;
   }
 
-  /// The lane: a message of `bytes` was consumed. Returns what to grant now: nothing until
-  /// half the window (in messages or bytes) is consumed, then all that was consumed.
-  receive_credit::grant consumed(std::size_t bytes) noexcept {
-    ++_owed.messages;
-    _owed.bytes += bytes;
-    if (_owed.messages * 2 < window_messages && _owed.bytes * 2 < window_bytes) return {};
-    const receive_credit::grant g = _owed;
-    _owed = {};
-    // Single writer: a load and a store, no read-modify-write.
-    _granted_bytes.store(_granted_bytes.load(std::memory_order_relaxed) + g.bytes, std::memory_order_release);
-    _granted_messages.store(_granted_messages.load(std::memory_order_relaxed) + g.messages,
-                            std::memory_order_release);
+  /// The lane: a message of `bytes` was consumed. Returns what to grant now (owed_credit's
+  /// rule, as every receiver batches its grants).
+  credit_grant consumed(std::size_t bytes) noexcept {
+    const credit_grant g = _owed.consumed(bytes);
+    if (g) {
+      // Single writer: a load and a store, no read-modify-write.
+      _granted_bytes.store(_granted_bytes.load(std::memory_order_relaxed) + g.bytes, std::memory_order_release);
+      _granted_messages.store(_granted_messages.load(std::memory_order_relaxed) + g.messages,
+                              std::memory_order_release);
+    }
     return g;
   }
 
  private:
-  static constexpr std::uint32_t window_messages = default_stream_window_messages;
-  static constexpr std::uint64_t window_bytes = default_stream_window_bytes;
-
   // The connection's thread.
   std::uint64_t _arrived_messages = 0;
   std::uint64_t _arrived_bytes = 0;
   // The lane's: written by it alone, read by the connection's thread.
-  std::atomic<std::uint64_t> _granted_messages{window_messages};
-  std::atomic<std::uint64_t> _granted_bytes{window_bytes};
-  receive_credit::grant _owed;  // the lane's: consumed and not granted back yet
+  std::atomic<std::uint64_t> _granted_messages{default_stream_window_messages};
+  std::atomic<std::uint64_t> _granted_bytes{default_stream_window_bytes};
+  owed_credit _owed{default_stream_window_messages, default_stream_window_bytes};  // the lane's
 };
 
 }  // namespace ringrpc::detail

@@ -455,7 +455,7 @@ void stream_state::run_message(server_stream& handle, call* m) noexcept {
   if (std::exchange(_carrier, nullptr) != m) m->reply.clear();
   if (!_ended) {
     // The message's own call carries the grant it earns back, if any (batched: stream_credit).
-    if (const receive_credit::grant g = _receive.consumed(m->payload.size())) {
+    if (const credit_grant g = _receive.consumed(m->payload.size())) {
       frame_view f;
       f.call_id = _id;
       f.kind = wire::Kind::StreamCredit;

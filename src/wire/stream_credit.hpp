@@ -54,46 +54,29 @@ class send_credit {
   std::int64_t _bytes;  // max_stream_credit_bytes at most; may go below 0 by one message
 };
 
-/// What the receiver allowed, what arrived, and the grants it owes as its reader consumes.
-class receive_credit {
+/// Credit to give back to the peer.
+struct credit_grant {
+  std::uint32_t messages = 0;
+  std::uint64_t bytes = 0;
+  explicit operator bool() const noexcept { return messages != 0 || bytes != 0; }
+};
+
+/// The receiver's side of the batching rule: what its reader consumed and has not granted back
+/// yet, granted all at once when half the window (in messages or bytes) is consumed, so grants
+/// go out in batches rather than one frame per message.
+class owed_credit {
  public:
-  struct grant {
-    std::uint32_t messages = 0;
-    std::uint64_t bytes = 0;
-    explicit operator bool() const noexcept { return messages != 0 || bytes != 0; }
-  };
+  /// The window as receive_credit holds it (within the maxima, never 0).
+  owed_credit(std::uint32_t window_messages, std::uint64_t window_bytes) noexcept
+      : _window_messages(window_messages), _window_bytes(window_bytes) {}
 
-  /// A window past the maxima is held to them, as the peer's send_credit holds it: the
-  /// half-window that triggers a grant must be reachable with the credit the peer really has.
-  receive_credit(std::uint32_t window_messages, std::uint64_t window_bytes) noexcept
-      : _window_messages(window_messages == 0 ? default_stream_window_messages
-                         : window_messages < max_stream_credit_messages
-                             ? window_messages
-                             : static_cast<std::uint32_t>(max_stream_credit_messages)),
-        _window_bytes(window_bytes == 0 ? default_stream_window_bytes
-                      : window_bytes < static_cast<std::uint64_t>(max_stream_credit_bytes)
-                          ? window_bytes
-                          : static_cast<std::uint64_t>(max_stream_credit_bytes)),
-        _peer(_window_messages, _window_bytes) {}
-
-  /// A message of `bytes` arrived. False when the peer had no credit for it: it broke the rules.
-  bool arrive(std::size_t bytes) noexcept {
-    if (!_peer.can_send()) return false;
-    _peer.spend(bytes);
-    return true;
-  }
-  /// The reader consumed a message of `bytes`. Returns what to grant now: nothing until half the
-  /// window (in messages or bytes) is consumed, then all that was consumed, so grants go out in
-  /// batches rather than one frame per message.
-  grant consumed(std::size_t bytes) noexcept {
+  /// The reader consumed a message of `bytes`. Returns what to grant now (often nothing).
+  credit_grant consumed(std::size_t bytes) noexcept {
     ++_owed.messages;
     _owed.bytes += bytes;
     if (_owed.messages * 2 < _window_messages && _owed.bytes * 2 < _window_bytes) return {};
-    const grant g = _owed;
+    const credit_grant g = _owed;
     _owed = {};
-    // What we grant is what was spent, so the peer's unused credit never passes the window
-    // plus one message: this cannot fail.
-    _peer.grant(g.messages, g.bytes);
     return g;
   }
   std::uint32_t window_messages() const noexcept { return _window_messages; }
@@ -102,8 +85,47 @@ class receive_credit {
  private:
   std::uint32_t _window_messages;
   std::uint64_t _window_bytes;
+  credit_grant _owed;
+};
+
+/// What the receiver allowed, what arrived, and the grants it owes as its reader consumes.
+class receive_credit {
+ public:
+  using grant = credit_grant;
+
+  /// A window past the maxima is held to them, as the peer's send_credit holds it: the
+  /// half-window that triggers a grant must be reachable with the credit the peer really has.
+  receive_credit(std::uint32_t window_messages, std::uint64_t window_bytes) noexcept
+      : _owed(window_messages == 0 ? default_stream_window_messages
+              : window_messages < max_stream_credit_messages
+                  ? window_messages
+                  : static_cast<std::uint32_t>(max_stream_credit_messages),
+              window_bytes == 0 ? default_stream_window_bytes
+              : window_bytes < static_cast<std::uint64_t>(max_stream_credit_bytes)
+                  ? window_bytes
+                  : static_cast<std::uint64_t>(max_stream_credit_bytes)),
+        _peer(_owed.window_messages(), _owed.window_bytes()) {}
+
+  /// A message of `bytes` arrived. False when the peer had no credit for it: it broke the rules.
+  bool arrive(std::size_t bytes) noexcept {
+    if (!_peer.can_send()) return false;
+    _peer.spend(bytes);
+    return true;
+  }
+  /// The reader consumed a message of `bytes`. Returns what to grant now (owed_credit's rule).
+  grant consumed(std::size_t bytes) noexcept {
+    const grant g = _owed.consumed(bytes);
+    // What we grant is what was spent, so the peer's unused credit never passes the window
+    // plus one message: this cannot fail.
+    if (g) _peer.grant(g.messages, g.bytes);
+    return g;
+  }
+  std::uint32_t window_messages() const noexcept { return _owed.window_messages(); }
+  std::uint64_t window_bytes() const noexcept { return _owed.window_bytes(); }
+
+ private:
+  owed_credit _owed;  // first: _peer starts from its window
   send_credit _peer;  // the peer's credit as we granted it: what it may still send
-  grant _owed;        // consumed and not granted back yet
 };
 
 }  // namespace ringrpc::detail
