@@ -12,9 +12,13 @@
 /// - The handler starts where its endpoint's policy runs the call (docs/execution.md, "Dispatch
 ///   policies"): its pool for the default policy, so the pool thread is free as soon as the
 ///   coroutine first suspends, and it resumes on that pool (ringrpc/coro.hpp's resume rule) or
-///   where `to_pool` moved it. On a reader (a `direct` endpoint; a one-way message of an
-///   `execution` endpoint) it has no home and resumes on the client threads that complete its
-///   calls. The call is deferred first (call_context::defer).
+///   where `to_pool` moved it. On a shard (a `direct` endpoint, as `on_shard` registers it; a
+///   one-way message of an `execution` endpoint) it stays on that shard: it starts on the
+///   shard's thread that decoded the call and every resumption runs there too, queued by the
+///   thread that completed what it awaited, until `to_pool` moves it. Such a handler must not
+///   block: a step that holds the shard's thread over 10 ms is reported as a shard stall
+///   (docs/execution.md, "Coroutines on a shard"). The call is deferred first
+///   (call_context::defer).
 /// - It answers through the deferred_reply (payload(), reply(), fail(), add_header(), ...;
 ///   valid until answered). A handler that finishes without answering answers `internal`
 ///   "coroutine handler finished without answering"; an exception leaving it answers `internal`
@@ -100,6 +104,22 @@ void register_coroutine_endpoint(server& s, std::string name, F handler, endpoin
   }
   s.register_endpoint(std::move(name), coro_abi::make_coroutine_endpoint(s, coro_abi::erase_coro_handler(std::move(handler))),
                       std::move(options));
+}
+
+/// Tag for add_coroutine_method: the handler runs on the shard that decoded its call and
+/// resumes there (a `direct` endpoint; see the file's comment).
+struct on_shard_t {
+  explicit on_shard_t() = default;
+};
+inline constexpr on_shard_t on_shard{};
+
+/// A coroutine handler that stays on its shard: add_coroutine_method's handler, registered as
+/// register_coroutine_endpoint(s, name, handler, {.policy = dispatch_policy::direct}).
+template <class F>
+void add_coroutine_method(server& s, std::string name, F handler, on_shard_t) {
+  endpoint_options options;
+  options.policy = dispatch_policy::direct;
+  register_coroutine_endpoint(s, std::move(name), std::move(handler), std::move(options));
 }
 
 }  // namespace ringrpc

@@ -153,7 +153,10 @@
     "Stream writes answered would_block: the client had granted no credit.")                        \
   X(stream_writes_blocked_buffer, counter, "ringrpc_stream_writes_blocked_total", "reason", "buffer", \
     "", "Stream writes answered would_block: the connection's unwritten stream messages were at "   \
-    "max_queued_reply_bytes.")
+    "max_queued_reply_bytes.")                                                                      \
+  X(shard_stalls, counter, "", "", "", "",                                                          \
+    "Stretches of user code that held a shard's thread over 10 ms: a direct handler, a coroutine "  \
+    "step on its shard (per method on /metrics: ringrpc_shard_stalls_total).")
 
 RINGRPC_API_BEGIN
 

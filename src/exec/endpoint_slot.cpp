@@ -109,7 +109,7 @@ endpoint_slot::admit_result endpoint_slot::admit(work_item* item) noexcept {
   if (!enter()) return admit_result::stopped;
   if (serial()) return admit_serial(item);
   switch (place_for(_options.policy, item->purpose)) {
-    case run_place::caller: run(item); return admit_result::taken;
+    case run_place::caller: run(item); return admit_result::ran;
     case run_place::pool:
       if (!is_message(item->purpose)) return admit_event(item);
       item->run = &endpoint_slot::run_task;

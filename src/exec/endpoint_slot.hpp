@@ -39,7 +39,8 @@ class endpoint_slot {
  public:
   enum class admit_result : std::uint8_t {
     submitted,  // handed to `pool()`: the caller wakes it once per batch
-    taken,      // ran on the calling thread, or joined an inbox someone else drains
+    ran,        // ran on the calling thread (its policy runs it there)
+    taken,      // joined an inbox someone else drains
     answered,   // refused, and every refused call has been answered already
     busy,       // refused: the caller answers SERVER_BUSY
     stopped,    // the endpoint is stopping or stopped: the caller answers SHUTTING_DOWN

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "ringrpc/thread_pool.hpp"
+#include "exec/coro_home.hpp"
 
 namespace ringrpc::detail {
 
@@ -103,6 +104,8 @@ class thread_pool {
   static bool on_worker_thread() noexcept;
   /// The pool whose worker the calling thread is; null on any other thread.
   static thread_pool* current() noexcept;
+  /// This pool as a place coroutines resume (ringrpc/coro.hpp's resume rule).
+  coro_abi::coro_home* home() noexcept { return &_home; }
 
   const std::string& name() const noexcept;
   const pool_options& options() const noexcept;  ///< with threads resolved
@@ -117,6 +120,7 @@ class thread_pool {
  private:
   struct impl;
   impl* _impl;
+  coro_abi::coro_home _home{&resume_on_pool, this};
 };
 
 }  // namespace ringrpc::detail

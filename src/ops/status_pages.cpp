@@ -59,11 +59,13 @@ std::vector<method_calls> by_label(const std::vector<method_calls>& methods) {
     }
     for (std::size_t i = 0; i < status_kinds; ++i) into->by_status[i] += m.by_status[i];
     into->processing.add(m.processing);
+    into->stalls += m.stalls;
+    into->stall_ns += m.stall_ns;
   }
   std::vector<method_calls> out;
   out.reserve(merged.size() + 1);
   for (auto& [name, m] : merged) out.push_back(std::move(m));
-  bool any_other = other.processing.count() != 0;
+  bool any_other = other.processing.count() != 0 || other.stalls != 0;
   for (const auto n : other.by_status) any_other = any_other || n != 0;
   if (any_other) out.push_back(std::move(other));
   return out;
@@ -106,6 +108,10 @@ void fill_call_metrics(const server& s, metrics_snapshot& m) {
                                "Calls by method and status [Hadoop: RpcDetailedMetrics].");
   auto& per_method_time = m.histogram("ringrpc_rpc_method_processing_time_seconds",
                                       "Processing time by method [Hadoop: RpcDetailedMetrics].");
+  auto& stalls = m.counter("ringrpc_shard_stalls_total",
+                           "Stretches of a method's user code that held a shard's thread over 10 ms.");
+  auto& stall_time = m.counter("ringrpc_shard_stall_seconds_total",
+                               "Time a method's user code held a shard's thread in those stretches.");
   for (const auto& meth : by_label(calls.methods)) {
     for (std::size_t i = 0; i < status_kinds; ++i) {
       if (meth.by_status[i] == 0) continue;
@@ -113,6 +119,10 @@ void fill_call_metrics(const server& s, metrics_snapshot& m) {
                      {{"method", meth.name}, {"status", status_label(i)}});
     }
     per_method_time.add(to_histogram(meth.processing), {{"method", meth.name}});
+    if (meth.stalls != 0) {
+      stalls.add(static_cast<double>(meth.stalls), {{"method", meth.name}});
+      stall_time.add(static_cast<double>(meth.stall_ns) / 1e9, {{"method", meth.name}});
+    }
   }
 }
 

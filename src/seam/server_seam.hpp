@@ -50,6 +50,8 @@ struct method_calls {
   std::string endpoint;  ///< the registered endpoint it reaches now; "" for none
   std::array<std::uint64_t, status_kinds> by_status{};
   metric_histogram::snapshot processing;
+  std::uint64_t stalls = 0;    ///< its user code held a shard's thread over the stall threshold
+  std::uint64_t stall_ns = 0;  ///< for this long in total
 };
 
 /// The per-call metrics (server_options::metrics), merged over every thread.

@@ -19,10 +19,12 @@
 
 #include "ringrpc/call_parent.hpp"
 #include "ringrpc/coro.hpp"
+#include "exec/coro_home.hpp"
 
 namespace ringrpc::detail {
 class coro_frame_registry;
 class server_core;
+class shard;
 }  // namespace ringrpc::detail
 
 namespace ringrpc::coro_abi {
@@ -34,6 +36,10 @@ struct frame_context {
   detail::server_core* core = nullptr;
   detail::coro_frame_registry* registry = nullptr;
   coro_home* home = nullptr;
+  // A frame that started on a shard's thread stays there: `home` is `on_shard`, which queues
+  // its resumptions on `shard` (server/shard_coroutines.cpp) until to_pool moves it.
+  coro_home on_shard{};
+  detail::shard* shard = nullptr;
   deferred_reply* reply = nullptr;  // the runner's; null once the frame stops making calls
   // The incoming call's parent, resolved on the first call (the hub is made then, not before).
   std::optional<call_parent> parent;

@@ -14,6 +14,7 @@
 #include "seam/server_seam.hpp"
 #include "server/coro_frames.hpp"
 #include "server/server_core.hpp"
+#include "server/shard.hpp"
 
 namespace ringrpc {
 namespace {
@@ -24,7 +25,14 @@ using coro_abi::start_coro_handler;
 coro_abi::coro_home* home_of(server& s, std::string_view name) noexcept {
   // TODO(perf): a lookup under the dispatcher's mutex per to_pool; a handler moving on every
   // call would rather resolve its pool once.
-  return reinterpret_cast<coro_abi::coro_home*>(detail::server_seam::core_of(s).endpoints().find_pool(name));
+  detail::thread_pool* pool = detail::server_seam::core_of(s).endpoints().find_pool(name);
+  return pool != nullptr ? pool->home() : nullptr;
+}
+
+// The home of a frame on a shard: `self.owner` is the frame's context.
+bool resume_on_shard(coro_abi::coro_home& self, coro_abi::resume_slot& slot) noexcept {
+  auto& ctx = *static_cast<coro_abi::frame_context*>(self.owner);
+  return ctx.shard->post_resumption(slot, ctx.method);
 }
 
 // Answers `internal` for a handler that ended without answering: its exception's what(), or
@@ -70,11 +78,16 @@ struct own_context {
 // frame leaves it last, once everything it owns is gone: the reply (whose state names the
 // server), the handler object, the call's hub. Nothing after leave() touches the server or
 // its pools, which stop() may destroy from then on.
-handler_run run_coro_handler(detail::server_core* core, coro_abi::coro_home* home, std::string_view method,
-                             const coro_handler_fn* fn_in, deferred_reply* reply_in) {
+handler_run run_coro_handler(detail::server_core* core, coro_abi::coro_home* home, detail::shard* on_shard,
+                             std::string_view method, const coro_handler_fn* fn_in, deferred_reply* reply_in) {
   coro_abi::frame_context& ctx = co_await own_context{};
   ctx.core = core;
   ctx.home = home;
+  if (on_shard != nullptr) {
+    ctx.shard = on_shard;
+    ctx.on_shard = {&resume_on_shard, &ctx};
+    ctx.home = &ctx.on_shard;
+  }
   std::memcpy(ctx.method, method.data(), std::min(method.size(), sizeof ctx.method - 1));
   core->coro_frames().link(ctx);
   {
@@ -121,10 +134,14 @@ void start_coro_handler(server& s, const coro_handler_fn& fn, call_context& call
     return;
   }
   try {
-    // A handler started on a pool worker resumes on that pool; elsewhere (a direct endpoint's
-    // reader) it has no home and resumes where its calls complete.
-    run_coro_handler(&core, reinterpret_cast<coro_home*>(detail::thread_pool::current()), call.method(), &fn,
-                     &reply);
+    // A handler started on a pool worker resumes on that pool, one started on a shard of this
+    // server (a direct endpoint) on that shard; elsewhere it has no home and resumes where its
+    // calls complete.
+    detail::thread_pool* pool = detail::thread_pool::current();
+    detail::shard* here = detail::shard::here();
+    if (here != nullptr && &here->core() != &core) here = nullptr;
+    run_coro_handler(&core, pool != nullptr ? pool->home() : nullptr, pool == nullptr ? here : nullptr,
+                     call.method(), &fn, &reply);
   } catch (...) {
     // Only the runner's frame allocation throws here (its body catches the rest); the reply it
     // did not take answers `internal` as it is destroyed.

@@ -217,6 +217,7 @@ bool post_to(call_pool& pool, endpoint_slot* slot,
   c->payload = c->request;
   switch (slot->admit(c)) {
     case endpoint_slot::admit_result::submitted: slot->pool()->wake(1); return true;
+    case endpoint_slot::admit_result::ran:
     case endpoint_slot::admit_result::taken: return true;
     case endpoint_slot::admit_result::answered: return false;
     case endpoint_slot::admit_result::busy:

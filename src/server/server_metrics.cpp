@@ -67,6 +67,12 @@ void thread_metrics::timed(std::string_view method, std::int64_t queue_ns,
   find(method).processing.record(p);
 }
 
+void thread_metrics::stalled(std::string_view method, std::int64_t ns) noexcept {
+  method_metrics& m = find(method);
+  m.stalls.add();
+  m.stall_ns.add(static_cast<std::uint64_t>(std::max<std::int64_t>(ns, 0)));
+}
+
 metrics_registry::metrics_registry() : _generation(next_generation.fetch_add(1)) {}
 
 thread_metrics& metrics_registry::local() {
@@ -111,11 +117,14 @@ call_metrics_snapshot metrics_registry::snapshot() const {
         s.by_status[i] += n;
       }
       m.processing.add_to(out.processing);
+      out.stalls += m.stalls.get();
+      out.stall_ns += m.stall_ns.get();
     };
     const std::size_t n = b->method_count();
     for (std::size_t i = 0; i < n; ++i) merge(b->method_at(i));
     bool any_other = false;
     for (const auto& c : b->other().by_status) any_other = any_other || c.get() != 0;
+    any_other = any_other || b->other().stalls.get() != 0;
     if (any_other) merge(b->other());
   }
   for (auto& [name, m] : methods) s.methods.push_back(std::move(m));

@@ -28,6 +28,8 @@ struct method_metrics {
   const std::string name;
   std::array<counter, status_count> by_status;
   metric_histogram processing;
+  counter stalls;    // stretches that held a shard's thread over its threshold
+  counter stall_ns;  // their time in total
 };
 
 /// One thread's numbers. Written by that thread only.
@@ -52,6 +54,8 @@ class thread_metrics {
   void completed(std::string_view method, status code) noexcept;
   /// A (sampled) call waited `queue_ns` and ran `processing_ns`.
   void timed(std::string_view method, std::int64_t queue_ns, std::int64_t processing_ns) noexcept;
+  /// The method's user code held a shard's thread for `ns`, over the stall threshold.
+  void stalled(std::string_view method, std::int64_t ns) noexcept;
 
   metric_histogram queue_time;
   metric_histogram processing_time;
@@ -86,6 +90,8 @@ struct call_metrics_snapshot {
     std::string name;
     std::array<std::uint64_t, status_count> by_status{};
     metric_histogram::snapshot processing;
+    std::uint64_t stalls = 0;
+    std::uint64_t stall_ns = 0;
   };
   std::vector<method> methods;  // sorted by name
 };

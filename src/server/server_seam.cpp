@@ -100,6 +100,8 @@ call_totals server_seam::call_metrics(const server& s) {
     c.name = std::move(meth.name);
     c.by_status = meth.by_status;
     c.processing = meth.processing;
+    c.stalls = meth.stalls;
+    c.stall_ns = meth.stall_ns;
     out.methods.push_back(std::move(c));
   }
   return out;

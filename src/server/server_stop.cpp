@@ -3,6 +3,7 @@
 // handlers still running user code.
 
 #include "server/server_core.hpp"
+#include "server/shard.hpp"
 
 #include "ringrpc/reply_future.hpp"
 #include "ringrpc/server.hpp"
@@ -52,14 +53,15 @@ void server_core::stop() {
     return;
   }
   // A handler cannot wait for itself, nor can a coroutine handler resumed elsewhere: stop()
-  // waits for its frame, and then joins the pools. After a co_await a frame may go on on any of
-  // this server's pools (named, an endpoint's own, connection events) or, when what it awaited
-  // was a call, on a client's I/O thread (a `direct` endpoint's frame has no home to go back
-  // to). From there stop on a thread of its own, which drains as usual (this handler's call
-  // included) while the caller returns. ~server joins it. The pool check takes no lock.
-  // (Not covered: a frame that moved to another server's pool with to_pool.)
+  // waits for its frame, and then joins the pools and the shards. After a co_await a frame may
+  // go on on any of this server's pools (named, an endpoint's own, connection events), on the
+  // shard it started on (a `direct` endpoint's frame), or, when it has no home, on a client's
+  // I/O thread. From there stop on a thread of its own, which drains as usual (this handler's
+  // call included) while the caller returns. ~server joins it. The pool and shard checks take
+  // no lock. (Not covered: a frame that moved to another server's pool with to_pool.)
+  const shard* here = shard::here();
   if (running_user_code_of == this || _dispatcher.owns(thread_pool::current()) ||
-      on_client_runtime_thread()) {
+      (here != nullptr && &here->core() == this) || on_client_runtime_thread()) {
     std::lock_guard lock(_async_stop_mu);
     if (!_async_stop.joinable() && state() == server_state::running) {
       try {

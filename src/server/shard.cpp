@@ -29,7 +29,7 @@ constexpr unsigned shard_ring_entries = 1024;
 shard::shard(server_core& core, unsigned index)
     : _core(core), _index(index), _account(core.budget()), _calls(core.pool()), _responder(core, *this) {}
 
-thread_local const shard* shard::current = nullptr;
+thread_local shard* shard::current = nullptr;
 
 shard::~shard() {
   close_all();
@@ -93,6 +93,7 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
           // One clock read per turn: the frames reaped together were received together. It
           // stamps calls (queue time, deadlines) and connections (idle check).
           _turn_ns = now_ns();
+          mark_user_code();
           time_next_call();
           refresh_table();
         },
@@ -115,6 +116,8 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
     // Replies handlers finished since the last turn, then connections their release resumed.
     _responder.take_inbox();
     run_resumes();
+    // Coroutine handler frames of this shard whose awaited calls completed elsewhere.
+    run_coroutines();
 
     if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
       _quiesced = true;
@@ -153,11 +156,13 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
     // A turn that held the thread this long delayed every connection of this reader.
     if (const std::int64_t busy = now_ns() - _turn_ns; busy > stall_threshold_ns) _counts[sc::event_loop_stalls].add();
     _waker.prepare_sleep();
-    block = _responder.inbox_empty() && _resumes == nullptr &&
+    block = _responder.inbox_empty() && _resumes == nullptr && _resumptions.empty() &&
             !((_quiesce.load() && !_quiesced) || (_close_all.load() && !_closing_all) ||
               (_closing_all && _live == nullptr && _alive.load() == 0));
     if (!block) _waker.cancel_sleep();
   }
+  // Frames homed here resume where their calls complete from now on.
+  close_coroutines();
   // Unregister the buffers before the ring goes: the ring's teardown cancels what is left
   // (only the waker's read) and no completion can name a connection any more.
   bufs.reset();

@@ -11,12 +11,16 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <thread>
 
 #include "server/call.hpp"
 #include "server/connection.hpp"
+#include "base/clock.hpp"
 #include "base/counter.hpp"
+#include "base/mpsc_queue.hpp"
+#include "ringrpc/coro.hpp"
 #include "ringrpc/server_counters.hpp"
 #include "exec/dispatcher.hpp"
 #include "wire/frame_codec.hpp"
@@ -97,6 +101,22 @@ class shard {
   /// Calls of this shard's connections with a cancel_hub (on_cancel hooks, child calls).
   cancel_registry& hubs() noexcept { return _hubs; }
 
+  // Coroutine handler frames that stay on this shard (shard_coroutines.cpp; their home is
+  // made in coro_server.cpp), and the stall detector for user code run on this thread.
+  /// The shard whose thread this is, if any.
+  static shard* here() noexcept { return current; }
+  /// Any thread: queues the resumption of a frame of `method` (a frame's method buffer, read
+  /// before the resumption runs) on this thread, and wakes it. False once its loop is over.
+  bool post_resumption(coro_abi::resume_slot& slot, const char* method) noexcept;
+  /// Reader thread: user code (a direct handler, a resumption) ended just now; its stretch is
+  /// measured from the last mark and reported as a stall naming `method` if too long.
+  void user_code_ran(std::string_view method) noexcept;
+  /// Reader thread: starts a stretch now (after the shard's own work that may be long).
+  void mark_user_code() noexcept { _stretch_ns = coarse_now_ns(); }
+  /// A stretch of user code longer than this is reported as a shard stall (and a loop turn
+  /// longer than this counts as an event-loop stall).
+  static constexpr std::int64_t stall_threshold_ns = 10'000'000;
+
   // Stats (any thread). The counters of the table (ringrpc/server_counters.hpp) this shard
   // keeps are slots of _counts; server_core::stats() adds them up. The rest are its own.
   using sc = server_counter;
@@ -146,7 +166,7 @@ class shard {
   bool admit_at_endpoint(call* k, const frame_view& v, const authorizer& a, wire::Kind refuse_kind);
   inline void prepare(call* k, const frame_view& v, endpoint_slot* slot) noexcept;
   inline std::uint32_t charge_share(call* k) noexcept;
-  inline void hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight,
+  inline void hand_over(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight,
                         wire::Kind refuse_kind);
   void refuse_full(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight, wire::Kind refuse_kind);
   void refuse_stopped(call* k, std::uint64_t id, endpoint_slot* slot, wire::Kind refuse_kind);
@@ -196,8 +216,11 @@ class shard {
   }
   void end_of_turn() noexcept;
   void run_resumes() noexcept;
+  void run_coroutines() noexcept;
+  void close_coroutines() noexcept;
+  void report_stall(std::string_view method, std::int64_t took_ns) noexcept;
 
-  static thread_local const shard* current;  // the reader whose thread this is, if any
+  static thread_local shard* current;  // the reader whose thread this is, if any
 
   server_core& _core;
   const unsigned _index;
@@ -238,8 +261,16 @@ class shard {
   __kernel_timespec _sweep_ts{};
   cancel_registry _hubs;
   mutable std::mutex _live_mu;  // guards the links of _live (the reader alone mutates them)
-  /// A loop turn longer than this counts as an event-loop stall.
-  static constexpr std::int64_t stall_threshold_ns = 10'000'000;
+  // Resumptions of frames homed here; posters enter the gate (_posting) so that the loop's
+  // end can close it and know that nobody is still pushing.
+  mpsc_queue _resumptions;
+  std::atomic<unsigned> _posting{0};
+  std::atomic<bool> _resumptions_closed{false};
+  // The stall detector: the coarse clock at the start of the current stretch, and the log's
+  // rate limit (one line a second, counting the stalls it did not log).
+  std::int64_t _stretch_ns = 0;
+  std::int64_t _stall_logged_ns = 0;
+  std::uint64_t _stalls_unlogged = 0;
 };
 
 }  // namespace ringrpc::detail

@@ -141,6 +141,7 @@ void shard::notify_endpoints(connection* c, call_purpose purpose, std::string_vi
     k->event_text.assign(text);
     switch (slot->admit(k)) {
       case endpoint_slot::admit_result::submitted: note_submitted(slot->pool()); break;
+      case endpoint_slot::admit_result::ran: user_code_ran(slot->name()); break;
       case endpoint_slot::admit_result::busy:
       case endpoint_slot::admit_result::stopped:
         _core.pool().put(k);

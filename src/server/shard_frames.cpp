@@ -265,7 +265,7 @@ void shard::dispatch(call* k, const frame_view& v) {
     open_stream(k, v, slot, in_flight);  // the stream's own lane, not the endpoint's queue
     return;
   }
-  hand_over(k, v.call_id, slot, in_flight, refuse_kind);
+  hand_over(k, v, slot, in_flight, refuse_kind);
 }
 
 // Refusals build their event only if some queue wants call_rejected (post_event), so a server
@@ -403,8 +403,9 @@ inline std::uint32_t shard::charge_share(call* k) noexcept {
 
 // The endpoint takes the call (runs it, queues it, or answers it) or refuses it: full, or
 // stopped.
-inline void shard::hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight,
+inline void shard::hand_over(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight,
                              wire::Kind refuse_kind) {
+  const std::uint64_t id = v.call_id;
   const auto admitted = slot->admit(k);
   if (admitted != endpoint_slot::admit_result::busy && admitted != endpoint_slot::admit_result::stopped) {
     _unposted = nullptr;  // another thread may own (and recycle) k from here on
@@ -414,8 +415,13 @@ inline void shard::hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std
       _enqueued.add();
       note_submitted(slot->pool());
       return;
+    case endpoint_slot::admit_result::ran:
+      // Ran here (direct): its reply may be queued already; the frame's bytes are still ours.
+      _enqueued.add();
+      user_code_ran(v.method);
+      return;
     case endpoint_slot::admit_result::taken:
-      // Ran here (direct) or joined an inbox: either way its reply may be queued already.
+      // Joined an inbox: its reply may be queued already.
       _enqueued.add();
       return;
     case endpoint_slot::admit_result::answered:

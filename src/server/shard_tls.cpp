@@ -216,6 +216,8 @@ void shard::on_recv_tls(connection* c, const io_uring_cqe& cqe) {
         const std::size_t had_pending = t.pending.size();
         const auto outcome = t.session->receive(_buffers->bytes(id, static_cast<std::size_t>(cqe.res)),
                                                 _tls_plain, t.pending);
+        // A handshake step is the shard's own long work: not the next direct handler's stall.
+        mark_user_code();
         if (outcome == record_session::outcome::failed) {
           tls_failed(c, t, t.session->error());
         } else {

@@ -379,11 +379,11 @@ TEST(Coroutines, ADetachedTaskFromAHandlerKeepsNoHomeAndNoParent) {
 }
 
 // A coroutine handler that stops its own server after a suspension runs outside the handler's
-// first step: on the server's pool, on an endpoint's own pool, or (a `direct` endpoint, which
-// has no pool to go back to) on the client's I/O thread that completed its call. stop() there
-// goes on on a thread of its own (it would wait for this very frame, then join the pools), as
-// from a running handler. Without that the handler's stop() never returns (before: own_pool and
-// direct); the suite's timeout is the bound.
+// first step: on the server's pool, on an endpoint's own pool, or (a `direct` endpoint) on the
+// shard that started it, resumed from its loop. stop() there goes on on a thread of its own (it
+// would wait for this very frame, then join the pools and the shards), as from a running
+// handler. Without that the handler's stop() never returns (before: own_pool, direct, on_shard);
+// the suite's timeout is the bound.
 void a_handler_stops_its_own_server_after_a_call(const endpoint_options& where) {
   auto backend = test::builtin_server(test::threads(1, 2));
   auto to_backend = client::connect("127.0.0.1", backend->port());
@@ -420,7 +420,7 @@ TEST(Coroutines, AHandlerOnItsOwnPoolStopsItsOwnServerAfterASuspension) {
   a_handler_stops_its_own_server_after_a_call(o);
 }
 
-TEST(Coroutines, ADirectHandlerStopsItsOwnServerFromTheClientThread) {
+TEST(Coroutines, ADirectHandlerStopsItsOwnServerFromItsShard) {
   endpoint_options o;
   o.policy = dispatch_policy::direct;
   a_handler_stops_its_own_server_after_a_call(o);
