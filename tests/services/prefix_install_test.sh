@@ -1,8 +1,8 @@
 #!/bin/sh
 # The README's embedding recipe as a new user follows it: a build configured with `--prefix`
 # somewhere other than /usr, `meson install`, PKG_CONFIG_PATH set as the README says, then
-# tests/readme_example.cpp (the README's example; readme_in_sync keeps the two equal) built with
-# the README's own g++ line and run. The program must find libringrpc.so.2 through the rpath the
+# tests/readme_example.cpp and tests/readme_coroutine_example.cpp (the README's examples;
+# readme_in_sync keeps them equal) built with the README's own g++ line and run. The program must find libringrpc.so.2 through the rpath the
 # .pc file gives, with no LD_LIBRARY_PATH and no ldconfig.
 # It installs THIS build, so it needs a build whose prefix is a scratch directory beside it:
 # BUILD_ROOT-prefix (scripts/lib.sh configures build/release with --prefix=build/release-prefix).
@@ -61,4 +61,16 @@ echo "./main: $out"
 [ "$out" = "hello, ringrpc" ] || fail "./main printed '$out', not 'hello, ringrpc'"
 ldd "$work/app/main" | grep -q "libringrpc.so.2 => $scratch/" ||
   fail "main does not load libringrpc.so.2 from the prefix"
+
+# The README's second example (a coroutine handler awaiting a call), with the same line.
+rm -f "$work/app/main"
+cp "$src/tests/readme_coroutine_example.cpp" "$work/app/main.cpp"
+out=$(cd "$work/app" && PKG_CONFIG_PATH="$scratch$pcpath" && export PKG_CONFIG_PATH &&
+  timeout 120 sh -c "$line" 2>"$work/run.err") || {
+  rc=$?
+  cat "$work/run.err" >&2
+  fail "the README's line exited $rc for the coroutine example"
+}
+echo "./main (coroutines): $out"
+[ "$out" = "hello, ringrpc, welcome" ] || fail "./main printed '$out', not 'hello, ringrpc, welcome'"
 echo "PASS"
