@@ -3,9 +3,12 @@
 # forwarding it to a downstream ringrpc-server's echo, and is compared with the same program
 # answering echo itself on its shard (`direct`, one call's I/O). Three proxies: a coroutine
 # handler on its shard (on_shard), the same coroutine on the default pool, and a plain pool
-# handler making a blocking call. ringrpc-load and the downstream share the other core. Modes
-# alternate within each round; each run's proxy CPU per call comes from --server-pid, and the
-# proxy's threads' CPU from /proc/PID/task over the whole run (warm-up included).
+# handler making a blocking call. Beside them, gRPC's own: tests/grpc_echo_server answering
+# Echo.Say itself (--callback-only) and as a callback-API proxy to a second one (--proxy-to),
+# loaded over grpc:// with a 64-character text. ringrpc-load and the downstreams share the other
+# core. Modes alternate within each round; each run's proxy CPU per call comes from
+# --server-pid, and the proxy's threads' CPU from /proc/PID/task over the whole run (warm-up
+# included).
 #
 #   bench/proxy.sh
 #   PROXY_ROUNDS=5 PROXY_DURATION=4s PROXY_RATE=10k PROXY_CONNECTIONS=16 bench/proxy.sh
@@ -13,7 +16,8 @@
 # Environment: PROXY_BUILD_DIR (or BUILD_DIR) [build/release, with -Dbenchmarks=true],
 # PROXY_ROUNDS [5], PROXY_DURATION [4s], PROXY_RATE [10k calls/s, open loop],
 # PROXY_CONNECTIONS [16], PROXY_SERVER_CPU / PROXY_LOAD_CPU [0 / 1], PROXY_MODES
-# [direct shard pool-coro pool-sync]. Only 127.0.0.1; every server is stopped by PID on exit.
+# [direct shard pool-coro pool-sync grpc-echo grpc-proxy; the gRPC ones when the build has
+# tests/grpc_echo_server]. Only 127.0.0.1; every server is stopped by PID on exit.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${PROXY_BUILD_DIR:-${BUILD_DIR:-build/release}}
@@ -21,7 +25,10 @@ rounds=${PROXY_ROUNDS:-5}
 duration=${PROXY_DURATION:-4s}
 rate=${PROXY_RATE:-10k}
 conns=${PROXY_CONNECTIONS:-16}
-read -r -a modes <<<"${PROXY_MODES:-direct shard pool-coro pool-sync}"
+grpc_bin=$build/tests/grpc_echo_server
+default_modes="direct shard pool-coro pool-sync"
+[[ -x $grpc_bin ]] && default_modes+=" grpc-echo grpc-proxy"
+read -r -a modes <<<"${PROXY_MODES:-$default_modes}"
 server_cpu=${PROXY_SERVER_CPU:-0}
 load_cpu=${PROXY_LOAD_CPU:-1}
 [[ -x $build/bench/proxy_server ]] ||
@@ -58,16 +65,30 @@ thread_ticks() {
 
 start_and_wait "$work/downstream.out" taskset -c "$load_cpu" "$build/tools/ringrpc-server" --port 0 --log-level error
 downstream_port=$started_port
+grpc_downstream_port=
+if [[ " ${modes[*]} " == *" grpc-proxy "* ]]; then
+  start_and_wait "$work/grpc_downstream.out" taskset -c "$load_cpu" "$grpc_bin" --callback-only
+  grpc_downstream_port=$started_port
+fi
+text=$(printf '%064d' 0)
 
 for r in $(seq "$rounds"); do
   for mode in "${modes[@]}"; do
-    start_and_wait "$work/$mode.$r.server" taskset -c "$server_cpu" "$build/bench/proxy_server" --mode "$mode" \
-      --downstream "$downstream_port" --handlers "$conns"
+    case $mode in
+      grpc-echo) start_and_wait "$work/$mode.$r.server" taskset -c "$server_cpu" "$grpc_bin" --callback-only ;;
+      grpc-proxy) start_and_wait "$work/$mode.$r.server" taskset -c "$server_cpu" "$grpc_bin" --proxy-to "$grpc_downstream_port" ;;
+      *) start_and_wait "$work/$mode.$r.server" taskset -c "$server_cpu" "$build/bench/proxy_server" --mode "$mode" \
+           --downstream "$downstream_port" --handlers "$conns" ;;
+    esac
+    if [[ $mode == grpc-* ]]; then
+      target=(--proto tests/load/echo.proto --data "{\"text\": \"$text\"}" "grpc://127.0.0.1:$started_port/ringtest.Echo/Say")
+    else
+      target=(-s 64 "ringrpc://127.0.0.1:$started_port/echo")
+    fi
     proxy_pid=$started_pid
     thread_ticks "$proxy_pid" >"$work/$mode.$r.before"
     taskset -c "$load_cpu" timeout 120 "$build/tools/ringrpc-load" -c "$conns" -R "$rate" -d "$duration" \
-      --warmup 0.5s --server-pid "$proxy_pid" --json "$work/$mode.$r.json" \
-      "ringrpc://127.0.0.1:$started_port/echo" >"$work/$mode.$r.log" 2>&1 ||
+      --warmup 0.5s --server-pid "$proxy_pid" --json "$work/$mode.$r.json" "${target[@]}" >"$work/$mode.$r.log" 2>&1 ||
       { echo "proxy.sh: ringrpc-load failed ($mode):" >&2; cat "$work/$mode.$r.log" >&2; exit 1; }
     thread_ticks "$proxy_pid" >"$work/$mode.$r.after"
     kill "$proxy_pid"
@@ -99,14 +120,17 @@ for r in range(1, rounds + 1):
         calls[m] += j["calls_ok"]
         threads[m] += ticks(f"{work}/{m}.{r}.after")
         threads[m] -= ticks(f"{work}/{m}.{r}.before")
-base = cost.get("direct")
-print(f"{'mode':>10}  {'calls/s':>9}  {'us/call':>8}  {'ratio to direct: median [min-max] of rounds':>44}")
+def ratio(m, against):
+    if m not in cost or against not in cost:
+        return ""
+    r = [c / b for c, b in zip(cost[m], cost[against])]
+    return f"{statistics.median(r):.2f}x [{min(r):.2f}-{max(r):.2f}]"
+
+print("server CPU per call, and ratios per round: median [min-max]")
+print(f"{'mode':>10}  {'calls/s':>9}  {'us/call':>8}  {'/ direct':>18}  {'/ shard':>18}  {'/ grpc-echo':>18}")
 for m in modes:
-    line = f"{m:>10}  {statistics.median(rate[m]):>9.0f}  {statistics.median(cost[m]):>8.2f}"
-    if base:
-        ratios = [c / b for c, b in zip(cost[m], base)]
-        line += f"  {statistics.median(ratios):>6.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]"
-    print(line)
+    print(f"{m:>10}  {statistics.median(rate[m]):>9.0f}  {statistics.median(cost[m]):>8.2f}  "
+          f"{ratio(m, 'direct'):>18}  {ratio(m, 'shard'):>18}  {ratio(m, 'grpc-echo'):>18}")
 print("\nproxy threads' share of the proxy's CPU over the runs (warm-up included):")
 for m in modes:
     total = sum(threads[m].values()) or 1

@@ -9,6 +9,9 @@
 // Usage: grpc_echo_server [--callback-only] [THREADS]   (THREADS: the sync pollers of Say; Chat
 // runs on gRPC's callback threads; --callback-only makes Say a callback method too and sets no
 // sync server options, so no sync pollers exist and THREADS is ignored)
+//        grpc_echo_server --proxy-to PORT   Say forwards each request to Echo.Say on
+// 127.0.0.1:PORT through the callback stub and answers with its reply: gRPC's callback-API proxy
+// for bench/proxy.sh (every method a callback method, as with --callback-only)
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
@@ -159,6 +162,28 @@ class callback_echo_service final : public ringtest::Echo::CallbackService {
   }
 };
 
+// --proxy-to: Say as a proxy written the way gRPC recommends for asynchronous C++ (the callback
+// API on both sides): the server reactor finishes in the downstream call's completion callback,
+// with no thread waiting in between.
+class proxy_echo_service final : public ringtest::Echo::CallbackService {
+ public:
+  explicit proxy_echo_service(const std::shared_ptr<grpc::Channel>& downstream)
+      : _stub(ringtest::Echo::NewStub(downstream)) {}
+  grpc::ServerUnaryReactor* Say(grpc::CallbackServerContext* context, const ringtest::EchoRequest* request,
+                                ringtest::EchoReply* reply) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    auto* downstream = new grpc::ClientContext();
+    _stub->async()->Say(downstream, request, reply, [reactor, downstream](grpc::Status s) {
+      delete downstream;
+      reactor->Finish(s);
+    });
+    return reactor;
+  }
+
+ private:
+  std::unique_ptr<ringtest::Echo::Stub> _stub;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,15 +193,21 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before gRPC's threads start, so they inherit it
 
+  const bool proxy = argc > 2 && std::string(argv[1]) == "--proxy-to";
   const bool callback_only = argc > 1 && std::string(argv[1]) == "--callback-only";
   const int first = callback_only ? 2 : 1;
   const int threads = argc > first ? std::atoi(argv[first]) : 2;
   echo_service sync_service;
   callback_echo_service callback_service;
+  std::unique_ptr<proxy_echo_service> proxy_service;
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  if (callback_only) {
+  if (proxy) {
+    proxy_service = std::make_unique<proxy_echo_service>(
+        grpc::CreateChannel(std::string("127.0.0.1:") + argv[2], grpc::InsecureChannelCredentials()));
+    builder.RegisterService(proxy_service.get());
+  } else if (callback_only) {
     builder.RegisterService(&callback_service);
   } else {
     builder.RegisterService(&sync_service);
