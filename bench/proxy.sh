@@ -36,7 +36,7 @@ load_cpu=${PROXY_LOAD_CPU:-1}
 work=$(mktemp -d)
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do if [[ -n $p ]]; then kill "$p" 2>/dev/null || true; fi; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -93,6 +93,7 @@ for r in $(seq "$rounds"); do
     thread_ticks "$proxy_pid" >"$work/$mode.$r.after"
     kill "$proxy_pid"
     wait "$proxy_pid" 2>/dev/null || true
+    pids=("${pids[@]/$proxy_pid/}")  # reaped: never signalled again
   done
 done
 
@@ -115,6 +116,8 @@ calls = {m: 0 for m in modes}
 for r in range(1, rounds + 1):
     for m in modes:
         j = json.load(open(f"{work}/{m}.{r}.json"))
+        if "cpu_us_per_call" not in j.get("server_cost", {}):
+            sys.exit(f"proxy.sh: round {r} of {m} has no server CPU per call: {j.get('server_cost')}")
         cost[m].append(j["server_cost"]["cpu_us_per_call"])
         rate[m].append(j["calls_ok"] / j["measured_s"])
         calls[m] += j["calls_ok"]

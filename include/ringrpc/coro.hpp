@@ -9,11 +9,14 @@
 ///
 /// Where a coroutine resumes after `co_await co_call(...)` (the resume rule):
 /// - A coroutine handler's frame (ringrpc/coro_handler.hpp), and every task it awaits, directly
-///   or through other tasks, resumes on the frame's home pool: the pool the handler started on,
-///   or the one `co_await ringrpc::to_pool(server, "name")` moved it to (a pool of the
-///   handler's own server). The resumption is queued apart from the pool's call queue (as an
-///   endpoint's event lane is), so it is never refused for a full queue; the server's stop()
-///   waits for every handler frame before its pools shut down.
+///   or through other tasks, resumes at the frame's home: the pool the handler started on, the
+///   shard it started on (a `direct` endpoint, ringrpc::on_shard), or the pool
+///   `co_await ringrpc::to_pool(server, "name")` moved it to (a pool of the handler's own
+///   server). On a pool the resumption is queued apart from the call queue (as an endpoint's
+///   event lane is), so it is never refused for a full queue; on a shard it is queued for the
+///   shard's loop. The server's stop() waits for every handler frame before its pools shut
+///   down; a frame still alive once its shard's loop has ended (it answered and awaits more)
+///   resumes on the thread that completes what it awaits.
 /// - Any other coroutine has no home: a task handed to start_detached (from a handler or not;
 ///   the context follows awaits, not threads), or one of your own coroutine type. It resumes on
 ///   the client's I/O thread that completed the call, inline: the same thread and the same
@@ -66,7 +69,8 @@ namespace coro_abi {
 // ABI (abi/suppressions.abignore leaves out only ringrpc::detail and ringrpc::log); the frame
 // context is opaque, so its layout is not baked into user frames.
 
-/// A place a coroutine resumes: one of a server's pools (src/exec/coro_resume.cpp).
+/// A place a coroutine resumes: one of a server's pools, or the shard a handler frame started
+/// on (src/exec/coro_home.hpp).
 struct coro_home;
 
 /// The home of a coroutine handler's frame (null: none, resume inline).
@@ -98,7 +102,8 @@ struct resume_slot {
   coro_home* home = nullptr;
 };
 
-/// Queues slot.handle on `home`. False when the pool has shut down (nothing queued).
+/// Queues slot.handle on `home`. False when the home takes no more (a pool that has shut
+/// down, a shard whose loop has ended): nothing queued.
 bool post(coro_home* home, resume_slot& slot) noexcept;
 
 /// The resume rule: on the slot's home when it has one that takes it, else here.

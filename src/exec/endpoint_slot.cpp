@@ -154,15 +154,15 @@ endpoint_slot::admit_result endpoint_slot::admit_serial(work_item* item) noexcep
 
 endpoint_slot::admit_result endpoint_slot::schedule_drain(bool event) noexcept {
   if (_pool == nullptr) {
-    drain(UINT_MAX);
-    return admit_result::taken;
+    drain(UINT_MAX);  // a serial `direct` endpoint: its inbox runs here
+    return admit_result::ran;
   }
   _drain.run = &endpoint_slot::drain_task;
   if (event) {
     // An event is never refused: the drain goes in as a singleton (see the class comment).
     if (_pool->submit_singleton(&_drain)) return admit_result::taken;
     drain(UINT_MAX);  // the pool is not running (see admit_event)
-    return admit_result::taken;
+    return admit_result::ran;
   }
   if (_pool->try_submit(&_drain)) return admit_result::submitted;
   refuse_queued();

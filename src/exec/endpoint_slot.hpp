@@ -39,7 +39,7 @@ class endpoint_slot {
  public:
   enum class admit_result : std::uint8_t {
     submitted,  // handed to `pool()`: the caller wakes it once per batch
-    ran,        // ran on the calling thread (its policy runs it there)
+    ran,        // ran on the calling thread (its policy runs it there, or its inbox was drained here)
     taken,      // joined an inbox someone else drains
     answered,   // refused, and every refused call has been answered already
     busy,       // refused: the caller answers SERVER_BUSY

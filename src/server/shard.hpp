@@ -110,7 +110,12 @@ class shard {
   bool post_resumption(coro_abi::resume_slot& slot, const char* method) noexcept;
   /// Reader thread: user code (a direct handler, a resumption) ended just now; its stretch is
   /// measured from the last mark and reported as a stall naming `method` if too long.
-  void user_code_ran(std::string_view method) noexcept;
+  void user_code_ran(std::string_view method) noexcept {
+    const std::int64_t now = coarse_now_ns();
+    const std::int64_t took = now - _stretch_ns;
+    _stretch_ns = now;
+    if (took > stall_threshold_ns) [[unlikely]] report_stall(method, took);
+  }
   /// Reader thread: starts a stretch now (after the shard's own work that may be long).
   void mark_user_code() noexcept { _stretch_ns = coarse_now_ns(); }
   /// A stretch of user code longer than this is reported as a shard stall (and a loop turn
@@ -166,7 +171,7 @@ class shard {
   bool admit_at_endpoint(call* k, const frame_view& v, const authorizer& a, wire::Kind refuse_kind);
   inline void prepare(call* k, const frame_view& v, endpoint_slot* slot) noexcept;
   inline std::uint32_t charge_share(call* k) noexcept;
-  inline void hand_over(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight,
+  inline void hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight,
                         wire::Kind refuse_kind);
   void refuse_full(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight, wire::Kind refuse_kind);
   void refuse_stopped(call* k, std::uint64_t id, endpoint_slot* slot, wire::Kind refuse_kind);
@@ -216,7 +221,9 @@ class shard {
   }
   void end_of_turn() noexcept;
   void run_resumes() noexcept;
-  void run_coroutines() noexcept;
+  /// Runs up to `at_most` queued resumptions; true when it stopped at that limit.
+  bool run_coroutines(std::size_t at_most = resumptions_per_turn) noexcept;
+  static constexpr std::size_t resumptions_per_turn = 256;
   void close_coroutines() noexcept;
   void report_stall(std::string_view method, std::int64_t took_ns) noexcept;
 

@@ -139,6 +139,7 @@ void shard::notify_endpoints(connection* c, call_purpose purpose, std::string_vi
     k->method_name = {};
     k->over_share = false;
     k->event_text.assign(text);
+    mark_user_code();
     switch (slot->admit(k)) {
       case endpoint_slot::admit_result::submitted: note_submitted(slot->pool()); break;
       case endpoint_slot::admit_result::ran: user_code_ran(slot->name()); break;

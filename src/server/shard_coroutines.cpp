@@ -8,11 +8,14 @@
 // resumption allocates nothing and is never refused while the loop runs.
 //
 // The stall detector times each stretch of user code with the coarse clock: one read (a few
-// ns) when the stretch ends, against the mark set when it started (the turn's start, the end
-// of the stretch before, or mark_user_code() after the shard's own long work). Its resolution
-// (4 ms with HZ=250) is small beside the threshold, which is what a stall is about.
+// ns) when the stretch ends (shard.hpp, user_code_ran), against the mark set when it started:
+// just before a direct handler or connection event, before a batch of resumptions (each then
+// measured from the end of the one before), or at the turn's start. The coarse clock ticks at
+// 1/HZ (4 ms with HZ=250): both ends of a stretch are rounded to a tick, so a stretch over
+// 14 ms is always reported there and one between 6 and 14 ms may be.
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <thread>
@@ -56,10 +59,14 @@ bool shard::post_resumption(coro_abi::resume_slot& slot, const char* method) noe
   return true;
 }
 
-void shard::run_coroutines() noexcept {
-  if (_resumptions.empty()) return;
+bool shard::run_coroutines(std::size_t at_most) noexcept {
+  if (_resumptions.empty()) return false;
   mark_user_code();
-  while (mpsc_node* n = _resumptions.pop()) {
+  // At most so many a turn: resumptions posted while these run wait for the next turn, so a
+  // steady flow of them cannot keep the turn from ending (its answers leave at its end).
+  for (std::size_t i = 0; i < at_most; ++i) {
+    mpsc_node* n = _resumptions.pop();
+    if (n == nullptr) return false;
     auto* r = reinterpret_cast<shard_resumption*>(n);
     // The frame may end in its resumption, taking its method buffer with it.
     char method[method_bytes];
@@ -68,6 +75,7 @@ void shard::run_coroutines() noexcept {
     r->slot->handle.resume();
     user_code_ran(method);
   }
+  return true;
 }
 
 void shard::close_coroutines() noexcept {
@@ -75,14 +83,8 @@ void shard::close_coroutines() noexcept {
   while (_posting.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   // Posted before the gate closed: they run here, the last this thread does for them. Frames
   // completing later resume on the thread that completes them (their home is gone).
-  run_coroutines();
-}
-
-void shard::user_code_ran(std::string_view method) noexcept {
-  const std::int64_t now = coarse_now_ns();
-  const std::int64_t took = now - _stretch_ns;
-  _stretch_ns = now;
-  if (took > stall_threshold_ns) [[unlikely]] report_stall(method, took);
+  while (run_coroutines(SIZE_MAX)) {
+  }
 }
 
 void shard::report_stall(std::string_view method, std::int64_t took_ns) noexcept {

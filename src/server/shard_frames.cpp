@@ -265,7 +265,7 @@ void shard::dispatch(call* k, const frame_view& v) {
     open_stream(k, v, slot, in_flight);  // the stream's own lane, not the endpoint's queue
     return;
   }
-  hand_over(k, v, slot, in_flight, refuse_kind);
+  hand_over(k, v.call_id, slot, in_flight, refuse_kind);
 }
 
 // Refusals build their event only if some queue wants call_rejected (post_event), so a server
@@ -403,9 +403,12 @@ inline std::uint32_t shard::charge_share(call* k) noexcept {
 
 // The endpoint takes the call (runs it, queues it, or answers it) or refuses it: full, or
 // stopped.
-inline void shard::hand_over(call* k, const frame_view& v, endpoint_slot* slot, std::uint32_t in_flight,
+inline void shard::hand_over(call* k, std::uint64_t id, endpoint_slot* slot, std::uint32_t in_flight,
                              wire::Kind refuse_kind) {
-  const std::uint64_t id = v.call_id;
+  // A direct endpoint runs the call here: its stretch starts now, not at the last mark (the
+  // shard's own work since then is not the handler's).
+  const bool runs_here = slot->pool() == nullptr;
+  if (runs_here) mark_user_code();
   const auto admitted = slot->admit(k);
   if (admitted != endpoint_slot::admit_result::busy && admitted != endpoint_slot::admit_result::stopped) {
     _unposted = nullptr;  // another thread may own (and recycle) k from here on
@@ -416,9 +419,10 @@ inline void shard::hand_over(call* k, const frame_view& v, endpoint_slot* slot, 
       note_submitted(slot->pool());
       return;
     case endpoint_slot::admit_result::ran:
-      // Ran here (direct): its reply may be queued already; the frame's bytes are still ours.
+      // Ran here (direct, or an execution endpoint's one-way): its reply may be queued already,
+      // and k recycled with the frame's bytes; the slot's name stays.
       _enqueued.add();
-      user_code_ran(v.method);
+      user_code_ran(slot->name());
       return;
     case endpoint_slot::admit_result::taken:
       // Joined an inbox: its reply may be queued already.

@@ -193,7 +193,11 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before gRPC's threads start, so they inherit it
 
-  const bool proxy = argc > 2 && std::string(argv[1]) == "--proxy-to";
+  const bool proxy = argc > 1 && std::string(argv[1]) == "--proxy-to";
+  if (proxy && argc < 3) {
+    std::fprintf(stderr, "grpc_echo_server: --proxy-to needs the downstream's port\n");
+    return 2;
+  }
   const bool callback_only = argc > 1 && std::string(argv[1]) == "--callback-only";
   const int first = callback_only ? 2 : 1;
   const int threads = argc > first ? std::atoi(argv[first]) : 2;

@@ -166,20 +166,21 @@ TEST(ShardCoroutines, ToPoolMovesAnOnShardHandlerOffItsShard) {
 }
 
 // An on-shard handler awaiting a backend call that does not answer (a 10 s sleep) is resumed
-// with that call cancelled when its caller goes away, when its deadline passes, and when its
-// server stops past the drain timeout; every frame ends.
+// with that call cancelled when its caller goes away and when its deadline passes (on its
+// shard), and when its server stops past the drain timeout (on its shard, or where the call
+// completed once the shard's loop has ended); every frame ends.
 struct stuck_handlers {
   std::unique_ptr<server> backend = test::builtin_server(test::threads(1, 4));
   client to_backend = client::connect("127.0.0.1", backend->port());
   std::unique_ptr<server> front;
-  std::atomic<int> cancelled{0}, timed_out{0}, finished{0};
+  std::atomic<int> cancelled{0}, timed_out{0}, finished{0}, resumed_elsewhere{0};
 
   explicit stuck_handlers(server_options o) : front(std::make_unique<server>(o)) {
     add_coroutine_method(*front, "stuck", [this](deferred_reply& call) -> task<void> {
       alive_marker alive;
       const long started_on = thread_id::here().tid;
       call_result r = co_await co_call(to_backend, "sleep", "10000000");
-      EXPECT_EQ(thread_id::here().tid, started_on);
+      if (thread_id::here().tid != started_on) resumed_elsewhere.fetch_add(1);
       if (r.error == call_error::cancelled) cancelled.fetch_add(1);
       if (r.error == call_error::timeout) timed_out.fetch_add(1);
       call.fail(status::unavailable, r.message);
@@ -205,6 +206,7 @@ TEST(ShardCoroutines, TheCallerLeavingCancelsTheAwaitedCall) {
   }
   EXPECT_TRUE(test::eventually([&] { return s.finished.load() == 1; }, 5s));
   EXPECT_EQ(s.cancelled.load(), 1);
+  EXPECT_EQ(s.resumed_elsewhere.load(), 0);
   EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::server_seam::coroutine_frames(*s.front) == 0; }));
 }
 
@@ -217,6 +219,7 @@ TEST(ShardCoroutines, TheDeadlinePassingWhileSuspended) {
   // when its own timer fired first: either way well before the 10 s sleep.
   EXPECT_TRUE(test::eventually([&] { return s.finished.load() == 1; }, 5s));
   EXPECT_EQ(s.timed_out.load() + s.cancelled.load(), 1);
+  EXPECT_EQ(s.resumed_elsewhere.load(), 0);
   EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::server_seam::coroutine_frames(*s.front) == 0; }));
 }
 
@@ -285,19 +288,22 @@ TEST(ShardCoroutines, ADirectHandlerThatBlocksIsReportedAsAStall) {
   s.start();
   auto c = client::connect("127.0.0.1", s.port());
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(c.call("quick", "q").ok());
+  // The log's limit is per shard: a quick call the machine preempted for 10 ms would take the
+  // second's line. Past that second, the first nap is logged whatever happened before.
+  std::this_thread::sleep_for(1100ms);
   const auto naps_began = std::chrono::steady_clock::now();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.call("nap", "z").ok());
   const auto naps_took = std::chrono::steady_clock::now() - naps_began;
   const std::string page = metrics_text(s);
   EXPECT_EQ(sample(page, "ringrpc_shard_stalls_total{method=\"nap\"}"), 3) << page;
-  EXPECT_GE(sample(page, "ringrpc_shard_stall_seconds_total{method=\"nap\"}"), 0.14) << page;
+  EXPECT_GE(sample(page, "ringrpc_shard_stall_seconds_total{method=\"nap\"}"), 0.12) << page;  // 150 ms, less a tick a nap
   // A busy machine may preempt the shard's thread inside a quick call too (the detector
   // measures wall time, as a waiting peer sees it), but not in most of them.
   EXPECT_LE(sample(page, "ringrpc_shard_stalls_total{method=\"quick\"}"), 5) << page;
   EXPECT_GE(shard_stalls(s), 3u);
-  const auto lines = logged.matching("event=shard_stall");
+  const auto lines = logged.matching("method=nap");
   ASSERT_GE(lines.size(), 1u);
-  EXPECT_NE(lines[0].find("method=nap"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("event=shard_stall"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("level=warn"), std::string::npos) << lines[0];
   // The coarse clock's resolution (4 ms with HZ=250) is the reading's error.
   const auto ms_at = lines[0].find(" ms=");
@@ -305,7 +311,7 @@ TEST(ShardCoroutines, ADirectHandlerThatBlocksIsReportedAsAStall) {
   EXPECT_GE(std::stoi(lines[0].substr(ms_at + 4)), 40) << lines[0];
   // One line a second at most: three naps within a second make one line.
   if (naps_took < 900ms) {
-    EXPECT_EQ(logged.matching("method=nap").size(), 1u);
+    EXPECT_EQ(lines.size(), 1u);
   }
   s.stop();
 }
