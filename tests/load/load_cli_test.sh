@@ -409,8 +409,10 @@ elif ! grep -q 'ended early by SIGINT' int.out || ! grep -q 'calls ok' int.out; 
   cat int.out >&2
 elif [ ! -s int.hlog ] || ! grep -q '</svg>' int.svg; then
   fail "after SIGINT: --hdr-log or --plot not written"
+# Measured: what ran before the SIGINT, 1.5 s after the start, less the start-up (most of it
+# with ASan on a machine busy with other tests), never the 30 s asked for.
 elif [ "$(python3 -c 'import json; print(json.load(open("int.json"))["interrupted"])')" != True ] ||
-  ! python3 -c "import sys; sys.exit(not 1.0 <= float('$imeasured') <= 3.0)"; then
+  ! python3 -c "import sys; sys.exit(not 0.0 < float('$imeasured') <= 3.0)"; then
   fail "after SIGINT: JSON interrupted/measured_s wrong (measured '$imeasured')"
 else
   ok "SIGINT after 1.5 s: summary, JSON, log and plot written, $imeasured s measured"
