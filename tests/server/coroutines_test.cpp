@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "coro_test_support.hpp"
 #include "replace_global_new.hpp"
 #include "ringrpc/channel.hpp"
 #include "ringrpc/client.hpp"
@@ -59,20 +60,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string thread_name() {
-  char name[16] = {};
-  pthread_getname_np(pthread_self(), name, sizeof name);
-  return name;
-}
-
-// Counts handler frames alive: a local of the coroutine, destroyed with its frame's locals.
-std::atomic<int> g_alive{0};
-struct alive_marker {
-  alive_marker() { g_alive.fetch_add(1); }
-  ~alive_marker() { g_alive.fetch_sub(1); }
-  alive_marker(const alive_marker&) = delete;
-  alive_marker& operator=(const alive_marker&) = delete;
-};
+using test::alive_marker;
+using test::thread_name;
 
 // What the proxy handler saw, for the test to check.
 struct proxy_log {
@@ -150,7 +139,7 @@ TEST(Coroutines, ProxyAwaitsAnEchoOnAnotherServer) {
   // The rule: a handler started on the default pool resumes there (rr-default, one thread).
   std::lock_guard lock(p.log.mu);
   for (const std::string& name : p.log.resumed_on) EXPECT_EQ(name, "rr-default");
-  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::server_seam::coroutine_frames(*p.proxy) == 0; }));
+  EXPECT_TRUE(test::eventually([&] { return test::frames_alive.load() == 0 && detail::server_seam::coroutine_frames(*p.proxy) == 0; }));
 }
 
 TEST(Coroutines, SuspendedHandlersHoldNoPoolThread) {
@@ -163,12 +152,12 @@ TEST(Coroutines, SuspendedHandlersHoldNoPoolThread) {
   auto c = client::connect("127.0.0.1", p.proxy->port());
   std::vector<reply_future<call_result>> calls;
   for (int i = 0; i < 8; ++i) calls.push_back(c.call_future("proxy", test::bytes_of("sleep:10000000")));
-  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 8; }));
+  EXPECT_TRUE(test::eventually([&] { return test::frames_alive.load() == 8; }));
   EXPECT_EQ(p.log.finished.load(), 0);
   p.proxy->stop();  // cancels them
   for (auto& f : calls) (void)f.get();
   EXPECT_EQ(p.log.finished.load(), 8);
-  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(test::frames_alive.load(), 0);
 }
 
 TEST(Coroutines, ToPoolMovesTheRestOfTheHandler) {
@@ -211,7 +200,7 @@ TEST(Coroutines, ToPoolMovesTheRestOfTheHandler) {
   EXPECT_NE(r.message.find("no pool named 'nope'"), std::string::npos) << r.message;
   proxy.stop();
   backend->stop();
-  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(test::frames_alive.load(), 0);
 }
 
 TEST(Coroutines, CallerDisconnectCancelsTheAwaitedCall) {
@@ -220,14 +209,14 @@ TEST(Coroutines, CallerDisconnectCancelsTheAwaitedCall) {
   {
     test::raw_socket s(p.proxy->port());
     ASSERT_TRUE(s.send_frame(test::request(1, "proxy", "sleep:10000000")));
-    ASSERT_TRUE(test::eventually([&] { return g_alive.load() == 1; }));
+    ASSERT_TRUE(test::eventually([&] { return test::frames_alive.load() == 1; }));
     // A reset, not a FIN (a half-close still gets its answers): the connection is gone.
     const linger hard{1, 0};
     ASSERT_EQ(::setsockopt(s.fd(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard), 0);
   }
   EXPECT_TRUE(test::eventually([&] { return p.log.finished.load() == 1; }, 5s));
   EXPECT_EQ(p.log.cancelled.load(), 1);
-  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::server_seam::coroutine_frames(*p.proxy) == 0; }));
+  EXPECT_TRUE(test::eventually([&] { return test::frames_alive.load() == 0 && detail::server_seam::coroutine_frames(*p.proxy) == 0; }));
 }
 
 TEST(Coroutines, DeadlinePassesWhileSuspended) {
@@ -242,7 +231,7 @@ TEST(Coroutines, DeadlinePassesWhileSuspended) {
   // caller sent when its own timer fired first (cancelled); the handler finished.
   EXPECT_TRUE(test::eventually([&] { return p.log.finished.load() == 1; }, 5s));
   EXPECT_EQ(p.log.timed_out.load() + p.log.cancelled.load(), 1);
-  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::server_seam::coroutine_frames(*p.proxy) == 0; }));
+  EXPECT_TRUE(test::eventually([&] { return test::frames_alive.load() == 0 && detail::server_seam::coroutine_frames(*p.proxy) == 0; }));
 }
 
 TEST(Coroutines, StopWaitsForSuspendedHandlersWithinTheDrainTimeout) {
@@ -252,13 +241,13 @@ TEST(Coroutines, StopWaitsForSuspendedHandlersWithinTheDrainTimeout) {
   p.proxy->start();
   auto c = client::connect("127.0.0.1", p.proxy->port());
   auto pending = c.call_future("proxy", test::bytes_of("sleep:300000"));
-  ASSERT_TRUE(test::eventually([&] { return g_alive.load() == 1; }));
+  ASSERT_TRUE(test::eventually([&] { return test::frames_alive.load() == 1; }));
   p.proxy->stop();
   // The suspended handler finished its call before stop() returned.
   EXPECT_EQ(p.log.finished.load(), 1);
   call_result r = pending.get();
   EXPECT_TRUE(r.ok()) << r.message;
-  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(test::frames_alive.load(), 0);
   EXPECT_EQ(detail::server_seam::coroutine_frames(*p.proxy), 0u);
 }
 
@@ -270,7 +259,7 @@ TEST(Coroutines, StopPastTheDrainTimeoutCancelsSuspendedHandlers) {
   auto c = client::connect("127.0.0.1", p.proxy->port());
   std::vector<reply_future<call_result>> pending;
   for (int i = 0; i < 4; ++i) pending.push_back(c.call_future("proxy", test::bytes_of("sleep:10000000")));
-  ASSERT_TRUE(test::eventually([&] { return g_alive.load() == 4; }));
+  ASSERT_TRUE(test::eventually([&] { return test::frames_alive.load() == 4; }));
   p.proxy->stop();  // returns (the suite's timeout is the bound) with every frame gone
   // Each handler was resumed with its downstream call cancelled, and finished before the pools
   // went; the callers got shutting_down from the server (their handlers' late answers dropped).
@@ -281,7 +270,7 @@ TEST(Coroutines, StopPastTheDrainTimeoutCancelsSuspendedHandlers) {
     const status code = f.get().code;
     EXPECT_TRUE(code == status::shutting_down || code == status::cancelled) << to_string(code);
   }
-  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(test::frames_alive.load(), 0);
   EXPECT_EQ(detail::server_seam::coroutine_frames(*p.proxy), 0u);
 }
 
@@ -311,7 +300,7 @@ TEST(Coroutines, StopCancelsWhatAFrameAwaitsAfterItAnswered) {
   proxy.stop();
   // Before stop() returned: the awaited call was cancelled and the frame finished.
   EXPECT_TRUE(cancelled.load());
-  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(test::frames_alive.load(), 0);
   EXPECT_EQ(detail::server_seam::coroutine_frames(proxy), 0u);
   backend->stop();
 }
@@ -334,10 +323,10 @@ TEST(Coroutines, StopCancelsADetachedCallOfAFrame) {
   proxy.start();
   auto c = client::connect("127.0.0.1", proxy.port());
   auto pending = c.call_future("detached", test::bytes_of(""));
-  ASSERT_TRUE(test::eventually([&] { return g_alive.load() == 1; }));
+  ASSERT_TRUE(test::eventually([&] { return test::frames_alive.load() == 1; }));
   proxy.stop();
   EXPECT_TRUE(cancelled.load());
-  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(test::frames_alive.load(), 0);
   EXPECT_EQ(pending.get().code, status::shutting_down);
   backend->stop();
 }
@@ -373,7 +362,7 @@ TEST(Coroutines, ADetachedTaskFromAHandlerKeepsNoHomeAndNoParent) {
   auto [where, error] = seen.get_future().get();
   EXPECT_EQ(error, call_error::none);
   EXPECT_EQ(where.rfind("rr-client", 0), 0u) << where;
-  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::server_seam::coroutine_frames(proxy) == 0; }));
+  EXPECT_TRUE(test::eventually([&] { return test::frames_alive.load() == 0 && detail::server_seam::coroutine_frames(proxy) == 0; }));
   proxy.stop();
   backend->stop();
 }
@@ -402,7 +391,7 @@ void a_handler_stops_its_own_server_after_a_call(const endpoint_options& where) 
   EXPECT_TRUE(r.ok()) << r.message;
   EXPECT_TRUE(test::eventually([&] { return returned.load(); }));
   proxy.stop();  // waits for the stop the handler began
-  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(test::frames_alive.load(), 0);
   backend->stop();
 }
 
@@ -454,7 +443,7 @@ TEST(Coroutines, ChannelCallsAndAnswersLeftUnsaid) {
   EXPECT_EQ(r.message, "handler broke");
   proxy.stop();
   backend->stop();
-  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(test::frames_alive.load(), 0);
 }
 
 // A serial lane would move on when a handler first suspends: coroutine endpoints refuse it.

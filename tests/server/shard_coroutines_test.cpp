@@ -6,7 +6,6 @@
 // coroutine's step after a resumption) in the metric and in a rate-limited log line.
 
 #include <gtest/gtest.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "coro_test_support.hpp"
 #include "log/log.hpp"
 #include "ringrpc/client.hpp"
 #include "ringrpc/coro.hpp"
@@ -40,21 +40,12 @@ struct thread_id {
   static thread_id here() {
     thread_id t;
     t.tid = static_cast<long>(::syscall(SYS_gettid));
-    char name[16] = {};
-    pthread_getname_np(pthread_self(), name, sizeof name);
-    t.name = name;
+    t.name = test::thread_name();
     return t;
   }
 };
 
-// Frames alive: a local of each handler, gone with its frame.
-std::atomic<int> g_alive{0};
-struct alive_marker {
-  alive_marker() { g_alive.fetch_add(1); }
-  ~alive_marker() { g_alive.fetch_sub(1); }
-  alive_marker(const alive_marker&) = delete;
-  alive_marker& operator=(const alive_marker&) = delete;
-};
+using test::alive_marker;
 
 // Where one proxied call's handler ran: at its start, after each of its two awaited calls.
 struct trail {
@@ -113,7 +104,7 @@ TEST(ShardCoroutines, AHandlerResumesOnTheShardThatDecodedItsCall) {
       EXPECT_EQ(r.payload_string(), text);
     }
   }
-  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0; }));
+  EXPECT_TRUE(test::eventually([&] { return test::frames_alive.load() == 0; }));
   std::lock_guard lock(f.mu);
   ASSERT_EQ(f.trails.size(), 20u);
   std::vector<long> shards;
@@ -154,7 +145,7 @@ TEST(ShardCoroutines, ToPoolMovesAnOnShardHandlerOffItsShard) {
   call_result r = c.call("hop", "x");
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_EQ(r.payload_string(), "x");
-  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0; }));
+  EXPECT_TRUE(test::eventually([&] { return test::frames_alive.load() == 0; }));
   std::lock_guard lock(mu);
   ASSERT_EQ(seen.size(), 4u);
   EXPECT_EQ(seen[0], "rr-read/0");
@@ -199,7 +190,7 @@ TEST(ShardCoroutines, TheCallerLeavingCancelsTheAwaitedCall) {
   {
     test::raw_socket peer(s.front->port());
     ASSERT_TRUE(peer.send_frame(test::request(1, "stuck", "")));
-    ASSERT_TRUE(test::eventually([&] { return g_alive.load() == 1; }));
+    ASSERT_TRUE(test::eventually([&] { return test::frames_alive.load() == 1; }));
     // A reset, not a FIN (a half-closed connection still gets its answers): the caller is gone.
     const linger hard{1, 0};
     ASSERT_EQ(::setsockopt(peer.fd(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard), 0);
@@ -207,7 +198,7 @@ TEST(ShardCoroutines, TheCallerLeavingCancelsTheAwaitedCall) {
   EXPECT_TRUE(test::eventually([&] { return s.finished.load() == 1; }, 5s));
   EXPECT_EQ(s.cancelled.load(), 1);
   EXPECT_EQ(s.resumed_elsewhere.load(), 0);
-  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::server_seam::coroutine_frames(*s.front) == 0; }));
+  EXPECT_TRUE(test::eventually([&] { return test::frames_alive.load() == 0 && detail::server_seam::coroutine_frames(*s.front) == 0; }));
 }
 
 TEST(ShardCoroutines, TheDeadlinePassingWhileSuspended) {
@@ -220,7 +211,7 @@ TEST(ShardCoroutines, TheDeadlinePassingWhileSuspended) {
   EXPECT_TRUE(test::eventually([&] { return s.finished.load() == 1; }, 5s));
   EXPECT_EQ(s.timed_out.load() + s.cancelled.load(), 1);
   EXPECT_EQ(s.resumed_elsewhere.load(), 0);
-  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 0 && detail::server_seam::coroutine_frames(*s.front) == 0; }));
+  EXPECT_TRUE(test::eventually([&] { return test::frames_alive.load() == 0 && detail::server_seam::coroutine_frames(*s.front) == 0; }));
 }
 
 TEST(ShardCoroutines, StopPastTheDrainTimeoutEndsSuspendedHandlers) {
@@ -230,7 +221,7 @@ TEST(ShardCoroutines, StopPastTheDrainTimeoutEndsSuspendedHandlers) {
   auto c = client::connect("127.0.0.1", s.front->port());
   std::vector<reply_future<call_result>> calls;
   for (int i = 0; i < 4; ++i) calls.push_back(c.call_future("stuck", test::bytes_of("")));
-  EXPECT_TRUE(test::eventually([&] { return g_alive.load() == 4; }));
+  EXPECT_TRUE(test::eventually([&] { return test::frames_alive.load() == 4; }));
   s.front->stop();
   for (auto& f : calls) {
     call_result r = f.get();
@@ -238,7 +229,7 @@ TEST(ShardCoroutines, StopPastTheDrainTimeoutEndsSuspendedHandlers) {
   }
   EXPECT_EQ(s.finished.load(), 4);
   EXPECT_EQ(s.cancelled.load(), 4);
-  EXPECT_EQ(g_alive.load(), 0);
+  EXPECT_EQ(test::frames_alive.load(), 0);
   EXPECT_EQ(detail::server_seam::coroutine_frames(*s.front), 0u);
 }
 
