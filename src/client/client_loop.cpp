@@ -12,6 +12,7 @@
 
 #include "client/call_links.hpp"
 #include "client/multishot_recv.hpp"
+#include "client/reply_outcome.hpp"
 #include "uring/cqe_tag.hpp"
 #include "uring/ring_turn.hpp"
 #include "uring/uring_probe.hpp"
@@ -306,56 +307,8 @@ bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
     if (c->streams.size() != 0) on_stream_frame(c, v);
     return true;
   }
-  call_outcome o;
   std::string refused;  // response metadata past our caps: this call fails, the connection stays
-  if ((v.metadata != nullptr || v.trailers != nullptr) && !response_metadata_ok(c, v, refused)) [[unlikely]] {
-    o.error = call_error::protocol_error;
-    o.message = refused;
-  } else if (v.kind == wire::Kind::Reply || v.kind == wire::Kind::Pong) {
-    o.payload = v.payload;
-    o.headers = metadata_view(v.metadata);
-    o.trailers = metadata_view(v.trailers);
-  } else if (v.kind == wire::Kind::Error) {
-    o.error = call_error::server_status;
-    o.code = v.code == status::ok ? status::internal : v.code;
-    o.message = v.message;
-    o.retry_after_ms = v.retry_after_ms;
-    o.headers = metadata_view(v.metadata);
-    o.trailers = metadata_view(v.trailers);
-    o.details = v.details;
-  } else {
-    o.error = call_error::protocol_error;
-    o.message = "server answered with an unexpected frame kind";
-  }
-  complete(p, o);
-  return true;
-}
-
-// Headers and trailers of one answer, together within the connection's caps, each list with
-// well-formed unique keys (the rules a server applies to request metadata).
-bool client_loop::response_metadata_ok(const client_conn* c, const frame_view& v, std::string& why) const {
-  const metadata_limits caps = c->response_metadata_caps;
-  const std::size_t header_count = v.metadata != nullptr ? v.metadata->size() : 0;
-  const std::size_t trailer_count = v.trailers != nullptr ? v.trailers->size() : 0;
-  if (header_count + trailer_count > caps.max_entries) {
-    why = "response metadata: " + std::to_string(header_count) + " headers and " +
-          std::to_string(trailer_count) + " trailers exceed " + std::string(caps.entries_option) + " (" +
-          std::to_string(caps.max_entries) + ")";
-    return false;
-  }
-  std::size_t counted_bytes = 0;
-  for (const wire_metadata* list : {v.metadata, v.trailers}) {
-    if (list == nullptr) continue;
-    metadata_limits left = caps;
-    left.max_bytes = static_cast<std::uint32_t>(caps.max_bytes - counted_bytes);
-    const metadata_check check = check_metadata(*list, left);
-    if (!check.ok()) {
-      why = std::string(list == v.metadata ? "response headers: " : "response trailers: ") +
-            describe(check, *list, caps);
-      return false;
-    }
-    counted_bytes += check.bytes;
-  }
+  complete(p, outcome_of_answer(v, c->response_metadata_caps, refused));
   return true;
 }
 

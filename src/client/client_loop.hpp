@@ -222,7 +222,6 @@ class client_loop {
   void arm_recv(client_conn* c) noexcept;
   void on_recv(client_conn* c, const io_uring_cqe& cqe);
   bool on_frame(client_conn* c, std::span<const std::byte> frame);
-  bool response_metadata_ok(const client_conn* c, const frame_view& v, std::string& why) const;
   void start_write(client_conn* c) noexcept;
   void on_write(client_conn* c, int res);
   void written(pending* p) noexcept;

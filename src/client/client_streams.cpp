@@ -9,6 +9,7 @@
 
 #include "base/tcp_keepalive.hpp"
 #include "client/client_interceptors.hpp"
+#include "client/reply_outcome.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -110,7 +111,7 @@ void client_loop::on_stream_frame(client_conn* c, const frame_view& v) noexcept 
   if (v.metadata != nullptr || v.trailers != nullptr) {
     bool ok = false;
     try {
-      ok = response_metadata_ok(c, v, refused);
+      ok = response_metadata_ok(c->response_metadata_caps, v, refused);
     } catch (const std::bad_alloc&) {
       refused.clear();
     }

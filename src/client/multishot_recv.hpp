@@ -13,12 +13,13 @@
 
 namespace ringrpc::detail {
 
-/// Arms a multishot recv on `fd` whose completions carry `owner` in an op::recv tag.
+/// Arms a multishot recv on `fd` whose completions carry `owner` in a `tag` tag (a ring whose
+/// loop receives for more than one kind of owner names the others' op).
 template <class Owner>
-void arm_multishot_recv(ring& r, provided_buffers& buffers, int fd, Owner* owner) noexcept {
+void arm_multishot_recv(ring& r, provided_buffers& buffers, int fd, Owner* owner, op tag = op::recv) noexcept {
   io_uring_sqe* sqe = r.get_sqe();
   buffers.prep_recv_multishot(sqe, fd);
-  io_uring_sqe_set_data64(sqe, make_tag(op::recv, owner));
+  io_uring_sqe_set_data64(sqe, make_tag(tag, owner));
 }
 
 /// What a recv completion left of the request.

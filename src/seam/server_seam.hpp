@@ -82,6 +82,9 @@ class server_seam {
   static const server_core& core_of(const server& s) noexcept;
   /// Coroutine handler frames alive (src/server/coro_server.cpp): for tests and status pages.
   static std::uint64_t coroutine_frames(const server& s) noexcept;
+  /// Downstream calls taken from the shards' pools and not given back (src/server/
+  /// shard_downstreams.cpp): for tests.
+  static std::uint64_t downstream_calls(const server& s) noexcept;
   // --- Before start(): each throws std::logic_error after it.
   /// Options for endpoint `name` that replace what its registration gives (the operator wins).
   static void set_endpoint_override(server& s, std::string name, endpoint_options options);

@@ -109,6 +109,7 @@ class server_core final : public exec_host {
   /// Allocations that failed (a call or a connection was failed instead of the server).
   void note_out_of_memory() noexcept { _out_of_memory.add(); }
   shard& shard_at(std::size_t i) noexcept { return *_shards[i]; }
+  const shard& shard_at(std::size_t i) const noexcept { return *_shards[i]; }
   std::size_t shard_count() const noexcept { return _shards.size(); }
   server_state state() const noexcept { return _state.load(std::memory_order_acquire); }
   bool draining() const noexcept { return state() >= server_state::draining; }

@@ -6,13 +6,16 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <exception>
 #include <new>
 #include <string>
 
 #include "base/thread_name.hpp"
 #include "server/server_core.hpp"
+#include "server/shard_downstreams.hpp"
 #include "server/shard_ops.hpp"
 #include "uring/cqe_tag.hpp"
 #include "uring/ring_turn.hpp"
@@ -87,8 +90,15 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
   bool block = false;  // the first turn only submits: nobody was told we sleep yet
   const terminate_on_fatal on_fatal{"reader", static_cast<int>(_index)};
   for (;;) {
+    // The sweep's timer bounds the wait; a downstream call's deadline may be nearer.
+    std::chrono::nanoseconds wait{-1};
+    if (_downstreams) {
+      if (const std::int64_t due = _downstreams->next_deadline(); due != 0) {
+        wait = std::chrono::nanoseconds(std::max<std::int64_t>(due - now_ns(), 0));
+      }
+    }
     ring_turn(
-        *_ring, turn_wait{.block = block}, on_fatal,
+        *_ring, turn_wait{.block = block, .timeout = wait}, on_fatal,
         [this](int) {
           // One clock read per turn: the frames reaped together were received together. It
           // stamps calls (queue time, deadlines) and connections (idle check).
@@ -113,33 +123,15 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
       if (!_closing_all) arm_sweep_timer();
     }
     apply_budget();
+    // Downstream calls cancelled from elsewhere or past their deadlines: their frames resume below.
+    if (_downstreams) _downstreams->after_completions(now_ns());
     // Replies handlers finished since the last turn, then connections their release resumed.
     _responder.take_inbox();
     run_resumes();
     // Coroutine handler frames of this shard whose awaited calls completed elsewhere.
     run_coroutines();
 
-    if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
-      _quiesced = true;
-      for (connection* c = _live; c != nullptr; c = c->live_next) {
-        cancel_recv(c);
-        // The drain is over: streams still open end now (docs/design/streams.md, "Ends").
-        end_streams(c, status::shutting_down, "server is shutting down");
-      }
-    }
-    if (_close_all.load(std::memory_order_acquire) && !_closing_all) {
-      _closing_all = true;
-      _quiesced = true;
-      for (connection* c = _live; c != nullptr;) {
-        connection* next = c->live_next;  // start_close may unlink c
-        // Shutting the socket down ends its receive and fails any write of the responder, so
-        // every reference held on the connection drains without waiting for the peer.
-        say_close_notify(c);
-        ::shutdown(c->fd, SHUT_RDWR);
-        start_close(c);
-        c = next;
-      }
-    }
+    act_on_stop_requests();
     // Connections that left the live list may still have replies waiting for a peer that
     // does not read.
     if (_closing_all) _responder.shut_down_writers();
@@ -151,18 +143,25 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
     }
     // Exit only when no connection of ours exists any more, anywhere: a resume message still in
     // flight to this ring holds a reference and must be received, or it would leak.
-    if (_closing_all && _live == nullptr && _alive.load(std::memory_order_acquire) == 0) break;
+    if (_closing_all && _live == nullptr && _alive.load(std::memory_order_acquire) == 0 &&
+        (!_downstreams || _downstreams->idle())) {
+      break;
+    }
 
     // A turn that held the thread this long delayed every connection of this reader.
     if (const std::int64_t busy = now_ns() - _turn_ns; busy > stall_threshold_ns) _counts[sc::event_loop_stalls].add();
     _waker.prepare_sleep();
     block = _responder.inbox_empty() && _resumes == nullptr && _resumptions.empty() &&
+            (!_downstreams || _downstreams->cancels_empty()) &&
             !((_quiesce.load() && !_quiesced) || (_close_all.load() && !_closing_all) ||
               (_closing_all && _live == nullptr && _alive.load() == 0));
     if (!block) _waker.cancel_sleep();
   }
   // Frames homed here resume where their calls complete from now on.
   close_coroutines();
+  // Every downstream connection is gone (the loop waited for that) and every call was
+  // completed by close_all(), which disarmed its triggers.
+  _downstreams.reset();
   // Unregister the buffers before the ring goes: the ring's teardown cancels what is left
   // (only the waker's read) and no completion can name a connection any more.
   bufs.reset();
@@ -170,6 +169,32 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
   _ring = nullptr;
   current = nullptr;
   _exited.store(true, std::memory_order_release);
+}
+
+void shard::act_on_stop_requests() noexcept {
+  if (_quiesce.load(std::memory_order_acquire) && !_quiesced) {
+    _quiesced = true;
+    for (connection* c = _live; c != nullptr; c = c->live_next) {
+      cancel_recv(c);
+      // The drain is over: streams still open end now (docs/design/streams.md, "Ends").
+      end_streams(c, status::shutting_down, "server is shutting down");
+    }
+  }
+  if (_close_all.load(std::memory_order_acquire) && !_closing_all) {
+    _closing_all = true;
+    _quiesced = true;
+    // Downstream calls still in flight fail now; their frames resume on later turns.
+    if (_downstreams) _downstreams->close_all();
+    for (connection* c = _live; c != nullptr;) {
+      connection* next = c->live_next;  // start_close may unlink c
+      // Shutting the socket down ends its receive and fails any write of the responder, so
+      // every reference held on the connection drains without waiting for the peer.
+      say_close_notify(c);
+      ::shutdown(c->fd, SHUT_RDWR);
+      start_close(c);
+      c = next;
+    }
+  }
 }
 
 void shard::handle(const io_uring_cqe& cqe) {
@@ -181,8 +206,18 @@ void shard::handle(const io_uring_cqe& cqe) {
     case shard_ops::recv_tls: on_recv_tls(tag_ptr<connection>(cqe.user_data), cqe); break;
     case op::send: _responder.on_write(tag_ptr<connection>(cqe.user_data), cqe.res); break;
     case op::timeout: _sweep_due = true; break;  // acted on after this turn's receives
+    case shard_ops::downstream_connect:
+    case shard_ops::downstream_recv:
+    case shard_ops::downstream_send: _downstreams->handle(cqe); break;
     default: break;  // cancel results: -ENOENT / -EALREADY mean the recv had already ended
   }
+}
+
+shard_downstreams& shard::downstreams() {
+  if (!_downstreams) {
+    _downstreams = std::make_unique<shard_downstreams>(*this, *_ring, *_buffers, _waker, _downstream_calls);
+  }
+  return *_downstreams;
 }
 
 void shard::snapshot_connections(std::vector<connection_info>& out) const {
@@ -237,6 +272,7 @@ void shard::end_of_turn() noexcept {
   _to_release.clear();
   for (auto& [pool, n] : _to_wake) pool->wake(n);
   _to_wake.clear();
+  if (_downstreams) _downstreams->flush();
   // Last: the writes of everything answered this turn go out with this turn's submit.
   _responder.flush();
 }

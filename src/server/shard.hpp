@@ -34,6 +34,7 @@
 namespace ringrpc::detail {
 
 class server_core;
+class shard_downstreams;
 
 /// One connection as /connections shows it.
 struct connection_info {
@@ -108,6 +109,10 @@ class shard {
   /// Any thread: queues the resumption of a frame of `method` (a frame's method buffer, read
   /// before the resumption runs) on this thread, and wakes it. False once its loop is over.
   bool post_resumption(coro_abi::resume_slot& slot, const char* method) noexcept;
+  /// Reader thread: this shard's connections to the server's downstreams (made on first use).
+  shard_downstreams& downstreams();
+  /// Downstream calls taken from this shard's pool and not given back (any thread; tests).
+  std::uint64_t downstream_calls_in_use() const noexcept { return _downstream_calls.load(std::memory_order_relaxed); }
   /// Reader thread: user code (a direct handler, a resumption) ended just now; its stretch is
   /// measured from the last mark and reported as a stall naming `method` if too long.
   void user_code_ran(std::string_view method) noexcept {
@@ -220,6 +225,8 @@ class shard {
     _hubs.fire(c, 0);
   }
   void end_of_turn() noexcept;
+  /// quiesce() and close_all(), once each, on the reader thread.
+  void act_on_stop_requests() noexcept;
   void run_resumes() noexcept;
   /// Runs up to `at_most` queued resumptions; true when it stopped at that limit.
   bool run_coroutines(std::size_t at_most = resumptions_per_turn) noexcept;
@@ -267,6 +274,8 @@ class shard {
   bool _sweep_due = false;
   __kernel_timespec _sweep_ts{};
   cancel_registry _hubs;
+  std::unique_ptr<shard_downstreams> _downstreams;  // null until a handler here calls one
+  std::atomic<std::uint64_t> _downstream_calls{0};  // taken from its pool, not given back
   mutable std::mutex _live_mu;  // guards the links of _live (the reader alone mutates them)
   // Resumptions of frames homed here; posters enter the gate (_posting) so that the loop's
   // end can close it and know that nobody is still pushing.

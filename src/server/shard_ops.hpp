@@ -11,5 +11,9 @@ inline constexpr op handoff = op::msg_ring;            // res: a plaintext conne
 inline constexpr op handoff_sent = op::msg_ring_sent;  // the acceptor's own completion for it
 inline constexpr op handoff_tls = op::owned_0;         // as handoff, for the TLS listener's
 inline constexpr op recv_tls = op::owned_1;            // multishot recv: ciphertext for a session
+// A shard's own connections to its downstreams (shard_downstreams.cpp).
+inline constexpr op downstream_connect = op::owned_2;  // IORING_OP_CONNECT (res: 0 or -errno)
+inline constexpr op downstream_recv = op::owned_3;     // multishot recv of replies
+inline constexpr op downstream_send = op::owned_4;     // a gathered write of requests
 
 }  // namespace ringrpc::detail::shard_ops

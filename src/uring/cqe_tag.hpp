@@ -23,6 +23,8 @@ enum class op : std::uint8_t {
   owned_1,
   owned_2,
   owned_3,
+  owned_4,
+  owned_5,
 };
 
 // Layout: bits 0..7 are the op, bits 8..63 a pointer (or zero). User-space pointers on x86-64
