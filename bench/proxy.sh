@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Server CPU per proxied call (issue 29): bench/proxy_server on one core answers "echo" by
 # forwarding it to a downstream ringrpc-server's echo, and is compared with the same program
-# answering echo itself on its shard (`direct`, one call's I/O). Three proxies: a coroutine
-# handler on its shard (on_shard), the same coroutine on the default pool, and a plain pool
-# handler making a blocking call. Beside them, gRPC's own: tests/grpc_echo_server answering
+# answering echo itself on its shard (`direct`, one call's I/O). Four proxies: a coroutine
+# handler on its shard calling a downstream of the server (on the shard's own ring), the same
+# handler calling through a client (its own I/O thread), the same coroutine on the default pool
+# with the client, and a plain pool handler making a blocking client call. Beside them, gRPC's own: tests/grpc_echo_server answering
 # Echo.Say itself (--callback-only) and as a callback-API proxy to a second one (--proxy-to),
 # loaded over grpc:// with a 64-character text. ringrpc-load and the downstreams share the other
 # core. Modes alternate within each round; each run's proxy CPU per call comes from
@@ -16,7 +17,7 @@
 # Environment: PROXY_BUILD_DIR (or BUILD_DIR) [build/release, with -Dbenchmarks=true],
 # PROXY_ROUNDS [5], PROXY_DURATION [4s], PROXY_RATE [10k calls/s, open loop],
 # PROXY_CONNECTIONS [16], PROXY_SERVER_CPU / PROXY_LOAD_CPU [0 / 1], PROXY_MODES
-# [direct shard pool-coro pool-sync grpc-echo grpc-proxy; the gRPC ones when the build has
+# [direct downstream shard pool-coro pool-sync grpc-echo grpc-proxy; the gRPC ones when the build has
 # tests/grpc_echo_server]. Only 127.0.0.1; every server is stopped by PID on exit.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,7 +27,7 @@ duration=${PROXY_DURATION:-4s}
 rate=${PROXY_RATE:-10k}
 conns=${PROXY_CONNECTIONS:-16}
 grpc_bin=$build/tests/grpc_echo_server
-default_modes="direct shard pool-coro pool-sync"
+default_modes="direct downstream shard pool-coro pool-sync"
 [[ -x $grpc_bin ]] && default_modes+=" grpc-echo grpc-proxy"
 read -r -a modes <<<"${PROXY_MODES:-$default_modes}"
 server_cpu=${PROXY_SERVER_CPU:-0}

@@ -2,14 +2,16 @@
 // the server CPU per call of a proxy beside a direct echo's in one run.
 //
 //   --mode direct      echo on the shard (a `direct` endpoint): the baseline, one call's I/O
-//   --mode shard       a coroutine handler on its shard (on_shard) that co_awaits "echo" on the
-//                      downstream and answers with its reply
+//   --mode downstream  a coroutine handler on its shard (on_shard) that co_awaits "echo" on the
+//                      downstream added to the server (ringrpc/downstream.hpp): the call goes
+//                      out and comes back on the shard's own ring
+//   --mode shard       the same handler, calling through a `client` (its own I/O thread)
 //   --mode pool-coro   the same coroutine on the default pool
 //   --mode pool-sync   a plain handler on the default pool that calls the downstream with a
 //                      blocking client call (what code without coroutines does)
 //
 // The downstream is a ringrpc server at --downstream PORT on 127.0.0.1, reached through one
-// `client` (its own I/O thread). Not a benchmark by itself; prints "listening on
+// `client` (its own I/O thread), or as a server's downstream in mode downstream. Not a benchmark by itself; prints "listening on
 // 127.0.0.1:PORT" once ready and stops (draining) on SIGINT or SIGTERM.
 //
 //   proxy_server --mode shard --downstream PORT [--readers N (1)] [--handlers N (1)] [--port P (0)]
@@ -23,18 +25,20 @@
 #include "ringrpc/client.hpp"
 #include "ringrpc/coro.hpp"
 #include "ringrpc/coro_handler.hpp"
+#include "ringrpc/downstream.hpp"
 #include "ringrpc/server.hpp"
 
 namespace {
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: proxy_server --mode direct|shard|pool-coro|pool-sync [--downstream PORT] [--readers N (1)] "
+               "usage: proxy_server --mode direct|downstream|shard|pool-coro|pool-sync [--downstream PORT] [--readers N (1)] "
                "[--handlers N (1)] [--port P (0)]\n");
   std::exit(2);
 }
 
-ringrpc::task<void> forward(ringrpc::client& downstream, ringrpc::deferred_reply& call) {
+template <class Downstream>
+ringrpc::task<void> forward(Downstream& downstream, ringrpc::deferred_reply& call) {
   ringrpc::call_result r = co_await ringrpc::co_call(downstream, "echo", call.payload());
   if (r.ok()) {
     call.reply(r.payload);
@@ -71,7 +75,7 @@ int main(int argc, char** argv) {
   }
   if (mode != "direct" && downstream_port == 0) usage();
   std::optional<ringrpc::client> downstream;
-  if (mode != "direct") downstream.emplace(ringrpc::client::connect("127.0.0.1", static_cast<std::uint16_t>(downstream_port)));
+  if (mode != "direct" && mode != "downstream") downstream.emplace(ringrpc::client::connect("127.0.0.1", static_cast<std::uint16_t>(downstream_port)));
 
   ringrpc::server s(o);
   if (mode == "direct") {
@@ -81,6 +85,11 @@ int main(int argc, char** argv) {
       void receive_and_reply(ringrpc::call_context& call) override { call.reply(call.payload()); }
     };
     s.register_endpoint("echo", std::make_shared<echo>(), direct);
+  } else if (mode == "downstream") {
+    const ringrpc::downstream backend =
+        ringrpc::add_downstream(s, "backend", "127.0.0.1", static_cast<std::uint16_t>(downstream_port));
+    ringrpc::add_coroutine_method(s, "echo", [backend](ringrpc::deferred_reply& call) { return forward(backend, call); },
+                                  ringrpc::on_shard);
   } else if (mode == "shard") {
     ringrpc::add_coroutine_method(s, "echo", [&](ringrpc::deferred_reply& call) { return forward(*downstream, call); },
                                   ringrpc::on_shard);
