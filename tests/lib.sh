@@ -41,6 +41,14 @@
 # shellcheck source=scripts/lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/scripts/lib.sh"
 
+# sanitized BIN: whether BIN was built with a sanitizer, whose runtime reserves terabytes of
+# address space and dies under a `prlimit --as` cap. g++ links the runtime as a shared library
+# (libasan, libtsan, libubsan); clang links it into the program: both leave its entry points'
+# names in the binary.
+sanitized() {
+  grep -Eqa '__(asan|tsan|ubsan)_' "$1"
+}
+
 skip_unless_installed() {
   local what=$1 p
   shift

@@ -63,7 +63,7 @@ class etcd_resolver final : public resolver {
 
   void start(std::function<void(std::vector<member_address>)> update) override {
     _watcher = std::make_unique<detail::prefix_watcher>(
-        _base, _prefix, [this, update = std::move(update)](const detail::prefix_watcher::snapshot& keys) {
+        _base, _prefix, [update = std::move(update)](const detail::prefix_watcher::snapshot& keys) {
           std::vector<member_address> members;
           for (const auto& [key, value] : keys) add_member(members, key, value);
           update(std::move(members));

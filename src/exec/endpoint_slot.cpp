@@ -47,7 +47,6 @@ endpoint_slot::endpoint_slot(exec_host& host, std::string name, std::shared_ptr<
       _options(std::move(options)),
       _pool(pool),
       _own_pool(std::move(own_pool)),
-      _ordered(ordered),
       _event_pool(!serial() && _options.policy == dispatch_policy::connection ? ordered : pool) {
   _drain.slot = this;
   _drain.run = &endpoint_slot::drain_task;

@@ -111,9 +111,8 @@ class endpoint_slot {
   const endpoint_options _options;
   thread_pool* const _pool;  // null when everything runs on the caller (direct)
   const std::unique_ptr<thread_pool> _own_pool;
-  thread_pool* const _ordered;
   // Where connection events that do not run on the caller run: `_pool` for `all` (and serial
-  // endpoints, through their inbox), `_ordered` for `connection`.
+  // endpoints, through their inbox), the dispatcher's ordered pool for `connection`.
   thread_pool* const _event_pool;
 
   std::atomic<state> _state{state::running};

@@ -126,7 +126,7 @@ hport=$(cat endless.port)
 # Not under sanitizers: their runtimes reserve terabytes of address space and die under such a
 # cap (the release stage has it; there the 1 s run and --max-body bound the memory anyway).
 cap=
-if command -v prlimit >/dev/null && ! ldd "$load" 2>/dev/null | grep -Eq 'lib(a|t|ub)san'; then
+if command -v prlimit >/dev/null && ! sanitized "$load"; then
   cap="prlimit --as=134217728"
 fi
 rc=0

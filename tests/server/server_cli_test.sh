@@ -38,7 +38,7 @@ trap 'exit 1' INT TERM HUP
 # Capped: before the fix /dev/zero was read until memory ran out. Not under sanitizers: their
 # runtimes reserve terabytes of address space and die under such a cap (the release stage has it).
 as_cap=(prlimit --as=2147483648)
-if ldd "$server" 2>/dev/null | grep -Eq 'lib(a|t|ub)san'; then as_cap=(); fi
+if sanitized "$server"; then as_cap=(); fi
 expect_startup_error() {
   name=$1
   pattern=$2
