@@ -110,6 +110,9 @@ void client_loop::run(std::promise<void>& ready) {
     }
     ring_turn(*_ring, turn_wait{.block = block, .timeout = wait}, on_fatal,
               [this](const io_uring_cqe& cqe) { handle(cqe); });
+    // Awake: what callers post from now on is taken before the next sleep (the check after
+    // prepare_sleep), so they need not write the eventfd.
+    _waker.cancel_sleep();
     _buffers->commit();
     take_inbox();
     expire_deadlines();

@@ -103,6 +103,9 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
           // One clock read per turn: the frames reaped together were received together. It
           // stamps calls (queue time, deadlines) and connections (idle check).
           _turn_ns = now_ns();
+          // Awake: work handed to us from now on is found before the next sleep (the check
+          // after prepare_sleep), so its producers need not write the eventfd.
+          _waker.cancel_sleep();
           mark_user_code();
           time_next_call();
           refresh_table();
@@ -124,7 +127,7 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
     }
     apply_budget();
     // Downstream calls cancelled from elsewhere or past their deadlines: their frames resume below.
-    if (_downstreams) _downstreams->after_completions(now_ns());
+    if (_downstreams) _downstreams->after_completions(_turn_ns);
     // Replies handlers finished since the last turn, then connections their release resumed.
     _responder.take_inbox();
     run_resumes();

@@ -43,6 +43,17 @@ constexpr std::int64_t stall_log_interval_ns = 1'000'000'000;
 }  // namespace
 
 bool shard::post_resumption(coro_abi::resume_slot& slot, const char* method) noexcept {
+  if (on_its_thread() && !_resumptions_closed.load(std::memory_order_relaxed)) [[likely]] {
+    // Completed here (a downstream's reply, a call refused on this thread): the loop runs its
+    // queued resumptions before it may sleep, so no wake-up is needed, and the gate closes on
+    // this thread too. A notify would cost an eventfd write: the flag it tests is still set
+    // from the sleep this turn woke from.
+    auto* r = new (slot.link) shard_resumption{};
+    r->slot = &slot;
+    r->method = method;
+    _resumptions.push(&r->node);
+    return true;
+  }
   // The gate: close_coroutines() sets the flag, then waits for _posting to drop to 0; seq_cst
   // on both sides means that either this sees the flag or the closer sees this poster.
   _posting.fetch_add(1, std::memory_order_seq_cst);

@@ -434,7 +434,9 @@ void shard_downstreams::request_cancel(downstream_call* k, downstream_cancel why
   auto none = downstream_cancel::none;
   if (!k->cancel_requested.compare_exchange_strong(none, why, std::memory_order_acq_rel)) return;
   _cancels.push(&k->cancel_node);
-  _waker.notify();
+  // From the shard's own thread (its sweep fired the parent) the loop looks at _cancels before
+  // it may sleep; a notify there would only cost an eventfd write.
+  if (!_shard.on_its_thread()) _waker.notify();
 }
 
 void shard_downstreams::take_cancels() noexcept {

@@ -33,7 +33,9 @@ class ring_waker {
 
   /// Owner, before it blocks: announce the sleep, then re-check its queues (seq_cst on both
   /// sides makes a producer either see the flag or the owner see the work). If work turned up,
-  /// call cancel_sleep() and skip the wait.
+  /// call cancel_sleep() and skip the wait. Call cancel_sleep() too as soon as a wait returns:
+  /// until the next prepare_sleep() the owner checks its queues anyway, and a flag left set
+  /// would make every producer of the turn write the eventfd for nothing.
   void prepare_sleep() noexcept { _sleeping.store(true, std::memory_order_seq_cst); }
   void cancel_sleep() noexcept { _sleeping.store(false, std::memory_order_relaxed); }
 
