@@ -156,7 +156,23 @@
     "max_queued_reply_bytes.")                                                                      \
   X(shard_stalls, counter, "", "", "", "",                                                          \
     "Stretches of user code that held a shard's thread over 10 ms: a direct handler, a coroutine "  \
-    "step on its shard (per method on /metrics: ringrpc_shard_stalls_total).")
+    "step on its shard (per method on /metrics: ringrpc_shard_stalls_total).")                       \
+  X(downstream_calls_ok, counter, "ringrpc_downstream_calls_total", "result", "ok",                 \
+    "Calls on-shard handlers made to the server's downstreams (ringrpc/downstream.hpp), by result.", \
+    "Downstream calls answered with a reply.")                                                       \
+  X(downstream_calls_error, counter, "ringrpc_downstream_calls_total", "result", "error", "",       \
+    "Downstream calls answered with an error status by the downstream.")                             \
+  X(downstream_calls_failed, counter, "ringrpc_downstream_calls_total", "result", "failed", "",     \
+    "Downstream calls sent (or queued to be) that failed here: timed out, cancelled, their "         \
+    "connection lost or refused, a protocol error, the server stopping.")                            \
+  X(downstream_calls_refused, counter, "ringrpc_downstream_calls_total", "result", "refused", "",   \
+    "Downstream calls refused at once, unsent: the target down (backoff), a bound reached "          \
+    "(client_busy), a deadline passed or a cancellation before the call, the server stopping.")     \
+  X(downstream_connects_ok, counter, "ringrpc_downstream_connects_total", "result", "ok",           \
+    "Connections shards opened to the server's downstreams, by result.", "")                         \
+  X(downstream_connects_failed, counter, "ringrpc_downstream_connects_total", "result", "failed",   \
+    "", "Connects to a downstream that failed (refused, unreachable, timed out): each starts a "     \
+    "backoff.")
 
 RINGRPC_API_BEGIN
 

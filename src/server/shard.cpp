@@ -218,7 +218,8 @@ void shard::handle(const io_uring_cqe& cqe) {
 
 shard_downstreams& shard::downstreams() {
   if (!_downstreams) {
-    _downstreams = std::make_unique<shard_downstreams>(*this, *_ring, *_buffers, _waker, _downstream_calls);
+    _downstreams = std::make_unique<shard_downstreams>(*this, *_ring, *_buffers, _waker, _downstream_calls,
+                                                       _counts);
   }
   return *_downstreams;
 }

@@ -81,13 +81,14 @@ downstream_conn::downstream_conn(downstream_target& t, int fd_)
       inflight(t.spec->options.max_pending_calls) {}
 
 shard_downstreams::shard_downstreams(shard& s, ring& r, provided_buffers& buffers, ring_waker& waker,
-                                     std::atomic<std::uint64_t>& in_use)
+                                     std::atomic<std::uint64_t>& in_use, counters& counts)
     : _shard(s),
       _ring(r),
       _buffers(buffers),
       _waker(waker),
       _home{&resume_here, &s},
       _in_use(in_use),
+      _counts(counts),
       _jitter(static_cast<std::uint64_t>(now_ns()) | 1) {}
 
 shard_downstreams::~shard_downstreams() {
@@ -142,7 +143,10 @@ void shard_downstreams::call(const downstream_spec& spec, std::string_view metho
   // As client::call_async: a call that cannot run is refused before anything is encoded.
   std::shared_ptr<cancel_hub> parent = resolve_parent(options);
   const call_deadline d = call_deadline::of(options.timeout, spec.options.default_timeout, parent.get());
-  const auto refuse = [&done](call_error e, std::string_view why) { run_inline_callback(done, downstream_failure(e, why)); };
+  const auto refuse = [this, &done](call_error e, std::string_view why) {
+    _counts[server_counter::downstream_calls_refused].add();
+    run_inline_callback(done, downstream_failure(e, why));
+  };
   if (d.expired) return refuse(call_error::timeout, "deadline passed before the call was made; not sent");
   if (options.cancel.stop_requested()) return refuse(call_error::cancelled, "cancelled by the caller before it was sent");
   if (parent && parent->fired()) {
@@ -279,10 +283,12 @@ void shard_downstreams::on_connect(downstream_conn* c, int res) noexcept {
     _jitter ^= _jitter << 17;
     const std::int64_t wait = t.backoff_ns * 3 / 4 + static_cast<std::int64_t>(_jitter % (t.backoff_ns / 2 + 1));
     t.retry_at_ns = now_ns() + wait;
+    _counts[server_counter::downstream_connects_failed].add();
     fail_connection(c, call_error::connection_closed, describe_target(*t.spec) + ": " + t.down_why);
     maybe_free(c);
     return;
   }
+  _counts[server_counter::downstream_connects_ok].add();
   t.backoff_ns = 0;
   t.retry_at_ns = 0;
   c->st = downstream_conn::state::open;
@@ -405,6 +411,10 @@ void shard_downstreams::written(downstream_call* k) noexcept {
 void shard_downstreams::complete(downstream_call* k, const call_outcome& o) noexcept {
   k->finished = true;
   disarm(k);  // a trigger from now on finds nothing to do
+  _counts[o.error == call_error::none            ? server_counter::downstream_calls_ok
+          : o.error == call_error::server_status ? server_counter::downstream_calls_error
+                                                 : server_counter::downstream_calls_failed]
+      .add();
   // Before the callback: the coroutine's next call must find the room this one held.
   if (k->written) uncount(k);
   run_callback(k->done, o);

@@ -21,11 +21,13 @@
 #include <linux/time_types.h>
 
 #include "base/cancel_hub.hpp"
+#include "base/counter.hpp"
 #include "base/mpsc_queue.hpp"
 #include "base/write_queue.hpp"
 #include "client/inflight_table.hpp"
 #include "exec/coro_home.hpp"
 #include "ringrpc/client.hpp"
+#include "ringrpc/server_counters.hpp"
 #include "wire/frame_assembler.hpp"
 #include "wire/metadata_check.hpp"
 
@@ -103,8 +105,10 @@ struct downstream_target {
 
 class shard_downstreams {
  public:
+  using counters = counter_array<server_counter, server_counter_count>;
+  /// `counts`: the shard's counters (the downstream_* ones are bumped here, on its thread).
   shard_downstreams(shard& s, ring& r, provided_buffers& buffers, ring_waker& waker,
-                    std::atomic<std::uint64_t>& in_use);
+                    std::atomic<std::uint64_t>& in_use, counters& counts);
   ~shard_downstreams();
   shard_downstreams(const shard_downstreams&) = delete;
   shard_downstreams& operator=(const shard_downstreams&) = delete;
@@ -174,6 +178,7 @@ class shard_downstreams {
   std::vector<std::byte> _scratch;  // aligned copy of one reply for decoding
   std::size_t _conns_alive = 0;
   std::atomic<std::uint64_t>& _in_use;  // the shard's: calls taken from _free, not given back
+  counters& _counts;
   std::uint64_t _jitter;  // xorshift state for the backoff's jitter
   bool _closing = false;
 };

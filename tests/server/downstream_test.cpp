@@ -106,6 +106,8 @@ TEST(Downstream, ACallCompletesOnTheShardThatDecodedTheIncomingCall) {
       if (std::find(shards.begin(), shards.end(), start) == shards.end()) shards.push_back(start);
     }
     EXPECT_EQ(shards.size(), 2u) << "the four connections all landed on one shard";
+    EXPECT_EQ(f.front->stats()[server_counter::downstream_calls_ok], 240u);
+    EXPECT_EQ(f.front->stats()[server_counter::downstream_connects_ok], 2u);
     // One connection per shard to the backend, however many calls.
     EXPECT_LE(backend->stats()[server_counter::connections_accepted], 2u);
   }
@@ -151,6 +153,11 @@ TEST(Downstream, ATargetThatIsDownFailsFastThenRecovers) {
   test::start_with_builtins(*back);
   EXPECT_TRUE(test::eventually([&] { return c.call("proxy", "f").ok(); }, 10s));
   EXPECT_TRUE(test::eventually([&] { return detail::server_seam::downstream_calls(*f.front) == 0; }));
+  const server_stats st = f.front->stats();
+  EXPECT_GE(st[server_counter::downstream_connects_failed], 1u);
+  EXPECT_GE(st[server_counter::downstream_connects_ok], 2u);  // up, then again after the restart
+  EXPECT_GE(st[server_counter::downstream_calls_refused], 1u);  // within the backoff
+  EXPECT_GE(st[server_counter::downstream_calls_ok], 3u);
   back->stop();
 }
 
