@@ -29,14 +29,6 @@ constexpr unsigned buffer_bytes = 16 * 1024;
 // carried one huge reply must not pin its size for the rest of its life.
 constexpr std::size_t client_keep_bytes = 64 * 1024;
 
-call_outcome failure(call_error e, std::string_view why) noexcept {
-  call_outcome o;
-  o.error = e;
-  o.message = why;
-  if (e == call_error::cancelled) o.code = status::cancelled;
-  return o;
-}
-
 thread_local constinit bool on_loop_thread = false;
 
 }  // namespace
@@ -185,7 +177,7 @@ void client_loop::accept_work(pending* p) {
   if (c->dead) {
     p->written = true;  // it never will be: complete() may recycle it right away
     if (p->kind == pending::what::call) {
-      complete(p, failure(c->detached ? call_error::client_closed : call_error::connection_closed,
+      complete(p, failed_outcome(c->detached ? call_error::client_closed : call_error::connection_closed,
                           "connection is closed"));
     } else {
       put_pending(p);
@@ -197,7 +189,7 @@ void client_loop::accept_work(pending* p) {
         why != cancel_reason::none) {
       // Cancelled between call_async and here: never sent, so no Cancel frame either.
       p->written = true;
-      complete(p, failure(call_error::cancelled, why == cancel_reason::parent
+      complete(p, failed_outcome(call_error::cancelled, why == cancel_reason::parent
                                                     ? "cancelled: the parent call was cancelled"
                                                     : "cancelled by the caller (call_options::cancel)"));
       return;
@@ -205,7 +197,7 @@ void client_loop::accept_work(pending* p) {
     if (!c->inflight.insert(p)) {
       // admit() keeps the calls in flight within max_pending_calls, so this is only a guard.
       p->written = true;
-      complete(p, failure(call_error::client_busy, "too many calls in flight"));
+      complete(p, failed_outcome(call_error::client_busy, "too many calls in flight"));
       return;
     }
     if (p->deadline_ns != 0) add_deadline(c, p->deadline_ns, p->id);
@@ -292,10 +284,7 @@ bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
   }
   if (v.kind == wire::Kind::Error && v.call_id == 0) {
     // A connection-level error (e.g. our frame was too large): the server closes next.
-    call_outcome o;
-    o.error = call_error::server_status;
-    o.code = v.code;
-    o.message = v.message;
+    const call_outcome o = connection_error_outcome(v);
     c->dead = true;
     c->open.store(false, std::memory_order_release);
     c->inflight.drain([&](pending* p) { complete(p, o); });
@@ -425,7 +414,7 @@ void client_loop::on_cancel_call(pending* m) noexcept {
   if (p != nullptr) {
     const cancel_reason why = p->cancel_requested.load(std::memory_order_acquire);
     c->inflight.take(id);
-    complete(p, failure(call_error::cancelled, why == cancel_reason::parent
+    complete(p, failed_outcome(call_error::cancelled, why == cancel_reason::parent
                                                    ? "cancelled: the parent call was cancelled"
                                                    : "cancelled by the caller (call_options::cancel)"));
     // As for a timeout: the server drops it if queued, its handler sees cancelled().
@@ -441,7 +430,7 @@ void client_loop::fail_connection(client_conn* c, call_error e, std::string_view
     // Ends the receive and any write at once; the fd itself closes when both have completed.
     ::shutdown(c->fd, SHUT_RDWR);
   }
-  const call_outcome o = failure(e, why);
+  const call_outcome o = failed_outcome(e, why);
   c->inflight.drain([&](pending* p) { complete(p, o); });
   end_all_streams(c, e, status::unavailable, why);
   c->deadlines.clear();
@@ -470,7 +459,7 @@ void client_loop::expire_deadlines() noexcept {
       if (p == nullptr && c->streams.size() != 0) expire_stream(c, d.id, d.at);
       if (p == nullptr || p->deadline_ns != d.at) continue;  // answered already (or a stream's)
       c->inflight.take(d.id);
-      complete(p, failure(call_error::timeout, "deadline passed before the reply arrived"));
+      complete(p, failed_outcome(call_error::timeout, "deadline passed before the reply arrived"));
       // The server would otherwise run (or keep running) a call nobody waits for; its late
       // answer, Cancelled or not, is dropped as an unknown id.
       if (!c->dead) send_cancel(c, d.id);

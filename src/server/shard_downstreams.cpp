@@ -40,14 +40,6 @@ constexpr std::size_t downstream_keep_bytes = 64 * 1024;
 // The stall detector's name for a coroutine with no handler frame resumed here.
 constexpr char homeless_method[48] = "(downstream call)";
 
-call_outcome downstream_failure(call_error e, std::string_view why) noexcept {
-  call_outcome o;
-  o.error = e;
-  o.message = why;
-  if (e == call_error::cancelled) o.code = status::cancelled;
-  return o;
-}
-
 bool resume_here(coro_abi::coro_home& self, coro_abi::resume_slot& slot) noexcept {
   return static_cast<shard*>(self.owner)->post_resumption(slot, homeless_method);
 }
@@ -118,7 +110,7 @@ downstream_call* shard_downstreams::get_call() {
   ++k->seq;
   k->conn = nullptr;
   k->deadline_ns = 0;
-  k->cancel_frame = k->written = k->finished = k->counted = k->cancel_taken = false;
+  k->written = k->finished = k->counted = k->cancel_taken = false;
   k->cancel_requested.store(downstream_cancel::none, std::memory_order_relaxed);
   _in_use.fetch_add(1, std::memory_order_relaxed);
   return k;
@@ -145,7 +137,7 @@ void shard_downstreams::call(const downstream_spec& spec, std::string_view metho
   const call_deadline d = call_deadline::of(options.timeout, spec.options.default_timeout, parent.get());
   const auto refuse = [this, &done](call_error e, std::string_view why) {
     _counts[server_counter::downstream_calls_refused].add();
-    run_inline_callback(done, downstream_failure(e, why));
+    run_inline_callback(done, failed_outcome(e, why));
   };
   if (d.expired) return refuse(call_error::timeout, "deadline passed before the call was made; not sent");
   if (options.cancel.stop_requested()) return refuse(call_error::cancelled, "cancelled by the caller before it was sent");
@@ -154,8 +146,9 @@ void shard_downstreams::call(const downstream_spec& spec, std::string_view metho
   }
   if (_closing) return refuse(call_error::connection_closed, describe_target(spec) + ": the server is stopping");
   downstream_target& t = target_of(spec);
-  const std::int64_t now = now_ns();
-  if (t.conn == nullptr && t.retry_at_ns > now) {
+  // The clock is read only while a backoff is on: a call on a live connection pays nothing.
+  const std::int64_t now = t.conn == nullptr && t.retry_at_ns != 0 ? now_ns() : 0;
+  if (now != 0 && t.retry_at_ns > now) {
     // Nothing was sent: retrying later is safe, and a dead target costs this shard nothing.
     return refuse(call_error::connection_closed,
                   describe_target(spec) + " is down: " + t.down_why + "; next attempt in " +
@@ -345,10 +338,7 @@ bool shard_downstreams::on_frame(downstream_conn* c, std::span<const std::byte> 
   }
   if (v.kind == wire::Kind::Error && v.call_id == 0) {
     // A connection-level error (e.g. our frame was too large): the downstream closes next.
-    call_outcome o;
-    o.error = call_error::server_status;
-    o.code = v.code;
-    o.message = v.message;
+    const call_outcome o = connection_error_outcome(v);
     c->inflight.drain([&](downstream_call* k) { complete(k, o); });
     fail_connection(c, call_error::server_status, v.message);
     return false;
@@ -362,7 +352,7 @@ bool shard_downstreams::on_frame(downstream_conn* c, std::span<const std::byte> 
   try {
     complete(k, outcome_of_answer(v, caps, refused));
   } catch (const std::bad_alloc&) {
-    complete(k, downstream_failure(call_error::connection_closed, "out of memory"));
+    complete(k, failed_outcome(call_error::connection_closed, "out of memory"));
   }
   return true;
 }
@@ -456,7 +446,7 @@ void shard_downstreams::take_cancels() noexcept {
     if (!k->finished) {
       downstream_conn* c = k->conn;
       c->inflight.take(k->id);
-      complete(k, downstream_failure(call_error::cancelled, cancel_message(k->cancel_requested.load(std::memory_order_acquire))));
+      complete(k, failed_outcome(call_error::cancelled, cancel_message(k->cancel_requested.load(std::memory_order_acquire))));
       // As for a timeout: the downstream drops it if queued, its handler sees cancelled().
       if (c->st == downstream_conn::state::open) send_cancel(c, k->id);
     }
@@ -478,7 +468,7 @@ void shard_downstreams::expire(std::int64_t now) noexcept {
     if (k->seq != d.seq || k->finished) continue;  // answered already (or reused since)
     downstream_conn* c = k->conn;
     c->inflight.take(k->id);
-    complete(k, downstream_failure(call_error::timeout, "deadline passed before the reply arrived"));
+    complete(k, failed_outcome(call_error::timeout, "deadline passed before the reply arrived"));
     // The downstream would otherwise run (or keep running) a call nobody waits for.
     if (c->st == downstream_conn::state::open) send_cancel(c, d.call->id);
   }
@@ -494,8 +484,7 @@ void shard_downstreams::send_cancel(downstream_conn* c, std::uint64_t id) noexce
   downstream_call* k = nullptr;
   try {
     k = get_call();
-    k->cancel_frame = true;
-    k->finished = true;
+    k->finished = true;  // a Cancel frame: nobody waits for it
     k->conn = c;
     frame_view f;
     f.call_id = id;
@@ -528,7 +517,7 @@ void shard_downstreams::fail_connection(downstream_conn* c, call_error e, std::s
   }
   call_outcome o;
   try {
-    o = downstream_failure(e, why);
+    o = failed_outcome(e, why);
   } catch (...) {
   }
   c->inflight.drain([&](downstream_call* k) { complete(k, o); });

@@ -46,7 +46,7 @@ class shard_downstreams;
 /// Who asked to cancel a downstream call.
 enum class downstream_cancel : std::uint8_t { none = 0, stop_token, parent };
 
-/// One downstream call (or a Cancel frame the shard sends), pooled per shard.
+/// One downstream call (or a Cancel frame the shard sends, born `finished`), pooled per shard.
 struct downstream_call {
   mpsc_node cancel_node;  // in shard_downstreams::_cancels once a trigger fired
   downstream_call* wq_next = nullptr;
@@ -56,7 +56,6 @@ struct downstream_call {
   std::int64_t deadline_ns = 0;
   call_callback done;
   std::vector<std::byte> frame;
-  bool cancel_frame = false;  // a Cancel frame: nobody waits for it
   bool written = false;       // the frame left (or never will)
   bool finished = false;      // the callback has run
   bool counted = false;       // holds one of its target's pending calls and its bytes
