@@ -461,6 +461,7 @@ TEST(Coroutines, SerialCoroutineEndpointsAreRefused) {
 // form adds nothing per call (its frame is made once; its callback captures one pointer and
 // fits std::function's local buffer).
 TEST(Coroutines, AwaitedCallsAllocateNoMoreThanCallbacks) {
+  RINGRPC_SKIP_UNLESS_NEW_REPLACED();
   auto backend = test::builtin_server(test::threads(1, 1));
   auto c = client::connect("127.0.0.1", backend->port());
   constexpr int n = 2000;
@@ -506,6 +507,7 @@ TEST(Coroutines, AwaitedCallsAllocateNoMoreThanCallbacks) {
 // Without memory for the reply's copy, the coroutine still resumes, with an error (before, the
 // completion threw inside the client's callback and the coroutine was never resumed).
 TEST(Coroutines, ACompletionWithoutMemoryStillResumes) {
+  RINGRPC_SKIP_UNLESS_NEW_REPLACED();
   auto backend = test::builtin_server(test::threads(1, 1));
   auto c = client::connect("127.0.0.1", backend->port());
   const std::string payload(77'777, 'm');
@@ -583,6 +585,7 @@ TEST(Coroutines, ToPoolOntoAShutDownPool) {
 // call_result's copy of the reply; the parent's cancel trigger is stored in place and frames
 // come from the frame pool. The rest is the two calls' own (request frames, reply buffers).
 TEST(Coroutines, AProxiedCallAllocatesAFixedNumberOfTimes) {
+  RINGRPC_SKIP_UNLESS_NEW_REPLACED();
   server_options o = test::threads(1, 1);
   proxy_pair p(o);
   p.proxy->start();
