@@ -7,6 +7,7 @@
 /// thread may call any operation (the handle is thread-safe), but messages written from several
 /// threads at once have no order among them. The blocking operations (write_wait, read,
 /// finish) throw std::logic_error on a client runtime's thread, where they would wait forever.
+/// Coroutines await the same operations without blocking: ringrpc/stream_coro.hpp.
 ///
 /// Memory: unread messages are bounded by the receive window announced at the open
 /// (stream_options::window_*; a message beyond it ends the stream with protocol_error), plus
@@ -131,6 +132,7 @@ class client_stream {
   std::size_t buffered_bytes() const noexcept;
 
  private:
+  friend struct detail::client_access;
   std::shared_ptr<detail::client_stream_state> _state;
 };
 

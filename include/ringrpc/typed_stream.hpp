@@ -27,6 +27,8 @@
 #include "ringrpc/client_stream.hpp"
 #include "ringrpc/service.hpp"
 #include "ringrpc/stream.hpp"
+#include "ringrpc/stream_coro.hpp"
+#include "ringrpc/task.hpp"
 #include "ringrpc/export.hpp"
 
 RINGRPC_API_BEGIN
@@ -166,6 +168,42 @@ class typed_client_stream {
     return detail::to_result<Reply>(finish(timeout), _method);
   }
   bool ended() const noexcept { return _bad.has_value() || _raw.ended(); }
+
+  // The coroutine forms (ringrpc/stream_coro.hpp): the same results, waiting without a thread.
+  // The stream must outlive the co_await; one reading and one writing coroutine at a time.
+
+  /// write(), waiting for credit and for room in max_pending_bytes (co_write on the raw stream).
+  task<write_result> co_write(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<Request> root) {
+    const write_result r = co_await ringrpc::co_write(_raw, detail::finish(fbb, root));
+    fbb.Clear();
+    co_return r;
+  }
+  /// read(), waiting for the next message or the end.
+  task<std::optional<result<Reply>>> co_read() {
+    if (_bad) co_return std::nullopt;
+    auto bytes = co_await ringrpc::co_read(_raw);
+    if (!bytes) co_return std::nullopt;
+    result<Reply> r = result<Reply>::verified(std::move(*bytes), _method.full_name, _method.reply_type);
+    if (!r.ok()) {
+      _bad = r.error().message;
+      _raw.cancel();
+    }
+    co_return std::optional<result<Reply>>(std::move(r));
+  }
+  /// finish(), waiting for the end without a limit of its own.
+  task<call_result> co_finish() {
+    call_result r = co_await ringrpc::co_finish(_raw);
+    if (_bad) {
+      r.error = _bad_kind;
+      r.code = status::ok;
+      r.message = *_bad;
+      r.payload.clear();
+    }
+    co_return r;
+  }
+  /// finish_reply(), waiting: a client stream's answer verified as a Reply, or the end's error.
+  task<result<Reply>> co_finish_reply() { co_return detail::to_result<Reply>(co_await co_finish(), _method); }
+
   /// The raw stream: headers(), id(), kind(), buffered_bytes().
   client_stream& raw() noexcept { return _raw; }
 

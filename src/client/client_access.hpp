@@ -11,6 +11,8 @@
 
 namespace ringrpc::detail {
 
+struct client_stream_state;
+
 struct client_access {
   /// client::open_stream, with two additions for a channel (channel_streams.cpp): the stream
   /// keeps `hold` until its end (the loop releases it in end_stream, on the runtime's thread;
@@ -23,6 +25,8 @@ struct client_access {
   /// A handle whose stream ended before it opened, with that end (its code set, as for a
   /// client's own ends).
   static client_stream ended_stream(stream_kind kind, call_error e, status code, std::string_view why);
+  /// The state a handle names (null for a default-made one).
+  static client_stream_state* state_of(client_stream& s) noexcept { return s._state.get(); }
 };
 
 }  // namespace ringrpc::detail

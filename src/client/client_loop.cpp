@@ -346,8 +346,31 @@ void client_loop::complete(pending* p, const call_outcome& o) noexcept {
 void client_loop::uncount(pending* p) noexcept {
   if (!p->counted) return;
   p->counted = false;
-  p->conn->pending_bytes.fetch_sub(p->frame.size(), std::memory_order_relaxed);
-  if (p->kind != pending::what::stream_frame) p->conn->pending_calls.fetch_sub(1, std::memory_order_relaxed);
+  client_conn* c = p->conn;
+  // seq_cst (the same locked instruction on x86): a co_write that counted itself in
+  // room_waiters and then found the budget full is seen by the load below.
+  c->pending_bytes.fetch_sub(p->frame.size(), std::memory_order_seq_cst);
+  if (p->kind != pending::what::stream_frame) c->pending_calls.fetch_sub(1, std::memory_order_relaxed);
+  if (c->room_waiters.load(std::memory_order_seq_cst) != 0) [[unlikely]] wake_room_writers(c);
+}
+
+void client_loop::wake_room_writers(client_conn* c) noexcept {
+  // Taken out stream by stream under each one's lock, woken after: one resumed inline here (no
+  // home) runs on this thread and may post to the loop, never touch the table being walked.
+  coro_waiter* woken = nullptr;
+  c->streams.for_each([&](client_stream_state& s) {
+    const std::lock_guard lock(s.mu);
+    if (s.writer == nullptr || !s.writer_needs_room) return;
+    s.wake_writer_locked();
+    coro_waiter* w = std::exchange(s.woken, nullptr);
+    while (w != nullptr) {
+      coro_waiter* next = w->next;
+      w->next = woken;
+      woken = w;
+      w = next;
+    }
+  });
+  wake_all(woken);
 }
 
 void client_loop::send_cancel(client_conn* c, std::uint64_t id) noexcept {

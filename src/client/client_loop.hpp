@@ -134,6 +134,10 @@ struct client_conn {
   /// a stream handle's frames) and not yet taken by the loop: the connection is not freed
   /// before they are (maybe_free).
   std::atomic<std::uint32_t> posted_by_callers{0};
+  /// Coroutines parked in co_write for room in max_pending_bytes (client_stream_coro.cpp): the
+  /// loop wakes them as bytes leave (uncount). Paired with pending_bytes by seq_cst, so that a
+  /// writer counted after a check that found no room is seen by the next give-back.
+  std::atomic<std::uint32_t> room_waiters{0};
 
   /// Reserves room for one request of `bytes`; false (nothing reserved) when the connection
   /// is at one of its limits.
@@ -227,6 +231,7 @@ class client_loop {
   void written(pending* p) noexcept;
   void complete(pending* p, const call_outcome& o) noexcept;
   void uncount(pending* p) noexcept;
+  void wake_room_writers(client_conn* c) noexcept;
   void send_cancel(client_conn* c, std::uint64_t id) noexcept;
   void on_cancel_call(pending* m) noexcept;
   void mark_dirty(client_conn* c);

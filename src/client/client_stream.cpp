@@ -15,6 +15,7 @@
 #include "client/client_access.hpp"
 #include "client/client_interceptors.hpp"
 #include "client/client_loop.hpp"
+#include "client/client_stream_ops.hpp"
 #include "client/client_stream_state.hpp"
 #include "client/request_encoder.hpp"
 
@@ -78,6 +79,10 @@ bool end_here_locked(client_stream_state& s, const call_outcome& o) noexcept {
   return true;
 }
 
+}  // namespace
+
+namespace detail {
+
 // Writes `m` if the stream is open, writable and has credit, and the connection has room for
 // its bytes; s.mu held. The bytes count in max_pending_bytes, as a call's request does, until
 // they have left: the server's credit alone would let it make the client buffer without end.
@@ -120,12 +125,16 @@ void consumed_locked(client_stream_state& s, std::size_t bytes) {
 
 // cancel(): ends the stream here with `o`, dropping what was not read; false when it had ended.
 bool cancel_with(client_stream_state& s, const call_outcome& o) noexcept {
-  const std::lock_guard lock(s.mu);
+  const detail::stream_lock lock(s);
   if (!end_here_locked(s, o)) return false;
   s.inbox.clear();
   s.buffered = 0;
   return true;
 }
+
+}  // namespace detail
+
+namespace {
 
 // A handle whose stream ended before it could open.
 client_stream ended_stream(stream_kind kind, call_error e, status code, std::string_view why) {
@@ -135,6 +144,13 @@ client_stream ended_stream(stream_kind kind, call_error e, status code, std::str
 }
 
 }  // namespace
+
+void detail::client_stream_state::wake_writer_locked() noexcept {
+  if (writer == nullptr) return;
+  if (std::exchange(writer_needs_room, false)) conn->room_waiters.fetch_sub(1, std::memory_order_seq_cst);
+  writer->next = woken;
+  woken = std::exchange(writer, nullptr);
+}
 
 client_stream::client_stream(std::shared_ptr<detail::client_stream_state> state) noexcept
     : _state(std::move(state)) {}
@@ -185,7 +201,8 @@ std::optional<std::vector<std::byte>> client_stream::read(std::chrono::nanosecon
   if (!_state) return std::nullopt;
   refuse_on_runtime_thread("read");
   client_stream_state& s = *_state;
-  lock_type lock(s.mu);
+  detail::stream_lock locked(s);  // the credit it gives back may end the stream (out of memory)
+  lock_type& lock = locked.lock;
   if (!wait(s, lock, timeout, [&] { return !s.inbox.empty() || s.ended; }) || s.inbox.empty()) return std::nullopt;
   std::vector<std::byte> m = std::move(s.inbox.front());
   s.inbox.pop_front();
@@ -197,13 +214,14 @@ std::optional<std::vector<std::byte>> client_stream::read(std::chrono::nanosecon
 bool client_stream::half_close() {
   if (!_state) return false;
   client_stream_state& s = *_state;
-  const std::lock_guard lock(s.mu);
+  const detail::stream_lock lock(s);
   if (s.ended || s.half_closed || s.kind == stream_kind::server) return false;
   detail::frame_view f;
   f.kind = wire::Kind::StreamHalfClose;
   post_locked(s, encode(s, f));
   s.half_closed = true;
-  s.cv.notify_all();  // a write_wait blocked for credit returns: nothing more may be written
+  s.cv.notify_all();  // a writer waiting for credit goes on: nothing more may be written
+  s.wake_writer_locked();
   return true;
 }
 
@@ -223,7 +241,8 @@ call_result client_stream::finish(std::chrono::nanoseconds timeout) {
   refuse_on_runtime_thread("finish");
   client_stream_state& s = *_state;
   const auto until = std::chrono::steady_clock::now() + std::min(timeout, no_limit);
-  lock_type lock(s.mu);
+  detail::stream_lock locked(s);
+  lock_type& lock = locked.lock;
   for (;;) {
     // Unread messages are discarded, their credit given back, so the server can reach its end.
     while (!s.inbox.empty()) {

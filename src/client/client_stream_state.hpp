@@ -16,8 +16,10 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
+#include "base/coro_waiter.hpp"
 #include "ringrpc/client.hpp"
 #include "ringrpc/stream.hpp"
 #include "wire/stream_credit.hpp"
@@ -52,7 +54,8 @@ struct client_stream_state {
   std::shared_ptr<client_stream_state> loop_ref;  // while in the connection's table
   bool heard = false;  // a frame of the server came for it (an old server's refusal comes first)
 
-  // --- Under mu. The loop notifies cv on every arrival, grant and end; readers and writers wait on it.
+  // --- Under mu. The loop notifies cv on every arrival, grant and end; readers and writers wait on
+  // it, and coroutines park on `reader` and `writer` (client_stream_coro.cpp), woken with it.
   mutable std::mutex mu;
   std::condition_variable cv;
   send_credit send{default_stream_window_messages, default_stream_window_bytes};  // the server's grants
@@ -67,6 +70,24 @@ struct client_stream_state {
   // make), allocated at the open so that it reaches the loop, and the server its Cancel, with no
   // memory left; taken by whichever side ends the stream first (the loop recycles it unused).
   pending* end_notice = nullptr;
+  // A coroutine reading (co_read, co_finish) and one writing (co_write), parked: taken out
+  // (wake_*_locked) where cv is notified, and woken by the stream_lock after it unlocks.
+  coro_waiter* reader = nullptr;
+  coro_waiter* writer = nullptr;
+  // The writer waits for room in the connection's max_pending_bytes, not for credit: it is
+  // counted in conn->room_waiters, which the loop looks at as bytes leave (client_loop::uncount).
+  bool writer_needs_room = false;
+  coro_waiter* woken = nullptr;  // taken out, to be woken after the unlock
+
+  /// Moves the parked reader to `woken`; call with mu held.
+  void wake_reader_locked() noexcept {
+    if (reader == nullptr) return;
+    reader->next = woken;
+    woken = std::exchange(reader, nullptr);
+  }
+  /// Moves the parked writer to `woken`, uncounting a wait for room; call with mu held (the
+  /// connection is alive while the stream has not ended, and ends wake before they count).
+  void wake_writer_locked() noexcept;  // client_stream.cpp
 
   /// Sets the end unless there is one already; call with mu held. Never throws: without memory
   /// for the message and metadata, the end keeps its error and code alone.
@@ -82,8 +103,31 @@ struct client_stream_state {
       end.code = o.code;
     }
     cv.notify_all();
+    wake_reader_locked();
+    wake_writer_locked();
     return true;
   }
+};
+
+/// A client_stream_state's lock, which wakes the coroutines taken out under it once it has
+/// unlocked: resumed inline (a coroutine with no home), one may take the lock again at once.
+/// Every place that may wake one (an arrival, a grant, an end, a half-close) locks with it.
+class stream_lock {
+ public:
+  explicit stream_lock(client_stream_state& s) : lock(s.mu), _s(s) {}
+  ~stream_lock() {
+    if (!lock.owns_lock()) lock.lock();
+    coro_waiter* w = std::exchange(_s.woken, nullptr);
+    lock.unlock();
+    wake_all(w);
+  }
+  stream_lock(const stream_lock&) = delete;
+  stream_lock& operator=(const stream_lock&) = delete;
+
+  std::unique_lock<std::mutex> lock;  // for the condition variable's waits
+
+ private:
+  client_stream_state& _s;
 };
 
 /// An outcome of the client's own making (no server frame): error, code and message.

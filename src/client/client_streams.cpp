@@ -127,9 +127,10 @@ void client_loop::on_stream_frame(client_conn* c, const frame_view& v) noexcept 
     case wire::Kind::StreamCredit: {
       bool granted = false;
       {
-        const std::lock_guard lock(s->mu);
+        const stream_lock lock(*s);
         granted = s->send.grant(v.credit_messages, v.credit_bytes);
         s->cv.notify_all();
+        s->wake_writer_locked();
       }
       if (!granted) {
         end_stream(c, s, local_end(call_error::protocol_error, status::internal, "the server's credit grant overflows"),
@@ -169,7 +170,7 @@ void client_loop::on_stream_frame(client_conn* c, const frame_view& v) noexcept 
 void client_loop::on_stream_message(client_conn* c, client_stream_state* s, const frame_view& v) noexcept {
   enum class fault { none, beyond_credit, out_of_memory } f = fault::none;
   {
-    const std::lock_guard lock(s->mu);
+    const stream_lock lock(*s);
     if (s->ended) return;  // cancelled by its handle: the Cancel is on its way
     if (!s->receive.arrive(v.payload.size())) {
       f = fault::beyond_credit;
@@ -183,6 +184,7 @@ void client_loop::on_stream_message(client_conn* c, client_stream_state* s, cons
         s->inbox.emplace_back(v.payload.begin(), v.payload.end());
         s->buffered += v.payload.size();
         s->cv.notify_all();
+        s->wake_reader_locked();
       } catch (const std::bad_alloc&) {
         f = fault::out_of_memory;
       }
@@ -216,7 +218,7 @@ void client_loop::end_stream(client_conn* c, client_stream_state* s, const call_
   bool first_end = false;
   call_result handle_end;  // the end the handle set first (cancel), for the interceptors
   {
-    const std::lock_guard lock(s->mu);
+    const stream_lock lock(*s);
     first_end = s->end_with(o);  // no-op when the handle ended it first (cancel)
     unused_notice = std::exchange(s->end_notice, nullptr);
     if (!first_end && s->intercepted) {

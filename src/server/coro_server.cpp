@@ -13,6 +13,7 @@
 #include "exec/worker_pool.hpp"
 #include "seam/server_seam.hpp"
 #include "server/coro_frames.hpp"
+#include "server/coro_runner.hpp"
 #include "server/server_core.hpp"
 #include "server/shard.hpp"
 
@@ -49,38 +50,13 @@ void answer_if_unanswered(deferred_reply& reply, const std::exception_ptr& error
   }
 }
 
-// The coroutine that owns one handler invocation. Its promise holds the frame's context, which
-// the tasks it awaits inherit (coro_abi::context_carrier); it starts at once and frees itself.
-struct handler_run {
-  struct promise_type : coro_abi::pooled_frame, coro_abi::context_carrier {
-    coro_abi::frame_context context;
-    promise_type() noexcept { coro_context = &context; }
-    handler_run get_return_object() const noexcept { return {}; }
-    std::suspend_never initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }  // the body catches all
-  };
-};
-
-// Yields the running handler_run's context (never suspends).
-struct own_context {
-  coro_abi::frame_context* context = nullptr;
-  bool await_ready() const noexcept { return false; }
-  bool await_suspend(std::coroutine_handle<handler_run::promise_type> h) noexcept {
-    context = &h.promise().context;
-    return false;
-  }
-  coro_abi::frame_context& await_resume() const noexcept { return *context; }
-};
-
 // One handler invocation. The registry entry (registry.enter()) was taken by the caller; the
 // frame leaves it last, once everything it owns is gone: the reply (whose state names the
 // server), the handler object, the call's hub. Nothing after leave() touches the server or
 // its pools, which stop() may destroy from then on.
-handler_run run_coro_handler(detail::server_core* core, coro_abi::coro_home* home, detail::shard* on_shard,
+detail::handler_run run_coro_handler(detail::server_core* core, coro_abi::coro_home* home, detail::shard* on_shard,
                              std::string_view method, const coro_handler_fn* fn_in, deferred_reply* reply_in) {
-  coro_abi::frame_context& ctx = co_await own_context{};
+  coro_abi::frame_context& ctx = co_await detail::own_context{};
   ctx.core = core;
   ctx.home = home;
   if (on_shard != nullptr) {

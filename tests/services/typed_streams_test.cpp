@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <map>
 #include <memory>
 #include <new>
@@ -20,6 +21,7 @@
 #include "ringrpc/client.hpp"
 #include "ringrpc/reflection.hpp"
 #include "ringrpc/server.hpp"
+#include "ringrpc/task.hpp"
 #include "ringrpc/typed_stream.hpp"
 #include "streamer_service.hpp"
 #include "test_support.hpp"
@@ -92,6 +94,48 @@ TEST_F(typed_streams, client_stream_answers_once) {
   ASSERT_TRUE(answer.ok()) << answer.error().describe();
   EXPECT_EQ(answer->index(), 3u);
   EXPECT_EQ(answer->text()->str(), "c");
+}
+
+// The coroutine forms (ringrpc/stream_coro.hpp): a server stream read with co_read, a client
+// stream written with co_write and answered through co_finish_reply, with no thread waiting.
+TEST_F(typed_streams, coroutines_read_and_write_typed_streams) {
+  auto body = [this]() -> task<std::uint32_t> {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto generated = stub().Generate(fbb, CreateStreamRequestDirect(fbb, 300, "co"));
+    std::uint32_t next = 0;
+    while (auto m = co_await generated.co_read()) {
+      EXPECT_TRUE(m->ok()) << m->error().describe();
+      if (!m->ok()) break;
+      EXPECT_EQ((*m)->index(), next);
+      EXPECT_EQ((*m)->text()->str(), "co");
+      ++next;
+    }
+    EXPECT_TRUE((co_await generated.co_finish()).ok());
+    auto collected = stub().Collect();
+    for (std::uint32_t i = 0; i < 200; ++i) {
+      EXPECT_EQ(co_await collected.co_write(fbb, CreateStreamRequestDirect(fbb, 0, std::to_string(i).c_str())),
+                write_result::ok);
+    }
+    EXPECT_TRUE(collected.half_close());
+    const result<StreamReply> answer = co_await collected.co_finish_reply();
+    EXPECT_TRUE(answer.ok()) << answer.error().describe();
+    if (answer.ok()) {
+      EXPECT_EQ(answer->index(), 200u);
+      EXPECT_EQ(answer->text()->str(), "199");
+    }
+    co_return next;
+  };
+  std::promise<std::uint32_t> done;
+  start_detached(body(), [&done](task_outcome<std::uint32_t>& o) {
+    try {
+      done.set_value(o.value());
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  });
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(f.get(), 300u);
 }
 
 TEST_F(typed_streams, bidi_stream_echoes_100000_messages_in_order) {
