@@ -30,6 +30,11 @@ struct coro_waiter {
   void wake() noexcept {
     if (state.exchange(woken, std::memory_order_acq_rel) == suspended) coro_abi::resume(slot);
   }
+  /// wake(), resuming on this thread: for a caller already at the coroutine's home (a worker of
+  /// its pool), where queueing the resumption would only add a hop.
+  void wake_here() noexcept {
+    if (state.exchange(woken, std::memory_order_acq_rel) == suspended) slot.handle.resume();
+  }
 };
 
 /// Wakes every waiter of a list linked by `next` (each read before its wake).

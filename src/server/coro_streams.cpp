@@ -38,6 +38,7 @@ class coro_stream_state {
   std::vector<std::byte> message;  // the one message handed on and not yet read (capacity kept)
   bool has_message = false;
   bool handed_out = false;  // `message` is the coroutine's until its next co_read
+  bool paused = false;      // reading is paused until the coroutine has read `message`
   bool half_closed = false;
   bool ended = false;
   // on_writable()s so far: a co_write that saw would_block parks only if none came since it
@@ -97,6 +98,20 @@ namespace {
 using detail::coro_stream_state;
 using detail::coro_waiter;
 
+// Wakes `w` from one of the stream's callbacks. They run on the method's pool, the coroutine's
+// home unless to_pool moved it: then it runs here at once, inside the callback, instead of
+// queued behind it. A message it reads and echoes there goes out with the message's own release
+// (the stream's carrier), as a callback's write does.
+void wake_from_lane(coro_waiter* w) noexcept {
+  if (w == nullptr) return;
+  detail::thread_pool* here = detail::thread_pool::current();
+  if (here != nullptr && w->slot.home == here->home()) {
+    w->wake_here();
+  } else {
+    w->wake();
+  }
+}
+
 // The stream's callbacks: each records what happened and wakes the coroutine waiting for it.
 class coro_stream_callbacks final : public stream_handler {
  public:
@@ -110,16 +125,25 @@ class coro_stream_callbacks final : public stream_handler {
       try {
         _s->message.assign(m.begin(), m.end());
         _s->has_message = true;
-        // The next message waits in the connection until the coroutine has read this one.
-        stream.pause_reading();
       } catch (const std::bad_alloc&) {
         copied = false;
       }
       w = std::exchange(_s->reader, nullptr);
     }
-    // The end (on_done) wakes the reader again; waking it here is harmless.
-    if (!copied) stream.fail(status::resource_exhausted, "server out of memory for a stream message");
-    if (w != nullptr) w->wake();
+    if (!copied) {
+      // The end (on_done) wakes the reader again; waking it here is harmless.
+      stream.fail(status::resource_exhausted, "server out of memory for a stream message");
+      wake_from_lane(w);
+      return;
+    }
+    wake_from_lane(w);
+    // Unless the coroutine has read it and asked for the next already (it ran here), the next
+    // message waits in the connection until it does.
+    const std::lock_guard lock(_s->mu);
+    if (_s->has_message && !_s->paused) {
+      _s->paused = true;
+      stream.pause_reading();
+    }
   }
   void on_half_close(server_stream&) override {
     coro_waiter* w = nullptr;
@@ -128,7 +152,7 @@ class coro_stream_callbacks final : public stream_handler {
       _s->half_closed = true;
       w = std::exchange(_s->reader, nullptr);
     }
-    if (w != nullptr) w->wake();
+    wake_from_lane(w);
   }
   void on_writable(server_stream&) override {
     coro_waiter* w = nullptr;
@@ -137,7 +161,7 @@ class coro_stream_callbacks final : public stream_handler {
       ++_s->writable;
       w = std::exchange(_s->writer, nullptr);
     }
-    if (w != nullptr) w->wake();
+    wake_from_lane(w);
   }
   // Every end, the handler's own included, comes here last.
   void on_done(status) override {
@@ -149,8 +173,8 @@ class coro_stream_callbacks final : public stream_handler {
       r = std::exchange(_s->reader, nullptr);
       w = std::exchange(_s->writer, nullptr);
     }
-    if (r != nullptr) r->wake();
-    if (w != nullptr) w->wake();
+    wake_from_lane(r);
+    wake_from_lane(w);
   }
 
  private:
@@ -211,10 +235,10 @@ task<std::optional<std::span<const std::byte>>> co_read(coro_stream& stream) {
     const std::lock_guard lock(s.mu);
     if (std::exchange(s.handed_out, false)) {
       s.has_message = false;
-      next = true;
+      next = std::exchange(s.paused, false);
     }
   }
-  // The message handed out before is done with: the next may come.
+  // The message handed out before is done with: the next may come (if it was held back).
   if (next) s.handle.resume_reading();
   for (;;) {
     std::optional<std::span<const std::byte>> m;
