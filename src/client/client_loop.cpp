@@ -347,10 +347,14 @@ void client_loop::uncount(pending* p) noexcept {
   if (!p->counted) return;
   p->counted = false;
   client_conn* c = p->conn;
+  if (p->kind != pending::what::stream_frame) c->pending_calls.fetch_sub(1, std::memory_order_relaxed);
+  give_back_bytes(c, p->frame.size());
+}
+
+void client_loop::give_back_bytes(client_conn* c, std::size_t bytes) noexcept {
   // seq_cst (the same locked instruction on x86): a co_write that counted itself in
   // room_waiters and then found the budget full is seen by the load below.
-  c->pending_bytes.fetch_sub(p->frame.size(), std::memory_order_seq_cst);
-  if (p->kind != pending::what::stream_frame) c->pending_calls.fetch_sub(1, std::memory_order_relaxed);
+  c->pending_bytes.fetch_sub(bytes, std::memory_order_seq_cst);
   if (c->room_waiters.load(std::memory_order_seq_cst) != 0) [[unlikely]] wake_room_writers(c);
 }
 

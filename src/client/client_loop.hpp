@@ -146,19 +146,20 @@ struct client_conn {
       pending_calls.fetch_sub(1, std::memory_order_relaxed);
       return false;
     }
-    if (pending_bytes.fetch_add(bytes, std::memory_order_relaxed) >= max_pending_bytes) {
-      pending_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    if (!admit_bytes(bytes)) {
       pending_calls.fetch_sub(1, std::memory_order_relaxed);
       return false;
     }
     return true;
   }
-  /// Reserves room for `bytes` of a stream's message, which holds no call of its own.
+  /// Reserves room for `bytes` of a stream's message, which holds no call of its own. Adds only
+  /// when it admits (no add and roll back): a co_write that saw the budget full during a
+  /// refused request's passing add would wait for a give-back that never comes.
   bool admit_bytes(std::size_t bytes) noexcept {
-    if (pending_bytes.fetch_add(bytes, std::memory_order_relaxed) >= max_pending_bytes) {
-      pending_bytes.fetch_sub(bytes, std::memory_order_relaxed);
-      return false;
-    }
+    std::size_t now = pending_bytes.load(std::memory_order_relaxed);
+    do {
+      if (now >= max_pending_bytes) return false;
+    } while (!pending_bytes.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed));
     return true;
   }
 
@@ -231,6 +232,8 @@ class client_loop {
   void written(pending* p) noexcept;
   void complete(pending* p, const call_outcome& o) noexcept;
   void uncount(pending* p) noexcept;
+  /// Gives back `bytes` of c's max_pending_bytes and wakes the co_writes waiting for room.
+  void give_back_bytes(client_conn* c, std::size_t bytes) noexcept;
   void wake_room_writers(client_conn* c) noexcept;
   void send_cancel(client_conn* c, std::uint64_t id) noexcept;
   void on_cancel_call(pending* m) noexcept;

@@ -66,7 +66,12 @@ void client_loop::accept_stream_open(pending* p) noexcept {
       inserted = false;
     }
   }
-  if (inserted) keep_alive_for_streams(c);
+  if (inserted) {
+    keep_alive_for_streams(c);
+    // A co_write on this stream may have parked for room before it was in the table, where a
+    // give-back since (this turn's completions come before the inbox) did not look.
+    if (c->room_waiters.load(std::memory_order_seq_cst) != 0) wake_room_writers(c);
+  }
   if (!inserted) {
     // Never sent, so nothing to tell the server. A stream its handle cancelled keeps that end.
     put_pending(p);
@@ -212,7 +217,7 @@ void client_loop::end_stream(client_conn* c, client_stream_state* s, const call_
   // (and a channel's member its count) free. The opener's hold goes at the end, not when the
   // handle goes: a channel's member is busy with the stream until then.
   c->pending_calls.fetch_sub(1, std::memory_order_relaxed);
-  c->pending_bytes.fetch_sub(s->admitted_bytes, std::memory_order_relaxed);
+  give_back_bytes(c, s->admitted_bytes);  // room for the co_writes of other streams waiting for it
   s->opener_hold.reset();
   pending* unused_notice = nullptr;
   bool first_end = false;

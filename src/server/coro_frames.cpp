@@ -83,12 +83,23 @@ std::stop_token coro_frame_registry::token_of(coro_abi::frame_context& f) {
 }
 
 void coro_frame_registry::cancel_all() noexcept {
-  std::lock_guard lock(_mu);
+  // The stop callbacks run outside the mutex: one may resume its frame on this thread (a frame
+  // parked on a client stream, whose cancel wakes it, once its home takes no more), and a frame
+  // that ends leaves the registry under this mutex. So: mark every frame, then take them one at
+  // a time, each source copied (which shares its state, alive if the frame leaves meanwhile) and
+  // fired after the unlock. Frames made from now on find `_cancelled` (token_of fires theirs).
+  std::unique_lock lock(_mu);
   _cancelled = true;
-  for (coro_abi::frame_context* f = _head; f != nullptr; f = f->next) {
-    f->cancelled = true;
-    // Runs the stop callbacks here: the clients' triggers only post a cancel to their loops.
-    if (f->stop) f->stop->request_stop();
+  for (coro_abi::frame_context* f = _head; f != nullptr; f = f->next) f->cancelled = true;
+  for (;;) {
+    coro_abi::frame_context* f = _head;
+    while (f != nullptr && (f->stop_fired || !f->stop)) f = f->next;
+    if (f == nullptr) return;
+    f->stop_fired = true;
+    std::stop_source source = *f->stop;
+    lock.unlock();
+    source.request_stop();
+    lock.lock();
   }
 }
 

@@ -46,6 +46,7 @@ struct frame_context {
   // The frame's cancellation, made on the first call (std::stop_source allocates its state).
   std::optional<std::stop_source> stop;
   bool cancelled = false;
+  bool stop_fired = false;  // cancel_all() has fired `stop` (under the registry's mutex)
   // For a call whose options name their own token: one source both cancel (reused per call).
   struct forward {
     std::stop_source* to;

@@ -229,6 +229,26 @@ TEST(StreamCoro, ClientWritesWaitForTheConnectionsByteBudget) {
   }
 }
 
+// The bytes a stream's open holds go back at its end, which wakes a co_write on another stream
+// waiting for room (not only bytes of frames that leave).
+TEST(StreamCoro, AStreamsEndWakesAWriterWaitingForRoom) {
+  coro_streams_server s;
+  client_options co;
+  co.max_pending_bytes = 8 * 1024;
+  auto c = client::connect("127.0.0.1", s.srv->port(), co);
+  client_stream echo = c.open_stream("co_echo", stream_kind::bidi);
+  // Its open (a 9000-byte request) holds the connection's budget until it ends.
+  client_stream holder = c.open_stream("silent", stream_kind::server, bytes_of(std::string(9000, 'h')));
+  ASSERT_FALSE(holder.ended()) << holder.finish().message;
+  auto written = run(co_write(echo, std::string_view("after the holder")));
+  ASSERT_EQ(written.wait_for(100ms), std::future_status::timeout);  // no room
+  EXPECT_TRUE(holder.cancel());
+  EXPECT_EQ(get(written), write_result::ok);
+  const auto back = echo.read(20s);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(text_of(*back), "after the holder");
+}
+
 TEST(StreamCoro, TwoCoroutinesReadingOneStreamIsRefused) {
   coro_streams_server s;
   auto c = client::connect("127.0.0.1", s.srv->port());
@@ -357,6 +377,37 @@ TEST(StreamCoro, StopCancelsAHandlerFrameParkedOnAClientStream) {
   auto pending = c.call_future("tail", bytes_of(""));
   ASSERT_TRUE(test::eventually([&] { return test::frames_alive.load() == 1; }));
   proxy.stop();
+  EXPECT_EQ(ended_cancelled.load(), 1);
+  EXPECT_EQ(test::frames_alive.load(), 0);
+  EXPECT_EQ(detail::server_seam::coroutine_frames(proxy), 0u);
+  EXPECT_NE(pending.get().code, status::ok);
+}
+
+// The same on a shard (on_shard): the shard's loop has ended when stop() cancels the frame, so
+// the cancelled stream's end resumes the frame on stop()'s own thread, which must not hold the
+// frames' registry then (the frame leaves it as it ends).
+TEST(StreamCoro, StopCancelsAShardHandlerParkedOnAClientStream) {
+  coro_streams_server backend;
+  auto to_backend = client::connect("127.0.0.1", backend.srv->port());
+  server_options o = test::threads(1, 1);
+  o.drain_timeout = 200ms;
+  server proxy(o);
+  std::atomic<int> ended_cancelled{0};
+  add_coroutine_method(
+      proxy, "tail",
+      [&](deferred_reply& call) -> task<void> {
+        alive_marker alive;
+        client_stream stream = to_backend.open_stream("silent", stream_kind::server);
+        const auto m = co_await co_read(stream);
+        if (!m && stream.finish().error == call_error::cancelled) ended_cancelled.fetch_add(1);
+        call.fail(status::unavailable, "cancelled");
+      },
+      on_shard);
+  proxy.start();
+  auto c = client::connect("127.0.0.1", proxy.port());
+  auto pending = c.call_future("tail", bytes_of(""));
+  ASSERT_TRUE(test::eventually([&] { return test::frames_alive.load() == 1; }));
+  proxy.stop();  // returns (the suite's timeout is the bound)
   EXPECT_EQ(ended_cancelled.load(), 1);
   EXPECT_EQ(test::frames_alive.load(), 0);
   EXPECT_EQ(detail::server_seam::coroutine_frames(proxy), 0u);
