@@ -145,6 +145,9 @@ TEST(call_cancel, expired_deadline_is_refused_by_the_handlers_client_without_a_f
     s.add_method("a.work", [&](call_context& ctx) {
       while (ctx.remaining() > 0ns) std::this_thread::sleep_for(5ms);  // outlive the deadline
       child.set_value(to_b.call("b.work", std::string_view("late")));
+      // Answered well after the caller's deadline: a reply just past it could reach a client
+      // whose loop, on a busy machine, had not yet acted on its own timer.
+      std::this_thread::sleep_for(300ms);
       ctx.reply(std::string_view("done"));
     });
   });
