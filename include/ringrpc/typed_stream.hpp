@@ -140,28 +140,14 @@ class typed_client_stream {
   /// as an error (call_error::protocol_error); nothing is read after it.
   std::optional<result<Reply>> read(std::chrono::nanoseconds timeout = client_stream::forever) {
     if (_bad) return std::nullopt;
-    auto bytes = _raw.read(timeout);
-    if (!bytes) return std::nullopt;
-    result<Reply> r = result<Reply>::verified(std::move(*bytes), _method.full_name, _method.reply_type);
-    if (!r.ok()) {
-      _bad = r.error().message;
-      _raw.cancel();
-    }
-    return r;
+    return verified(_raw.read(timeout));
   }
   bool half_close() { return _raw.half_close(); }
   bool cancel() { return _raw.cancel(); }
   /// How the stream ended (client_stream::finish); after a message that did not verify,
   /// call_error::protocol_error saying so; for a stream that never opened, why not.
   call_result finish(std::chrono::nanoseconds timeout = client_stream::forever) {
-    call_result r = _raw.finish(timeout);
-    if (_bad) {
-      r.error = _bad_kind;
-      r.code = status::ok;
-      r.message = *_bad;
-      r.payload.clear();
-    }
-    return r;
+    return with_bad(_raw.finish(timeout));
   }
   /// finish() for a client stream: its answer verified as a Reply, or the end's error.
   result<Reply> finish_reply(std::chrono::nanoseconds timeout = client_stream::forever) {
@@ -181,25 +167,11 @@ class typed_client_stream {
   /// read(), waiting for the next message or the end.
   task<std::optional<result<Reply>>> co_read() {
     if (_bad) co_return std::nullopt;
-    auto bytes = co_await ringrpc::co_read(_raw);
-    if (!bytes) co_return std::nullopt;
-    result<Reply> r = result<Reply>::verified(std::move(*bytes), _method.full_name, _method.reply_type);
-    if (!r.ok()) {
-      _bad = r.error().message;
-      _raw.cancel();
-    }
-    co_return std::optional<result<Reply>>(std::move(r));
+    co_return verified(co_await ringrpc::co_read(_raw));
   }
   /// finish(), waiting for the end without a limit of its own.
   task<call_result> co_finish() {
-    call_result r = co_await ringrpc::co_finish(_raw);
-    if (_bad) {
-      r.error = _bad_kind;
-      r.code = status::ok;
-      r.message = *_bad;
-      r.payload.clear();
-    }
-    co_return r;
+    co_return with_bad(co_await ringrpc::co_finish(_raw));
   }
   /// finish_reply(), waiting: a client stream's answer verified as a Reply, or the end's error.
   task<result<Reply>> co_finish_reply() { co_return detail::to_result<Reply>(co_await co_finish(), _method); }
@@ -208,6 +180,28 @@ class typed_client_stream {
   client_stream& raw() noexcept { return _raw; }
 
  private:
+  // A message read, verified as a Reply; one that does not verify cancels the stream.
+  std::optional<result<Reply>> verified(std::optional<std::vector<std::byte>> bytes) {
+    if (!bytes) return std::nullopt;
+    result<Reply> r = result<Reply>::verified(std::move(*bytes), _method.full_name, _method.reply_type);
+    if (!r.ok()) {
+      _bad = r.error().message;
+      _raw.cancel();
+    }
+    return r;
+  }
+  // The end as finish() reports it: a message that did not verify (or an open that never
+  // happened) replaces the raw stream's own end.
+  call_result with_bad(call_result r) const {
+    if (_bad) {
+      r.error = _bad_kind;
+      r.code = status::ok;
+      r.message = *_bad;
+      r.payload.clear();
+    }
+    return r;
+  }
+
   client_stream _raw;
   detail::typed_method _method;
   std::optional<std::string> _bad;  // why a server message did not verify, or why it never opened

@@ -364,15 +364,10 @@ void client_loop::wake_room_writers(client_conn* c) noexcept {
   coro_waiter* woken = nullptr;
   c->streams.for_each([&](client_stream_state& s) {
     const std::lock_guard lock(s.mu);
-    if (s.writer == nullptr || !s.writer_needs_room) return;
-    s.wake_writer_locked();
-    coro_waiter* w = std::exchange(s.woken, nullptr);
-    while (w != nullptr) {
-      coro_waiter* next = w->next;
-      w->next = woken;
-      woken = w;
-      w = next;
-    }
+    if (!s.writer_needs_room) return;
+    coro_waiter* w = s.take_writer_locked();
+    w->next = woken;
+    woken = w;
   });
   wake_all(woken);
 }

@@ -145,11 +145,10 @@ client_stream ended_stream(stream_kind kind, call_error e, status code, std::str
 
 }  // namespace
 
-void detail::client_stream_state::wake_writer_locked() noexcept {
-  if (writer == nullptr) return;
+detail::coro_waiter* detail::client_stream_state::take_writer_locked() noexcept {
+  if (writer == nullptr) return nullptr;
   if (std::exchange(writer_needs_room, false)) conn->room_waiters.fetch_sub(1, std::memory_order_seq_cst);
-  writer->next = woken;
-  woken = std::exchange(writer, nullptr);
+  return std::exchange(writer, nullptr);
 }
 
 client_stream::client_stream(std::shared_ptr<detail::client_stream_state> state) noexcept

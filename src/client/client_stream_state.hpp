@@ -87,7 +87,15 @@ struct client_stream_state {
   }
   /// Moves the parked writer to `woken`, uncounting a wait for room; call with mu held (the
   /// connection is alive while the stream has not ended, and ends wake before they count).
-  void wake_writer_locked() noexcept;  // client_stream.cpp
+  void wake_writer_locked() noexcept {
+    if (coro_waiter* w = take_writer_locked()) {
+      w->next = woken;
+      woken = w;
+    }
+  }
+  /// The parked writer, taken out (a wait for room uncounted); null when none. mu held: the
+  /// connection is alive while the stream has not ended, and ends wake before they count.
+  coro_waiter* take_writer_locked() noexcept;  // client_stream.cpp
 
   /// Sets the end unless there is one already; call with mu held. Never throws: without memory
   /// for the message and metadata, the end keeps its error and code alone.
