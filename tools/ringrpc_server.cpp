@@ -303,10 +303,11 @@ class reloader {
 struct flag_spec {
   const char* names;
   const char* key;
-  const char* type;  // shown in --help; `switch_type` for a bare switch that sets the key true
+  const char* type;  // shown in --help; `switch_type` (`switch_off_type`): a bare switch that sets the key true (false)
   const char* help;
 };
 constexpr const char* switch_type = "";
+constexpr const char* switch_off_type = "-";
 
 constexpr flag_spec flag_table[] = {
     {"--host", "server.host", "HOST", "address to bind [server.host]"},
@@ -329,6 +330,8 @@ constexpr flag_spec flag_table[] = {
     {"--slow-call-us", "server.slow_call_threshold_us", "US",
      "log calls running longer; 0 = off [server.slow_call_threshold_us]"},
     {"--metrics", "server.metrics", "BOOL", "per-call metrics: true or false [server.metrics]"},
+    {"--no-grpc", "server.grpc", switch_off_type,
+     "the port speaks ringrpc frames only: no gRPC clients (docs/grpc.md) [server.grpc]"},
     {"--admin-host", "admin.host", "HOST", "address of the status pages [admin.host]"},
     {"--admin-port", "admin.port", "PORT", "serve /metrics, /status, ... on this port (0 picks one) [admin.port]"},
     {"--log-level", "logging.level", "LEVEL", "trace, debug, info, warn, error, critical, off [logging.level]"},
@@ -373,8 +376,9 @@ void add_flags(CLI::App& app, config_sources& sources) {
   for (std::size_t i = 0; i < std::size(flag_table); ++i) {
     const flag_spec& f = flag_table[i];
     std::optional<std::string>& value = sources.flags[i].value;
-    if (f.type == switch_type) {
-      app.add_flag_function(f.names, [&value](std::int64_t) { value = "true"; }, f.help);
+    if (f.type == switch_type || f.type == switch_off_type) {
+      const char* set = f.type == switch_type ? "true" : "false";
+      app.add_flag_function(f.names, [&value, set](std::int64_t) { value = set; }, f.help);
       continue;
     }
     auto* o = app.add_option_function<std::string>(f.names, [&value](const std::string& v) { value = v; }, f.help);

@@ -73,6 +73,9 @@ class record_session {
     (void)out;
     return outcome::ok;
   }
+  /// The application protocol the handshake agreed on (ALPN: "ringrpc/1", "h2"), or "" if
+  /// none was (a peer that offered none, a layer without ALPN). Only once established().
+  virtual std::string_view negotiated_protocol() const noexcept { return {}; }
 };
 
 /// Makes sessions for one listener (or one client). Thread-safe: new_server_session() is called
@@ -84,6 +87,11 @@ class record_layer {
   virtual std::string_view name() const noexcept = 0;
   /// A session for a newly accepted connection, or null if none can be made now.
   virtual std::unique_ptr<record_session> new_server_session() = 0;
+  /// The same, but ALPN may also select "h2" when the client does not offer "ringrpc/1": the
+  /// server asks for these while it serves gRPC (server_options::grpc), and serves a
+  /// connection whose negotiated_protocol() is "h2" as gRPC. Null if this layer makes none
+  /// (the server then uses new_server_session(), and gRPC clients cannot use TLS).
+  virtual std::unique_ptr<record_session> new_server_session_with_h2() { return nullptr; }
   /// The same for a connection that speaks HTTP/1.1 instead of frames (the admin port, served
   /// with the listener's certificate): ALPN selects "http/1.1" where new_server_session()
   /// selects "ringrpc/1". Null if this layer makes none.

@@ -170,6 +170,12 @@ struct server_options {
   /// Interceptors around every call that runs a handler (ringrpc/interceptor.hpp), in order:
   /// the first is the outermost. Empty (the default): a call pays two tests for them.
   server_interceptors interceptors;
+
+  /// gRPC clients on the plaintext port (docs/grpc.md): a connection whose first bytes are
+  /// HTTP/2's client preface is served as gRPC, each call reaching the method its path names,
+  /// with every check and cap a ringrpc frame meets. False: the port speaks ringrpc frames only
+  /// (a preface is then read as the frame it looks like, and refused as too large).
+  bool grpc = true;
 };
 
 // server_stats, the counters server::stats() returns: ringrpc/server_counters.hpp (one table of

@@ -172,7 +172,22 @@
     "Connections shards opened to the server's downstreams, by result.", "")                         \
   X(downstream_connects_failed, counter, "ringrpc_downstream_connects_total", "result", "failed",   \
     "", "Connects to a downstream that failed (refused, unreachable, timed out): each starts a "     \
-    "backoff.")
+    "backoff.")                                                                                      \
+  X(grpc_connections, counter, "ringrpc_grpc_connections_total", "", "",                            \
+    "Connections to the plaintext port that spoke HTTP/2 (gRPC) instead of ringrpc frames.", "")     \
+  X(grpc_calls_refused, counter, "ringrpc_grpc_calls_refused_total", "", "",                        \
+    "gRPC calls answered by the HTTP/2 layer itself, unrun: a path naming no method, compression, " \
+    "a malformed grpc-timeout or message, headers or a message over their caps.", "")               \
+  X(grpc_cancels, counter, "ringrpc_grpc_cancels_total", "", "",                                    \
+    "RST_STREAM from gRPC clients that cancelled a call the server was running.", "")               \
+  X(grpc_health_checks, counter, "ringrpc_grpc_health_checks_total", "", "",                        \
+    "grpc.health.v1.Health/Check calls answered.", "")                                              \
+  X(grpc_protocol_errors, counter, "ringrpc_grpc_connections_closed_total", "reason", "protocol",   \
+    "gRPC connections closed with GOAWAY by the server, by reason.",                                \
+    "HTTP/2 protocol errors and floods (RST_STREAM, CONTINUATION, SETTINGS, acknowledgements), "     \
+    "a client's window holding back too many replies.")                                             \
+  X(grpc_too_many_pings, counter, "ringrpc_grpc_connections_closed_total", "reason",                \
+    "too_many_pings", "", "Clients that pinged more often than gRPC's ping policy allows.")
 
 RINGRPC_API_BEGIN
 

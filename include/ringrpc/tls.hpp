@@ -73,6 +73,8 @@ class tls_context final : public record_layer {
 
   std::string_view name() const noexcept override { return "userspace OpenSSL"; }
   std::unique_ptr<record_session> new_server_session() override;
+  /// ALPN "ringrpc/1" when offered, else "h2" (gRPC clients, docs/grpc.md).
+  std::unique_ptr<record_session> new_server_session_with_h2() override;
   /// ALPN "http/1.1" (a client offering only other protocols, such as only h2, is refused).
   std::unique_ptr<record_session> new_http_server_session() override;
   std::size_t session_bytes() const noexcept override;
@@ -85,7 +87,8 @@ class tls_context final : public record_layer {
   explicit tls_context(std::unique_ptr<impl> i) noexcept;
 
  private:
-  std::unique_ptr<record_session> accepting_session(bool http);
+  enum class speaks : unsigned char { frames, frames_or_h2, http };
+  std::unique_ptr<record_session> accepting_session(speaks what);
   std::unique_ptr<impl> _impl;
 };
 

@@ -57,6 +57,7 @@ nlohmann::ordered_json config_json(const server_config& cfg) {
   js["recv_buffers_per_reader"] = s.recv_buffers_per_reader;
   js["drain_timeout_ms"] = s.drain_timeout.count();
   js["metrics"] = s.metrics;
+  js["grpc"] = s.grpc;
   js["slow_call_threshold_us"] = s.slow_call_threshold.count();
   js["sample_completions_every"] = s.sample_completions_every;
   js["max_metadata_entries"] = s.max_metadata_entries;

@@ -67,6 +67,7 @@ void read_server(context& ctx, const toml::table& t, server_options& s) {
   r.integer("recv_buffers_per_reader", s.recv_buffers_per_reader, 1, 32768);
   r.millis("drain_timeout_ms", s.drain_timeout, 0, k_day_ms);
   r.boolean("metrics", s.metrics);
+  r.boolean("grpc", s.grpc);
   std::int64_t slow_us = s.slow_call_threshold.count();
   r.integer("slow_call_threshold_us", slow_us, 0, k_day_ms * 1000);
   s.slow_call_threshold = std::chrono::microseconds(slow_us);

@@ -58,11 +58,15 @@ void add_builtin_methods(server& s) {
     const auto us = parse_micros(ctx);
     if (!us) return;
     // Sleep in slices so a cancelled call (cancel frame, vanished client, server stopping)
-    // gives its thread back early.
+    // or one past its deadline gives its thread back early.
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(*us);
     for (auto now = std::chrono::steady_clock::now(); now < until; now = std::chrono::steady_clock::now()) {
       if (ctx.cancelled()) {
         ctx.fail(status::cancelled, "sleep cancelled");
+        return;
+      }
+      if (ctx.remaining() <= std::chrono::nanoseconds::zero()) {
+        ctx.fail(status::deadline_exceeded, "sleep cut short at the call's deadline");
         return;
       }
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(1)));

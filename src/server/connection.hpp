@@ -46,6 +46,14 @@ inline const char* describe(close_cause c) noexcept {
 }
 
 
+/// What a plaintext connection's bytes are: ringrpc frames, or HTTP/2 carrying gRPC (then they
+/// pass through a session in rare->tls, as a TLS connection's do). Decided by its first bytes.
+enum class wire_protocol : std::uint8_t {
+  frames,
+  sniffing,  // the first bytes so far are a prefix of HTTP/2's client preface (shard_grpc.cpp)
+  grpc,
+};
+
 /// Where the shard is with a connection's incoming bytes; it only moves forward.
 enum class read_state : std::uint8_t {
   open,        // frames are read and run
@@ -241,6 +249,8 @@ struct connection {
   bool counted_per_address = false;  // admitted by peer_limits: released when it finishes
   bool liveness_checked = false;  // looked at once in this silence (shard::check_liveness)
   bool tls = false;  // accepted on the TLS listener: bytes pass through rare->tls (never changes)
+  wire_protocol protocol = wire_protocol::frames;
+  std::uint8_t preface_seen = 0;  // sniffing: bytes of the HTTP/2 preface matched so far
   close_cause closed_by = close_cause::peer;  // why the reader closed it, if it did
   peer_address address;  // set at hand-off, before anyone else sees it (here: it packs)
   std::size_t assembler_charged = 0;  // assembler capacity charged to the memory budget
@@ -250,6 +260,10 @@ struct connection {
   write_slot* write = nullptr;  // lent by the responder while replies are queued
 };
 static_assert(sizeof(connection) <= 216, "an idle connection's memory: see bench/idle_connections.py");
+
+/// Reader thread: the connection's bytes pass through a session (TLS, or gRPC's HTTP/2) in
+/// rare->tls, in both directions.
+inline bool linked(const connection* c) noexcept { return c->tls || c->protocol == wire_protocol::grpc; }
 
 /// Drops one reference; the last one closes and frees the connection.
 inline void release(connection* c) noexcept {

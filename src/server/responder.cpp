@@ -100,7 +100,7 @@ void responder::shut_down_writers() noexcept {
 }
 
 void responder::start_write(connection* c) noexcept {
-  if (c->tls) {
+  if (linked(c)) {
     start_tls_write(c);
     return;
   }
@@ -122,7 +122,7 @@ void responder::start_write(connection* c) noexcept {
 }
 
 void responder::on_write(connection* c, int res) noexcept {
-  if (c->tls) {
+  if (linked(c)) {
     on_tls_write(c, res);
     return;
   }

@@ -48,7 +48,7 @@ void responder::start_tls_write(connection* c) noexcept {
     // The previous write is all out: the next one is what the session said since, then the
     // replies that wait.
     t.begin_next();
-    if (!w.replies.empty() && t.session->established()) {
+    while (!w.replies.empty() && t.session->established()) {
       const std::size_t n = w.replies.gather(w.iov, write_slot::max_iov);
       try {
         const auto r = t.seal_queued(*t.session, w.iov, n, responder_seal_limit, _seal_scratch);
@@ -65,8 +65,14 @@ void responder::start_tls_write(connection* c) noexcept {
         t.drop();
         return;
       }
+      if (!t.all_sent() || t.sealed == 0) break;
+      // The session took these bytes and has nothing to send for them yet (gRPC's waits for a
+      // whole reply frame, which the seal limit may cut): they are done with; seal on. (Our
+      // caller holds a reference on the connection, so releasing its calls cannot free it.)
+      w.replies.consume(t.finish(2 * responder_seal_limit), [this](call* k) { release_call(k); });
+      note_queued(c, w.replies.bytes());
     }
-    if (c->reading != read_state::finished) t.recharge(_account, _core.options().tls->session_bytes());
+    if (c->reading != read_state::finished) t.recharge(_account, _core.options().tls.get());
   }
   if (t.all_sent()) return;  // nothing to say
   io_uring_sqe* sqe = _ring->get_sqe();
@@ -111,7 +117,7 @@ void responder::on_tls_write(connection* c, int res) noexcept {
     t.write_ref = false;
     release(c);  // we still hold the reference taken above
   }
-  if (c->reading != read_state::finished) t.recharge(_account, _core.options().tls->session_bytes());
+  if (c->reading != read_state::finished) t.recharge(_account, _core.options().tls.get());
   if (!w.dirty) give_back_if_done(c);
   release(c);
 }

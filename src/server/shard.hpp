@@ -53,7 +53,7 @@ struct connection_info {
 /// are answered here (direct endpoints, unknown method, bad frame, busy, shutting down) and
 /// written without leaving the thread. Calls handed off in one loop turn wake each pool once;
 /// the turn's receives and writes are submitted together.
-class shard {
+class shard final : grpc::session_host {
  public:
   shard(server_core& core, unsigned index);
   ~shard();
@@ -150,6 +150,12 @@ class shard {
   void release_address_handshake(connection* c, bool per_address) noexcept;
   void end_handshake(connection* c, tls_link& t) noexcept;
   void on_recv_tls(connection* c, const io_uring_cqe& cqe);
+  /// Bytes of a connection with a session (TLS, gRPC): through it, then frames to deliver().
+  void receive_through_link(connection* c, std::span<const std::byte> bytes) noexcept;
+  // gRPC on the plaintext port (shard_grpc.cpp).
+  void receive_unframed(connection* c, std::span<const std::byte> bytes);
+  bool start_grpc(connection* c) noexcept;
+  bool grpc_in_tls(connection* c, tls_link& t) noexcept;
   void tls_failed(connection* c, tls_link& t, const std::string& why) noexcept;
   /// An orderly close of an established TLS connection: its close_notify before the FIN.
   void say_close_notify(connection* c) noexcept;
@@ -233,6 +239,10 @@ class shard {
   static constexpr std::size_t resumptions_per_turn = 256;
   void close_coroutines() noexcept;
   void report_stall(std::string_view method, std::int64_t took_ns) noexcept;
+
+  // grpc::session_host (shard_grpc.cpp)
+  health check_health(std::string_view service) noexcept override;
+  void note(grpc::session_event e) noexcept override;
 
   static thread_local shard* current;  // the reader whose thread this is, if any
 

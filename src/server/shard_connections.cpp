@@ -80,6 +80,8 @@ void shard::on_handoff(int fd, bool tls) {
   c->accepted_ns = _turn_ns;
   c->last_read_ns = _turn_ns;
   c->tls = tls;
+  // gRPC shares the plaintext port: the first bytes say which protocol a connection speaks.
+  if (!tls && _core.options().grpc) c->protocol = wire_protocol::sniffing;
   _alive.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard lock(_live_mu);  // /connections reads the list from the admin thread
@@ -228,7 +230,7 @@ void shard::maybe_finish(connection* c) noexcept {
   }
   c->assembler.reset();  // nothing more is framed: give its memory back now
   charge_assembler(c);
-  if (c->tls) finish_tls(c);
+  if (linked(c)) finish_tls(c);
   if (c->budget_paused) {
     c->budget_paused = false;
     --_budget_paused;

@@ -27,7 +27,12 @@ void shard::on_recv(connection* c, const io_uring_cqe& cqe) {
       c->last_read_ns = _turn_ns;
       c->liveness_checked = false;
       try {
-        deliver(c, _buffers->bytes(id, static_cast<std::size_t>(cqe.res)));
+        const auto bytes = _buffers->bytes(id, static_cast<std::size_t>(cqe.res));
+        if (c->protocol == wire_protocol::frames) [[likely]] {
+          deliver(c, bytes);
+        } else {
+          receive_unframed(c, bytes);  // shard_grpc.cpp
+        }
       } catch (const std::bad_alloc&) {
         out_of_memory(c, "out of memory receiving from this connection");
       }

@@ -132,7 +132,7 @@ void shard::sweep() noexcept {
       continue;
     }
     const tls_link* tls = nullptr;
-    if (c->tls) {
+    if (linked(c)) {
       const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
       if (rare != nullptr) tls = rare->tls.get();
     }
@@ -140,8 +140,10 @@ void shard::sweep() noexcept {
       c = next;
       continue;
     }
-    // Part of a frame, or part of a TLS record the frame's bytes are still inside of.
-    const bool partial = c->assembler.buffered() > 0 || (tls != nullptr && tls->session->holds_partial_record());
+    // Part of a frame, part of a TLS record the frame's bytes are still inside of, or part of
+    // HTTP/2's preface.
+    const bool partial = c->assembler.buffered() > 0 || (tls != nullptr && tls->session->holds_partial_record()) ||
+                         c->preface_seen > 0;
     const std::int64_t last_write = c->last_write_ns.load(std::memory_order_relaxed);
     const std::int64_t stalled_since = c->write != nullptr ? c->write->stalled_since_ns : 0;
     if (write_stall > 0 && stalled_since != 0 && _turn_ns - stalled_since > write_stall) {

@@ -102,7 +102,9 @@ bool shard::start_tls(connection* c) noexcept {
   try {
     connection::connection_rare& rare = c->rare_part();
     auto link = std::make_unique<tls_link>();
-    link->session = _core.options().tls->new_server_session();
+    // While gRPC is served, ALPN may pick h2 for a client that does not offer ringrpc/1.
+    if (_core.options().grpc) link->session = _core.options().tls->new_server_session_with_h2();
+    if (!link->session) link->session = _core.options().tls->new_server_session();
     if (!link->session) throw std::bad_alloc();
     link->handshake_started_ns = _turn_ns;
     link->handshake_per_address = per_address;
@@ -122,7 +124,7 @@ bool shard::start_tls(connection* c) noexcept {
 
 void shard::charge_tls(connection* c, tls_link& t) noexcept {
   if (c->reading == read_state::finished) return;  // finish_tls() gave the charge back for good
-  t.recharge(_account, _core.options().tls->session_bytes());
+  t.recharge(_account, _core.options().tls.get());
 }
 
 void shard::finish_tls(connection* c) noexcept {
@@ -173,7 +175,7 @@ void shard::tls_failed(connection* c, tls_link& t, const std::string& why) noexc
 }
 
 void shard::say_close_notify(connection* c) noexcept {
-  if (!c->tls) return;
+  if (!linked(c)) return;
   connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
   if (rare == nullptr || !rare->tls) return;
   tls_link& t = *rare->tls;
@@ -210,36 +212,7 @@ void shard::on_recv_tls(connection* c, const io_uring_cqe& cqe) {
       _counts[sc::bytes_in].add(static_cast<std::uint64_t>(cqe.res));
       c->last_read_ns = _turn_ns;
       c->liveness_checked = false;
-      tls_link& t = link_of(c);
-      try {
-        _tls_plain.clear();
-        const std::size_t had_pending = t.pending.size();
-        const auto outcome = t.session->receive(_buffers->bytes(id, static_cast<std::size_t>(cqe.res)),
-                                                _tls_plain, t.pending);
-        // A handshake step is the shard's own long work: not the next direct handler's stall.
-        mark_user_code();
-        if (outcome == record_session::outcome::failed) {
-          tls_failed(c, t, t.session->error());
-        } else {
-          if (t.handshaking && t.session->established()) tls_established(c, t);
-          if (t.pending.size() != had_pending) _responder.kick(c);
-          if (!_tls_plain.empty()) deliver(c, _tls_plain);
-          // close_notify: the peer's stream ends here, as a FIN would end it; ours answers it
-          // after the replies still owed (now, if none are).
-          if (outcome == record_session::outcome::closed) {
-            c->half_closed = true;
-            t.peer_closed = true;
-            close_notify_if_owed(c);
-            ::shutdown(c->fd, SHUT_RD);
-          }
-        }
-      } catch (const std::bad_alloc&) {
-        out_of_memory(c, "out of memory receiving from this TLS connection");
-      }
-      charge_assembler(c);
-      charge_tls(c, t);
-      // A big receive leaves a big scratch buffer; keep what a few records need.
-      if (_tls_plain.capacity() > 256 * 1024) std::vector<std::byte>().swap(_tls_plain);
+      receive_through_link(c, _buffers->bytes(id, static_cast<std::size_t>(cqe.res)));
     }
     _buffers->recycle(id);
   }
@@ -247,6 +220,42 @@ void shard::on_recv_tls(connection* c, const io_uring_cqe& cqe) {
   io_uring_cqe rest = cqe;
   rest.flags &= ~IORING_CQE_F_BUFFER;
   on_recv(c, rest);
+}
+
+void shard::receive_through_link(connection* c, std::span<const std::byte> bytes) noexcept {
+  tls_link& t = link_of(c);
+  try {
+    _tls_plain.clear();
+    const std::size_t had_pending = t.pending.size();
+    const auto outcome = t.session->receive(bytes, _tls_plain, t.pending);
+    // A handshake step is the shard's own long work: not the next direct handler's stall.
+    mark_user_code();
+    if (outcome == record_session::outcome::failed) {
+      tls_failed(c, t, t.session->error());
+    } else {
+      if (t.handshaking && t.session->established()) {
+        tls_established(c, t);
+        // ALPN chose h2: a gRPC session takes the plaintext from here on, this receive's too.
+        if (t.session->negotiated_protocol() == "h2" && !grpc_in_tls(c, t)) return;
+      }
+      if (t.pending.size() != had_pending) _responder.kick(c);
+      if (!_tls_plain.empty()) deliver(c, _tls_plain);
+      // close_notify: the peer's stream ends here, as a FIN would end it; ours answers it
+      // after the replies still owed (now, if none are).
+      if (outcome == record_session::outcome::closed) {
+        c->half_closed = true;
+        t.peer_closed = true;
+        close_notify_if_owed(c);
+        ::shutdown(c->fd, SHUT_RD);
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    out_of_memory(c, "out of memory receiving from this connection's session");
+  }
+  charge_assembler(c);
+  charge_tls(c, t);
+  // A big receive leaves a big scratch buffer; keep what a few records need.
+  if (_tls_plain.capacity() > 256 * 1024) std::vector<std::byte>().swap(_tls_plain);
 }
 
 }  // namespace ringrpc::detail

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/tls_write_state.hpp"
+#include "grpc/grpc_session.hpp"
 #include "ringrpc/record_layer.hpp"
 #include "server/memory_budget.hpp"
 
@@ -19,6 +20,8 @@ namespace ringrpc::detail {
 /// flights, alerts, tickets); the responder seals replies after it (tls_write_state).
 struct tls_link : tls_write_state {
   std::unique_ptr<record_session> session;
+  grpc::session* grpc = nullptr;  // gRPC's HTTP/2 session: `session`, or inside it (shard_grpc.cpp)
+  bool encrypted = true;           // `session` is TLS (false: gRPC on the plaintext port)
   std::int64_t handshake_started_ns = 0;
   std::size_t charged = 0;  // what this link has charged to the memory budget
   bool handshaking = true;  // holds one of the server's handshake slots while true
@@ -28,10 +31,15 @@ struct tls_link : tls_write_state {
   bool said_close_notify = false;  // our close_notify went out (shard::say_close_notify)
   bool peer_closed = false;        // the peer's close_notify came: ours answers it once nothing is owed
 
+  /// What the session holds: a TLS session the layer's estimate, a gRPC session what it counts.
+  std::size_t session_bytes(const record_layer* tls) const noexcept {
+    return (encrypted && tls != nullptr ? tls->session_bytes() : 0) + (grpc != nullptr ? grpc->held_bytes() : 0);
+  }
+
   /// Brings what this link has charged to `a`'s budget up to date (the reader and the
   /// responder each use their own account; both settle with the one server-wide total).
-  void recharge(memory_budget::account& a, std::size_t session_bytes) noexcept {
-    const std::size_t now = session_bytes + pending.capacity() + cipher.capacity();
+  void recharge(memory_budget::account& a, const record_layer* tls) noexcept {
+    const std::size_t now = session_bytes(tls) + pending.capacity() + cipher.capacity();
     a.charge(static_cast<std::int64_t>(now) - static_cast<std::int64_t>(charged));
     charged = now;
   }

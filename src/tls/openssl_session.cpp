@@ -191,4 +191,11 @@ std::string openssl_session::describe() const {
   return s;
 }
 
+std::string_view openssl_session::negotiated_protocol() const noexcept {
+  const unsigned char* p = nullptr;
+  unsigned len = 0;
+  SSL_get0_alpn_selected(_ssl, &p, &len);
+  return p != nullptr ? std::string_view(reinterpret_cast<const char*>(p), len) : std::string_view();
+}
+
 }  // namespace ringrpc::tls_detail

@@ -4,6 +4,7 @@
 #include <openssl/ssl.h>
 
 #include <string>
+#include <string_view>
 
 #include "ringrpc/record_layer.hpp"
 
@@ -28,6 +29,7 @@ class openssl_session final : public record_session {
   bool holds_partial_record() const noexcept override;
   peer_certificate_identity peer_identity() const override;
   std::string describe() const override;
+  std::string_view negotiated_protocol() const noexcept override;
 
  private:
   outcome handshake(std::vector<std::byte>& out);

@@ -71,26 +71,39 @@ int version_of(const std::string& v) {
   throw tls_error("TLS: min_version must be \"1.2\" or \"1.3\", not \"" + v + "\"");
 }
 
-// A session's SSL app data, when set, names the protocol it speaks instead of ringrpc/1 (the
-// admin port's HTTP sessions); it points at this constant, never at anything to free.
+// A session's SSL app data, when set, names what it speaks besides (or instead of) ringrpc/1:
+// the admin port's HTTP sessions, and the RPC port's sessions while gRPC is served. It points
+// at one of these constants, never at anything to free.
 constexpr std::string_view http_alpn = "http/1.1";
+constexpr std::string_view h2_alpn = "h2";
 
-// Server side of ALPN: ringrpc/1 (http/1.1 for an HTTP session) when offered; a client that
-// offers only other protocols speaks something else and is refused; one that offers none is
-// served (ALPN is optional).
-int select_alpn(SSL* ssl, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                unsigned inlen, void*) {
-  const std::string_view wanted = SSL_get_app_data(ssl) != nullptr ? http_alpn : tls_alpn;
+// The protocol `wanted` if the client's ALPN list (wire form) offers it.
+bool offered(const unsigned char* in, unsigned inlen, std::string_view wanted, const unsigned char** out,
+             unsigned char* outlen) {
   for (unsigned i = 0; i < inlen;) {
     const unsigned len = in[i];
     if (i + 1 + len > inlen) break;
     if (std::string_view(reinterpret_cast<const char*>(in + i + 1), len) == wanted) {
       *out = in + i + 1;
       *outlen = static_cast<unsigned char>(len);
-      return SSL_TLSEXT_ERR_OK;
+      return true;
     }
     i += 1 + len;
   }
+  return false;
+}
+
+// Server side of ALPN: ringrpc/1 (http/1.1 for an HTTP session) when offered, else h2 where
+// gRPC is served; a client that offers only other protocols speaks something else and is
+// refused; one that offers none is served frames (ALPN is optional).
+int select_alpn(SSL* ssl, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                unsigned inlen, void*) {
+  const auto* also = static_cast<const char*>(SSL_get_app_data(ssl));
+  if (also == http_alpn.data()) {
+    return offered(in, inlen, http_alpn, out, outlen) ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  if (offered(in, inlen, tls_alpn, out, outlen)) return SSL_TLSEXT_ERR_OK;
+  if (also == h2_alpn.data() && offered(in, inlen, h2_alpn, out, outlen)) return SSL_TLSEXT_ERR_OK;
   return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
@@ -221,8 +234,8 @@ void tls_context::reload() {
   _impl->ctx.swap(next);
 }
 
-// A session on the accepting side; `http` marks it for select_alpn to pick http/1.1.
-std::unique_ptr<record_session> tls_context::accepting_session(bool http) {
+// A session on the accepting side; its app data tells select_alpn what else it may pick.
+std::unique_ptr<record_session> tls_context::accepting_session(speaks what) {
   const ctx_ptr ctx = _impl->current();
   SSL* ssl = SSL_new(ctx.get());
   if (ssl == nullptr) {
@@ -230,13 +243,19 @@ std::unique_ptr<record_session> tls_context::accepting_session(bool http) {
     return nullptr;
   }
   SSL_set_accept_state(ssl);
-  if (http) SSL_set_app_data(ssl, const_cast<char*>(http_alpn.data()));  // read only as "set"
+  // Read only for which constant it is.
+  if (what == speaks::http) SSL_set_app_data(ssl, const_cast<char*>(http_alpn.data()));
+  if (what == speaks::frames_or_h2) SSL_set_app_data(ssl, const_cast<char*>(h2_alpn.data()));
   return std::make_unique<tls_detail::openssl_session>(ssl);
 }
 
-std::unique_ptr<record_session> tls_context::new_server_session() { return accepting_session(false); }
+std::unique_ptr<record_session> tls_context::new_server_session() { return accepting_session(speaks::frames); }
 
-std::unique_ptr<record_session> tls_context::new_http_server_session() { return accepting_session(true); }
+std::unique_ptr<record_session> tls_context::new_server_session_with_h2() {
+  return accepting_session(speaks::frames_or_h2);
+}
+
+std::unique_ptr<record_session> tls_context::new_http_server_session() { return accepting_session(speaks::http); }
 
 std::unique_ptr<record_session> tls_context::new_client_session(std::string_view host) {
   const ctx_ptr ctx = _impl->current();

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of h2_reply_fuzz and grpc_framing_fuzz (tests/fuzz/corpus/h2_reply,
-tests/fuzz/corpus/grpc_framing): HTTP/2 server frames built by hand (HPACK static-table and
-literal headers). Run from the repository root; deterministic, so re-running changes nothing."""
+"""Writes the seed corpora of h2_reply_fuzz, grpc_framing_fuzz and grpc_server_fuzz
+(tests/fuzz/corpus/h2_reply, grpc_framing, grpc_server): HTTP/2 frames built by hand (HPACK
+static-table and literal headers), a server's for the first two, a gRPC client's for the last.
+Run from the repository root; deterministic, so re-running changes nothing."""
 import os
 import struct
 
@@ -80,7 +81,35 @@ grpc_framing = {
     "http_503": bytes([0, 1]) + grpc_message(b"x") + b"0",
 }
 
-for name, seeds in (("h2_reply", h2_reply), ("grpc_framing", grpc_framing)):
+
+
+def grpc_request(stream, path=b"/echo", message=b"hello", extra=b"", end=True):
+    """A gRPC client's call: HEADERS (POST, literal :path and friends), then its message."""
+    head = (b"\x83" + b"\x86" + literal(b":path", path) + literal(b":authority", b"x") +  # POST, http
+            literal(b"content-type", b"application/grpc") + literal(b"te", b"trailers") + extra)
+    return frame(1, END_HEADERS, stream, head) + frame(0, END_STREAM if end else 0, stream, grpc_message(message))
+
+
+# grpc_server: what follows a gRPC client's preface (the target sends the preface itself); byte
+# 0 = where the input is split in two reads.
+grpc_server = {
+    "one_call": bytes([40]) + SETTINGS + grpc_request(1),
+    "three_calls": bytes([90]) + SETTINGS + grpc_request(1) + grpc_request(3, b"/svc.Greeter/Hello") +
+    grpc_request(5, b"/sleep", b"100"),
+    "metadata_and_timeout": bytes([10]) + SETTINGS + grpc_request(
+        1, extra=literal(b"grpc-timeout", b"200m") + literal(b"k-bin", b"AAEC") + literal(b"k", b"v")),
+    "reset": bytes([60]) + SETTINGS + grpc_request(1, end=False) + frame(3, 0, 1, struct.pack(">I", 8)),
+    "ping_window": bytes([20]) + SETTINGS + frame(6, 0, 0, b"12345678") + frame(8, 0, 0, struct.pack(">I", 1000)) +
+    grpc_request(1),
+    "health": bytes([30]) + SETTINGS + grpc_request(1, b"/grpc.health.v1.Health/Check", b"\x0a\x04echo"),
+    "gzip": bytes([30]) + SETTINGS + grpc_request(1, extra=literal(b"grpc-encoding", b"gzip")),
+    "bad_prefix": bytes([30]) + SETTINGS + frame(1, END_HEADERS, 1, b"\x83\x86" + literal(b":path", b"/echo") +
+                                                 literal(b"content-type", b"application/grpc")) +
+    frame(0, END_STREAM, 1, b"\x00\x00\x00\x00\x10ab"),
+    "goaway": bytes([30]) + SETTINGS + grpc_request(1) + frame(7, 0, 0, struct.pack(">II", 1, 0)),
+}
+
+for name, seeds in (("h2_reply", h2_reply), ("grpc_framing", grpc_framing), ("grpc_server", grpc_server)):
     d = os.path.join("tests", "fuzz", "corpus", name)
     os.makedirs(d, exist_ok=True)
     for k, v in seeds.items():

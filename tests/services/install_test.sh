@@ -42,8 +42,8 @@ done
 [ -f "$libdir/libringrpc.a" ] || fail "no libringrpc.a in $libdir"
 [ -f "$libdir/libringrpc_ops.a" ] || fail "no libringrpc_ops.a"
 soname=$(readelf -d "$libdir/libringrpc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-[ "$soname" = libringrpc.so.2 ] || fail "libringrpc.so has soname '$soname', not libringrpc.so.2"
-[ -e "$libdir/libringrpc.so.2" ] || fail "no libringrpc.so.2"
+[ "$soname" = libringrpc.so.3 ] || fail "libringrpc.so has soname '$soname', not libringrpc.so.3"
+[ -e "$libdir/libringrpc.so.3" ] || fail "no libringrpc.so.3"
 for t in ringrpc-server ringrpc-call ringrpc-gen ringrpc-load; do
   [ -x "$(find "$root" -path "*/bin/$t" | head -n1)" ] || fail "$t not installed"
 done
@@ -84,8 +84,8 @@ run() {  # run NAME: runs $work/NAME, bounded; 77 from it skips the test
 # shellcheck disable=SC2046,SC2086  # the flags are words
 g++ -std=c++20 -o "$work/hello" "$src/hello.cpp" $cflags $libs -Wl,-rpath,"$libdir" ||
   fail "building hello with pkg-config --cflags --libs ringrpc"
-readelf -d "$work/hello" | grep -q 'NEEDED.*libringrpc.so.2' || fail "hello does not link libringrpc.so.2"
-ldd "$work/hello" | grep -q "libringrpc.so.2 => $libdir/" || fail "hello does not load $libdir/libringrpc.so.2"
+readelf -d "$work/hello" | grep -q 'NEEDED.*libringrpc.so.3' || fail "hello does not link libringrpc.so.3"
+ldd "$work/hello" | grep -q "libringrpc.so.3 => $libdir/" || fail "hello does not load $libdir/libringrpc.so.3"
 run hello
 
 # Every declaration of ringrpc/server.hpp with libringrpc alone: the core library defines all

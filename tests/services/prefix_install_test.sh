@@ -2,7 +2,7 @@
 # The README's embedding recipe as a new user follows it: a build configured with `--prefix`
 # somewhere other than /usr, `meson install`, PKG_CONFIG_PATH set as the README says, then
 # tests/readme_example.cpp and tests/readme_coroutine_example.cpp (the README's examples;
-# readme_in_sync keeps them equal) built with the README's own g++ line and run. The program must find libringrpc.so.2 through the rpath the
+# readme_in_sync keeps them equal) built with the README's own g++ line and run. The program must find libringrpc.so.3 through the rpath the
 # .pc file gives, with no LD_LIBRARY_PATH and no ldconfig.
 # It installs THIS build, so it needs a build whose prefix is a scratch directory beside it:
 # BUILD_ROOT-prefix (scripts/lib.sh configures build/release with --prefix=build/release-prefix).
@@ -59,8 +59,8 @@ out=$(cd "$work/app" && PKG_CONFIG_PATH="$scratch$pcpath" && export PKG_CONFIG_P
 }
 echo "./main: $out"
 [ "$out" = "hello, ringrpc" ] || fail "./main printed '$out', not 'hello, ringrpc'"
-ldd "$work/app/main" | grep -q "libringrpc.so.2 => $scratch/" ||
-  fail "main does not load libringrpc.so.2 from the prefix"
+ldd "$work/app/main" | grep -q "libringrpc.so.3 => $scratch/" ||
+  fail "main does not load libringrpc.so.3 from the prefix"
 
 # The README's second example (a coroutine handler awaiting a call), with the same line.
 rm -f "$work/app/main"

@@ -1,0 +1,61 @@
+// The text gRPC carries in HTTP/2 headers (src/grpc/grpc_text.hpp).
+#include "grpc/grpc_text.hpp"
+
+#include <gtest/gtest.h>
+
+namespace g = ringrpc::detail::grpc;
+
+TEST(GrpcText, PathNamesTypedOrRawMethod) {
+  EXPECT_EQ(g::method_of_path("/pkg.Greeter/Hello"), "pkg.Greeter.Hello");
+  EXPECT_EQ(g::method_of_path("/echo"), "echo");
+  EXPECT_EQ(g::method_of_path("/"), "");
+  EXPECT_EQ(g::method_of_path("echo"), "");
+  EXPECT_EQ(g::method_of_path("//Hello"), "");
+  EXPECT_EQ(g::method_of_path("/Greeter/"), "");
+  EXPECT_EQ(g::method_of_path("/a/b/c"), "");
+}
+
+TEST(GrpcText, TimeoutUnits) {
+  EXPECT_EQ(g::parse_timeout("1H"), 3'600'000'000ull);
+  EXPECT_EQ(g::parse_timeout("2M"), 120'000'000ull);
+  EXPECT_EQ(g::parse_timeout("3S"), 3'000'000ull);
+  EXPECT_EQ(g::parse_timeout("200m"), 200'000ull);
+  EXPECT_EQ(g::parse_timeout("99999999u"), 99'999'999ull);
+  EXPECT_EQ(g::parse_timeout("1500n"), 1ull);
+  EXPECT_EQ(g::parse_timeout("10n"), 1ull);  // due at once, not unbounded
+  EXPECT_EQ(g::parse_timeout("0n"), 0ull);
+}
+
+TEST(GrpcText, MalformedTimeoutsAreRefused) {
+  EXPECT_FALSE(g::parse_timeout(""));
+  EXPECT_FALSE(g::parse_timeout("S"));
+  EXPECT_FALSE(g::parse_timeout("10"));
+  EXPECT_FALSE(g::parse_timeout("10s"));
+  EXPECT_FALSE(g::parse_timeout("123456789S"));  // nine digits
+  EXPECT_FALSE(g::parse_timeout("-1S"));
+  EXPECT_FALSE(g::parse_timeout("1 S"));
+}
+
+TEST(GrpcText, PercentEncodingKeepsPrintableAscii) {
+  EXPECT_EQ(g::percent_encode("no method named 'x'"), "no method named 'x'");
+  EXPECT_EQ(g::percent_encode("100%"), "100%25");
+  EXPECT_EQ(g::percent_encode("a\nb"), "a%0Ab");
+  EXPECT_EQ(g::percent_encode("\xc3\xa9"), "%C3%A9");
+}
+
+TEST(GrpcText, Base64BothWays) {
+  EXPECT_EQ(g::base64_encode(""), "");
+  EXPECT_EQ(g::base64_encode("f"), "Zg");
+  EXPECT_EQ(g::base64_encode("fo"), "Zm8");
+  EXPECT_EQ(g::base64_encode("foo"), "Zm9v");
+  EXPECT_EQ(g::base64_encode(std::string("\x00\xff\x10", 3)), "AP8Q");
+  EXPECT_EQ(g::base64_decode("Zm9v"), "foo");
+  EXPECT_EQ(g::base64_decode("Zg=="), "f");
+  EXPECT_EQ(g::base64_decode("Zg"), "f");
+  EXPECT_EQ(g::base64_decode("AP8Q"), std::string("\x00\xff\x10", 3));
+  EXPECT_FALSE(g::base64_decode("Z"));
+  EXPECT_FALSE(g::base64_decode("Zm9v!"));
+  EXPECT_TRUE(g::binary_key("trace-bin"));
+  EXPECT_FALSE(g::binary_key("-bin"));
+  EXPECT_FALSE(g::binary_key("bin"));
+}
