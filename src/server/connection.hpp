@@ -265,6 +265,12 @@ static_assert(sizeof(connection) <= 216, "an idle connection's memory: see bench
 /// rare->tls, in both directions.
 inline bool linked(const connection* c) noexcept { return c->tls || c->protocol == wire_protocol::grpc; }
 
+/// Responder: what /connections and the idle check read of the replies `c` has queued.
+inline void note_queued(connection* c, std::size_t bytes) noexcept {
+  c->queued_bytes.store(static_cast<std::uint32_t>(std::min<std::size_t>(bytes, UINT32_MAX)),
+                        std::memory_order_relaxed);
+}
+
 /// Drops one reference; the last one closes and frees the connection.
 inline void release(connection* c) noexcept {
   if (c->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete c;

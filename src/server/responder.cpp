@@ -14,15 +14,6 @@
 
 namespace ringrpc::detail {
 
-namespace {
-
-void note_queued(connection* c, std::size_t bytes) noexcept {
-  c->queued_bytes.store(static_cast<std::uint32_t>(std::min<std::size_t>(bytes, UINT32_MAX)),
-                        std::memory_order_relaxed);
-}
-
-}  // namespace
-
 responder::responder(server_core& core, shard& owner)
     : _core(core),
       _owner(owner),
