@@ -8,6 +8,10 @@ and reports (after - before) / N. Repeats ROUNDS times with a fresh server and p
 median, min and max. Loopback only, bounded by N; stops the servers it started by PID.
 
     bench/idle_connections.py build/release/tools/ringrpc-server [--connections 10000] [--rounds 3]
+    bench/idle_connections.py build/release/tools/ringrpc-server --grpc   (idle gRPC clients)
+
+With --grpc each connection is a gRPC client's instead (docs/grpc.md): the HTTP/2 preface,
+SETTINGS and its acknowledgement, and one unary echo call read to its trailers.
 
 The script raises its own RLIMIT_NOFILE (soft up to hard) and passes --max-connections, so N
 may exceed the default 1024.
@@ -47,8 +51,44 @@ def read_frame(sock):
     return decode_frame(prefix + exact(int.from_bytes(prefix, "little")))
 
 
-def one_round(binary, n):
-    cmd = [binary, "--port", "0", "--log-level", "error", "--max-connections", str(n + 16)]
+def h2_frame(ftype, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def h2_literal(name, value):  # HPACK: literal header field without indexing, new name
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+# A gRPC client's opening: preface, SETTINGS, then one call of /echo (HEADERS, DATA with its
+# 5-byte message prefix) with END_STREAM.
+GRPC_CALL = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0) +
+             h2_frame(1, 4, 1, b"\x83\x86" + h2_literal(b":path", b"/echo") + h2_literal(b":authority", b"x") +
+                      h2_literal(b"content-type", b"application/grpc") + h2_literal(b"te", b"trailers")) +
+             h2_frame(0, 1, 1, b"\x00" + (64).to_bytes(4, "big") + b"x" * 64))
+
+
+def read_grpc_answer(sock):
+    """Reads frames until stream 1's trailers (HEADERS with END_STREAM), ACKing the server's SETTINGS."""
+    buf = b""
+    while True:
+        while len(buf) < 9 or len(buf) < 9 + int.from_bytes(buf[:3], "big"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise SystemExit("idle_connections: the server closed a gRPC connection")
+            buf += chunk
+        n = int.from_bytes(buf[:3], "big")
+        ftype, flags, stream = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+        buf = buf[9 + n:]
+        if ftype == 4 and not flags & 1:
+            sock.sendall(h2_frame(4, 1, 0))
+        if ftype == 1 and stream == 1 and flags & 1:
+            return
+
+
+def one_round(binary, n, grpc=False):
+    # Every connection comes from 127.0.0.1: the per-address default (a share of max_connections)
+    # must let all of them in.
+    cmd = [binary, "--port", "0", "--log-level", "error", "--max-connections", str(2 * n + 64)]
     if (os.cpu_count() or 1) >= 2:
         cmd = ["taskset", "-c", "0"] + cmd
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -60,13 +100,16 @@ def one_round(binary, n):
         time.sleep(0.5)
         before = rss_of(proc.pid)
         socks = []
-        frame = encode_frame(call_id=1, kind=REQUEST, method="echo", payload=b"x" * 64)
+        frame = GRPC_CALL if grpc else encode_frame(call_id=1, kind=REQUEST, method="echo", payload=b"x" * 64)
         for _ in range(n):
             s = socket.create_connection(("127.0.0.1", port), timeout=10)
             s.sendall(frame)
             socks.append(s)
         for s in socks:
-            read_frame(s)
+            if grpc:
+                read_grpc_answer(s)
+            else:
+                read_frame(s)
         time.sleep(1.0)  # let the server's timers and frees settle
         after = rss_of(proc.pid)
         for s in socks:
@@ -86,6 +129,7 @@ def main():
     p.add_argument("server")
     p.add_argument("--connections", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--grpc", action="store_true", help="idle gRPC clients instead of ringrpc ones")
     a = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = a.connections + 64
@@ -93,8 +137,8 @@ def main():
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
     if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < want:
         raise SystemExit(f"idle_connections: RLIMIT_NOFILE hard limit {hard} is below {want}")
-    per = [one_round(a.server, a.connections) for _ in range(a.rounds)]
-    print(f"idle connections: {a.connections}, rounds {a.rounds}")
+    per = [one_round(a.server, a.connections, a.grpc) for _ in range(a.rounds)]
+    print(f"idle {'gRPC ' if a.grpc else ''}connections: {a.connections}, rounds {a.rounds}")
     print(f"server RSS per connection: median {statistics.median(per):.0f} B "
           f"(min {min(per):.0f}, max {max(per):.0f})")
 

@@ -118,6 +118,7 @@ struct session::state {
   std::string fatal;
   std::uint32_t goaway_code = NGHTTP2_ENHANCE_YOUR_CALM;
   std::string goaway_debug;
+  bool closing_counted = false;  // this connection's close is in the server's counters
 
   state(const session_limits& l, session_host& h) : limits(l), host(h), settings_tokens(l.settings_burst) {}
   ~state() {
@@ -155,7 +156,8 @@ struct session::state {
     if (!fatal.empty()) return;
     fatal = std::move(why);
     goaway_debug = std::move(debug);
-    host.note(e);
+    if (!closing_counted) host.note(e);
+    closing_counted = true;
   }
   void on_ping(std::int64_t now);
   void on_settings(std::int64_t now);
@@ -331,13 +333,14 @@ std::int64_t steady_ns() noexcept {
 
 int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
   auto& s = session::state::of(user);
+  // A flood stops here: the rest of what was received is not processed (nor acknowledged).
   if (frame->hd.type == NGHTTP2_PING && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
     s.on_ping(steady_ns());
-    return 0;
+    return s.fatal.empty() ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
   }
   if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
     s.on_settings(steady_ns());
-    return 0;
+    return s.fatal.empty() ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
   }
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   call_stream* st = s.find(frame->hd.stream_id);
@@ -352,6 +355,19 @@ int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     }
   } catch (const std::bad_alloc&) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  return 0;
+}
+
+// A GOAWAY with an error that nghttp2 decided on itself (its RST_STREAM rate limit, a stream
+// past the acknowledged concurrency, a protocol error it answers without failing the call
+// into it) is counted here; ours are counted where we decide them.
+int on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  if (frame->hd.type != NGHTTP2_GOAWAY || frame->goaway.error_code == NGHTTP2_NO_ERROR) return 0;
+  auto& s = session::state::of(user);
+  if (!s.closing_counted) {
+    s.closing_counted = true;
+    s.host.note(session_event::protocol_error);
   }
   return 0;
 }
@@ -598,6 +614,7 @@ session::session(const session_limits& limits, session_host& host)
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
   nghttp2_option* opt = nullptr;
   if (nghttp2_option_new(&opt) != 0) {
     nghttp2_session_callbacks_del(cb);

@@ -55,6 +55,10 @@ void responder::start_tls_write(connection* c) noexcept {
         if (_seal_scratch.capacity() > 2 * responder_seal_limit) std::vector<std::byte>().swap(_seal_scratch);
         if (r != record_session::outcome::ok) {
           c->note_failure(t.session->error());
+          // What the session said on failing (gRPC's GOAWAY with its reason, a TLS alert) goes
+          // out before the shutdown: nothing else is in flight, so it cannot split a record,
+          // and a few bytes into the socket's buffer do not block.
+          if (!t.cipher.empty()) (void)::send(c->fd, t.cipher.data(), t.cipher.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
           fail_writes(c);
           t.drop();
           return;
