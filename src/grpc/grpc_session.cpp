@@ -146,10 +146,15 @@ struct session::state {
     return static_cast<call_stream*>(nghttp2_session_get_stream_user_data(ng, id));
   }
 
-  void emit(const frame_view& v) {
+  /// Appends `v` as a frame for the server; false (nothing appended) if the frame's body would
+  /// be over max_frame_bytes, which the server's assembler would answer by closing the
+  /// connection: the caller refuses that one call instead.
+  bool emit(const frame_view& v) {
     thread_local frame_encoder encoder;
     const auto bytes = encoder.encode(v);
+    if (bytes.size() - frame_prefix_bytes > limits.max_message_bytes) return false;
     plain->insert(plain->end(), bytes.begin(), bytes.end());
+    return true;
   }
 
   void fail_with(std::string why, std::string debug, session_event e) {
@@ -501,7 +506,12 @@ void session::state::finish_request(call_stream& st) {
   v.timeout_us = st.timeout_us;
   v.payload = body.subspan(message_prefix);
   if (!st.metadata.empty()) v.metadata_out = &md;
-  emit(v);
+  if (!emit(v)) {
+    // The message fit, but with its method and metadata the frame does not.
+    refuse(st, code_resource_exhausted,
+           "request larger than the server's max_frame_bytes (" + std::to_string(limits.max_message_bytes) + ")");
+    return answer_refusal(st);
+  }
   st.delivered = true;
   drop_body(st);
   std::vector<metadata_entry>().swap(st.metadata);
@@ -518,6 +528,11 @@ void session::state::answer_health(call_stream& st) {
     if (m.size() >= 2 && static_cast<std::uint8_t>(m[0]) == 0x0a && static_cast<std::uint8_t>(m[1]) < 0x80 &&
         static_cast<std::size_t>(m[1]) + 2 <= m.size()) {
       service = {reinterpret_cast<const char*>(m.data()) + 2, static_cast<std::size_t>(m[1])};
+    } else if (!m.empty() && static_cast<std::uint8_t>(m[0]) == 0x0a) {
+      // A name of 128 bytes or more (or a cut one) names no registered service; never read it
+      // as "" (the whole server).
+      refuse(st, code_not_found, "unknown service");
+      return answer_refusal(st);
     }
   }
   const auto h = host.check_health(service);
@@ -686,10 +701,15 @@ record_session::outcome session::fail(std::vector<std::byte>& out) {
 
 record_session::outcome session::receive(std::span<const std::byte> in, std::vector<std::byte>& plain,
                                          std::vector<std::byte>& out) {
+  // `plain` stays set through the drain too: a stream nghttp2 resets while sending (a peer's
+  // flow-control error) closes there, and its running call must hear the Cancel.
+  struct unset {
+    state& s;
+    ~unset() { s.plain = nullptr; }
+  } guard{*_s};
   _s->plain = &plain;
   const ssize_t rv =
       nghttp2_session_mem_recv(_s->ng, reinterpret_cast<const std::uint8_t*>(in.data()), in.size());
-  _s->plain = nullptr;
   if (rv < 0) return library_failed(static_cast<int>(rv), out);
   if (!_s->fatal.empty()) return fail(out);
   int error = 0;
@@ -718,6 +738,8 @@ record_session::outcome session::seal(std::span<const std::byte> plain, std::vec
     _s->partial.assign(rest.begin() + static_cast<std::ptrdiff_t>(used), rest.end());
   }
   if (_s->aligned.capacity() > 64 * 1024) std::vector<std::byte>().swap(_s->aligned);
+  // A big reply cut across seals grew it: keep what a few small frames need.
+  if (_s->partial.empty() && _s->partial.capacity() > 64 * 1024) std::vector<std::byte>().swap(_s->partial);
   if (!_s->fatal.empty()) return fail(out);
   int error = 0;
   if (!drain(_s->ng, out, error)) return library_failed(error, out);

@@ -25,16 +25,20 @@ std::optional<std::uint64_t> parse_timeout(std::string_view text) noexcept {
     if (c < '0' || c > '9') return std::nullopt;
     n = n * 10 + static_cast<std::uint64_t>(c - '0');
   }
-  // At most 8 digits: 99,999,999 hours in microseconds still fits in 64 bits.
+  // At most 8 digits: 99,999,999 hours in microseconds still fits in 64 bits. A call's timeout
+  // of 0 means "none" to the server; a client's zero (or sub-microsecond) timeout means "due
+  // now", so it becomes 1 µs.
+  std::uint64_t us = 0;
   switch (text.back()) {
-    case 'H': return n * 3'600'000'000ull;
-    case 'M': return n * 60'000'000ull;
-    case 'S': return n * 1'000'000ull;
-    case 'm': return n * 1'000ull;
-    case 'u': return n;
-    case 'n': return n == 0 ? 0 : std::max<std::uint64_t>(1, n / 1'000);
+    case 'H': us = n * 3'600'000'000ull; break;
+    case 'M': us = n * 60'000'000ull; break;
+    case 'S': us = n * 1'000'000ull; break;
+    case 'm': us = n * 1'000ull; break;
+    case 'u': us = n; break;
+    case 'n': us = n / 1'000; break;
     default: return std::nullopt;
   }
+  return std::max<std::uint64_t>(us, 1);
 }
 
 std::string percent_encode(std::string_view text) {

@@ -16,7 +16,8 @@ namespace ringrpc::detail::grpc {
 std::string method_of_path(std::string_view path);
 
 /// grpc-timeout: 1 to 8 ASCII digits and a unit (H M S m u n), as microseconds (a timeout
-/// below 1 µs is 1 µs: the call is due at once, not unbounded). nullopt if malformed.
+/// below 1 µs, zero included, is 1 µs: the call is due at once, not unbounded). nullopt if
+/// malformed.
 std::optional<std::uint64_t> parse_timeout(std::string_view text) noexcept;
 
 /// grpc-message's encoding: bytes 0x20-0x7E other than '%' pass, the rest become %XX.

@@ -182,7 +182,9 @@ struct connection {
     std::vector<std::shared_ptr<const peer_identity>> token_identities;
     /// Reader thread: tokens refused on this connection (server_options::auth_failures).
     std::uint32_t auth_failures = 0;
-    std::unique_ptr<tls_link> tls;  // TLS listener's connections only (reader_tls.cpp)
+    /// The connection's session: TLS (the TLS listener's connections, shard_tls.cpp) and/or
+    /// gRPC's HTTP/2 (shard_grpc.cpp); null for ringrpc frames in plaintext.
+    std::unique_ptr<tls_link> tls;
     /// Reader thread: the connection's open streams (shard_streams.cpp), and the stray frames,
     /// credit violations and kind mismatches it sent (past a cap, it is closed).
     stream_table<stream_state> streams;

@@ -75,6 +75,12 @@ void responder::start_tls_write(connection* c) noexcept {
       // caller holds a reference on the connection, so releasing its calls cannot free it.)
       w.replies.consume(t.finish(2 * responder_seal_limit), [this](call* k) { release_call(k); });
       note_queued(c, w.replies.bytes());
+      // No write will complete for these bytes: the backlog they made is lifted here, or the
+      // connection would stay paused with nothing left to resume it.
+      if (c->backlogged.load(std::memory_order_relaxed) && w.replies.bytes() <= _max_queued_bytes / 2) {
+        c->backlogged.store(false, std::memory_order_seq_cst);
+        maybe_resume(c);
+      }
     }
     if (c->reading != read_state::finished) t.recharge(_account, _core.options().tls.get());
   }

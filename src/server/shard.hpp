@@ -156,6 +156,9 @@ class shard final : grpc::session_host {
   void receive_unframed(connection* c, std::span<const std::byte> bytes);
   bool start_grpc(connection* c) noexcept;
   bool grpc_in_tls(connection* c, tls_link& t) noexcept;
+  /// What a gRPC session's own output may reach while the peer reads none of it: the replies
+  /// its window let through (bounded by the session's held-reply cap) and the queue's cap.
+  std::size_t grpc_pending_cap() const noexcept;
   void tls_failed(connection* c, tls_link& t, const std::string& why) noexcept;
   /// An orderly close of an established TLS connection: its close_notify before the FIN.
   void say_close_notify(connection* c) noexcept;

@@ -40,6 +40,7 @@ grpc::session_limits limits_of(const server_options& o) noexcept {
 }  // namespace
 
 void shard::receive_unframed(connection* c, std::span<const std::byte> bytes) {
+  if (is_closing(c)) return;  // a failed session is not fed again
   if (c->protocol == wire_protocol::sniffing) {
     const std::size_t seen = c->preface_seen;
     const std::size_t n = std::min(bytes.size(), preface.size() - seen);
@@ -81,6 +82,10 @@ bool shard::start_grpc(connection* c) noexcept {
   c->protocol = wire_protocol::grpc;
   _counts[sc::grpc_connections].add();
   return true;
+}
+
+std::size_t shard::grpc_pending_cap() const noexcept {
+  return _core.options().max_queued_reply_bytes + _core.options().max_inflight_bytes_per_connection;
 }
 
 // A TLS connection whose handshake chose ALPN h2: its TLS session goes inside a gRPC one, which

@@ -238,6 +238,15 @@ void shard::receive_through_link(connection* c, std::span<const std::byte> bytes
         // ALPN chose h2: a gRPC session takes the plaintext from here on, this receive's too.
         if (t.session->negotiated_protocol() == "h2" && !grpc_in_tls(c, t)) return;
       }
+      if (t.grpc != nullptr && t.pending.size() > grpc_pending_cap()) {
+        // Requests the session answers itself (refusals, health checks) and acknowledgements,
+        // none of it read by the peer: what waits to be written would grow without bound.
+        _counts[sc::grpc_protocol_errors].add();
+        t.pending.clear();
+        tls_failed(c, t, "HTTP/2: the peer reads none of its answers (more than max_queued_reply_bytes + "
+                         "max_inflight_bytes_per_connection wait)");
+        return;
+      }
       if (t.pending.size() != had_pending) _responder.kick(c);
       if (!_tls_plain.empty()) deliver(c, _tls_plain);
       // close_notify: the peer's stream ends here, as a FIN would end it; ours answers it

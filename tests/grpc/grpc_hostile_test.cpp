@@ -124,7 +124,8 @@ struct goaway_info {
 /// server's flow-control windows for what it sends.
 class h2_peer {
  public:
-  explicit h2_peer(std::uint16_t port) : _sock(port, 0, 5000ms) {
+  /// `rcvbuf`: the socket's receive buffer (0: the system's), small for a peer that reads nothing.
+  explicit h2_peer(std::uint16_t port, int rcvbuf = 0) : _sock(port, rcvbuf, 5000ms) {
     if (nghttp2_hd_deflate_new(&_deflater, 4096) != 0 || nghttp2_hd_inflate_new(&_inflater) != 0) {
       throw std::runtime_error("nghttp2 HPACK");
     }
@@ -768,6 +769,48 @@ TEST(grpc_hostile, message_past_max_frame_bytes_gets_resource_exhausted) {
   EXPECT_FALSE(p.goaway()) << p.summary();
   EXPECT_EQ(counter_at_least(*srv, server_counter::grpc_calls_refused, 1), 1u);
   EXPECT_EQ(counter(*srv, server_counter::grpc_protocol_errors), 0u);
+}
+
+// 8b. A message within max_frame_bytes whose frame (method, metadata, framing) is not: that one
+// call is refused, as a message over the cap is; the connection is not closed by the frame
+// assembler's answer to an oversized frame.
+TEST(grpc_hostile, message_that_fits_but_whose_frame_does_not_is_refused_alone) {
+  server_options o = base_options();
+  o.max_frame_bytes = 4096;
+  const auto srv = test::builtin_server(o);
+  h2_peer p(srv->port());
+  handshake(p);
+  ASSERT_TRUE(p.send_call(1, "/echo", std::string(4090, 'f'))) << p.summary();
+  ASSERT_TRUE(p.wait_reply(1)) << p.summary();
+  const stream_reply& r = p.reply(1);
+  EXPECT_FALSE(r.reset);
+  EXPECT_EQ(r.status(), "8") << describe(r.trailers());
+  expect_echo(p, 3, "small enough");
+  EXPECT_FALSE(p.goaway()) << p.summary();
+  EXPECT_FALSE(p.closed());
+}
+
+// 8c. A peer that sends requests the session answers itself (here: a path naming no method),
+// HEADERS only, and reads none of the answers: what waits to be written would grow without
+// bound; past max_queued_reply_bytes + max_inflight_bytes_per_connection the connection goes.
+TEST(grpc_hostile, a_peer_that_reads_none_of_its_answers_is_closed) {
+  server_options o = base_options();
+  o.max_queued_reply_bytes = 16 * 1024;
+  o.max_inflight_bytes_per_connection = 16 * 1024;
+  o.socket_send_buffer_bytes = 4096;
+  const auto srv = test::builtin_server(o);
+  h2_peer p(srv->port(), 4096);
+  handshake(p);
+  std::uint32_t id = 1;
+  for (int i = 0; i < 200'000; ++i, id += 2) {
+    if (!p.send_headers(id, request_headers("/"), true)) break;  // closed, or the send timed out
+  }
+  EXPECT_GE(counter_at_least(*srv, server_counter::grpc_protocol_errors, 1), 1u)
+      << "requests sent: " << (id / 2) << ", " << p.summary();
+  // Closed while the peer was still sending (a server without the bound takes all of them).
+  EXPECT_LT(id / 2, 200'000u) << p.summary();
+  EXPECT_TRUE(p.wait_closed()) << p.summary();
+  std::printf("reads none: requests sent %u; %s\n", id / 2, p.summary().c_str());
 }
 
 // 9. SETTINGS_MAX_CONCURRENT_STREAMS = max_inflight_per_connection; streams past it are refused.

@@ -23,7 +23,8 @@ TEST(GrpcText, TimeoutUnits) {
   EXPECT_EQ(g::parse_timeout("99999999u"), 99'999'999ull);
   EXPECT_EQ(g::parse_timeout("1500n"), 1ull);
   EXPECT_EQ(g::parse_timeout("10n"), 1ull);  // due at once, not unbounded
-  EXPECT_EQ(g::parse_timeout("0n"), 0ull);
+  EXPECT_EQ(g::parse_timeout("0n"), 1ull);
+  EXPECT_EQ(g::parse_timeout("0S"), 1ull);
 }
 
 TEST(GrpcText, MalformedTimeoutsAreRefused) {
