@@ -292,8 +292,12 @@ int on_header(nghttp2_session* ng, const nghttp2_frame* frame, const std::uint8_
     if (frame->headers.cat != NGHTTP2_HCAT_REQUEST && st->header_bytes > 2 * s.limits.max_header_bytes) {
       return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
-    s.refuse(*st, code_resource_exhausted,
-             "request headers larger than " + std::to_string(s.limits.max_header_bytes) + " bytes", "431");
+    try {
+      s.refuse(*st, code_resource_exhausted,
+               "request headers larger than " + std::to_string(s.limits.max_header_bytes) + " bytes", "431");
+    } catch (const std::bad_alloc&) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
     return 0;
   }
   if (frame->headers.cat != NGHTTP2_HCAT_REQUEST || st->refused) return 0;
@@ -339,12 +343,21 @@ std::int64_t steady_ns() noexcept {
 int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
   auto& s = session::state::of(user);
   // A flood stops here: the rest of what was received is not processed (nor acknowledged).
+  // (Out of memory for the reason's text: nothing may unwind through nghttp2; the connection goes.)
   if (frame->hd.type == NGHTTP2_PING && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-    s.on_ping(steady_ns());
+    try {
+      s.on_ping(steady_ns());
+    } catch (const std::bad_alloc&) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
     return s.fatal.empty() ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
   }
   if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-    s.on_settings(steady_ns());
+    try {
+      s.on_settings(steady_ns());
+    } catch (const std::bad_alloc&) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
     return s.fatal.empty() ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
   }
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
@@ -418,9 +431,13 @@ ssize_t read_reply(nghttp2_session* ng, std::int32_t id, std::uint8_t* buf, std:
     if (st->trailer_text.empty()) {
       if (nghttp2_submit_trailer(ng, id, ok, 1) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
     } else {
-      std::vector<nghttp2_nv> t{ok[0]};
-      to_nv(st->trailer_text, t);
-      if (nghttp2_submit_trailer(ng, id, t.data(), t.size()) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+      try {
+        std::vector<nghttp2_nv> t{ok[0]};
+        to_nv(st->trailer_text, t);
+        if (nghttp2_submit_trailer(ng, id, t.data(), t.size()) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+      } catch (const std::bad_alloc&) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE;  // nothing may unwind through nghttp2: this connection goes
+      }
       std::vector<std::string>().swap(st->trailer_text);
     }
   }
