@@ -798,6 +798,9 @@ TEST(grpc_hostile, a_peer_that_reads_none_of_its_answers_is_closed) {
   o.max_queued_reply_bytes = 16 * 1024;
   o.max_inflight_bytes_per_connection = 16 * 1024;
   o.socket_send_buffer_bytes = 4096;
+  // Streams wait for their answers only within one receive: a cap this high keeps nghttp2's
+  // concurrency check (a GOAWAY of its own) out of the way of the bound under test.
+  o.max_inflight_per_connection = 1'000'000;
   const auto srv = test::builtin_server(o);
   h2_peer p(srv->port(), 4096);
   handshake(p);
@@ -807,8 +810,9 @@ TEST(grpc_hostile, a_peer_that_reads_none_of_its_answers_is_closed) {
   }
   EXPECT_GE(counter_at_least(*srv, server_counter::grpc_protocol_errors, 1), 1u)
       << "requests sent: " << (id / 2) << ", " << p.summary();
-  // Closed while the peer was still sending (a server without the bound takes all of them).
-  EXPECT_LT(id / 2, 200'000u) << p.summary();
+  // Closed while the peer was still sending: about 3,500 requests get in (a server without the
+  // bound took all 200,000).
+  EXPECT_LT(id / 2, 100'000u) << p.summary();
   EXPECT_TRUE(p.wait_closed()) << p.summary();
   std::printf("reads none: requests sent %u; %s\n", id / 2, p.summary().c_str());
 }
