@@ -1,10 +1,11 @@
 #pragma once
 // gRPC over HTTP/2 on a ringrpc connection, as a record layer: HTTP/2 bytes from the peer
-// become ringrpc frames (a Request per gRPC call, a Cancel per RST_STREAM of a call in
-// flight), and the server's reply frames become HTTP/2 responses. Everything between the
-// frames and the server is the server's own: the same checks, caps, budget and dispatch as a
-// ringrpc client meets. nghttp2 is the HTTP/2 state machine (no socket of its own); this
-// file's job is the gRPC mapping and the bounds nghttp2 leaves to its user (docs/grpc.md).
+// become ringrpc frames (a Request per unary call, a StreamOpen and StreamMessages per
+// streaming call, a Cancel per RST_STREAM of one in flight), and the server's frames become
+// HTTP/2 responses. Everything between the frames and the server is the server's own: the
+// same checks, caps, budget and dispatch as a ringrpc client meets. nghttp2 is the HTTP/2
+// state machine (no socket of its own); this module's job is the gRPC mapping and the bounds
+// nghttp2 leaves to its user (docs/grpc.md).
 
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +52,9 @@ class session_host {
   /// grpc.health.v1.Health/Check for `service` ("" is the whole server).
   virtual health check_health(std::string_view service) noexcept = 0;
   virtual void note(session_event e) noexcept = 0;
+  /// The ringrpc stream kind `method` is registered as (1 server, 2 client, 3 bidi), or 0: a
+  /// unary method, or none (the server answers that call as it answers any).
+  virtual std::uint8_t method_kind(std::string_view method) noexcept = 0;
 
  protected:
   ~session_host() = default;
@@ -79,6 +83,14 @@ class session final : public record_session {
   /// Bytes this session holds now: nghttp2's own, request bodies being received, replies
   /// waiting for the peer's window (charged to the server's memory budget).
   std::size_t held_bytes() const noexcept;
+
+  /// Frames for the server decided while sealing (stream credit the client's reading freed,
+  /// client messages the server's credit let go, cancels of streams nghttp2 reset): the
+  /// server takes them after the seal, as it takes what receive() gives it. The next
+  /// receive() gives them first, so none overtakes another. take_frames_for_server() throws
+  /// std::bad_alloc.
+  bool has_frames_for_server() const noexcept;
+  void take_frames_for_server(std::vector<std::byte>& plain);
 
   struct state;  // what nghttp2's callbacks work on (grpc_session.cpp)
 

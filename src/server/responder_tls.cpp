@@ -53,6 +53,7 @@ void responder::start_tls_write(connection* c) noexcept {
       try {
         const auto r = t.seal_queued(*t.session, w.iov, n, responder_seal_limit, _seal_scratch);
         if (_seal_scratch.capacity() > 2 * responder_seal_limit) std::vector<std::byte>().swap(_seal_scratch);
+        if (t.grpc != nullptr && t.grpc->has_frames_for_server()) _owner.session_frames_waiting(c);
         if (r != record_session::outcome::ok) {
           c->note_failure(t.session->error());
           // What the session said on failing (gRPC's GOAWAY with its reason, a TLS alert) goes

@@ -131,6 +131,8 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
     // Replies handlers finished since the last turn, then connections their release resumed.
     _responder.take_inbox();
     run_resumes();
+    // Frames gRPC sessions decided while sealing (stream credit, messages it let go).
+    deliver_session_frames();
     // Coroutine handler frames of this shard whose awaited calls completed elsewhere.
     run_coroutines();
 
@@ -154,7 +156,7 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
     // A turn that held the thread this long delayed every connection of this reader.
     if (const std::int64_t busy = now_ns() - _turn_ns; busy > stall_threshold_ns) _counts[sc::event_loop_stalls].add();
     _waker.prepare_sleep();
-    block = _responder.inbox_empty() && _resumes == nullptr && _resumptions.empty() &&
+    block = _responder.inbox_empty() && _resumes == nullptr && _resumptions.empty() && _session_frames.empty() &&
             (!_downstreams || _downstreams->cancels_empty()) &&
             !((_quiesce.load() && !_quiesced) || (_close_all.load() && !_closing_all) ||
               (_closing_all && _live == nullptr && _alive.load() == 0));

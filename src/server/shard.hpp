@@ -90,6 +90,10 @@ class shard final : grpc::session_host {
   /// A TLS connection whose peer sent close_notify: ours answers it once no call of the
   /// connection is owed an answer any more (the responder asks after each write).
   void close_notify_if_owed(connection* c) noexcept;
+  /// Responder (this thread): sealing left frames for the server in the connection's gRPC
+  /// session (stream credit, client messages); they are delivered later in this turn or, when
+  /// the seal ran at its end, at the start of the next (shard_grpc.cpp).
+  void session_frames_waiting(connection* c) noexcept;
   /// Reader thread: a paused connection may read again; resumed later in this turn.
   void resume_later(connection* c) noexcept;
   /// Responder (this thread): a stream's end was taken for writing; the stream leaves its
@@ -246,6 +250,8 @@ class shard final : grpc::session_host {
   // grpc::session_host (shard_grpc.cpp)
   health check_health(std::string_view service) noexcept override;
   void note(grpc::session_event e) noexcept override;
+  std::uint8_t method_kind(std::string_view method) noexcept override;
+  void deliver_session_frames() noexcept;
 
   static thread_local shard* current;  // the reader whose thread this is, if any
 
@@ -267,6 +273,7 @@ class shard final : grpc::session_host {
   std::vector<connection*> _rearm;
   std::vector<connection*> _to_release;
   connection* _resumes = nullptr;  // resume_later(), linked by resume_next; each holds a reference
+  std::vector<connection*> _session_frames;  // session_frames_waiting(); each holds a reference
   std::shared_ptr<const dispatcher::table> _table;  // the routing table this thread uses
   std::uint64_t _table_version = 0;
   std::string _last_method;  // the method this thread looked up last, and what it found

@@ -10,6 +10,7 @@
 #include "grpc/grpc_over_tls.hpp"
 #include "server/server_core.hpp"
 #include "server/shard.hpp"
+#include "server/stream_endpoint.hpp"
 
 namespace ringrpc::detail {
 
@@ -138,6 +139,55 @@ grpc::session_host::health shard::check_health(std::string_view service) noexcep
     if (!known) return health::unknown_service;
   }
   return _core.leaving() || _quiesced ? health::not_serving : health::serving;
+}
+
+std::uint8_t shard::method_kind(std::string_view method) noexcept {
+  endpoint_slot* slot = _table ? _table->find(method) : nullptr;
+  if (slot == nullptr) return 0;
+  const auto* ep = dynamic_cast<const stream_endpoint*>(&slot->target());
+  return ep != nullptr ? static_cast<std::uint8_t>(ep->kind()) : 0;
+}
+
+void shard::session_frames_waiting(connection* c) noexcept {
+  tls_link& t = *c->rare.load(std::memory_order_relaxed)->tls;
+  if (t.frames_waiting) return;
+  try {
+    _session_frames.push_back(c);
+  } catch (const std::bad_alloc&) {
+    // Not listed: the frames go with the connection's next receive (session::receive gives
+    // them first), which a stream waiting on them may wait for until its deadline.
+    _core.note_out_of_memory();
+    return;
+  }
+  t.frames_waiting = true;
+  retain(c);
+}
+
+void shard::deliver_session_frames() noexcept {
+  // Delivering may seal and list connections again (an answer the delivery made): those wait
+  // for the next turn, which the loop does not sleep before.
+  std::vector<connection*> now;
+  now.swap(_session_frames);
+  for (connection* c : now) {
+    tls_link& t = *c->rare.load(std::memory_order_relaxed)->tls;
+    t.frames_waiting = false;
+    if (!is_closing(c) && t.grpc != nullptr) {
+      try {
+        _tls_plain.clear();
+        t.grpc->take_frames_for_server(_tls_plain);
+        deliver(c, _tls_plain);
+      } catch (const std::bad_alloc&) {
+        out_of_memory(c, "out of memory delivering a gRPC session's frames");
+      }
+      charge_assembler(c);
+      charge_tls(c, t);
+    }
+    release(c);
+  }
+  if (_session_frames.empty()) {
+    now.clear();
+    _session_frames.swap(now);  // keeps the capacity: no allocation per turn
+  }
 }
 
 void shard::note(grpc::session_event e) noexcept {

@@ -30,6 +30,7 @@ struct tls_link : tls_write_state {
   bool write_ref = false;   // a write is out and holds a reference on the connection
   bool said_close_notify = false;  // our close_notify went out (shard::say_close_notify)
   bool peer_closed = false;        // the peer's close_notify came: ours answers it once nothing is owed
+  bool frames_waiting = false;     // in the shard's list of sessions with frames for it
 
   /// What the session holds: a TLS session the layer's estimate, a gRPC session what it counts.
   std::size_t session_bytes(const record_layer* tls) const noexcept {

@@ -1,8 +1,9 @@
-// A gRPC server session (src/grpc/grpc_session.cpp) fed whatever a client sends after HTTP/2's
-// preface, cut into two reads at the place the first byte says. Every Request frame the session
-// makes must be a frame the server can decode; each is answered (a reply, or an error for every
-// third), the answers sealed back through the session, so the response side runs on what the
-// input made too. It must never crash, read past what it was given, or leak.
+// A gRPC server session (src/grpc) fed whatever a client sends after HTTP/2's preface, cut into
+// two reads at the place the first byte says. Every frame the session makes must be a frame the
+// server can decode; calls are answered (a reply, or an error for every third), streams
+// ("/server", "/client", "/bidi" are stream methods) get messages, credit and ends, and the
+// answers are sealed back through the session, so the response side and the stream credit
+// run on what the input made too. It must never crash, read past what it was given, or leak.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -19,6 +20,9 @@ struct host final : ringrpc::detail::grpc::session_host {
     return service.empty() || service == "echo" ? health::serving : health::unknown_service;
   }
   void note(ringrpc::detail::grpc::session_event) noexcept override {}
+  std::uint8_t method_kind(std::string_view method) noexcept override {
+    return method == "server" ? 1 : method == "client" ? 2 : method == "bidi" ? 3 : 0;
+  }
 };
 
 constexpr std::string_view preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -37,6 +41,38 @@ void answer(std::vector<std::byte>& frames, std::vector<std::byte>& replies) {
     at += whole;
     ringrpc::detail::frame_view v;
     if (ringrpc::detail::decode_frame(aligned, v) != ringrpc::detail::decode_outcome::ok) std::abort();
+    const auto add = [&](const ringrpc::detail::frame_view& f) {
+      encoder.encode_into(f, one);
+      replies.insert(replies.end(), one.begin(), one.end());
+    };
+    ringrpc::detail::frame_view r;
+    r.call_id = v.call_id;
+    if (v.kind == ringrpc::wire::Kind::StreamOpen || v.kind == ringrpc::wire::Kind::StreamMessage) {
+      // A message back (the first of a stream, its headers), and credit for the client's.
+      r.kind = ringrpc::wire::Kind::StreamMessage;
+      r.payload = v.payload;
+      add(r);
+      if (v.kind == ringrpc::wire::Kind::StreamMessage) {
+        ringrpc::detail::frame_view c;
+        c.call_id = v.call_id;
+        c.kind = ringrpc::wire::Kind::StreamCredit;
+        c.credit_messages = 1;
+        c.credit_bytes = v.payload.size() + 1;
+        add(c);
+      }
+      if (v.kind == ringrpc::wire::Kind::StreamOpen && v.stream_kind == 1) {
+        r.kind = ringrpc::wire::Kind::Reply;
+        r.payload = {};
+        add(r);
+      }
+      continue;
+    }
+    if (v.kind == ringrpc::wire::Kind::StreamHalfClose) {
+      r.kind = ++n % 2 == 0 ? ringrpc::wire::Kind::Reply : ringrpc::wire::Kind::Error;
+      r.code = ringrpc::status::internal;
+      add(r);
+      continue;
+    }
     if (v.kind != ringrpc::wire::Kind::Request) continue;
     if (++n % 3 == 0) {
       ringrpc::detail::frame_view e;
@@ -80,6 +116,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::size_t half = replies.size() / 2;
     if (s.seal(std::span(replies).first(half), out) == outcome::failed) return 0;
     if (s.seal(std::span(replies).subspan(half), out) == outcome::failed) return 0;
+    replies.clear();
+    // What the seals decided for the server (credit, messages it let go) is answered too.
+    s.take_frames_for_server(frames);
+    answer(frames, replies);
+    if (s.seal(replies, out) == outcome::failed) return 0;
     replies.clear();
     out.clear();
   }

@@ -1,0 +1,176 @@
+#pragma once
+// Inside a gRPC session (grpc_session.hpp): one record per HTTP/2 stream, and the state
+// nghttp2's callbacks work on. The request side (grpc_requests.cpp) turns a client's headers and
+// messages into frames for the server; the response side (grpc_responses.cpp) turns the
+// server's frames into HTTP/2; grpc_session.cpp holds nghttp2 and the session's interface.
+
+#include <nghttp2/nghttp2.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grpc/grpc_session.hpp"
+#include "wire/frame_codec.hpp"
+
+namespace ringrpc::detail::grpc {
+
+inline constexpr std::size_t message_prefix = 5;  // compressed flag + u32 big-endian length
+inline constexpr std::string_view health_path = "/grpc.health.v1.Health/Check";
+// gRPC codes the session answers with itself (grpc/status.h).
+inline constexpr int code_invalid_argument = 3, code_not_found = 5, code_resource_exhausted = 8,
+                     code_unimplemented = 12, code_internal = 13;
+
+/// What a stream may send before the other side grants more: client -> server is the ringrpc
+/// protocol's constant (docs/protocol.md 13.3); server -> client is what our StreamOpen offers,
+/// HTTP/2's default stream window, so a stream holds about what the client's window would.
+inline constexpr std::int64_t client_window_messages = 16;
+inline constexpr std::int64_t client_window_bytes = 262144;
+inline constexpr std::uint32_t server_window_messages = 16;
+inline constexpr std::uint64_t server_window_bytes = 65536;
+
+inline nghttp2_nv nv(std::string_view name, std::string_view value) noexcept {
+  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+          NGHTTP2_NV_FLAG_NONE};
+}
+
+/// A gRPC message's 5-byte prefix at `p`: the compressed flag and the length.
+inline std::uint32_t message_length(const std::byte* p) noexcept {
+  return static_cast<std::uint32_t>(p[1]) << 24 | static_cast<std::uint32_t>(p[2]) << 16 |
+         static_cast<std::uint32_t>(p[3]) << 8 | static_cast<std::uint32_t>(p[4]);
+}
+
+/// One HTTP/2 stream: a gRPC call from its first header to its last byte out.
+struct call_stream {
+  std::int32_t id = 0;
+  std::uint8_t kind = 0;  // the method's ringrpc stream kind: 0 unary, 1 server, 2 client, 3 bidi
+  std::string path;
+  std::string method;
+  std::vector<metadata_entry> metadata;  // request headers the handler sees
+  std::uint64_t timeout_us = 0;
+  std::size_t header_bytes = 0;
+
+  // The request side. `body` holds the DATA not yet given to the server, message prefixes
+  // included: a unary call's (or a server stream's) whole request, or a client or bidi
+  // stream's messages from `body_head` on, the whole ones (up to `body_whole`) waiting for the
+  // server's credit.
+  std::vector<std::byte> body;
+  std::size_t body_head = 0;
+  std::size_t body_whole = 0;
+  std::uint64_t received = 0;  // DATA bytes of this stream ...
+  std::uint64_t consumed = 0;  // ... and those whose flow-control window went back to the client
+  std::int64_t credit_messages = client_window_messages;  // what the server lets us send it
+  std::int64_t credit_bytes = client_window_bytes;
+  bool client_done = false;  // END_STREAM came: the half-close follows the messages held
+  bool half_closed = false;  // ... and went to the server
+
+  // Refused by the session before it became a call (or ended by it since): the answer it gets.
+  bool refused = false;
+  int refusal_code = 0;
+  std::string refusal_message;
+  const char* http_status = "200";
+  bool offer_identity = false;  // the refusal names the encodings we accept
+  bool delivered = false;  // a Request or StreamOpen went to the server
+  bool answered = false;   // the end is known: nothing more comes from the server for it
+
+  // The response side: headers once, then messages (prefix included) until nghttp2 takes them,
+  // then trailers saying `end_code` and `end_message`.
+  bool headers_sent = false;
+  bool deferred = false;  // the data source said "nothing yet": resume it when a message comes
+  std::vector<std::byte> reply;
+  std::size_t reply_sent = 0;
+  std::uint64_t taken = 0;                 // reply bytes nghttp2 took, in all
+  std::vector<std::uint64_t> message_ends;  // `taken` at which each message still out ends
+  std::size_t ends_head = 0;
+  std::uint64_t last_end = 0;
+  std::uint32_t grant_messages = 0;  // server messages taken and not yet granted back
+  std::uint64_t grant_bytes = 0;
+  int end_code = 0;
+  std::string end_message;
+  std::vector<std::string> trailer_text;  // name, value, name, value ...
+
+  call_stream* prev = nullptr;  // the session's list of its streams (freed with it)
+  call_stream* next = nullptr;
+};
+
+struct session::state {
+  session_limits limits;
+  session_host& host;
+  nghttp2_session* ng = nullptr;
+  // Where frames for the server go: receive()'s output while it runs, else `to_server`, which
+  // the server takes after a seal (session::take_frames_for_server).
+  std::vector<std::byte>* plain = nullptr;
+  std::vector<std::byte> to_server;
+  std::size_t library_bytes = 0;  // nghttp2's allocations (the size prefix of each)
+  std::size_t request_bytes = 0;  // the streams' `body` bytes
+  std::size_t held_reply = 0;     // reply bytes nghttp2 has not taken yet
+  std::size_t streams = 0;
+  call_stream* live = nullptr;  // every stream not yet closed
+  std::vector<std::byte> partial;  // reply frames' bytes not yet whole
+  std::vector<std::byte> aligned;  // a reply frame copied to decode it
+  // The flood bounds nghttp2 leaves to us (session_limits).
+  std::int64_t last_ping_ns = 0;
+  unsigned ping_strikes = 0;
+  bool wrote_since_ping = false;  // a response of ours went out since the last PING
+  double settings_tokens = 0;
+  std::int64_t settings_refilled_ns = 0;
+  // Set by a callback: the session fails after this call, with GOAWAY `goaway_code` saying
+  // `goaway_debug` (a reason gRPC's clients read, such as "too_many_pings").
+  std::string fatal;
+  std::uint32_t goaway_code = NGHTTP2_ENHANCE_YOUR_CALM;
+  std::string goaway_debug;
+  bool closing_counted = false;  // this connection's close is in the server's counters
+
+  state(const session_limits& l, session_host& h);
+  ~state();
+
+  static state& of(void* user) noexcept { return *static_cast<state*>(user); }
+  call_stream* find(std::int32_t id) const noexcept {
+    return static_cast<call_stream*>(nghttp2_session_get_stream_user_data(ng, id));
+  }
+  void link(call_stream* st) noexcept;
+  void unlink_and_delete(call_stream* st) noexcept;
+
+  /// Appends `v` as a frame for the server; false (nothing appended) if the frame's body would
+  /// be over max_frame_bytes, which the server's assembler would answer by closing the
+  /// connection: the caller refuses that one call instead.
+  bool emit(const frame_view& v);
+  void fail_with(std::string why, std::string debug, session_event e);
+  /// After an nghttp2_submit_* for `st`: a refusal by nghttp2 resets the stream, so its client
+  /// is not left waiting. Throws std::bad_alloc when nghttp2 had no memory.
+  void submitted(call_stream& st, int rv);
+  void on_ping(std::int64_t now);
+  void on_settings(std::int64_t now);
+
+  // The request side (grpc_requests.cpp).
+  void refuse(call_stream& s, int code, std::string message, const char* http = "200");
+  void drop_body(call_stream& s) noexcept;
+  void take_header(call_stream& st, std::string_view name, std::string_view value);
+  void take_data(call_stream& st, std::span<const std::byte> data);
+  void headers_done(call_stream& st);
+  void request_done(call_stream& st);
+  void finish_request(call_stream& st);
+  void answer_health(call_stream& st);
+  void open_stream(call_stream& st, std::span<const std::byte> request);
+  void pump(call_stream& st);
+  void give_back_window(call_stream& st);
+  void end_stream_here(call_stream& st, int code, std::string message);
+  void answer_refusal(call_stream& s);
+
+  // The response side (grpc_responses.cpp).
+  void take_reply_frame(std::span<const std::byte> f);
+  void respond(call_stream& st, std::span<const std::byte> message, const frame_view* v);
+  void send_headers(call_stream& st, const frame_view* v);
+  void add_message(call_stream& st, std::span<const std::byte> message);
+  void end_with(call_stream& st, int code, std::string_view message, const frame_view* v);
+  void answer_trailers_only(call_stream& st, int code, std::string_view message, const frame_view& v);
+  void wake(call_stream& st);
+  ssize_t read_reply(call_stream& st, std::uint8_t* buf, std::size_t length, std::uint32_t* flags);
+  void grant_taken(call_stream& st);
+};
+
+}  // namespace ringrpc::detail::grpc
