@@ -109,12 +109,6 @@ void session::state::respond(call_stream& st, std::span<const std::byte> message
   send_headers(st, v);
   add_message(st, message);
   end_with(st, 0, {}, v);
-  if (held_reply > limits.max_held_reply_bytes) {
-    goaway_code = NGHTTP2_FLOW_CONTROL_ERROR;
-    fail_with("HTTP/2: replies held back by the client's flow-control window exceed " +
-                  std::to_string(limits.max_held_reply_bytes) + " bytes",
-              "reply_window_exhausted", session_event::protocol_error);
-  }
 }
 
 // The response's headers (the server's metadata, if `v` has any), with a data source that

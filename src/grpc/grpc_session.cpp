@@ -404,6 +404,8 @@ record_session::outcome session::seal(std::span<const std::byte> plain, std::vec
   return outcome::ok;
 }
 
+bool session::holding_back() const noexcept { return _s->held_reply >= _s->limits.max_held_reply_bytes; }
+
 bool session::has_frames_for_server() const noexcept { return !_s->to_server.empty(); }
 
 void session::take_frames_for_server(std::vector<std::byte>& plain) {

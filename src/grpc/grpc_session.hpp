@@ -25,7 +25,7 @@ struct session_limits {
   std::size_t max_message_bytes = 16u << 20;   ///< one request message (max_frame_bytes)
   std::size_t max_request_bytes = 32u << 20;   ///< request bodies being received, all streams
   std::size_t max_header_bytes = 16 * 1024;    ///< one header block: name + value + 32 each
-  std::size_t max_held_reply_bytes = 4u << 20; ///< replies the peer's window holds back
+  std::size_t max_held_reply_bytes = 4u << 20; ///< replies the peer's window holds back (holding_back())
   std::size_t max_library_bytes = 1u << 20;    ///< what nghttp2 itself may allocate
   /// A PING sooner than this after the previous one, with no response of ours between them,
   /// is a strike; the third strike closes the connection ("too_many_pings"), as gRPC's own
@@ -83,6 +83,10 @@ class session final : public record_session {
   /// Bytes this session holds now: nghttp2's own, request bodies being received, replies
   /// waiting for the peer's window (charged to the server's memory budget).
   std::size_t held_bytes() const noexcept;
+  /// Replies the client's flow-control window holds back have reached max_held_reply_bytes:
+  /// the server seals no more until the client reads (the rest wait in its reply queue, where
+  /// the write-stall timeout sheds a client that never does).
+  bool holding_back() const noexcept;
 
   /// Frames for the server decided while sealing (stream credit the client's reading freed,
   /// client messages the server's credit let go, cancels of streams nghttp2 reset): the

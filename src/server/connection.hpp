@@ -299,6 +299,11 @@ inline void retain_for_call(connection* c) noexcept {
   if (n == 0) retain(c);
 }
 
+/// A paused gRPC connection keeps its receive: the client's WINDOW_UPDATEs, which let its
+/// waiting replies out, come on it (its new calls are held as frames, as a paused
+/// connection's are).
+inline bool reads_while_paused(const connection* c) noexcept { return c->protocol == wire_protocol::grpc; }
+
 /// Reading must pause while the connection has too many calls or request bytes in flight, or
 /// too many reply bytes unwritten.
 inline bool over_limits(const connection* c, unsigned max_inflight, std::size_t max_inflight_bytes) noexcept {

@@ -49,6 +49,9 @@ class responder {
   /// Reader thread: a TLS connection's session has ciphertext of its own to send (handshake,
   /// alerts); it goes out with this turn's writes, ahead of any reply sealed after it.
   void kick(connection* c) noexcept;
+  /// The connection is closing: replies a gRPC session held back for its client's window,
+  /// which no write in flight will fail, are let go (responder_tls.cpp).
+  void drop_held_replies(connection* c) noexcept;
   /// Reader thread: a write's completion.
   void on_write(connection* c, int res) noexcept;
   /// Reader thread, stopping: shut down every socket that still has replies queued. A peer that

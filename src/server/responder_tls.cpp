@@ -41,6 +41,16 @@ void responder::kick(connection* c) noexcept {
   }
 }
 
+void responder::drop_held_replies(connection* c) noexcept {
+  write_slot* w = c->write;
+  if (w == nullptr || w->in_flight || w->replies.empty()) return;
+  retain(c);  // releasing calls may drop every other reference
+  fail_writes(c);
+  tls_of(c).drop();
+  if (!w->dirty) give_back_if_done(c);
+  release(c);
+}
+
 void responder::start_tls_write(connection* c) noexcept {
   write_slot& w = *c->write;
   tls_link& t = tls_of(c);
@@ -48,7 +58,10 @@ void responder::start_tls_write(connection* c) noexcept {
     // The previous write is all out: the next one is what the session said since, then the
     // replies that wait.
     t.begin_next();
-    while (!w.replies.empty() && t.session->established()) {
+    // A gRPC session whose client's window holds back enough replies takes no more: they wait
+    // here, in the queue, until the client's WINDOW_UPDATE (read by the reader, which writes
+    // what it lets out and kicks us) or the write-stall timeout.
+    while (!w.replies.empty() && t.session->established() && (t.grpc == nullptr || !t.grpc->holding_back())) {
       const std::size_t n = w.replies.gather(w.iov, write_slot::max_iov);
       try {
         const auto r = t.seal_queued(*t.session, w.iov, n, responder_seal_limit, _seal_scratch);

@@ -268,7 +268,7 @@ void shard::end_of_turn() noexcept {
   _buffers->commit();
   for (connection* c : _rearm) {
     if (c->reading == read_state::open && c->receive == recv_state::idle && !_quiesced && !c->budget_paused &&
-        !c->paused.load(std::memory_order_relaxed)) {
+        (!c->paused.load(std::memory_order_relaxed) || reads_while_paused(c))) {
       arm_recv(c);
     }
     release(c);

@@ -205,6 +205,9 @@ void shard::post_refusal(const char* knob, unsigned value) noexcept {
 void shard::start_close(connection* c) noexcept {
   note_closing(c);
   cancel_recv(c);
+  // A gRPC connection's replies may wait for its client's window with no write in flight,
+  // which is what would otherwise fail them.
+  if (c->protocol == wire_protocol::grpc) _responder.drop_held_replies(c);
   maybe_finish(c);
 }
 

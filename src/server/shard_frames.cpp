@@ -127,7 +127,10 @@ bool shard::pause(connection* c) noexcept {
     e.id = c->id;
     return e;
   });
-  cancel_recv(c);
+  // A gRPC connection goes on reading, its new calls held as frames: its replies wait for the
+  // client's WINDOW_UPDATEs, which a paused receive would never see. HTTP/2's stream cap
+  // (max_inflight_per_connection) bounds the calls it can send meanwhile.
+  if (!reads_while_paused(c)) cancel_recv(c);
   return true;
 }
 
@@ -141,8 +144,8 @@ void shard::on_resume(connection* c) {
       }
       charge_assembler(c);
     }
-    if (!c->paused.load(std::memory_order_relaxed) && !c->budget_paused && c->receive == recv_state::idle &&
-        c->reading == read_state::open && !_quiesced) {
+    if ((!c->paused.load(std::memory_order_relaxed) || reads_while_paused(c)) && !c->budget_paused &&
+        c->receive == recv_state::idle && c->reading == read_state::open && !_quiesced) {
       arm_recv(c);
     }
     maybe_finish(c);

@@ -875,11 +875,13 @@ TEST(grpc_hostile, streams_past_acknowledged_max_concurrent_close_the_connection
   EXPECT_EQ(counter(*srv, server_counter::grpc_calls_refused), 0u);
 }
 
-// 10. A client that opens no window for replies: they pile up in the session until the
-// per-connection cap, then GOAWAY FLOW_CONTROL_ERROR "reply_window_exhausted".
-TEST(grpc_hostile, replies_held_by_a_shut_window_get_goaway) {
+// 10. A client that opens no window for replies: the session holds them up to the
+// per-connection cap, the rest wait in the server's reply queue (no GOAWAY: a slow client is
+// not a hostile one), and the write-stall timeout sheds a client that never reads.
+TEST(grpc_hostile, replies_held_by_a_shut_window_wait_then_the_write_stall_sheds) {
   server_options o = base_options();
   o.max_inflight_bytes_per_connection = 1u << 20;
+  o.write_stall_timeout = 500ms;
   const auto srv = test::builtin_server(o);
   h2_peer p(srv->port());
   handshake(p, {{s_initial_window_size, 0}});
@@ -891,15 +893,52 @@ TEST(grpc_hostile, replies_held_by_a_shut_window_get_goaway) {
     if (!p.send_data(id, grpc_message(message), true)) break;  // reads WINDOW_UPDATEs meanwhile
     p.poll_now();
   }
-  EXPECT_TRUE(p.wait_closed()) << "requests sent: " << sent << ", " << p.summary();
+  EXPECT_EQ(sent, 8) << "every request goes in: " << p.summary();
+  EXPECT_TRUE(p.wait_closed(5000ms)) << "requests sent: " << sent << ", " << p.summary();
   std::printf("shut window: requests sent: %d; %s\n", sent, p.summary().c_str());
-  EXPECT_GE(counter_at_least(*srv, server_counter::grpc_protocol_errors, 1), 1u);
+  EXPECT_FALSE(p.goaway()) << "a shut window is the write stall's business: " << p.summary();
+  EXPECT_GE(counter_at_least(*srv, server_counter::connections_write_stalled, 1), 1u);
+  EXPECT_EQ(counter(*srv, server_counter::grpc_protocol_errors), 0u);
   // Nothing of a reply's message could have come: the window was 0 throughout.
   for (const auto& [sid, r] : p.replies()) EXPECT_TRUE(r.data.empty()) << "stream " << sid;
-  EXPECT_GE(sent, 3) << "the cap (1 MiB) holds three 300 KiB replies";
-  ASSERT_TRUE(p.goaway()) << "closed without a GOAWAY; requests sent: " << sent << ", " << p.summary();
-  EXPECT_EQ(p.goaway()->code, e_flow_control) << p.summary();
-  EXPECT_EQ(p.goaway()->debug, "reply_window_exhausted");
+}
+
+// 10b. The same shut window, opened later: every reply comes, whole, though together they are
+// far past the session's cap on held replies (back-pressure, not an error).
+TEST(grpc_hostile, replies_past_the_held_cap_all_come_once_the_window_opens) {
+  server_options o = base_options();
+  o.max_inflight_bytes_per_connection = 1u << 20;
+  const auto srv = test::builtin_server(o);
+  h2_peer p(srv->port());
+  handshake(p, {{s_initial_window_size, 0}});
+  const std::string message(300 * 1024, 'w');
+  constexpr int calls = 8;  // 2.4 MB of replies against a 1 MiB cap
+  for (int i = 0; i < calls; ++i) {
+    const auto sid = static_cast<std::uint32_t>(1 + 2 * i);
+    ASSERT_TRUE(p.send_headers(sid, request_headers("/echo"), false)) << p.summary();
+    ASSERT_TRUE(p.send_data(sid, grpc_message(message), true)) << p.summary();
+    p.poll_now();
+  }
+  p.pump(300ms, [] { return false; });  // the server answers into the shut window meanwhile
+  ASSERT_FALSE(p.closed()) << p.summary();
+  // Open every stream's window and the connection's: from here on the peer gives back what it
+  // reads (pump's DATA handling), as a client that reads does.
+  std::vector<std::uint8_t> inc;
+  put32(inc, 8u << 20);
+  ASSERT_TRUE(p.send_frame(t_window_update, 0, 0, inc));
+  for (int i = 0; i < calls; ++i) ASSERT_TRUE(p.send_frame(t_window_update, 0, static_cast<std::uint32_t>(1 + 2 * i), inc));
+  const auto all_done = [&] {
+    int done = 0;
+    for (const auto& [sid, r] : p.replies()) done += r.ended ? 1 : 0;
+    return done == calls;
+  };
+  ASSERT_TRUE(p.pump(reply_wait, all_done)) << p.summary();
+  for (const auto& [sid, r] : p.replies()) {
+    EXPECT_EQ(r.status(), "0") << "stream " << sid << ": " << describe(r.trailers());
+    EXPECT_EQ(r.data, grpc_message(message)) << "stream " << sid << ": " << r.data.size() << " bytes";
+  }
+  EXPECT_FALSE(p.goaway()) << p.summary();
+  EXPECT_EQ(counter(*srv, server_counter::grpc_protocol_errors), 0u);
 }
 
 // 11. Part of the preface, then silence: shed as a partial frame is.
