@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Unary gRPC calls, per server core: ringrpc-server answering gRPC clients on its port (its
+# built-in echo reached as /echo/echo, i.e. the method echo.echo of the echo endpoint:
+# docs/grpc.md), grpc_echo_server's Echo.Say (libgrpc++'s callback API, --callback-only:
+# tests/load/grpc_echo_server.cpp), and ringrpc-server's same echo over its own frames
+# (ringrpc://.../echo), each server pinned to SERVER_CPU, ringrpc-load pinned to LOAD_CPU driving
+# CONNECTIONS connections x DEPTH calls in flight, at each depth of DEPTHS (`-c 16 -P 1` and
+# `-c 16 -P 16`: grpc:// and ringrpc:// alike, the same load tool and engine on every side). All
+# three get the same request bytes: the protobuf EchoRequest {text: SIZE x's} (SIZE + 2 bytes for
+# SIZE < 128), which grpc_echo_server parses and ringrpc's echo sends back as it came.
+# Rounds rotate which server goes first; each round starts every server afresh, and runs the
+# depths on it in turn. Per run: a warm-up run, then the measured run with --server-pid, whose
+# server_cost charges the server's CPU time (utime+stime of all its threads) over the load's own
+# measured window. Printed per run: calls/s, the server's CPU per call (µs), server_busy (the
+# server's cores over that window: below ~0.9 the server was not the limit, and its CPU per call
+# has idle wake-ups in it), the load's CPU seconds and load_busy (ringrpc-load's CPU over its
+# wall time, from the shell's `times`: above ~0.9 the load's core may have been the limit), the
+# server's threads and context switches in the run (voluntary / involuntary, summed over
+# /proc/PID/task/*/status); rows outside those bounds, or with errors, are flagged. Then, per
+# depth, as median (min, max) over the rounds: ringrpc-gRPC/grpc_echo_server server CPU per call
+# (goal <= 0.2) and calls/s (goal >= 5 at depth 16), and ringrpc-gRPC/ringrpc-frames server CPU
+# per call (goal <= 1.5); a goal is judged on the median.
+#
+#   bench/grpc_unary.sh                        # 5 rounds of 5 s runs per server and depth
+#   QUICK=1 bench/grpc_unary.sh                # smoke run: 1 round of 0.5 s runs
+#   ROUNDS=3 DURATION=3 OUT_JSON=/tmp/grpc_unary.json bench/grpc_unary.sh
+#
+# Environment (all optional): ROUNDS [5], DURATION [5] measured seconds per run, WARMUP [1] s,
+# CONNECTIONS [16], DEPTHS ["1 16"], SIZE [64], SERVER_CPU / LOAD_CPU [0 / 1], BUILD_DIR
+# [build/release] (built with tests, for tests/grpc_echo_server), OUT_JSON, KEEP_WORK=1.
+# Only 127.0.0.1 is used; every process runs under `timeout` and is stopped by its PID.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+cd "$(ringrpc_root)"
+
+if [[ ${QUICK:-0} == 1 ]]; then
+  : "${DURATION:=0.5}" "${WARMUP:=0.2}" "${ROUNDS:=1}"
+fi
+: "${CONNECTIONS:=16}" "${BUILD_DIR:=build/release}"
+pinned_bench_knobs grpc_unary.sh
+rounds=${ROUNDS:-5}
+read -r -a depths <<<"${DEPTHS:-1 16}"
+for d in "${depths[@]}"; do
+  [[ $d =~ ^[1-9][0-9]*$ ]] || { echo "grpc_unary.sh: DEPTHS holds '$d', not a depth" >&2; exit 2; }
+done
+((${#depths[@]} > 0)) || { echo "grpc_unary.sh: DEPTHS is empty" >&2; exit 2; }
+[[ $size =~ ^[0-9]+$ ]] || { echo "grpc_unary.sh: SIZE is '$size', not a byte count" >&2; exit 2; }
+
+ringrpc_bin=$build_dir/tools/ringrpc-server
+grpc_bin=$build_dir/tests/grpc_echo_server
+load_bin=$build_dir/tools/ringrpc-load
+for b in "$ringrpc_bin" "$grpc_bin" "$load_bin"; do
+  [[ -x $b ]] || { echo "grpc_unary.sh: $b is missing; build $build_dir with tests (and gRPC's dev packages)" >&2; exit 2; }
+done
+
+bench_work_dir grpc_unary
+server_lifetime=$(python3 -c "import math; print(math.ceil(${#depths[@]} * 2 * ($duration + $warmup) + 60))")
+load_limit=$(python3 -c "import math; print(math.ceil($duration + $warmup + 30))")
+# The request: echo.proto's EchoRequest with text = SIZE x's (field 1, length-delimited).
+python3 - "$size" "$work/request.bin" <<'PY'
+import sys
+n, out = int(sys.argv[1]), sys.argv[2]
+varint = bytearray()
+v = n
+while True:
+    varint.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+    v >>= 7
+    if not v:
+        break
+open(out, "wb").write(b"\x0a" + bytes(varint) + b"x" * n)
+PY
+message=(--payload-file "$work/request.bin")
+
+# start_target WHICH: the server pinned (pinned_pid) and the URL to load it with.
+start_target() {
+  case $1 in
+    ringrpc-grpc | ringrpc-frames)
+      start_pinned_server "$work/$1" "$server_lifetime" "$server_cpu" "$ringrpc_bin" --port 0 --log-level error ||
+        { echo "grpc_unary.sh: ringrpc-server did not start" >&2; exit 1; }
+      if [[ $1 == ringrpc-grpc ]]; then
+        url="grpc://127.0.0.1:$listen_port/echo/echo"  # :path /echo/echo = the method echo.echo: the echo endpoint
+      else
+        url="ringrpc://127.0.0.1:$listen_port/echo"
+      fi
+      ;;
+    grpc-echo)
+      start_pinned_server "$work/grpc" "$server_lifetime" "$server_cpu" "$grpc_bin" --callback-only ||
+        { echo "grpc_unary.sh: grpc_echo_server did not start" >&2; exit 1; }
+      url="grpc://127.0.0.1:$listen_port/ringtest.Echo/Say"
+      ;;
+  esac
+}
+
+# threads_and_switches PID: "THREADS VOLUNTARY INVOLUNTARY", the context switches summed over the
+# process's threads (/proc/PID/status alone has the main thread's; a thread that ended is lost).
+threads_and_switches() {
+  awk '/^voluntary_ctxt_switches/ { v += $2 } /^nonvoluntary_ctxt_switches/ { n += $2 } END { print v + 0, n + 0 }' \
+    /proc/"$1"/task/*/status 2>/dev/null | { read -r v n; echo "$(awk '/^Threads:/ { print $2 }' /proc/"$1"/status) $v $n"; }
+}
+
+# measure WHICH ROUND DEPTH: a warm-up run, then the measured run, charged the server's CPU by
+# --server-pid over the load's own measured window (server_cost), and timed for its own CPU.
+measure() {
+  local json=$work/$1.$2.$3.json t0 t1 l0 l1 s0 s1
+  local -a load=(timeout "$load_limit" taskset -c "$load_cpu" "$load_bin" -c "$connections" -P "$3" "${message[@]}")
+  if awk "BEGIN { exit !($warmup > 0) }"; then
+    "${load[@]}" --duration "${warmup}s" --warmup 0s "$url" >/dev/null 2>"$work/load.err" ||
+      { echo "grpc_unary.sh: the warm-up against $1 (depth $3) failed: $(tail -3 "$work/load.err")" >&2; exit 1; }
+  fi
+  s0=$(threads_and_switches "$pinned_pid")
+  children_cpu_s
+  l0=$children_s
+  t0=$EPOCHREALTIME
+  "${load[@]}" --duration "${duration}s" --warmup 0s --server-pid "$pinned_pid" --json "$json" "$url" \
+    >/dev/null 2>"$work/load.err" ||
+    { echo "grpc_unary.sh: ringrpc-load against $1 (depth $3) failed: $(tail -3 "$work/load.err")" >&2; exit 1; }
+  t1=$EPOCHREALTIME
+  children_cpu_s
+  l1=$children_s
+  s1=$(threads_and_switches "$pinned_pid")
+  echo "$2 $3 $1 $json $t0 $t1 $l0 $l1 $s0 $s1" >>"$work/index"
+}
+
+: >"$work/index"
+servers=(ringrpc-grpc grpc-echo ringrpc-frames)
+for ((r = 1; r <= rounds; r++)); do
+  # Round r starts with server (r - 1) mod 3: each goes first, second and last alike.
+  order=()
+  for ((i = 0; i < ${#servers[@]}; i++)); do order+=("${servers[(r - 1 + i) % ${#servers[@]}]}"); done
+  for which in "${order[@]}"; do
+    printf 'round %d/%d: %-14s' "$r" "$rounds" "$which" >&2
+    start_target "$which"
+    for depth_now in "${depths[@]}"; do
+      measure "$which" "$r" "$depth_now"
+      printf ' P%s' "$depth_now" >&2
+    done
+    stop_pinned_server
+    echo " done" >&2
+  done
+done
+
+GU_WORK=$work GU_OUT_JSON=$out_json GU_CONFIG="$(printf '{"rounds": %s, "duration_s": %s, "warmup_s": %s, "connections": %s, "depths": [%s], "size": %s, "request_bytes": %s, "server_cpu": "%s", "load_cpu": "%s"}' \
+  "$rounds" "$duration" "$warmup" "$connections" "$(IFS=,; echo "${depths[*]}")" "$size" \
+  "$(stat -c %s "$work/request.bin")" "$server_cpu" "$load_cpu")" \
+python3 - <<'PY'
+import json, os, statistics
+e = os.environ
+work, out_json = e["GU_WORK"], e["GU_OUT_JSON"]
+config = json.loads(e["GU_CONFIG"])
+servers = ("ringrpc-grpc", "grpc-echo", "ringrpc-frames")
+runs = {}
+for line in open(os.path.join(work, "index")):
+    r, depth, which, path, t0, t1, l0, l1, th0, v0, n0, th1, v1, n1 = line.split()
+    j = json.load(open(path))
+    cost = j.get("server_cost", {})
+    if "cpu_us_per_call" not in cost:
+        raise SystemExit(f"grpc_unary.sh: {path} has no server CPU figure: {cost.get('note', 'no server_cost')}")
+    load_cpu_s = float(l1) - float(l0)
+    runs[(int(r), int(depth), which)] = {
+        "calls": j["calls_ok"], "calls_per_s": j["calls_per_sec"], "errors": sum(j.get("errors", {}).values()),
+        "server_cpu_s": cost["cpu_s"], "server_window_s": cost["window_s"], "server_busy": cost["cores"],
+        "server_cpu_us_per_call": cost["cpu_us_per_call"], "load_cpu_s": load_cpu_s,
+        "load_busy": load_cpu_s / (float(t1) - float(t0)), "server_threads": int(th1),
+        "server_voluntary_switches": int(v1) - int(v0), "server_involuntary_switches": int(n1) - int(n0)}
+rounds = sorted({k[0] for k in runs})
+depths = config["depths"]
+print(f"\n{config['connections']} connections x depth {' and '.join(map(str, depths))}, unary calls of "
+      f"{config['request_bytes']} bytes (EchoRequest with {config['size']} x's), {config['duration_s']} s per run; "
+      f"server on CPU {config['server_cpu']}, ringrpc-load on CPU {config['load_cpu']}")
+print(f"{'round':>5} {'depth':>5} {'server':<14} {'calls':>9} {'calls/s':>9} {'cpu s':>6} {'busy':>5} {'us/call':>7} "
+      f"{'load cpu s':>10} {'load busy':>9} {'threads':>7} {'switches vol/invol':>19}")
+flagged = unsaturated = 0
+for r in rounds:
+    for d in depths:
+        for w in servers:
+            x = runs[(r, d, w)]
+            flags = []
+            if x["server_busy"] < 0.9:
+                flags.append("server < 0.9 busy")
+                unsaturated += 1
+            if x["load_busy"] > 0.9:
+                flags.append("load core > 0.9 busy")
+            if x["errors"]:
+                flags.append(f"{x['errors']} errors")
+            flagged += bool(flags)
+            switches = f"{x['server_voluntary_switches']}/{x['server_involuntary_switches']}"
+            print(f"{r:>5} {d:>5} {w:<14} {x['calls']:>9} {x['calls_per_s']:>9.0f} {x['server_cpu_s']:>6.2f} "
+                  f"{x['server_busy']:>5.2f} {x['server_cpu_us_per_call']:>7.2f} {x['load_cpu_s']:>10.2f} "
+                  f"{x['load_busy']:>9.2f} {x['server_threads']:>7} {switches:>19}"
+                  + (f"  ! {'; '.join(flags)}" if flags else ""))
+if flagged:
+    print(f"{flagged} run(s) flagged !: a server under ~0.9 busy was not saturated ({unsaturated} such; the load, "
+          "or its core, held it back), and its calls/s is not a server-bound figure nor its CPU per call one at full load")
+
+def summary(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "per_round": values}
+
+def fmt(s):
+    return f"{s['median']:.2f} (min {s['min']:.2f}, max {s['max']:.2f})"
+
+ratios = {}
+print("\nper depth, median (min, max) over rounds:")
+for d in depths:
+    med = lambda w, k: statistics.median(runs[(r, d, w)][k] for r in rounds)
+    print(f"depth {d}: server CPU per call (us) " + ", ".join(f"{w} {med(w, 'server_cpu_us_per_call'):.2f}" for w in servers)
+          + "; calls/s " + ", ".join(f"{w} {med(w, 'calls_per_s'):.0f}" for w in servers))
+    per = lambda a, b, k: [runs[(r, d, a)][k] / runs[(r, d, b)][k] for r in rounds]
+    rd = ratios[str(d)] = {
+        "cpu_per_call_ringrpc_grpc_vs_grpc_echo": summary(per("ringrpc-grpc", "grpc-echo", "server_cpu_us_per_call")),
+        "calls_per_s_ringrpc_grpc_vs_grpc_echo": summary(per("ringrpc-grpc", "grpc-echo", "calls_per_s")),
+        "cpu_per_call_ringrpc_grpc_vs_ringrpc_frames": summary(per("ringrpc-grpc", "ringrpc-frames", "server_cpu_us_per_call")),
+    }
+    goal = lambda s, ok, text: f"  goal {text}: {'met' if ok(s['median']) else 'MISSED'}"
+    print(f"  ringrpc-gRPC/grpc_echo_server CPU per call: {fmt(rd['cpu_per_call_ringrpc_grpc_vs_grpc_echo'])}"
+          + goal(rd["cpu_per_call_ringrpc_grpc_vs_grpc_echo"], lambda m: m <= 0.2, "<= 0.2"))
+    print(f"  ringrpc-gRPC/grpc_echo_server calls/s:      {fmt(rd['calls_per_s_ringrpc_grpc_vs_grpc_echo'])}"
+          + (goal(rd["calls_per_s_ringrpc_grpc_vs_grpc_echo"], lambda m: m >= 5, ">= 5") if d == 16 else ""))
+    print(f"  ringrpc-gRPC/ringrpc-frames CPU per call:   {fmt(rd['cpu_per_call_ringrpc_grpc_vs_ringrpc_frames'])}"
+          + goal(rd["cpu_per_call_ringrpc_grpc_vs_ringrpc_frames"], lambda m: m <= 1.5, "<= 1.5"))
+if out_json:
+    with open(out_json, "w") as fh:
+        json.dump({"config": config,
+                   "per_round": [{str(d): {w: runs[(r, d, w)] for w in servers} for d in depths} for r in rounds],
+                   "ratios": ratios}, fh, indent=1)
+PY
