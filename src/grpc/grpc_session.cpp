@@ -13,64 +13,22 @@
 #include <cstring>
 #include <new>
 
+#include "grpc/grpc_memory.hpp"
 #include "grpc/grpc_session_state.hpp"
 
 namespace ringrpc::detail::grpc {
 
 namespace {
 
-// nghttp2's memory, counted: each block carries its size in front (its free() is not told).
-constexpr std::size_t size_prefix = 16;  // keeps malloc's alignment
-
-void* mem_malloc(std::size_t n, void* user) {
-  auto& s = session::state::of(user);
-  if (s.library_bytes + n > s.limits.max_library_bytes) return nullptr;
-  auto* base = static_cast<std::byte*>(std::malloc(n + size_prefix));
-  if (base == nullptr) return nullptr;
-  std::memcpy(base, &n, sizeof n);
-  s.library_bytes += n;
-  return base + size_prefix;
-}
-
-void mem_free(void* p, void* user) {
-  if (p == nullptr) return;
-  auto* base = static_cast<std::byte*>(p) - size_prefix;
-  std::size_t n = 0;
-  std::memcpy(&n, base, sizeof n);
-  session::state::of(user).library_bytes -= n;
-  std::free(base);
-}
-
-void* mem_calloc(std::size_t count, std::size_t size, void* user) {
-  if (size != 0 && count > SIZE_MAX / size) return nullptr;
-  void* p = mem_malloc(count * size, user);
-  if (p != nullptr) std::memset(p, 0, count * size);
-  return p;
-}
-
-void* mem_realloc(void* p, std::size_t n, void* user) {
-  if (p == nullptr) return mem_malloc(n, user);
-  if (n == 0) {
-    mem_free(p, user);
-    return nullptr;
-  }
-  auto& s = session::state::of(user);
-  auto* base = static_cast<std::byte*>(p) - size_prefix;
-  std::size_t old = 0;
-  std::memcpy(&old, base, sizeof old);
-  if (n > old && s.library_bytes + (n - old) > s.limits.max_library_bytes) return nullptr;
-  auto* grown = static_cast<std::byte*>(std::realloc(base, n + size_prefix));
-  if (grown == nullptr) return nullptr;
-  std::memcpy(grown, &n, sizeof n);
-  s.library_bytes = s.library_bytes - old + n;
-  return grown + size_prefix;
-}
-
 int on_begin_headers(nghttp2_session* ng, const nghttp2_frame* frame, void* user) {
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   auto& s = session::state::of(user);
-  auto* st = new (std::nothrow) call_stream;
-  if (st == nullptr) return NGHTTP2_ERR_CALLBACK_FAILURE;
+  call_stream* st = nullptr;
+  try {
+    st = s.new_stream();
+  } catch (const std::bad_alloc&) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
   st->id = frame->hd.stream_id;
   s.link(st);
   nghttp2_session_set_stream_user_data(ng, st->id, st);
@@ -222,7 +180,9 @@ void session::state::on_settings(std::int64_t now) {
 
 
 session::state::state(const session_limits& l, session_host& h)
-    : limits(l), host(h), plain(&to_server), settings_tokens(l.settings_burst) {}
+    : limits(l), host(h), plain(&to_server), settings_tokens(l.settings_burst) {
+  library.cap = l.max_library_bytes;
+}
 
 session::state::~state() {
   // nghttp2 frees its streams without calling on_stream_close: ours go here.
@@ -242,7 +202,7 @@ void session::state::unlink_and_delete(call_stream* st) noexcept {
   else live = st->next;
   if (st->next != nullptr) st->next->prev = st->prev;
   --streams;
-  delete st;
+  recycle(st);
 }
 
 bool session::state::emit(const frame_view& v) {
@@ -302,7 +262,7 @@ session::session(const session_limits& limits, session_host& host)
   nghttp2_option_set_no_auto_window_update(opt, 1);
   nghttp2_option_set_max_outbound_ack(opt, 1000);  // acknowledgements queued and unsent
   nghttp2_option_set_max_settings(opt, 32);         // entries in one SETTINGS
-  nghttp2_mem mem{_s.get(), mem_malloc, mem_free, mem_calloc, mem_realloc};
+  nghttp2_mem mem = counting_allocator(_s->library);
   const int rv = nghttp2_session_server_new3(&_s->ng, cb, _s.get(), opt, &mem);
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cb);
@@ -317,7 +277,7 @@ session::session(const session_limits& limits, session_host& host)
 session::~session() = default;
 
 std::size_t session::held_bytes() const noexcept {
-  return _s->library_bytes + _s->request_bytes + _s->held_reply + _s->streams * sizeof(call_stream) +
+  return _s->library.bytes + _s->request_bytes + _s->held_reply + _s->streams * sizeof(call_stream) +
          _s->partial.capacity() + _s->aligned.capacity() + _s->to_server.capacity();
 }
 

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "grpc/grpc_memory.hpp"
 #include "grpc/grpc_session.hpp"
 #include "wire/frame_codec.hpp"
 
@@ -105,7 +106,7 @@ struct session::state {
   // the server takes after a seal (session::take_frames_for_server).
   std::vector<std::byte>* plain = nullptr;
   std::vector<std::byte> to_server;
-  std::size_t library_bytes = 0;  // nghttp2's allocations (the size prefix of each)
+  library_memory library;         // nghttp2's allocations, against limits.max_library_bytes
   std::size_t request_bytes = 0;  // the streams' `body` bytes
   std::size_t held_reply = 0;     // reply bytes nghttp2 has not taken yet
   std::size_t streams = 0;
@@ -132,6 +133,11 @@ struct session::state {
   call_stream* find(std::int32_t id) const noexcept {
     return static_cast<call_stream*>(nghttp2_session_get_stream_user_data(ng, id));
   }
+  /// A stream record, fresh or kept from a finished stream (grpc_stream_cache.cpp). Throws
+  /// std::bad_alloc.
+  call_stream* new_stream();
+  /// A finished stream's record, kept for a next one or freed.
+  static void recycle(call_stream* st) noexcept;
   void link(call_stream* st) noexcept;
   void unlink_and_delete(call_stream* st) noexcept;
 

@@ -1,0 +1,23 @@
+#pragma once
+// nghttp2's memory for one session (docs/grpc.md, "Caps and hostile input"): every block is
+// counted against the session's cap, and small blocks come from a per-thread cache of
+// recently freed ones. nghttp2 allocates and frees a handful of small blocks per stream (the
+// stream, its outbound frames, copies of header lists); with many streams in flight glibc's
+// own per-thread cache (7 blocks a size) overflows and every call pays its slow path.
+
+#include <nghttp2/nghttp2.h>
+
+#include <cstddef>
+
+namespace ringrpc::detail::grpc {
+
+/// What an nghttp2_mem's callbacks need: the count of the session's blocks and its cap.
+struct library_memory {
+  std::size_t bytes = 0;  ///< asked for by nghttp2 and not yet freed
+  std::size_t cap = 0;
+};
+
+/// An nghttp2_mem whose `mem_user_data` is `m`.
+nghttp2_mem counting_allocator(library_memory& m) noexcept;
+
+}  // namespace ringrpc::detail::grpc
