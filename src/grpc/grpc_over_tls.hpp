@@ -33,7 +33,9 @@ class over_tls final : public record_session {
   bool established() const noexcept override { return _tls->established(); }
   std::string error() const override;
   bool peer_unverified() const noexcept override { return _tls->peer_unverified(); }
-  bool holds_partial_record() const noexcept override { return _tls->holds_partial_record(); }
+  bool holds_partial_record() const noexcept override {
+    return _tls->holds_partial_record() || _inner->holds_partial_record();
+  }
   peer_certificate_identity peer_identity() const override { return _tls->peer_identity(); }
   std::string describe() const override { return _tls->describe() + ", HTTP/2 (gRPC)"; }
   outcome close_notify(std::vector<std::byte>& out) override;

@@ -364,6 +364,16 @@ record_session::outcome session::seal(std::span<const std::byte> plain, std::vec
   return outcome::ok;
 }
 
+bool session::holds_partial_record() const noexcept {
+  // A request still arriving, or part of a stream's message; whole messages waiting for the
+  // server's credit are the handler's wait, not the peer's.
+  for (const call_stream* st = _s->live; st != nullptr; st = st->next) {
+    if (st->answered) continue;
+    if (st->kind == 2 || st->kind == 3 ? st->body.size() > st->body_whole : !st->delivered) return true;
+  }
+  return false;
+}
+
 bool session::holding_back() const noexcept { return _s->held_reply >= _s->limits.max_held_reply_bytes; }
 
 bool session::has_frames_for_server() const noexcept { return !_s->to_server.empty(); }

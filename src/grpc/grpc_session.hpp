@@ -77,6 +77,9 @@ class session final : public record_session {
   std::string error() const override { return _error; }
   peer_certificate_identity peer_identity() const override { return {}; }
   std::string describe() const override { return "HTTP/2 (gRPC)"; }
+  /// A request, or a stream's message, part-received: a peer that stops sending in the middle
+  /// of one is shed by the frame-stall timeout, as one stopping inside a frame is.
+  bool holds_partial_record() const noexcept override;
   /// GOAWAY: the server ends the connection in order.
   outcome close_notify(std::vector<std::byte>& out) override;
 

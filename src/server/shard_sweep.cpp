@@ -277,8 +277,12 @@ void shard::apply_budget() noexcept {
   const std::size_t share = std::max<std::size_t>(b.limit() / open, 64 * 1024);
   for (connection* c = _live; c != nullptr; c = c->live_next) {
     if (c->budget_paused || is_closing(c)) continue;
+    // A TLS or gRPC connection's session counts too (what its link charged: a gRPC session's
+    // half-received requests and the replies its client's window holds back).
+    const connection::connection_rare* rare = c->rare.load(std::memory_order_relaxed);
     const std::size_t held = c->assembler.capacity() + c->request_bytes.load(std::memory_order_relaxed) +
-                             (c->write != nullptr ? c->write->replies.bytes() : 0);
+                             (c->write != nullptr ? c->write->replies.bytes() : 0) +
+                             (rare != nullptr && rare->tls ? rare->tls->charged : 0);
     if (held < share) continue;
     c->budget_paused = true;
     ++_budget_paused;

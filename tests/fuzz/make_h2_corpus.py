@@ -107,6 +107,17 @@ grpc_server = {
                                                  literal(b"content-type", b"application/grpc")) +
     frame(0, END_STREAM, 1, b"\x00\x00\x00\x00\x10ab"),
     "goaway": bytes([30]) + SETTINGS + grpc_request(1) + frame(7, 0, 0, struct.pack(">II", 1, 0)),
+    # Streams: the target registers "/server", "/client" and "/bidi" as stream methods.
+    "server_stream": bytes([40]) + SETTINGS + grpc_request(1, b"/server", b"3 5"),
+    "client_stream": bytes([70]) + SETTINGS + grpc_request(1, b"/client", b"one", end=False) +
+    frame(0, 0, 1, grpc_message(b"two") + grpc_message(b"")) + frame(0, END_STREAM, 1, grpc_message(b"three")),
+    "bidi_many": bytes([50]) + SETTINGS + grpc_request(1, b"/bidi", b"a", end=False) +
+    b"".join(frame(0, 0, 1, grpc_message(bytes([65 + i]) * i)) for i in range(20)) +
+    frame(8, 0, 1, struct.pack(">I", 100)) + frame(0, END_STREAM, 1, b""),
+    "bidi_cut_message": bytes([20]) + SETTINGS + grpc_request(3, b"/bidi", b"x", end=False) +
+    frame(0, END_STREAM, 3, b"\x00\x00\x00\x00\x09abc"),
+    "bidi_reset": bytes([60]) + SETTINGS + grpc_request(1, b"/bidi", b"x", end=False) +
+    frame(3, 0, 1, struct.pack(">I", 8)) + grpc_request(3, b"/bidi", b"y"),
 }
 
 for name, seeds in (("h2_reply", h2_reply), ("grpc_framing", grpc_framing), ("grpc_server", grpc_server)):

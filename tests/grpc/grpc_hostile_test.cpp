@@ -25,6 +25,7 @@
 
 #include "ringrpc/server.hpp"
 #include "ringrpc/server_counters.hpp"
+#include "server/builtin_methods.hpp"
 #include "../test_support.hpp"
 
 namespace ringrpc {
@@ -939,6 +940,33 @@ TEST(grpc_hostile, replies_past_the_held_cap_all_come_once_the_window_opens) {
   }
   EXPECT_FALSE(p.goaway()) << p.summary();
   EXPECT_EQ(counter(*srv, server_counter::grpc_protocol_errors), 0u);
+}
+
+// 10c. A request cut inside its message, then silence: shed by the frame-stall timeout as a
+// partial frame is; a stream whose client just waits for answers (its messages whole) is not.
+TEST(grpc_hostile, a_request_cut_short_then_silence_is_shed_but_a_waiting_stream_is_not) {
+  server_options o = base_options();
+  o.frame_stall_timeout = 300ms;
+  auto srv = std::make_unique<server>(o);
+  detail::add_stream_methods(*srv);  // echo_stream
+  test::start_with_builtins(*srv);
+  h2_peer waiting(srv->port());
+  handshake(waiting);
+  ASSERT_TRUE(waiting.send_headers(1, request_headers("/echo_stream"), false));
+  ASSERT_TRUE(waiting.send_data(1, grpc_message("hi"), false));  // one whole message, no END_STREAM
+  h2_peer cut(srv->port());
+  handshake(cut);
+  ASSERT_TRUE(cut.send_headers(1, request_headers("/echo"), false));
+  const std::string m = grpc_message(std::string(100, 'c'));
+  ASSERT_TRUE(cut.send_data(1, m.substr(0, 40), false));
+  EXPECT_TRUE(cut.wait_closed(5000ms)) << cut.summary();
+  EXPECT_GE(counter_at_least(*srv, server_counter::connections_frame_stalled, 1), 1u);
+  // The waiting client, silent as long: its stream is open and its message came back.
+  waiting.pump(300ms, [] { return false; });
+  EXPECT_FALSE(waiting.closed()) << waiting.summary();
+  EXPECT_EQ(counter(*srv, server_counter::connections_frame_stalled), 1u);
+  ASSERT_EQ(waiting.replies().count(1), 1u) << waiting.summary();
+  EXPECT_EQ(waiting.replies().at(1).data, grpc_message("hi"));
 }
 
 // 11. Part of the preface, then silence: shed as a partial frame is.
