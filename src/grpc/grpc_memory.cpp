@@ -76,7 +76,7 @@ std::size_t size_of(void* p) noexcept {
 
 void* allocate(std::size_t n, void* user) {
   auto& m = of(user);
-  if (n > m.cap - m.bytes || n > m.cap) return nullptr;
+  if (n > m.cap || m.bytes > m.cap - n) return nullptr;
   const std::size_t c = class_of(n + size_prefix);
   void* base = c == classes ? std::malloc(n + size_prefix) : cache.take(c);
   if (base == nullptr) return nullptr;
@@ -109,7 +109,8 @@ void* reallocate(void* p, std::size_t n, void* user) {
   const std::size_t old = size_of(p);
   const std::size_t c = class_of(old + size_prefix);
   if (c != classes && class_of(n + size_prefix) == c) {
-    // Still fits the block it has.
+    // Still fits the block it has (and the cap, counted as for a new block).
+    if (n > old && (n - old > m.cap || m.bytes > m.cap - (n - old))) return nullptr;
     std::memcpy(static_cast<std::byte*>(p) - size_prefix, &n, sizeof n);
     m.bytes = m.bytes - old + n;
     return p;

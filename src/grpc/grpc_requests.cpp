@@ -23,6 +23,13 @@ std::string bytes_text(std::size_t n) { return std::to_string(n); }
 
 void session::state::refuse(call_stream& s, int code, std::string message, const char* http) {
   if (s.refused) return;
+  if (s.delivered && !s.answered) {
+    // A stream the server runs (its client's trailers were refused): it ends there too.
+    frame_view v;
+    v.call_id = static_cast<std::uint64_t>(s.id);
+    v.kind = wire::Kind::Cancel;
+    emit(v);
+  }
   s.refused = true;
   s.refusal_code = code;
   s.refusal_message = std::move(message);
@@ -99,12 +106,14 @@ void session::state::take_data(call_stream& st, std::span<const std::byte> data)
   give_back_window(st);
 }
 
-// The client's window goes back for every byte received except the whole messages that wait
-// for the server's credit: those hold it, so the client can send no more than its window
-// beyond what the handler took. (A message being received gives its window back as it comes:
-// one larger than the window could not arrive otherwise; max_frame_bytes bounds it.)
+// The client's window goes back for what the server took. While a whole message waits for
+// the server's credit, every byte buffered behind it keeps its window too, so the client can
+// send no more than its window beyond what the handler took. With none waiting, a message
+// being received gives its window back as it comes: one larger than the window could not
+// arrive otherwise (max_frame_bytes bounds it).
 void session::state::give_back_window(call_stream& st) {
-  const std::uint64_t target = st.received - (st.body_whole - st.body_head);
+  const std::uint64_t held = st.body_whole > st.body_head ? st.body.size() - st.body_head : 0;
+  const std::uint64_t target = st.received - held;
   if (target <= st.consumed) return;
   const int rv = nghttp2_session_consume_stream(ng, st.id, target - st.consumed);
   if (rv == NGHTTP2_ERR_NOMEM) throw std::bad_alloc();
@@ -114,7 +123,11 @@ void session::state::give_back_window(call_stream& st) {
 // The client's END_STREAM.
 void session::state::request_done(call_stream& st) {
   if (st.answered) return;
-  if (st.refused) return answer_refusal(st);
+  if (st.refused) {
+    // A stream whose response began (its client's trailers were refused): the trailers say so.
+    if (st.headers_sent) return end_with(st, st.refusal_code, st.refusal_message, nullptr);
+    return answer_refusal(st);
+  }
   if (takes_messages(st)) {
     st.client_done = true;
     return pump(st);
@@ -264,6 +277,7 @@ void session::state::end_stream_here(call_stream& st, int code, std::string mess
   }
   drop_body(st);
   give_back_window(st);
+  st.delivered = false;  // its Cancel is sent: refuse() sends no second
   if (!st.headers_sent) {
     st.refused = false;  // refuse() takes the new reason
     refuse(st, code, std::move(message));

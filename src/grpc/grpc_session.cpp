@@ -225,7 +225,14 @@ void session::state::submitted(call_stream& st, int rv) {
   if (rv == 0) return;
   if (rv == NGHTTP2_ERR_NOMEM) throw std::bad_alloc();
   // The stream is in no state to answer (a bug of ours, or a state nghttp2 knows better):
-  // reset it rather than leave the client waiting for an answer that will not come.
+  // reset it rather than leave the client waiting for an answer that will not come, and end
+  // the server's side of it.
+  if (st.delivered && !st.answered) {
+    frame_view v;
+    v.call_id = static_cast<std::uint64_t>(st.id);
+    v.kind = wire::Kind::Cancel;
+    emit(v);
+  }
   st.answered = true;
   if (nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st.id, NGHTTP2_INTERNAL_ERROR) == NGHTTP2_ERR_NOMEM) {
     throw std::bad_alloc();
@@ -365,11 +372,13 @@ record_session::outcome session::seal(std::span<const std::byte> plain, std::vec
 }
 
 bool session::holds_partial_record() const noexcept {
-  // A request still arriving, or part of a stream's message; whole messages waiting for the
-  // server's credit are the handler's wait, not the peer's.
+  // A request still arriving, or part of a stream's message. Not while whole messages wait for
+  // the server's credit: then the wait is the handler's, and the window we hold back may be
+  // what keeps the rest of the message from coming.
   for (const call_stream* st = _s->live; st != nullptr; st = st->next) {
     if (st->answered) continue;
-    if (st->kind == 2 || st->kind == 3 ? st->body.size() > st->body_whole : !st->delivered) return true;
+    const bool messages = st->kind == 2 || st->kind == 3;
+    if (messages ? st->body.size() > st->body_whole && st->body_whole == st->body_head : !st->delivered) return true;
   }
   return false;
 }

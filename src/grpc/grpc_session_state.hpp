@@ -27,7 +27,8 @@ inline constexpr int code_invalid_argument = 3, code_not_found = 5, code_resourc
 
 /// What a stream may send before the other side grants more: client -> server is the ringrpc
 /// protocol's constant (docs/protocol.md 13.3); server -> client is what our StreamOpen offers,
-/// HTTP/2's default stream window, so a stream holds about what the client's window would.
+/// 64 KiB, about HTTP/2's default stream window, so a stream holds about what the client's
+/// window would.
 inline constexpr std::int64_t client_window_messages = 16;
 inline constexpr std::int64_t client_window_bytes = 262144;
 inline constexpr std::uint32_t server_window_messages = 16;
@@ -139,7 +140,7 @@ struct session::state {
   /// A finished stream's record, kept for a next one or freed.
   static void recycle(call_stream* st) noexcept;
   void link(call_stream* st) noexcept;
-  void unlink_and_delete(call_stream* st) noexcept;
+  void unlink_and_delete(call_stream* st) noexcept;  ///< ... and recycle()
 
   /// Appends `v` as a frame for the server; false (nothing appended) if the frame's body would
   /// be over max_frame_bytes, which the server's assembler would answer by closing the

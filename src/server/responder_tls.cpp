@@ -43,7 +43,11 @@ void responder::kick(connection* c) noexcept {
 
 void responder::drop_held_replies(connection* c) noexcept {
   write_slot* w = c->write;
-  if (w == nullptr || w->in_flight || w->replies.empty()) return;
+  // Only replies the session holds back: a queue this turn's flush() will write (an answer
+  // just given before a close, which the peer should read) is left to it.
+  if (w == nullptr || w->in_flight || w->dirty || w->replies.empty()) return;
+  const tls_link& t = tls_of(c);
+  if (t.grpc == nullptr || !t.grpc->holding_back()) return;
   retain(c);  // releasing calls may drop every other reference
   fail_writes(c);
   tls_of(c).drop();
@@ -97,6 +101,13 @@ void responder::start_tls_write(connection* c) noexcept {
       }
     }
     if (c->reading != read_state::finished) t.recharge(_account, _core.options().tls.get());
+    if (t.all_sent() && !w.replies.empty() && c->reading != read_state::open) {
+      // Held back for a client's window, on a connection that will read nothing more (no
+      // WINDOW_UPDATE can come): nobody will take these replies.
+      fail_writes(c);
+      t.drop();
+      return;
+    }
   }
   if (t.all_sent()) return;  // nothing to say
   io_uring_sqe* sqe = _ring->get_sqe();

@@ -91,8 +91,9 @@ class shard final : grpc::session_host {
   /// connection is owed an answer any more (the responder asks after each write).
   void close_notify_if_owed(connection* c) noexcept;
   /// Responder (this thread): sealing left frames for the server in the connection's gRPC
-  /// session (stream credit, client messages); they are delivered later in this turn or, when
-  /// the seal ran at its end, at the start of the next (shard_grpc.cpp).
+  /// session (stream credit, client messages); they are delivered after this turn's
+  /// completions, or the next turn's when the seal ran in the turn's last flush; the loop does
+  /// not sleep while any wait (shard_grpc.cpp).
   void session_frames_waiting(connection* c) noexcept;
   /// Reader thread: a paused connection may read again; resumed later in this turn.
   void resume_later(connection* c) noexcept;

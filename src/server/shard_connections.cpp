@@ -226,6 +226,8 @@ void shard::maybe_finish(connection* c) noexcept {
   }
   c->reading = read_state::finished;
   end_streams(c, status::cancelled, "connection closed");  // nothing more of theirs arrives
+  // Replies a gRPC client's window holds back: no WINDOW_UPDATE can come any more.
+  if (c->protocol == wire_protocol::grpc) _responder.drop_held_replies(c);
   // After a clean end of stream the calls in flight still owe their answers: only a failure,
   // a shed or a stop makes them give up.
   if (!c->half_closed || !c->failure().empty() || c->closed_by != close_cause::peer || _closing_all) {

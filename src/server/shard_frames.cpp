@@ -71,6 +71,11 @@ void shard::deliver(connection* c, std::span<const std::byte> data) {
   if (is_closing(c)) return;
   if (c->paused.load(std::memory_order_relaxed) || c->budget_paused) {
     if (!c->assembler.hold(data)) out_of_memory(c, "out of memory keeping a paused connection's bytes");
+    // A paused gRPC connection reads on (reads_while_paused), its calls held here; past the
+    // per-connection request cap it stops too, as any paused connection does.
+    if (reads_while_paused(c) && c->assembler.buffered() > _core.options().max_inflight_bytes_per_connection) {
+      cancel_recv(c);
+    }
     return;
   }
   auto sink = [this, c](std::span<const std::byte> f) { return on_frame(c, f); };
@@ -128,8 +133,8 @@ bool shard::pause(connection* c) noexcept {
     return e;
   });
   // A gRPC connection goes on reading, its new calls held as frames: its replies wait for the
-  // client's WINDOW_UPDATEs, which a paused receive would never see. HTTP/2's stream cap
-  // (max_inflight_per_connection) bounds the calls it can send meanwhile.
+  // client's WINDOW_UPDATEs, which a paused receive would never see. What it holds meanwhile
+  // is capped in deliver() (max_inflight_bytes_per_connection).
   if (!reads_while_paused(c)) cancel_recv(c);
   return true;
 }

@@ -164,8 +164,8 @@ void shard::session_frames_waiting(connection* c) noexcept {
 }
 
 void shard::deliver_session_frames() noexcept {
-  // Delivering may seal and list connections again (an answer the delivery made): those wait
-  // for the next turn, which the loop does not sleep before.
+  // A connection listed again while this runs (its frames answered at once and sealed by a
+  // write completing meanwhile) waits for the next turn, which the loop does not sleep before.
   std::vector<connection*> now;
   now.swap(_session_frames);
   for (connection* c : now) {

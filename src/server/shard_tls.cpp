@@ -227,6 +227,7 @@ void shard::receive_through_link(connection* c, std::span<const std::byte> bytes
   try {
     _tls_plain.clear();
     const std::size_t had_pending = t.pending.size();
+    const bool was_holding_back = t.grpc != nullptr && t.grpc->holding_back();
     const auto outcome = t.session->receive(bytes, _tls_plain, t.pending);
     // A handshake step is the shard's own long work: not the next direct handler's stall.
     mark_user_code();
@@ -247,7 +248,9 @@ void shard::receive_through_link(connection* c, std::span<const std::byte> bytes
                          "max_inflight_bytes_per_connection wait)");
         return;
       }
-      if (t.pending.size() != had_pending) _responder.kick(c);
+      // New bytes to write, or replies the session held back that it takes again (a client's
+      // RST_STREAM of a held reply frees room without writing anything).
+      if (t.pending.size() != had_pending || (was_holding_back && !t.grpc->holding_back())) _responder.kick(c);
       if (!_tls_plain.empty()) deliver(c, _tls_plain);
       // close_notify: the peer's stream ends here, as a FIN would end it; ours answers it
       // after the replies still owed (now, if none are).

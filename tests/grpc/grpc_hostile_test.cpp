@@ -942,6 +942,32 @@ TEST(grpc_hostile, replies_past_the_held_cap_all_come_once_the_window_opens) {
   EXPECT_EQ(counter(*srv, server_counter::grpc_protocol_errors), 0u);
 }
 
+// 10d. The same shut window, then the client goes away: the replies held for it are let go
+// (no WINDOW_UPDATE can come), its connection is freed long before the write-stall timeout,
+// and the server stops at once.
+TEST(grpc_hostile, replies_held_for_a_client_that_leaves_are_let_go) {
+  server_options o = base_options();
+  o.max_inflight_bytes_per_connection = 1u << 20;
+  o.write_stall_timeout = 60s;
+  const auto srv = test::builtin_server(o);
+  {
+    h2_peer p(srv->port());
+    handshake(p, {{s_initial_window_size, 0}});
+    const std::string message(300 * 1024, 'w');
+    for (std::uint32_t i = 0; i < 8; ++i) {
+      ASSERT_TRUE(p.send_headers(1 + 2 * i, request_headers("/echo"), false)) << p.summary();
+      ASSERT_TRUE(p.send_data(1 + 2 * i, grpc_message(message), true)) << p.summary();
+      p.poll_now();
+    }
+    p.pump(300ms, [] { return false; });
+    ASSERT_FALSE(p.closed()) << p.summary();
+  }  // the peer's socket closes here, its replies unread
+  // Within the write-stall timeout's 60 s: only letting the replies go frees it.
+  EXPECT_TRUE(test::eventually([&] { return counter(*srv, server_counter::connections_open) == 0; }, 20s))
+      << "the connection of a client that left is still open";
+  srv->stop();  // hung before: its held replies kept the connection, and the shard, alive
+}
+
 // 10c. A request cut inside its message, then silence: shed by the frame-stall timeout as a
 // partial frame is; a stream whose client just waits for answers (its messages whole) is not.
 TEST(grpc_hostile, a_request_cut_short_then_silence_is_shed_but_a_waiting_stream_is_not) {
