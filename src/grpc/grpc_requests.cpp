@@ -23,13 +23,7 @@ std::string bytes_text(std::size_t n) { return std::to_string(n); }
 
 void session::state::refuse(call_stream& s, int code, std::string message, const char* http) {
   if (s.refused) return;
-  if (s.delivered && !s.answered) {
-    // A stream the server runs (its client's trailers were refused): it ends there too.
-    frame_view v;
-    v.call_id = static_cast<std::uint64_t>(s.id);
-    v.kind = wire::Kind::Cancel;
-    emit(v);
-  }
+  cancel_on_server(s);  // a stream the server runs (its client's trailers were refused) ends there too
   s.refused = true;
   s.refusal_code = code;
   s.refusal_message = std::move(message);
@@ -269,12 +263,7 @@ void session::state::pump(call_stream& st) {
 // The session ends a stream itself (a message too large, a request cap, a malformed message):
 // the server's side is cancelled, the client hears why.
 void session::state::end_stream_here(call_stream& st, int code, std::string message) {
-  if (st.delivered && !st.answered) {
-    frame_view v;
-    v.call_id = static_cast<std::uint64_t>(st.id);
-    v.kind = wire::Kind::Cancel;
-    emit(v);
-  }
+  cancel_on_server(st);
   drop_body(st);
   give_back_window(st);
   st.delivered = false;  // its Cancel is sent: refuse() sends no second

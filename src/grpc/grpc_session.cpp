@@ -124,18 +124,12 @@ int on_stream_close(nghttp2_session* ng, std::int32_t id, std::uint32_t, void* u
   call_stream* st = s.find(id);
   if (st == nullptr) return 0;
   nghttp2_session_set_stream_user_data(ng, id, nullptr);
-  if (st->delivered && !st->answered) {
-    // The client reset a call or stream the server is running: it is cancelled there, as a
-    // Cancel frame cancels it (its answer, when it comes, finds no stream and is dropped).
-    frame_view v;
-    v.call_id = static_cast<std::uint64_t>(id);
-    v.kind = wire::Kind::Cancel;
-    try {
-      s.emit(v);
-      s.host.note(session_event::cancelled);
-    } catch (const std::bad_alloc&) {
-      // The call runs to its end; its reply is dropped.
-    }
+  // The client reset a call or stream the server is running: it is cancelled there, as a
+  // Cancel frame cancels it (its answer, when it comes, finds no stream and is dropped).
+  try {
+    if (s.cancel_on_server(*st)) s.host.note(session_event::cancelled);
+  } catch (const std::bad_alloc&) {
+    // The call runs to its end; its reply is dropped.
   }
   s.drop_body(*st);
   s.held_reply -= st->reply.size() - st->reply_sent;
@@ -213,6 +207,15 @@ bool session::state::emit(const frame_view& v) {
   return true;
 }
 
+bool session::state::cancel_on_server(call_stream& st) {
+  if (!st.delivered || st.answered) return false;
+  frame_view v;
+  v.call_id = static_cast<std::uint64_t>(st.id);
+  v.kind = wire::Kind::Cancel;
+  emit(v);
+  return true;
+}
+
 void session::state::fail_with(std::string why, std::string debug, session_event e) {
   if (!fatal.empty()) return;
   fatal = std::move(why);
@@ -227,12 +230,7 @@ void session::state::submitted(call_stream& st, int rv) {
   // The stream is in no state to answer (a bug of ours, or a state nghttp2 knows better):
   // reset it rather than leave the client waiting for an answer that will not come, and end
   // the server's side of it.
-  if (st.delivered && !st.answered) {
-    frame_view v;
-    v.call_id = static_cast<std::uint64_t>(st.id);
-    v.kind = wire::Kind::Cancel;
-    emit(v);
-  }
+  cancel_on_server(st);
   st.answered = true;
   if (nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st.id, NGHTTP2_INTERNAL_ERROR) == NGHTTP2_ERR_NOMEM) {
     throw std::bad_alloc();

@@ -147,6 +147,9 @@ struct session::state {
   /// connection: the caller refuses that one call instead.
   bool emit(const frame_view& v);
   void fail_with(std::string why, std::string debug, session_event e);
+  /// A Cancel for `st` if the server runs it and has not ended it; true if one went. Throws
+  /// std::bad_alloc.
+  bool cancel_on_server(call_stream& st);
   /// After an nghttp2_submit_* for `st`: a refusal by nghttp2 resets the stream, so its client
   /// is not left waiting. Throws std::bad_alloc when nghttp2 had no memory.
   void submitted(call_stream& st, int rv);
