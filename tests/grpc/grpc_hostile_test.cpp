@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 #include <nghttp2/nghttp2.h>
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -289,6 +291,12 @@ class h2_peer {
   }
   /// Handles what has arrived without waiting.
   void poll_now() { pump(0ms, [] { return false; }); }
+  /// Bytes sent that the server has not read yet (still in our send queue or its receive
+  /// queue: loopback acknowledges at once, so SIOCOUTQ counts what is unacknowledged).
+  long unsent_bytes() const {
+    int n = -1;
+    return ::ioctl(_sock.fd(), SIOCOUTQ, &n) == 0 ? n : -1;
+  }
   bool wait_reply(std::uint32_t stream, std::chrono::milliseconds limit = reply_wait) {
     return pump(limit, [&] {
       const auto it = _replies.find(stream);
@@ -809,13 +817,37 @@ TEST(grpc_hostile, a_peer_that_reads_none_of_its_answers_is_closed) {
   for (int i = 0; i < 200'000; ++i, id += 2) {
     if (!p.send_headers(id, request_headers("/"), true)) break;  // closed, or the send timed out
   }
+  const long unsent = p.unsent_bytes();
+  // What the server did, for a failure's message: how much it read and answered, and whether
+  // anything (a pause, the budget, memory) stopped its reading.
+  const auto server_side = [&] {
+    std::string s;
+    for (const auto& [name, c] : {std::pair{"bytes_in", server_counter::bytes_in},
+                                  {"bytes_out", server_counter::bytes_out},
+                                  {"grpc_calls_refused", server_counter::grpc_calls_refused},
+                                  {"reads_paused", server_counter::reads_paused},
+                                  {"budget_pauses", server_counter::budget_pauses},
+                                  {"out_of_memory", server_counter::out_of_memory},
+                                  {"partial_writes", server_counter::partial_writes},
+                                  {"connections_write_stalled", server_counter::connections_write_stalled},
+                                  {"connections_frame_stalled", server_counter::connections_frame_stalled},
+                                  {"connections_idle_closed", server_counter::connections_idle_closed},
+                                  {"connections_dead_closed", server_counter::connections_dead_closed},
+                                  {"bad_frames", server_counter::bad_frames},
+                                  {"event_loop_stalls", server_counter::event_loop_stalls},
+                                  {"buffered_bytes", server_counter::buffered_bytes},
+                                  {"connections_open", server_counter::connections_open}}) {
+      s += std::string(name) + "=" + std::to_string(counter(*srv, c)) + " ";
+    }
+    return s + "(peer's bytes unacknowledged after its sends: " + std::to_string(unsent) + ")";
+  };
   EXPECT_GE(counter_at_least(*srv, server_counter::grpc_protocol_errors, 1), 1u)
-      << "requests sent: " << (id / 2) << ", " << p.summary();
+      << "requests sent: " << (id / 2) << ", " << p.summary() << "; server: " << server_side();
   // Closed while the peer was still sending: about 3,500 requests get in (a server without the
   // bound took all 200,000).
   EXPECT_LT(id / 2, 100'000u) << p.summary();
-  EXPECT_TRUE(p.wait_closed()) << p.summary();
-  std::printf("reads none: requests sent %u; %s\n", id / 2, p.summary().c_str());
+  EXPECT_TRUE(p.wait_closed()) << p.summary() << "; server: " << server_side();
+  std::printf("reads none: requests sent %u; %s; server: %s\n", id / 2, p.summary().c_str(), server_side().c_str());
 }
 
 // 9. SETTINGS_MAX_CONCURRENT_STREAMS = max_inflight_per_connection; streams past it are refused.
