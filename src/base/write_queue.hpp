@@ -28,6 +28,18 @@ class write_queue {
     ++_items;
   }
 
+  /// Puts `item` ahead of everything queued, its first `written` bytes already sent by someone
+  /// else (the server's handler threads, which write a reply themselves when they can). Only
+  /// between writes: the current head must not be partly written.
+  void push_front(Item* item, std::size_t written) noexcept {
+    item->wq_next = _head;
+    _head = item;
+    if (_tail == nullptr) _tail = item;
+    _bytes += item->wq_bytes().size();
+    ++_items;
+    _head_offset = written;
+  }
+
   bool empty() const noexcept { return _head == nullptr; }
   std::size_t bytes() const noexcept { return _bytes - _head_offset; }  ///< not yet written
   std::size_t items() const noexcept { return _items; }

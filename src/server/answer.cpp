@@ -60,6 +60,14 @@ void flush_reply_wakeups() noexcept {
   batching_replies = nullptr;
 }
 
+void server_core::wake_for_reply(shard& r) const noexcept {
+  if (batching_replies == this) {
+    note_reply_wakeup(r);  // the pool's burst hook wakes each shard once
+  } else {
+    r.notify_replies();
+  }
+}
+
 void server_core::finish(call* c) noexcept {
   if (c->conn == nullptr) {  // a local post: nobody to answer
     _pool->put(c);
@@ -68,25 +76,53 @@ void server_core::finish(call* c) noexcept {
   if (c->purpose != call_purpose::request) c->reply.clear();
   shard& r = *c->conn->owner;
   if (r.on_its_thread()) {
-    r.replies().enqueue(c);  // a direct endpoint, or the shard refusing: no hand-off
+    r.replies().enqueue_local(c);  // a direct endpoint, or the shard refusing: no hand-off
     return;
   }
+  // While the shard sleeps, handing the reply over would cost a wake-up; writing it here costs
+  // one send (responder_inline.cpp). While it is awake, it gathers replies into fewer writes.
+  if (_inline_replies && r.asleep() && write_inline(r, c)) return;
   r.replies().post(c);
-  if (batching_replies == this) {
-    note_reply_wakeup(r);  // the pool's burst hook wakes each shard once
-  } else {
-    r.notify_replies();
+  wake_for_reply(r);
+}
+
+bool server_core::write_inline(shard& r, call* k) noexcept {
+  connection* c = k->conn;
+  // Plain ringrpc frames only: a TLS or gRPC connection's replies go through its session,
+  // which the shard's thread owns. Its protocol was settled before any call of it existed.
+  if (k->reply.empty() || k->stream_out || k->stream_end || c->tls || c->protocol != wire_protocol::frames) {
+    return false;
   }
+  std::uint32_t nothing_queued = 0;
+  if (!c->reply_gate.compare_exchange_strong(nothing_queued, inline_writer_bit, std::memory_order_seq_cst)) {
+    return false;  // replies wait in the responder's hands: this one goes after them
+  }
+  const std::size_t size = k->reply.size();
+  const ssize_t n = ::send(c->fd, k->reply.data(), size, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n == static_cast<ssize_t>(size)) {
+    k->written_by_handler = call::inline_write::whole;
+    const std::uint32_t before = c->reply_gate.fetch_and(~inline_writer_bit, std::memory_order_seq_cst);
+    // The bookkeeping waits for the shard's next turn, unless a reply handed over meanwhile
+    // waits for our write to end, or the connection waits for this call's release to read on.
+    // (Asked before the post: once posted, the call and its connection may be gone.)
+    const bool wake = before != inline_writer_bit || c->paused.load(std::memory_order_seq_cst);
+    r.replies().post_written(k);
+    if (wake) wake_for_reply(r);
+    return true;
+  }
+  // Part of it, none (a full socket buffer), or an error the responder's own write will meet:
+  // the rest is the responder's, ahead of anything queued meanwhile.
+  k->written_by_handler = call::inline_write::partial;
+  k->inline_sent = n > 0 ? static_cast<std::uint32_t>(n) : 0;
+  r.replies().post_written(k);
+  wake_for_reply(r);
+  return true;
 }
 
 void server_core::post_answer(call* c) noexcept {
   shard& r = *c->conn->owner;
   r.replies().post(c);
-  if (batching_replies == this) {
-    note_reply_wakeup(r);
-  } else {
-    r.notify_replies();
-  }
+  wake_for_reply(r);
 }
 
 void server_core::answer(call* c, wire::Kind kind, status code, std::string_view message,

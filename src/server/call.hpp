@@ -81,6 +81,14 @@ struct call : work_item {
   // Its share of the connection's stream cap: a stream_out message's, or a received message's
   // that carried what its handler wrote (stream_state::_carrier).
   std::uint32_t stream_out_bytes = 0;
+  // The reply's way out (responder_inline.cpp). `gated`: counted in its connection's
+  // reply_gate until the responder has written it. `inline_write`: its handler's thread wrote
+  // it (all of it, or the first `inline_sent` bytes); the responder only does the bookkeeping,
+  // or writes the rest. Both are cleared when the responder takes the call.
+  enum class inline_write : std::uint8_t { none, whole, partial };
+  bool gated = false;
+  inline_write written_by_handler = inline_write::none;
+  std::uint32_t inline_sent = 0;
 
   std::span<const std::byte> wq_bytes() const noexcept { return reply; }
   /// A request or one-way message a client sent (not a local post or a connection event).

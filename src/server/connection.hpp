@@ -255,7 +255,15 @@ struct connection {
   std::uint8_t preface_seen = 0;  // sniffing: bytes of the HTTP/2 preface matched so far
   close_cause closed_by = close_cause::peer;  // why the reader closed it, if it did
   peer_address address;  // set at hand-off, before anyone else sees it (here: it packs)
-  std::size_t assembler_charged = 0;  // assembler capacity charged to the memory budget
+  /// Assembler capacity charged to the memory budget (a frame is at most 1 GiB: 32 bits hold
+  /// it, and keep room for the shared word after it in this struct's 216 bytes).
+  std::uint32_t assembler_charged = 0;
+  /// Shared. Who may write to the socket (responder_inline.cpp): the replies handed to the
+  /// responder and not yet written (low bits), plus inline_writer_bit while a handler's thread
+  /// writes its own reply. A handler writes only when it finds the gate at 0; the responder
+  /// writes only while the bit is clear. So bytes of two replies never interleave, and a reply
+  /// handed over earlier is never overtaken.
+  std::atomic<std::uint32_t> reply_gate{0};
   std::int64_t last_read_ns = 0;  // reader turn in which bytes last arrived
 
   // --- responder (the reader's thread)
@@ -277,6 +285,9 @@ inline void note_queued(connection* c, std::size_t bytes) noexcept {
 inline void release(connection* c) noexcept {
   if (c->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete c;
 }
+
+/// See connection::reply_gate.
+inline constexpr std::uint32_t inline_writer_bit = 1u << 31;
 
 inline void retain(connection* c) noexcept { c->refs.fetch_add(1, std::memory_order_relaxed); }
 

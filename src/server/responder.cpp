@@ -21,7 +21,14 @@ responder::responder(server_core& core, shard& owner)
       _account(core.budget()) {}
 
 void responder::take_inbox() noexcept {
-  while (mpsc_node* n = _inbox.pop()) enqueue(call::from_node(n));
+  while (mpsc_node* n = _inbox.pop()) {
+    call* k = call::from_node(n);
+    if (k->written_by_handler == call::inline_write::none) {
+      enqueue(k);
+    } else {
+      take_handler_write(k);
+    }
+  }
 }
 
 void responder::enqueue(call* k) noexcept {
@@ -31,13 +38,24 @@ void responder::enqueue(call* k) noexcept {
     release_call(k);  // one-way, or nobody left to read it
     return;
   }
+  queue_reply(k, 0);
+}
+
+// `written_by_handler` > 0: the rest of a reply its handler's thread began to write, which goes
+// ahead of everything queued (the responder wrote none of that meanwhile: handler_writing()).
+void responder::queue_reply(call* k, std::size_t written_by_handler) noexcept {
+  connection* c = k->conn;
   if (c->write == nullptr && !take_slot(c)) {
     release_call(k);
     return;
   }
   write_slot* w = c->write;
   if (w->replies.empty()) w->stalled_since_ns = _owner.turn_ns();
-  w->replies.push_back(k);
+  if (written_by_handler == 0) {
+    w->replies.push_back(k);
+  } else {
+    w->replies.push_front(k, written_by_handler);
+  }
   k->reply_charged = k->reply.size();
   _account.charge(static_cast<std::int64_t>(k->reply_charged));
   note_queued(c, w->replies.bytes());
@@ -69,6 +87,7 @@ bool responder::take_slot(connection* c) noexcept {
 }
 
 void responder::flush() noexcept {
+  if (!_deferred.empty()) retry_deferred();
   // Replies that arrived during this turn leave in one gathered write per connection.
   for (connection* c : _dirty) {
     if (write_slot* w = c->write) {
@@ -96,7 +115,7 @@ void responder::start_write(connection* c) noexcept {
     return;
   }
   write_slot& w = *c->write;
-  if (w.replies.empty()) return;
+  if (w.replies.empty() || handler_writing(c)) return;
   const std::size_t n = w.replies.gather(w.iov, write_slot::max_iov);
   io_uring_sqe* sqe = _ring->get_sqe();
   // MSG_NOSIGNAL: a vanished peer must give EPIPE here, not kill the process with SIGPIPE.
@@ -190,6 +209,11 @@ void responder::unlink_writing(write_slot* w) noexcept {
 
 void responder::release_call(call* k) noexcept {
   connection* c = k->conn;
+  if (k->gated) {
+    // Written (or dropped): a handler may write this connection's replies itself again.
+    k->gated = false;
+    c->reply_gate.fetch_sub(1, std::memory_order_seq_cst);
+  }
   if (k->stream_out) [[unlikely]] {
     // A written stream message: only its reply's charge and its share of the connection's
     // stream cap are its own (call.hpp).

@@ -38,9 +38,18 @@ class responder {
   void attach(ring& r) noexcept { _ring = &r; }
 
   /// Any thread: hands over a finished call. The caller then wakes the reader (once per batch).
-  void post(call* c) noexcept { _inbox.push(c); }
+  void post(call* c) noexcept {
+    gate(c);
+    _inbox.push(c);
+  }
+  /// Any thread: a call whose handler's thread wrote its reply, or began to
+  /// (call::written_by_handler): the responder does the bookkeeping, or writes the rest.
+  void post_written(call* c) noexcept { _inbox.push(c); }
   /// Reader thread: queues a reply answered on this thread (no inbox, no wake-up).
-  void enqueue(call* c) noexcept;
+  void enqueue_local(call* c) noexcept {
+    gate(c);
+    enqueue(c);
+  }
 
   /// Reader thread, each turn: replies handlers posted.
   void take_inbox() noexcept;
@@ -62,12 +71,25 @@ class responder {
   void trim() noexcept { _slots.trim(); }
   /// Whether handlers posted replies not taken yet (the reader must not sleep on them).
   bool inbox_empty() const noexcept { return _inbox.empty(); }
+  /// Reader thread, before it sleeps: a connection whose write waited for a handler's own
+  /// write can go now (the reader must not sleep on it).
+  bool deferred_ready() const noexcept;
 
   std::uint64_t released() const noexcept { return _released.get(); }
   std::uint64_t partial_writes() const noexcept { return _partial_writes.get(); }
   std::uint64_t bytes_out() const noexcept { return _bytes_out.get(); }
 
  private:
+  // Counts the call in its connection's reply_gate until release_call().
+  static void gate(call* c) noexcept {
+    c->gated = true;
+    c->conn->reply_gate.fetch_add(1, std::memory_order_seq_cst);
+  }
+  void enqueue(call* c) noexcept;
+  void queue_reply(call* k, std::size_t written_by_handler) noexcept;
+  void take_handler_write(call* k) noexcept;  // responder_inline.cpp
+  bool handler_writing(connection* c) noexcept;
+  void retry_deferred() noexcept;
   void start_write(connection* c) noexcept;
   // TLS connections (responder_tls.cpp): replies are sealed into ciphertext before the write.
   bool take_slot(connection* c) noexcept;
@@ -88,6 +110,8 @@ class responder {
   const std::size_t _max_queued_bytes;
   write_slot* _writing = nullptr;  // the slots of connections with replies queued
   std::vector<connection*> _dirty;  // got replies this turn; each holds a reference
+  // Replies queued while a handler's thread wrote on the connection; each holds a reference.
+  std::vector<connection*> _deferred;
   memory_budget::account _account;  // replies queued and calls released
   write_slots _slots;
   counter _released;

@@ -9,8 +9,10 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "base/cpu_affinity.hpp"
 #include "log/event_log.hpp"
@@ -20,6 +22,12 @@
 namespace ringrpc::detail {
 
 namespace {
+
+// RINGRPC_INLINE_REPLIES=0 turns handlers' own reply writes off (server_core::inline_replies).
+bool inline_replies_wanted() noexcept {
+  const char* v = std::getenv("RINGRPC_INLINE_REPLIES");
+  return v == nullptr || std::string_view(v) != "0";
+}
 
 std::unique_ptr<event_bus> make_bus(std::chrono::milliseconds warning_interval) {
   event_bus_options o;
@@ -33,7 +41,8 @@ std::unique_ptr<event_bus> make_bus(std::chrono::milliseconds warning_interval) 
 server_core::server_core(server_options options)
     : _options(std::move(options)),
       _bus(make_bus(std::chrono::minutes(1))),
-      _slow_call_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(_options.slow_call_threshold).count()) {}
+      _slow_call_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(_options.slow_call_threshold).count()),
+      _inline_replies(inline_replies_wanted()) {}
 
 server_core::~server_core() {
   stop();

@@ -145,6 +145,14 @@ class server_core final : public exec_host {
   /// thread, the shard's own included: what streams send keeps one order per connection,
   /// which a direct enqueue on the shard's thread could overtake (answer.cpp).
   void post_answer(call* c) noexcept;
+  /// Whether pool handlers write their replies themselves while their shard sleeps
+  /// (responder_inline.cpp). On unless RINGRPC_INLINE_REPLIES=0, which benchmarks use to
+  /// measure the hand-off it saves.
+  bool inline_replies() const noexcept { return _inline_replies; }
+  /// A pool handler's thread writes c's reply itself (responder_inline.cpp): true if it
+  /// handed c over that way, false if c takes the usual way.
+  bool write_inline(shard& r, call* c) noexcept;
+  void wake_for_reply(shard& r) const noexcept;
   /// Encodes a frame of `kind` answering c (none for one-way traffic), then finish(). Out of
   /// memory for even that frame: c's connection is shut down instead.
   void answer(call* c, wire::Kind kind, status code, std::string_view message,
@@ -270,6 +278,7 @@ class server_core final : public exec_host {
   sharded_counter _stream_blocked_credit;
   sharded_counter _stream_blocked_buffer;
   std::int64_t _slow_call_ns = 0;
+  const bool _inline_replies;
   sharded_counter _settled;  // admitted client calls that ran or were refused
   sharded_counter _refused_busy;
   sharded_counter _out_of_memory;  // admitted, then refused with their inbox (serial endpoints)

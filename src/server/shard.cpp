@@ -26,6 +26,8 @@ namespace {
 
 constexpr std::uint16_t shard_buffer_group = 0;
 constexpr unsigned shard_ring_entries = 1024;
+// How long the bookkeeping of a reply its handler wrote may wait for the shard (see run()).
+constexpr std::chrono::nanoseconds inline_bookkeeping_lag = std::chrono::milliseconds(10);
 
 }  // namespace
 
@@ -97,6 +99,13 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
         wait = std::chrono::nanoseconds(std::max<std::int64_t>(due - now_ns(), 0));
       }
     }
+    // A handler that wrote its reply itself does not wake us (responder_inline.cpp): while
+    // calls are out, a sleep is bounded, so their bookkeeping (the server's counts, the memory
+    // charged, a drain waiting for them) lags them by that much at most.
+    if (block && _core.inline_replies() && _created.get() != _responder.released() &&
+        (wait.count() < 0 || wait > inline_bookkeeping_lag)) {
+      wait = inline_bookkeeping_lag;
+    }
     ring_turn(
         *_ring, turn_wait{.block = block, .timeout = wait}, on_fatal,
         [this](int) {
@@ -157,6 +166,7 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
     if (const std::int64_t busy = now_ns() - _turn_ns; busy > stall_threshold_ns) _counts[sc::event_loop_stalls].add();
     _waker.prepare_sleep();
     block = _responder.inbox_empty() && _resumes == nullptr && _resumptions.empty() && _session_frames.empty() &&
+            !_responder.deferred_ready() &&
             (!_downstreams || _downstreams->cancels_empty()) &&
             !((_quiesce.load() && !_quiesced) || (_close_all.load() && !_closing_all) ||
               (_closing_all && _live == nullptr && _alive.load() == 0));

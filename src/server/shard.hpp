@@ -83,6 +83,8 @@ class shard final : grpc::session_host {
   responder& replies() noexcept { return _responder; }
   /// Any thread, after posting replies (once per batch): wakes the thread if it sleeps.
   void notify_replies() noexcept { _waker.notify(); }
+  /// Any thread, a hint: the shard announced a sleep (a reply handed over now would wake it).
+  bool asleep() const noexcept { return _waker.sleeping(); }
   /// Whether the calling thread is this reader's (then a reply is queued with no hand-off).
   bool on_its_thread() const noexcept { return current == this; }
   /// Reader thread: the clock read at the start of this loop turn.

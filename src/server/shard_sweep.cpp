@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -248,7 +249,7 @@ void shard::shed(connection* c, close_cause reason, counter& count) noexcept {
 }
 
 void shard::charge_assembler(connection* c) noexcept {
-  const std::size_t now = c->assembler.capacity();
+  const auto now = static_cast<std::uint32_t>(std::min<std::size_t>(c->assembler.capacity(), UINT32_MAX));
   if (now == c->assembler_charged) return;
   _account.charge(static_cast<std::int64_t>(now) - static_cast<std::int64_t>(c->assembler_charged));
   c->assembler_charged = now;

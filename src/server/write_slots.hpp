@@ -33,6 +33,7 @@ struct write_slot {
   bool in_flight = false;  // a sendmsg of this connection is with the kernel
   bool dirty = false;      // got replies this turn: written at the end of the turn
   bool shut_down = false;  // the responder shut the socket down while stopping
+  bool deferred = false;   // in the responder's list of writes waiting for a handler's own
   msghdr msg{};
   iovec iov[max_iov];
 };
@@ -63,7 +64,7 @@ class write_slots {
     s->conn = c;
     s->prev = s->next = nullptr;
     s->stalled_since_ns = 0;
-    s->in_flight = s->dirty = s->shut_down = false;
+    s->in_flight = s->dirty = s->shut_down = s->deferred = false;
     return s;
   }
 

@@ -38,6 +38,8 @@ class ring_waker {
   /// would make every producer of the turn write the eventfd for nothing.
   void prepare_sleep() noexcept { _sleeping.store(true, std::memory_order_seq_cst); }
   void cancel_sleep() noexcept { _sleeping.store(false, std::memory_order_relaxed); }
+  /// Any thread, a hint: whether the owner announced a sleep and nobody has woken it since.
+  bool sleeping() const noexcept { return _sleeping.load(std::memory_order_relaxed); }
 
   int fd() const noexcept { return _fd; }
 

@@ -134,6 +134,39 @@ TEST(WriteQueue, ConsumeZeroIsNoOp) {
   EXPECT_EQ(f.q.bytes(), 10u);
 }
 
+// The rest of a reply someone else began to write goes ahead of what was queued meanwhile,
+// from its first unwritten byte; an empty queue takes it as its only item.
+TEST(WriteQueue, PushFrontResumesAnItemWrittenInPartElsewhere) {
+  fixture f;
+  item* b = f.add(20);
+  auto a_owned = make_item(10, 200);
+  item* a = a_owned.get();
+  f.q.push_front(a, 7);
+  EXPECT_EQ(f.q.front(), a);
+  EXPECT_EQ(f.q.bytes(), 23u);  // a's last 3 bytes and b
+  EXPECT_EQ(f.q.items(), 2u);
+  iovec iov[4];
+  ASSERT_EQ(f.q.gather(iov, 4), 2u);
+  EXPECT_EQ(iov[0].iov_base, a->bytes.data() + 7);
+  EXPECT_EQ(iov[0].iov_len, 3u);
+  EXPECT_EQ(iov[1].iov_base, b->bytes.data());
+  EXPECT_FALSE(f.consume(23));
+  ASSERT_EQ(f.released.size(), 2u);
+  EXPECT_EQ(f.released[0], a);
+  EXPECT_EQ(f.released[1], b);
+  EXPECT_TRUE(f.q.empty());
+
+  auto c_owned = make_item(5, 100);
+  f.q.push_front(c_owned.get(), 0);
+  EXPECT_EQ(f.q.bytes(), 5u);
+  f.add(4);  // behind it
+  ASSERT_EQ(f.q.gather(iov, 4), 2u);
+  EXPECT_EQ(iov[0].iov_base, c_owned->bytes.data());
+  EXPECT_FALSE(f.consume(9));
+  EXPECT_EQ(f.released.size(), 4u);
+  EXPECT_TRUE(f.q.empty());
+}
+
 TEST(WriteQueue, PartialConsumeLeavesRemainderAtHead) {
   fixture f;
   item* a = f.add(10);
