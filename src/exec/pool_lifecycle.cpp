@@ -142,6 +142,7 @@ thread_pool::~thread_pool() {
 void thread_pool::start() { _impl->start(); }
 void thread_pool::shutdown_and_join() { _impl->shutdown_and_join(); }
 std::size_t thread_pool::run_queued_here() noexcept { return _impl->run_queued_here(); }
+bool thread_pool::has_queued_work() const noexcept { return _impl->queue.has_work(); }
 const std::string& thread_pool::name() const noexcept { return _impl->name; }
 const pool_options& thread_pool::options() const noexcept { return _impl->opts; }
 void thread_pool::set_owner(const void* owner) noexcept { _impl->owner = owner; }

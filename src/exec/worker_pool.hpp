@@ -104,6 +104,9 @@ class thread_pool {
   static bool on_worker_thread() noexcept;
   /// The pool whose worker the calling thread is; null on any other thread.
   static thread_pool* current() noexcept;
+  /// Whether tasks wait in the queue now (approximate): a worker finishing one asks whether it
+  /// goes on or parks next.
+  bool has_queued_work() const noexcept;
   /// This pool as a place coroutines resume (ringrpc/coro.hpp's resume rule).
   coro_abi::coro_home* home() noexcept { return &_home; }
 

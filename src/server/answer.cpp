@@ -45,6 +45,12 @@ void note_reply_wakeup(shard& r) noexcept {
   w.shards[w.n++] = &r;
 }
 
+// Whether this thread is a pool worker with more calls waiting for it.
+bool more_work_here() noexcept {
+  const thread_pool* p = thread_pool::current();
+  return p != nullptr && p->has_queued_work();
+}
+
 }  // namespace
 
 void batch_reply_wakeups(const server_core* core) noexcept {
@@ -80,8 +86,10 @@ void server_core::finish(call* c) noexcept {
     return;
   }
   // While the shard sleeps, handing the reply over would cost a wake-up; writing it here costs
-  // one send (responder_inline.cpp). While it is awake, it gathers replies into fewer writes.
-  if (_inline_replies && r.asleep() && write_inline(r, c)) return;
+  // one send (responder_inline.cpp). While it is awake, or while this worker has more calls to
+  // run (their replies share the burst's one wake-up), the shard gathers replies into fewer
+  // writes.
+  if (_inline_replies && r.asleep() && !more_work_here() && write_inline(r, c)) return;
   r.replies().post(c);
   wake_for_reply(r);
 }
