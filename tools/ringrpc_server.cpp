@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_conventions.hpp"
+#include "open_files.hpp"
 #include "log/event_log.hpp"
 #include "log/log.hpp"
 #include "ops/config_ineffective.hpp"
@@ -326,7 +327,8 @@ constexpr flag_spec flag_table[] = {
     {"--idle-timeout-ms", "server.idle_timeout_ms", "MS",
      "close connections idle this long; 0 = never [server.idle_timeout_ms]"},
     {"--max-connections", "server.max_connections", "N",
-     "connections open at once; 0 = RLIMIT_NOFILE less 64 [server.max_connections]"},
+     "connections open at once; 0 = RLIMIT_NOFILE less 64 (ringrpc-server raises its soft "
+     "limit to the hard one at start) [server.max_connections]"},
     {"--slow-call-us", "server.slow_call_threshold_us", "US",
      "log calls running longer; 0 = off [server.slow_call_threshold_us]"},
     {"--metrics", "server.metrics", "BOOL", "per-call metrics: true or false [server.metrics]"},
@@ -625,6 +627,8 @@ int main(int argc, char** argv) {
   // Writing to a pipe whose reader went away (stderr piped into a logger that died) must fail
   // that write, not kill the server.
   ::signal(SIGPIPE, SIG_IGN);
+  // Before the configuration: max_connections' default follows the limit.
+  ringrpc::tools::raise_open_file_limit();
 
   config_sources sources;
   if (const auto rc = parse_command_line(argc, argv, sources)) return *rc;

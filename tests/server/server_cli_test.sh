@@ -221,6 +221,23 @@ if [ -e /proc/net/if_inet6 ]; then
   pid=
 fi
 
+# --- the open-file limit: raised to the hard one, so 10,000 connections are not capped at 1,024 --
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -gt 1024 ]; then
+  prlimit --nofile=1024:"$hard" "$server" --port 0 >"$work/nofile.out" 2>"$work/nofile.err" </dev/null &
+  pid=$!
+  wait_listening "$pid" "$work/nofile.out" "$work/nofile.err" || exit $?
+  soft=$(awk '/^Max open files/ {print $4}' "/proc/$pid/limits")
+  if [ "$soft" = "$hard" ]; then
+    ok "started with a soft open-file limit of 1024, runs with $soft (the hard limit)"
+  else
+    fail "open-file soft limit $soft after start, expected the hard limit $hard"
+  fi
+  kill -TERM "$pid"
+  wait "$pid"
+  pid=
+fi
+
 if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed" >&2
   exit 1
