@@ -98,7 +98,8 @@ bool server_core::write_inline(shard& r, call* k) noexcept {
   connection* c = k->conn;
   // Plain ringrpc frames only: a TLS or gRPC connection's replies go through its session,
   // which the shard's thread owns. Its protocol was settled before any call of it existed.
-  if (k->reply.empty() || k->stream_out || k->stream_end || c->tls || c->protocol != wire_protocol::frames) {
+  if (k->reply.empty() || k->stream_out || k->stream_end || c->tls || c->protocol != wire_protocol::frames ||
+      c->write_failed.load(std::memory_order_relaxed)) {
     return false;
   }
   std::uint32_t nothing_queued = 0;
@@ -115,7 +116,8 @@ bool server_core::write_inline(shard& r, call* k) noexcept {
     // (Asked before the post: once posted, the call and its connection may be gone.)
     const bool wake = before != inline_writer_bit || c->paused.load(std::memory_order_seq_cst);
     r.replies().post_written(k);
-    if (wake) wake_for_reply(r);
+    // Not held for this worker's burst hook: replies wait behind our write, or reading does.
+    if (wake) r.notify_replies();
     return true;
   }
   // Part of it, none (a full socket buffer), or an error the responder's own write will meet:
@@ -123,7 +125,7 @@ bool server_core::write_inline(shard& r, call* k) noexcept {
   k->written_by_handler = call::inline_write::partial;
   k->inline_sent = n > 0 ? static_cast<std::uint32_t>(n) : 0;
   r.replies().post_written(k);
-  wake_for_reply(r);
+  r.notify_replies();
   return true;
 }
 

@@ -38,12 +38,13 @@ void responder::enqueue(call* k) noexcept {
     release_call(k);  // one-way, or nobody left to read it
     return;
   }
-  queue_reply(k, 0);
+  queue_reply(k, false, 0);
 }
 
-// `written_by_handler` > 0: the rest of a reply its handler's thread began to write, which goes
-// ahead of everything queued (the responder wrote none of that meanwhile: handler_writing()).
-void responder::queue_reply(call* k, std::size_t written_by_handler) noexcept {
+// `first`: the rest of a reply its handler's thread began to write (its first `already_written`
+// bytes, perhaps none), which goes ahead of everything queued: it was handed over before them,
+// and the responder wrote none of them meanwhile (handler_writing()).
+void responder::queue_reply(call* k, bool first, std::size_t already_written) noexcept {
   connection* c = k->conn;
   if (c->write == nullptr && !take_slot(c)) {
     release_call(k);
@@ -51,10 +52,10 @@ void responder::queue_reply(call* k, std::size_t written_by_handler) noexcept {
   }
   write_slot* w = c->write;
   if (w->replies.empty()) w->stalled_since_ns = _owner.turn_ns();
-  if (written_by_handler == 0) {
-    w->replies.push_back(k);
+  if (first) {
+    w->replies.push_front(k, already_written);
   } else {
-    w->replies.push_front(k, written_by_handler);
+    w->replies.push_back(k);
   }
   k->reply_charged = k->reply.size();
   _account.charge(static_cast<std::int64_t>(k->reply_charged));

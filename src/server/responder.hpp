@@ -86,7 +86,7 @@ class responder {
     c->conn->reply_gate.fetch_add(1, std::memory_order_seq_cst);
   }
   void enqueue(call* c) noexcept;
-  void queue_reply(call* k, std::size_t written_by_handler) noexcept;
+  void queue_reply(call* k, bool first, std::size_t already_written) noexcept;
   void take_handler_write(call* k) noexcept;  // responder_inline.cpp
   bool handler_writing(connection* c) noexcept;
   void retry_deferred() noexcept;

@@ -35,8 +35,8 @@ void responder::take_handler_write(call* k) noexcept {
   k->inline_sent = 0;
   k->gated = true;
   c->reply_gate.fetch_add(1u - inline_writer_bit, std::memory_order_seq_cst);
-  _partial_writes.add();
   if (sent != 0) {
+    _partial_writes.add();
     _bytes_out.add(sent);
     c->last_write_ns.store(_owner.turn_ns(), std::memory_order_relaxed);
   }
@@ -44,7 +44,7 @@ void responder::take_handler_write(call* k) noexcept {
     release_call(k);  // nobody left to read the rest
     return;
   }
-  queue_reply(k, sent);
+  queue_reply(k, true, sent);
 }
 
 bool responder::handler_writing(connection* c) noexcept {

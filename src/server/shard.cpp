@@ -118,6 +118,10 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
           mark_user_code();
           time_next_call();
           refresh_table();
+          // Replies handed over while we slept, before this turn's frames: a call its handler
+          // wrote itself is released here, so it does not count against its connection's next
+          // frame (fair share, in-flight caps, a reused call id's cancel).
+          _responder.take_inbox();
         },
         [this](const io_uring_cqe& cqe) {
           try {
