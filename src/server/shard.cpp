@@ -92,22 +92,8 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
   bool block = false;  // the first turn only submits: nobody was told we sleep yet
   const terminate_on_fatal on_fatal{"reader", static_cast<int>(_index)};
   for (;;) {
-    // The sweep's timer bounds the wait; a downstream call's deadline may be nearer.
-    std::chrono::nanoseconds wait{-1};
-    if (_downstreams) {
-      if (const std::int64_t due = _downstreams->next_deadline(); due != 0) {
-        wait = std::chrono::nanoseconds(std::max<std::int64_t>(due - now_ns(), 0));
-      }
-    }
-    // A handler that wrote its reply itself does not wake us (responder_inline.cpp): while
-    // calls are out, a sleep is bounded, so their bookkeeping (the server's counts, the memory
-    // charged, a drain waiting for them) lags them by that much at most.
-    if (block && _core.inline_replies() && _created.get() != _responder.released() &&
-        (wait.count() < 0 || wait > inline_bookkeeping_lag)) {
-      wait = inline_bookkeeping_lag;
-    }
     ring_turn(
-        *_ring, turn_wait{.block = block, .timeout = wait}, on_fatal,
+        *_ring, turn_wait{.block = block, .timeout = longest_sleep(block)}, on_fatal,
         [this](int) {
           // One clock read per turn: the frames reaped together were received together. It
           // stamps calls (queue time, deadlines) and connections (idle check).
@@ -188,6 +174,24 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
   _ring = nullptr;
   current = nullptr;
   _exited.store(true, std::memory_order_release);
+}
+
+std::chrono::nanoseconds shard::longest_sleep(bool block) const noexcept {
+  // The sweep's timer bounds the wait; a downstream call's deadline may be nearer.
+  std::chrono::nanoseconds wait{-1};
+  if (_downstreams) {
+    if (const std::int64_t due = _downstreams->next_deadline(); due != 0) {
+      wait = std::chrono::nanoseconds(std::max<std::int64_t>(due - now_ns(), 0));
+    }
+  }
+  // A handler that wrote its reply itself does not wake us (responder_inline.cpp): while
+  // calls are out, a sleep is bounded, so their bookkeeping (the server's counts, the memory
+  // charged, a drain waiting for them) lags them by that much at most.
+  if (block && _core.inline_replies() && _created.get() != _responder.released() &&
+      (wait.count() < 0 || wait > inline_bookkeeping_lag)) {
+    wait = inline_bookkeeping_lag;
+  }
+  return wait;
 }
 
 void shard::act_on_stop_requests() noexcept {

@@ -6,6 +6,7 @@
 // a part of its own (responder.hpp): the way back's writes, driven on the same thread and ring.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -147,6 +148,8 @@ class shard final : grpc::session_host {
 
  private:
   void run(const uring_features& features, std::promise<void>& ready);
+  /// How long the next turn may sleep (-1: until something completes).
+  std::chrono::nanoseconds longest_sleep(bool block) const noexcept;
   void handle(const io_uring_cqe& cqe);
   void on_handoff(int fd, bool tls = false);
   void on_recv(connection* c, const io_uring_cqe& cqe);
