@@ -27,10 +27,16 @@ class parking {
   bool wait_for(std::uint32_t epoch, std::chrono::nanoseconds timeout) noexcept;
   /// Wakes up to `n` sleepers, if any sleep.
   void wake(int n) noexcept {
+    if (claim_wake() != nullptr) futex_wake(n);
+  }
+  /// The first half of wake(), for a caller that does the futex wake itself (a reader through
+  /// its ring: uring/ring_futex.hpp): null when nobody sleeps; otherwise the futex word to
+  /// wake (FUTEX_WAKE_PRIVATE), its epoch already moved on.
+  std::uint32_t* claim_wake() noexcept {
     std::atomic_thread_fence(std::memory_order_seq_cst);  // publication before the waiter check
-    if (_waiters.load(std::memory_order_seq_cst) == 0) return;
+    if (_waiters.load(std::memory_order_seq_cst) == 0) return nullptr;
     _epoch.fetch_add(1, std::memory_order_seq_cst);
-    futex_wake(n);
+    return reinterpret_cast<std::uint32_t*>(&_epoch);
   }
   void wake_all() noexcept {
     _epoch.fetch_add(1, std::memory_order_seq_cst);

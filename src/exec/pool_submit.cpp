@@ -87,6 +87,8 @@ void thread_pool::wake(unsigned n) noexcept {
   _impl->park.wake(n > static_cast<unsigned>(INT32_MAX) ? INT32_MAX : static_cast<int>(n));
 }
 
+std::uint32_t* thread_pool::claim_wake() noexcept { return _impl->park.claim_wake(); }
+
 bool thread_pool::submit_now(pool_task* t) noexcept {
   if (!try_submit(t)) return false;
   wake(1);

@@ -76,6 +76,9 @@ class thread_pool {
   bool try_submit(pool_task* t) noexcept;
   /// Wakes up to `n` parked workers for work submitted since the last wake.
   void wake(unsigned n) noexcept;
+  /// wake() for a caller that wakes through its io_uring (IORING_OP_FUTEX_WAKE): null when no
+  /// worker is parked, else the futex word to wake (FUTEX_WAKE_PRIVATE, `n` of them).
+  std::uint32_t* claim_wake() noexcept;
   /// try_submit() followed by wake(1).
   bool submit_now(pool_task* t) noexcept;
 

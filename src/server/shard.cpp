@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <new>
 #include <string>
@@ -18,6 +19,7 @@
 #include "server/shard_downstreams.hpp"
 #include "server/shard_ops.hpp"
 #include "uring/cqe_tag.hpp"
+#include "uring/ring_futex.hpp"
 #include "uring/ring_turn.hpp"
 
 namespace ringrpc::detail {
@@ -86,6 +88,7 @@ void shard::run(const uring_features& features, std::promise<void>& ready) {
   _responder.attach(*_ring);
   _waker.arm(*_ring);
   _ring_fd.store(_ring->fd(), std::memory_order_release);
+  _ring_futex = features.futex_wake;
   arm_sweep_timer();
   ready.set_value();
 
@@ -232,6 +235,12 @@ void shard::handle(const io_uring_cqe& cqe) {
     case shard_ops::downstream_connect:
     case shard_ops::downstream_recv:
     case shard_ops::downstream_send: _downstreams->handle(cqe); break;
+    case shard_ops::futex_wake:
+      // The probe saw this SQE work, so a failure is unexpected: wake the old way from now on
+      // (all of the pool's sleepers: how many this one was for is not known here).
+      _ring_futex = false;
+      tag_ptr<thread_pool>(cqe.user_data)->wake(UINT32_MAX);
+      break;
     default: break;  // cancel results: -ENOENT / -EALREADY mean the recv had already ended
   }
 }
@@ -273,6 +282,22 @@ void shard::note_submitted(thread_pool* p) noexcept {
   }
 }
 
+void shard::wake_pool(thread_pool* p, unsigned n) noexcept {
+  if (!_ring_futex) {
+    p->wake(n);
+    return;
+  }
+  // On one core this saves more than the futex() call: the worker becomes runnable inside the
+  // enter that also sends this turn's replies and puts the reader to sleep, not halfway
+  // through the turn.
+  std::uint32_t* word = p->claim_wake();
+  if (word == nullptr) return;  // nobody parked: the workers find the work themselves
+  io_uring_sqe* sqe = _ring->get_sqe();
+  prep_futex_wake(sqe, word, n);
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  io_uring_sqe_set_data64(sqe, make_tag(shard_ops::futex_wake, p));
+}
+
 void shard::refresh_table() noexcept {
   auto& d = _core.endpoints();
   const auto v = d.version();
@@ -294,11 +319,13 @@ void shard::end_of_turn() noexcept {
   _rearm.clear();
   for (connection* c : _to_release) release(c);
   _to_release.clear();
-  for (auto& [pool, n] : _to_wake) pool->wake(n);
-  _to_wake.clear();
   if (_downstreams) _downstreams->flush();
-  // Last: the writes of everything answered this turn go out with this turn's submit.
+  // The writes of everything answered this turn go out with this turn's submit.
   _responder.flush();
+  // Then the workers given calls: through the ring, the wake comes after those writes in the
+  // same submit.
+  for (auto& [pool, n] : _to_wake) wake_pool(pool, n);
+  _to_wake.clear();
 }
 
 void shard::resume_later(connection* c) noexcept {

@@ -234,6 +234,9 @@ class shard final : grpc::session_host {
   void refuse_connection(int fd, bool tls, const char* knob, unsigned value, const std::string& why) noexcept;
   void post_refusal(const char* knob, unsigned value) noexcept;
   void note_submitted(thread_pool* p) noexcept;
+  /// Wakes up to n of p's parked workers: through the ring when it can (the turn's submit
+  /// carries the wake), else with a futex() call now.
+  void wake_pool(thread_pool* p, unsigned n) noexcept;
   void refresh_table() noexcept;
   void answer(call* c, std::uint64_t id, wire::Kind kind, status code, std::string_view message,
               std::uint32_t retry_after_ms = 0) noexcept;
@@ -285,6 +288,7 @@ class shard final : grpc::session_host {
   std::string _last_method;  // the method this thread looked up last, and what it found
   endpoint_slot* _last_slot = nullptr;
   std::vector<std::pair<thread_pool*, unsigned>> _to_wake;  // pools given work this turn
+  bool _ring_futex = false;  // wake_pool() goes through the ring (uring_features::futex_wake)
   std::uint64_t _next_connection = 0;
   frame_encoder _encoder;
   counters _counts;  // bumped on this thread only: _counts[sc::bytes_in].add(n)

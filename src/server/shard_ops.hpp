@@ -15,5 +15,8 @@ inline constexpr op recv_tls = op::owned_1;            // multishot recv: cipher
 inline constexpr op downstream_connect = op::owned_2;  // IORING_OP_CONNECT (res: 0 or -errno)
 inline constexpr op downstream_recv = op::owned_3;     // multishot recv of replies
 inline constexpr op downstream_send = op::owned_4;     // a gathered write of requests
+// IORING_OP_FUTEX_WAKE of a pool's parked workers (tag: the pool). Posts a completion only
+// when it fails (IOSQE_CQE_SKIP_SUCCESS).
+inline constexpr op futex_wake = op::owned_5;
 
 }  // namespace ringrpc::detail::shard_ops

@@ -1,10 +1,13 @@
 #include "uring/uring_probe.hpp"
 
+#include "uring/ring_futex.hpp"
+
 #include <liburing.h>
 #include <sys/utsname.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -33,6 +36,36 @@ int read_disabled_sysctl() {
 
 [[noreturn]] void unavailable(int err, const std::string& why) {
   throw std::system_error(err, std::system_category(), "io_uring unavailable: " + why);
+}
+
+// RINGRPC_URING_AS_OF: the kernel version whose features we limit ourselves to (lowers
+// major/minor, never raises them).
+void apply_as_of(int& major, int& minor) {
+  const char* v = std::getenv("RINGRPC_URING_AS_OF");
+  int a = 0, b = 0;
+  if (v == nullptr || std::sscanf(v, "%d.%d", &a, &b) != 2) return;
+  if (a < major || (a == major && b < minor)) {
+    major = a;
+    minor = b;
+  }
+}
+
+bool at_least(int major, int minor, int want_major, int want_minor) {
+  return major > want_major || (major == want_major && minor >= want_minor);
+}
+
+// The wake of a word nobody waits on, through the exact SQE ring_futex.hpp builds: true when the
+// kernel completes it (0 woken). An opcode the probe lists may still refuse fields we set by
+// hand; a refusal at run time would leave a worker asleep, so it is found here.
+bool futex_wake_works() {
+  io_uring ring{};
+  if (io_uring_queue_init(4, &ring, 0) < 0) return false;
+  std::uint32_t word = 0;
+  prep_futex_wake(io_uring_get_sqe(&ring), &word, 1);
+  io_uring_cqe* cqe = nullptr;
+  bool ok = io_uring_submit_and_wait(&ring, 1) == 1 && io_uring_peek_cqe(&ring, &cqe) == 0 && cqe->res == 0;
+  io_uring_queue_exit(&ring);
+  return ok;
 }
 
 bool ring_accepts(unsigned flags) {
@@ -117,11 +150,16 @@ uring_features probe_here() {
                  std::to_string(f.kernel_minor));
   }
 
+  // Optional features, limited to RINGRPC_URING_AS_OF's kernel when it names an older one.
+  int major = f.kernel_major, minor = f.kernel_minor;
+  apply_as_of(major, minor);
+  f.futex_wake = at_least(major, minor, 6, 7) && futex_wake_works();
+
   // Optional flags, newest first. SINGLE_ISSUER (6.0) lets the kernel skip locking because only
   // the owning thread submits; COOP_TASKRUN (5.19) avoids interrupting that thread to run
   // completions. DEFER_TASKRUN (6.1) batches completion work until we wait, but msg_ring into
   // such a ring from another thread was only made safe in 6.3, so it is used from 6.3 on.
-  const bool has_defer = f.kernel_major > 6 || (f.kernel_major == 6 && f.kernel_minor >= 3);
+  const bool has_defer = at_least(major, minor, 6, 3);
   const unsigned candidates[] = {
       has_defer ? (IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN) : 0u,
       IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN,
