@@ -8,7 +8,11 @@
 //
 // It sends back exactly the bytes it received, so `ringrpc-load echo://127.0.0.1:PORT` drives it.
 //
-//   build/bench/bench/raw_echo_loop --port 0 [--host 127.0.0.1] [--no-defer-taskrun] [--exit-after S]
+//   build/bench/bench/raw_echo_loop --port 0 [--host 127.0.0.1] [--no-defer-taskrun]
+//                                   [--handoff syscalls|ring] [--exit-after S]
+//
+// --handoff hands each turn's echoes to a worker thread instead (raw_handoff.hpp): the floor of
+// any server whose user code runs on a thread of its own, such as ringrpc's pool path.
 //
 // Installed as ringrpc-raw-echo: ringrpc-bench runs it beside ringrpc-server (tools/bench).
 //
@@ -33,7 +37,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <memory>
 #include <vector>
+
+#include "raw_handoff.hpp"
+#include "uring/ring_futex.hpp"
 
 namespace {
 
@@ -46,7 +54,7 @@ constexpr std::uint32_t none = UINT32_MAX;
 // 10,000 connections answered at once do not stay in RSS as if they were per-connection cost.
 constexpr std::size_t spare_gather_buffers = 256;
 
-enum op : std::uint64_t { op_accept = 1, op_recv = 2, op_send = 3, op_signal = 4 };
+enum op : std::uint64_t { op_accept = 1, op_recv = 2, op_send = 3, op_signal = 4, op_futex = 5 };
 std::uint64_t tag(op o, int fd) { return (std::uint64_t{o} << 32) | static_cast<std::uint32_t>(fd); }
 
 [[noreturn]] void die(const char* what, int err) {
@@ -64,7 +72,7 @@ struct connection {
 
 class echo_loop {
  public:
-  explicit echo_loop(int listen_fd, bool try_defer) : _listen_fd(listen_fd) {
+  echo_loop(int listen_fd, bool try_defer, const char* handoff) : _listen_fd(listen_fd) {
     io_uring_params p{};
     p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
     p.cq_entries = sq_entries * 4;
@@ -87,12 +95,22 @@ class echo_loop {
     // Saves the fd table lookup on every io_uring_enter; optional (5.18).
     _ring_fd_registered = io_uring_register_ring_fd(&_ring) == 1;
     setup_buffer_ring();
+    if (handoff != nullptr) {
+      _ring_wake = probe_ring_wake();
+      const bool ring = std::strcmp(handoff, "ring") == 0;
+      _worker = std::make_unique<raw_handoff::worker>(ring ? raw_handoff::mode::ring : raw_handoff::mode::syscalls);
+      _worker_setup = ring ? _worker->ring_setup() : "send_futex_syscalls";
+    }
   }
 
   void describe() const {
-    std::fprintf(stderr, "raw_echo_loop: setup=%s ring_fd=%s features=0x%x buffers=%ux%u\n",
-                 _setup, _ring_fd_registered ? "registered" : "plain", _features, buf_count,
-                 buf_size);
+    std::fprintf(stderr, "raw_echo_loop: setup=%s ring_fd=%s features=0x%x buffers=%ux%u", _setup,
+                 _ring_fd_registered ? "registered" : "plain", _features, buf_count, buf_size);
+    if (_worker) {
+      std::fprintf(stderr, " handoff_wake=%s handoff_worker=%s",
+                   _ring_wake ? "ring_futex_wake" : "futex_syscall", _worker_setup);
+    }
+    std::fputc('\n', stderr);
   }
 
   void run(int signal_fd) {
@@ -118,6 +136,54 @@ class echo_loop {
   }
 
  private:
+  // Whether the kernel takes IORING_OP_FUTEX_WAKE (6.7): one wake of a word nobody waits on.
+  // Runs before anything else is armed, so the one completion is the wake's.
+  bool probe_ring_wake() {
+    std::uint32_t word = 0;
+    io_uring_sqe* s = sqe();
+    ringrpc::detail::prep_futex_wake(s, &word, 1);
+    io_uring_sqe_set_data64(s, tag(op_futex, 0));
+    io_uring_cqe* cqe = nullptr;
+    if (io_uring_submit_and_wait(&_ring, 1) < 0 || io_uring_peek_cqe(&_ring, &cqe) != 0) return false;
+    const bool ok = cqe->res >= 0;
+    io_uring_cqe_seen(&_ring, cqe);
+    return ok;
+  }
+
+  // The worker was parked: woken by the turn's own submit where the kernel can, as ringrpc's
+  // readers wake their pool (src/server/shard.cpp), so the floor has the same advantage.
+  void wake_worker() {
+    if (!_ring_wake) {
+      _worker->wake_by_syscall();
+      return;
+    }
+    io_uring_sqe* s = sqe();
+    ringrpc::detail::prep_futex_wake(s, _worker->wake_word(), 1);
+    s->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    io_uring_sqe_set_data64(s, tag(op_futex, 0));
+  }
+
+  // Only a failed ring wake completes (IOSQE_CQE_SKIP_SUCCESS): wake by system call from now on.
+  void on_futex(int res) {
+    if (res >= 0 || !_worker) return;
+    _ring_wake = false;
+    _worker->wake_by_syscall();
+  }
+
+  // --handoff: the turn's echoes (and closes, in order after them) go to the worker in one post.
+  void flush_to_worker() {
+    for (const int fd : _dirty) {
+      connection& c = _conns[static_cast<std::size_t>(fd)];
+      c.queued = false;
+      if (c.gathered == none || c.closing) continue;
+      _jobs.push_back(raw_handoff::job{fd, false, std::move(_gather[c.gathered])});
+      give_gather(c.gathered);
+      c.gathered = none;
+    }
+    _dirty.clear();
+    if (!_jobs.empty() && _worker->post(_jobs, _recycled)) wake_worker();
+  }
+
   // liburing 2.3 has no io_uring_setup_buf_ring (2.4), so the ring memory is mapped and
   // registered here by hand.
   void setup_buffer_ring() {
@@ -185,6 +251,10 @@ class echo_loop {
     }
     const std::uint32_t i = _spare.back();
     _spare.pop_back();
+    if (_gather[i].capacity() == 0 && !_recycled.empty()) {  // moved to the worker: take one back
+      _gather[i] = std::move(_recycled.back());
+      _recycled.pop_back();
+    }
     return i;
   }
 
@@ -207,6 +277,7 @@ class echo_loop {
       case op_accept: on_accept(cqe.res, more); return;
       case op_recv: on_recv(fd, cqe, more); return;
       case op_send: on_send(fd, cqe.res); return;
+      case op_futex: on_futex(cqe.res); return;
     }
   }
 
@@ -277,6 +348,10 @@ class echo_loop {
   }
 
   void flush_sends() {
+    if (_worker) {
+      flush_to_worker();
+      return;
+    }
     for (const int fd : _dirty) {
       connection& c = _conns[static_cast<std::size_t>(fd)];
       c.queued = false;
@@ -295,7 +370,11 @@ class echo_loop {
     if (!c.open || c.recv_armed || c.sending != none) return;
     give_gather(c.gathered);
     c = connection{};
-    close(fd);
+    if (_worker) {  // after the worker's sends to it; the turn's flush posts it
+      _jobs.push_back(raw_handoff::job{fd, true, {}});
+    } else {
+      close(fd);
+    }
   }
 
   io_uring _ring{};
@@ -313,6 +392,11 @@ class echo_loop {
   const char* _setup = "";
   unsigned _features = 0;
   bool _ring_fd_registered = false;
+  std::unique_ptr<raw_handoff::worker> _worker;  // --handoff only
+  bool _ring_wake = false;                        // the worker is woken by IORING_OP_FUTEX_WAKE
+  const char* _worker_setup = "";
+  std::vector<raw_handoff::job> _jobs;            // this turn's, posted at its end
+  std::vector<std::vector<char>> _recycled;       // emptied by the worker, for take_gather()
 };
 
 int listen_on(const std::string& host, int port, int& bound_port) {
@@ -341,6 +425,7 @@ int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   int port = 0;
   bool try_defer = true;
+  const char* handoff = nullptr;
   unsigned exit_after = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -351,6 +436,9 @@ int main(int argc, char** argv) {
       host = argv[++i];
     } else if (a == "--no-defer-taskrun") {  // to see what the kernel feature is worth here
       try_defer = false;
+    } else if (a == "--handoff" && has_value &&
+               (std::strcmp(argv[i + 1], "syscalls") == 0 || std::strcmp(argv[i + 1], "ring") == 0)) {
+      handoff = argv[++i];
     } else if (a == "--exit-after" && has_value) {
       exit_after = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
     } else if ((a == "--log-level" || a == "--max-connections") && has_value) {
@@ -358,12 +446,16 @@ int main(int argc, char** argv) {
     } else {
       const bool help = a == "--help" || a == "-h";
       std::fprintf(help ? stdout : stderr,
-                   "Usage: %s [--port N] [--host IPV4] [--no-defer-taskrun] [--exit-after S]\n"
+                   "Usage: %s [--port N] [--host IPV4] [--no-defer-taskrun] [--handoff syscalls|ring]\n"
+                   "          [--exit-after S]\n"
                    "A one-thread TCP echo server on plain io_uring: the baseline ringrpc-bench measures\n"
                    "ringrpc-server against. Prints 'listening on HOST:PORT' once ready.\n\n"
                    "  --port N            port to listen on; 0 picks one [0]\n"
                    "  --host IPV4         address to listen on [127.0.0.1]\n"
                    "  --no-defer-taskrun  do not ask the kernel for IORING_SETUP_DEFER_TASKRUN\n"
+                   "  --handoff WORKER    a worker thread sends the echoes (the least a server whose\n"
+                   "                      user code runs on a thread of its own pays): with send(2)\n"
+                   "                      and futex(2) (syscalls), or its own io_uring (ring)\n"
                    "  --exit-after S      exit after S seconds; 0 = run until stopped [0]\n\n"
                    "Exit status: 0 stopped by SIGTERM, SIGINT or --exit-after (or --help);\n"
                    "2 usage, or the socket or io_uring could not be set up (one line on stderr).\n",
@@ -385,7 +477,7 @@ int main(int argc, char** argv) {
 
   int bound_port = 0;
   const int listen_fd = listen_on(host, port, bound_port);
-  echo_loop loop(listen_fd, try_defer);
+  echo_loop loop(listen_fd, try_defer, handoff);
   loop.describe();
   if (exit_after != 0) alarm(exit_after);
   std::printf("listening on %s:%d\n", host.c_str(), bound_port);

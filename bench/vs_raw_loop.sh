@@ -2,8 +2,15 @@
 # ringrpc-server against a raw io_uring echo loop (bench/raw_echo_loop.cpp) on one server core:
 # every figure of the per-core goals as a ratio to the raw loop measured in the same round.
 #
-# Variants, alternated within each round (raw, direct, pool, raw, direct, pool, ...):
+# Variants, alternated within each round (raw, handoff-sys, handoff-ring, direct, pool, raw, ...):
 #   raw     build/.../bench/raw_echo_loop, driven as echo://127.0.0.1:P
+#   handoff-sys   raw_echo_loop --handoff syscalls: the same loop handing each turn's echoes to a
+#                 worker thread that sends them with send(2) and parks with futex(2)
+#                 (bench/raw_handoff.hpp): the bare form of ringrpc's pool path
+#   handoff-ring  --handoff ring: the worker's sends and its park in one io_uring_enter, the
+#                 least a worker thread can cost (Linux 6.7+; else sends in one enter, futex(2))
+#   The handoffs are the floor of any server that runs user code on a thread of its own; a
+#   second table gives pool / each handoff, what ringrpc's pool path adds to that floor.
 #   direct  ringrpc-server --dispatch=direct: the built-in echo answered on the reader
 #   pool    ringrpc-server --dispatch=all: the same echo through the default pool (user code's path)
 # Each variant gets one fresh server per round, pinned to SERVER_CPU; ringrpc-load (one thread)
@@ -29,6 +36,7 @@
 #   BASELINE_BUILD_DIR  a second build (e.g. of the previous commit): its ringrpc-server runs as
 #                the variants direct-base and pool-base, alternated with this build's in every
 #                round, and a second table gives this build / baseline per figure (median, min, max)
+#   HANDOFF ["sys ring"] the handoff variants to run; HANDOFF= (empty) runs neither
 #   KEEP_WORK=1  keep the directory of raw ringrpc-load JSONs and CPU samples
 #   QUICK=1      DURATION=1 WARMUP=0.3 ROUNDS=1 CONNECTIONS_IDLE=2000 unless set
 #
@@ -65,6 +73,8 @@ start_variant() {
   local -a cmd
   case $1 in
     raw) cmd=("$raw_bin" --port 0) ;;
+    handoff-sys) cmd=("$raw_bin" --port 0 --handoff syscalls) ;;
+    handoff-ring) cmd=("$raw_bin" --port 0 --handoff ring) ;;
     direct) cmd=("$server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=direct) ;;
     pool) cmd=("$server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=all) ;;
     direct-base) cmd=("$base_server_bin" --port 0 --readers 1 --handlers 1 --log-level error --dispatch=direct) ;;
@@ -75,8 +85,8 @@ start_variant() {
     exit 1
   fi
   port=$listen_port
-  if [[ $1 == raw && ! -s $work/raw_features ]]; then
-    grep '^raw_echo_loop: setup=' "$work/server.err" >"$work/raw_features" || true
+  if [[ $1 == raw* || $1 == handoff* ]] && [[ ! -s $work/features.$1 ]]; then
+    grep '^raw_echo_loop: setup=' "$work/server.err" >"$work/features.$1" || true
   fi
 }
 
@@ -89,7 +99,7 @@ measure() {
   local variant=$1 round=$2 name=$3 want_cpu=$4
   shift 4
   local url="ringrpc://127.0.0.1:$port/echo"
-  [[ $variant == raw ]] && url="echo://127.0.0.1:$port"
+  [[ $variant == raw || $variant == handoff-* ]] && url="echo://127.0.0.1:$port"
   local json=$work/$variant.$round.$name.json
   local -a load=(timeout "$load_limit" taskset -c "$load_cpu" "$load_bin" -s "$size" "$@")
   if ((want_cpu)); then
@@ -145,6 +155,11 @@ idle_step() {
 
 variants=(raw direct pool)
 [[ -n $baseline_dir ]] && variants=(raw direct direct-base pool pool-base)
+read -r -a handoffs <<<"${HANDOFF-sys ring}"
+for h in "${handoffs[@]}"; do
+  [[ $h == sys || $h == ring ]] || { echo "vs_raw_loop.sh: HANDOFF holds '$h', not sys or ring" >&2; exit 2; }
+done
+variants=(raw "${handoffs[@]/#/handoff-}" "${variants[@]:1}")
 for ((r = 1; r <= rounds; r++)); do
   for v in "${variants[@]}"; do
     printf 'round %d/%d: %-11s' "$r" "$rounds" "$v" >&2
@@ -220,23 +235,30 @@ for r in rounds:
         row[v]["errors"] = sum(sum(json.load(open(runs[(r, v, n)]))["errors"].values()) for n in ("d1", "d16", "rate", "pingpong"))
     per_round.append(row)
 
+handoffs = [v for v in ("handoff-sys", "handoff-ring") if v in variants]
+shown = handoffs + ["direct", "pool"]
 summary = {}
 for key, label, unit, _, _, goal in metrics:
     summary[key] = {"label": label, "unit": unit, "goal": {"op": goal[0], "ratio": goal[1]},
                     "raw_median": statistics.median(pr["raw"][key] for pr in per_round)}
-    for v in ("direct", "pool"):
+    for v in shown:
         ratios = [pr[v][key] / pr["raw"][key] for pr in per_round if pr["raw"][key]]
         med = statistics.median(ratios) if ratios else float("nan")
         met = med >= goal[1] if goal[0] == ">=" else med <= goal[1]
         summary[key][v] = {"median": statistics.median(pr[v][key] for pr in per_round),
                            "ratio_median": med, "ratio_min": min(ratios, default=float("nan")),
                            "ratio_max": max(ratios, default=float("nan")), "goal_met": met}
-        if baseline:
+        if baseline and v in ("direct", "pool"):
             vs = [pr[v][key] / pr[v + "-base"][key] for pr in per_round if pr[v + "-base"][key]]
             summary[key][v + "_vs_baseline"] = {
                 "baseline_median": statistics.median(pr[v + "-base"][key] for pr in per_round),
                 "ratio_median": statistics.median(vs) if vs else float("nan"),
                 "ratio_min": min(vs, default=float("nan")), "ratio_max": max(vs, default=float("nan"))}
+    for h in handoffs:
+        vs = [pr["pool"][key] / pr[h][key] for pr in per_round if pr[h][key]]
+        summary[key]["pool_vs_" + h] = {
+            "ratio_median": statistics.median(vs) if vs else float("nan"),
+            "ratio_min": min(vs, default=float("nan")), "ratio_max": max(vs, default=float("nan"))}
 
 idle_rounds = {}
 for line in open(os.path.join(work, "idle")):
@@ -250,10 +272,10 @@ if idle:
         "goal": {"op": "<=", "bytes": 256}, "raw": idle.get("raw"), "ringrpc": idle.get("ringrpc"),
         "per_round": idle_rounds, "goal_met": idle.get("ringrpc", float("inf")) <= 256}
 
-raw_features = ""
-fp = os.path.join(work, "raw_features")
-if os.path.exists(fp):
-    raw_features = open(fp).read().strip().removeprefix("raw_echo_loop: ")
+def features(v):
+    fp = os.path.join(work, "features." + v)
+    return open(fp).read().strip().removeprefix("raw_echo_loop: ") if os.path.exists(fp) else ""
+raw_features = features("raw")
 
 def num(x, unit):
     if x != x:
@@ -267,15 +289,18 @@ print(f"{len(rounds)} round(s) of {config['duration_s']} s per run; server on CP
       f"load on CPU {config['load_cpu']}; {config['connections']} connections, {config['payload_bytes']} B payloads")
 if raw_features:
     print(f"raw loop ring: {raw_features}")
-hdr = f"{'figure':<24}{'raw':>11}{'direct':>11}{'ratio':>7}{'min':>6}{'max':>6}{'pool':>11}{'ratio':>7}{'min':>6}{'max':>6}  goal"
+for h in handoffs:
+    print(f"{h}: {features(h).split(' handoff_', 1)[-1].replace(' handoff_', ', ')}")
+width = {v: max(11, len(v) + 2) for v in shown}
+hdr = f"{'figure':<24}{'raw':>11}" + "".join(f"{v:>{width[v]}}{'ratio':>7}{'min':>6}{'max':>6}" for v in shown) + "  goal (direct/pool)"
 print(hdr)
 print("-" * len(hdr))
 for key, label, unit, _, _, goal in metrics:
     s = summary[key]
     cells = f"{label:<24}{num(s['raw_median'], unit):>11}"
-    for v in ("direct", "pool"):
+    for v in shown:
         d = s[v]
-        cells += f"{num(d['median'], unit):>11}{d['ratio_median']:>7.2f}{d['ratio_min']:>6.2f}{d['ratio_max']:>6.2f}"
+        cells += f"{num(d['median'], unit):>{width[v]}}{d['ratio_median']:>7.2f}{d['ratio_min']:>6.2f}{d['ratio_max']:>6.2f}"
     marks = "/".join("ok" if s[v]["goal_met"] else "NO" for v in ("direct", "pool"))
     cells += f"  {goal[0]} {goal[1]}x ({marks})"
     print(cells)
@@ -287,6 +312,17 @@ if idle:
     print(f"{'idle RSS/connection':<24}{fmt(s['raw']):>11}{fmt(s['ringrpc']):>11}  (ringrpc, any dispatch; "
           f"{idle_n:,} held{spreads})"
           f"  <= 256 B ({'ok' if s['goal_met'] else 'NO'})")
+if handoffs:
+    print()
+    print("pool / handoff, same rounds: what ringrpc's pool path adds to a bare hand-off to a worker thread")
+    print(f"{'figure':<24}{'pool':>11}" + "".join(f"{h:>13}{'ratio':>7}{'min':>6}{'max':>6}" for h in handoffs))
+    for key, label, unit, _, _, _ in metrics:
+        s = summary[key]
+        cells = f"{label:<24}{num(s['pool']['median'], unit):>11}"
+        for h in handoffs:
+            d = s["pool_vs_" + h]
+            cells += f"{num(s[h]['median'], unit):>13}{d['ratio_median']:>7.2f}{d['ratio_min']:>6.2f}{d['ratio_max']:>6.2f}"
+        print(cells)
 if baseline:
     print()
     print(f"this build / baseline ({baseline}), same rounds; lower CPU and latency, higher calls/s is better")
@@ -323,7 +359,8 @@ print("absolute columns are each variant's median over rounds. CPU = server utim
 
 if out_json:
     doc = {"benchmark": "vs_raw_loop", "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "config": config, "raw_loop_ring": raw_features, "summary": summary,
+           "config": config, "raw_loop_ring": raw_features,
+           "handoff_setup": {h: features(h) for h in handoffs}, "summary": summary,
            "server_busy_d16": busy, "load_busy_d16": load_busy, "rounds": per_round}
     def clean(x):  # JSON has no NaN: a figure that could not be computed is null
         if isinstance(x, float) and x != x:
