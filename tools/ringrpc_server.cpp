@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_conventions.hpp"
+#include "large_buffers.hpp"
 #include "open_files.hpp"
 #include "log/event_log.hpp"
 #include "log/log.hpp"
@@ -629,6 +630,7 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   // Before the configuration: max_connections' default follows the limit.
   ringrpc::tools::raise_open_file_limit();
+  ringrpc::tools::keep_large_buffers();  // large calls without a page fault per page (large_buffers.hpp)
 
   config_sources sources;
   if (const auto rc = parse_command_line(argc, argv, sources)) return *rc;

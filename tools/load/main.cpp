@@ -27,6 +27,7 @@
 #include "hdr_log.hpp"
 #include "interrupt.hpp"
 #include "live_output.hpp"
+#include "large_buffers.hpp"
 #include "open_files.hpp"
 #include "output_file.hpp"
 #include "protocol.hpp"
@@ -958,6 +959,7 @@ int main(int argc, char** argv) {
   ringrpc::load::engine_config cfg;
   if (const auto rc = parse_command_line(argc, argv, a, cfg)) return *rc;
   ringrpc::tools::raise_open_file_limit();  // -c 10000 needs more than the usual soft 1,024
+  ringrpc::tools::keep_large_buffers();     // large replies without a page fault per page
   try {
     const auto percentiles = a.percentiles_text.empty() ? default_percentiles() : parse_percentiles(a.percentiles_text);
     if (a.merge) return run_merge(a.merge_files, percentiles);
