@@ -50,7 +50,7 @@ namespace {
 
 // Sanitizer builds run the engine several times slower; durations and bounds scale with them so
 // the tests check behaviour, not speed.
-constexpr int slow = ringrpc::test::sanitized ? 5 : 1;
+constexpr int slow = ringrpc::test::sanitized ? 4 : 1;
 
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
