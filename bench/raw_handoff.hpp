@@ -172,16 +172,14 @@ class worker {
       unsigned want = 0;
       for (const job& j : mine) {
         if (j.close) continue;
-        io_uring_sqe* s = io_uring_get_sqe(&ring);
-        if (s == nullptr) {  // more sends than the ring holds: let these go first
-          io_uring_submit(&ring);
-          s = io_uring_get_sqe(&ring);
-        }
-        io_uring_prep_send(s, j.fd, j.bytes.data(), j.bytes.size(), MSG_NOSIGNAL | MSG_WAITALL);
+        io_uring_prep_send(next_sqe(ring), j.fd, j.bytes.data(), j.bytes.size(), MSG_NOSIGNAL | MSG_WAITALL);
         ++want;
       }
-      if (ring_wait) {
-        prep_futex_wait(io_uring_get_sqe(&ring), wake_word(), seen);
+      // A batch that closes a connection waits for its sends only, and closes at once: parked
+      // in the same enter, the close would wait for the next post.
+      const bool closes = std::any_of(mine.begin(), mine.end(), [](const job& j) { return j.close; });
+      if (ring_wait && !closes) {
+        prep_futex_wait(next_sqe(ring), wake_word(), seen);
         ++want;
       }
       wait_for(ring, want);
@@ -193,6 +191,16 @@ class worker {
       }
     }
     io_uring_queue_exit(&ring);
+  }
+
+  // More entries than the ring holds: what is queued goes to the kernel first.
+  static io_uring_sqe* next_sqe(io_uring& ring) {
+    io_uring_sqe* s = io_uring_get_sqe(&ring);
+    while (s == nullptr) {
+      io_uring_submit(&ring);
+      s = io_uring_get_sqe(&ring);
+    }
+    return s;
   }
 
   // Submits what is queued and reaps `want` completions (a failed send's bytes are dropped: the
