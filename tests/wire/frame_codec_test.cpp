@@ -251,6 +251,54 @@ TEST(FrameCodec, AllFieldsAtOnce) {
   round_trip(f);
 }
 
+// decode_frame assigns each field instead of clearing the view first (the server's readers
+// decode once per call): a view reused from a frame that had everything must come out exactly
+// as a fresh one when the next frame has nothing.
+TEST(FrameCodec, ReusedViewKeepsNothingOfTheLastFrame) {
+  const auto payload = pattern(33, 5);
+  const auto details = pattern(9, 6);
+  const std::vector<ringrpc::metadata_entry> headers{{"k", "v"}};
+  const std::vector<ringrpc::metadata_entry> trailers{{"t", "w"}};
+  const ringrpc::detail::metadata_to_send headers_out{{}, headers};
+  const ringrpc::detail::metadata_to_send trailers_out{{}, trailers};
+  frame_view full;
+  full.call_id = 7;
+  full.kind = Kind::Error;
+  full.method = "full";
+  full.timeout_us = 11;
+  full.payload = payload;
+  full.code = status::internal;
+  full.message = "why";
+  full.retry_after_ms = 13;
+  full.metadata_out = &headers_out;
+  full.trailers_out = &trailers_out;
+  full.details = details;
+  full.stream_kind = 3;
+  full.credit_messages = 17;
+  full.credit_bytes = 19;
+  const aligned_frame full_frame = encode(full);
+  frame_view minimal;
+  minimal.call_id = 8;
+  const aligned_frame minimal_frame = encode(minimal);
+
+  frame_view v;
+  ASSERT_EQ(decode_frame(full_frame.span(), v), decode_outcome::ok);
+  ASSERT_NE(v.metadata, nullptr);
+  ASSERT_NE(v.trailers, nullptr);
+  EXPECT_EQ(to_str(v.details), to_str(details));
+  v.metadata_out = &headers_out;  // an encoder's fields, which the decoder must clear too
+  v.trailers_out = &trailers_out;
+  ASSERT_EQ(decode_frame(minimal_frame.span(), v), decode_outcome::ok);
+  expect_same(minimal, v);
+  EXPECT_EQ(v.metadata, nullptr);
+  EXPECT_EQ(v.trailers, nullptr);
+  EXPECT_EQ(v.metadata_out, nullptr);
+  EXPECT_EQ(v.trailers_out, nullptr);
+  EXPECT_TRUE(v.details.empty());
+  EXPECT_TRUE(v.method.empty());
+  EXPECT_TRUE(v.message.empty());
+}
+
 TEST(FrameCodec, EmptyPayloadAndDefaults) {
   frame_view f;  // every field at its default
   round_trip(f);
