@@ -243,7 +243,7 @@ void client_loop::on_recv(client_conn* c, const io_uring_cqe& cqe) {
   });
   if (left == recv_left::armed) return;
   c->recv_armed = false;
-  if (left == recv_left::out_of_buffers && !c->dead) {
+  if (left == recv_left::rearm && !c->dead) {
     arm_recv(c);  // buffers come back when this batch is committed, before the next submit
   } else if (!c->dead) {
     fail_connection(c, call_error::connection_closed,

@@ -24,9 +24,15 @@ void arm_multishot_recv(ring& r, provided_buffers& buffers, int fd, Owner* owner
 
 /// What a recv completion left of the request.
 enum class recv_left {
-  armed,           ///< more completions follow
-  out_of_buffers,  ///< it ended for lack of buffers: re-arm (they come back at the commit)
-  ended,           ///< it ended: end of stream (res 0) or an error (res < 0)
+  armed,  ///< more completions follow
+  /// It ended but the stream goes on: re-arm. Either no buffer was free (-ENOBUFS; they come
+  /// back at the commit), or the kernel stopped it after delivering these bytes because it
+  /// could not post another completion (a full completion queue: thousands of connections
+  /// answering in one burst). Neither loses a byte; the rest waits in the socket. (A recvmsg
+  /// multishot's last completion carries its header even at the end of the stream: its caller
+  /// tells that case by the empty payload.)
+  rearm,
+  ended,  ///< it ended: end of stream (res 0) or an error (res < 0)
 };
 
 /// Handles one completion: passes the bytes it carries to `on_bytes(std::span<const std::byte>)`
@@ -39,7 +45,7 @@ recv_left take_recv(provided_buffers& buffers, const io_uring_cqe& cqe, bool dis
     buffers.recycle(id);
   }
   if (cqe.flags & IORING_CQE_F_MORE) return recv_left::armed;
-  return cqe.res == -ENOBUFS ? recv_left::out_of_buffers : recv_left::ended;
+  return cqe.res > 0 || cqe.res == -ENOBUFS ? recv_left::rearm : recv_left::ended;
 }
 
 }  // namespace ringrpc::detail

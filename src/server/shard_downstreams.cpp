@@ -308,7 +308,7 @@ void shard_downstreams::on_recv(downstream_conn* c, const io_uring_cqe& cqe) noe
   if (_scratch.capacity() > downstream_keep_bytes) std::vector<std::byte>().swap(_scratch);
   if (left == recv_left::armed) return;
   c->recv_armed = false;
-  if (left == recv_left::out_of_buffers && c->st != downstream_conn::state::dead) {
+  if (left == recv_left::rearm && c->st != downstream_conn::state::dead) {
     arm_multishot_recv(_ring, _buffers, c->fd, c, shard_ops::downstream_recv);  // buffers return at the commit
     c->recv_armed = true;
     return;

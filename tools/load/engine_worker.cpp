@@ -339,12 +339,16 @@ void worker::count_connection(std::int64_t now) {
 
 void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
   want_flush(c);  // TLS records to answer, requests held for the handshake, HTTP/2 acks
-  const auto left = detail::take_recv(*_buffers, cqe, c.dead, [&](std::span<const std::byte> bytes) {
+  bool stream_ended = false;  // a recvmsg completion that carries its header alone
+  auto left = detail::take_recv(*_buffers, cqe, c.dead, [&](std::span<const std::byte> bytes) {
     std::int64_t received = now;
     if (_kernel_stamps) {
       // The buffer holds the recvmsg header, the stamp, then the bytes (rx_stamp.hpp).
       const stamped_bytes in = parse_recvmsg(const_cast<std::byte*>(bytes.data()), cqe.res, _rx_layout);
-      if (!in.valid || in.payload.empty()) return;  // the end of the stream carries no stamp
+      if (!in.valid || in.payload.empty()) {  // the end of the stream carries no stamp
+        stream_ended = true;
+        return;
+      }
       bytes = in.payload;
       // Counted in the measured window only: the kernel turns stamping on a moment after the
       // first socket asks (a deferred switch), so a run's first receives may carry none.
@@ -376,9 +380,12 @@ void worker::on_recv(conn_state& c, const io_uring_cqe& cqe, std::int64_t now) {
     }
   });
   if (left == detail::recv_left::armed) return;
+  // A recvmsg receive's last completion has a positive result even at the end of the stream
+  // (its header): that one is the end, not a stop to re-arm after.
+  if (left == detail::recv_left::rearm && stream_ended) left = detail::recv_left::ended;
   c.recv_armed = false;
   if (c.dead) return;
-  if (left == detail::recv_left::out_of_buffers) {
+  if (left == detail::recv_left::rearm) {
     arm_recv(c);  // buffers are given back before the next submit
   } else {
     const bool announced = c.peer_closing;
