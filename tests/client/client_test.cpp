@@ -320,11 +320,10 @@ TEST(client, a_local_timeout_cancels_the_call_on_the_server) {
   EXPECT_EQ(r.error, call_error::timeout);
   for (int i = 0; i < 500 && s->stats()[ringrpc::server_counter::cancel_requests] == before; ++i) std::this_thread::sleep_for(2ms);
   EXPECT_EQ(s->stats()[ringrpc::server_counter::cancel_requests], before + 1);
-  // The handler gave up its thread: the next call runs long before the 20 s sleep would end.
-  const auto t0 = std::chrono::steady_clock::now();
+  // The handler gave up its only thread: the next call runs within its own deadline, long
+  // before the 20 s sleep would have ended.
   const auto after = c.call("echo", bytes_of("free again"), within(5s));
   EXPECT_TRUE(after.ok()) << to_string(after.error) << " " << after.message;
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
 }
 
 TEST(client, cancel_of_a_call_still_queued_on_the_server_keeps_it_from_running) {
@@ -335,9 +334,8 @@ TEST(client, cancel_of_a_call_still_queued_on_the_server_keeps_it_from_running) 
   const auto r = c.call("sleep", bytes_of("20000000"), within(50ms));  // queued behind it
   EXPECT_EQ(r.error, call_error::timeout);
   EXPECT_TRUE(blocker.get().ok());
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(c.call("echo", bytes_of("next"), within(5s)).ok());
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s) << "the cancelled 20 s sleep did not run";
+  // Behind a 20 s sleep on the only handler, this call would miss its deadline.
+  EXPECT_TRUE(c.call("echo", bytes_of("next"), within(5s)).ok()) << "the cancelled 20 s sleep ran";
   EXPECT_GE(s->stats()[ringrpc::server_counter::cancel_requests], 1u);
 }
 
