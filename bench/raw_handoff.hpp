@@ -170,14 +170,17 @@ class worker {
       std::uint32_t seen = 0;
       if (!take(mine, seen, ring_wait)) break;
       unsigned want = 0;
+      bool closes = false;
       for (const job& j : mine) {
-        if (j.close) continue;
+        if (j.close) {
+          closes = true;
+          continue;
+        }
         io_uring_prep_send(next_sqe(ring), j.fd, j.bytes.data(), j.bytes.size(), MSG_NOSIGNAL | MSG_WAITALL);
         ++want;
       }
       // A batch that closes a connection waits for its sends only, and closes at once: parked
       // in the same enter, the close would wait for the next post.
-      const bool closes = std::any_of(mine.begin(), mine.end(), [](const job& j) { return j.close; });
       if (ring_wait && !closes) {
         prep_futex_wait(next_sqe(ring), wake_word(), seen);
         ++want;

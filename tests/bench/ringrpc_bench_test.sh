@@ -5,10 +5,9 @@
 # SVG, and, when run as root with `ip netns`, the two-host mode between two network namespaces
 # joined by a veth pair (created here, removed on exit, failure included; skipped otherwise).
 # Asserts fields and counts, never speed.
-# Usage: ringrpc_bench_test.sh RINGRPC_BENCH BIN_DIR [B_SANITIZE]     (meson test)
+# Usage: ringrpc_bench_test.sh RINGRPC_BENCH BIN_DIR     (meson test)
 set -euo pipefail
 bench=$1 bin_dir=$2
-if [[ ${3:-none} != none ]]; then echo "skipped: b_sanitize=$3 (the release stage runs it)"; exit 77; fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringrpc_bench_test.XXXXXX")
 ns_srv=rrb_srv_$$ ns_cli=rrb_cli_$$ serve_pid='' client_pid=''
 cleanup() {

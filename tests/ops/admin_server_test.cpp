@@ -115,7 +115,10 @@ void route_test_pages(admin_server& s) {
 
 class AdminServer : public ::testing::Test {
  protected:
-  void SetUp() override { route_test_pages(server); }
+  void SetUp() override {
+    route_test_pages(server);
+    route_test_pages(patient);  // started by the tests that use it
+  }
 
   static admin_server_options fast_options() {
     admin_server_options o;
@@ -140,6 +143,7 @@ class AdminServer : public ::testing::Test {
   }
 
   admin_server server{fast_options()};
+  admin_server patient{patient_options()};
 };
 
 }  // namespace
@@ -206,8 +210,6 @@ TEST_F(AdminServer, GarbageIs400) {
 TEST_F(AdminServer, BadRequestLineIsAnsweredWithoutWaitingForTheHeaders) {
   // The headers never end; with a read timeout past the client's patience, only the request
   // line can have earned the 400.
-  admin_server patient(patient_options());
-  route_test_pages(patient);
   patient.start();
   EXPECT_EQ(status_of(http_exchange(patient.port(), "NOT HTTP AT ALL\r\nmore")), 400);
 }
@@ -232,8 +234,6 @@ TEST_F(AdminServer, HandlerExceptionIs500) {
 }
 
 TEST_F(AdminServer, SlowClientDoesNotBlockOthers) {
-  admin_server patient(patient_options());
-  route_test_pages(patient);
   patient.start();
   const int slow = connect_to(patient.port());
   send_all(slow, "GET /hel");  // and nothing more
@@ -256,8 +256,6 @@ TEST_F(AdminServer, SlowClientGets408AfterTheReadTimeout) {
 }
 
 TEST_F(AdminServer, ClientThatNeverReadsDoesNotBlockOthers) {
-  admin_server patient(patient_options());
-  route_test_pages(patient);
   patient.start();
   const int lazy = connect_to(patient.port());
   send_all(lazy, "GET /big HTTP/1.1\r\n\r\n");  // 8 MiB that it does not read yet
