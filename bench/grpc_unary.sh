@@ -21,13 +21,19 @@
 # (goal <= 0.2) and calls/s (goal >= 5 at depth 16), and ringrpc-gRPC/ringrpc-frames server CPU
 # per call (goal <= 1.5); a goal is judged on the median.
 #
+# With RAW_LOOP (bench/raw_echo_loop, from a build with -Dbenchmarks=true; found in BUILD_DIR or
+# build/bench when unset), the raw io_uring echo loop runs as a fourth server, driven as
+# echo://, with the same request bytes: no framing and no protocol, so its CPU per call is the
+# floor of any server on this host, and raw-loop/grpc_echo_server says how low the "1/5 of
+# gRPC's CPU per call" goal can be met here at all. RAW_LOOP=none leaves it out.
+#
 #   bench/grpc_unary.sh                        # 5 rounds of 5 s runs per server and depth
 #   QUICK=1 bench/grpc_unary.sh                # smoke run: 1 round of 0.5 s runs
 #   ROUNDS=3 DURATION=3 OUT_JSON=/tmp/grpc_unary.json bench/grpc_unary.sh
 #
 # Environment (all optional): ROUNDS [5], DURATION [5] measured seconds per run, WARMUP [1] s,
 # CONNECTIONS [16], DEPTHS ["1 16"], SIZE [64], SERVER_CPU / LOAD_CPU [0 / 1], BUILD_DIR
-# [build/release] (built with tests, for tests/grpc_echo_server), OUT_JSON, KEEP_WORK=1.
+# [build/release] (built with tests, for tests/grpc_echo_server), RAW_LOOP, OUT_JSON, KEEP_WORK=1.
 # Only 127.0.0.1 is used; every process runs under `timeout` and is stopped by its PID.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -53,6 +59,18 @@ load_bin=$build_dir/tools/ringrpc-load
 for b in "$ringrpc_bin" "$grpc_bin" "$load_bin"; do
   [[ -x $b ]] || { echo "grpc_unary.sh: $b is missing; build $build_dir with tests (and gRPC's dev packages)" >&2; exit 2; }
 done
+raw_bin=${RAW_LOOP:-}
+if [[ -z $raw_bin ]]; then
+  for b in "$build_dir/bench/raw_echo_loop" build/bench/bench/raw_echo_loop; do
+    [[ -x $b ]] && { raw_bin=$b; break; }
+  done
+fi
+[[ $raw_bin == none ]] && raw_bin=
+if [[ -n $raw_bin && ! -x $raw_bin ]]; then
+  echo "grpc_unary.sh: RAW_LOOP=$raw_bin is not an executable" >&2
+  exit 2
+fi
+[[ -n $raw_bin ]] || echo "grpc_unary.sh: no raw_echo_loop found (RAW_LOOP); running without the floor" >&2
 
 bench_work_dir grpc_unary
 server_lifetime=$(python3 -c "import math; print(math.ceil(${#depths[@]} * 2 * ($duration + $warmup) + 60))")
@@ -89,6 +107,11 @@ start_target() {
         { echo "grpc_unary.sh: grpc_echo_server did not start" >&2; exit 1; }
       url="grpc://127.0.0.1:$listen_port/ringtest.Echo/Say"
       ;;
+    raw-loop)
+      start_pinned_server "$work/raw" "$server_lifetime" "$server_cpu" "$raw_bin" --port 0 ||
+        { echo "grpc_unary.sh: raw_echo_loop did not start" >&2; exit 1; }
+      url="echo://127.0.0.1:$listen_port"  # the request's bytes back as they came
+      ;;
   esac
 }
 
@@ -124,6 +147,7 @@ measure() {
 
 : >"$work/index"
 servers=(ringrpc-grpc grpc-echo ringrpc-frames)
+[[ -n $raw_bin ]] && servers+=(raw-loop)
 for ((r = 1; r <= rounds; r++)); do
   # Round r starts with server (r - 1) mod 3: each goes first, second and last alike.
   order=()
@@ -148,7 +172,6 @@ import json, os, statistics
 e = os.environ
 work, out_json = e["GU_WORK"], e["GU_OUT_JSON"]
 config = json.loads(e["GU_CONFIG"])
-servers = ("ringrpc-grpc", "grpc-echo", "ringrpc-frames")
 runs = {}
 for line in open(os.path.join(work, "index")):
     r, depth, which, path, t0, t1, l0, l1, th0, v0, n0, th1, v1, n1 = line.split()
@@ -164,6 +187,7 @@ for line in open(os.path.join(work, "index")):
         "load_busy": load_cpu_s / (float(t1) - float(t0)), "server_threads": int(th1),
         "server_voluntary_switches": int(v1) - int(v0), "server_involuntary_switches": int(n1) - int(n0)}
 rounds = sorted({k[0] for k in runs})
+servers = [w for w in ("ringrpc-grpc", "grpc-echo", "ringrpc-frames", "raw-loop") if (rounds[0], config["depths"][0], w) in runs]
 depths = config["depths"]
 print(f"\n{config['connections']} connections x depth {' and '.join(map(str, depths))}, unary calls of "
       f"{config['request_bytes']} bytes (EchoRequest with {config['size']} x's), {config['duration_s']} s per run; "
@@ -218,6 +242,12 @@ for d in depths:
           + (goal(rd["calls_per_s_ringrpc_grpc_vs_grpc_echo"], lambda m: m >= 5, ">= 5") if d == 16 else ""))
     print(f"  ringrpc-gRPC/ringrpc-frames CPU per call:   {fmt(rd['cpu_per_call_ringrpc_grpc_vs_ringrpc_frames'])}"
           + goal(rd["cpu_per_call_ringrpc_grpc_vs_ringrpc_frames"], lambda m: m <= 1.5, "<= 1.5"))
+    if "raw-loop" in servers:
+        rd["cpu_per_call_raw_loop_vs_grpc_echo"] = summary(per("raw-loop", "grpc-echo", "server_cpu_us_per_call"))
+        rd["cpu_per_call_ringrpc_frames_vs_raw_loop"] = summary(per("ringrpc-frames", "raw-loop", "server_cpu_us_per_call"))
+        print(f"  raw-loop/grpc_echo_server CPU per call:     {fmt(rd['cpu_per_call_raw_loop_vs_grpc_echo'])}"
+              "  (the floor: no server here does the 1/5 goal better)")
+        print(f"  ringrpc-frames/raw-loop CPU per call:       {fmt(rd['cpu_per_call_ringrpc_frames_vs_raw_loop'])}")
 if out_json:
     with open(out_json, "w") as fh:
         json.dump({"config": config,

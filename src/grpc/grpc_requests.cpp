@@ -33,7 +33,7 @@ void session::state::refuse(call_stream& s, int code, std::string message, const
 
 void session::state::drop_body(call_stream& s) noexcept {
   request_bytes -= s.body.size();
-  std::vector<std::byte>().swap(s.body);
+  empty_buffer(s.body);
   s.body_head = 0;
   s.body_whole = 0;
 }

@@ -216,11 +216,13 @@ ssize_t session::state::read_reply(call_stream& st, std::uint8_t* buf, std::size
   if (st.kind != 0) grant_taken(st);
   if (st.reply_sent != st.reply.size() || !st.answered) return static_cast<ssize_t>(n);
   *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-  std::vector<std::byte>().swap(st.reply);
+  empty_buffer(st.reply);
   st.reply_sent = 0;
   const std::string code = std::to_string(st.end_code);
   const std::string message = percent_encode(st.end_message);
-  std::vector<nghttp2_nv> t{nv("grpc-status", code)};
+  thread_local std::vector<nghttp2_nv> t;  // kept: no allocation per call
+  t.clear();
+  t.push_back(nv("grpc-status", code));
   if (!message.empty()) t.push_back(nv("grpc-message", message));
   to_nv(st.trailer_text, t);
   const int rv = nghttp2_submit_trailer(ng, st.id, t.data(), t.size());

@@ -192,6 +192,7 @@ void session::state::link(call_stream* st) noexcept {
 }
 
 void session::state::unlink_and_delete(call_stream* st) noexcept {
+  if (last_found == st) last_found = nullptr;
   if (st->prev != nullptr) st->prev->next = st->next;
   else live = st->next;
   if (st->next != nullptr) st->next->prev = st->prev;
@@ -275,14 +276,16 @@ session::session(const session_limits& limits, session_host& host)
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits.max_concurrent_streams},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<std::uint32_t>(limits.max_header_bytes)},
+      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
-  if (nghttp2_submit_settings(_s->ng, NGHTTP2_FLAG_NONE, settings, 2) != 0) throw std::bad_alloc();
+  if (nghttp2_submit_settings(_s->ng, NGHTTP2_FLAG_NONE, settings, 3) != 0) throw std::bad_alloc();
 }
 
 session::~session() = default;
 
 std::size_t session::held_bytes() const noexcept {
-  return _s->library.bytes + _s->request_bytes + _s->held_reply + _s->streams * sizeof(call_stream) +
+  return _s->library.bytes + _s->request_bytes + _s->held_reply +
+         _s->streams * (sizeof(call_stream) + 2 * kept_buffer_bytes) +
          _s->partial.capacity() + _s->aligned.capacity() + _s->to_server.capacity();
 }
 

@@ -34,6 +34,17 @@ inline constexpr std::int64_t client_window_bytes = 262144;
 inline constexpr std::uint32_t server_window_messages = 16;
 inline constexpr std::uint64_t server_window_bytes = 65536;
 
+/// A stream's request or reply buffer keeps up to this much capacity when emptied, so that a
+/// small call's buffers serve the next call on the record without an allocation; held_bytes()
+/// charges it to every live stream.
+inline constexpr std::size_t kept_buffer_bytes = 1024;
+
+/// Empties `b`, keeping its capacity up to kept_buffer_bytes.
+inline void empty_buffer(std::vector<std::byte>& b) noexcept {
+  b.clear();
+  if (b.capacity() > kept_buffer_bytes) std::vector<std::byte>().swap(b);
+}
+
 inline nghttp2_nv nv(std::string_view name, std::string_view value) noexcept {
   return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
           reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
@@ -112,6 +123,7 @@ struct session::state {
   std::size_t held_reply = 0;     // reply bytes nghttp2 has not taken yet
   std::size_t streams = 0;
   call_stream* live = nullptr;  // every stream not yet closed
+  call_stream* last_found = nullptr;  // find()'s last answer, one of `live`
   std::vector<std::byte> partial;  // reply frames' bytes not yet whole
   std::vector<std::byte> aligned;  // a reply frame copied to decode it
   // The flood bounds nghttp2 leaves to us (session_limits).
@@ -131,8 +143,14 @@ struct session::state {
   ~state();
 
   static state& of(void* user) noexcept { return *static_cast<state*>(user); }
-  call_stream* find(std::int32_t id) const noexcept {
-    return static_cast<call_stream*>(nghttp2_session_get_stream_user_data(ng, id));
+  /// The record of stream `id`, or null. A call's headers, its DATA and its reply look up the
+  /// same stream one after another, and nghttp2's lookup walks a hash map each time: the last
+  /// record found is kept (unlink_and_delete forgets it; stream ids are never reused).
+  call_stream* find(std::int32_t id) noexcept {
+    if (last_found != nullptr && last_found->id == id) return last_found;
+    auto* st = static_cast<call_stream*>(nghttp2_session_get_stream_user_data(ng, id));
+    if (st != nullptr) last_found = st;
+    return st;
   }
   /// A stream record, fresh or kept from a finished stream (grpc_stream_cache.cpp). Throws
   /// std::bad_alloc.
