@@ -73,6 +73,20 @@ TEST(ServerCost, NoFigureWithoutSamplesOrCalls) {
   EXPECT_NE(server_cost_meter::compute("u", {{0.0, 1.0}, {1.0, 2.0}}, 0.0, 1.0, 0).note, "");
 }
 
+TEST(ServerCost, APidThatDidNoWorkIsNamedNotMeasured) {
+  // timeout(1)'s PID instead of the server's: its CPU time stands still while calls are answered.
+  const std::vector<point> idle = {{0.0, 0.01}, {1.0, 0.01}, {2.0, 0.01}};
+  const server_cost c = server_cost_meter::compute("pid 7", idle, 0.0, 2.0, 400000);
+  EXPECT_NE(c.note.find("pid 7 spent no CPU time while 400000 calls were answered"), std::string::npos) << c.note;
+  EXPECT_EQ(c.cpu_us_per_call, 0);
+  // A few calls may cost less than a tick: that is a measurement (zero), not a wrong PID.
+  EXPECT_EQ(server_cost_meter::compute("pid 7", idle, 0.0, 2.0, 500).note, "");
+  // Any CPU at all over the window is a figure, however small.
+  const server_cost busy = server_cost_meter::compute("pid 8", {{0.0, 1.0}, {2.0, 1.01}}, 0.0, 2.0, 400000);
+  EXPECT_EQ(busy.note, "");
+  EXPECT_NEAR(busy.cpu_us_per_call, 0.01 / 2.0 / 200000 * 1e6, 1e-9);
+}
+
 TEST(ServerCost, AFailingSampleIsReportedNotThrown) {
   int calls = 0;
   server_cost_meter m("pid 9", [&calls]() -> double {

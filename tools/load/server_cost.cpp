@@ -213,10 +213,16 @@ server_cost server_cost_meter::compute(std::string source, const std::vector<poi
   // Calls/s over the window the calls were counted in, applied to the cores of the (nearly
   // the same) window the CPU was sampled over.
   const double calls_per_s = measured_s > 0 ? static_cast<double>(calls) / measured_s : 0;
-  if (calls_per_s > 0) {
-    c.cpu_us_per_call = c.cores / calls_per_s * 1e6;
-  } else {
+  if (calls_per_s <= 0) {
     c.note = "no call was answered in the measured window";
+  } else if (c.cpu_s == 0 && calls >= serving_takes_cpu_calls) {
+    // No server answers this many calls within one clock tick of CPU: the figure would be a
+    // confident zero about a process that did not serve them.
+    c.note = c.source + " spent no CPU time while " + std::to_string(calls) +
+             " calls were answered: it is not the process that served them (timeout(1), sudo and "
+             "the like run the server as a child: give the server's own PID)";
+  } else {
+    c.cpu_us_per_call = c.cores / calls_per_s * 1e6;
   }
   return c;
 }
