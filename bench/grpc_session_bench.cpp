@@ -10,6 +10,11 @@
 //                         timed; the client's side (nghttp2 making requests, reading answers)
 //                         runs between them, untimed.
 //
+//   BM_HpackRequestHeaders  one unary request's header block (6 fields, as the client above
+//                         sends them, in its steady state: indexed fields) through nghttp2's
+//                         HPACK decoder alone: the floor under an HTTP/2 layer of our own that
+//                         keeps nghttp2 for HPACK (docs/grpc.md, "Speed").
+//
 // items/s counts calls; ns_per_call is the figure to compare (bench/grpc_unary.sh measures the
 // whole server's CPU per call over real sockets).
 
@@ -180,6 +185,50 @@ void BM_UnaryCalls(benchmark::State& state) {
                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_UnaryCalls)->Arg(1)->Arg(16)->ArgName("depth")->UseManualTime();
+
+// The floor under an HTTP/2 layer of our own that keeps nghttp2's HPACK decoder: one request's
+// header block, in the steady state a client's encoder reaches after its first request (every
+// field an index into the dynamic table), decoded field by field.
+void BM_HpackRequestHeaders(benchmark::State& state) {
+  nghttp2_hd_deflater* client = nullptr;
+  nghttp2_hd_inflater* server = nullptr;
+  if (nghttp2_hd_deflate_new(&client, 4096) != 0 || nghttp2_hd_inflate_new(&server) != 0) fail("HPACK set-up");
+  const nghttp2_nv h[] = {header(":method", "POST"), header(":scheme", "http"), header(":path", "/echo/echo"),
+                          header(":authority", "127.0.0.1:7000"), header("content-type", "application/grpc"),
+                          header("te", "trailers")};
+  std::vector<std::uint8_t> block(nghttp2_hd_deflate_bound(client, h, std::size(h)));
+  const auto decode_all = [&](std::span<const std::uint8_t> in) {
+    std::size_t fields = 0;
+    for (;;) {
+      nghttp2_nv nv;
+      int flags = 0;
+      const ssize_t n = nghttp2_hd_inflate_hd2(server, &nv, &flags, in.data(), in.size(), 1);
+      if (n < 0) fail("HPACK decoding");
+      in = in.subspan(static_cast<std::size_t>(n));
+      if (flags & NGHTTP2_HD_INFLATE_EMIT) ++fields;
+      if (flags & NGHTTP2_HD_INFLATE_FINAL) break;
+    }
+    nghttp2_hd_inflate_end_headers(server);
+    return fields;
+  };
+  // The first request fills both tables; the second is the block every later one repeats.
+  for (int i = 0; i < 2; ++i) {
+    const ssize_t n = nghttp2_hd_deflate_hd(client, block.data(), block.size(), h, std::size(h));
+    if (n < 0) fail("HPACK encoding");
+    block.resize(static_cast<std::size_t>(n));
+    if (decode_all(block) != std::size(h)) fail("fields lost in HPACK");
+    block.resize(block.capacity());
+  }
+  const ssize_t n = nghttp2_hd_deflate_hd(client, block.data(), block.size(), h, std::size(h));
+  if (n < 0) fail("HPACK encoding");
+  block.resize(static_cast<std::size_t>(n));
+  for (auto _ : state) benchmark::DoNotOptimize(decode_all(block));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.counters["block_bytes"] = static_cast<double>(block.size());
+  nghttp2_hd_deflate_del(client);
+  nghttp2_hd_inflate_del(server);
+}
+BENCHMARK(BM_HpackRequestHeaders);
 
 }  // namespace
 
