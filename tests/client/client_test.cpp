@@ -313,11 +313,22 @@ TEST(client, a_server_that_stops_reading_costs_at_most_the_cap) {
 // Cancel frames.
 
 TEST(client, a_local_timeout_cancels_the_call_on_the_server) {
-  auto s = echo_server(1);  // one handler: while it sleeps, nothing else runs
+  // One handler: while it waits, nothing else runs. It waits for its cancellation and nothing
+  // else, up to 20 s: the built-in sleep also ends at the call's deadline, which the server
+  // counts from the request's arrival, and on a busy machine its answer could reach the client
+  // before the client's own timer fired (server_status, no Cancel sent).
+  auto s = std::make_unique<server>(test::threads(1, 1));
+  add_builtin_methods(*s);
+  s->add_method("await_cancel", [](call_context& ctx) {
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (!ctx.cancelled() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    ctx.fail(status::cancelled, "cancelled");
+  });
+  s->start();
   auto c = client::connect("127.0.0.1", s->port());
   const auto before = s->stats()[ringrpc::server_counter::cancel_requests];
-  const auto r = c.call("sleep", bytes_of("20000000"), within(50ms));  // 20 s
-  EXPECT_EQ(r.error, call_error::timeout);
+  const auto r = c.call("await_cancel", bytes_of("20 s at most"), within(50ms));
+  EXPECT_EQ(r.error, call_error::timeout) << to_string(r.error) << " " << r.message;
   for (int i = 0; i < 500 && s->stats()[ringrpc::server_counter::cancel_requests] == before; ++i) std::this_thread::sleep_for(2ms);
   EXPECT_EQ(s->stats()[ringrpc::server_counter::cancel_requests], before + 1);
   // The handler gave up its only thread: the next call runs within its own deadline, long
