@@ -22,6 +22,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "grpc/grpc_session.hpp"
+#include "grpc/grpc_session_state.hpp"
 #include "wire/frame_codec.hpp"
 
 namespace {
@@ -50,10 +52,11 @@ struct host final : grpc::session_host {
   std::abort();
 }
 
-nghttp2_nv header(std::string_view name, std::string_view value) {
-  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          NGHTTP2_NV_FLAG_NONE};
+// A unary request's header fields, as ringrpc-load's nghttp2 client sends them.
+std::array<nghttp2_nv, 6> request_headers() {
+  return {grpc::nv(":method", "POST"), grpc::nv(":scheme", "http"), grpc::nv(":path", "/echo/echo"),
+          grpc::nv(":authority", "127.0.0.1:7000"), grpc::nv("content-type", "application/grpc"),
+          grpc::nv("te", "trailers")};
 }
 
 // The client: nghttp2 making gRPC requests and reading the answers, as ringrpc-load does.
@@ -82,9 +85,7 @@ class client {
   client& operator=(const client&) = delete;
 
   void request() {
-    const nghttp2_nv h[] = {header(":method", "POST"), header(":scheme", "http"), header(":path", "/echo/echo"),
-                            header(":authority", "127.0.0.1:7000"), header("content-type", "application/grpc"),
-                            header("te", "trailers")};
+    const auto h = request_headers();
     nghttp2_data_provider body{};
     body.source.ptr = this;
     body.read_callback = [](nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
@@ -95,7 +96,7 @@ class client {
       *flags |= NGHTTP2_DATA_FLAG_EOF;
       return static_cast<ssize_t>(m.size());
     };
-    if (nghttp2_submit_request(_ng, nullptr, h, std::size(h), &body, nullptr) < 0) fail("submit_request");
+    if (nghttp2_submit_request(_ng, nullptr, h.data(), h.size(), &body, nullptr) < 0) fail("submit_request");
   }
   void send(std::vector<std::byte>& out) {
     for (;;) {
@@ -193,10 +194,8 @@ void BM_HpackRequestHeaders(benchmark::State& state) {
   nghttp2_hd_deflater* client = nullptr;
   nghttp2_hd_inflater* server = nullptr;
   if (nghttp2_hd_deflate_new(&client, 4096) != 0 || nghttp2_hd_inflate_new(&server) != 0) fail("HPACK set-up");
-  const nghttp2_nv h[] = {header(":method", "POST"), header(":scheme", "http"), header(":path", "/echo/echo"),
-                          header(":authority", "127.0.0.1:7000"), header("content-type", "application/grpc"),
-                          header("te", "trailers")};
-  std::vector<std::uint8_t> block(nghttp2_hd_deflate_bound(client, h, std::size(h)));
+  const auto h = request_headers();
+  std::vector<std::uint8_t> block(nghttp2_hd_deflate_bound(client, h.data(), h.size()));
   const auto decode_all = [&](std::span<const std::uint8_t> in) {
     std::size_t fields = 0;
     for (;;) {
@@ -213,13 +212,13 @@ void BM_HpackRequestHeaders(benchmark::State& state) {
   };
   // The first request fills both tables; the second is the block every later one repeats.
   for (int i = 0; i < 2; ++i) {
-    const ssize_t n = nghttp2_hd_deflate_hd(client, block.data(), block.size(), h, std::size(h));
+    const ssize_t n = nghttp2_hd_deflate_hd(client, block.data(), block.size(), h.data(), h.size());
     if (n < 0) fail("HPACK encoding");
     block.resize(static_cast<std::size_t>(n));
-    if (decode_all(block) != std::size(h)) fail("fields lost in HPACK");
+    if (decode_all(block) != h.size()) fail("fields lost in HPACK");
     block.resize(block.capacity());
   }
-  const ssize_t n = nghttp2_hd_deflate_hd(client, block.data(), block.size(), h, std::size(h));
+  const ssize_t n = nghttp2_hd_deflate_hd(client, block.data(), block.size(), h.data(), h.size());
   if (n < 0) fail("HPACK encoding");
   block.resize(static_cast<std::size_t>(n));
   for (auto _ : state) benchmark::DoNotOptimize(decode_all(block));
