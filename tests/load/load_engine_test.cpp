@@ -48,9 +48,10 @@
 namespace ringrpc::load {
 namespace {
 
-// Sanitizer builds run the engine several times slower; durations and bounds scale with them so
-// the tests check behaviour, not speed.
-constexpr int slow = ringrpc::test::sanitized ? 4 : 1;
+// Sanitizer builds run the engine about twice as slowly; durations and bounds scale with them
+// so the tests check behaviour, not speed. (Most of this test's time is its runs' durations and
+// drains, so the factor is most of its time under ASan: 4 made it 124 s there, 2 makes it ~60 s.)
+constexpr int slow = ringrpc::test::sanitized ? 2 : 1;
 
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
@@ -753,8 +754,12 @@ TEST(load_engine, receive_buffer_stays_bounded_when_reads_end_mid_reply) {
   const long grown_kib = samples.back().first - samples.front().first;
   const double received_mib =
       static_cast<double>((samples.back().second - samples.front().second) * payload) / (1 << 20);
-  // Parsed bytes are dropped as replies are read, not kept until the buffer is fully parsed.
-  EXPECT_LT(grown_kib, 8 * 1024) << "RSS grew by " << grown_kib / 1024 << " MiB while " << received_mib
+  // Parsed bytes are dropped as replies are read, not kept until the buffer is fully parsed
+  // (a buffer that kept them would grow by what was received: gigabytes). Under ASan, freed
+  // blocks sit in its quarantine instead of being reused, so RSS creeps up regardless (8.01 MiB
+  // in one run that received 2.2 GiB): the bound there is wider, still far below that.
+  constexpr long bound_kib = (ringrpc::test::sanitized ? 64 : 8) * 1024;
+  EXPECT_LT(grown_kib, bound_kib) << "RSS grew by " << grown_kib / 1024 << " MiB while " << received_mib
                                  << " MiB were received";
 }
 
