@@ -258,11 +258,12 @@ struct connection {
   /// Assembler capacity charged to the memory budget (a frame is at most 1 GiB: 32 bits hold
   /// it, and keep room for the shared word after it in this struct's 216 bytes).
   std::uint32_t assembler_charged = 0;
-  /// Shared. Who may write to the socket (responder_inline.cpp): the replies handed to the
-  /// responder and not yet written (low bits), plus inline_writer_bit while a handler's thread
-  /// writes its own reply. A handler writes only when it finds the gate at 0; the responder
-  /// writes only while the bit is clear. So bytes of two replies never interleave, and a reply
-  /// handed over earlier is never overtaken.
+  /// Shared. Who may write to the socket (responder_inline.cpp). Low bits: the replies handlers
+  /// handed to the responder and not yet written, plus one while the responder lends the
+  /// connection a write slot (the replies of its own thread count through that one).
+  /// inline_writer_bit: a handler's thread is writing its own reply. A handler writes only when
+  /// it finds the gate at 0; the responder writes only while the bit is clear. So bytes of two
+  /// replies never interleave, and a reply handed over earlier is never overtaken.
   std::atomic<std::uint32_t> reply_gate{0};
   std::int64_t last_read_ns = 0;  // reader turn in which bytes last arrived
 

@@ -83,6 +83,10 @@ bool responder::take_slot(connection* c) noexcept {
     return false;
   }
   c->write = w;
+  // While the slot is lent, replies are in the responder's hands: handlers may not write this
+  // connection's replies themselves (responder_inline.cpp). One count for all the replies the
+  // slot holds; give_back_if_done() drops it.
+  c->reply_gate.fetch_add(1, std::memory_order_seq_cst);
   link_writing(w);
   return true;
 }
@@ -178,6 +182,7 @@ void responder::give_back_if_done(connection* c) noexcept {
   unlink_writing(w);
   c->write = nullptr;
   _slots.give_back(w);
+  c->reply_gate.fetch_sub(1, std::memory_order_seq_cst);  // take_slot's count
 }
 
 void responder::fail_writes(connection* c) noexcept {
@@ -227,12 +232,16 @@ void responder::release_call(call* k) noexcept {
   c->forget_cancel(k->id);
   if (k->share_counted) {
     caller_share& share = *c->share;
-    if (k->over_share) share.over_share_pending.fetch_sub(1, std::memory_order_relaxed);
-    if (&share == &c->own_share) {  // this thread alone writes it
+    if (&share == &c->own_share) {  // this thread alone writes it: a load and a store
       share.units_in_flight.store(share.units_in_flight.load(std::memory_order_relaxed) - k->cost_units,
                                   std::memory_order_relaxed);
+      if (k->over_share) {
+        share.over_share_pending.store(share.over_share_pending.load(std::memory_order_relaxed) - 1,
+                                       std::memory_order_relaxed);
+      }
     } else {
       share.units_in_flight.fetch_sub(k->cost_units, std::memory_order_relaxed);
+      if (k->over_share) share.over_share_pending.fetch_sub(1, std::memory_order_relaxed);
     }
   }
   _account.release(static_cast<std::int64_t>(k->request_charged + k->reply_charged));

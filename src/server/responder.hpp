@@ -45,11 +45,11 @@ class responder {
   /// Any thread: a call whose handler's thread wrote its reply, or began to
   /// (call::written_by_handler): the responder does the bookkeeping, or writes the rest.
   void post_written(call* c) noexcept { _inbox.push(c); }
-  /// Reader thread: queues a reply answered on this thread (no inbox, no wake-up).
-  void enqueue_local(call* c) noexcept {
-    gate(c);
-    enqueue(c);
-  }
+  /// Reader thread: queues a reply answered on this thread (no inbox, no wake-up). Not gated
+  /// call by call: from here it goes straight into the connection's write slot, and a lent
+  /// slot holds the gate itself (take_slot), so a `direct` reply costs no atomic operation of
+  /// its own on the gate (two per reply were 3% of a direct server's CPU at depth 16).
+  void enqueue_local(call* c) noexcept { enqueue(c); }
 
   /// Reader thread, each turn: replies handlers posted.
   void take_inbox() noexcept;

@@ -398,8 +398,9 @@ inline void shard::prepare(call* k, const frame_view& v, endpoint_slot* slot) no
 inline std::uint32_t shard::charge_share(call* k) noexcept {
   caller_share& share = *k->conn->share;
   const std::uint32_t units = call_units(k->conn->recent_cost.load(std::memory_order_relaxed));
+  const bool own = &share == &k->conn->own_share;
   std::uint32_t before = 0;
-  if (&share == &k->conn->own_share) {
+  if (own) {
     before = share.units_in_flight.load(std::memory_order_relaxed);
     share.units_in_flight.store(before + units, std::memory_order_relaxed);
   } else {
@@ -408,9 +409,17 @@ inline std::uint32_t shard::charge_share(call* k) noexcept {
   k->share_counted = true;
   k->cost_units = units;
   k->cost_hint = &k->conn->recent_cost;
-  k->over_share = before >= _core.options().fair_share_calls ||
-                  share.over_share_pending.load(std::memory_order_relaxed) > 0;
-  if (k->over_share) share.over_share_pending.fetch_add(1, std::memory_order_relaxed);
+  const std::int32_t pending = share.over_share_pending.load(std::memory_order_relaxed);
+  k->over_share = before >= _core.options().fair_share_calls || pending > 0;
+  if (k->over_share) {
+    // At depth 16 most calls of a connection are over its share: the own counter's one writer
+    // (this thread; the responder releases on it too) skips the locked add.
+    if (own) {
+      share.over_share_pending.store(pending + 1, std::memory_order_relaxed);
+    } else {
+      share.over_share_pending.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   return before + units;
 }
 
