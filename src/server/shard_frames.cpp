@@ -174,8 +174,9 @@ bool shard::on_frame(connection* c, std::span<const std::byte> frame) {
   _account.charge(static_cast<std::int64_t>(frame.size()));
   c->request_bytes.store(c->request_bytes.load(std::memory_order_relaxed) + frame.size(),
                          std::memory_order_relaxed);
-  frame_view v;
-  switch (decode_frame(k->request, v)) {
+  decoded_frame decoded = decode_frame(k->request);
+  frame_view& v = decoded.view;
+  switch (decoded.outcome) {
     case decode_outcome::ok: break;
     case decode_outcome::malformed_with_id:
       _counts[sc::bad_frames].add();
