@@ -14,7 +14,6 @@ struct stream_cache {
   call_stream* head = nullptr;
   unsigned count = 0;
   static constexpr unsigned kept = 64;
-  static constexpr std::size_t kept_buffer = 8192;
 
   ~stream_cache() {
     while (head != nullptr) {
@@ -36,12 +35,12 @@ struct stream_cache {
       delete st;
       return;
     }
+    // The same bound as a live stream's buffers between calls (kept_buffer_bytes): a thread
+    // keeps at most kept records of two such buffers each.
     std::vector<std::byte> body = std::move(st->body);
     std::vector<std::byte> reply = std::move(st->reply);
-    body.clear();
-    reply.clear();
-    if (body.capacity() > kept_buffer) std::vector<std::byte>().swap(body);
-    if (reply.capacity() > kept_buffer) std::vector<std::byte>().swap(reply);
+    empty_buffer(body);
+    empty_buffer(reply);
     *st = call_stream{};
     st->body = std::move(body);
     st->reply = std::move(reply);
