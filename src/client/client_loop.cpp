@@ -277,8 +277,9 @@ bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
   // A frame larger than a few receive buffers was assembled in the assembler's own buffer.
   if (frame.size() > client_keep_bytes) c->assembler_grown = true;
   _scratch.assign(frame.begin(), frame.end());  // decoding needs an aligned start
-  frame_view v;
-  if (decode_frame(_scratch, v) != decode_outcome::ok) {
+  decoded_frame decoded = decode_frame(_scratch);
+  const frame_view& v = decoded.view;
+  if (decoded.outcome != decode_outcome::ok) {
     fail_connection(c, call_error::protocol_error, "server sent a frame that failed verification");
     return false;
   }

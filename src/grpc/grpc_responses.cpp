@@ -17,17 +17,17 @@ namespace ringrpc::detail::grpc {
 namespace {
 
 /// A frame the server wrote, decoded; frames from the server are ours, so one that fails to
-/// decode is skipped rather than trusted.
-bool decode_ours(std::span<const std::byte> f, std::vector<std::byte>& aligned, frame_view& v) noexcept {
+/// decode (outcome not ok) is skipped rather than trusted.
+decoded_frame decode_ours(std::span<const std::byte> f, std::vector<std::byte>& aligned) noexcept {
   if (reinterpret_cast<std::uintptr_t>(f.data()) % 8 != 0) {
     try {
       aligned.assign(f.begin(), f.end());
     } catch (const std::bad_alloc&) {
-      return false;
+      return {decode_outcome::malformed, {}};
     }
     f = aligned;
   }
-  return decode_frame(f, v) == decode_outcome::ok;
+  return decode_frame(f);
 }
 
 void append_pairs(const flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>* md,
@@ -60,8 +60,9 @@ ssize_t read_reply_cb(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::si
 }  // namespace
 
 void session::state::take_reply_frame(std::span<const std::byte> f) {
-  frame_view v;
-  if (!decode_ours(f, aligned, v)) return;
+  decoded_frame decoded = decode_ours(f, aligned);
+  if (decoded.outcome != decode_outcome::ok) return;
+  const frame_view& v = decoded.view;
   if (v.call_id == 0) {
     // The server's word on the whole connection (it is closing it): GOAWAY says why.
     const std::string why(v.message.substr(0, 256));

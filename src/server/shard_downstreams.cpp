@@ -330,8 +330,9 @@ bool shard_downstreams::on_frame(downstream_conn* c, std::span<const std::byte> 
     fail_connection(c, call_error::connection_closed, "out of memory for a reply");
     return false;
   }
-  frame_view v;
-  if (decode_frame(_scratch, v) != decode_outcome::ok) {
+  decoded_frame decoded = decode_frame(_scratch);
+  const frame_view& v = decoded.view;
+  if (decoded.outcome != decode_outcome::ok) {
     fail_connection(c, call_error::protocol_error,
                     describe_target(*c->target.spec) + ": the downstream sent a frame that failed verification");
     return false;
