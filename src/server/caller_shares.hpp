@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "exec/worker_pool.hpp"
@@ -47,6 +48,19 @@ struct caller_share {
   /// caller follow them into the over-share queue, so its calls are not reordered.
   std::atomic<std::int32_t> over_share_pending{0};
 };
+
+/// Adds `delta` (wrapping: pass a negated value to subtract) to one of a share's counters and
+/// returns what it held before. A connection's own share is written by its shard's thread
+/// alone (its reader charges, its responder releases): a plain load and store, no locked
+/// instruction on the call path. A share of every connection from one address is written by
+/// several shards: an atomic add.
+template <class T>
+inline T add_to_share(std::atomic<T>& counter, std::type_identity_t<T> delta, bool own) noexcept {
+  if (!own) return counter.fetch_add(delta, std::memory_order_relaxed);
+  const T before = counter.load(std::memory_order_relaxed);
+  counter.store(static_cast<T>(before + delta), std::memory_order_relaxed);
+  return before;
+}
 
 /// The shares of callers keyed by address. Touched when a connection opens and when its last
 /// reference goes (never per call), so one mutex is enough; any thread may call it.

@@ -232,17 +232,9 @@ void responder::release_call(call* k) noexcept {
   c->forget_cancel(k->id);
   if (k->share_counted) {
     caller_share& share = *c->share;
-    if (&share == &c->own_share) {  // this thread alone writes it: a load and a store
-      share.units_in_flight.store(share.units_in_flight.load(std::memory_order_relaxed) - k->cost_units,
-                                  std::memory_order_relaxed);
-      if (k->over_share) {
-        share.over_share_pending.store(share.over_share_pending.load(std::memory_order_relaxed) - 1,
-                                       std::memory_order_relaxed);
-      }
-    } else {
-      share.units_in_flight.fetch_sub(k->cost_units, std::memory_order_relaxed);
-      if (k->over_share) share.over_share_pending.fetch_sub(1, std::memory_order_relaxed);
-    }
+    const bool own = &share == &c->own_share;
+    add_to_share(share.units_in_flight, 0u - k->cost_units, own);
+    if (k->over_share) add_to_share(share.over_share_pending, -1, own);
   }
   _account.release(static_cast<std::int64_t>(k->request_charged + k->reply_charged));
   // A received stream message that carried its handler's write (stream_state::_carrier).

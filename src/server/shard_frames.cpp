@@ -400,27 +400,13 @@ inline std::uint32_t shard::charge_share(call* k) noexcept {
   caller_share& share = *k->conn->share;
   const std::uint32_t units = call_units(k->conn->recent_cost.load(std::memory_order_relaxed));
   const bool own = &share == &k->conn->own_share;
-  std::uint32_t before = 0;
-  if (own) {
-    before = share.units_in_flight.load(std::memory_order_relaxed);
-    share.units_in_flight.store(before + units, std::memory_order_relaxed);
-  } else {
-    before = share.units_in_flight.fetch_add(units, std::memory_order_relaxed);
-  }
+  const std::uint32_t before = add_to_share(share.units_in_flight, units, own);
   k->share_counted = true;
   k->cost_units = units;
   k->cost_hint = &k->conn->recent_cost;
-  const std::int32_t pending = share.over_share_pending.load(std::memory_order_relaxed);
-  k->over_share = before >= _core.options().fair_share_calls || pending > 0;
-  if (k->over_share) {
-    // At depth 16 most calls of a connection are over its share: the own counter's one writer
-    // (this thread; the responder releases on it too) skips the locked add.
-    if (own) {
-      share.over_share_pending.store(pending + 1, std::memory_order_relaxed);
-    } else {
-      share.over_share_pending.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
+  k->over_share = before >= _core.options().fair_share_calls ||
+                  share.over_share_pending.load(std::memory_order_relaxed) > 0;
+  if (k->over_share) add_to_share(share.over_share_pending, 1, own);
   return before + units;
 }
 
