@@ -32,7 +32,7 @@
 
 RINGRPC_SCRIPTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 RINGRPC_ROOT="$(cd "$RINGRPC_SCRIPTS_DIR/.." && pwd)"
-: "${RINGRPC_JOBS:=2}"   # parallel compile jobs (scripts/test runs one test process more)
+: "${RINGRPC_JOBS:=2}"   # parallel compile jobs / test processes
 
 ringrpc_root() { printf '%s\n' "$RINGRPC_ROOT"; }
 
