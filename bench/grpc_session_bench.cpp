@@ -34,7 +34,6 @@
 #include <vector>
 
 #include "grpc/grpc_session.hpp"
-#include "grpc/grpc_session_state.hpp"
 #include "wire/frame_codec.hpp"
 
 namespace {
@@ -52,11 +51,16 @@ struct host final : grpc::session_host {
   std::abort();
 }
 
+nghttp2_nv nv(std::string_view name, std::string_view value) noexcept {
+  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+          NGHTTP2_NV_FLAG_NONE};
+}
+
 // A unary request's header fields, as ringrpc-load's nghttp2 client sends them.
 std::array<nghttp2_nv, 6> request_headers() {
-  return {grpc::nv(":method", "POST"), grpc::nv(":scheme", "http"), grpc::nv(":path", "/echo/echo"),
-          grpc::nv(":authority", "127.0.0.1:7000"), grpc::nv("content-type", "application/grpc"),
-          grpc::nv("te", "trailers")};
+  return {nv(":method", "POST"), nv(":scheme", "http"), nv(":path", "/echo/echo"), nv(":authority", "127.0.0.1:7000"),
+          nv("content-type", "application/grpc"), nv("te", "trailers")};
 }
 
 // The client: nghttp2 making gRPC requests and reading the answers, as ringrpc-load does.

@@ -1,11 +1,10 @@
 // nghttp2's allocator for our sessions (grpc_memory.hpp). Each block carries, in front, the
 // size nghttp2 asked for (its free() is not told) so the session's count follows it. Blocks up
 // to 1 KiB are rounded up to 64-byte classes, and freed ones wait in a per-thread list of their
-// class for the next allocation of that class, up to 512 KiB in all per thread: nghttp2 makes
-// about seven blocks of 65-320 bytes per unary call, so 256 calls in flight (16 connections at
-// depth 16) cycle about 270 KiB of them, and a cache bounded by count (64 a class, before)
-// ran dry and sent most of them back to malloc. Sessions run on their shard's thread; a block
-// freed elsewhere joins that thread's lists, which is as good.
+// class for the next allocation of that class, up to 512 KiB in all per thread (sized when
+// nghttp2's whole session made about seven blocks per call; its HPACK decoder, all that is
+// left of it, makes far fewer, so the bound is rarely reached). Sessions run on their shard's
+// thread; a block freed elsewhere joins that thread's lists, which is as good.
 #include "grpc/grpc_memory.hpp"
 
 #include <cstdint>

@@ -1,9 +1,9 @@
 #pragma once
-// nghttp2's memory for one session (docs/grpc.md, "Caps and hostile input"): every block is
-// counted against the session's cap, and small blocks come from a per-thread cache of
-// recently freed ones. nghttp2 allocates and frees a handful of small blocks per stream (the
-// stream, its outbound frames, copies of header lists); with many streams in flight glibc's
-// own per-thread cache (7 blocks a size) overflows and every call pays its slow path.
+// nghttp2's memory for one session: its HPACK decoder's (docs/grpc.md, "Caps and hostile
+// input"). Every block is counted against the session's cap, and small blocks come from a
+// per-thread cache of recently freed ones: the decoder allocates a block per field its
+// dynamic table takes in, and a peer that indexes a new value per request (a changing
+// grpc-timeout) makes one per call.
 
 #include <nghttp2/nghttp2.h>
 

@@ -38,8 +38,8 @@ void session::state::drop_body(call_stream& s) noexcept {
   s.body_whole = 0;
 }
 
-// One request header. What nghttp2 does not bound (the header list's size) is bounded by the
-// caller (on_header).
+// One request header, checked by HTTP/2 (h2_server); the header list's size is bounded by the
+// caller (on_field).
 void session::state::take_header(call_stream& st, std::string_view name, std::string_view value) {
   if (name == ":path") {
     st.path = value;
@@ -47,7 +47,7 @@ void session::state::take_header(call_stream& st, std::string_view name, std::st
   } else if (name == ":method") {
     if (value != "POST") refuse(st, code_unimplemented, "gRPC calls are POST requests", "405");
   } else if (name.starts_with(':')) {
-    // :scheme, :authority: nghttp2 checks them.
+    // :scheme, :authority: HTTP/2 checks them.
   } else if (name == "content-type") {
     if (!value.starts_with("application/grpc")) {
       refuse(st, code_invalid_argument, "content-type is not application/grpc", "415");
@@ -109,8 +109,7 @@ void session::state::give_back_window(call_stream& st) {
   const std::uint64_t held = st.body_whole > st.body_head ? st.body.size() - st.body_head : 0;
   const std::uint64_t target = st.received - held;
   if (target <= st.consumed) return;
-  const int rv = nghttp2_session_consume_stream(ng, st.id, target - st.consumed);
-  if (rv == NGHTTP2_ERR_NOMEM) throw std::bad_alloc();
+  h2.consume(st, target - st.consumed);
   st.consumed = target;
 }
 
@@ -174,7 +173,7 @@ void session::state::finish_request(call_stream& st) {
 }
 
 // A StreamOpen for the method's kind; `request` is a server stream's one message. The server
-// may send as many messages as our window, granted back as nghttp2 takes them.
+// may send as many messages as our window, granted back as they go out.
 void session::state::open_stream(call_stream& st, std::span<const std::byte> request) {
   const metadata_to_send md{{}, st.metadata};
   frame_view v;
@@ -284,10 +283,10 @@ void session::state::answer_refusal(call_stream& st) {
   host.note(session_event::refused);
   const std::string code = std::to_string(st.refusal_code);
   const std::string message = percent_encode(st.refusal_message);
-  nghttp2_nv h[] = {nv(":status", st.http_status), nv("content-type", "application/grpc"),
-                    nv("grpc-status", code), nv("grpc-message", message),
-                    nv("grpc-accept-encoding", "identity")};
-  submitted(st, nghttp2_submit_response(ng, st.id, h, st.offer_identity ? 5 : 4, nullptr));
+  const h2_field h[] = {{":status", st.http_status}, {"content-type", "application/grpc"},
+                        {"grpc-status", code}, {"grpc-message", message},
+                        {"grpc-accept-encoding", "identity"}};
+  h2.send_headers(st, std::span(h, st.offer_identity ? 5 : 4), true);
 }
 
 // grpc.health.v1.Health/Check, answered here: HealthCheckRequest { string service = 1; }.

@@ -1,10 +1,10 @@
 // The response side of a gRPC session: the server's frames for a call id (= the stream id)
 // become that stream's HTTP/2 response. A unary Reply is headers, the message and trailers; an
 // Error before any message is a trailers-only response. A stream's first frame sends the
-// headers, each StreamMessage one gRPC message, its end (Reply or Error) the trailers once
-// nghttp2 has taken every message before it. The server's credit for a stream is granted back
-// as nghttp2 takes its messages, which the client's window paces: a client that does not read
-// stops the handler's writes (docs/grpc.md, "Streams").
+// headers, each StreamMessage one gRPC message, its end (Reply or Error) the trailers after
+// every message before it. The server's credit for a stream is granted back as its messages
+// go out, which the client's window paces: a client that does not read stops the handler's
+// writes (docs/grpc.md, "Streams").
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -44,17 +44,8 @@ void append_pairs(const flatbuffers::Vector<flatbuffers::Offset<wire::Metadata>>
   }
 }
 
-void to_nv(const std::vector<std::string>& text, std::vector<nghttp2_nv>& out) {
-  for (std::size_t i = 0; i + 1 < text.size(); i += 2) out.push_back(nv(text[i], text[i + 1]));
-}
-
-ssize_t read_reply_cb(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length, std::uint32_t* flags,
-                      nghttp2_data_source* source, void* user) {
-  try {
-    return session::state::of(user).read_reply(*static_cast<call_stream*>(source->ptr), buf, length, flags);
-  } catch (const std::bad_alloc&) {
-    return NGHTTP2_ERR_CALLBACK_FAILURE;  // nothing may unwind through nghttp2: this connection goes
-  }
+void to_fields(const std::vector<std::string>& text, std::vector<h2_field>& out) {
+  for (std::size_t i = 0; i + 1 < text.size(); i += 2) out.push_back({text[i], text[i + 1]});
 }
 
 }  // namespace
@@ -65,9 +56,7 @@ void session::state::take_reply_frame(std::span<const std::byte> f) {
   const frame_view& v = decoded.view;
   if (v.call_id == 0) {
     // The server's word on the whole connection (it is closing it): GOAWAY says why.
-    const std::string why(v.message.substr(0, 256));
-    nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(ng),
-                          NGHTTP2_INTERNAL_ERROR, reinterpret_cast<const std::uint8_t*>(why.data()), why.size());
+    h2.shut_down(h2::e_internal, v.message.substr(0, 256));
     return;
   }
   if (v.call_id > 0x7fffffff) return;
@@ -112,60 +101,53 @@ void session::state::respond(call_stream& st, std::span<const std::byte> message
   end_with(st, 0, {}, v);
 }
 
-// The response's headers (the server's metadata, if `v` has any), with a data source that
-// gives nghttp2 the stream's messages as they come.
+// The response's headers, with the server's metadata if `v` has any.
 void session::state::send_headers(call_stream& st, const frame_view* v) {
   thread_local std::vector<std::string> header_text;
-  thread_local std::vector<nghttp2_nv> headers;
+  thread_local std::vector<h2_field> headers;
   header_text.clear();
   headers.clear();
-  headers.push_back(nv(":status", "200"));
-  headers.push_back(nv("content-type", "application/grpc"));
+  headers.push_back({":status", "200"});
+  headers.push_back({"content-type", "application/grpc"});
   if (v != nullptr) {
     append_pairs(v->metadata, header_text);
-    to_nv(header_text, headers);
+    to_fields(header_text, headers);
   }
-  nghttp2_data_provider body{};
-  body.source.ptr = &st;
-  body.read_callback = read_reply_cb;
   st.headers_sent = true;
   wrote_since_ping = true;
-  submitted(st, nghttp2_submit_response(ng, st.id, headers.data(), headers.size(), &body));
+  h2.send_headers(st, headers, false);
 }
 
+// One gRPC message: its prefix and body as one DATA payload, written now as far as the
+// client's windows allow (the rest waits in HTTP/2's stream).
 void session::state::add_message(call_stream& st, std::span<const std::byte> message) {
-  if (st.reply_sent == st.reply.size()) {
-    st.reply.clear();
-    st.reply_sent = 0;
-  } else if (st.reply_sent >= 64 * 1024) {
-    st.reply.erase(st.reply.begin(), st.reply.begin() + static_cast<std::ptrdiff_t>(st.reply_sent));
-    st.reply_sent = 0;
-  }
-  const std::size_t at = st.reply.size();
-  st.reply.resize(at + message_prefix + message.size());
   const auto n = static_cast<std::uint32_t>(message.size());
-  std::byte* p = st.reply.data() + at;
-  p[0] = std::byte{0};
-  p[1] = std::byte(n >> 24);
-  p[2] = std::byte(n >> 16);
-  p[3] = std::byte(n >> 8);
-  p[4] = std::byte(n);
-  if (!message.empty()) std::memcpy(p + message_prefix, message.data(), message.size());
-  held_reply += message_prefix + message.size();
+  const std::byte prefix[message_prefix] = {std::byte{0}, std::byte(n >> 24), std::byte(n >> 16), std::byte(n >> 8),
+                                            std::byte(n)};
   if (st.kind != 0) {
-    // Where this message ends in the bytes nghttp2 will have taken: its credit goes back then.
-    st.message_ends.push_back(st.taken + (st.reply.size() - st.reply_sent));
+    // Where this message ends in the stream's DATA: its credit goes back once that is out.
+    st.queued += message_prefix + message.size();
+    st.message_ends.push_back(st.queued);
   }
-  wake(st);
+  h2.send_data(st, prefix, message);
 }
 
-// The stream's end: its trailers go once nghttp2 has taken every message before them.
+// The stream's end: its trailers, which HTTP/2 sends after every message before them.
 void session::state::end_with(call_stream& st, int code, std::string_view message, const frame_view* v) {
   st.answered = true;
-  st.end_code = code;
-  st.end_message = message;
-  if (v != nullptr) append_pairs(v->trailers, st.trailer_text);
-  wake(st);
+  const std::string code_text = std::to_string(code);
+  const std::string message_text = percent_encode(message);
+  thread_local std::vector<std::string> trailer_text;
+  thread_local std::vector<h2_field> t;  // kept: no allocation per call
+  trailer_text.clear();
+  t.clear();
+  t.push_back({"grpc-status", code_text});
+  if (!message_text.empty()) t.push_back({"grpc-message", message_text});
+  if (v != nullptr) {
+    append_pairs(v->trailers, trailer_text);
+    to_fields(trailer_text, t);
+  }
+  h2.send_trailers(st, t);
 }
 
 // No message was sent: one HEADERS frame carries the status, the server's headers and its
@@ -180,60 +162,18 @@ void session::state::answer_trailers_only(call_stream& st, int code, std::string
   std::vector<std::string> text;
   append_pairs(v.metadata, text);
   append_pairs(v.trailers, text);
-  std::vector<nghttp2_nv> h{nv(":status", "200"), nv("content-type", "application/grpc"),
-                            nv("grpc-status", code_text)};
-  if (!message_text.empty()) h.push_back(nv("grpc-message", message_text));
+  std::vector<h2_field> h{{":status", "200"}, {"content-type", "application/grpc"}, {"grpc-status", code_text}};
+  if (!message_text.empty()) h.push_back({"grpc-message", message_text});
   if (v.retry_after_ms != 0) {
-    h.push_back(nv("grpc-retry-pushback-ms", pushback));
-    h.push_back(nv("retry-after-ms", pushback));
+    h.push_back({"grpc-retry-pushback-ms", pushback});
+    h.push_back({"retry-after-ms", pushback});
   }
-  to_nv(text, h);
-  submitted(st, nghttp2_submit_response(ng, st.id, h.data(), h.size(), nullptr));
+  to_fields(text, h);
+  h2.send_headers(st, h, true);
 }
 
-void session::state::wake(call_stream& st) {
-  if (!st.deferred) return;
-  st.deferred = false;
-  const int rv = nghttp2_session_resume_data(ng, st.id);
-  if (rv == NGHTTP2_ERR_NOMEM) throw std::bad_alloc();
-}
-
-// nghttp2's data source: copies the stream's messages into its DATA frames; with none waiting
-// the stream is deferred until the server sends one or its end; after the end, the trailers.
-ssize_t session::state::read_reply(call_stream& st, std::uint8_t* buf, std::size_t length, std::uint32_t* flags) {
-  const std::size_t waiting = st.reply.size() - st.reply_sent;
-  if (waiting == 0 && !st.answered) {
-    st.deferred = true;
-    return NGHTTP2_ERR_DEFERRED;
-  }
-  const std::size_t n = std::min(length, waiting);
-  if (n != 0) std::memcpy(buf, st.reply.data() + st.reply_sent, n);
-  st.reply_sent += n;
-  st.taken += n;
-  held_reply -= n;
-  // Data going out forgives the client's PINGs: gRPC's clients measure the bandwidth with one
-  // per burst of DATA they receive.
-  if (n != 0) wrote_since_ping = true;
-  if (st.kind != 0) grant_taken(st);
-  if (st.reply_sent != st.reply.size() || !st.answered) return static_cast<ssize_t>(n);
-  *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-  empty_buffer(st.reply);
-  st.reply_sent = 0;
-  const std::string code = std::to_string(st.end_code);
-  const std::string message = percent_encode(st.end_message);
-  thread_local std::vector<nghttp2_nv> t;  // kept: no allocation per call
-  t.clear();
-  t.push_back(nv("grpc-status", code));
-  if (!message.empty()) t.push_back(nv("grpc-message", message));
-  to_nv(st.trailer_text, t);
-  const int rv = nghttp2_submit_trailer(ng, st.id, t.data(), t.size());
-  if (rv != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
-  std::vector<std::string>().swap(st.trailer_text);
-  return static_cast<ssize_t>(n);
-}
-
-// Messages nghttp2 took are the client's to read: the server may send as many more. Granted
-// in one frame once half our window is taken (as ringrpc's own clients grant).
+// Messages that went out are the client's to read: the server may send as many more. Granted
+// in one frame once half our window is out (as ringrpc's own clients grant).
 void session::state::grant_taken(call_stream& st) {
   while (st.ends_head < st.message_ends.size() && st.message_ends[st.ends_head] <= st.taken) {
     const std::uint64_t end = st.message_ends[st.ends_head++];

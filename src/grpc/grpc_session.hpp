@@ -3,9 +3,9 @@
 // become ringrpc frames (a Request per unary call, a StreamOpen and StreamMessages per
 // streaming call, a Cancel per RST_STREAM of one in flight), and the server's frames become
 // HTTP/2 responses. Everything between the frames and the server is the server's own: the
-// same checks, caps, budget and dispatch as a ringrpc client meets. nghttp2 is the HTTP/2
-// state machine (no socket of its own); this module's job is the gRPC mapping and the bounds
-// nghttp2 leaves to its user (docs/grpc.md).
+// same checks, caps, budget and dispatch as a ringrpc client meets. HTTP/2 itself is
+// h2_server.hpp (no socket of its own; nghttp2's HPACK decoder); this module's job is the gRPC
+// mapping and gRPC's own bounds (docs/grpc.md).
 
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +26,7 @@ struct session_limits {
   std::size_t max_request_bytes = 32u << 20;   ///< request bodies being received, all streams
   std::size_t max_header_bytes = 16 * 1024;    ///< one header block: name + value + 32 each
   std::size_t max_held_reply_bytes = 4u << 20; ///< replies the peer's window holds back (holding_back())
-  std::size_t max_library_bytes = 1u << 20;    ///< what nghttp2 itself may allocate
+  std::size_t max_library_bytes = 1u << 20;    ///< what nghttp2's HPACK decoder may allocate
   /// A PING sooner than this after the previous one, with no response of ours between them,
   /// is a strike; the third strike closes the connection ("too_many_pings"), as gRPC's own
   /// servers do (their default: 5 minutes).
@@ -83,7 +83,7 @@ class session final : public record_session {
   /// GOAWAY: the server ends the connection in order.
   outcome close_notify(std::vector<std::byte>& out) override;
 
-  /// Bytes this session holds now: nghttp2's own, request bodies being received, replies
+  /// Bytes this session holds now: HPACK's decoder's, request bodies being received, replies
   /// waiting for the peer's window (charged to the server's memory budget).
   std::size_t held_bytes() const noexcept;
   /// Replies the client's flow-control window holds back have reached max_held_reply_bytes:
@@ -92,18 +92,17 @@ class session final : public record_session {
   bool holding_back() const noexcept;
 
   /// Frames for the server decided while sealing (stream credit the client's reading freed,
-  /// client messages the server's credit let go, cancels of streams nghttp2 reset): the
+  /// client messages the server's credit let go, cancels of streams the session reset): the
   /// server takes them after the seal, as it takes what receive() gives it. The next
   /// receive() gives them first, so none overtakes another. take_frames_for_server() throws
   /// std::bad_alloc.
   bool has_frames_for_server() const noexcept;
   void take_frames_for_server(std::vector<std::byte>& plain);
 
-  struct state;  // what nghttp2's callbacks work on (grpc_session.cpp)
+  struct state;  // what HTTP/2's callbacks work on (grpc_session_state.hpp)
 
  private:
-  outcome fail(std::vector<std::byte>& out);
-  outcome library_failed(int error, std::vector<std::byte>& out);
+  outcome finish(bool out_of_memory);
   std::unique_ptr<state> _s;
   std::string _error;
 };

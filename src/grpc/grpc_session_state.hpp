@@ -1,10 +1,9 @@
 #pragma once
 // Inside a gRPC session (grpc_session.hpp): one record per HTTP/2 stream, and the state
-// nghttp2's callbacks work on. The request side (grpc_requests.cpp) turns a client's headers and
+// HTTP/2's callbacks work on. The request side (grpc_requests.cpp) turns a client's headers and
 // messages into frames for the server; the response side (grpc_responses.cpp) turns the
-// server's frames into HTTP/2; grpc_session.cpp holds nghttp2 and the session's interface.
-
-#include <nghttp2/nghttp2.h>
+// server's frames into HTTP/2; grpc_session.cpp holds the HTTP/2 connection (h2_server.hpp)
+// and the session's interface.
 
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +14,7 @@
 
 #include "grpc/grpc_memory.hpp"
 #include "grpc/grpc_session.hpp"
+#include "grpc/h2_server.hpp"
 #include "wire/frame_codec.hpp"
 
 namespace ringrpc::detail::grpc {
@@ -45,21 +45,15 @@ inline void empty_buffer(std::vector<std::byte>& b) noexcept {
   if (b.capacity() > kept_buffer_bytes) std::vector<std::byte>().swap(b);
 }
 
-inline nghttp2_nv nv(std::string_view name, std::string_view value) noexcept {
-  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          NGHTTP2_NV_FLAG_NONE};
-}
-
 /// A gRPC message's 5-byte prefix at `p`: the compressed flag and the length.
 inline std::uint32_t message_length(const std::byte* p) noexcept {
   return static_cast<std::uint32_t>(p[1]) << 24 | static_cast<std::uint32_t>(p[2]) << 16 |
          static_cast<std::uint32_t>(p[3]) << 8 | static_cast<std::uint32_t>(p[4]);
 }
 
-/// One HTTP/2 stream: a gRPC call from its first header to its last byte out.
-struct call_stream {
-  std::int32_t id = 0;
+/// One HTTP/2 stream: a gRPC call from its first header to its last byte out. Its HTTP/2 part
+/// (windows, state, DATA the peer's window holds back) is h2_server's.
+struct call_stream : h2_stream {
   std::uint8_t kind = 0;  // the method's ringrpc stream kind: 0 unary, 1 server, 2 client, 3 bidi
   std::string path;
   std::string method;
@@ -90,68 +84,49 @@ struct call_stream {
   bool delivered = false;  // a Request or StreamOpen went to the server
   bool answered = false;   // the end is known: nothing more comes from the server for it
 
-  // The response side: headers once, then messages (prefix included) until nghttp2 takes them,
-  // then trailers saying `end_code` and `end_message`.
+  // The response side: headers once, then messages (prefix included), then trailers. A
+  // stream's messages count in `queued` as they are given to HTTP/2 and in `taken` as they go
+  // out; the server's credit for each goes back when it is out.
   bool headers_sent = false;
-  bool deferred = false;  // the data source said "nothing yet": resume it when a message comes
-  std::vector<std::byte> reply;
-  std::size_t reply_sent = 0;
-  std::uint64_t taken = 0;                 // reply bytes nghttp2 took, in all
-  std::vector<std::uint64_t> message_ends;  // `taken` at which each message still out ends
+  std::uint64_t queued = 0;
+  std::uint64_t taken = 0;
+  std::vector<std::uint64_t> message_ends;  // `queued` at which each message still out ends
   std::size_t ends_head = 0;
   std::uint64_t last_end = 0;
   std::uint32_t grant_messages = 0;  // server messages taken and not yet granted back
   std::uint64_t grant_bytes = 0;
-  int end_code = 0;
-  std::string end_message;
-  std::vector<std::string> trailer_text;  // name, value, name, value ...
 
   call_stream* prev = nullptr;  // the session's list of its streams (freed with it)
   call_stream* next = nullptr;
 };
 
-struct session::state {
+struct session::state final : h2_handler {
   session_limits limits;
   session_host& host;
-  nghttp2_session* ng = nullptr;
   // Where frames for the server go: receive()'s output while it runs, else `to_server`, which
   // the server takes after a seal (session::take_frames_for_server).
   std::vector<std::byte>* plain = nullptr;
   std::vector<std::byte> to_server;
-  library_memory library;         // nghttp2's allocations, against limits.max_library_bytes
+  library_memory library;         // HPACK's decoder's allocations, against limits.max_library_bytes
+  h2_server h2;
   std::size_t request_bytes = 0;  // the streams' `body` bytes
-  std::size_t held_reply = 0;     // reply bytes nghttp2 has not taken yet
   std::size_t streams = 0;
   call_stream* live = nullptr;  // every stream not yet closed
-  call_stream* last_found = nullptr;  // find()'s last answer, one of `live`
   std::vector<std::byte> partial;  // reply frames' bytes not yet whole
   std::vector<std::byte> aligned;  // a reply frame copied to decode it
-  // The flood bounds nghttp2 leaves to us (session_limits).
+  // The flood bounds HTTP/2 leaves to gRPC's policy (session_limits).
   std::int64_t last_ping_ns = 0;
   unsigned ping_strikes = 0;
   bool wrote_since_ping = false;  // a response of ours went out since the last PING
   double settings_tokens = 0;
   std::int64_t settings_refilled_ns = 0;
-  // Set by a callback: the session fails after this call, with GOAWAY `goaway_code` saying
-  // `goaway_debug` (a reason gRPC's clients read, such as "too_many_pings").
-  std::string fatal;
-  std::uint32_t goaway_code = NGHTTP2_ENHANCE_YOUR_CALM;
-  std::string goaway_debug;
   bool closing_counted = false;  // this connection's close is in the server's counters
 
   state(const session_limits& l, session_host& h);
   ~state();
 
-  static state& of(void* user) noexcept { return *static_cast<state*>(user); }
-  /// The record of stream `id`, or null. A call's headers, its DATA and its reply look up the
-  /// same stream one after another, and nghttp2's lookup walks a hash map each time: the last
-  /// record found is kept (unlink_and_delete forgets it; stream ids are never reused).
-  call_stream* find(std::int32_t id) noexcept {
-    if (last_found != nullptr && last_found->id == id) return last_found;
-    auto* st = static_cast<call_stream*>(nghttp2_session_get_stream_user_data(ng, id));
-    if (st != nullptr) last_found = st;
-    return st;
-  }
+  /// The record of stream `id`, or null.
+  call_stream* find(std::int32_t id) noexcept { return static_cast<call_stream*>(h2.find(id)); }
   /// A stream record, fresh or kept from a finished stream (grpc_stream_cache.cpp). Throws
   /// std::bad_alloc.
   call_stream* new_stream();
@@ -164,15 +139,23 @@ struct session::state {
   /// be over max_frame_bytes, which the server's assembler would answer by closing the
   /// connection: the caller refuses that one call instead.
   bool emit(const frame_view& v);
-  void fail_with(std::string why, std::string debug, session_event e);
+  /// Ends the connection with GOAWAY `code` saying `debug` (a reason gRPC's clients read, such
+  /// as "too_many_pings"), counted as `e`.
+  void fail_with(std::uint32_t code, std::string why, std::string debug, session_event e);
   /// A Cancel for `st` if the server runs it and has not ended it; true if one went. Throws
   /// std::bad_alloc.
   bool cancel_on_server(call_stream& st);
-  /// After an nghttp2_submit_* for `st`: a refusal by nghttp2 resets the stream, so its client
-  /// is not left waiting. Throws std::bad_alloc when nghttp2 had no memory.
-  void submitted(call_stream& st, int rv);
-  void on_ping(std::int64_t now);
-  void on_settings(std::int64_t now);
+
+  // What HTTP/2 tells us (h2_handler; grpc_session.cpp).
+  h2_stream& on_open(std::int32_t id) override;
+  void on_field(h2_stream& s, std::string_view name, std::string_view value, bool trailer) override;
+  void on_headers(h2_stream& s) override;
+  void on_data(h2_stream& s, std::span<const std::byte> data) override;
+  void on_request_end(h2_stream& s) override;
+  void on_sent(h2_stream& s, std::size_t n) override;
+  void on_closed(h2_stream& s, bool by_peer) noexcept override;
+  void on_ping() override;
+  void on_settings() override;
 
   // The request side (grpc_requests.cpp).
   void refuse(call_stream& s, int code, std::string message, const char* http = "200");
@@ -196,8 +179,6 @@ struct session::state {
   void add_message(call_stream& st, std::span<const std::byte> message);
   void end_with(call_stream& st, int code, std::string_view message, const frame_view* v);
   void answer_trailers_only(call_stream& st, int code, std::string_view message, const frame_view& v);
-  void wake(call_stream& st);
-  ssize_t read_reply(call_stream& st, std::uint8_t* buf, std::size_t length, std::uint32_t* flags);
   void grant_taken(call_stream& st);
 };
 

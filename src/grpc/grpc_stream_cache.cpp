@@ -38,12 +38,12 @@ struct stream_cache {
     // The same bound as a live stream's buffers between calls (kept_buffer_bytes): a thread
     // keeps at most kept records of two such buffers each.
     std::vector<std::byte> body = std::move(st->body);
-    std::vector<std::byte> reply = std::move(st->reply);
+    std::vector<std::byte> reply = std::move(st->pending);
     empty_buffer(body);
     empty_buffer(reply);
     *st = call_stream{};
     st->body = std::move(body);
-    st->reply = std::move(reply);
+    st->pending = std::move(reply);
     st->next = head;
     head = st;
     ++count;

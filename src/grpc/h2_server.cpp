@@ -1,0 +1,767 @@
+// The server's side of an HTTP/2 connection (h2_server.hpp): frames in, stream states and
+// windows kept, responses written straight into the caller's output.
+#include "grpc/h2_server.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <new>
+
+namespace ringrpc::detail::grpc {
+
+using namespace h2;
+
+namespace {
+
+std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// RFC 9113 §8.2.1: a field name is a token in lower case (RFC 9110 §5.6.2's tchar without A-Z).
+constexpr std::array<bool, 256> name_chars = [] {
+  std::array<bool, 256> t{};
+  for (char c = 'a'; c <= 'z'; ++c) t[static_cast<unsigned char>(c)] = true;
+  for (char c = '0'; c <= '9'; ++c) t[static_cast<unsigned char>(c)] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
+bool valid_name(std::string_view name) noexcept {
+  std::size_t i = !name.empty() && name[0] == ':' ? 1 : 0;  // a pseudo-header's colon
+  if (i == name.size()) return false;
+  for (; i < name.size(); ++i) {
+    if (!name_chars[static_cast<unsigned char>(name[i])]) return false;
+  }
+  return true;
+}
+
+// ... and a value has no NUL, CR or LF, and no white space at either end.
+bool valid_value(std::string_view v) noexcept {
+  if (!v.empty() && (v.front() == ' ' || v.front() == '\t' || v.back() == ' ' || v.back() == '\t')) return false;
+  for (char c : v) {
+    if (c == '\0' || c == '\r' || c == '\n') return false;
+  }
+  return true;
+}
+
+// RFC 9113 §8.2.2: fields of HTTP/1.1's connection management are malformed in HTTP/2.
+bool connection_specific(std::string_view name) noexcept {
+  return name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
+         name == "transfer-encoding" || name == "upgrade";
+}
+
+std::uint8_t pseudo_bit(std::string_view name) noexcept {
+  if (name == ":method") return 1;
+  if (name == ":scheme") return 2;
+  if (name == ":path") return 4;
+  if (name == ":authority") return 8;
+  return 0;
+}
+constexpr std::uint8_t required_pseudo = 1 | 2 | 4;
+
+}  // namespace
+
+h2_server::h2_server(h2_handler& handler, const h2_limits& limits, library_memory& memory)
+    : _h(handler),
+      _limits(limits),
+      _mem(counting_allocator(memory)),
+      _reset_tokens(limits.reset_burst),
+      _empty_tokens(limits.empty_frame_burst) {
+  // The decoder keeps a pointer to `_mem` (unlike nghttp2's session, which copies it).
+  if (nghttp2_hd_inflate_new2(&_inflater, &_mem) != 0) throw std::bad_alloc();
+}
+
+h2_server::~h2_server() { nghttp2_hd_inflate_del(_inflater); }
+
+void h2_server::start() {
+  if (_started) return;
+  _started = true;
+  const std::pair<std::uint16_t, std::uint32_t> settings[] = {
+      {s_max_concurrent_streams, _limits.max_concurrent_streams},
+      {s_max_header_list_size, _limits.max_header_list_bytes},
+      {s_no_rfc7540_priorities, 1},
+  };
+  std::byte* p = put_frame(out(), 6 * std::size(settings), t_settings, 0, 0);
+  for (const auto& [id, value] : settings) {
+    p[0] = std::byte(id >> 8);
+    p[1] = std::byte(id);
+    write32(p + 2, value);
+    p += 6;
+  }
+}
+
+void h2_server::receive(std::span<const std::byte> in) {
+  if (failed()) return;
+  start();  // the server's preface goes with its first answer, if start() was not called
+  // Frames are taken from `in` where they lie whole; only a frame cut by the read waits here.
+  std::span<const std::byte> data = in;
+  const bool buffered = !_partial.empty();
+  if (buffered) {
+    _partial.insert(_partial.end(), in.begin(), in.end());
+    data = _partial;
+  }
+  std::size_t used = 0;
+  for (;;) {
+    const std::span<const std::byte> rest = data.subspan(used);
+    if (_phase == phase::preface) {
+      const std::size_t n = std::min(rest.size(), client_preface.size());
+      if (n != 0 && std::memcmp(rest.data(), client_preface.data(), n) != 0) {
+        connection_error(e_protocol, "not the client preface");
+        break;
+      }
+      if (n < client_preface.size()) break;
+      used += n;
+      _phase = phase::first_settings;
+      continue;
+    }
+    if (rest.size() < frame_header_bytes) break;
+    const std::uint32_t length = read24(rest.data());
+    const auto type = static_cast<std::uint8_t>(rest[3]);
+    const auto flags = static_cast<std::uint8_t>(rest[4]);
+    const std::uint32_t id = read32(rest.data() + 5) & 0x7fffffffu;
+    // Our SETTINGS_MAX_FRAME_SIZE is HTTP/2's default.
+    if (length > default_max_frame) {
+      connection_error(e_frame_size, "a frame larger than SETTINGS_MAX_FRAME_SIZE");
+      break;
+    }
+    if (rest.size() < frame_header_bytes + length) break;
+    if (_phase == phase::first_settings) {
+      if (type != t_settings || (flags & f_ack) != 0) {
+        connection_error(e_protocol, "the client's first frame is not SETTINGS");
+        break;
+      }
+      _phase = phase::frames;
+    }
+    used += frame_header_bytes + length;
+    if (!take_frame(type, flags, id, rest.subspan(frame_header_bytes, length))) break;
+  }
+  if (failed()) {
+    std::vector<std::byte>().swap(_partial);
+  } else if (buffered) {
+    _partial.erase(_partial.begin(), _partial.begin() + static_cast<std::ptrdiff_t>(used));
+  } else {
+    _partial.assign(data.begin() + static_cast<std::ptrdiff_t>(used), data.end());
+  }
+  if (_partial.empty() && _partial.capacity() > 2 * default_max_frame) std::vector<std::byte>().swap(_partial);
+}
+
+bool h2_server::take_frame(std::uint8_t type, std::uint8_t flags, std::uint32_t id, std::span<const std::byte> p) {
+  if (_in_block && type != t_continuation) return connection_error(e_protocol, "a header block cut by another frame");
+  switch (type) {
+    case t_data:
+      return on_data(flags, id, p);
+    case t_headers:
+      return on_headers(flags, id, p);
+    case t_continuation:
+      return on_continuation(flags, id, p);
+    case t_priority:
+      // RFC 9113 §5.3.2: priorities are deprecated (our SETTINGS says so); the frame is checked
+      // and let be.
+      if (id == 0) return connection_error(e_protocol, "PRIORITY on stream 0");
+      if (p.size() != 5) return connection_error(e_frame_size, "a PRIORITY frame not of 5 bytes");
+      return true;
+    case t_rst_stream:
+      return on_rst_stream(id, p);
+    case t_settings:
+      return on_settings(flags, id, p);
+    case t_push_promise:
+      return connection_error(e_protocol, "PUSH_PROMISE from a client");
+    case t_ping: {
+      if (id != 0) return connection_error(e_protocol, "PING on a stream");
+      if (p.size() != 8) return connection_error(e_frame_size, "a PING frame not of 8 bytes");
+      if ((flags & f_ack) != 0) return true;
+      _h.on_ping();
+      if (failed()) return false;
+      std::memcpy(put_frame(out(), 8, t_ping, f_ack, 0), p.data(), 8);
+      return true;
+    }
+    case t_goaway:
+      if (id != 0) return connection_error(e_protocol, "GOAWAY on a stream");
+      if (p.size() < 8) return connection_error(e_frame_size, "a GOAWAY frame shorter than 8 bytes");
+      _goaway_received = true;
+      return true;
+    case t_window_update:
+      return on_window_update(id, p);
+    default:
+      return true;  // RFC 9113 §5.5: frames of unknown types are ignored
+  }
+}
+
+// Strips a PADDED frame's padding: RFC 9113 §6.1.
+bool h2_server::unpad(std::uint8_t flags, std::span<const std::byte>& p) {
+  if ((flags & f_padded) == 0) return true;
+  if (p.empty()) return connection_error(e_frame_size, "a PADDED frame without its pad length");
+  const auto pad = static_cast<std::size_t>(p[0]);
+  if (pad >= p.size()) return connection_error(e_protocol, "padding as long as the frame");
+  p = p.subspan(1, p.size() - 1 - pad);
+  return true;
+}
+
+bool h2_server::on_data(std::uint8_t flags, std::uint32_t id, std::span<const std::byte> p) {
+  if (id == 0) return connection_error(e_protocol, "DATA on stream 0");
+  const std::size_t flow = p.size();  // padding counts against the windows
+  if (static_cast<std::int64_t>(flow) > _recv_window) return connection_error(e_flow_control, "DATA past the connection's window");
+  // The connection's window goes back at once: each stream's own window paces the peer.
+  _recv_window -= static_cast<std::int64_t>(flow);
+  _recv_consumed += flow;
+  if (_recv_consumed >= default_window / 2) {
+    window_update(0, static_cast<std::uint32_t>(_recv_consumed));
+    _recv_window += static_cast<std::int64_t>(_recv_consumed);
+    _recv_consumed = 0;
+  }
+  if (!unpad(flags, p)) return false;
+  if (p.empty() && (flags & f_end_stream) == 0 && !take_empty_frame_token()) {
+    return connection_error(e_enhance_your_calm, "a flood of empty DATA frames");
+  }
+  h2_stream* s = find(static_cast<std::int32_t>(id));
+  if (s == nullptr) {
+    if (id > _highest_peer_stream) return connection_error(e_protocol, "DATA on a stream not opened");
+    return true;  // a stream closed meanwhile (ended or reset): its bytes are no one's
+  }
+  if (s->remote_closed) return stream_error(*s, e_stream_closed);
+  if (static_cast<std::int64_t>(flow) > s->recv_window) return stream_error(*s, e_flow_control);
+  s->recv_window -= static_cast<std::int64_t>(flow);
+  if (flow != p.size()) consume(*s, flow - p.size());  // the padding's window goes back now
+  s->data_received += p.size();
+  if (!p.empty()) _h.on_data(*s, p);
+  if (failed()) return false;
+  if (!s->closing && (flags & f_end_stream) != 0) end_remote(*s);
+  return !failed();
+}
+
+bool h2_server::on_headers(std::uint8_t flags, std::uint32_t id, std::span<const std::byte> p) {
+  if (id == 0) return connection_error(e_protocol, "HEADERS on stream 0");
+  if ((id & 1) == 0) return connection_error(e_protocol, "HEADERS on a stream id of the server's (even)");
+  const bool fresh_id = id > _highest_peer_stream;
+  _highest_peer_stream = std::max(_highest_peer_stream, id);
+  if (!unpad(flags, p)) return false;
+  bool self_dependent = false;
+  if ((flags & f_priority) != 0) {
+    if (p.size() < 5) return connection_error(e_frame_size, "HEADERS too short for its priority");
+    self_dependent = (read32(p.data()) & 0x7fffffffu) == id;
+    p = p.subspan(5);
+  }
+  _in_block = true;
+  _block_stream = id;
+  _block_target = nullptr;
+  _block_end_stream = (flags & f_end_stream) != 0;
+  _block_trailers = false;
+  _continuations = 0;
+  if (h2_stream* s = find(static_cast<std::int32_t>(id)); s != nullptr) {
+    // A second header block on a stream: the request's trailers.
+    if (s->remote_closed) {
+      stream_error(*s, e_stream_closed);
+    } else {
+      _block_target = s;
+      _block_trailers = true;
+      s->in_trailers = true;
+    }
+  } else if (!fresh_id || _goaway_sent) {
+    // A stream closed meanwhile, or one past our GOAWAY: decoded only to keep HPACK's table in
+    // step with the peer's.
+  } else {
+    _last_peer_stream = id;
+    if (_streams.size() >= _limits.max_concurrent_streams) {
+      // Before the peer has our SETTINGS it may not know the bound: the stream is refused (a
+      // client may retry it). After, it is a protocol error (RFC 9113 §5.1.2).
+      if (_settings_acked) return connection_error(e_protocol, "a stream past SETTINGS_MAX_CONCURRENT_STREAMS");
+      if (!take_reset_token()) return connection_error(e_enhance_your_calm, "streams refused too fast");
+      std::byte* q = put_frame(out(), 4, t_rst_stream, 0, id);
+      write32(q, e_refused_stream);
+    } else {
+      h2_stream& fresh = _h.on_open(static_cast<std::int32_t>(id));
+      fresh.id = static_cast<std::int32_t>(id);
+      fresh.send_window = _peer_initial_window;
+      fresh.recv_window = default_window;
+      fresh.malformed = self_dependent;
+      _streams.push_back(&fresh);  // ids only grow: the table stays sorted
+      _last_found = &fresh;
+      _block_target = &fresh;
+    }
+  }
+  const bool whole = (flags & f_end_headers) != 0;
+  if (!decode_block(p, whole)) return false;
+  if (whole) end_block();
+  return !failed();
+}
+
+bool h2_server::on_continuation(std::uint8_t flags, std::uint32_t id, std::span<const std::byte> p) {
+  if (!_in_block || id != _block_stream) return connection_error(e_protocol, "CONTINUATION with no header block before it");
+  if (++_continuations > _limits.max_continuations) {
+    return connection_error(e_enhance_your_calm, "a CONTINUATION flood");
+  }
+  const bool whole = (flags & f_end_headers) != 0;
+  if (p.empty() && !whole && !take_empty_frame_token()) {
+    return connection_error(e_enhance_your_calm, "a flood of empty CONTINUATION frames");
+  }
+  if (!decode_block(p, whole)) return false;
+  if (whole) end_block();
+  return !failed();
+}
+
+// A header block's fragment through HPACK's decoder; its fields go to the stream the block is
+// for, if any (a refused or closed stream's are decoded and dropped).
+bool h2_server::decode_block(std::span<const std::byte> fragment, bool final) {
+  const auto* in = reinterpret_cast<const std::uint8_t*>(fragment.data());
+  std::size_t left = fragment.size();
+  for (;;) {
+    nghttp2_nv nv;
+    int flags = 0;
+    const ssize_t rv = nghttp2_hd_inflate_hd2(_inflater, &nv, &flags, in, left, final ? 1 : 0);
+    if (rv < 0) {
+      if (rv == NGHTTP2_ERR_NOMEM) return connection_error(e_internal, "out of memory decoding a header block");
+      return connection_error(e_compression, "a header block that does not decode (HPACK)");
+    }
+    in += rv;
+    left -= static_cast<std::size_t>(rv);
+    if ((flags & NGHTTP2_HD_INFLATE_EMIT) != 0 && _block_target != nullptr && !_block_target->closing &&
+        !_block_target->malformed) {
+      check_field(*_block_target, {reinterpret_cast<const char*>(nv.name), nv.namelen},
+                  {reinterpret_cast<const char*>(nv.value), nv.valuelen});
+      if (failed()) return false;
+    }
+    if ((flags & NGHTTP2_HD_INFLATE_FINAL) != 0) {
+      nghttp2_hd_inflate_end_headers(_inflater);
+      return true;
+    }
+    if ((flags & NGHTTP2_HD_INFLATE_EMIT) == 0 && (left == 0 || rv == 0)) {
+      // The fragment is used up (the rest of the block comes in a CONTINUATION); at the
+      // block's end the decoder must have said FINAL.
+      if (final) return connection_error(e_compression, "a header block that ends inside a field (HPACK)");
+      return true;
+    }
+  }
+}
+
+// RFC 9113 §8.2 and §8.3.1: what makes a request malformed. A malformed request's stream is
+// reset at the block's end (a stream error, not the connection's).
+void h2_server::check_field(h2_stream& s, std::string_view name, std::string_view value) {
+  if (!valid_name(name) || !valid_value(value)) {
+    s.malformed = true;
+    return;
+  }
+  if (name[0] == ':') {
+    const std::uint8_t bit = pseudo_bit(name);
+    if (s.in_trailers || s.regular_seen || bit == 0 || (s.pseudo_seen & bit) != 0 || (bit == 4 && value.empty())) {
+      s.malformed = true;
+      return;
+    }
+    s.pseudo_seen |= bit;
+  } else {
+    s.regular_seen = true;
+    if (connection_specific(name) || (name == "te" && value != "trailers")) {
+      s.malformed = true;
+      return;
+    }
+    if (name == "content-length") {
+      std::uint64_t n = 0;
+      bool ok = !value.empty() && value.size() <= 19;
+      for (char c : value) {
+        ok = ok && c >= '0' && c <= '9';
+        n = n * 10 + static_cast<std::uint64_t>(c - '0');
+      }
+      if (!ok || (s.content_length != ~std::uint64_t{0} && s.content_length != n)) {
+        s.malformed = true;
+        return;
+      }
+      s.content_length = n;
+    }
+  }
+  _h.on_field(s, name, value, s.in_trailers);
+}
+
+void h2_server::end_block() {
+  _in_block = false;
+  h2_stream* s = _block_target;
+  _block_target = nullptr;
+  if (s == nullptr || s->closing) return;
+  if (_block_trailers) {
+    if (!_block_end_stream || s->malformed) {
+      stream_error(*s, e_protocol);
+      return;
+    }
+    end_remote(*s);
+    return;
+  }
+  if (s->malformed || (s->pseudo_seen & required_pseudo) != required_pseudo) {
+    stream_error(*s, e_protocol);
+    return;
+  }
+  _h.on_headers(*s);
+  if (!s->closing && !failed() && _block_end_stream) end_remote(*s);
+}
+
+void h2_server::end_remote(h2_stream& s) {
+  if (s.content_length != ~std::uint64_t{0} && s.content_length != s.data_received) {
+    stream_error(s, e_protocol);
+    return;
+  }
+  s.remote_closed = true;
+  _h.on_request_end(s);
+  if (!s.closing && s.local_closed) close(s, false);
+}
+
+bool h2_server::on_settings(std::uint8_t flags, std::uint32_t id, std::span<const std::byte> p) {
+  if (id != 0) return connection_error(e_protocol, "SETTINGS on a stream");
+  if ((flags & f_ack) != 0) {
+    if (!p.empty()) return connection_error(e_frame_size, "a SETTINGS acknowledgement with a payload");
+    _settings_acked = true;
+    return true;
+  }
+  if (p.size() % 6 != 0) return connection_error(e_frame_size, "a SETTINGS frame not a multiple of 6 bytes");
+  if (p.size() / 6 > 32) return connection_error(e_enhance_your_calm, "a SETTINGS frame of over 32 entries");
+  _h.on_settings();
+  if (failed()) return false;
+  bool window_grew = false;
+  for (std::size_t at = 0; at < p.size(); at += 6) {
+    const auto setting = static_cast<std::uint16_t>(static_cast<unsigned>(p[at]) << 8 | static_cast<unsigned>(p[at + 1]));
+    const std::uint32_t v = read32(p.data() + at + 2);
+    switch (setting) {
+      case s_enable_push:
+        if (v > 1) return connection_error(e_protocol, "SETTINGS_ENABLE_PUSH not 0 or 1");
+        break;
+      case s_initial_window_size: {
+        if (v > max_window) return connection_error(e_flow_control, "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1");
+        // RFC 9113 §6.9.2: every stream's window moves by the difference.
+        const std::int64_t delta = static_cast<std::int64_t>(v) - _peer_initial_window;
+        for (h2_stream* s : _streams) {
+          s->send_window += delta;
+          if (s->send_window > max_window) return connection_error(e_flow_control, "a stream's window over 2^31-1");
+        }
+        window_grew = window_grew || delta > 0;
+        _peer_initial_window = v;
+        break;
+      }
+      case s_max_frame_size:
+        if (v < default_max_frame || v > 0xffffffu) return connection_error(e_protocol, "SETTINGS_MAX_FRAME_SIZE out of range");
+        _peer_max_frame = v;
+        break;
+      default:
+        break;  // HEADER_TABLE_SIZE: our blocks use no dynamic table; the rest bind a client's sending
+    }
+  }
+  put_frame(out(), 0, t_settings, f_ack, 0);
+  if (window_grew) flush_blocked();
+  return !failed();
+}
+
+bool h2_server::on_window_update(std::uint32_t id, std::span<const std::byte> p) {
+  if (p.size() != 4) return connection_error(e_frame_size, "a WINDOW_UPDATE frame not of 4 bytes");
+  const std::uint32_t increment = read32(p.data()) & 0x7fffffffu;
+  if (id == 0) {
+    if (increment == 0) return connection_error(e_protocol, "a connection WINDOW_UPDATE of 0");
+    _send_window += increment;
+    if (_send_window > max_window) return connection_error(e_flow_control, "the connection's window over 2^31-1");
+    flush_blocked();
+    return !failed();
+  }
+  h2_stream* s = find(static_cast<std::int32_t>(id));
+  if (s == nullptr) {
+    if (id > _highest_peer_stream) return connection_error(e_protocol, "WINDOW_UPDATE on a stream not opened");
+    return true;
+  }
+  if (increment == 0) return stream_error(*s, e_protocol);
+  s->send_window += increment;
+  if (s->send_window > max_window) return stream_error(*s, e_flow_control);
+  if (s->blocked) flush(*s);
+  return !failed();
+}
+
+// Rapid reset (CVE-2023-44487): a stream opened and reset at once costs the server its set-up
+// each time, with nothing left in flight to bound it. Resets the peer makes the server send (a
+// malformed request, a window error, a stream past the concurrency: "MadeYouReset") cost the
+// same and draw on the same tokens.
+bool h2_server::take_reset_token() noexcept {
+  const std::int64_t now = steady_ns();
+  if (_reset_refilled_ns != 0) {
+    const double refill = static_cast<double>(now - _reset_refilled_ns) * 1e-9 * _limits.resets_per_second;
+    _reset_tokens = std::min<double>(_limits.reset_burst, _reset_tokens + refill);
+  }
+  _reset_refilled_ns = now;
+  if (_reset_tokens < 1) return false;
+  _reset_tokens -= 1;
+  return true;
+}
+
+// Frames that carry nothing and change nothing (CVE-2019-9518: empty DATA, empty header block
+// fragments) are bounded like resets, with their own tokens.
+bool h2_server::take_empty_frame_token() noexcept {
+  const std::int64_t now = steady_ns();
+  if (_empty_refilled_ns != 0) {
+    const double refill = static_cast<double>(now - _empty_refilled_ns) * 1e-9 * _limits.empty_frames_per_second;
+    _empty_tokens = std::min<double>(_limits.empty_frame_burst, _empty_tokens + refill);
+  }
+  _empty_refilled_ns = now;
+  if (_empty_tokens < 1) return false;
+  _empty_tokens -= 1;
+  return true;
+}
+
+bool h2_server::on_rst_stream(std::uint32_t id, std::span<const std::byte> p) {
+  if (id == 0) return connection_error(e_protocol, "RST_STREAM on stream 0");
+  if (p.size() != 4) return connection_error(e_frame_size, "an RST_STREAM frame not of 4 bytes");
+  if (!take_reset_token()) return connection_error(e_enhance_your_calm, "an RST_STREAM flood (rapid reset)");
+  h2_stream* s = find(static_cast<std::int32_t>(id));
+  if (s == nullptr) {
+    if (id > _highest_peer_stream) return connection_error(e_protocol, "RST_STREAM on a stream not opened");
+    return true;
+  }
+  close(*s, true);
+  return true;
+}
+
+void h2_server::encode_fields(std::span<const h2_field> fields, std::vector<std::byte>& block) {
+  if (!_sent_table_size) {
+    // Our first block tells the peer's decoder our table holds nothing, ever (h2_wire.hpp).
+    block.push_back(std::byte{hpack_table_size_zero});
+    _sent_table_size = true;
+  }
+  for (const h2_field& f : fields) {
+    if (f.name == ":status") {
+      if (f.value == "200") {
+        block.push_back(std::byte{hpack_status_200});
+      } else {
+        put_indexed_name_field(block, hpack_name_status, f.value);
+      }
+    } else if (f.name == "content-type") {
+      put_indexed_name_field(block, hpack_name_content_type, f.value);
+    } else {
+      put_literal_field(block, f.name, f.value);
+    }
+  }
+}
+
+// A header block as HEADERS and, past the peer's frame size, CONTINUATIONs.
+void h2_server::write_block(std::uint8_t flags, std::uint32_t id, std::span<const std::byte> block) {
+  std::uint8_t type = t_headers;
+  do {
+    const std::size_t n = std::min<std::size_t>(block.size(), _peer_max_frame);
+    const bool last = n == block.size();
+    std::byte* p = put_frame(out(), static_cast<std::uint32_t>(n), static_cast<frame_type>(type),
+                             static_cast<std::uint8_t>(flags | (last ? f_end_headers : 0)), id);
+    if (n != 0) std::memcpy(p, block.data(), n);
+    block = block.subspan(n);
+    type = t_continuation;
+    flags = 0;
+  } while (!block.empty());
+}
+
+void h2_server::send_headers(h2_stream& s, std::span<const h2_field> fields, bool end_stream) {
+  thread_local std::vector<std::byte> block;
+  block.clear();
+  encode_fields(fields, block);
+  write_block(end_stream ? f_end_stream : 0, static_cast<std::uint32_t>(s.id), block);
+  if (!end_stream) return;
+  s.local_closed = true;
+  if (s.remote_closed) close(s, false);
+}
+
+void h2_server::send_data(h2_stream& s, std::span<const std::byte> a, std::span<const std::byte> b) {
+  const std::size_t n = a.size() + b.size();
+  std::size_t now = 0;
+  if (!s.blocked) {
+    const std::int64_t allowed = std::min(_send_window, s.send_window);
+    now = allowed <= 0 ? 0 : std::min<std::size_t>(n, static_cast<std::size_t>(allowed));
+    if (now != 0) write_data(s, now, a, b, 0);
+    if (now == n) return;
+  }
+  // The rest waits for the peer's windows.
+  if (now < a.size()) s.pending.insert(s.pending.end(), a.begin() + static_cast<std::ptrdiff_t>(now), a.end());
+  const std::size_t from_b = now > a.size() ? now - a.size() : 0;
+  s.pending.insert(s.pending.end(), b.begin() + static_cast<std::ptrdiff_t>(from_b), b.end());
+  _pending_bytes += n - now;
+  if (!s.blocked) {
+    s.blocked = true;
+    s.blocked_prev = _blocked_tail;
+    s.blocked_next = nullptr;
+    if (_blocked_tail != nullptr) _blocked_tail->blocked_next = &s;
+    else _blocked = &s;
+    _blocked_tail = &s;
+  }
+}
+
+// `n` bytes of `a` then `b`, from `skip` on, as DATA frames no larger than the peer allows.
+void h2_server::write_data(h2_stream& s, std::size_t n, std::span<const std::byte> a, std::span<const std::byte> b,
+                           std::size_t skip) {
+  std::vector<std::byte>& o = out();
+  const std::size_t frames = (n + _peer_max_frame - 1) / _peer_max_frame;
+  std::size_t at = o.size();
+  o.resize(at + n + frames * frame_header_bytes);
+  std::size_t left = n;
+  while (left != 0) {
+    const std::size_t len = std::min<std::size_t>(left, _peer_max_frame);
+    std::byte* p = o.data() + at;
+    p[0] = std::byte(len >> 16);
+    p[1] = std::byte(len >> 8);
+    p[2] = std::byte(len);
+    p[3] = std::byte(t_data);
+    p[4] = std::byte{0};
+    write32(p + 5, static_cast<std::uint32_t>(s.id));
+    p += frame_header_bytes;
+    std::size_t want = len;
+    if (skip < a.size()) {
+      const std::size_t k = std::min(want, a.size() - skip);
+      std::memcpy(p, a.data() + skip, k);
+      p += k;
+      want -= k;
+      skip += k;
+    }
+    if (want != 0) {
+      std::memcpy(p, b.data() + (skip - a.size()), want);
+      skip += want;
+    }
+    at += frame_header_bytes + len;
+    left -= len;
+  }
+  _send_window -= static_cast<std::int64_t>(n);
+  s.send_window -= static_cast<std::int64_t>(n);
+  _h.on_sent(s, n);
+}
+
+// A blocked stream's DATA, as far as the windows go now; its trailers once all is out.
+void h2_server::flush(h2_stream& s) {
+  const std::size_t waiting = s.pending.size() - s.pending_sent;
+  const std::int64_t allowed = std::min(_send_window, s.send_window);
+  const std::size_t now = allowed <= 0 ? 0 : std::min<std::size_t>(waiting, static_cast<std::size_t>(allowed));
+  if (now != 0) {
+    write_data(s, now, std::span<const std::byte>(s.pending).subspan(s.pending_sent, now), {}, 0);
+    s.pending_sent += now;
+    _pending_bytes -= now;
+  }
+  if (now != waiting) return;
+  s.pending.clear();
+  s.pending_sent = 0;
+  if (s.pending.capacity() > 64 * 1024) std::vector<std::byte>().swap(s.pending);
+  if (s.blocked_prev != nullptr) s.blocked_prev->blocked_next = s.blocked_next;
+  else _blocked = s.blocked_next;
+  if (s.blocked_next != nullptr) s.blocked_next->blocked_prev = s.blocked_prev;
+  else _blocked_tail = s.blocked_prev;
+  s.blocked = false;
+  s.blocked_prev = s.blocked_next = nullptr;
+  if (s.pending_trailers.empty()) return;
+  _pending_bytes -= s.pending_trailers.size();
+  write_block(f_end_stream, static_cast<std::uint32_t>(s.id), s.pending_trailers);
+  std::vector<std::byte>().swap(s.pending_trailers);
+  s.local_closed = true;
+  if (s.remote_closed) close(s, false);
+}
+
+void h2_server::flush_blocked() {
+  for (h2_stream* s = _blocked; s != nullptr && _send_window > 0;) {
+    h2_stream* next = s->blocked_next;
+    flush(*s);
+    s = next;
+  }
+}
+
+void h2_server::send_trailers(h2_stream& s, std::span<const h2_field> fields) {
+  thread_local std::vector<std::byte> block;
+  block.clear();
+  encode_fields(fields, block);
+  if (s.blocked) {
+    s.pending_trailers.assign(block.begin(), block.end());
+    _pending_bytes += block.size();
+    return;
+  }
+  write_block(f_end_stream, static_cast<std::uint32_t>(s.id), block);
+  s.local_closed = true;
+  if (s.remote_closed) close(s, false);
+}
+
+void h2_server::reset(h2_stream& s, std::uint32_t code) {
+  if (s.closing) return;
+  write32(put_frame(out(), 4, t_rst_stream, 0, static_cast<std::uint32_t>(s.id)), code);
+  close(s, false);
+}
+
+void h2_server::consume(h2_stream& s, std::size_t n) {
+  if (s.closing || s.remote_closed) return;  // no more DATA comes: no window to give
+  s.recv_consumed += n;
+  if (s.recv_consumed < default_window / 2) return;
+  window_update(static_cast<std::uint32_t>(s.id), static_cast<std::uint32_t>(s.recv_consumed));
+  s.recv_window += static_cast<std::int64_t>(s.recv_consumed);
+  s.recv_consumed = 0;
+}
+
+void h2_server::window_update(std::uint32_t id, std::uint32_t n) {
+  write32(put_frame(out(), 4, t_window_update, 0, id), n);
+}
+
+void h2_server::fail(std::uint32_t code, std::string why, std::string_view debug) {
+  if (failed()) return;
+  _error = std::move(why);
+  _in_block = false;
+  std::byte* p = put_frame(out(), static_cast<std::uint32_t>(8 + debug.size()), t_goaway, 0, 0);
+  write32(p, _last_peer_stream);
+  write32(p + 4, code);
+  if (!debug.empty()) std::memcpy(p + 8, debug.data(), debug.size());
+  _goaway_sent = true;
+}
+
+void h2_server::shut_down(std::uint32_t code, std::string_view debug) {
+  if (_goaway_sent) return;
+  std::byte* p = put_frame(out(), static_cast<std::uint32_t>(8 + debug.size()), t_goaway, 0, 0);
+  write32(p, _last_peer_stream);
+  write32(p + 4, code);
+  if (!debug.empty()) std::memcpy(p + 8, debug.data(), debug.size());
+  _goaway_sent = true;
+}
+
+bool h2_server::connection_error(std::uint32_t code, std::string why) {
+  fail(code, "HTTP/2: " + why);
+  return false;
+}
+
+bool h2_server::stream_error(h2_stream& s, std::uint32_t code) {
+  if (!take_reset_token()) return connection_error(e_enhance_your_calm, "requests the server had to reset, too fast");
+  reset(s, code);
+  return !failed();
+}
+
+void h2_server::close(h2_stream& s, bool by_peer) noexcept {
+  if (s.closing) return;
+  const auto at = std::lower_bound(_streams.begin(), _streams.end(), s.id,
+                                   [](const h2_stream* e, std::int32_t id) { return e->id < id; });
+  if (at != _streams.end() && *at == &s) _streams.erase(at);
+  if (_last_found == &s) _last_found = nullptr;
+  if (s.blocked) {
+    if (s.blocked_prev != nullptr) s.blocked_prev->blocked_next = s.blocked_next;
+    else _blocked = s.blocked_next;
+    if (s.blocked_next != nullptr) s.blocked_next->blocked_prev = s.blocked_prev;
+    else _blocked_tail = s.blocked_prev;
+    s.blocked = false;
+  }
+  _pending_bytes -= s.pending.size() - s.pending_sent + s.pending_trailers.size();
+  s.closing = true;
+  s.closed_by_reset = by_peer;
+  s.closing_next = nullptr;
+  if (_closing_tail != nullptr) _closing_tail->closing_next = &s;
+  else _closing = &s;
+  _closing_tail = &s;
+}
+
+void h2_server::settle() {
+  while (_closing != nullptr) {
+    h2_stream* s = _closing;
+    _closing = s->closing_next;
+    if (_closing == nullptr) _closing_tail = nullptr;
+    _h.on_closed(*s, s->closed_by_reset);
+  }
+}
+
+bool h2_server::done() const noexcept {
+  return (_goaway_received || _goaway_sent) && _streams.empty() && _closing == nullptr;
+}
+
+h2_stream* h2_server::find(std::int32_t id) noexcept {
+  if (_last_found != nullptr && _last_found->id == id) return _last_found;
+  const auto at = std::lower_bound(_streams.begin(), _streams.end(), id,
+                                   [](const h2_stream* e, std::int32_t v) { return e->id < v; });
+  if (at == _streams.end() || (*at)->id != id) return nullptr;
+  _last_found = *at;
+  return *at;
+}
+
+}  // namespace ringrpc::detail::grpc
