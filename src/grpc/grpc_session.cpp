@@ -6,22 +6,17 @@
 #include "grpc/grpc_session.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "base/clock.hpp"
 #include "grpc/grpc_memory.hpp"
 #include "grpc/grpc_session_state.hpp"
 
 namespace ringrpc::detail::grpc {
 
 namespace {
-
-std::int64_t steady_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 h2_limits h2_limits_of(const session_limits& l) noexcept {
   h2_limits h;
@@ -90,7 +85,7 @@ void session::state::on_closed(h2_stream& s, bool) noexcept {
 // while we have sent nothing, is a strike, and the third strike ends the connection. Our
 // responses forgive (clients measure bandwidth with pings while they receive).
 void session::state::on_ping() {
-  const std::int64_t now = steady_ns();
+  const std::int64_t now = coarse_now_ns();
   if (wrote_since_ping) {
     ping_strikes = 0;
   } else if (last_ping_ns != 0 && now - last_ping_ns < limits.min_ping_interval_ns) {
@@ -105,19 +100,10 @@ void session::state::on_ping() {
 
 // Each SETTINGS costs an acknowledgement: a token bucket bounds how many a peer may send.
 void session::state::on_settings() {
-  const std::int64_t now = steady_ns();
-  if (settings_refilled_ns != 0) {
-    const double refill = static_cast<double>(now - settings_refilled_ns) * 1e-9 * limits.settings_per_second;
-    settings_tokens = std::min<double>(limits.settings_burst, settings_tokens + refill);
-  }
-  settings_refilled_ns = now;
-  if (settings_tokens < 1) {
+  if (!settings_bucket.take(coarse_now_ns())) {
     fail_with(h2::e_enhance_your_calm, "HTTP/2: a SETTINGS flood", "too_many_settings", session_event::protocol_error);
-    return;
   }
-  settings_tokens -= 1;
 }
-
 
 session::state::state(const session_limits& l, session_host& h)
     : limits(l),
@@ -125,7 +111,7 @@ session::state::state(const session_limits& l, session_host& h)
       plain(&to_server),
       library{0, l.max_library_bytes},
       h2(*this, h2_limits_of(l), library),
-      settings_tokens(l.settings_burst) {}
+      settings_bucket(l.settings_burst, l.settings_per_second) {}
 
 session::state::~state() {
   // The connection goes with its streams: nothing is told of them.

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/token_bucket.hpp"
 #include "grpc/grpc_memory.hpp"
 #include "grpc/grpc_session.hpp"
 #include "grpc/h2_server.hpp"
@@ -118,8 +119,7 @@ struct session::state final : h2_handler {
   std::int64_t last_ping_ns = 0;
   unsigned ping_strikes = 0;
   bool wrote_since_ping = false;  // a response of ours went out since the last PING
-  double settings_tokens = 0;
-  std::int64_t settings_refilled_ns = 0;
+  token_bucket settings_bucket;  // each SETTINGS costs an acknowledgement
   bool closing_counted = false;  // this connection's close is in the server's counters
 
   state(const session_limits& l, session_host& h);

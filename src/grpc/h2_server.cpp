@@ -2,9 +2,10 @@
 // windows kept, responses written straight into the caller's output.
 #include "grpc/h2_server.hpp"
 
+#include "base/clock.hpp"
+
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -13,11 +14,6 @@ namespace ringrpc::detail::grpc {
 using namespace h2;
 
 namespace {
-
-std::int64_t steady_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // RFC 9113 §8.2.1: a field name is a token in lower case (RFC 9110 §5.6.2's tchar without A-Z).
 constexpr std::array<bool, 256> name_chars = [] {
@@ -67,8 +63,8 @@ h2_server::h2_server(h2_handler& handler, const h2_limits& limits, library_memor
     : _h(handler),
       _limits(limits),
       _mem(counting_allocator(memory)),
-      _reset_tokens(limits.reset_burst),
-      _empty_tokens(limits.empty_frame_burst) {
+      _resets(limits.reset_burst, limits.resets_per_second),
+      _empty_frames(limits.empty_frame_burst, limits.empty_frames_per_second) {
   // The decoder keeps a pointer to `_mem` (unlike nghttp2's session, which copies it).
   if (nghttp2_hd_inflate_new2(&_inflater, &_mem) != 0) throw std::bad_alloc();
 }
@@ -212,7 +208,8 @@ bool h2_server::on_data(std::uint8_t flags, std::uint32_t id, std::span<const st
     _recv_consumed = 0;
   }
   if (!unpad(flags, p)) return false;
-  if (p.empty() && (flags & f_end_stream) == 0 && !take_empty_frame_token()) {
+  // Frames that carry nothing and change nothing (CVE-2019-9518) are bounded like resets.
+  if (p.empty() && (flags & f_end_stream) == 0 && !_empty_frames.take(coarse_now_ns())) {
     return connection_error(e_enhance_your_calm, "a flood of empty DATA frames");
   }
   h2_stream* s = find(static_cast<std::int32_t>(id));
@@ -267,7 +264,7 @@ bool h2_server::on_headers(std::uint8_t flags, std::uint32_t id, std::span<const
       // Before the peer has our SETTINGS it may not know the bound: the stream is refused (a
       // client may retry it). After, it is a protocol error (RFC 9113 §5.1.2).
       if (_settings_acked) return connection_error(e_protocol, "a stream past SETTINGS_MAX_CONCURRENT_STREAMS");
-      if (!take_reset_token()) return connection_error(e_enhance_your_calm, "streams refused too fast");
+      if (!_resets.take(coarse_now_ns())) return connection_error(e_enhance_your_calm, "streams refused too fast");
       std::byte* q = put_frame(out(), 4, t_rst_stream, 0, id);
       write32(q, e_refused_stream);
     } else {
@@ -293,7 +290,7 @@ bool h2_server::on_continuation(std::uint8_t flags, std::uint32_t id, std::span<
     return connection_error(e_enhance_your_calm, "a CONTINUATION flood");
   }
   const bool whole = (flags & f_end_headers) != 0;
-  if (p.empty() && !whole && !take_empty_frame_token()) {
+  if (p.empty() && !whole && !_empty_frames.take(coarse_now_ns())) {
     return connection_error(e_enhance_your_calm, "a flood of empty CONTINUATION frames");
   }
   if (!decode_block(p, whole)) return false;
@@ -469,40 +466,12 @@ bool h2_server::on_window_update(std::uint32_t id, std::span<const std::byte> p)
   return !failed();
 }
 
-// Rapid reset (CVE-2023-44487): a stream opened and reset at once costs the server its set-up
-// each time, with nothing left in flight to bound it. Resets the peer makes the server send (a
-// malformed request, a window error, a stream past the concurrency: "MadeYouReset") cost the
-// same and draw on the same tokens.
-bool h2_server::take_reset_token() noexcept {
-  const std::int64_t now = steady_ns();
-  if (_reset_refilled_ns != 0) {
-    const double refill = static_cast<double>(now - _reset_refilled_ns) * 1e-9 * _limits.resets_per_second;
-    _reset_tokens = std::min<double>(_limits.reset_burst, _reset_tokens + refill);
-  }
-  _reset_refilled_ns = now;
-  if (_reset_tokens < 1) return false;
-  _reset_tokens -= 1;
-  return true;
-}
-
-// Frames that carry nothing and change nothing (CVE-2019-9518: empty DATA, empty header block
-// fragments) are bounded like resets, with their own tokens.
-bool h2_server::take_empty_frame_token() noexcept {
-  const std::int64_t now = steady_ns();
-  if (_empty_refilled_ns != 0) {
-    const double refill = static_cast<double>(now - _empty_refilled_ns) * 1e-9 * _limits.empty_frames_per_second;
-    _empty_tokens = std::min<double>(_limits.empty_frame_burst, _empty_tokens + refill);
-  }
-  _empty_refilled_ns = now;
-  if (_empty_tokens < 1) return false;
-  _empty_tokens -= 1;
-  return true;
-}
-
 bool h2_server::on_rst_stream(std::uint32_t id, std::span<const std::byte> p) {
   if (id == 0) return connection_error(e_protocol, "RST_STREAM on stream 0");
   if (p.size() != 4) return connection_error(e_frame_size, "an RST_STREAM frame not of 4 bytes");
-  if (!take_reset_token()) return connection_error(e_enhance_your_calm, "an RST_STREAM flood (rapid reset)");
+  // Rapid reset (CVE-2023-44487): a stream opened and reset at once costs the server its
+  // set-up each time, with nothing left in flight to bound it.
+  if (!_resets.take(coarse_now_ns())) return connection_error(e_enhance_your_calm, "an RST_STREAM flood (rapid reset)");
   h2_stream* s = find(static_cast<std::int32_t>(id));
   if (s == nullptr) {
     if (id > _highest_peer_stream) return connection_error(e_protocol, "RST_STREAM on a stream not opened");
@@ -714,8 +683,10 @@ bool h2_server::connection_error(std::uint32_t code, std::string why) {
   return false;
 }
 
+// Resets the peer makes the server send (a malformed request, a window error: "MadeYouReset")
+// cost what the peer's own cost, and draw on the same tokens.
 bool h2_server::stream_error(h2_stream& s, std::uint32_t code) {
-  if (!take_reset_token()) return connection_error(e_enhance_your_calm, "requests the server had to reset, too fast");
+  if (!_resets.take(coarse_now_ns())) return connection_error(e_enhance_your_calm, "requests the server had to reset, too fast");
   reset(s, code);
   return !failed();
 }

@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/token_bucket.hpp"
 #include "grpc/grpc_memory.hpp"
 #include "grpc/h2_wire.hpp"
 
@@ -181,8 +182,6 @@ class h2_server {
   void close(h2_stream& s, bool by_peer) noexcept;
   void window_update(std::uint32_t id, std::uint32_t n);
   bool connection_error(std::uint32_t code, std::string why);
-  bool take_reset_token() noexcept;
-  bool take_empty_frame_token() noexcept;
   bool stream_error(h2_stream& s, std::uint32_t code);
   std::vector<std::byte>& out() noexcept { return *_out; }
 
@@ -219,10 +218,8 @@ class h2_server {
   bool _block_end_stream = false;
   bool _block_trailers = false;
   unsigned _continuations = 0;
-  double _reset_tokens = 0;
-  std::int64_t _reset_refilled_ns = 0;
-  double _empty_tokens = 0;
-  std::int64_t _empty_refilled_ns = 0;
+  token_bucket _resets;        // streams reset, by either side
+  token_bucket _empty_frames;
   std::size_t _pending_bytes = 0;
   std::string _error;
 };
