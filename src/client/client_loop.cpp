@@ -177,8 +177,11 @@ void client_loop::accept_work(pending* p) {
   if (c->dead) {
     p->written = true;  // it never will be: complete() may recycle it right away
     if (p->kind == pending::what::call) {
-      complete(p, failed_outcome(c->detached ? call_error::client_closed : call_error::connection_closed,
-                          "connection is closed"));
+      // The reason the connection failed, as the calls in flight then got it: a call posted
+      // just after connect() may reach the loop only after the handshake failed.
+      const std::string_view why =
+          c->detached || c->failure.empty() ? std::string_view("connection is closed") : std::string_view(c->failure);
+      complete(p, failed_outcome(c->detached ? call_error::client_closed : call_error::connection_closed, why));
     } else {
       put_pending(p);
     }
@@ -450,6 +453,11 @@ void client_loop::fail_connection(client_conn* c, call_error e, std::string_view
   if (!c->dead) {
     c->dead = true;
     c->open.store(false, std::memory_order_release);
+    try {
+      c->failure.assign(why);
+    } catch (const std::bad_alloc&) {
+      // Later calls then say only that the connection is closed.
+    }
     // Ends the receive and any write at once; the fd itself closes when both have completed.
     ::shutdown(c->fd, SHUT_RDWR);
   }

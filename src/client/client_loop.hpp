@@ -181,6 +181,10 @@ struct client_conn {
   bool recv_armed = false;
   bool dirty = false;
   bool dead = false;      // no more traffic: pending calls failed, new ones fail at once
+  /// Why fail_connection() ended it (first reason only): calls and streams the loop takes after
+  /// that fail with it too, not with a bare "closed" (a TLS client whose handshake refused the
+  /// server's certificate before its first call was posted must still say so).
+  std::string failure;
   bool detached = false;  // the client let go; free once no request names this connection
   std::promise<void>* on_freed = nullptr;
   std::unique_ptr<tls_client_link> tls;  // TLS connections only (tls_client.cpp)

@@ -75,12 +75,18 @@ void client_loop::accept_stream_open(pending* p) noexcept {
   if (!inserted) {
     // Never sent, so nothing to tell the server. A stream its handle cancelled keeps that end.
     put_pending(p);
-    if (c->dead) {
-      end_stream(c, s,
-                 c->detached ? local_end(call_error::client_closed, status::cancelled, "client closed")
-                             : local_end(call_error::connection_closed, status::unavailable,
-                                         "connection lost: the connection is closed"),
-                 false);
+    if (c->dead && c->detached) {
+      end_stream(c, s, local_end(call_error::client_closed, status::cancelled, "client closed"), false);
+    } else if (c->dead) {
+      // Why the connection failed, as the streams open then were told (end_all_streams).
+      std::string why;
+      try {
+        why = c->failure.empty() ? std::string("connection lost: the connection is closed")
+                                 : std::string("connection lost: ").append(c->failure);
+      } catch (const std::bad_alloc&) {
+        // The end keeps its error and code.
+      }
+      end_stream(c, s, local_end(call_error::connection_closed, status::unavailable, why), false);
     } else {
       end_stream(c, s, local_end(call_error::client_busy, status::resource_exhausted, "too many calls in flight"), false);
     }

@@ -18,6 +18,7 @@
 #include "ringrpc/authorizer.hpp"
 #include "ringrpc/call_context.hpp"
 #include "ringrpc/client.hpp"
+#include "ringrpc/client_stream.hpp"
 #include "ringrpc/endpoint.hpp"
 #include "ringrpc/event_bus.hpp"
 #include "ringrpc/server.hpp"
@@ -128,6 +129,28 @@ TEST(TlsClient, UnverifiableServerFailsTheCallsInsecureSkipsTheCheck) {
   t.insecure = true;
   auto insecure = ringrpc::client::connect("127.0.0.1", s.srv->tls_port(), client_tls(t));
   EXPECT_EQ(insecure.call("echo", std::string_view("ok")).payload_string(), "ok");
+}
+
+// The handshake may fail before the first call reaches the client's loop (connect() returns
+// at once; a busy machine can hold the caller back until the server's certificate has been
+// refused): the calls and streams made after that still say why, not only "closed".
+TEST(TlsClient, CallsMadeAfterTheHandshakeFailedSayWhy) {
+  tls_server s;
+  auto t = trusting();
+  t.ca_file = files()("other.pem");
+  auto c = ringrpc::client::connect("127.0.0.1", s.srv->tls_port(), client_tls(t));
+  // No deadline: the wait ends when the handshake has failed, however long that takes.
+  while (c.connected()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 2; ++i) {
+    const auto r = c.call("echo", std::string_view("x"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error, ringrpc::call_error::connection_closed);
+    EXPECT_NE(r.message.find("certificate verify failed"), std::string::npos) << r.message;
+  }
+  ringrpc::client_stream st = c.open_stream("echo_stream", ringrpc::stream_kind::bidi);
+  const auto r = st.finish();
+  EXPECT_EQ(r.error, ringrpc::call_error::connection_closed);
+  EXPECT_NE(r.message.find("certificate verify failed"), std::string::npos) << r.message;
 }
 
 TEST(TlsClient, MutualTls) {
