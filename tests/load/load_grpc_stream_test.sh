@@ -43,11 +43,15 @@ fi
 grep -q 'streams opened  *4$' closed.out || { fail "the summary does not show the streams:"; cat closed.out >&2; }
 
 # --- open loop: 2,000 messages/s in total over 4 streams, of the empty message (no --proto) ------
-run_load open --stream -c 4 -P 8 -R 2000 --duration 2s --json open.json "$url"
-# As in load_stream: only the schedule is exact on a shared machine (answered <= issued <= scheduled).
-got=$(json_field open.json '[(s["scheduled"], s["scheduled"] >= s["issued"] >= 0.98 * s["scheduled"], s["issued"] >= s["answered"] >= 0.9 * s["scheduled"], j["errors"], j["streams_opened"], j["streams_failed"], j["config"]["loop"]) for s in j["steps"][:1]][0]')
-if [ "$rc" -ne 0 ] || [ "$got" != "(4000, True, True, {}, 4, 0, 'open')" ]; then
-  fail "open loop: exit $rc, (scheduled, issued >= 98 %, answered >= 90 %, errors, streams_opened, streams_failed, loop) = $got"
+# -P 2000 is more than a stream's share of the whole run (6,000 calls with the warm-up, over 4
+# streams), so no call ever waits for a free slot: every call due is sent, however late the
+# machine lets the tool or the server run (one due before the end goes out after it if need be).
+# So issued is exact. Answered is not: it counts replies before the schedule's end, and a busy
+# machine may hold the last ones past it; errors {} says every call was answered in the drain.
+run_load open --stream -c 4 -P 2000 -R 2000 --duration 2s --json open.json "$url"
+got=$(json_field open.json '[(s["scheduled"], s["issued"], s["issued"] >= s["answered"] > 0, j["errors"], j["streams_opened"], j["streams_failed"], j["config"]["loop"]) for s in j["steps"][:1]][0]')
+if [ "$rc" -ne 0 ] || [ "$got" != "(4000, 4000, True, {}, 4, 0, 'open')" ]; then
+  fail "open loop: exit $rc, (scheduled, issued, issued >= answered > 0, errors, streams_opened, streams_failed, loop) = $got"
   cat open.err open.out >&2
 else
   ok "open loop -R 2000 for 2 s: $(json_field open.json 'j["steps"][0]["answered"]') of 4000 scheduled empty messages answered on 4 streams"

@@ -51,6 +51,14 @@ bool worker::issuing(std::int64_t now) const noexcept {
   return now < _run.measure_until;  // closed loop: the duration; open loop: the schedule's end
 }
 
+// Open loop: no scheduling pass has run since the schedule ended, so calls due in its last
+// stretch may still be untaken (the thread woke after the end: descheduled, or its sleep
+// overran). One pass, before the drain judges, sends them; a stopped run owes none.
+bool worker::schedule_pass_owed() const noexcept {
+  return _run.schedule != nullptr && _last_schedule_ns < _run.measure_until &&
+         !_run.stop.load(std::memory_order_relaxed) && _issued < _quota;
+}
+
 second_bucket* worker::bucket(std::int64_t now) {
   if (now < _run.measure_from || now >= _run.measure_until) return nullptr;
   if (now >= _run.stop_at.load(std::memory_order_relaxed)) return nullptr;
@@ -465,13 +473,17 @@ void worker::schedule_calls(std::int64_t now, std::int64_t& next_wake) {
     const bool was_blocked = c.blocked_at_pass;
     c.blocked_at_pass = true;
     if (c.dead || c.peer_closing) continue;
-    while (c.in_flight < _cfg.depth && issuing(now)) {
+    while (c.in_flight < _cfg.depth) {
       const std::int64_t due = poisson ? c.arrivals.due : _run.schedule->due_ns(c.index, c.next_due);
       if (due < 0) break;
       if (due > now) {
         next_wake = std::min(next_wake, due);
         break;
       }
+      // Judged at its due time, not at this pass: a call due before the schedule's end goes out
+      // (late, and counted so) even when this thread came round only after the end, as one due
+      // mid-run does. Only a stop (SIGINT, a diagnosis) or a full connection keeps it unsent.
+      if (!issuing(due)) break;
       ++c.next_due;
       if constexpr (poisson) take_arrival(c);
       if (now - due > late_send_ns) [[unlikely]] count_late(due, was_blocked);
@@ -591,8 +603,12 @@ void worker::run() {
     publish_last_second(now);
     if (issuing(now)) {
       drain_until = 0;  // calls given back by a closing connection reopened -n
-    } else if (drained(now, drain_until)) {
-      break;
+    } else {
+      if (schedule_pass_owed()) {
+        std::int64_t unused = never;
+        schedule_open_loop(now, unused);  // its calls go out with the next turn's flush
+      }
+      if (drained(now, drain_until)) break;
     }
   }
   _wake = nullptr;

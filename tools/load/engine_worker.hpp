@@ -158,6 +158,7 @@ class worker final {
   bool tls_receive(conn_state& c, std::span<const std::byte>& bytes, std::int64_t now);
   void stop_with(const std::string& diagnosis, std::int64_t now);
   bool issuing(std::int64_t now) const noexcept;
+  bool schedule_pass_owed() const noexcept;
   second_bucket* bucket(std::int64_t now);
   std::uint32_t pick_kind() noexcept;
 
