@@ -603,18 +603,23 @@ void h2_server::flush(h2_stream& s) {
   s.pending.clear();
   s.pending_sent = 0;
   if (s.pending.capacity() > 64 * 1024) std::vector<std::byte>().swap(s.pending);
-  if (s.blocked_prev != nullptr) s.blocked_prev->blocked_next = s.blocked_next;
-  else _blocked = s.blocked_next;
-  if (s.blocked_next != nullptr) s.blocked_next->blocked_prev = s.blocked_prev;
-  else _blocked_tail = s.blocked_prev;
-  s.blocked = false;
-  s.blocked_prev = s.blocked_next = nullptr;
+  unblock(s);
   if (s.pending_trailers.empty()) return;
   _pending_bytes -= s.pending_trailers.size();
   write_block(f_end_stream, static_cast<std::uint32_t>(s.id), s.pending_trailers);
   std::vector<std::byte>().swap(s.pending_trailers);
   s.local_closed = true;
   if (s.remote_closed) close(s, false);
+}
+
+// Out of the list of streams waiting for a window.
+void h2_server::unblock(h2_stream& s) noexcept {
+  if (s.blocked_prev != nullptr) s.blocked_prev->blocked_next = s.blocked_next;
+  else _blocked = s.blocked_next;
+  if (s.blocked_next != nullptr) s.blocked_next->blocked_prev = s.blocked_prev;
+  else _blocked_tail = s.blocked_prev;
+  s.blocked = false;
+  s.blocked_prev = s.blocked_next = nullptr;
 }
 
 void h2_server::flush_blocked() {
@@ -662,15 +667,14 @@ void h2_server::fail(std::uint32_t code, std::string why, std::string_view debug
   if (failed()) return;
   _error = std::move(why);
   _in_block = false;
-  std::byte* p = put_frame(out(), static_cast<std::uint32_t>(8 + debug.size()), t_goaway, 0, 0);
-  write32(p, _last_peer_stream);
-  write32(p + 4, code);
-  if (!debug.empty()) std::memcpy(p + 8, debug.data(), debug.size());
-  _goaway_sent = true;
+  write_goaway(code, debug);
 }
 
 void h2_server::shut_down(std::uint32_t code, std::string_view debug) {
-  if (_goaway_sent) return;
+  if (!_goaway_sent) write_goaway(code, debug);
+}
+
+void h2_server::write_goaway(std::uint32_t code, std::string_view debug) {
   std::byte* p = put_frame(out(), static_cast<std::uint32_t>(8 + debug.size()), t_goaway, 0, 0);
   write32(p, _last_peer_stream);
   write32(p + 4, code);
@@ -697,13 +701,7 @@ void h2_server::close(h2_stream& s, bool by_peer) noexcept {
                                    [](const h2_stream* e, std::int32_t id) { return e->id < id; });
   if (at != _streams.end() && *at == &s) _streams.erase(at);
   if (_last_found == &s) _last_found = nullptr;
-  if (s.blocked) {
-    if (s.blocked_prev != nullptr) s.blocked_prev->blocked_next = s.blocked_next;
-    else _blocked = s.blocked_next;
-    if (s.blocked_next != nullptr) s.blocked_next->blocked_prev = s.blocked_prev;
-    else _blocked_tail = s.blocked_prev;
-    s.blocked = false;
-  }
+  if (s.blocked) unblock(s);
   _pending_bytes -= s.pending.size() - s.pending_sent + s.pending_trailers.size();
   s.closing = true;
   s.closed_by_reset = by_peer;

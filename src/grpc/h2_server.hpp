@@ -177,6 +177,8 @@ class h2_server {
                   std::size_t skip);
   void flush(h2_stream& s);
   void flush_blocked();
+  void unblock(h2_stream& s) noexcept;
+  void write_goaway(std::uint32_t code, std::string_view debug);
   void write_block(std::uint8_t flags, std::uint32_t id, std::span<const std::byte> block);
   void encode_fields(std::span<const h2_field> fields, std::vector<std::byte>& block);
   void close(h2_stream& s, bool by_peer) noexcept;
