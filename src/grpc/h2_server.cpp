@@ -1,5 +1,5 @@
 // The server's side of an HTTP/2 connection (h2_server.hpp): frames in, stream states and
-// windows kept, responses written straight into the caller's output.
+// windows kept; what the server sends is h2_send.cpp.
 #include "grpc/h2_server.hpp"
 
 #include "base/clock.hpp"
@@ -279,7 +279,7 @@ bool h2_server::on_headers(std::uint8_t flags, std::uint32_t id, std::span<const
     }
   }
   const bool whole = (flags & f_end_headers) != 0;
-  if (!decode_block(p, whole)) return false;
+  if (!take_block(p, true, whole)) return false;
   if (whole) end_block();
   return !failed();
 }
@@ -293,9 +293,37 @@ bool h2_server::on_continuation(std::uint8_t flags, std::uint32_t id, std::span<
   if (p.empty() && !whole && !_empty_frames.take(coarse_now_ns())) {
     return connection_error(e_enhance_your_calm, "a flood of empty CONTINUATION frames");
   }
-  if (!decode_block(p, whole)) return false;
+  if (!take_block(p, false, whole)) return false;
   if (whole) end_block();
   return !failed();
+}
+
+// A header block's fragment: a whole block sent before in the same bytes has its fields
+// replayed (hpack_repeats.hpp); anything else goes through HPACK's decoder, and a whole block
+// that leaves the decoder's table alone is kept for next time.
+bool h2_server::take_block(std::span<const std::byte> fragment, bool first, bool final) {
+  if (first && final) {
+    if (const std::vector<h2_field>* fields = _repeats.find(fragment)) {
+      ++_repeated_blocks;
+      for (const h2_field& f : *fields) {
+        if (!to_target()) break;
+        take_field(*_block_target, f.name, f.value, true);
+        if (failed()) return false;
+      }
+      return true;
+    }
+    _repeats.begin(fragment);
+    const bool decoded = decode_block(fragment, final);
+    _repeats.end(decoded);
+    return decoded;
+  }
+  // A block in several frames is not kept, and may change the table.
+  if (first) _repeats.forget();
+  return decode_block(fragment, final);
+}
+
+bool h2_server::to_target() const noexcept {
+  return _block_target != nullptr && !_block_target->closing && !_block_target->malformed;
 }
 
 // A header block's fragment through HPACK's decoder; its fields go to the stream the block is
@@ -313,11 +341,15 @@ bool h2_server::decode_block(std::span<const std::byte> fragment, bool final) {
     }
     in += rv;
     left -= static_cast<std::size_t>(rv);
-    if ((flags & NGHTTP2_HD_INFLATE_EMIT) != 0 && _block_target != nullptr && !_block_target->closing &&
-        !_block_target->malformed) {
-      check_field(*_block_target, {reinterpret_cast<const char*>(nv.name), nv.namelen},
-                  {reinterpret_cast<const char*>(nv.value), nv.valuelen});
-      if (failed()) return false;
+    if ((flags & NGHTTP2_HD_INFLATE_EMIT) != 0) {
+      const std::string_view name(reinterpret_cast<const char*>(nv.name), nv.namelen);
+      const std::string_view value(reinterpret_cast<const char*>(nv.value), nv.valuelen);
+      const bool valid = valid_name(name) && valid_value(value);
+      _repeats.add(name, value, valid);
+      if (to_target()) {
+        take_field(*_block_target, name, value, valid);
+        if (failed()) return false;
+      }
     }
     if ((flags & NGHTTP2_HD_INFLATE_FINAL) != 0) {
       nghttp2_hd_inflate_end_headers(_inflater);
@@ -332,10 +364,11 @@ bool h2_server::decode_block(std::span<const std::byte> fragment, bool final) {
   }
 }
 
-// RFC 9113 §8.2 and §8.3.1: what makes a request malformed. A malformed request's stream is
-// reset at the block's end (a stream error, not the connection's).
-void h2_server::check_field(h2_stream& s, std::string_view name, std::string_view value) {
-  if (!valid_name(name) || !valid_value(value)) {
+// RFC 9113 §8.2 and §8.3.1: what makes a request malformed (`valid`: the field's name and value
+// passed §8.2's checks). A malformed request's stream is reset at the block's end (a stream
+// error, not the connection's).
+void h2_server::take_field(h2_stream& s, std::string_view name, std::string_view value, bool valid) {
+  if (!valid) {
     s.malformed = true;
     return;
   }
@@ -479,188 +512,6 @@ bool h2_server::on_rst_stream(std::uint32_t id, std::span<const std::byte> p) {
   }
   close(*s, true);
   return true;
-}
-
-void h2_server::encode_fields(std::span<const h2_field> fields, std::vector<std::byte>& block) {
-  if (!_sent_table_size) {
-    // Our first block tells the peer's decoder our table holds nothing, ever (h2_wire.hpp).
-    block.push_back(std::byte{hpack_table_size_zero});
-    _sent_table_size = true;
-  }
-  for (const h2_field& f : fields) {
-    if (f.name == ":status") {
-      if (f.value == "200") {
-        block.push_back(std::byte{hpack_status_200});
-      } else {
-        put_indexed_name_field(block, hpack_name_status, f.value);
-      }
-    } else if (f.name == "content-type") {
-      put_indexed_name_field(block, hpack_name_content_type, f.value);
-    } else {
-      put_literal_field(block, f.name, f.value);
-    }
-  }
-}
-
-// A header block as HEADERS and, past the peer's frame size, CONTINUATIONs.
-void h2_server::write_block(std::uint8_t flags, std::uint32_t id, std::span<const std::byte> block) {
-  std::uint8_t type = t_headers;
-  do {
-    const std::size_t n = std::min<std::size_t>(block.size(), _peer_max_frame);
-    const bool last = n == block.size();
-    std::byte* p = put_frame(out(), static_cast<std::uint32_t>(n), static_cast<frame_type>(type),
-                             static_cast<std::uint8_t>(flags | (last ? f_end_headers : 0)), id);
-    if (n != 0) std::memcpy(p, block.data(), n);
-    block = block.subspan(n);
-    type = t_continuation;
-    flags = 0;
-  } while (!block.empty());
-}
-
-void h2_server::send_headers(h2_stream& s, std::span<const h2_field> fields, bool end_stream) {
-  thread_local std::vector<std::byte> block;
-  block.clear();
-  encode_fields(fields, block);
-  write_block(end_stream ? f_end_stream : 0, static_cast<std::uint32_t>(s.id), block);
-  if (!end_stream) return;
-  s.local_closed = true;
-  if (s.remote_closed) close(s, false);
-}
-
-void h2_server::send_data(h2_stream& s, std::span<const std::byte> a, std::span<const std::byte> b) {
-  const std::size_t n = a.size() + b.size();
-  std::size_t now = 0;
-  if (!s.blocked) {
-    const std::int64_t allowed = std::min(_send_window, s.send_window);
-    now = allowed <= 0 ? 0 : std::min<std::size_t>(n, static_cast<std::size_t>(allowed));
-    if (now != 0) write_data(s, now, a, b, 0);
-    if (now == n) return;
-  }
-  // The rest waits for the peer's windows.
-  if (now < a.size()) s.pending.insert(s.pending.end(), a.begin() + static_cast<std::ptrdiff_t>(now), a.end());
-  const std::size_t from_b = now > a.size() ? now - a.size() : 0;
-  s.pending.insert(s.pending.end(), b.begin() + static_cast<std::ptrdiff_t>(from_b), b.end());
-  _pending_bytes += n - now;
-  if (!s.blocked) {
-    s.blocked = true;
-    s.blocked_prev = _blocked_tail;
-    s.blocked_next = nullptr;
-    if (_blocked_tail != nullptr) _blocked_tail->blocked_next = &s;
-    else _blocked = &s;
-    _blocked_tail = &s;
-  }
-}
-
-// `n` bytes of `a` then `b`, from `skip` on, as DATA frames no larger than the peer allows.
-void h2_server::write_data(h2_stream& s, std::size_t n, std::span<const std::byte> a, std::span<const std::byte> b,
-                           std::size_t skip) {
-  std::vector<std::byte>& o = out();
-  const std::size_t frames = (n + _peer_max_frame - 1) / _peer_max_frame;
-  std::size_t at = o.size();
-  o.resize(at + n + frames * frame_header_bytes);
-  std::size_t left = n;
-  while (left != 0) {
-    const std::size_t len = std::min<std::size_t>(left, _peer_max_frame);
-    std::byte* p = o.data() + at;
-    p[0] = std::byte(len >> 16);
-    p[1] = std::byte(len >> 8);
-    p[2] = std::byte(len);
-    p[3] = std::byte(t_data);
-    p[4] = std::byte{0};
-    write32(p + 5, static_cast<std::uint32_t>(s.id));
-    p += frame_header_bytes;
-    std::size_t want = len;
-    if (skip < a.size()) {
-      const std::size_t k = std::min(want, a.size() - skip);
-      std::memcpy(p, a.data() + skip, k);
-      p += k;
-      want -= k;
-      skip += k;
-    }
-    if (want != 0) {
-      std::memcpy(p, b.data() + (skip - a.size()), want);
-      skip += want;
-    }
-    at += frame_header_bytes + len;
-    left -= len;
-  }
-  _send_window -= static_cast<std::int64_t>(n);
-  s.send_window -= static_cast<std::int64_t>(n);
-  _h.on_sent(s, n);
-}
-
-// A blocked stream's DATA, as far as the windows go now; its trailers once all is out.
-void h2_server::flush(h2_stream& s) {
-  const std::size_t waiting = s.pending.size() - s.pending_sent;
-  const std::int64_t allowed = std::min(_send_window, s.send_window);
-  const std::size_t now = allowed <= 0 ? 0 : std::min<std::size_t>(waiting, static_cast<std::size_t>(allowed));
-  if (now != 0) {
-    write_data(s, now, std::span<const std::byte>(s.pending).subspan(s.pending_sent, now), {}, 0);
-    s.pending_sent += now;
-    _pending_bytes -= now;
-  }
-  if (now != waiting) return;
-  s.pending.clear();
-  s.pending_sent = 0;
-  if (s.pending.capacity() > 64 * 1024) std::vector<std::byte>().swap(s.pending);
-  unblock(s);
-  if (s.pending_trailers.empty()) return;
-  _pending_bytes -= s.pending_trailers.size();
-  write_block(f_end_stream, static_cast<std::uint32_t>(s.id), s.pending_trailers);
-  std::vector<std::byte>().swap(s.pending_trailers);
-  s.local_closed = true;
-  if (s.remote_closed) close(s, false);
-}
-
-// Out of the list of streams waiting for a window.
-void h2_server::unblock(h2_stream& s) noexcept {
-  if (s.blocked_prev != nullptr) s.blocked_prev->blocked_next = s.blocked_next;
-  else _blocked = s.blocked_next;
-  if (s.blocked_next != nullptr) s.blocked_next->blocked_prev = s.blocked_prev;
-  else _blocked_tail = s.blocked_prev;
-  s.blocked = false;
-  s.blocked_prev = s.blocked_next = nullptr;
-}
-
-void h2_server::flush_blocked() {
-  for (h2_stream* s = _blocked; s != nullptr && _send_window > 0;) {
-    h2_stream* next = s->blocked_next;
-    flush(*s);
-    s = next;
-  }
-}
-
-void h2_server::send_trailers(h2_stream& s, std::span<const h2_field> fields) {
-  thread_local std::vector<std::byte> block;
-  block.clear();
-  encode_fields(fields, block);
-  if (s.blocked) {
-    s.pending_trailers.assign(block.begin(), block.end());
-    _pending_bytes += block.size();
-    return;
-  }
-  write_block(f_end_stream, static_cast<std::uint32_t>(s.id), block);
-  s.local_closed = true;
-  if (s.remote_closed) close(s, false);
-}
-
-void h2_server::reset(h2_stream& s, std::uint32_t code) {
-  if (s.closing) return;
-  write32(put_frame(out(), 4, t_rst_stream, 0, static_cast<std::uint32_t>(s.id)), code);
-  close(s, false);
-}
-
-void h2_server::consume(h2_stream& s, std::size_t n) {
-  if (s.closing || s.remote_closed) return;  // no more DATA comes: no window to give
-  s.recv_consumed += n;
-  if (s.recv_consumed < default_window / 2) return;
-  window_update(static_cast<std::uint32_t>(s.id), static_cast<std::uint32_t>(s.recv_consumed));
-  s.recv_window += static_cast<std::int64_t>(s.recv_consumed);
-  s.recv_consumed = 0;
-}
-
-void h2_server::window_update(std::uint32_t id, std::uint32_t n) {
-  write32(put_frame(out(), 4, t_window_update, 0, id), n);
 }
 
 void h2_server::fail(std::uint32_t code, std::string why, std::string_view debug) {

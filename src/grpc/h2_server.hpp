@@ -30,14 +30,9 @@
 #include "base/token_bucket.hpp"
 #include "grpc/grpc_memory.hpp"
 #include "grpc/h2_wire.hpp"
+#include "grpc/hpack_repeats.hpp"
 
 namespace ringrpc::detail::grpc {
-
-/// A header field the server sends. Names are lower-case (RFC 9113 §8.2.1).
-struct h2_field {
-  std::string_view name;
-  std::string_view value;
-};
 
 /// What HTTP/2 keeps of one stream; the handler's record of the stream derives from it and
 /// lives until on_closed.
@@ -156,8 +151,10 @@ class h2_server {
   /// What this connection holds beyond its streams' records: pending_bytes(), a frame being
   /// received, the stream table.
   std::size_t held_bytes() const noexcept {
-    return _pending_bytes + _partial.capacity() + _streams.capacity() * sizeof(h2_stream*);
+    return _pending_bytes + _partial.capacity() + _streams.capacity() * sizeof(h2_stream*) + _repeats.held_bytes();
   }
+  /// Header blocks whose fields were replayed from hpack_repeats rather than decoded.
+  std::uint64_t repeated_blocks() const noexcept { return _repeated_blocks; }
 
  private:
   enum class phase : std::uint8_t { preface, first_settings, frames };
@@ -168,8 +165,10 @@ class h2_server {
   bool on_settings(std::uint8_t flags, std::uint32_t id, std::span<const std::byte> p);
   bool on_window_update(std::uint32_t id, std::span<const std::byte> p);
   bool on_rst_stream(std::uint32_t id, std::span<const std::byte> p);
+  bool take_block(std::span<const std::byte> fragment, bool first, bool final);
   bool decode_block(std::span<const std::byte> fragment, bool final);
-  void check_field(h2_stream& s, std::string_view name, std::string_view value);
+  bool to_target() const noexcept;
+  void take_field(h2_stream& s, std::string_view name, std::string_view value, bool valid);
   void end_block();
   void end_remote(h2_stream& s);
   bool unpad(std::uint8_t flags, std::span<const std::byte>& p);
@@ -220,6 +219,8 @@ class h2_server {
   bool _block_end_stream = false;
   bool _block_trailers = false;
   unsigned _continuations = 0;
+  hpack_repeats _repeats;  // whole blocks a client sends again, and their fields
+  std::uint64_t _repeated_blocks = 0;
   token_bucket _resets;        // streams reset, by either side
   token_bucket _empty_frames;
   std::size_t _pending_bytes = 0;

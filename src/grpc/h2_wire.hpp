@@ -11,6 +11,17 @@
 #include <string_view>
 #include <vector>
 
+namespace ringrpc::detail::grpc {
+
+/// A header field, as the server sends it or a request's header block decoded to. Names are
+/// lower-case (RFC 9113 §8.2.1).
+struct h2_field {
+  std::string_view name;
+  std::string_view value;
+};
+
+}  // namespace ringrpc::detail::grpc
+
 namespace ringrpc::detail::grpc::h2 {
 
 inline constexpr std::string_view client_preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

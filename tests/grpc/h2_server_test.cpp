@@ -1624,4 +1624,150 @@ TEST_F(H2Server, ALargeResponseHeaderBlockIsSplitIntoContinuations) {
   EXPECT_EQ(decoder->decode(header_blocks(g2).at(0).block), (field_list{{":status", "200"}, {"x-big", big}, {"x-after", "1"}}));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Header blocks sent again byte for byte (hpack_repeats.hpp): their fields replayed, not
+// decoded, while HPACK's dynamic table is as it was.
+
+/// RFC 7541 §5.1 by hand: `v` with an N-bit prefix after the bits of `first`.
+void put_hpack_int(bytes& b, std::uint8_t first, unsigned prefix_bits, std::size_t v) {
+  const std::size_t max = (1u << prefix_bits) - 1;
+  if (v < max) {
+    b.push_back(std::byte(first | v));
+    return;
+  }
+  b.push_back(std::byte(first | max));
+  for (v -= max; v >= 128; v >>= 7) b.push_back(std::byte(0x80 | (v & 0x7f)));
+  b.push_back(std::byte(v));
+}
+
+/// A literal field with a literal name (§6.2): `first` 0x40 inserts it into the table, 0x00
+/// does not, 0x10 never.
+bytes literal(std::uint8_t first, std::string_view name, std::string_view value) {
+  bytes b{std::byte(first)};
+  put_hpack_int(b, 0, 7, name.size());
+  b.insert(b.end(), reinterpret_cast<const std::byte*>(name.data()), reinterpret_cast<const std::byte*>(name.data()) + name.size());
+  put_hpack_int(b, 0, 7, value.size());
+  b.insert(b.end(), reinterpret_cast<const std::byte*>(value.data()), reinterpret_cast<const std::byte*>(value.data()) + value.size());
+  return b;
+}
+
+/// :method POST, :scheme http, :path / (static table 3, 6, 4).
+bytes static_pseudo() { return {std::byte(0x83), std::byte(0x86), std::byte(0x84)}; }
+
+bytes indexed(unsigned index) {
+  bytes b;
+  put_hpack_int(b, 0x80, 7, index);
+  return b;
+}
+
+bytes whole_request(std::uint32_t id, std::span<const std::byte> block) {
+  return frame(h2::t_headers, h2::f_end_headers | h2::f_end_stream, id, block);
+}
+
+TEST(HpackBlocks, OnlyIndexedFieldsAndLiteralsNotIndexedLeaveTheTableAlone) {
+  EXPECT_TRUE(g::leaves_table_alone({}));
+  EXPECT_TRUE(g::leaves_table_alone(join{static_pseudo(), indexed(62), indexed(300)}));
+  EXPECT_TRUE(g::leaves_table_alone(join{literal(0x00, "x-a", "1"), literal(0x10, "x-b", pattern(200))}));
+  // Literal value with an indexed name (0000xxxx, name index 31: content-type).
+  EXPECT_TRUE(g::leaves_table_alone(join{bytes{std::byte(0x0f), std::byte(0x10)}, to_bytes("\x03" "a/b")}));
+  EXPECT_FALSE(g::leaves_table_alone(join{static_pseudo(), literal(0x40, "x-a", "1")}));  // an insertion
+  EXPECT_FALSE(g::leaves_table_alone(join{bytes{std::byte(0x20)}, static_pseudo()}));     // a size update
+  EXPECT_FALSE(g::leaves_table_alone(indexed(0)));                                      // index 0: an error
+  const bytes cut = literal(0x00, "x-a", "123");
+  EXPECT_FALSE(g::leaves_table_alone(std::span(cut).first(cut.size() - 1)));  // cut short
+  EXPECT_FALSE(g::leaves_table_alone(bytes{std::byte(0xff), std::byte(0xff), std::byte(0xff), std::byte(0xff),
+                                           std::byte(0xff), std::byte(0x01)}));  // an index past 2^28
+}
+
+TEST_F(H2Server, ABlockSentAgainIsReplayedWithTheSameFields) {
+  handshake();
+  // nghttp2's encoder: the first request inserts its fields into the table, the next ones
+  // refer to them, in the same bytes each time.
+  const bytes first = encoder->encode(request_fields());
+  const bytes second = encoder->encode(request_fields());
+  const bytes third = encoder->encode(request_fields());
+  ASSERT_NE(first, second);
+  ASSERT_EQ(second, third);
+  EXPECT_EQ(summary(send(join{whole_request(1, first), whole_request(3, second)})), "");
+  EXPECT_EQ(server->repeated_blocks(), 0u);
+  EXPECT_EQ(summary(send(whole_request(5, third))), "");
+  EXPECT_EQ(server->repeated_blocks(), 1u);
+  for (std::int32_t id : {1, 3, 5}) {
+    ASSERT_NE(handler->stream(id), nullptr);
+    EXPECT_EQ(handler->stream(id)->request, request_fields()) << "stream " << id;
+    EXPECT_TRUE(handler->stream(id)->remote_closed);
+  }
+  const auto headers_events = std::count_if(handler->events.begin(), handler->events.end(),
+                                            [](const std::string& e) { return e.starts_with("headers "); });
+  EXPECT_EQ(headers_events, 3);
+  EXPECT_GT(server->held_bytes(), second.size());  // the kept block is the connection's memory
+}
+
+TEST_F(H2Server, ABlockAfterATableChangeIsDecodedAfresh) {
+  handshake();
+  const bytes refer = join{static_pseudo(), indexed(62)};  // the table's newest entry
+  send(whole_request(1, join{static_pseudo(), literal(0x40, "x-a", "1")}));
+  send(whole_request(3, refer));
+  send(whole_request(5, refer));
+  EXPECT_EQ(server->repeated_blocks(), 1u);
+  // x-a: 2 becomes entry 62: the same bytes now name it.
+  send(whole_request(7, join{static_pseudo(), literal(0x40, "x-a", "2")}));
+  send(whole_request(9, refer));
+  EXPECT_EQ(server->repeated_blocks(), 1u);
+  send(whole_request(11, refer));
+  EXPECT_EQ(server->repeated_blocks(), 2u);
+  const field_list pseudo{{":method", "POST"}, {":scheme", "http"}, {":path", "/"}};
+  const auto with = [&](std::string v) {
+    field_list f = pseudo;
+    f.emplace_back("x-a", std::move(v));
+    return f;
+  };
+  for (std::int32_t id : {1, 3, 5}) EXPECT_EQ(handler->stream(id)->request, with("1")) << "stream " << id;
+  for (std::int32_t id : {7, 9, 11}) EXPECT_EQ(handler->stream(id)->request, with("2")) << "stream " << id;
+  EXPECT_TRUE(connection_ok());
+}
+
+TEST_F(H2Server, ABlockSplitByAContinuationMayChangeTheTableAndForgetsWhatWasKept) {
+  handshake();
+  const bytes refer = join{static_pseudo(), indexed(62)};
+  send(whole_request(1, join{static_pseudo(), literal(0x40, "x-a", "1")}));
+  send(whole_request(3, refer));
+  const bytes insert = join{static_pseudo(), literal(0x40, "x-a", "2")};
+  send(join{frame(h2::t_headers, h2::f_end_stream, 5, std::span(insert).first(2)),
+            frame(h2::t_continuation, h2::f_end_headers, 5, std::span(insert).subspan(2))});
+  send(whole_request(7, refer));
+  EXPECT_EQ(server->repeated_blocks(), 0u);
+  EXPECT_EQ(handler->stream(7)->request.back(), (field{"x-a", "2"}));
+}
+
+TEST_F(H2Server, AnInvalidFieldSentTwiceMakesBothRequestsMalformed) {
+  handshake();
+  const bytes bad = join{static_pseudo(), literal(0x00, "X-Upper", "1")};
+  EXPECT_EQ(summary(send(whole_request(1, bad))), "RST_STREAM 1 PROTOCOL_ERROR");
+  EXPECT_EQ(summary(send(whole_request(3, bad))), "RST_STREAM 3 PROTOCOL_ERROR");
+  EXPECT_EQ(server->repeated_blocks(), 0u);
+  EXPECT_TRUE(connection_ok());
+}
+
+TEST_F(H2Server, RepeatedFieldsAreStillCheckedAgainstTheirStream) {
+  handshake();
+  // Each field is valid alone; the block repeats a pseudo-header, which makes any request
+  // with it malformed, replayed or not.
+  const bytes twice = join{static_pseudo(), indexed(4)};
+  EXPECT_EQ(summary(send(whole_request(1, twice))), "RST_STREAM 1 PROTOCOL_ERROR");
+  EXPECT_EQ(summary(send(whole_request(3, twice))), "RST_STREAM 3 PROTOCOL_ERROR");
+  EXPECT_EQ(server->repeated_blocks(), 1u);
+  const bytes fine = join{static_pseudo(), literal(0x00, "x-a", "1")};
+  EXPECT_EQ(summary(send(join{whole_request(5, fine), whole_request(7, fine)})), "");
+  EXPECT_EQ(server->repeated_blocks(), 2u);
+}
+
+TEST_F(H2Server, LongBlocksAreNotKept) {
+  handshake();
+  const bytes long_block = join{static_pseudo(), literal(0x00, "x-long", pattern(g::hpack_repeats::max_block_bytes))};
+  send(join{whole_request(1, long_block), whole_request(3, long_block)});
+  EXPECT_EQ(server->repeated_blocks(), 0u);
+  EXPECT_EQ(handler->stream(3)->request.back().second, pattern(g::hpack_repeats::max_block_bytes));
+}
+
 }  // namespace

@@ -1,0 +1,140 @@
+// Header blocks sent again byte for byte (hpack_repeats.hpp).
+#include "grpc/hpack_repeats.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace ringrpc::detail::grpc {
+
+namespace {
+
+// RFC 7541 §5.1: an integer with an N-bit prefix. Values past 2^28 are no field's here: false,
+// as for one cut short (the decoder judges the block).
+bool skip_integer(std::span<const std::byte> b, std::size_t& at, unsigned prefix_bits, std::uint64_t& v) noexcept {
+  const std::uint8_t mask = static_cast<std::uint8_t>((1u << prefix_bits) - 1);
+  v = static_cast<std::uint8_t>(b[at++]) & mask;
+  if (v < mask) return true;
+  for (unsigned shift = 0; shift <= 21; shift += 7) {
+    if (at == b.size()) return false;
+    const auto c = static_cast<std::uint8_t>(b[at++]);
+    v += static_cast<std::uint64_t>(c & 0x7f) << shift;
+    if ((c & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// §5.2: a string literal (Huffman-coded or not: only its length matters here).
+bool skip_string(std::span<const std::byte> b, std::size_t& at) noexcept {
+  std::uint64_t n = 0;
+  if (at == b.size() || !skip_integer(b, at, 7, n)) return false;
+  if (n > b.size() - at) return false;
+  at += static_cast<std::size_t>(n);
+  return true;
+}
+
+}  // namespace
+
+bool leaves_table_alone(std::span<const std::byte> block) noexcept {
+  std::size_t at = 0;
+  while (at < block.size()) {
+    const auto first = static_cast<std::uint8_t>(block[at]);
+    std::uint64_t index = 0;
+    if ((first & 0x80) != 0) {  // §6.1 indexed field: 1xxxxxxx
+      if (!skip_integer(block, at, 7, index) || index == 0) return false;
+      continue;
+    }
+    // 01xxxxxx inserts into the table, 001xxxxx resizes it; 0000xxxx and 0001xxxx are
+    // literals without indexing and never indexed.
+    if ((first & 0xe0) != 0) return false;
+    if (!skip_integer(block, at, 4, index)) return false;
+    if (index == 0 && !skip_string(block, at)) return false;  // a literal name
+    if (!skip_string(block, at)) return false;                // the value
+  }
+  return true;
+}
+
+const std::vector<h2_field>* hpack_repeats::find(std::span<const std::byte> block) const noexcept {
+  if (!_entries) return nullptr;
+  for (const entry& e : *_entries) {
+    if (e.used && e.block.size() == block.size() && std::memcmp(e.block.data(), block.data(), block.size()) == 0) {
+      return &e.fields;
+    }
+  }
+  return nullptr;
+}
+
+bool hpack_repeats::begin(std::span<const std::byte> block) noexcept {
+  _recording = false;
+  if (!leaves_table_alone(block)) {
+    forget();
+    return false;
+  }
+  if (block.size() > max_block_bytes) return true;
+  try {
+    if (!_entries) _entries = std::make_unique<std::array<entry, kept>>();
+    entry& e = (*_entries)[_next];
+    e.used = false;
+    e.block.assign(block.begin(), block.end());
+    e.text.clear();
+    _record.clear();
+    _recording = true;
+  } catch (const std::bad_alloc&) {
+    // Not kept: the block is decoded as any other.
+  }
+  return true;
+}
+
+void hpack_repeats::add(std::string_view name, std::string_view value, bool valid) noexcept {
+  if (!_recording) return;
+  entry& e = (*_entries)[_next];
+  if (!valid || _record.size() == max_fields || e.text.size() + name.size() + value.size() > max_text_bytes) {
+    _recording = false;
+    return;
+  }
+  try {
+    const auto at = static_cast<std::uint32_t>(e.text.size());
+    e.text.append(name).append(value);
+    _record.push_back({at, static_cast<std::uint32_t>(name.size()), static_cast<std::uint32_t>(at + name.size()),
+                       static_cast<std::uint32_t>(value.size())});
+  } catch (const std::bad_alloc&) {
+    _recording = false;
+  }
+}
+
+void hpack_repeats::end(bool decoded) noexcept {
+  if (!_recording) return;
+  _recording = false;
+  if (!decoded) return;
+  entry& e = (*_entries)[_next];
+  try {
+    // The views are made once the text no longer grows.
+    e.fields.clear();
+    for (const field_at& f : _record) {
+      e.fields.push_back({std::string_view(e.text).substr(f.name, f.name_size),
+                          std::string_view(e.text).substr(f.value, f.value_size)});
+    }
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  e.used = true;
+  _next = (_next + 1) % kept;
+}
+
+void hpack_repeats::forget() noexcept {
+  _recording = false;
+  if (!_entries) return;
+  for (entry& e : *_entries) e.used = false;
+}
+
+std::size_t hpack_repeats::held_bytes() const noexcept {
+  std::size_t n = _record.capacity() * sizeof(field_at);
+  if (!_entries) return n;
+  n += sizeof(*_entries);
+  for (const entry& e : *_entries) {
+    n += e.block.capacity() + e.text.capacity() + e.fields.capacity() * sizeof(h2_field);
+  }
+  return n;
+}
+
+}  // namespace ringrpc::detail::grpc
