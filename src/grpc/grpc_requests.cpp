@@ -43,7 +43,7 @@ void session::state::drop_body(call_stream& s) noexcept {
 void session::state::take_header(call_stream& st, std::string_view name, std::string_view value) {
   if (name == ":path") {
     st.path = value;
-    st.method = method_of_path(value);
+    method_of_path(value, st.method);
   } else if (name == ":method") {
     if (value != "POST") refuse(st, code_unimplemented, "gRPC calls are POST requests", "405");
   } else if (name.starts_with(':')) {

@@ -1,4 +1,5 @@
 // Stream records kept for the next streams (grpc_session_state.hpp: new_stream, recycle).
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -10,10 +11,25 @@ namespace {
 
 // Streams come and go with every call: their records (and a request's and a reply's buffer,
 // when small) are kept per thread for the next ones, as nghttp2's blocks are (grpc_memory.cpp).
+void empty_text(std::string& s) noexcept {
+  s.clear();
+  if (s.capacity() > 256) std::string().swap(s);
+}
+
+std::size_t buffer_bytes(const call_stream& st) noexcept {
+  return st.body.capacity() + st.pending.capacity() + st.path.capacity() + st.method.capacity();
+}
+
 struct stream_cache {
   call_stream* head = nullptr;
   unsigned count = 0;
-  static constexpr unsigned kept = 64;
+  std::size_t bytes = 0;  // the kept records' buffers
+  // A shard's connections may each have max_concurrent_streams (100 by default) calls in
+  // flight, ended in a burst when their replies are sealed and opened again by the next
+  // receive: records are kept for that many, and their buffers up to `max_bytes` in all
+  // (small calls' buffers for every record).
+  static constexpr unsigned kept = 512;
+  static constexpr std::size_t max_bytes = 256 * 1024;
 
   ~stream_cache() {
     while (head != nullptr) {
@@ -28,6 +44,7 @@ struct stream_cache {
     head = st->next;
     st->next = nullptr;
     --count;
+    bytes -= buffer_bytes(*st);
     return st;
   }
   void give(call_stream* st) noexcept {
@@ -35,15 +52,25 @@ struct stream_cache {
       delete st;
       return;
     }
-    // The same bound as a live stream's buffers between calls (kept_buffer_bytes): a thread
-    // keeps at most kept records of two such buffers each.
+    // The same bound as a live stream's buffers between calls (kept_buffer_bytes), and the
+    // path and method names (a method's name past the short-string size would cost an
+    // allocation per call).
     std::vector<std::byte> body = std::move(st->body);
     std::vector<std::byte> reply = std::move(st->pending);
+    std::string path = std::move(st->path);
+    std::string method = std::move(st->method);
     empty_buffer(body);
     empty_buffer(reply);
+    empty_text(path);
+    empty_text(method);
     *st = call_stream{};
-    st->body = std::move(body);
-    st->pending = std::move(reply);
+    if (bytes + body.capacity() + reply.capacity() + path.capacity() + method.capacity() <= max_bytes) {
+      st->body = std::move(body);
+      st->pending = std::move(reply);
+      st->path = std::move(path);
+      st->method = std::move(method);
+      bytes += buffer_bytes(*st);
+    }
     st->next = head;
     head = st;
     ++count;

@@ -4,18 +4,20 @@
 
 namespace ringrpc::detail::grpc {
 
-std::string method_of_path(std::string_view path) {
-  if (path.size() < 2 || path[0] != '/') return {};
+void method_of_path(std::string_view path, std::string& method) {
+  method.clear();
+  if (path.size() < 2 || path[0] != '/') return;
   path.remove_prefix(1);
   const auto slash = path.find('/');
-  if (slash == std::string_view::npos) return std::string(path);
+  if (slash == std::string_view::npos) {
+    method.assign(path);
+    return;
+  }
   const std::string_view service = path.substr(0, slash);
-  const std::string_view method = path.substr(slash + 1);
-  if (service.empty() || method.empty() || method.find('/') != std::string_view::npos) return {};
-  std::string name;
-  name.reserve(path.size());
-  name.append(service).append(1, '.').append(method);
-  return name;
+  const std::string_view name = path.substr(slash + 1);
+  if (service.empty() || name.empty() || name.find('/') != std::string_view::npos) return;
+  method.reserve(path.size());
+  method.append(service).append(1, '.').append(name);
 }
 
 std::optional<std::uint64_t> parse_timeout(std::string_view text) noexcept {

@@ -1,7 +1,7 @@
 #pragma once
 // The text gRPC puts in HTTP/2 headers, both ways: the method a :path names, grpc-timeout,
 // grpc-message's percent-encoding and the base64 of "-bin" metadata (docs/grpc.md, "The
-// mapping"). Pure functions: no session, no allocation beyond the strings they return.
+// mapping"). Pure functions: no session, no allocation beyond the strings they return or fill.
 
 #include <cstdint>
 #include <optional>
@@ -10,10 +10,11 @@
 
 namespace ringrpc::detail::grpc {
 
-/// The ringrpc method a :path names: "/Service/Method" is the typed method "Service.Method",
+/// The ringrpc method a :path names, into `method` (its capacity reused: a stream record's
+/// string serves call after call): "/Service/Method" is the typed method "Service.Method",
 /// "/name" the raw method "name". Empty for anything else (no leading '/', an empty segment,
-/// more than two segments): the call is then answered UNIMPLEMENTED.
-std::string method_of_path(std::string_view path);
+/// more than two segments): the call is then answered UNIMPLEMENTED. Throws std::bad_alloc.
+void method_of_path(std::string_view path, std::string& method);
 
 /// grpc-timeout: 1 to 8 ASCII digits and a unit (H M S m u n), as microseconds (a timeout
 /// below 1 µs, zero included, is 1 µs: the call is due at once, not unbounded). nullopt if

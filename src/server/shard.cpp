@@ -304,6 +304,7 @@ void shard::refresh_table() noexcept {
   _table = d.current();
   _table_version = v;
   _last_slot = nullptr;  // it may be gone from the new table
+  _kind_slot = nullptr;
 }
 
 void shard::end_of_turn() noexcept {

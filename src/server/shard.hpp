@@ -287,6 +287,8 @@ class shard final : grpc::session_host {
   std::uint64_t _table_version = 0;
   std::string _last_method;  // the method this thread looked up last, and what it found
   endpoint_slot* _last_slot = nullptr;
+  endpoint_slot* _kind_slot = nullptr;  // the endpoint method_kind() was last asked about ...
+  std::uint8_t _kind = 0;               // ... and its stream kind
   std::vector<std::pair<thread_pool*, unsigned>> _to_wake;  // pools given work this turn
   bool _ring_futex = false;  // wake_pool() goes through the ring (uring_features::futex_wake)
   std::uint64_t _next_connection = 0;

@@ -141,11 +141,28 @@ grpc::session_host::health shard::check_health(std::string_view service) noexcep
   return _core.leaving() || _quiesced ? health::not_serving : health::serving;
 }
 
+// Asked for every gRPC call before its frame exists; the frame's dispatch looks the same name
+// up next. Both share the last lookup (one compare, as for a connection's frames), and the
+// kind of the last endpoint asked about is kept with it.
 std::uint8_t shard::method_kind(std::string_view method) noexcept {
-  endpoint_slot* slot = _table ? _table->find(method) : nullptr;
-  if (slot == nullptr) return 0;
-  const auto* ep = dynamic_cast<const stream_endpoint*>(&slot->target());
-  return ep != nullptr ? static_cast<std::uint8_t>(ep->kind()) : 0;
+  endpoint_slot* slot = _last_slot != nullptr && method == _last_method ? _last_slot : nullptr;
+  if (slot == nullptr) {
+    slot = _table ? _table->find(method) : nullptr;
+    if (slot == nullptr) return 0;
+    _last_slot = nullptr;
+    try {
+      _last_method.assign(method);
+      _last_slot = slot;
+    } catch (const std::bad_alloc&) {
+      // Not kept: the next call looks its method up again.
+    }
+  }
+  if (slot != _kind_slot) {
+    const auto* ep = dynamic_cast<const stream_endpoint*>(&slot->target());
+    _kind = ep != nullptr ? static_cast<std::uint8_t>(ep->kind()) : 0;
+    _kind_slot = slot;
+  }
+  return _kind;
 }
 
 void shard::session_frames_waiting(connection* c) noexcept {

@@ -6,13 +6,20 @@
 namespace g = ringrpc::detail::grpc;
 
 TEST(GrpcText, PathNamesTypedOrRawMethod) {
-  EXPECT_EQ(g::method_of_path("/pkg.Greeter/Hello"), "pkg.Greeter.Hello");
-  EXPECT_EQ(g::method_of_path("/echo"), "echo");
-  EXPECT_EQ(g::method_of_path("/"), "");
-  EXPECT_EQ(g::method_of_path("echo"), "");
-  EXPECT_EQ(g::method_of_path("//Hello"), "");
-  EXPECT_EQ(g::method_of_path("/Greeter/"), "");
-  EXPECT_EQ(g::method_of_path("/a/b/c"), "");
+  // One string for every path, as a stream record keeps it: nothing of the last name stays.
+  std::string m = "stale.name.longer.than.any.below";
+  const auto method = [&](std::string_view path) {
+    g::method_of_path(path, m);
+    return m;
+  };
+  EXPECT_EQ(method("/pkg.Greeter/Hello"), "pkg.Greeter.Hello");
+  EXPECT_EQ(method("/echo"), "echo");
+  EXPECT_EQ(method("/"), "");
+  EXPECT_EQ(method("/pkg.Greeter/Hello"), "pkg.Greeter.Hello");
+  EXPECT_EQ(method("echo"), "");
+  EXPECT_EQ(method("//Hello"), "");
+  EXPECT_EQ(method("/Greeter/"), "");
+  EXPECT_EQ(method("/a/b/c"), "");
 }
 
 TEST(GrpcText, TimeoutUnits) {
