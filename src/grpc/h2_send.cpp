@@ -11,25 +11,62 @@ namespace ringrpc::detail::grpc {
 
 using namespace h2;
 
-void h2_server::encode_fields(std::span<const h2_field> fields, std::vector<std::byte>& block) {
-  if (!_sent_table_size) {
-    // Our first block tells the peer's decoder our table holds nothing, ever (h2_wire.hpp).
-    block.push_back(std::byte{hpack_table_size_zero});
-    _sent_table_size = true;
+// The peer made its table smaller: the next block it reads says first what size ours now uses
+// (RFC 7541 §4.2, §6.3). The kept fields stay if they fit; if not, the table is emptied and
+// every field goes as a literal from now on.
+void h2_server::update_table_size(std::vector<std::byte>& block) {
+  if (_peer_table_limit >= _table_max) return;
+  _table_max = _peer_table_limit >= kept_fields_bytes ? _peer_table_limit : 0;
+  if (_table_max == 0) {
+    _inserted = 0;
+    std::fill(std::begin(_rank), std::end(_rank), std::uint8_t{0});
   }
+  put_hpack_int(block, 0x20, 5, _table_max);
+}
+
+// `written_now`: the block goes out before any block encoded after it, so it may use the
+// peer's dynamic table (the decoder reads blocks in the order they are written). A block held
+// behind DATA does not: it could be overtaken.
+void h2_server::encode_fields(std::span<const h2_field> fields, std::vector<std::byte>& block, bool written_now) {
+  if (written_now) update_table_size(block);
   for (const h2_field& f : fields) {
-    if (f.name == ":status") {
-      if (f.value == "200") {
-        block.push_back(std::byte{hpack_status_200});
-      } else {
-        put_indexed_name_field(block, hpack_name_status, f.value);
-      }
+    if (f.name == ":status" && f.value == "200") {
+      block.push_back(std::byte{hpack_status_200});
+    } else if (written_now && put_kept(f, block)) {
+      // Indexed, or inserted now.
+    } else if (f.name == ":status") {
+      put_indexed_name_field(block, hpack_name_status, f.value);
     } else if (f.name == "content-type") {
       put_indexed_name_field(block, hpack_name_content_type, f.value);
     } else {
       put_literal_field(block, f.name, f.value);
     }
   }
+}
+
+// One of kept_fields: its index if the peer's table has it, else a literal that inserts it
+// (§6.2.1) if the table has room. False: not one of them, or no room (the caller writes it).
+bool h2_server::put_kept(const h2_field& f, std::vector<std::byte>& block) {
+  for (std::size_t i = 0; i < kept_field_count; ++i) {
+    const kept_field& k = kept_fields[i];
+    if (f.name != k.name || f.value != k.value) continue;
+    if (_rank[i] != 0) {
+      // The newest entry is 62; each inserted after this one pushes it one further.
+      put_hpack_int(block, 0x80, 7, hpack_static_entries + 1 + _inserted - _rank[i]);
+      return true;
+    }
+    if (_table_max < kept_fields_bytes) return false;
+    if (k.name_index != 0) {
+      put_hpack_int(block, 0x40, 6, k.name_index);
+    } else {
+      block.push_back(std::byte{0x40});
+      put_hpack_string(block, k.name);
+    }
+    put_hpack_string(block, k.value);
+    _rank[i] = ++_inserted;
+    return true;
+  }
+  return false;
 }
 
 // A header block as HEADERS and, past the peer's frame size, CONTINUATIONs.
@@ -50,7 +87,7 @@ void h2_server::write_block(std::uint8_t flags, std::uint32_t id, std::span<cons
 void h2_server::send_headers(h2_stream& s, std::span<const h2_field> fields, bool end_stream) {
   thread_local std::vector<std::byte> block;
   block.clear();
-  encode_fields(fields, block);
+  encode_fields(fields, block, true);
   write_block(end_stream ? f_end_stream : 0, static_cast<std::uint32_t>(s.id), block);
   if (!end_stream) return;
   s.local_closed = true;
@@ -136,7 +173,16 @@ void h2_server::flush(h2_stream& s) {
   unblock(s);
   if (s.pending_trailers.empty()) return;
   _pending_bytes -= s.pending_trailers.size();
-  write_block(f_end_stream, static_cast<std::uint32_t>(s.id), s.pending_trailers);
+  if (_peer_table_limit < _table_max) {
+    // The first block the peer reads since its table shrank must say so first: this one.
+    thread_local std::vector<std::byte> block;
+    block.clear();
+    update_table_size(block);
+    block.insert(block.end(), s.pending_trailers.begin(), s.pending_trailers.end());
+    write_block(f_end_stream, static_cast<std::uint32_t>(s.id), block);
+  } else {
+    write_block(f_end_stream, static_cast<std::uint32_t>(s.id), s.pending_trailers);
+  }
   std::vector<std::byte>().swap(s.pending_trailers);
   s.local_closed = true;
   if (s.remote_closed) close(s, false);
@@ -163,7 +209,7 @@ void h2_server::flush_blocked() {
 void h2_server::send_trailers(h2_stream& s, std::span<const h2_field> fields) {
   thread_local std::vector<std::byte> block;
   block.clear();
-  encode_fields(fields, block);
+  encode_fields(fields, block, !s.blocked);
   if (s.blocked) {
     s.pending_trailers.assign(block.begin(), block.end());
     _pending_bytes += block.size();

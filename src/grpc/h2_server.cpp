@@ -464,6 +464,9 @@ bool h2_server::on_settings(std::uint8_t flags, std::uint32_t id, std::span<cons
         _peer_initial_window = v;
         break;
       }
+      case s_header_table_size:
+        _peer_table_limit = v;  // our next header block tells its decoder if ours must shrink
+        break;
       case s_max_frame_size:
         if (v < default_max_frame || v > 0xffffffu) return connection_error(e_protocol, "SETTINGS_MAX_FRAME_SIZE out of range");
         _peer_max_frame = v;

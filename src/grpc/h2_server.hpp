@@ -179,7 +179,9 @@ class h2_server {
   void unblock(h2_stream& s) noexcept;
   void write_goaway(std::uint32_t code, std::string_view debug);
   void write_block(std::uint8_t flags, std::uint32_t id, std::span<const std::byte> block);
-  void encode_fields(std::span<const h2_field> fields, std::vector<std::byte>& block);
+  void update_table_size(std::vector<std::byte>& block);
+  void encode_fields(std::span<const h2_field> fields, std::vector<std::byte>& block, bool written_now);
+  bool put_kept(const h2_field& f, std::vector<std::byte>& block);
   void close(h2_stream& s, bool by_peer) noexcept;
   void window_update(std::uint32_t id, std::uint32_t n);
   bool connection_error(std::uint32_t code, std::string why);
@@ -208,7 +210,12 @@ class h2_server {
   std::uint32_t _peer_max_frame = h2::default_max_frame;
   bool _started = false;
   bool _settings_acked = false;  // the peer acknowledged ours: MAX_CONCURRENT_STREAMS binds it
-  bool _sent_table_size = false;
+  // The peer's HPACK decoder's dynamic table, as our blocks fill it: only kept_fields go in,
+  // once each, and it is never smaller than they are, so nothing is ever evicted.
+  std::uint32_t _peer_table_limit = h2::default_table_size;  // its SETTINGS_HEADER_TABLE_SIZE
+  std::uint32_t _table_max = h2::default_table_size;  // the table's size as our blocks set it
+  std::uint8_t _inserted = 0;                          // kept fields in it
+  std::uint8_t _rank[h2::kept_field_count] = {};       // each one's place in that order (1 = first), or 0
   bool _goaway_received = false;
   bool _goaway_sent = false;
   // A header block being received: its stream (null when it is decoded only to keep HPACK's

@@ -1,9 +1,11 @@
 #pragma once
 // HTTP/2's bytes as the server writes them (RFC 9113 §4, §6; RFC 7541 for header blocks): frame
-// headers, and header blocks of literal fields. The server's header blocks never use HPACK's
-// dynamic table (its first block sets the table's size to 0) nor Huffman coding: what it sends
-// is a handful of short fields per response, and a literal is written with two memcpys where
-// an encoder's table would cost a lookup per field and state to keep in step with the peer.
+// headers, and header blocks of indexed and literal fields. The server's header blocks put two
+// fields only into HPACK's dynamic table, the two every gRPC response repeats (kept_fields):
+// each is a literal the first time and a one-byte index after, which the client's decoder
+// reads without copying a string. Everything else is a literal without indexing and without
+// Huffman coding: a handful of short fields per response, written with two memcpys where an
+// encoder's table would cost a lookup per field and state to keep in step with the peer.
 
 #include <cstddef>
 #include <cstdint>
@@ -146,6 +148,21 @@ inline void put_indexed_name_field(std::vector<std::byte>& out, unsigned name_in
 inline constexpr std::uint8_t hpack_status_200 = 0x88;  // indexed field 8, ":status: 200"
 inline constexpr unsigned hpack_name_status = 8;
 inline constexpr unsigned hpack_name_content_type = 31;
-inline constexpr std::uint8_t hpack_table_size_zero = 0x20;  // dynamic table size update to 0
+inline constexpr unsigned hpack_static_entries = 61;  // the dynamic table's newest entry is 62
+inline constexpr std::uint32_t default_table_size = 4096;  // SETTINGS_HEADER_TABLE_SIZE's initial value
+
+/// A field the server inserts into the peer's dynamic table the first time it sends it, and
+/// refers to by index after. `name_index`: its name's static-table index, or 0 (a literal name).
+struct kept_field {
+  std::string_view name;
+  std::string_view value;
+  unsigned name_index;
+};
+inline constexpr kept_field kept_fields[] = {{"content-type", "application/grpc", hpack_name_content_type},
+                                             {"grpc-status", "0", 0}};
+inline constexpr std::size_t kept_field_count = sizeof(kept_fields) / sizeof(kept_fields[0]);
+/// What they take of the table: 32 + name + value bytes each (RFC 7541 §4.1). A peer whose
+/// table is smaller gets literals only.
+inline constexpr std::uint32_t kept_fields_bytes = (32 + 12 + 16) + (32 + 11 + 1);
 
 }  // namespace ringrpc::detail::grpc::h2

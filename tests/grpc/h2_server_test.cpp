@@ -334,6 +334,10 @@ class hpack_decoder {
   hpack_decoder(const hpack_decoder&) = delete;
   hpack_decoder& operator=(const hpack_decoder&) = delete;
 
+  /// Our SETTINGS_HEADER_TABLE_SIZE, as a client applies it once the server acknowledged it:
+  /// if it is below the table's size now, the server's next block must start with a size update.
+  void limit(std::size_t size) { ASSERT_EQ(nghttp2_hd_inflate_change_table_size(_inflater, size), 0); }
+
   field_list decode(std::span<const std::byte> block) {
     field_list fields;
     const auto* in = reinterpret_cast<const std::uint8_t*>(block.data());
@@ -679,28 +683,113 @@ TEST_F(H2Server, ResponseIsHeadersDataTrailersAndClosesTheStream) {
   EXPECT_EQ(server->find(1), nullptr);
 }
 
-TEST_F(H2Server, OnlyTheFirstResponseBlockBeginsWithATableSizeUpdateToZero) {
+TEST_F(H2Server, ContentTypeAndGrpcStatusAreIndexedAfterTheirFirstUse) {
   handshake();
   send(join{request(1), request(3)});
   const frames f = call([&] {
     server->send_headers(stream(1), response_headers(), false);
     server->send_trailers(stream(1), ok_trailers());
-    server->send_headers(stream(3), std::vector<g::h2_field>{{":status", "404"}, {"x-why", "none"}}, true);
+    server->send_headers(stream(3), response_headers(), false);
+    server->send_trailers(stream(3), std::vector<g::h2_field>{{"grpc-status", "0"}, {"x-why", "none"}});
   });
   const std::vector<block_out> blocks = header_blocks(f);
-  ASSERT_EQ(blocks.size(), 3u);
-  ASSERT_FALSE(blocks[0].block.empty());
-  EXPECT_EQ(blocks[0].block[0], std::byte{0x20});  // dynamic table size update to 0 (RFC 7541 §6.3)
-  EXPECT_NE(blocks[1].block[0], std::byte{0x20});
-  EXPECT_NE(blocks[2].block[0], std::byte{0x20});
-  // No Huffman coding and no dynamic table: "x-why" and "none" appear as they are.
-  const std::string third = to_text(blocks[2].block);
-  EXPECT_NE(third.find("x-why"), std::string::npos);
-  EXPECT_NE(third.find("none"), std::string::npos);
+  ASSERT_EQ(blocks.size(), 4u);
+  // First use: literals with incremental indexing (RFC 7541 §6.2.1); no table size update.
+  EXPECT_EQ(to_text(blocks[0].block), std::string("\x88\x5f\x10" "application/grpc"));
+  EXPECT_EQ(to_text(blocks[1].block), std::string("\x40\x0bgrpc-status\x01" "0"));
+  // After: content-type is entry 63 (grpc-status, inserted after it, is 62).
+  EXPECT_EQ(to_text(blocks[2].block), "\x88\xbf");
+  // Anything else is a literal without indexing, without Huffman coding.
+  EXPECT_EQ(to_text(blocks[3].block), std::string("\xbe\x00\x05x-why\x04none", 13));
   EXPECT_EQ(decoder->decode(blocks[0].block), (field_list{{":status", "200"}, {"content-type", "application/grpc"}}));
   EXPECT_EQ(decoder->decode(blocks[1].block), (field_list{{"grpc-status", "0"}}));
-  EXPECT_EQ(decoder->decode(blocks[2].block), (field_list{{":status", "404"}, {"x-why", "none"}}));
+  EXPECT_EQ(decoder->decode(blocks[2].block), (field_list{{":status", "200"}, {"content-type", "application/grpc"}}));
+  EXPECT_EQ(decoder->decode(blocks[3].block), (field_list{{"grpc-status", "0"}, {"x-why", "none"}}));
   EXPECT_EQ(handler->closed, (std::vector<std::pair<std::int32_t, bool>>{{1, false}, {3, false}}));
+}
+
+TEST_F(H2Server, APeerThatShrinksItsTableGetsASizeUpdateAndKeepsTheIndexedFieldsThatFit) {
+  handshake();
+  send(request(1));
+  frames f = call([&] {
+    server->send_headers(stream(1), response_headers(), false);
+    server->send_trailers(stream(1), ok_trailers());
+  });
+  for (const block_out& b : header_blocks(f)) decoder->decode(b.block);
+  EXPECT_EQ(summary(send(settings_frame({{h2::s_header_table_size, 1000}}))), "SETTINGS ACK");
+  decoder->limit(1000);
+  send(request(3));
+  f = call([&] {
+    server->send_headers(stream(3), response_headers(), false);
+    server->send_trailers(stream(3), ok_trailers());
+  });
+  const std::vector<block_out> blocks = header_blocks(f);
+  ASSERT_EQ(blocks.size(), 2u);
+  // A size update to 1000 (31 + 969: 0x3f 0xc9 0x07), then the indexes as before.
+  EXPECT_EQ(to_text(blocks[0].block), "\x3f\xc9\x07\x88\xbf");
+  EXPECT_EQ(to_text(blocks[1].block), "\xbe");
+  // The client's decoder refuses a block without the update it expects (COMPRESSION_ERROR).
+  EXPECT_EQ(decoder->decode(blocks[0].block), (field_list{{":status", "200"}, {"content-type", "application/grpc"}}));
+  EXPECT_EQ(decoder->decode(blocks[1].block), (field_list{{"grpc-status", "0"}}));
+}
+
+TEST_F(H2Server, TrailersHeldBehindDataNeitherUseNorChangeTheTableAndCarryAPendingSizeUpdate) {
+  handshake({{h2::s_initial_window_size, 4}});
+  send(join{request(1), request(3)});
+  // Stream 1's reply waits for its window; its trailers wait behind it, encoded now.
+  frames f = call([&] {
+    server->send_headers(stream(1), response_headers(), false);
+    server->send_data(stream(1), to_bytes(std::string_view("\0\0\0\0\x08", 5)), to_bytes("12345678"));
+    server->send_trailers(stream(1), ok_trailers());
+    // Stream 3 answers without data: its blocks go out now, and use the table.
+    server->send_headers(stream(3), response_headers(), false);
+    server->send_trailers(stream(3), ok_trailers());
+  });
+  EXPECT_EQ(summary(f), "HEADERS 1 END_HEADERS; DATA 1 len=4; HEADERS 3 END_HEADERS; HEADERS 3 END_STREAM END_HEADERS");
+  std::vector<block_out> blocks = header_blocks(f);
+  for (const block_out& b : blocks) decoder->decode(b.block);
+  // The peer shrinks its table before stream 1's trailers go: they are the first block it reads
+  // after that, so they say so, and decode with the client's decoder, which insists on it.
+  EXPECT_EQ(summary(send(settings_frame({{h2::s_header_table_size, 2000}}))), "SETTINGS ACK");
+  decoder->limit(2000);
+  f = send(window_update(1, 100));
+  EXPECT_EQ(summary(f), "DATA 1 len=9; HEADERS 1 END_STREAM END_HEADERS");
+  blocks = header_blocks(f);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(to_text(blocks[0].block).substr(0, 3), "\x3f\xb1\x0f");  // size update to 2000 (31 + 1969)
+  EXPECT_NE(to_text(blocks[0].block).find("grpc-status"), std::string::npos);  // a literal: encoded while held
+  EXPECT_EQ(decoder->decode(blocks[0].block), (field_list{{"grpc-status", "0"}}));
+  // The next block needs no update, and indexes again.
+  send(request(5));
+  f = call([&] { server->send_headers(stream(5), response_headers(), true); });
+  EXPECT_EQ(to_text(header_blocks(f).at(0).block), "\x88\xbf");
+  EXPECT_EQ(decoder->decode(header_blocks(f).at(0).block), (field_list{{":status", "200"}, {"content-type", "application/grpc"}}));
+}
+
+TEST_F(H2Server, APeerTableTooSmallForTheKeptFieldsGetsLiteralsOnly) {
+  handshake({{h2::s_header_table_size, 64}});
+  decoder->limit(64);
+  send(join{request(1), request(3)});
+  const frames f = call([&] {
+    for (std::uint32_t id : {1u, 3u}) {
+      server->send_headers(stream(id), response_headers(), false);
+      server->send_trailers(stream(id), ok_trailers());
+    }
+  });
+  const std::vector<block_out> blocks = header_blocks(f);
+  ASSERT_EQ(blocks.size(), 4u);
+  EXPECT_EQ(blocks[0].block.at(0), std::byte{0x20});  // the table emptied, once
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    if (i > 0) {
+      EXPECT_NE(blocks[i].block.at(0), std::byte{0x20}) << "block " << i;
+    }
+    const field_list fields = decoder->decode(blocks[i].block);
+    EXPECT_EQ(fields, i % 2 == 0 ? (field_list{{":status", "200"}, {"content-type", "application/grpc"}})
+                                 : (field_list{{"grpc-status", "0"}}))
+        << "block " << i;
+    EXPECT_NE(to_text(blocks[i].block).find(i % 2 == 0 ? "application/grpc" : "grpc-status"), std::string::npos)
+        << "block " << i << " is not literal";
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
