@@ -303,11 +303,11 @@ bool h2_server::on_continuation(std::uint8_t flags, std::uint32_t id, std::span<
 // that leaves the decoder's table alone is kept for next time.
 bool h2_server::take_block(std::span<const std::byte> fragment, bool first, bool final) {
   if (first && final) {
-    if (const std::vector<h2_field>* fields = _repeats.find(fragment)) {
+    if (const hpack_repeats::fields* kept = _repeats.find(fragment)) {
       ++_repeated_blocks;
-      for (const h2_field& f : *fields) {
+      for (const hpack_repeats::field_at& f : kept->at) {
         if (!to_target()) break;
-        take_field(*_block_target, f.name, f.value, true);
+        take_field(*_block_target, kept->name(f), kept->value(f), true);
         if (failed()) return false;
       }
       return true;

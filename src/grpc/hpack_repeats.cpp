@@ -54,11 +54,10 @@ bool leaves_table_alone(std::span<const std::byte> block) noexcept {
   return true;
 }
 
-const std::vector<h2_field>* hpack_repeats::find(std::span<const std::byte> block) const noexcept {
-  if (!_entries) return nullptr;
-  for (const entry& e : *_entries) {
+const hpack_repeats::fields* hpack_repeats::find(std::span<const std::byte> block) const noexcept {
+  for (const entry& e : _entries) {
     if (e.used && e.block.size() == block.size() && std::memcmp(e.block.data(), block.data(), block.size()) == 0) {
-      return &e.fields;
+      return &e.kept;
     }
   }
   return nullptr;
@@ -72,12 +71,12 @@ bool hpack_repeats::begin(std::span<const std::byte> block) noexcept {
   }
   if (block.size() > max_block_bytes) return true;
   try {
-    if (!_entries) _entries = std::make_unique<std::array<entry, kept>>();
-    entry& e = (*_entries)[_next];
+    if (_next == _entries.size()) _entries.emplace_back();
+    entry& e = _entries[_next];
     e.used = false;
     e.block.assign(block.begin(), block.end());
-    e.text.clear();
-    _record.clear();
+    e.kept.text.clear();
+    e.kept.at.clear();
     _recording = true;
   } catch (const std::bad_alloc&) {
     // Not kept: the block is decoded as any other.
@@ -87,16 +86,16 @@ bool hpack_repeats::begin(std::span<const std::byte> block) noexcept {
 
 void hpack_repeats::add(std::string_view name, std::string_view value, bool valid) noexcept {
   if (!_recording) return;
-  entry& e = (*_entries)[_next];
-  if (!valid || _record.size() == max_fields || e.text.size() + name.size() + value.size() > max_text_bytes) {
+  fields& f = _entries[_next].kept;
+  if (!valid || f.at.size() == max_fields || f.text.size() + name.size() + value.size() > max_text_bytes) {
     _recording = false;
     return;
   }
   try {
-    const auto at = static_cast<std::uint32_t>(e.text.size());
-    e.text.append(name).append(value);
-    _record.push_back({at, static_cast<std::uint32_t>(name.size()), static_cast<std::uint32_t>(at + name.size()),
-                       static_cast<std::uint32_t>(value.size())});
+    const auto at = static_cast<std::uint16_t>(f.text.size());
+    f.text.append(name).append(value);
+    f.at.push_back({at, static_cast<std::uint16_t>(name.size()), static_cast<std::uint16_t>(at + name.size()),
+                    static_cast<std::uint16_t>(value.size())});
   } catch (const std::bad_alloc&) {
     _recording = false;
   }
@@ -106,33 +105,19 @@ void hpack_repeats::end(bool decoded) noexcept {
   if (!_recording) return;
   _recording = false;
   if (!decoded) return;
-  entry& e = (*_entries)[_next];
-  try {
-    // The views are made once the text no longer grows.
-    e.fields.clear();
-    for (const field_at& f : _record) {
-      e.fields.push_back({std::string_view(e.text).substr(f.name, f.name_size),
-                          std::string_view(e.text).substr(f.value, f.value_size)});
-    }
-  } catch (const std::bad_alloc&) {
-    return;
-  }
-  e.used = true;
+  _entries[_next].used = true;
   _next = (_next + 1) % kept;
 }
 
 void hpack_repeats::forget() noexcept {
   _recording = false;
-  if (!_entries) return;
-  for (entry& e : *_entries) e.used = false;
+  for (entry& e : _entries) e.used = false;
 }
 
 std::size_t hpack_repeats::held_bytes() const noexcept {
-  std::size_t n = _record.capacity() * sizeof(field_at);
-  if (!_entries) return n;
-  n += sizeof(*_entries);
-  for (const entry& e : *_entries) {
-    n += e.block.capacity() + e.text.capacity() + e.fields.capacity() * sizeof(h2_field);
+  std::size_t n = _entries.capacity() * sizeof(entry);
+  for (const entry& e : _entries) {
+    n += e.block.capacity() + e.kept.text.capacity() + e.kept.at.capacity() * sizeof(field_at);
   }
   return n;
 }

@@ -10,16 +10,12 @@
 // table (a literal with incremental indexing, a table size update, one this cannot read) makes
 // it forget everything kept.
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "grpc/h2_wire.hpp"
 
 namespace ringrpc::detail::grpc {
 
@@ -31,15 +27,28 @@ bool leaves_table_alone(std::span<const std::byte> block) noexcept;
 
 class hpack_repeats {
  public:
-  static constexpr std::size_t kept = 4;                // blocks: a client calling a few methods
+  static constexpr std::size_t kept = 4;  // blocks: a client calling a few methods
   // Longer blocks are not kept, nor those of more fields or more text: a gRPC request's block
   // is a dozen bytes of references to six to ten fields of 150-300 bytes in all.
   static constexpr std::size_t max_block_bytes = 256;
   static constexpr std::size_t max_fields = 32;
   static constexpr std::size_t max_text_bytes = 1024;
 
+  /// A kept block's fields: offsets into its text, 8 bytes a field (two views would be 32).
+  struct field_at {
+    std::uint16_t name, name_size, value, value_size;
+  };
+  struct fields {
+    std::string text;  // the names and values, back to back
+    std::vector<field_at> at;
+    std::string_view name(const field_at& f) const noexcept { return std::string_view(text).substr(f.name, f.name_size); }
+    std::string_view value(const field_at& f) const noexcept {
+      return std::string_view(text).substr(f.value, f.value_size);
+    }
+  };
+
   /// The fields `block` decoded to when it was kept, or null.
-  const std::vector<h2_field>* find(std::span<const std::byte> block) const noexcept;
+  const fields* find(std::span<const std::byte> block) const noexcept;
 
   /// About to decode the whole block `block`: true if it leaves the table alone (then what was
   /// kept stays true), and it is recorded if it is short enough (its fields go to add(), then
@@ -58,19 +67,13 @@ class hpack_repeats {
  private:
   struct entry {
     std::vector<std::byte> block;
-    std::string text;  // the fields' names and values, back to back
-    std::vector<h2_field> fields;
+    fields kept;
     bool used = false;
   };
-  struct field_at {
-    std::uint32_t name, name_size, value, value_size;
-  };
 
-  // Made with the first block kept: a connection that never sends a request holds none.
-  std::unique_ptr<std::array<entry, kept>> _entries;
-  std::size_t _next = 0;          // the entry the next block replaces
-  bool _recording = false;        // add() records into _entries[_next]
-  std::vector<field_at> _record;  // the recorded fields, as offsets into its text
+  std::vector<entry> _entries;  // made as blocks are kept: a connection with no request holds none
+  std::size_t _next = 0;        // the entry the next block is recorded into
+  bool _recording = false;
 };
 
 }  // namespace ringrpc::detail::grpc

@@ -90,6 +90,24 @@ def grpc_request(stream, path=b"/echo", message=b"hello", extra=b"", end=True):
     return frame(1, END_HEADERS, stream, head) + frame(0, END_STREAM if end else 0, stream, grpc_message(message))
 
 
+def indexing_literal(name, value):  # literal header field with incremental indexing, new name
+    return b"\x40" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def block_request(stream, block):
+    return frame(1, END_HEADERS, stream, block) + frame(0, END_STREAM, stream, grpc_message(b"hi"))
+
+
+# A request block that refers to the dynamic table's newest entry (62), sent again byte for byte
+# around blocks that insert into the table: the server replays a repeated block's fields only
+# while the table is unchanged (src/grpc/hpack_repeats.hpp).
+REFERS = b"\x83\x86" + literal(b":path", b"/echo") + literal(b"content-type", b"application/grpc") + b"\xbe"
+
+
+def inserting(value):
+    return b"\x83\x86" + literal(b":path", b"/echo") + indexing_literal(b"x-a", value)
+
+
 # grpc_server: what follows a gRPC client's preface (the target sends the preface itself); byte
 # 0 = where the input is split in two reads.
 grpc_server = {
@@ -118,6 +136,9 @@ grpc_server = {
     frame(0, END_STREAM, 3, b"\x00\x00\x00\x00\x09abc"),
     "bidi_reset": bytes([60]) + SETTINGS + grpc_request(1, b"/bidi", b"x", end=False) +
     frame(3, 0, 1, struct.pack(">I", 8)) + grpc_request(3, b"/bidi", b"y"),
+    "repeated_blocks": bytes([80]) + SETTINGS + grpc_request(1) + grpc_request(3) + block_request(5, inserting(b"1")) +
+    block_request(7, REFERS) + block_request(9, REFERS) + block_request(11, inserting(b"2")) +
+    block_request(13, REFERS) + block_request(15, REFERS),
 }
 
 for name, seeds in (("h2_reply", h2_reply), ("grpc_framing", grpc_framing), ("grpc_server", grpc_server)):
