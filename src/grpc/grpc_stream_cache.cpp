@@ -1,4 +1,5 @@
 // Stream records kept for the next streams (grpc_session_state.hpp: new_stream, recycle).
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,7 +64,9 @@ struct stream_cache {
     empty_buffer(reply);
     empty_text(path);
     empty_text(method);
-    *st = call_stream{};
+    // A fresh record in place (no temporary to build, assign member by member and destroy).
+    std::destroy_at(st);
+    std::construct_at(st);
     if (bytes + body.capacity() + reply.capacity() + path.capacity() + method.capacity() <= max_bytes) {
       st->body = std::move(body);
       st->pending = std::move(reply);
