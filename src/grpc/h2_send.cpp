@@ -11,12 +11,15 @@ namespace ringrpc::detail::grpc {
 
 using namespace h2;
 
-// The peer made its table smaller: the next block it reads says first what size ours now uses
-// (RFC 7541 §4.2, §6.3). The kept fields stay if they fit; if not, the table is emptied and
-// every field goes as a literal from now on.
+// The peer made its table smaller: the next block it reads says first what size ours now uses,
+// the smallest it allowed since our last block (RFC 7541 §4.2, §6.3). The kept fields stay if
+// they fit; if not, the table is emptied and every field goes as a literal from now on.
 void h2_server::update_table_size(std::vector<std::byte>& block) {
-  if (_peer_table_limit >= _table_max) return;
-  _table_max = _peer_table_limit >= kept_fields_bytes ? _peer_table_limit : 0;
+  const bool due = table_update_due();
+  const std::uint32_t least = _peer_table_least;
+  _peer_table_least = _peer_table_limit;  // a new interval starts with this block
+  if (!due) return;
+  _table_max = least >= kept_fields_bytes ? least : 0;
   if (_table_max == 0) {
     _inserted = 0;
     std::fill(std::begin(_rank), std::end(_rank), std::uint8_t{0});
@@ -173,7 +176,7 @@ void h2_server::flush(h2_stream& s) {
   unblock(s);
   if (s.pending_trailers.empty()) return;
   _pending_bytes -= s.pending_trailers.size();
-  if (_peer_table_limit < _table_max) {
+  if (table_update_due()) {
     // The first block the peer reads since its table shrank must say so first: this one.
     thread_local std::vector<std::byte> block;
     block.clear();

@@ -465,7 +465,10 @@ bool h2_server::on_settings(std::uint8_t flags, std::uint32_t id, std::span<cons
         break;
       }
       case s_header_table_size:
-        _peer_table_limit = v;  // our next header block tells its decoder if ours must shrink
+        // Our next header block tells its decoder if ours must shrink: to the smallest size
+        // it allowed meanwhile, if it changed more than once (RFC 7541 §4.2).
+        _peer_table_limit = v;
+        _peer_table_least = std::min(_peer_table_least, v);
         break;
       case s_max_frame_size:
         if (v < default_max_frame || v > 0xffffffu) return connection_error(e_protocol, "SETTINGS_MAX_FRAME_SIZE out of range");

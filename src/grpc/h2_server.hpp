@@ -179,6 +179,7 @@ class h2_server {
   void unblock(h2_stream& s) noexcept;
   void write_goaway(std::uint32_t code, std::string_view debug);
   void write_block(std::uint8_t flags, std::uint32_t id, std::span<const std::byte> block);
+  bool table_update_due() const noexcept { return _peer_table_least < _table_max; }
   void update_table_size(std::vector<std::byte>& block);
   void encode_fields(std::span<const h2_field> fields, std::vector<std::byte>& block, bool written_now);
   bool put_kept(const h2_field& f, std::vector<std::byte>& block);
@@ -213,6 +214,7 @@ class h2_server {
   // The peer's HPACK decoder's dynamic table, as our blocks fill it: only kept_fields go in,
   // once each, and it is never smaller than they are, so nothing is ever evicted.
   std::uint32_t _peer_table_limit = h2::default_table_size;  // its SETTINGS_HEADER_TABLE_SIZE
+  std::uint32_t _peer_table_least = h2::default_table_size;  // ... the smallest since our last block
   std::uint32_t _table_max = h2::default_table_size;  // the table's size as our blocks set it
   std::uint8_t _inserted = 0;                          // kept fields in it
   std::uint8_t _rank[h2::kept_field_count] = {};       // each one's place in that order (1 = first), or 0

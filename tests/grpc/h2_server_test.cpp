@@ -766,6 +766,32 @@ TEST_F(H2Server, TrailersHeldBehindDataNeitherUseNorChangeTheTableAndCarryAPendi
   EXPECT_EQ(decoder->decode(header_blocks(f).at(0).block), (field_list{{":status", "200"}, {"content-type", "application/grpc"}}));
 }
 
+TEST_F(H2Server, ATableShrunkThenGrownBeforeOurNextBlockIsSignalledAtItsSmallest) {
+  handshake();
+  send(request(1));
+  frames f = call([&] { server->send_headers(stream(1), response_headers(), true); });
+  decoder->decode(header_blocks(f).at(0).block);  // content-type is in the client's table
+  // 50 bytes, then 4096 again, with no block of ours between: RFC 7541 §4.2 wants the
+  // smallest (50) said first; the client's decoder refuses the block otherwise.
+  EXPECT_EQ(summary(send(join{settings_frame({{h2::s_header_table_size, 50}}),
+                              settings_frame({{h2::s_header_table_size, 4096}})})),
+            "SETTINGS ACK; SETTINGS ACK");
+  decoder->limit(50);
+  decoder->limit(4096);
+  send(request(3));
+  f = call([&] { server->send_headers(stream(3), response_headers(), true); });
+  const bytes block = header_blocks(f).at(0).block;
+  EXPECT_EQ(block.at(0), std::byte{0x20});  // emptied: 50 bytes hold neither kept field
+  EXPECT_NE(to_text(block).find("application/grpc"), std::string::npos);
+  EXPECT_EQ(decoder->decode(block), (field_list{{":status", "200"}, {"content-type", "application/grpc"}}));
+  // Once said, not again.
+  send(request(5));
+  f = call([&] { server->send_headers(stream(5), response_headers(), true); });
+  EXPECT_NE(header_blocks(f).at(0).block.at(0), std::byte{0x20});
+  EXPECT_EQ(decoder->decode(header_blocks(f).at(0).block),
+            (field_list{{":status", "200"}, {"content-type", "application/grpc"}}));
+}
+
 TEST_F(H2Server, APeerTableTooSmallForTheKeptFieldsGetsLiteralsOnly) {
   handshake({{h2::s_header_table_size, 64}});
   decoder->limit(64);
