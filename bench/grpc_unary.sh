@@ -39,10 +39,12 @@
 # path does, and a server that is not saturated reads fewer calls per wake-up, which raises
 # its CPU per call). A run whose calls/s falls 5% short of RATE is flagged instead of a server
 # under 0.9 busy. SERVERS picks the servers (ringrpc-grpc grpc-echo ringrpc-frames raw-loop);
-# a ratio is printed when both its servers ran.
+# a ratio is printed when both its servers ran. DISPATCH (all, direct, message, ...) is passed to
+# both ringrpc servers as --dispatch: `direct` runs the echo on the shard, as gRPC's callback API
+# runs its handler on its own threads; unset, they keep ringrpc-server's default (a pool).
 #
 # Environment (all optional): ROUNDS [5], DURATION [5] measured seconds per run, WARMUP [1] s,
-# CONNECTIONS [16], DEPTHS ["1 16"], SIZE [64], RATE, SERVERS, SERVER_CPU / LOAD_CPU [0 / 1], BUILD_DIR
+# CONNECTIONS [16], DEPTHS ["1 16"], SIZE [64], RATE, SERVERS, DISPATCH, SERVER_CPU / LOAD_CPU [0 / 1], BUILD_DIR
 # [build/release] (built with tests, for tests/grpc_echo_server), RAW_LOOP, OUT_JSON, KEEP_WORK=1.
 # Only 127.0.0.1 is used; every process runs under `timeout` and is stopped by its PID.
 set -euo pipefail
@@ -103,12 +105,15 @@ rate=${RATE:-}
 [[ -z $rate || $rate =~ ^[0-9]+(\.[0-9]+)?[kM]?$ ]] || { echo "grpc_unary.sh: RATE is '$rate', not a rate (350k, 1M)" >&2; exit 2; }
 rate_args=()
 [[ -n $rate ]] && rate_args=(-R "$rate")
+dispatch_args=()
+[[ -n ${DISPATCH:-} ]] && dispatch_args=(--dispatch "$DISPATCH")
 
 # start_target WHICH: the server pinned (pinned_pid) and the URL to load it with.
 start_target() {
   case $1 in
     ringrpc-grpc | ringrpc-frames)
-      start_pinned_server "$work/$1" "$server_lifetime" "$server_cpu" "$ringrpc_bin" --port 0 --log-level error ||
+      start_pinned_server "$work/$1" "$server_lifetime" "$server_cpu" "$ringrpc_bin" --port 0 --log-level error \
+        "${dispatch_args[@]}" ||
         { echo "grpc_unary.sh: ringrpc-server did not start" >&2; exit 1; }
       if [[ $1 == ringrpc-grpc ]]; then
         url="grpc://127.0.0.1:$listen_port/echo/echo"  # :path /echo/echo = the method echo.echo: the echo endpoint
@@ -189,9 +194,9 @@ for ((r = 1; r <= rounds; r++)); do
   done
 done
 
-GU_WORK=$work GU_OUT_JSON=$out_json GU_CONFIG="$(printf '{"rounds": %s, "duration_s": %s, "warmup_s": %s, "connections": %s, "depths": [%s], "size": %s, "request_bytes": %s, "server_cpu": "%s", "load_cpu": "%s", "rate": "%s"}' \
+GU_WORK=$work GU_OUT_JSON=$out_json GU_CONFIG="$(printf '{"rounds": %s, "duration_s": %s, "warmup_s": %s, "connections": %s, "depths": [%s], "size": %s, "request_bytes": %s, "server_cpu": "%s", "load_cpu": "%s", "rate": "%s", "dispatch": "%s"}' \
   "$rounds" "$duration" "$warmup" "$connections" "$(IFS=,; echo "${depths[*]}")" "$size" \
-  "$(stat -c %s "$work/request.bin")" "$server_cpu" "$load_cpu" "$rate")" \
+  "$(stat -c %s "$work/request.bin")" "$server_cpu" "$load_cpu" "$rate" "${DISPATCH:-}")" \
 python3 - <<'PY'
 import json, os, statistics
 e = os.environ
@@ -219,7 +224,8 @@ rate_value = float(rate.rstrip("kM")) * {"k": 1e3, "M": 1e6}.get(rate[-1:], 1) i
 print(f"\n{config['connections']} connections x depth {' and '.join(map(str, depths))}, unary calls of "
       f"{config['request_bytes']} bytes (EchoRequest with {config['size']} x's), {config['duration_s']} s per run; "
       f"server on CPU {config['server_cpu']}, ringrpc-load on CPU {config['load_cpu']}"
-      + (f"; open loop at {rate} calls/s (depth: the cap on calls in flight per connection)" if rate else ""))
+      + (f"; open loop at {rate} calls/s (depth: the cap on calls in flight per connection)" if rate else "")
+      + (f"; ringrpc-server --dispatch {config['dispatch']}" if config["dispatch"] else ""))
 print(f"{'round':>5} {'depth':>5} {'server':<14} {'calls':>9} {'calls/s':>9} {'cpu s':>6} {'busy':>5} {'us/call':>7} "
       f"{'load cpu s':>10} {'load busy':>9} {'threads':>7} {'switches vol/invol':>19}")
 flagged = unsaturated = 0
