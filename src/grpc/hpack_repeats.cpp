@@ -63,13 +63,13 @@ const hpack_repeats::fields* hpack_repeats::find(std::span<const std::byte> bloc
   return nullptr;
 }
 
-bool hpack_repeats::begin(std::span<const std::byte> block) noexcept {
+void hpack_repeats::begin(std::span<const std::byte> block) noexcept {
   _recording = false;
   if (!leaves_table_alone(block)) {
     forget();
-    return false;
+    return;
   }
-  if (block.size() > max_block_bytes) return true;
+  if (block.size() > max_block_bytes) return;
   try {
     if (_next == _entries.size()) _entries.emplace_back();
     entry& e = _entries[_next];
@@ -81,7 +81,6 @@ bool hpack_repeats::begin(std::span<const std::byte> block) noexcept {
   } catch (const std::bad_alloc&) {
     // Not kept: the block is decoded as any other.
   }
-  return true;
 }
 
 void hpack_repeats::add(std::string_view name, std::string_view value, bool valid) noexcept {

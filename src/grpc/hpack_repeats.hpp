@@ -50,10 +50,10 @@ class hpack_repeats {
   /// The fields `block` decoded to when it was kept, or null.
   const fields* find(std::span<const std::byte> block) const noexcept;
 
-  /// About to decode the whole block `block`: true if it leaves the table alone (then what was
-  /// kept stays true), and it is recorded if it is short enough (its fields go to add(), then
-  /// end()). False: the table may change, and everything kept is forgotten.
-  bool begin(std::span<const std::byte> block) noexcept;
+  /// About to decode the whole block `block`. If it may change the table, everything kept is
+  /// forgotten; if not, what was kept stays true, and the block is recorded if it is short
+  /// enough (its fields go to add(), then end()).
+  void begin(std::span<const std::byte> block) noexcept;
   /// A field of the block being recorded, and whether it passed the checks of RFC 9113 §8.2.
   void add(std::string_view name, std::string_view value, bool valid) noexcept;
   /// The block decoded whole (`decoded`): it is kept if every field was valid.
