@@ -128,7 +128,8 @@ struct call_options {
   /// Time budget. Sent to the server (which will not start the call after it passes) and
   /// enforced here: the callback gets call_error::timeout at the latest this long after the
   /// call was made, and a Cancel frame tells the server to give up on it (a late reply is
-  /// dropped). Zero: the client's default_timeout. Negative: the deadline has passed already,
+  /// dropped, including one the client reads only after the deadline: the call still ends
+  /// with call_error::timeout, whatever the reply said). Zero: the client's default_timeout. Negative: the deadline has passed already,
   /// so the call fails at once with call_error::timeout and status::deadline_exceeded and
   /// nothing is sent. Beyond 10^15 us (31 years; e.g. nanoseconds::max() from a handler's
   /// remaining() without a deadline, cast down): no deadline, never an overflow. A call with a

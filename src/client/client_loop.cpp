@@ -303,6 +303,13 @@ bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
     if (c->streams.size() != 0) on_stream_frame(c, v);
     return true;
   }
+  if (p->deadline_ns != 0 && now_ns() >= p->deadline_ns) [[unlikely]] {
+    // The deadline passed before this turn saw the answer: the caller gets the timeout whatever
+    // the answer says, as it would have had the timer been looked at first (a loop that woke
+    // late finds both at once; the server's own deadline_exceeded is this same event).
+    complete(p, failed_outcome(call_error::timeout, "deadline passed before the reply arrived"));
+    return true;
+  }
   std::string refused;  // response metadata past our caps: this call fails, the connection stays
   complete(p, outcome_of_answer(v, c->response_metadata_caps, refused));
   return true;

@@ -71,6 +71,41 @@ TEST(client, local_deadline_fires_even_if_server_is_slow) {
   EXPECT_TRUE(c.call("echo", bytes_of("after")).ok());
 }
 
+TEST(client, an_answer_read_after_the_deadline_is_a_timeout) {
+  // Both answers come in one write, so the client reads them in one turn; the first one's
+  // callback holds the client's loop past the second call's deadline. The second answer was on
+  // time at the socket, but the client sees it only after its deadline: the caller must get the
+  // timeout (a loop that wakes late finds the timer and the answer together; it used to hand
+  // over whichever answer it read first, e.g. the server's own deadline_exceeded).
+  test::scripted_server peer;
+  auto c = client::connect("127.0.0.1", peer.port());
+  peer.accept();
+  std::promise<void> held;
+  c.call_async("hold", bytes_of("x"), [&](const call_outcome&) {
+    std::this_thread::sleep_for(300ms);
+    held.set_value();
+  });
+  auto late = c.call_future("late", bytes_of("y"), within(100ms));
+  const std::uint64_t first = peer.read_request();
+  const std::uint64_t second = peer.read_request();
+  ASSERT_NE(first, 0u);
+  ASSERT_NE(second, 0u);
+  detail::frame_encoder enc;
+  detail::frame_view answer;
+  answer.kind = wire::Kind::Reply;
+  answer.payload = bytes_of("answer");
+  answer.call_id = first;
+  const auto one = enc.encode(answer);
+  std::vector<std::byte> both(one.begin(), one.end());
+  answer.call_id = second;
+  const auto two = enc.encode(answer);
+  both.insert(both.end(), two.begin(), two.end());
+  ASSERT_TRUE(peer.send(both));
+  held.get_future().get();
+  const auto r = late.get();
+  EXPECT_EQ(r.error, call_error::timeout) << to_string(r.error) << " " << r.message;
+}
+
 TEST(client, server_stopping_mid_call_fails_calls_cleanly) {
   auto s = echo_server();
   auto c = client::connect("127.0.0.1", s->port());
