@@ -129,11 +129,12 @@ struct call_options {
   /// enforced here: the callback gets call_error::timeout at the latest this long after the
   /// call was made, and a Cancel frame tells the server to give up on it (a late reply is
   /// dropped, including one the client reads only after the deadline: the call still ends
-  /// with call_error::timeout, whatever the reply said). Zero: the client's default_timeout. Negative: the deadline has passed already,
-  /// so the call fails at once with call_error::timeout and status::deadline_exceeded and
-  /// nothing is sent. Beyond 10^15 us (31 years; e.g. nanoseconds::max() from a handler's
-  /// remaining() without a deadline, cast down): no deadline, never an overflow. A call with a
-  /// parent (below) ends by the parent's deadline too, whichever comes first.
+  /// with call_error::timeout, whatever the reply said). Zero: the client's default_timeout.
+  /// Negative: the deadline has passed already, so the call fails at once with
+  /// call_error::timeout and status::deadline_exceeded and nothing is sent. Beyond 10^15 us
+  /// (31 years; e.g. nanoseconds::max() from a handler's remaining() without a deadline, cast
+  /// down): no deadline, never an overflow. A call with a parent (below) ends by the parent's
+  /// deadline too, whichever comes first.
   std::chrono::microseconds timeout{0};
   /// Per-call metadata (ringrpc/metadata.hpp), sent with this call after the connection's own
   /// (client_options::metadata): a key set here replaces the connection's pair of that key.

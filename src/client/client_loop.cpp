@@ -31,6 +31,9 @@ constexpr std::size_t client_keep_bytes = 64 * 1024;
 
 thread_local constinit bool on_loop_thread = false;
 
+// The timer's outcome, whether the timer or a late-read answer finds the deadline passed first.
+call_outcome timed_out() { return failed_outcome(call_error::timeout, "deadline passed before the reply arrived"); }
+
 }  // namespace
 
 bool client_loop::on_any_loop_thread() noexcept { return on_loop_thread; }
@@ -307,7 +310,7 @@ bool client_loop::on_frame(client_conn* c, std::span<const std::byte> frame) {
     // The deadline passed before this turn saw the answer: the caller gets the timeout whatever
     // the answer says, as it would have had the timer been looked at first (a loop that woke
     // late finds both at once; the server's own deadline_exceeded is this same event).
-    complete(p, failed_outcome(call_error::timeout, "deadline passed before the reply arrived"));
+    complete(p, timed_out());
     return true;
   }
   std::string refused;  // response metadata past our caps: this call fails, the connection stays
@@ -497,7 +500,7 @@ void client_loop::expire_deadlines() noexcept {
       if (p == nullptr && c->streams.size() != 0) expire_stream(c, d.id, d.at);
       if (p == nullptr || p->deadline_ns != d.at) continue;  // answered already (or a stream's)
       c->inflight.take(d.id);
-      complete(p, failed_outcome(call_error::timeout, "deadline passed before the reply arrived"));
+      complete(p, timed_out());
       // The server would otherwise run (or keep running) a call nobody waits for; its late
       // answer, Cancelled or not, is dropped as an unknown id.
       if (!c->dead) send_cancel(c, d.id);
