@@ -1,6 +1,6 @@
-// libFuzzer target: ringrpc-load's HTTP/2 reply handling (tools/load/proto_h2.cpp, nghttp2 as
-// the state machine) for h2c:// and grpc://, and grpc:// --stream's (proto_grpc_stream.cpp), fed
-// whatever a server might send back.
+// libFuzzer target: ringrpc-load's HTTP/2 reply handling for h2c:// and grpc:// (its own client,
+// tools/load/proto_h2.cpp, with nghttp2's HPACK decoder) and grpc:// --stream's (nghttp2's
+// session, proto_grpc_stream.cpp), fed whatever a server might send back.
 //
 // The first input byte picks the scheme (bit 0: h2c or grpc), whether a valid server SETTINGS
 // frame is put in front (bit 1, so the fuzzer gets past the preface quickly) and how many

@@ -7,12 +7,15 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "grpc_framing.hpp"
 #include "grpc_request.hpp"
+#include "h2_stream_table.hpp"
 #include "protocol.hpp"
 #include "shard.hpp"
 #include "template_options.hpp"
@@ -185,6 +188,10 @@ class memory_server {
   }
   void reset(std::int32_t id, std::uint32_t code = NGHTTP2_INTERNAL_ERROR) {
     nghttp2_submit_rst_stream(_s, NGHTTP2_FLAG_NONE, id, code);
+  }
+  void limit_streams(std::uint32_t n) {
+    const nghttp2_settings_entry e{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, n};
+    nghttp2_submit_settings(_s, NGHTTP2_FLAG_NONE, &e, 1);
   }
 
  private:
@@ -533,6 +540,102 @@ TEST(H2Codec, PseudoAndOwnHeadersRefused) {
   o.headers = {"content-type: text/plain"};
   EXPECT_THROW(make_protocol(parse_target("grpc://h:1/a.B/C"), o), std::invalid_argument);
   EXPECT_NO_THROW(make_protocol(parse_target("h2c://h:1/"), o));
+}
+
+// The server's SETTINGS_MAX_CONCURRENT_STREAMS holds streams back, in order, until one closes.
+TEST(H2Codec, StreamsPastTheServersLimitWaitTheirTurn) {
+  h2_fixture f("h2c://127.0.0.1:8080/ok");
+  f.server.limit_streams(2);
+  f.request(0);
+  outcome o = f.round_trip();  // the limit arrives with the first answer
+  ASSERT_EQ(o.answered.size(), 1u);
+  for (std::uint64_t seq = 1; seq <= 5; ++seq) f.request(seq);
+  std::map<std::uint64_t, std::string> answered;
+  for (int round = 0; round < 5 && answered.size() < 5; ++round) {
+    const unsigned before = f.server.requests;
+    o = f.round_trip();
+    ASSERT_EQ(o.protocol_error, "");
+    EXPECT_LE(f.server.requests - before, 2u) << "round " << round;
+    answered.insert(o.answered.begin(), o.answered.end());
+  }
+  ASSERT_EQ(answered.size(), 5u);
+  EXPECT_EQ(answered.begin()->first, 1u);
+  EXPECT_EQ(f.server.requests, 6u);
+}
+
+// A body past the server's 64 KiB windows goes out as the server's WINDOW_UPDATEs allow it.
+TEST(H2Codec, ABodyPastTheWindowsWaitsForWindowUpdates) {
+  const std::string body(200000, 'b');
+  h2_fixture f("h2c://127.0.0.1:8080/up", {}, body);
+  f.kinds[0].method = "POST";
+  f.request(0);
+  EXPECT_LT(f.out.size(), 70000u);  // 65,535 bytes of DATA and the frames around them
+  std::map<std::uint64_t, std::string> answered;
+  for (int round = 0; round < 20 && answered.empty(); ++round) {
+    const outcome o = f.round_trip();
+    ASSERT_EQ(o.protocol_error, "");
+    answered = o.answered;
+  }
+  ASSERT_EQ(answered.size(), 1u);
+  EXPECT_EQ(answered.at(0), "");
+  EXPECT_EQ(f.server.data, body);
+}
+
+// A header block the server never ends (CONTINUATION after CONTINUATION) is a flood.
+TEST(H2Codec, AnEndlessHeaderBlockIsAFlood) {
+  h2_fixture f("h2c://127.0.0.1:8080/ok");
+  f.second_call_pending();
+  std::vector<std::byte> in;
+  auto put = [&](std::uint8_t type, std::uint8_t flags, std::initializer_list<unsigned char> payload) {
+    const unsigned char h[] = {0, 0, static_cast<unsigned char>(payload.size()), type, flags, 0, 0, 0, 3};
+    for (const unsigned char b : h) in.push_back(std::byte{b});
+    for (const unsigned char b : payload) in.push_back(std::byte{b});
+  };
+  put(NGHTTP2_HEADERS, 0, {0x88});  // :status 200, no END_HEADERS
+  for (int i = 0; i < 100; ++i) put(NGHTTP2_CONTINUATION, 0, {});
+  const outcome o = parse_all(*f.codec, in);
+  EXPECT_NE(o.protocol_error.find("more than 32 frames"), std::string::npos) << o.protocol_error;
+  EXPECT_EQ(o.lost_as, "h2_enhance_your_calm");
+  // A frame of another stream inside a header block breaks the connection too.
+  h2_fixture g("h2c://127.0.0.1:8080/ok");
+  g.second_call_pending();
+  in.clear();
+  put(NGHTTP2_HEADERS, 0, {0x88});
+  put(NGHTTP2_PING, 0, {1, 2, 3, 4, 5, 6, 7, 8});
+  const outcome p = parse_all(*g.codec, in);
+  EXPECT_EQ(p.lost_as, "h2_protocol_error") << p.protocol_error;
+}
+
+TEST(H2StreamTable, FindsWhatItHoldsThroughGrowthAndDeletion) {
+  struct s_t {
+    std::int32_t id;
+  };
+  ringrpc::load::h2_detail::stream_table<s_t> table;
+  std::map<std::int32_t, std::unique_ptr<s_t>> model;
+  std::mt19937 rng(7);
+  std::int32_t next = 1;
+  for (int step = 0; step < 20000; ++step) {
+    if (model.size() < 300 && (model.empty() || rng() % 3 != 0)) {
+      // Ids go up by two; now and then one jumps a table's length, to make probe runs collide.
+      next += rng() % 10 == 0 ? 2 * 64 : 2;
+      auto s = std::make_unique<s_t>(s_t{next});
+      table.insert(s.get());
+      model.emplace(next, std::move(s));
+    } else {
+      auto it = model.begin();
+      std::advance(it, rng() % model.size());
+      table.erase(it->first);
+      model.erase(it);
+    }
+    ASSERT_EQ(table.size(), model.size());
+    if (step % 97 == 0) {
+      for (const auto& [id, s] : model) ASSERT_EQ(table.find(id), s.get()) << id;
+      EXPECT_EQ(table.find(next + 2), nullptr);
+    }
+  }
+  std::size_t seen = 0;
+  table.for_each([&](s_t*) { ++seen; });
+  EXPECT_EQ(seen, model.size());
 }
 
 // --- --shard and --start-at --------------------------------------------------------------------

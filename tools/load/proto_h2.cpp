@@ -1,20 +1,37 @@
-// h2c:// and grpc:// — HTTP/2 over plain TCP, many streams per connection as the depth. nghttp2
-// is the state machine only: the engine's io_uring moves the bytes, and the codec hands
-// nghttp2 whole frames, up to one that can end a stream, per parse_reply (so at most one call
-// ends per parse, and the engine's framing stays the one every protocol shares). gRPC adds its message prefix to the
-// request body and reads grpc-status from the trailers (grpc_framing.hpp).
+// h2c:// and grpc:// — HTTP/2 over plain TCP, many streams per connection as the depth. A
+// client of its own for calls of one request and one response each: at tens of thousands of
+// calls per second per core, nghttp2's session (a stream object, a priority tree, an HPACK
+// encoder and a frame queue per call, and a pass over its callbacks per frame) took about half of
+// ringrpc-load's CPU, so that the load tool, not the server, was the bottleneck. Here a request
+// is a header block encoded once per request kind (indexed static-table fields and literals
+// without indexing: no encoder table to keep in step with the server, and the same bytes each
+// time, as a steady-state gRPC client's) behind a frame header, then DATA frames within the
+// windows; replies are read frame by frame, their header blocks through nghttp2's HPACK decoder
+// alone. The rules of RFC 9113 a client must keep are kept: the server's SETTINGS (concurrent
+// streams, initial window, frame size), flow control both ways, SETTINGS and PING acks, RST_STREAM
+// (REFUSED_STREAM: sent again), GOAWAY's last stream, and connection errors named by their code.
+// grpc:// --stream (one long bidi call) keeps nghttp2's session: proto_grpc_stream.cpp.
+//
+// parse_reply ends at most one call per parse: it reads whole frames from the front up to and
+// including the first that ends a call, so the engine's framing stays the one every protocol
+// shares. gRPC adds its message prefix to the request body and reads grpc-status from the
+// trailers (grpc_framing.hpp).
 #include <nghttp2/nghttp2.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "grpc/h2_wire.hpp"
 #include "grpc_framing.hpp"
 #include "h2_session.hpp"
+#include "h2_stream_table.hpp"
 #include "message_template.hpp"
 #include "protocol.hpp"
 
@@ -25,40 +42,121 @@ std::unique_ptr<protocol> make_h2_protocol(const target& t, const codec_options&
 
 namespace {
 
+namespace h2 = ringrpc::detail::grpc::h2;
 using h2_detail::code_name;
-using h2_detail::code_of;
 using h2_detail::frame_header_bytes;
 using h2_detail::h2_settings;
 using h2_detail::max_frame_payload;
-using h2_detail::path_index;
 
 // Big windows: fewer WINDOW_UPDATE frames per call; the reply limit still caps each stream.
-constexpr std::int32_t stream_window = 16 << 20;
-constexpr std::int32_t connection_window = 1 << 30;
+constexpr std::uint32_t stream_window = 16 << 20;
+constexpr std::uint32_t connection_window = 1 << 30;
 // Past this stream id the connection asks to be replaced before ids run out (2^31 - 1).
-constexpr std::int32_t last_usable_stream_id = 0x7fffffff - 2 * 65536;
+constexpr std::int64_t last_usable_stream_id = 0x7fffffff - 2 * 65536;
+constexpr std::int64_t last_stream_id = 0x7fffffff;
 // A stream the server refused (REFUSED_STREAM: it never processed it) is sent again this many
 // times on the same connection; past that it counts as an h2_refused_stream error, so a server
 // that refuses everything ends calls instead of looping on them.
 constexpr unsigned max_refusals = 8;
+// Until the server's SETTINGS say its limit, open at most this many streams (RFC 9113's lowest
+// recommended limit), not the unbounded default that a server refuses stream by stream.
+constexpr std::uint32_t streams_before_settings = 100;
+// SETTINGS and PING frames answered between two sends: past this the server floods us, and the
+// connection ends as ENHANCE_YOUR_CALM (nghttp2's session drew the same line).
+constexpr unsigned max_unsent_acks = 1000;
+// A reply's header block: its decoded size (RFC 9113 §6.5.2's measure, 32 bytes a field plus
+// name and value) and how many frames it may come in. A block the server never ends is a flood.
+constexpr std::size_t max_header_list_bytes = 64 << 10;
+constexpr unsigned max_block_frames = 32;
 
-// One stream in flight. Reused through a free list: a run's steady state allocates none.
+// Static-table entries a request uses (RFC 7541 Appendix A): whole fields, then names.
+struct static_field {
+  std::string_view name;
+  std::string_view value;
+  unsigned index;
+};
+constexpr static_field static_fields[] = {
+    {":method", "GET", 2}, {":method", "POST", 3}, {":path", "/", 4}, {":scheme", "http", 6}, {":scheme", "https", 7}};
+constexpr static_field static_names[] = {{":authority", {}, 1},     {":method", {}, 2},    {":path", {}, 4},
+                                         {":scheme", {}, 6},        {"accept", {}, 19},    {"authorization", {}, 23},
+                                         {"content-type", {}, 31}, {"user-agent", {}, 58}};
+
+// One field of a request's header block: indexed when the static table has it whole, else a
+// literal without indexing, its name indexed when the table has the name.
+void put_field(std::vector<std::byte>& out, std::string_view name, std::string_view value) {
+  for (const static_field& f : static_fields) {
+    if (f.name == name && f.value == value) return h2::put_hpack_int(out, 0x80, 7, f.index);
+  }
+  for (const static_field& f : static_names) {
+    if (f.name == name) return h2::put_indexed_name_field(out, f.index, value);
+  }
+  h2::put_literal_field(out, name, value);
+}
+
+// A request kind's header block, in two parts around :path (placeholders there make the path
+// each call's own) and whole.
+struct request_block {
+  std::vector<std::byte> before_path;
+  std::vector<std::byte> after_path;
+  std::vector<std::byte> whole;
+};
+
+request_block encode_request_block(const h2_settings& s, const request_kind& kind) {
+  request_block b;
+  put_field(b.before_path, ":method", s.grpc ? "POST" : kind.method);
+  put_field(b.before_path, ":scheme", s.scheme);
+  put_field(b.before_path, ":authority", s.authority);
+  if (s.grpc) {
+    put_field(b.after_path, "content-type", "application/grpc");
+    put_field(b.after_path, "te", "trailers");
+  }
+  for (const auto& [name, value] : s.headers) put_field(b.after_path, name, value);
+  b.whole = b.before_path;
+  put_field(b.whole, ":path", kind.path.empty() ? s.default_path : kind.path);
+  b.whole.insert(b.whole.end(), b.after_path.begin(), b.after_path.end());
+  return b;
+}
+
+void put_window_update(std::vector<std::byte>& out, std::int32_t stream, std::uint32_t increment) {
+  h2::write32(h2::put_frame(out, 4, h2::t_window_update, 0, static_cast<std::uint32_t>(stream)), increment);
+}
+
+void put_rst_stream(std::vector<std::byte>& out, std::int32_t stream, std::uint32_t code) {
+  h2::write32(h2::put_frame(out, 4, h2::t_rst_stream, 0, static_cast<std::uint32_t>(stream)), code);
+}
+
+// One frame as read: its header's fields and its payload.
+struct frame {
+  std::uint8_t type;
+  std::uint8_t flags;
+  std::int32_t stream;
+  std::span<const std::byte> payload;
+  bool has(std::uint8_t flag) const noexcept { return (flags & flag) != 0; }
+};
+
+// One call's stream. Reused through a free list: a run's steady state allocates none.
 struct stream_state {
+  std::int32_t id = 0;  // 0 until opened
   std::uint64_t seq = 0;
   const request_kind* kind = nullptr;  // kept to send the request again if refused
   unsigned refusals = 0;
+  std::int64_t send_window = 0;  // what we may still send on it
+  std::int64_t recv_window = 0;  // what the server may still send on it
+  std::uint32_t recv_unacked = 0;  // DATA bytes read since our last WINDOW_UPDATE for it
   std::size_t body_sent = 0;
   std::uint64_t reply_bytes = 0;
   unsigned http_status = 0;
-  bool ended = false;  // its call was answered (or dropped); close only frees it
   bool has_body = false;
+  bool body_done = false;  // our END_STREAM is sent
+  bool blocked = false;    // its body waits for window (in _blocked)
   // A request with placeholders (path, --template body): rendered when the call is written, and
   // kept with its stream so that a refused stream goes again with the same bytes. The buffers
   // keep their capacity from call to call.
   bool templated = false;
+  bool own_block = false;  // `block` is this call's (a path with placeholders)
   std::string path;
+  std::vector<std::byte> block;
   std::vector<std::byte> body;
-  std::vector<nghttp2_nv> nva;
   std::string grpc_status;
   grpc_message_reader messages;
 };
@@ -67,123 +165,90 @@ class h2_codec final : public connection_codec {
  public:
   explicit h2_codec(std::shared_ptr<const h2_settings> settings)
       : _settings(std::move(settings)), _renderer(_settings->templates->data) {
-    _session = h2_detail::new_client_session(&h2_codec::install, this, stream_window, connection_window);
+    if (nghttp2_hd_inflate_new(&_inflater) != 0) throw std::bad_alloc();
   }
-  ~h2_codec() override { nghttp2_session_del(_session); }
+  ~h2_codec() override { nghttp2_hd_inflate_del(_inflater); }
   h2_codec(const h2_codec&) = delete;
   h2_codec& operator=(const h2_codec&) = delete;
 
   void write_request(std::vector<std::byte>& out, std::uint64_t seq, const request_kind& kind) override {
+    start(out);
     stream_state* s = take_stream();
     s->seq = seq;
     s->kind = &kind;
     s->refusals = 0;
     render(s);
-    submit(s);
-    write_pending(out);
+    open_or_wait(s, out);
   }
 
   void write_pending(std::vector<std::byte>& out) override {
-    // Refused streams go again, on this connection while it takes new streams; nghttp2 holds
-    // back any HEADERS beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS until one closes.
-    // After a GOAWAY they stay unanswered: the engine gives such calls back to be issued on
-    // the next connection when this one closes (as calls behind an HTTP/1.1 Connection: close).
+    start(out);
+    out.insert(out.end(), _control.begin(), _control.end());
+    _control.clear();
+    _unsent_acks = 0;
+    // Refused streams go again, on this connection while it takes new streams. After a GOAWAY
+    // they stay unanswered: the engine gives such calls back to be issued on the next
+    // connection when this one closes (as calls behind an HTTP/1.1 Connection: close).
     for (stream_state* s : _retry) {
       if (_goaway || _retiring) {
         give_back(s);
       } else {
-        submit(s);
+        open_or_wait(s, out);
       }
     }
     _retry.clear();
-    if (_open == 0 && _retiring && !_goaway_sent) {
-      // Stream ids nearly used up: say goodbye so the server closes and the engine reconnects.
-      nghttp2_session_terminate_session(_session, NGHTTP2_NO_ERROR);
-      _goaway_sent = true;
+    while (_waiting_head < _waiting.size() && _streams.size() < _peer_max_streams) {
+      open(_waiting[_waiting_head++], out);
     }
-    for (;;) {
-      const std::uint8_t* data = nullptr;
-      const ssize_t n = nghttp2_session_mem_send(_session, &data);
-      if (n <= 0) break;  // an error here resurfaces as the session's next receive failing
-      const auto* p = reinterpret_cast<const std::byte*>(data);
-      out.insert(out.end(), p, p + n);
+    if (_waiting_head == _waiting.size()) {
+      _waiting.clear();
+      _waiting_head = 0;
+    }
+    send_blocked(out);
+    if (_streams.size() == 0 && _retiring && !_goaway_sent) {
+      // Stream ids nearly used up: say goodbye so the server closes and the engine reconnects.
+      std::byte* p = h2::put_frame(out, 8, h2::t_goaway, 0, 0);
+      h2::write32(p, 0);  // the last stream the server opened: none (push is off)
+      h2::write32(p + 4, h2::e_no_error);
+      _goaway_sent = true;
     }
   }
 
   reply parse_reply(std::span<const std::byte> in) override {
     reply r;
-    // The whole frames at the front, up to and including the first that can end a stream
-    // (END_STREAM, RST_STREAM, GOAWAY, or a CONTINUATION that may complete such a HEADERS),
-    // go to nghttp2 in one call: at most one call ends per parse, and the frames before it
-    // (a reply's HEADERS, SETTINGS, WINDOW_UPDATE) cost no extra round through the engine.
-    const auto* b = reinterpret_cast<const std::uint8_t*>(in.data());
-    std::size_t whole = 0;
-    while (in.size() - whole >= frame_header_bytes) {
-      const std::uint8_t* h = b + whole;
-      const std::size_t length = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+    _ended = false;
+    std::size_t at = 0;
+    while (in.size() - at >= frame_header_bytes) {
+      const std::byte* h = in.data() + at;
+      const std::uint32_t length = h2::read24(h);
+      const auto type = static_cast<std::uint8_t>(h[3]);
       if (length > max_frame_payload) {
-        if (whole > 0) break;  // the frames before it first; the bad one is the next parse's
+        if (at > 0) break;  // the frames before it first; the bad one is the next parse's
         return fail(r, "HTTP/2 frame of " + std::to_string(length) + " bytes over the 16384 allowed");
       }
-      if (!_seen_frame && whole == 0 && h[3] != NGHTTP2_SETTINGS) {
-        return fail(r, "the server's first HTTP/2 frame is not SETTINGS");
-      }
-      if (in.size() - whole < frame_header_bytes + length) break;
-      whole += frame_header_bytes + length;
-      const std::uint8_t type = h[3];
-      const bool ends = ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (h[4] & NGHTTP2_FLAG_END_STREAM) != 0) ||
-                        type == NGHTTP2_RST_STREAM || type == NGHTTP2_GOAWAY || type == NGHTTP2_CONTINUATION;
-      if (ends) break;
+      if (!_seen_frame && type != h2::t_settings) return fail(r, "the server's first HTTP/2 frame is not SETTINGS");
+      if (in.size() - at < frame_header_bytes + length) break;
+      _seen_frame = true;
+      const frame f{type, static_cast<std::uint8_t>(h[4]), static_cast<std::int32_t>(h2::read32(h + 5) & 0x7fffffffu),
+                    in.subspan(at + frame_header_bytes, length)};
+      at += frame_header_bytes + length;
+      if (!on_frame(f)) return fail(r, std::move(_failure), std::move(_failure_kind));
+      if (_ended) break;
     }
-    if (whole == 0) return r;
-    _seen_frame = true;
-    _ended_count = 0;
-    _ended_error.clear();
-    const std::size_t frame = whole;
-    const ssize_t used = nghttp2_session_mem_recv(_session, b, frame);
-    if (!_failure.empty()) return fail(r, _failure, _failure_kind);
-    if (used < 0) {
-      return fail(r, std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(used)),
-                  "h2_" + code_name(code_of(static_cast<int>(used))));
-    }
-    if (_goaway_error != NGHTTP2_NO_ERROR) {
-      // The server ends the connection for an error: its calls fail by the code it gave.
-      return fail(r, "HTTP/2: the server sent GOAWAY " + std::string(nghttp2_http2_strerror(_goaway_error)),
-                  "h2_goaway_" + code_name(_goaway_error));
-    }
-    if (!_goaway && !_goaway_sent && nghttp2_session_check_request_allowed(_session) == 0) {
-      // nghttp2 found a connection error in the server's frames (a window overflow, say) and
-      // ends the session: nothing more is read, so the calls in flight fail by its code.
-      const std::uint32_t code = _invalid_code != 0 ? _invalid_code : std::uint32_t{NGHTTP2_PROTOCOL_ERROR};
-      return fail(r, "HTTP/2: the server's frames broke the session: " + std::string(nghttp2_http2_strerror(code)),
-                  "h2_" + code_name(code));
-    }
-    if (nghttp2_session_want_read(_session) == 0 && !_goaway) {
-      const std::uint32_t code = _invalid_code != 0 ? _invalid_code : std::uint32_t{NGHTTP2_PROTOCOL_ERROR};
-      return fail(r, "HTTP/2: the server's frames broke the session", "h2_" + code_name(code));
-    }
-    if (_ended_count > 1) return fail(r, "HTTP/2: one frame ended several streams");  // an error mid-batch
-    r.consumed = frame;
+    if (at == 0) return r;
+    r.consumed = at;
     r.close_after = _goaway || _retiring;
-    if (_ended_count == 0) {
+    if (!_ended) {
       r.status = reply_status::no_reply;
       return r;
     }
     r.seq = _ended_seq;
     r.status = _ended_error.empty() ? reply_status::ok : reply_status::error_reply;
-    r.error = _ended_error;
+    r.error = std::move(_ended_error);
     return r;
   }
 
  private:
-  static void install(nghttp2_session_callbacks* cbs) {
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &h2_codec::on_frame);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &h2_codec::on_data);
-    nghttp2_session_callbacks_set_on_header_callback(cbs, &h2_codec::on_header);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &h2_codec::on_close);
-    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, &h2_codec::on_invalid);
-  }
-
   static reply fail(reply& r, std::string why, std::string kind = {}) {
     r.status = reply_status::protocol_error;
     r.error = std::move(why);
@@ -191,39 +256,128 @@ class h2_codec final : public connection_codec {
     return r;
   }
 
-  // Opens a stream for the call on `s` (a first attempt or a refused one's next).
-  void submit(stream_state* s) {
-    s->body_sent = 0;
-    s->reply_bytes = 0;
-    s->http_status = 0;
-    s->ended = false;
-    s->grpc_status.clear();
-    s->messages.reset();
-    const request_kind& kind = *s->kind;
-    const std::vector<nghttp2_nv>& nva = s->templated ? s->nva : headers_for(kind);
-    s->has_body = _settings->grpc || kind.method == "POST" || kind.method == "PUT" || kind.method == "PATCH";
-    nghttp2_data_provider body{};
-    body.source.ptr = s;
-    body.read_callback = &h2_codec::read_body;
-    const std::int32_t id = nghttp2_submit_request(_session, nullptr, nva.data(), nva.size(),
-                                                   s->has_body ? &body : nullptr, s);
-    if (id < 0) {
-      // Out of stream ids (or memory): the call stays unanswered and times out or is reported
-      // unfinished; write_pending has already asked for a new connection near the end.
-      give_back(s);
+  // The connection's first bytes: the preface, our SETTINGS (no push, our stream window) and
+  // the connection's window raised to ours.
+  void start(std::vector<std::byte>& out) {
+    if (_started) return;
+    _started = true;
+    const auto* preface = reinterpret_cast<const std::byte*>(h2::client_preface.data());
+    out.insert(out.end(), preface, preface + h2::client_preface.size());
+    std::byte* p = h2::put_frame(out, 12, h2::t_settings, 0, 0);
+    p[0] = std::byte{0};
+    p[1] = std::byte(h2::s_enable_push);
+    h2::write32(p + 2, 0);
+    p[6] = std::byte{0};
+    p[7] = std::byte(h2::s_initial_window_size);
+    h2::write32(p + 8, stream_window);
+    put_window_update(out, 0, connection_window - h2::default_window);
+  }
+
+  // --- sending ------------------------------------------------------------------------------
+
+  void open_or_wait(stream_state* s, std::vector<std::byte>& out) {
+    if (_goaway) {
+      give_back(s);  // the server takes no new stream: the engine issues the call again elsewhere
+    } else if (_streams.size() >= _peer_max_streams || _waiting_head < _waiting.size()) {
+      _waiting.push_back(s);  // in order, behind those already waiting
     } else {
-      ++_open;
+      open(s, out);
     }
   }
 
+  // Opens a stream for the call on `s` (a first attempt or a refused one's next): its HEADERS,
+  // and as much of its body as the windows allow.
+  void open(stream_state* s, std::vector<std::byte>& out) {
+    if (_next_id > last_stream_id) {
+      // Out of stream ids: the call stays unanswered and times out or is reported unfinished;
+      // the connection asked to be replaced long before (last_usable_stream_id).
+      give_back(s);
+      return;
+    }
+    s->id = static_cast<std::int32_t>(_next_id);
+    _next_id += 2;
+    if (s->id >= last_usable_stream_id) _retiring = true;
+    s->send_window = _peer_initial_window;
+    s->recv_window = stream_window;
+    s->recv_unacked = 0;
+    s->body_sent = 0;
+    s->reply_bytes = 0;
+    s->http_status = 0;
+    s->blocked = false;
+    s->grpc_status.clear();
+    s->messages.reset();
+    _streams.insert(s);
+    const std::vector<std::byte>& block = s->own_block ? s->block : block_for(*s->kind).whole;
+    const bool body = s->has_body && !body_of(s).empty();
+    put_headers(out, s->id, block, !body);
+    s->body_done = !body;
+    if (body) send_body(s, out);
+  }
+
+  void put_headers(std::vector<std::byte>& out, std::int32_t id, const std::vector<std::byte>& block, bool end_stream) {
+    std::size_t sent = 0;
+    bool first = true;
+    do {
+      const std::size_t n = std::min<std::size_t>(block.size() - sent, _peer_max_frame);
+      const bool last = sent + n == block.size();
+      std::uint8_t flags = last ? h2::f_end_headers : 0;
+      if (first && end_stream) flags |= h2::f_end_stream;
+      std::byte* p = h2::put_frame(out, static_cast<std::uint32_t>(n), first ? h2::t_headers : h2::t_continuation,
+                                   flags, static_cast<std::uint32_t>(id));
+      if (n > 0) std::memcpy(p, block.data() + sent, n);
+      sent += n;
+      first = false;
+    } while (sent < block.size());
+  }
+
+  // DATA frames of `s`'s body while both windows allow; the last carries END_STREAM. What they
+  // do not allow waits in _blocked for a WINDOW_UPDATE.
+  void send_body(stream_state* s, std::vector<std::byte>& out) {
+    const std::vector<std::byte>& body = body_of(s);
+    while (s->body_sent < body.size()) {
+      const std::int64_t n = std::min({static_cast<std::int64_t>(body.size() - s->body_sent), _send_window,
+                                       s->send_window, static_cast<std::int64_t>(_peer_max_frame)});
+      if (n <= 0) {
+        if (!s->blocked) _blocked.push_back(s);
+        s->blocked = true;
+        return;
+      }
+      const bool last = s->body_sent + static_cast<std::size_t>(n) == body.size();
+      std::byte* p = h2::put_frame(out, static_cast<std::uint32_t>(n), h2::t_data, last ? h2::f_end_stream : 0,
+                                   static_cast<std::uint32_t>(s->id));
+      std::memcpy(p, body.data() + s->body_sent, static_cast<std::size_t>(n));
+      s->body_sent += static_cast<std::size_t>(n);
+      _send_window -= n;
+      s->send_window -= n;
+    }
+    s->body_done = true;
+    s->blocked = false;
+  }
+
+  void send_blocked(std::vector<std::byte>& out) {
+    if (_blocked.empty() || _send_window <= 0) return;
+    std::size_t kept = 0;
+    for (stream_state* s : _blocked) {
+      s->blocked = false;
+      send_body(s, out);
+      if (s->blocked) _blocked[kept++] = s;
+    }
+    _blocked.resize(kept);
+  }
+
+  const std::vector<std::byte>& body_of(const stream_state* s) const {
+    return s->templated ? s->body : _settings->body;
+  }
+
   // The path and body of the call on `s`, when its kind's path has placeholders or --template
-  // gives the body; the kind's headers otherwise.
+  // gives the body; the kind's header block and the run's body otherwise.
   void render(stream_state* s) {
     const request_kind& kind = *s->kind;
+    s->has_body = _settings->grpc || kind.method == "POST" || kind.method == "PUT" || kind.method == "PATCH";
     const request_template* path = path_template(kind);
-    const bool body = _settings->templates->has_payload && !_settings->grpc &&
-                      (kind.method == "POST" || kind.method == "PUT" || kind.method == "PATCH");
+    const bool body = _settings->templates->has_payload && !_settings->grpc && s->has_body;
     const message_template* message = _settings->grpc ? _settings->templates->message.get() : nullptr;
+    s->own_block = path != nullptr;
     s->templated = path != nullptr || body || message != nullptr;
     if (!s->templated) return;
     const request_template& payload = _settings->templates->payload;
@@ -231,13 +385,13 @@ class h2_codec final : public connection_codec {
                          (body && (payload.uses_seq() || payload.uses_line())) ||
                          (message != nullptr && message->counted());
     const template_call call = _renderer.begin_call(counted);
-    const std::vector<nghttp2_nv>& fixed = headers_for(kind);
-    s->nva.assign(fixed.begin(), fixed.end());
     if (path != nullptr) {
       s->path.clear();
       _renderer.render(*path, call, s->path);
-      s->nva[path_index].value = reinterpret_cast<std::uint8_t*>(s->path.data());
-      s->nva[path_index].valuelen = s->path.size();
+      const request_block& fixed = block_for(kind);
+      s->block.assign(fixed.before_path.begin(), fixed.before_path.end());
+      put_field(s->block, ":path", s->path);
+      s->block.insert(s->block.end(), fixed.after_path.begin(), fixed.after_path.end());
     }
     s->body.clear();
     if (body) {
@@ -265,13 +419,12 @@ class h2_codec final : public connection_codec {
     return path_template(kind);
   }
 
-  const std::vector<nghttp2_nv>& headers_for(const request_kind& kind) {
-    for (const auto& [k, nva] : _nva) {
-      if (k == &kind) return nva;
+  const request_block& block_for(const request_kind& kind) {
+    for (const auto& [k, b] : _blocks) {
+      if (k == &kind) return b;
     }
-    std::vector<nghttp2_nv> nva = h2_detail::request_headers(*_settings, kind);
-    _nva.emplace_back(&kind, std::move(nva));
-    return _nva.back().second;
+    _blocks.emplace_back(&kind, encode_request_block(*_settings, kind));
+    return _blocks.back().second;
   }
 
   stream_state* take_stream() {
@@ -282,19 +435,303 @@ class h2_codec final : public connection_codec {
     }
     stream_state* s = _free.back();
     _free.pop_back();
-    return s;  // submit() resets what one attempt leaves
+    return s;  // open() resets what one attempt leaves
   }
   void give_back(stream_state* s) { _free.push_back(s); }
 
-  // The call on `s` is answered: `error` empty for success, else its kind.
-  void end(stream_state* s, std::string error) {
-    if (s->ended) return;
-    s->ended = true;
-    ++_ended_count;
-    _ended_seq = s->seq;
-    _ended_error = std::move(error);
+  // --- receiving ----------------------------------------------------------------------------
+
+  bool on_frame(const frame& f) {
+    if (_block_stream != 0 && f.type != h2::t_continuation) {
+      return connection_error(h2::e_protocol, "a frame inside a header block");
+    }
+    switch (f.type) {
+      case h2::t_data: return on_data(f);
+      case h2::t_headers: return on_headers(f);
+      case h2::t_priority: return f.stream != 0 || connection_error(h2::e_protocol, "PRIORITY on stream 0");
+      case h2::t_rst_stream: return on_rst_stream(f);
+      case h2::t_settings: return on_settings(f);
+      case h2::t_push_promise: return connection_error(h2::e_protocol, "PUSH_PROMISE, which our SETTINGS turned off");
+      case h2::t_ping: return on_ping(f);
+      case h2::t_goaway: return on_goaway(f);
+      case h2::t_window_update: return on_window_update(f);
+      case h2::t_continuation: return on_continuation(f);
+      default: return true;  // a frame type we do not know is ignored (RFC 9113 §5.5)
+    }
   }
 
+  // A stream the server may not speak of: one we never opened (ids are odd and ours).
+  bool idle(std::int32_t id) const noexcept { return id >= _next_id || (id & 1) == 0; }
+
+  bool on_data(const frame& f) {
+    if (f.stream == 0) return connection_error(h2::e_protocol, "DATA on stream 0");
+    if (idle(f.stream)) return connection_error(h2::e_protocol, "DATA on a stream never opened");
+    // Flow control counts the whole payload, padding included (RFC 9113 §6.9.1).
+    const auto length = static_cast<std::uint32_t>(f.payload.size());
+    if (length > _recv_window) return connection_error(h2::e_flow_control, "DATA past the connection's window");
+    _recv_window -= length;
+    _recv_unacked += length;
+    if (_recv_unacked >= connection_window / 2) {
+      put_window_update(_control, 0, _recv_unacked);
+      _recv_window += _recv_unacked;
+      _recv_unacked = 0;
+    }
+    std::span<const std::byte> data = f.payload;
+    if (f.has(h2::f_padded) && !unpad(data)) return false;
+    stream_state* s = _streams.find(f.stream);
+    if (s == nullptr) return true;  // a stream already closed: its bytes are counted and dropped
+    if (length > s->recv_window) return stream_error(s, h2::e_flow_control);
+    s->recv_window -= length;
+    s->recv_unacked += length;
+    s->reply_bytes += data.size();
+    if (s->reply_bytes > _settings->max_reply_bytes) {
+      _failure = "a reply body over --max-body " + std::to_string(_settings->max_reply_bytes);
+      _failure_kind = "reply_too_large";
+      return false;
+    }
+    if (_settings->grpc) s->messages.feed(data);
+    if (f.has(h2::f_end_stream)) {
+      finish(s);
+    } else if (s->recv_unacked >= stream_window / 2) {
+      put_window_update(_control, s->id, s->recv_unacked);
+      s->recv_window += s->recv_unacked;
+      s->recv_unacked = 0;
+    }
+    return true;
+  }
+
+  // Strips a padded frame's pad length and padding from `data`.
+  bool unpad(std::span<const std::byte>& data) {
+    if (data.empty()) return connection_error(h2::e_frame_size, "a padded frame without its pad length");
+    const auto pad = static_cast<std::size_t>(data[0]);
+    if (pad >= data.size()) return connection_error(h2::e_protocol, "padding as long as its frame");
+    data = data.subspan(1, data.size() - 1 - pad);
+    return true;
+  }
+
+  bool on_headers(const frame& f) {
+    if (f.stream == 0) return connection_error(h2::e_protocol, "HEADERS on stream 0");
+    if (idle(f.stream)) return connection_error(h2::e_protocol, "HEADERS on a stream never opened");
+    std::span<const std::byte> fragment = f.payload;
+    if (f.has(h2::f_padded) && !unpad(fragment)) return false;
+    if (f.has(h2::f_priority)) {
+      if (fragment.size() < 5) return connection_error(h2::e_frame_size, "HEADERS shorter than its priority");
+      fragment = fragment.subspan(5);
+    }
+    _block_stream = f.stream;
+    _block_ends_stream = f.has(h2::f_end_stream);
+    _block_frames = 1;
+    _block_bytes = 0;
+    return header_fragment(fragment, f.has(h2::f_end_headers));
+  }
+
+  bool on_continuation(const frame& f) {
+    if (_block_stream == 0 || f.stream != _block_stream) {
+      return connection_error(h2::e_protocol, "CONTINUATION not after its stream's HEADERS");
+    }
+    if (++_block_frames > max_block_frames) {
+      return connection_error(h2::e_enhance_your_calm,
+                              "a header block in more than " + std::to_string(max_block_frames) + " frames");
+    }
+    return header_fragment(f.payload, f.has(h2::f_end_headers));
+  }
+
+  // A fragment of the header block being read, through HPACK's decoder (every block must be,
+  // to keep its table in step with the server's, even one for a stream already closed).
+  bool header_fragment(std::span<const std::byte> fragment, bool final) {
+    const auto* in = reinterpret_cast<const std::uint8_t*>(fragment.data());
+    std::size_t left = fragment.size();
+    stream_state* s = _streams.find(_block_stream);
+    for (;;) {
+      nghttp2_nv nv;
+      int flags = 0;
+      const ssize_t used = nghttp2_hd_inflate_hd2(_inflater, &nv, &flags, in, left, final ? 1 : 0);
+      if (used < 0) return connection_error(h2::e_compression, "a header block that does not decode (HPACK)");
+      in += used;
+      left -= static_cast<std::size_t>(used);
+      if ((flags & NGHTTP2_HD_INFLATE_EMIT) != 0) {
+        _block_bytes += 32 + nv.namelen + nv.valuelen;
+        if (_block_bytes > max_header_list_bytes) {
+          _failure = "HTTP/2: a reply's header list over " + std::to_string(max_header_list_bytes) + " bytes";
+          _failure_kind = "reply_too_large";
+          return false;
+        }
+        if (s != nullptr) {
+          take_field(s, {reinterpret_cast<const char*>(nv.name), nv.namelen},
+                     {reinterpret_cast<const char*>(nv.value), nv.valuelen});
+        }
+      }
+      if ((flags & NGHTTP2_HD_INFLATE_FINAL) != 0) {
+        nghttp2_hd_inflate_end_headers(_inflater);
+        break;
+      }
+      if ((flags & NGHTTP2_HD_INFLATE_EMIT) == 0 && (left == 0 || used == 0)) {
+        // The fragment is used up; the rest of the block comes in a CONTINUATION.
+        if (final) return connection_error(h2::e_compression, "a header block that ends inside a field (HPACK)");
+        return true;
+      }
+    }
+    _block_stream = 0;
+    if (_block_ends_stream && s != nullptr) finish(s);
+    return true;
+  }
+
+  void take_field(stream_state* s, std::string_view name, std::string_view value) {
+    if (name == ":status") {
+      s->http_status = h2_detail::http_status_of(value);
+    } else if (_settings->grpc && name == "grpc-status") {
+      s->grpc_status.assign(value.substr(0, 8));
+    }
+  }
+
+  bool on_rst_stream(const frame& f) {
+    if (f.stream == 0) return connection_error(h2::e_protocol, "RST_STREAM on stream 0");
+    if (f.payload.size() != 4) return connection_error(h2::e_frame_size, "RST_STREAM not of 4 bytes");
+    if (idle(f.stream)) return connection_error(h2::e_protocol, "RST_STREAM on a stream never opened");
+    stream_state* s = _streams.find(f.stream);
+    if (s == nullptr) return true;
+    const std::uint32_t code = h2::read32(f.payload.data());
+    if (code == h2::e_refused_stream && !_goaway && s->refusals < max_refusals) {
+      // Not processed (too many streams for the server, say): sent again from write_pending,
+      // after this receive; the call stays in flight meanwhile.
+      ++s->refusals;
+      close(s);
+      _retry.push_back(s);
+      return true;
+    }
+    end(s, "h2_" + code_name(code));
+    close(s);
+    give_back(s);
+    return true;
+  }
+
+  bool on_settings(const frame& f) {
+    if (f.stream != 0) return connection_error(h2::e_protocol, "SETTINGS on a stream");
+    if (f.has(h2::f_ack)) {
+      return f.payload.empty() || connection_error(h2::e_frame_size, "a SETTINGS acknowledgement with a payload");
+    }
+    if (f.payload.size() % 6 != 0) return connection_error(h2::e_frame_size, "SETTINGS not in 6-byte entries");
+    // RFC 9113's initial limit is none: ours holds only until the server's first SETTINGS.
+    if (!_seen_settings) _peer_max_streams = 0xffffffffu;
+    _seen_settings = true;
+    for (std::size_t i = 0; i < f.payload.size(); i += 6) {
+      const std::byte* e = f.payload.data() + i;
+      const auto id = static_cast<std::uint16_t>(static_cast<unsigned>(e[0]) << 8 | static_cast<unsigned>(e[1]));
+      const std::uint32_t value = h2::read32(e + 2);
+      switch (id) {
+        case h2::s_enable_push:
+          if (value > 1) return connection_error(h2::e_protocol, "SETTINGS_ENABLE_PUSH not 0 or 1");
+          break;
+        case h2::s_max_concurrent_streams: _peer_max_streams = value; break;
+        case h2::s_initial_window_size:
+          if (value > h2::max_window) return connection_error(h2::e_flow_control, "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1");
+          if (!change_initial_window(value)) return false;
+          break;
+        case h2::s_max_frame_size:
+          if (value < h2::default_max_frame || value > 0xffffff) {
+            return connection_error(h2::e_protocol, "SETTINGS_MAX_FRAME_SIZE out of range");
+          }
+          _peer_max_frame = value;
+          break;
+        default: break;  // the header table size too: our header blocks never use the table
+      }
+    }
+    h2::put_frame(_control, 0, h2::t_settings, h2::f_ack, 0);
+    return acknowledged();
+  }
+
+  // The server's new initial window moves every open stream's send window by the difference.
+  bool change_initial_window(std::uint32_t value) {
+    const std::int64_t delta = static_cast<std::int64_t>(value) - _peer_initial_window;
+    bool overflow = false;
+    _streams.for_each([&](stream_state* s) {
+      s->send_window += delta;
+      overflow = overflow || s->send_window > h2::max_window;
+    });
+    if (overflow) return connection_error(h2::e_flow_control, "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream's window");
+    _peer_initial_window = value;
+    return true;
+  }
+
+  bool on_ping(const frame& f) {
+    if (f.stream != 0) return connection_error(h2::e_protocol, "PING on a stream");
+    if (f.payload.size() != 8) return connection_error(h2::e_frame_size, "PING not of 8 bytes");
+    if (f.has(h2::f_ack)) return true;
+    std::byte* p = h2::put_frame(_control, 8, h2::t_ping, h2::f_ack, 0);
+    std::memcpy(p, f.payload.data(), 8);
+    return acknowledged();
+  }
+
+  bool acknowledged() {
+    if (++_unsent_acks <= max_unsent_acks) return true;
+    return connection_error(h2::e_enhance_your_calm,
+                            "more than " + std::to_string(max_unsent_acks) + " SETTINGS and PING frames to answer at once");
+  }
+
+  bool on_goaway(const frame& f) {
+    if (f.stream != 0) return connection_error(h2::e_protocol, "GOAWAY on a stream");
+    if (f.payload.size() < 8) return connection_error(h2::e_frame_size, "GOAWAY shorter than 8 bytes");
+    const auto last = static_cast<std::int32_t>(h2::read32(f.payload.data()) & 0x7fffffffu);
+    const std::uint32_t code = h2::read32(f.payload.data() + 4);
+    if (code != h2::e_no_error) {
+      // The server ends the connection for an error: its calls fail by the code it gave.
+      _failure = "HTTP/2: the server sent GOAWAY " + std::string(nghttp2_http2_strerror(code));
+      _failure_kind = "h2_goaway_" + code_name(code);
+      return false;
+    }
+    _goaway = true;
+    // Streams past its last id were never processed: dropped unanswered, as those waiting to
+    // open, for the engine to issue again on the next connection.
+    std::vector<stream_state*> dropped;
+    _streams.for_each([&](stream_state* s) {
+      if (s->id > last) dropped.push_back(s);
+    });
+    for (stream_state* s : dropped) {
+      close(s);
+      give_back(s);
+    }
+    for (std::size_t i = _waiting_head; i < _waiting.size(); ++i) give_back(_waiting[i]);
+    _waiting.clear();
+    _waiting_head = 0;
+    return true;
+  }
+
+  bool on_window_update(const frame& f) {
+    if (f.payload.size() != 4) return connection_error(h2::e_frame_size, "WINDOW_UPDATE not of 4 bytes");
+    const std::uint32_t increment = h2::read32(f.payload.data()) & 0x7fffffffu;
+    if (f.stream == 0) {
+      if (increment == 0) return connection_error(h2::e_protocol, "a WINDOW_UPDATE of 0");
+      if (_send_window + increment > h2::max_window) {
+        return connection_error(h2::e_flow_control, "a WINDOW_UPDATE past 2^31-1");
+      }
+      _send_window += increment;
+      return true;
+    }
+    if (idle(f.stream)) return connection_error(h2::e_protocol, "WINDOW_UPDATE on a stream never opened");
+    stream_state* s = _streams.find(f.stream);
+    if (s == nullptr) return true;
+    if (increment == 0) return stream_error(s, h2::e_protocol);
+    if (s->send_window + increment > h2::max_window) return stream_error(s, h2::e_flow_control);
+    s->send_window += increment;
+    return true;
+  }
+
+  // An error of one stream: reset it, and its call ends by the code.
+  bool stream_error(stream_state* s, std::uint32_t code) {
+    put_rst_stream(_control, s->id, code);
+    end(s, "h2_" + code_name(code));
+    close(s);
+    give_back(s);
+    return true;
+  }
+
+  bool connection_error(std::uint32_t code, const std::string& why) {
+    _failure = "HTTP/2: " + why + " (" + nghttp2_http2_strerror(code) + ")";
+    _failure_kind = "h2_" + code_name(code);
+    return false;
+  }
+
+  // The server ended the stream: its call's outcome, and the stream is closed.
   void finish(stream_state* s) {
     if (_settings->grpc) {
       end(s, grpc_call_outcome(s->http_status, s->grpc_status, s->messages));
@@ -303,126 +740,65 @@ class h2_codec final : public connection_codec {
     } else {
       end(s, std::string());
     }
+    // A reply before the whole request was sent: the rest is not wanted (RFC 9113 §8.1).
+    if (!s->body_done) put_rst_stream(_control, s->id, h2::e_cancel);
+    close(s);
+    give_back(s);
   }
 
-  static stream_state* stream_of(nghttp2_session* session, std::int32_t id) {
-    return static_cast<stream_state*>(nghttp2_session_get_stream_user_data(session, id));
+  // The call on `s` is answered: `error` empty for success, else its kind.
+  void end(stream_state* s, std::string error) {
+    _ended = true;
+    _ended_seq = s->seq;
+    _ended_error = std::move(error);
   }
 
-  static int on_frame(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
-    auto* self = static_cast<h2_codec*>(user);
-    if (frame->hd.type == NGHTTP2_GOAWAY) {
-      self->_goaway = true;  // streams past its last id are closed next, unanswered: dropped
-      self->_goaway_last = frame->goaway.last_stream_id;
-      self->_goaway_error = frame->goaway.error_code;
-      return 0;
+  // `s` leaves the open streams (its state stays with the caller: freed or sent again).
+  void close(stream_state* s) {
+    _streams.erase(s->id);
+    if (s->blocked) {
+      _blocked.erase(std::find(_blocked.begin(), _blocked.end(), s));
+      s->blocked = false;
     }
-    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
-      if (stream_state* s = stream_of(session, frame->hd.stream_id)) self->finish(s);
-    }
-    return 0;
-  }
-
-  static int on_data(nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data,
-                     std::size_t len, void* user) {
-    auto* self = static_cast<h2_codec*>(user);
-    stream_state* s = stream_of(session, id);
-    if (s == nullptr) return 0;
-    s->reply_bytes += len;
-    if (s->reply_bytes > self->_settings->max_reply_bytes) {
-      self->_failure = "a reply body over --max-body " + std::to_string(self->_settings->max_reply_bytes);
-      self->_failure_kind = "reply_too_large";
-      return NGHTTP2_ERR_CALLBACK_FAILURE;
-    }
-    if (self->_settings->grpc) s->messages.feed({reinterpret_cast<const std::byte*>(data), len});
-    return 0;
-  }
-
-  static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const std::uint8_t* name,
-                       std::size_t namelen, const std::uint8_t* value, std::size_t valuelen, std::uint8_t,
-                       void* user) {
-    auto* self = static_cast<h2_codec*>(user);
-    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-    stream_state* s = stream_of(session, frame->hd.stream_id);
-    if (s == nullptr) return 0;
-    const std::string_view n(reinterpret_cast<const char*>(name), namelen);
-    const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-    if (n == ":status") {
-      s->http_status = h2_detail::http_status_of(v);
-    } else if (self->_settings->grpc && n == "grpc-status") {
-      s->grpc_status.assign(v.substr(0, 8));
-    }
-    return 0;
-  }
-
-  static int on_close(nghttp2_session* session, std::int32_t id, std::uint32_t error_code, void* user) {
-    auto* self = static_cast<h2_codec*>(user);
-    stream_state* s = stream_of(session, id);
-    if (s == nullptr) return 0;
-    if (!s->ended) {
-      if (self->_goaway && id > self->_goaway_last) {
-        // Never processed by the server: the engine issues it again on the next connection.
-        s->ended = true;
-      } else if (error_code == NGHTTP2_REFUSED_STREAM && !self->_goaway && s->refusals < max_refusals) {
-        // Not processed either (too many streams for the server, say): sent again from
-        // write_pending, after this receive; the call stays in flight meanwhile.
-        ++s->refusals;
-        nghttp2_session_set_stream_user_data(session, id, nullptr);
-        self->_retry.push_back(s);
-        --self->_open;
-        if (id >= last_usable_stream_id) self->_retiring = true;
-        return 0;
-      } else {
-        self->end(s, "h2_" + code_name(error_code));
-      }
-    }
-    nghttp2_session_set_stream_user_data(session, id, nullptr);
-    self->give_back(s);
-    --self->_open;
-    if (id >= last_usable_stream_id) self->_retiring = true;
-    return 0;
-  }
-
-  // A frame nghttp2 refused; for a connection error (an overflowing WINDOW_UPDATE on stream 0)
-  // it then ends the session, and this is the code the calls in flight are failed by.
-  static int on_invalid(nghttp2_session*, const nghttp2_frame*, int lib_error_code, void* user) {
-    static_cast<h2_codec*>(user)->_invalid_code = code_of(lib_error_code);
-    return 0;
-  }
-
-  static ssize_t read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
-                           std::uint32_t* flags, nghttp2_data_source* source, void* user) {
-    auto* self = static_cast<h2_codec*>(user);
-    auto* s = static_cast<stream_state*>(source->ptr);
-    const auto& body = s->templated ? s->body : self->_settings->body;
-    const std::size_t n = std::min(length, body.size() - s->body_sent);
-    std::memcpy(buf, body.data() + s->body_sent, n);
-    s->body_sent += n;
-    if (s->body_sent == body.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
-    return static_cast<ssize_t>(n);
   }
 
   std::shared_ptr<const h2_settings> _settings;
-  nghttp2_session* _session = nullptr;
-  std::vector<std::pair<const request_kind*, std::vector<nghttp2_nv>>> _nva;
+  nghttp2_hd_inflater* _inflater = nullptr;
+  std::vector<std::pair<const request_kind*, request_block>> _blocks;
   std::vector<std::pair<const request_kind*, request_template>> _paths;  // empty: no placeholder
   template_renderer _renderer;
   std::vector<std::unique_ptr<stream_state>> _all;
   std::vector<stream_state*> _free;
-  std::vector<stream_state*> _retry;  // refused streams to send again
-  unsigned _open = 0;
-  // What the frame being parsed did.
-  unsigned _ended_count = 0;
+  h2_detail::stream_table<stream_state> _streams;  // open: HEADERS sent, not yet ended
+  std::vector<stream_state*> _waiting;  // over the server's concurrent-stream limit, in order
+  std::size_t _waiting_head = 0;
+  std::vector<stream_state*> _blocked;  // open, their bodies waiting for window
+  std::vector<stream_state*> _retry;    // refused streams to send again
+  std::vector<std::byte> _control;      // acks, WINDOW_UPDATE, RST_STREAM: sent by write_pending
+  unsigned _unsent_acks = 0;
+  bool _started = false;
+  // The server's settings and our windows.
+  std::uint32_t _peer_max_streams = streams_before_settings;
+  bool _seen_settings = false;
+  std::int64_t _peer_initial_window = h2::default_window;
+  std::uint32_t _peer_max_frame = h2::default_max_frame;
+  std::int64_t _send_window = h2::default_window;
+  std::uint32_t _recv_window = connection_window;
+  std::uint32_t _recv_unacked = 0;
+  std::int64_t _next_id = 1;
+  // The header block being read (HEADERS, then CONTINUATION until END_HEADERS).
+  std::int32_t _block_stream = 0;
+  bool _block_ends_stream = false;
+  unsigned _block_frames = 0;
+  std::size_t _block_bytes = 0;
+  // What the parse did.
+  bool _ended = false;
   std::uint64_t _ended_seq = 0;
   std::string _ended_error;
   std::string _failure;
   std::string _failure_kind;  // the error kind of _failure's calls, when it has one
   bool _seen_frame = false;
   bool _goaway = false;
-  std::int32_t _goaway_last = 0;
-  std::uint32_t _goaway_error = NGHTTP2_NO_ERROR;
-  std::uint32_t _invalid_code = 0;  // the last frame nghttp2 refused, as an HTTP/2 error code
   bool _retiring = false;
   bool _goaway_sent = false;
 };
