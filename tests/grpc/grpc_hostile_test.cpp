@@ -47,7 +47,7 @@ constexpr std::uint8_t t_data = 0x0, t_headers = 0x1, t_rst_stream = 0x3, t_sett
                        t_goaway = 0x7, t_window_update = 0x8, t_continuation = 0x9;
 constexpr std::uint8_t fl_end_stream = 0x1, fl_ack = 0x1, fl_end_headers = 0x4, fl_padded = 0x8,
                        fl_priority = 0x20;
-constexpr std::uint32_t e_protocol = 0x1, e_flow_control = 0x3, e_refused_stream = 0x7, e_cancel = 0x8,
+constexpr std::uint32_t e_protocol = 0x1, e_refused_stream = 0x7, e_cancel = 0x8,
                         e_enhance_your_calm = 0xb;
 constexpr std::uint16_t s_max_concurrent_streams = 0x3, s_initial_window_size = 0x4, s_max_frame_size = 0x5;
 
