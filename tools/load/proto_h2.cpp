@@ -78,12 +78,18 @@ struct static_field {
 constexpr static_field static_fields[] = {
     {":method", "GET", 2}, {":method", "POST", 3}, {":path", "/", 4}, {":scheme", "http", 6}, {":scheme", "https", 7}};
 constexpr static_field static_names[] = {{":authority", {}, 1},     {":method", {}, 2},    {":path", {}, 4},
-                                         {":scheme", {}, 6},        {"accept", {}, 19},    {"authorization", {}, 23},
+                                         {":scheme", {}, 6},        {"accept", {}, 19},
                                          {"content-type", {}, 31}, {"user-agent", {}, 58}};
 
 // One field of a request's header block: indexed when the static table has it whole, else a
 // literal without indexing, its name indexed when the table has the name.
 void put_field(std::vector<std::byte>& out, std::string_view name, std::string_view value) {
+  if (name == "authorization") {
+    // A credential: "never indexed" (RFC 7541 §7.1.3), so that no proxy re-encoding the
+    // request puts it in a table.
+    h2::put_hpack_int(out, 0x10, 4, 23);
+    return h2::put_hpack_string(out, value);
+  }
   for (const static_field& f : static_fields) {
     if (f.name == name && f.value == value) return h2::put_hpack_int(out, 0x80, 7, f.index);
   }
@@ -186,6 +192,10 @@ class h2_codec final : public connection_codec {
     out.insert(out.end(), _control.begin(), _control.end());
     _control.clear();
     _unsent_acks = 0;
+    if (_table_update_after_ack) {  // the acknowledgement is out: the next block may say it
+      _table_update_after_ack = false;
+      _table_update_due = true;
+    }
     // Refused streams go again, on this connection while it takes new streams. After a GOAWAY
     // they stay unanswered: the engine gives such calls back to be issued on the next
     // connection when this one closes (as calls behind an HTTP/1.1 Connection: close).
@@ -200,8 +210,10 @@ class h2_codec final : public connection_codec {
     while (_waiting_head < _waiting.size() && _streams.size() < _peer_max_streams) {
       open(_waiting[_waiting_head++], out);
     }
-    if (_waiting_head == _waiting.size()) {
-      _waiting.clear();
+    if (_waiting_head * 2 >= _waiting.size()) {
+      // Drop the opened front once it is half the queue: at a depth above the server's limit
+      // the queue never runs empty, and would otherwise keep a slot for every call made.
+      _waiting.erase(_waiting.begin(), _waiting.begin() + static_cast<std::ptrdiff_t>(_waiting_head));
       _waiting_head = 0;
     }
     send_blocked(out);
@@ -307,9 +319,15 @@ class h2_codec final : public connection_codec {
     s->grpc_status.clear();
     s->messages.reset();
     _streams.insert(s);
-    const std::vector<std::byte>& block = s->own_block ? s->block : block_for(*s->kind).whole;
+    const std::vector<std::byte>* block = s->own_block ? &s->block : &block_for(*s->kind).whole;
+    if (_table_update_due) {
+      _table_update_due = false;
+      _updated_block.assign(1, std::byte{0x20});  // dynamic table size update: 0
+      _updated_block.insert(_updated_block.end(), block->begin(), block->end());
+      block = &_updated_block;
+    }
     const bool body = s->has_body && !body_of(s).empty();
-    put_headers(out, s->id, block, !body);
+    put_headers(out, s->id, *block, !body);
     s->body_done = !body;
     if (body) send_body(s, out);
   }
@@ -354,11 +372,13 @@ class h2_codec final : public connection_codec {
     s->blocked = false;
   }
 
+  // The bodies waiting for window, in order. A stream that blocks again keeps its flag, so
+  // send_body does not append it to _blocked while this walks it.
   void send_blocked(std::vector<std::byte>& out) {
     if (_blocked.empty() || _send_window <= 0) return;
     std::size_t kept = 0;
-    for (stream_state* s : _blocked) {
-      s->blocked = false;
+    for (std::size_t i = 0; i < _blocked.size(); ++i) {
+      stream_state* s = _blocked[i];
       send_body(s, out);
       if (s->blocked) _blocked[kept++] = s;
     }
@@ -448,7 +468,7 @@ class h2_codec final : public connection_codec {
     switch (f.type) {
       case h2::t_data: return on_data(f);
       case h2::t_headers: return on_headers(f);
-      case h2::t_priority: return f.stream != 0 || connection_error(h2::e_protocol, "PRIORITY on stream 0");
+      case h2::t_priority: return on_priority(f);
       case h2::t_rst_stream: return on_rst_stream(f);
       case h2::t_settings: return on_settings(f);
       case h2::t_push_promise: return connection_error(h2::e_protocol, "PUSH_PROMISE, which our SETTINGS turned off");
@@ -458,6 +478,14 @@ class h2_codec final : public connection_codec {
       case h2::t_continuation: return on_continuation(f);
       default: return true;  // a frame type we do not know is ignored (RFC 9113 §5.5)
     }
+  }
+
+  // Priorities mean nothing to a client; the frame is checked and dropped (RFC 9113 §6.3).
+  bool on_priority(const frame& f) {
+    if (f.stream == 0) return connection_error(h2::e_protocol, "PRIORITY on stream 0");
+    if (f.payload.size() == 5) return true;
+    stream_state* s = _streams.find(f.stream);
+    return s == nullptr || stream_error(s, h2::e_frame_size);
   }
 
   // A stream the server may not speak of: one we never opened (ids are odd and ours).
@@ -633,7 +661,13 @@ class h2_codec final : public connection_codec {
           }
           _peer_max_frame = value;
           break;
-        default: break;  // the header table size too: our header blocks never use the table
+        case h2::s_header_table_size:
+          // Our blocks never use the table, but a decoder whose table shrank may insist on
+          // hearing so first (RFC 7541 §4.2; nghttp2's does): once this SETTINGS is
+          // acknowledged, the next block starts with a size update to 0.
+          if (value < h2::default_table_size) _table_update_after_ack = true;
+          break;
+        default: break;
       }
     }
     h2::put_frame(_control, 0, h2::t_settings, h2::f_ack, 0);
@@ -777,6 +811,10 @@ class h2_codec final : public connection_codec {
   std::vector<std::byte> _control;      // acks, WINDOW_UPDATE, RST_STREAM: sent by write_pending
   unsigned _unsent_acks = 0;
   bool _started = false;
+  // The server's table shrank: a size update goes at the front of a block after our ack.
+  bool _table_update_after_ack = false;
+  bool _table_update_due = false;
+  std::vector<std::byte> _updated_block;
   // The server's settings and our windows.
   std::uint32_t _peer_max_streams = streams_before_settings;
   bool _seen_settings = false;
