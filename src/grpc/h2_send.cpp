@@ -225,7 +225,7 @@ void h2_server::send_trailers(h2_stream& s, std::span<const h2_field> fields) {
 
 void h2_server::reset(h2_stream& s, std::uint32_t code) {
   if (s.closing) return;
-  write32(put_frame(out(), 4, t_rst_stream, 0, static_cast<std::uint32_t>(s.id)), code);
+  put_rst_stream(out(), static_cast<std::uint32_t>(s.id), code);
   close(s, false);
 }
 
@@ -239,7 +239,7 @@ void h2_server::consume(h2_stream& s, std::size_t n) {
 }
 
 void h2_server::window_update(std::uint32_t id, std::uint32_t n) {
-  write32(put_frame(out(), 4, t_window_update, 0, id), n);
+  put_window_update(out(), id, n);
 }
 
 }  // namespace ringrpc::detail::grpc

@@ -265,8 +265,7 @@ bool h2_server::on_headers(std::uint8_t flags, std::uint32_t id, std::span<const
       // client may retry it). After, it is a protocol error (RFC 9113 §5.1.2).
       if (_settings_acked) return connection_error(e_protocol, "a stream past SETTINGS_MAX_CONCURRENT_STREAMS");
       if (!_resets.take(coarse_now_ns())) return connection_error(e_enhance_your_calm, "streams refused too fast");
-      std::byte* q = put_frame(out(), 4, t_rst_stream, 0, id);
-      write32(q, e_refused_stream);
+      put_rst_stream(out(), id, e_refused_stream);
     } else {
       h2_stream& fresh = _h.on_open(static_cast<std::int32_t>(id));
       fresh.id = static_cast<std::int32_t>(id);

@@ -108,6 +108,14 @@ inline std::byte* put_frame(std::vector<std::byte>& out, std::uint32_t length, f
   return p + frame_header_bytes;
 }
 
+inline void put_rst_stream(std::vector<std::byte>& out, std::uint32_t stream, std::uint32_t code) {
+  write32(put_frame(out, 4, t_rst_stream, 0, stream), code);
+}
+
+inline void put_window_update(std::vector<std::byte>& out, std::uint32_t stream, std::uint32_t increment) {
+  write32(put_frame(out, 4, t_window_update, 0, stream), increment);
+}
+
 /// HPACK's prefixed integer (RFC 7541 §5.1): `first` holds the pattern bits above the prefix.
 inline void put_hpack_int(std::vector<std::byte>& out, std::uint8_t first, unsigned prefix_bits, std::size_t v) {
   const std::size_t max_prefix = (std::size_t{1} << prefix_bits) - 1;

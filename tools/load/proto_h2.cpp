@@ -30,6 +30,7 @@
 
 #include "grpc/h2_wire.hpp"
 #include "grpc_framing.hpp"
+#include "h2_request_block.hpp"
 #include "h2_session.hpp"
 #include "h2_stream_table.hpp"
 #include "message_template.hpp"
@@ -47,6 +48,8 @@ using h2_detail::code_name;
 using h2_detail::frame_header_bytes;
 using h2_detail::h2_settings;
 using h2_detail::max_frame_payload;
+using h2_detail::put_request_field;
+using h2_detail::request_block;
 
 // Big windows: fewer WINDOW_UPDATE frames per call; the reply limit still caps each stream.
 constexpr std::uint32_t stream_window = 16 << 20;
@@ -68,68 +71,6 @@ constexpr unsigned max_unsent_acks = 1000;
 // name and value) and how many frames it may come in. A block the server never ends is a flood.
 constexpr std::size_t max_header_list_bytes = 64 << 10;
 constexpr unsigned max_block_frames = 32;
-
-// Static-table entries a request uses (RFC 7541 Appendix A): whole fields, then names.
-struct static_field {
-  std::string_view name;
-  std::string_view value;
-  unsigned index;
-};
-constexpr static_field static_fields[] = {
-    {":method", "GET", 2}, {":method", "POST", 3}, {":path", "/", 4}, {":scheme", "http", 6}, {":scheme", "https", 7}};
-constexpr static_field static_names[] = {{":authority", {}, 1},     {":method", {}, 2},    {":path", {}, 4},
-                                         {":scheme", {}, 6},        {"accept", {}, 19},
-                                         {"content-type", {}, 31}, {"user-agent", {}, 58}};
-
-// One field of a request's header block: indexed when the static table has it whole, else a
-// literal without indexing, its name indexed when the table has the name.
-void put_field(std::vector<std::byte>& out, std::string_view name, std::string_view value) {
-  if (name == "authorization") {
-    // A credential: "never indexed" (RFC 7541 §7.1.3), so that no proxy re-encoding the
-    // request puts it in a table.
-    h2::put_hpack_int(out, 0x10, 4, 23);
-    return h2::put_hpack_string(out, value);
-  }
-  for (const static_field& f : static_fields) {
-    if (f.name == name && f.value == value) return h2::put_hpack_int(out, 0x80, 7, f.index);
-  }
-  for (const static_field& f : static_names) {
-    if (f.name == name) return h2::put_indexed_name_field(out, f.index, value);
-  }
-  h2::put_literal_field(out, name, value);
-}
-
-// A request kind's header block, in two parts around :path (placeholders there make the path
-// each call's own) and whole.
-struct request_block {
-  std::vector<std::byte> before_path;
-  std::vector<std::byte> after_path;
-  std::vector<std::byte> whole;
-};
-
-request_block encode_request_block(const h2_settings& s, const request_kind& kind) {
-  request_block b;
-  put_field(b.before_path, ":method", s.grpc ? "POST" : kind.method);
-  put_field(b.before_path, ":scheme", s.scheme);
-  put_field(b.before_path, ":authority", s.authority);
-  if (s.grpc) {
-    put_field(b.after_path, "content-type", "application/grpc");
-    put_field(b.after_path, "te", "trailers");
-  }
-  for (const auto& [name, value] : s.headers) put_field(b.after_path, name, value);
-  b.whole = b.before_path;
-  put_field(b.whole, ":path", kind.path.empty() ? s.default_path : kind.path);
-  b.whole.insert(b.whole.end(), b.after_path.begin(), b.after_path.end());
-  return b;
-}
-
-void put_window_update(std::vector<std::byte>& out, std::int32_t stream, std::uint32_t increment) {
-  h2::write32(h2::put_frame(out, 4, h2::t_window_update, 0, static_cast<std::uint32_t>(stream)), increment);
-}
-
-void put_rst_stream(std::vector<std::byte>& out, std::int32_t stream, std::uint32_t code) {
-  h2::write32(h2::put_frame(out, 4, h2::t_rst_stream, 0, static_cast<std::uint32_t>(stream)), code);
-}
 
 // One frame as read: its header's fields and its payload.
 struct frame {
@@ -282,7 +223,7 @@ class h2_codec final : public connection_codec {
     p[6] = std::byte{0};
     p[7] = std::byte(h2::s_initial_window_size);
     h2::write32(p + 8, stream_window);
-    put_window_update(out, 0, connection_window - h2::default_window);
+    h2::put_window_update(out, 0, connection_window - h2::default_window);
   }
 
   // --- sending ------------------------------------------------------------------------------
@@ -410,7 +351,7 @@ class h2_codec final : public connection_codec {
       _renderer.render(*path, call, s->path);
       const request_block& fixed = block_for(kind);
       s->block.assign(fixed.before_path.begin(), fixed.before_path.end());
-      put_field(s->block, ":path", s->path);
+      put_request_field(s->block, ":path", s->path);
       s->block.insert(s->block.end(), fixed.after_path.begin(), fixed.after_path.end());
     }
     s->body.clear();
@@ -443,7 +384,7 @@ class h2_codec final : public connection_codec {
     for (const auto& [k, b] : _blocks) {
       if (k == &kind) return b;
     }
-    _blocks.emplace_back(&kind, encode_request_block(*_settings, kind));
+    _blocks.emplace_back(&kind, h2_detail::encode_request_block(*_settings, kind));
     return _blocks.back().second;
   }
 
@@ -500,7 +441,7 @@ class h2_codec final : public connection_codec {
     _recv_window -= length;
     _recv_unacked += length;
     if (_recv_unacked >= connection_window / 2) {
-      put_window_update(_control, 0, _recv_unacked);
+      h2::put_window_update(_control, 0, _recv_unacked);
       _recv_window += _recv_unacked;
       _recv_unacked = 0;
     }
@@ -521,7 +462,7 @@ class h2_codec final : public connection_codec {
     if (f.has(h2::f_end_stream)) {
       finish(s);
     } else if (s->recv_unacked >= stream_window / 2) {
-      put_window_update(_control, s->id, s->recv_unacked);
+      h2::put_window_update(_control, static_cast<std::uint32_t>(s->id), s->recv_unacked);
       s->recv_window += s->recv_unacked;
       s->recv_unacked = 0;
     }
@@ -752,7 +693,7 @@ class h2_codec final : public connection_codec {
 
   // An error of one stream: reset it, and its call ends by the code.
   bool stream_error(stream_state* s, std::uint32_t code) {
-    put_rst_stream(_control, s->id, code);
+    h2::put_rst_stream(_control, static_cast<std::uint32_t>(s->id), code);
     end(s, "h2_" + code_name(code));
     close(s);
     give_back(s);
@@ -775,7 +716,7 @@ class h2_codec final : public connection_codec {
       end(s, std::string());
     }
     // A reply before the whole request was sent: the rest is not wanted (RFC 9113 §8.1).
-    if (!s->body_done) put_rst_stream(_control, s->id, h2::e_cancel);
+    if (!s->body_done) h2::put_rst_stream(_control, static_cast<std::uint32_t>(s->id), h2::e_cancel);
     close(s);
     give_back(s);
   }
