@@ -12,8 +12,8 @@
 # repository itself is not touched. The load tool is B's (or the third argument), for both.
 #
 # Environment: ROUNDS [5] DURATION [4] s, WARMUP [1] s, CONNECTIONS [64], DEPTHS [$DEPTH or 16], SIZE [64],
-# DISPATCH [direct] (direct: the echo on the reader; all: through the pool), SERVER_CPU [0],
-# LOAD_CPU [1]. Run it under `flock /tmp/ringrpc-bench.lock`. Only 127.0.0.1; every process runs
+# DISPATCH [direct] (direct: the echo on the reader; all: through the pool), PROTOCOL [ringrpc]
+# (grpc: the same echo called as gRPC's /echo/echo), SERVER_CPU [0], LOAD_CPU [1]. Run it under `flock /tmp/ringrpc-bench.lock`. Only 127.0.0.1; every process runs
 # under `timeout` and is stopped by its PID.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -43,6 +43,11 @@ load_bin=${3:-$(dirname "$b_bin")/ringrpc-load}
 rounds=${ROUNDS:-5} duration=${DURATION:-4} warmup=${WARMUP:-1}
 connections=${CONNECTIONS:-64} depths=${DEPTHS:-${DEPTH:-16}} size=${SIZE:-64} dispatch=${DISPATCH:-direct}
 server_cpu=${SERVER_CPU:-0} load_cpu=${LOAD_CPU:-1}
+case ${PROTOCOL:-ringrpc} in
+  ringrpc) target_path=/echo scheme=ringrpc ;;
+  grpc) target_path=/echo/echo scheme=grpc ;;
+  *) echo "ab_servers.sh: PROTOCOL is '$PROTOCOL', not ringrpc or grpc" >&2; exit 2 ;;
+esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/ab_servers.XXXXXX")
 pinned_pid=
 cleanup() {
@@ -57,10 +62,10 @@ run() {  # run VARIANT BIN ROUND DEPTH: prints "VARIANT DEPTH calls_per_s cpu_us
     --log-level error --dispatch="$dispatch" || { echo "ab_servers.sh: $variant did not start" >&2; exit 1; }
   port=$listen_port
   local -a load=(timeout 60 taskset -c "$load_cpu" "$load_bin" -s "$size" -c "$connections" -P "$depth")
-  "${load[@]}" -d "${warmup}s" --warmup 0s "ringrpc://127.0.0.1:$port/echo" >/dev/null 2>&1
+  "${load[@]}" -d "${warmup}s" --warmup 0s "$scheme://127.0.0.1:$port$target_path" >/dev/null 2>&1
   local c0 c1
   c0=$(cpu_ticks "$pinned_pid")
-  "${load[@]}" -d "${duration}s" --warmup 0s --json "$work/$variant.$round.$depth.json" "ringrpc://127.0.0.1:$port/echo" >/dev/null
+  "${load[@]}" -d "${duration}s" --warmup 0s --json "$work/$variant.$round.$depth.json" "$scheme://127.0.0.1:$port$target_path" >/dev/null
   c1=$(cpu_ticks "$pinned_pid")
   stop_pinned_server
   python3 - "$work/$variant.$round.$depth.json" "$c0" "$c1" "$(getconf CLK_TCK)" "$variant" "$depth" <<'PY'

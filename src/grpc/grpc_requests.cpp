@@ -72,6 +72,47 @@ void session::state::take_header(call_stream& st, std::string_view name, std::st
   }
 }
 
+// A kept header block opens a request again: the path, method, deadline and metadata it meant
+// the last time (the same bytes, with HPACK's table unchanged, are the same fields).
+bool session::state::on_known_block(h2_stream& s, std::uint64_t id, std::uint8_t slot) {
+  const known_request& k = known[slot];
+  if (k.block != id) return false;
+  auto& st = static_cast<call_stream&>(s);
+  st.header_bytes = k.header_bytes;
+  st.path = k.path;
+  st.method = k.method;
+  st.timeout_us = k.timeout_us;
+  st.metadata = k.metadata;
+  return true;
+}
+
+// A request refused for its headers is not remembered: each is refused again, field by field.
+void session::state::remember_block(h2_stream& s, std::uint64_t id, std::uint8_t slot) {
+  const auto& st = static_cast<const call_stream&>(s);
+  known_request& k = known[slot];
+  k.block = 0;
+  if (st.refused) return;
+  try {
+    k.path = st.path;
+    k.method = st.method;
+    k.metadata = st.metadata;
+  } catch (const std::bad_alloc&) {
+    return;  // not remembered: the block's fields are taken one by one
+  }
+  k.timeout_us = st.timeout_us;
+  k.header_bytes = st.header_bytes;
+  k.block = id;
+}
+
+std::size_t session::state::known_bytes() const noexcept {
+  std::size_t n = 0;
+  for (const known_request& k : known) {
+    n += k.path.capacity() + k.method.capacity() + k.metadata.capacity() * sizeof(metadata_entry);
+    for (const metadata_entry& e : k.metadata) n += e.key.capacity() + e.value.capacity();
+  }
+  return n;
+}
+
 // The request's headers are all in: a client or bidi stream opens now, before its messages
 // (its handler may answer before the client sends anything).
 void session::state::headers_done(call_stream& st) {

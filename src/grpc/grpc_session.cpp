@@ -164,7 +164,7 @@ session::~session() = default;
 std::size_t session::held_bytes() const noexcept {
   return _s->library.bytes + _s->request_bytes + _s->h2.held_bytes() +
          _s->streams * (sizeof(call_stream) + 2 * kept_buffer_bytes) + _s->partial.capacity() +
-         _s->aligned.capacity() + _s->to_server.capacity();
+         _s->aligned.capacity() + _s->to_server.capacity() + _s->known_bytes();
 }
 
 namespace {

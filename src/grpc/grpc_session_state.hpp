@@ -121,6 +121,18 @@ struct session::state final : h2_handler {
   bool wrote_since_ping = false;  // a response of ours went out since the last PING
   token_bucket settings_bucket;  // each SETTINGS costs an acknowledgement
   bool closing_counted = false;  // this connection's close is in the server's counters
+  // What a kept header block's fields made of the request they opened (remember_block), by the
+  // block's slot: a client's next calls of the same method send the same block, and take this
+  // in one step (on_known_block) instead of a compare per field name.
+  struct known_request {
+    std::uint64_t block = 0;  // hpack_repeats' id of the block; 0: none
+    std::string path;
+    std::string method;
+    std::vector<metadata_entry> metadata;
+    std::uint64_t timeout_us = 0;
+    std::size_t header_bytes = 0;
+  };
+  known_request known[hpack_repeats::kept];
 
   state(const session_limits& l, session_host& h);
   ~state();
@@ -149,6 +161,8 @@ struct session::state final : h2_handler {
   // What HTTP/2 tells us (h2_handler; grpc_session.cpp).
   h2_stream& on_open(std::int32_t id) override;
   void on_field(h2_stream& s, std::string_view name, std::string_view value, bool trailer) override;
+  bool on_known_block(h2_stream& s, std::uint64_t id, std::uint8_t slot) override;
+  void remember_block(h2_stream& s, std::uint64_t id, std::uint8_t slot) override;
   void on_headers(h2_stream& s) override;
   void on_data(h2_stream& s, std::span<const std::byte> data) override;
   void on_request_end(h2_stream& s) override;
@@ -161,6 +175,7 @@ struct session::state final : h2_handler {
   void refuse(call_stream& s, int code, std::string message, const char* http = "200");
   void drop_body(call_stream& s) noexcept;
   void take_header(call_stream& st, std::string_view name, std::string_view value);
+  std::size_t known_bytes() const noexcept;  ///< what `known` holds
   void take_data(call_stream& st, std::span<const std::byte> data);
   void headers_done(call_stream& st);
   void request_done(call_stream& st);

@@ -304,12 +304,7 @@ bool h2_server::take_block(std::span<const std::byte> fragment, bool first, bool
   if (first && final) {
     if (const hpack_repeats::fields* kept = _repeats.find(fragment)) {
       ++_repeated_blocks;
-      for (const hpack_repeats::field_at& f : kept->at) {
-        if (!to_target()) break;
-        take_field(*_block_target, kept->name(f), kept->value(f), true);
-        if (failed()) return false;
-      }
-      return true;
+      return replay_block(*kept);
     }
     _repeats.begin(fragment);
     const bool decoded = decode_block(fragment, final);
@@ -319,6 +314,31 @@ bool h2_server::take_block(std::span<const std::byte> fragment, bool first, bool
   // A block in several frames is not kept, and may change the table.
   if (first) _repeats.forget();
   return decode_block(fragment, final);
+}
+
+// A kept block again. On a request's opening block (a fresh stream: §8.3's checks start from
+// nothing, so they end where they ended the last time) what its fields meant is applied in one
+// step once the handler has taken them one by one before; otherwise, and for trailers, each
+// field is taken again.
+bool h2_server::replay_block(const hpack_repeats::fields& kept) {
+  h2_stream* const opening = _block_trailers || !to_target() ? nullptr : _block_target;
+  known_block& known = _known[kept.slot];
+  if (opening != nullptr && known.id == kept.id && _h.on_known_block(*opening, kept.id, kept.slot)) {
+    opening->pseudo_seen = known.pseudo_seen;
+    opening->regular_seen = known.regular_seen;
+    opening->content_length = known.content_length;
+    return true;
+  }
+  for (const hpack_repeats::field_at& f : kept.at) {
+    if (!to_target()) break;
+    take_field(*_block_target, kept.name(f), kept.value(f), true);
+    if (failed()) return false;
+  }
+  if (opening != nullptr && to_target()) {
+    known = {kept.id, opening->content_length, opening->pseudo_seen, opening->regular_seen};
+    _h.remember_block(*opening, kept.id, kept.slot);
+  }
+  return true;
 }
 
 bool h2_server::to_target() const noexcept {

@@ -71,6 +71,14 @@ class h2_handler {
   virtual h2_stream& on_open(std::int32_t id) = 0;
   /// One field of a request's header block (or of its trailers), after the checks of §8.2.
   virtual void on_field(h2_stream& s, std::string_view name, std::string_view value, bool trailer) = 0;
+  /// A request's opening header block is one kept before (hpack_repeats), and whose fields
+  /// this handler already took one by one into a request it remembered (remember_block) as
+  /// `id`: it may apply what they meant then in one step and return true instead of taking
+  /// them again by on_field (false). Called with the stream as on_open left it.
+  virtual bool on_known_block(h2_stream& s, std::uint64_t id, std::uint8_t slot) = 0;
+  /// The fields of kept block `id` were each taken by on_field into the fresh stream `s` and
+  /// passed HTTP/2's checks: the handler may remember their outcome for on_known_block.
+  virtual void remember_block(h2_stream& s, std::uint64_t id, std::uint8_t slot) = 0;
   /// The request's header block is whole and well-formed (not called for trailers).
   virtual void on_headers(h2_stream& s) = 0;
   virtual void on_data(h2_stream& s, std::span<const std::byte> data) = 0;
@@ -166,6 +174,7 @@ class h2_server {
   bool on_window_update(std::uint32_t id, std::span<const std::byte> p);
   bool on_rst_stream(std::uint32_t id, std::span<const std::byte> p);
   bool take_block(std::span<const std::byte> fragment, bool first, bool final);
+  bool replay_block(const hpack_repeats::fields& kept);
   bool decode_block(std::span<const std::byte> fragment, bool final);
   bool to_target() const noexcept;
   void take_field(h2_stream& s, std::string_view name, std::string_view value, bool valid);
@@ -229,6 +238,16 @@ class h2_server {
   bool _block_trailers = false;
   unsigned _continuations = 0;
   hpack_repeats _repeats;  // whole blocks a client sends again, and their fields
+  // What a kept block's fields left of §8.3's checks in a request that opened with it, by its
+  // slot (valid while `id` is the slot's block's): a replay of it on a new request's opening
+  // block applies them, and the handler's own memory of the block, without a field compared.
+  struct known_block {
+    std::uint64_t id = 0;
+    std::uint64_t content_length = 0;
+    std::uint8_t pseudo_seen = 0;
+    bool regular_seen = false;
+  };
+  known_block _known[hpack_repeats::kept];
   std::uint64_t _repeated_blocks = 0;
   token_bucket _resets;        // streams reset, by either side
   token_bucket _empty_frames;

@@ -104,7 +104,10 @@ void hpack_repeats::end(bool decoded) noexcept {
   if (!_recording) return;
   _recording = false;
   if (!decoded) return;
-  _entries[_next].used = true;
+  entry& e = _entries[_next];
+  e.used = true;
+  e.kept.id = ++_last_id;
+  e.kept.slot = static_cast<std::uint8_t>(_next);
   _next = (_next + 1) % kept;
 }
 

@@ -41,6 +41,11 @@ class hpack_repeats {
   struct fields {
     std::string text;  // the names and values, back to back
     std::vector<field_at> at;
+    // Names this block apart from every other kept on the connection, before or after (what
+    // its fields meant to a request can be remembered under it: h2_server's kept meanings),
+    // and its place among the `kept` (a slot such memories can be indexed by).
+    std::uint64_t id = 0;
+    std::uint8_t slot = 0;
     std::string_view name(const field_at& f) const noexcept { return std::string_view(text).substr(f.name, f.name_size); }
     std::string_view value(const field_at& f) const noexcept {
       return std::string_view(text).substr(f.value, f.value_size);
@@ -73,6 +78,7 @@ class hpack_repeats {
 
   std::vector<entry> _entries;  // made as blocks are kept: a connection with no request holds none
   std::size_t _next = 0;        // the entry the next block is recorded into
+  std::uint64_t _last_id = 0;
   bool _recording = false;
 };
 

@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <new>
 #include <optional>
@@ -404,6 +405,22 @@ class recorder final : public g::h2_handler {
     events.push_back((trailer ? "trailer " : "field ") + std::to_string(s.id) + " " + std::string(name) + ": " +
                      std::string(value));
     (trailer ? as(s).trailers : as(s).request).emplace_back(name, value);
+  }
+  // Kept blocks (h2_handler::on_known_block): with `knows`, a block's fields are remembered as
+  // the request took them and given back in one step; the streams each happened to.
+  bool knows = false;
+  std::map<std::uint8_t, std::pair<std::uint64_t, field_list>> remembered;  // by slot: (block, fields)
+  std::vector<std::int32_t> remembered_on, known_on;
+  bool on_known_block(g::h2_stream& s, std::uint64_t id, std::uint8_t slot) override {
+    const auto it = remembered.find(slot);
+    if (!knows || it == remembered.end() || it->second.first != id) return false;
+    known_on.push_back(s.id);
+    as(s).request = it->second.second;
+    return true;
+  }
+  void remember_block(g::h2_stream& s, std::uint64_t id, std::uint8_t slot) override {
+    remembered_on.push_back(s.id);
+    remembered[slot] = {id, as(s).request};
   }
   void on_headers(g::h2_stream& s) override { events.push_back("headers " + std::to_string(s.id)); }
   void on_data(g::h2_stream& s, std::span<const std::byte> data) override {
@@ -1875,6 +1892,61 @@ TEST_F(H2Server, RepeatedFieldsAreStillCheckedAgainstTheirStream) {
   const bytes fine = join{static_pseudo(), literal(0x00, "x-a", "1")};
   EXPECT_EQ(summary(send(join{whole_request(5, fine), whole_request(7, fine)})), "");
   EXPECT_EQ(server->repeated_blocks(), 2u);
+}
+
+TEST_F(H2Server, AKnownBlockOpensARequestInOneStepWithTheChecksItPassedBefore) {
+  handshake();
+  handler->knows = true;
+  // The same bytes (literals not indexed: the table never changes) open every request.
+  const bytes block = join{static_pseudo(), literal(0x00, "x-a", "1"), literal(0x00, "content-length", "3")};
+  const field_list fields{{":method", "POST"}, {":scheme", "http"}, {":path", "/"}, {"x-a", "1"}, {"content-length", "3"}};
+  const auto request = [&](std::uint32_t id, std::string_view body) {
+    return join{frame(h2::t_headers, h2::f_end_headers, id, block), frame(h2::t_data, h2::f_end_stream, id, to_bytes(body))};
+  };
+  EXPECT_EQ(summary(send(request(1, "abc"))), "");  // decoded, kept
+  EXPECT_EQ(summary(send(request(3, "abc"))), "");  // replayed field by field, remembered
+  EXPECT_EQ(summary(send(request(5, "abc"))), "");  // known: one step
+  EXPECT_EQ(summary(send(request(7, "abc"))), "");
+  EXPECT_EQ(handler->remembered_on, (std::vector<std::int32_t>{3}));
+  EXPECT_EQ(handler->known_on, (std::vector<std::int32_t>{5, 7}));
+  for (std::int32_t id : {1, 3, 5, 7}) {
+    EXPECT_EQ(handler->stream(id)->request, fields) << "stream " << id;
+    EXPECT_EQ(handler->stream(id)->data, "abc") << "stream " << id;
+    EXPECT_EQ(std::count(handler->events.begin(), handler->events.end(), "headers " + std::to_string(id)), 1);
+  }
+  // The content-length the known block carries still binds its request's DATA.
+  EXPECT_EQ(summary(send(request(9, "abcd"))), "RST_STREAM 9 PROTOCOL_ERROR");
+  EXPECT_EQ(handler->known_on.back(), 9);
+  // As trailers the same block is taken field by field (and is malformed there: pseudo-headers).
+  const bytes opening = join{static_pseudo(), literal(0x00, "x-b", "2")};
+  send(frame(h2::t_headers, h2::f_end_headers, 11, opening));
+  send(frame(h2::t_headers, h2::f_end_headers | h2::f_end_stream, 11, block));
+  EXPECT_EQ(handler->known_on.back(), 9);
+  EXPECT_EQ(handler->stream(11)->trailers.size(), 0u);
+  EXPECT_EQ(server->repeated_blocks(), 5u);
+  EXPECT_TRUE(connection_ok());
+}
+
+TEST_F(H2Server, AMalformedBlockIsNeverKnownAndATableChangeForgetsWhatWas) {
+  handshake();
+  handler->knows = true;
+  const bytes twice = join{static_pseudo(), indexed(4)};  // :path twice
+  for (std::uint32_t id : {1u, 3u, 5u}) {
+    EXPECT_EQ(summary(send(whole_request(id, twice))), "RST_STREAM " + std::to_string(id) + " PROTOCOL_ERROR");
+  }
+  EXPECT_TRUE(handler->remembered_on.empty());
+  EXPECT_TRUE(handler->known_on.empty());
+  // A block known, then the same bytes meaning another value after the table changed.
+  const bytes refer = join{static_pseudo(), indexed(62)};
+  send(whole_request(7, join{static_pseudo(), literal(0x40, "x-a", "1")}));
+  for (std::uint32_t id : {9u, 11u, 13u}) send(whole_request(id, refer));
+  EXPECT_EQ(handler->known_on, (std::vector<std::int32_t>{13}));
+  send(whole_request(15, join{static_pseudo(), literal(0x40, "x-a", "2")}));
+  for (std::uint32_t id : {17u, 19u, 21u}) send(whole_request(id, refer));
+  EXPECT_EQ(handler->known_on, (std::vector<std::int32_t>{13, 21}));
+  EXPECT_EQ(handler->stream(13)->request.back(), (field{"x-a", "1"}));
+  for (std::int32_t id : {17, 19, 21}) EXPECT_EQ(handler->stream(id)->request.back(), (field{"x-a", "2"})) << id;
+  EXPECT_TRUE(connection_ok());
 }
 
 TEST_F(H2Server, LongBlocksAreNotKept) {
