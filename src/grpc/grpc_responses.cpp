@@ -107,8 +107,8 @@ void session::state::send_headers(call_stream& st, const frame_view* v) {
   thread_local std::vector<h2_field> headers;
   header_text.clear();
   headers.clear();
-  headers.push_back({":status", "200"});
-  headers.push_back({"content-type", "application/grpc"});
+  headers.push_back(h2::status_200);
+  headers.push_back(h2::grpc_content_type);
   if (v != nullptr) {
     append_pairs(v->metadata, header_text);
     to_fields(header_text, headers);
@@ -141,7 +141,7 @@ void session::state::end_with(call_stream& st, int code, std::string_view messag
   thread_local std::vector<h2_field> t;  // kept: no allocation per call
   trailer_text.clear();
   t.clear();
-  t.push_back({"grpc-status", code_text});
+  t.push_back(code == 0 ? h2::grpc_status_ok : h2_field{"grpc-status", code_text});
   if (!message_text.empty()) t.push_back({"grpc-message", message_text});
   if (v != nullptr) {
     append_pairs(v->trailers, trailer_text);
@@ -162,7 +162,7 @@ void session::state::answer_trailers_only(call_stream& st, int code, std::string
   std::vector<std::string> text;
   append_pairs(v.metadata, text);
   append_pairs(v.trailers, text);
-  std::vector<h2_field> h{{":status", "200"}, {"content-type", "application/grpc"}, {"grpc-status", code_text}};
+  std::vector<h2_field> h{h2::status_200, h2::grpc_content_type, {"grpc-status", code_text}};
   if (!message_text.empty()) h.push_back({"grpc-message", message_text});
   if (v.retry_after_ms != 0) {
     h.push_back({"grpc-retry-pushback-ms", pushback});

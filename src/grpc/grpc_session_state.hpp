@@ -53,7 +53,8 @@ inline std::uint32_t message_length(const std::byte* p) noexcept {
 }
 
 /// One HTTP/2 stream: a gRPC call from its first header to its last byte out. Its HTTP/2 part
-/// (windows, state, DATA the peer's window holds back) is h2_server's.
+/// (windows, state, DATA the peer's window holds back) is h2_server's. Every member has its
+/// initializer: a kept record is renewed by default-initialization (grpc_stream_cache.cpp).
 struct call_stream : h2_stream {
   std::uint8_t kind = 0;  // the method's ringrpc stream kind: 0 unary, 1 server, 2 client, 3 bidi
   std::string path;

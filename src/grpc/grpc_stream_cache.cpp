@@ -1,5 +1,6 @@
 // Stream records kept for the next streams (grpc_session_state.hpp: new_stream, recycle).
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,9 +65,11 @@ struct stream_cache {
     empty_buffer(reply);
     empty_text(path);
     empty_text(method);
-    // A fresh record in place (no temporary to build, assign member by member and destroy).
+    // A fresh record in place (no temporary to build, assign member by member and destroy),
+    // default-initialized: every member has its initializer, and value-initialization would
+    // clear the whole record first (a `rep stos` of 464 bytes, half of this function's time).
     std::destroy_at(st);
-    std::construct_at(st);
+    ::new (static_cast<void*>(st)) call_stream;
     if (bytes + body.capacity() + reply.capacity() + path.capacity() + method.capacity() <= max_bytes) {
       st->body = std::move(body);
       st->pending = std::move(reply);

@@ -33,9 +33,9 @@ void h2_server::update_table_size(std::vector<std::byte>& block) {
 void h2_server::encode_fields(std::span<const h2_field> fields, std::vector<std::byte>& block, bool written_now) {
   if (written_now) update_table_size(block);
   for (const h2_field& f : fields) {
-    if (f.name == ":status" && f.value == "200") {
+    if (f.form == form_status_200 || (f.form == 0 && f.name == ":status" && f.value == "200")) {
       block.push_back(std::byte{hpack_status_200});
-    } else if (written_now && put_kept(f, block)) {
+    } else if (written_now && put_kept(f.form >= form_kept ? std::size_t{f.form} - form_kept : kept_index(f), block)) {
       // Indexed, or inserted now.
     } else if (f.name == ":status") {
       put_indexed_name_field(block, hpack_name_status, f.value);
@@ -47,29 +47,33 @@ void h2_server::encode_fields(std::span<const h2_field> fields, std::vector<std:
   }
 }
 
-// One of kept_fields: its index if the peer's table has it, else a literal that inserts it
+// Which of kept_fields `f` is, or kept_field_count: none.
+std::size_t h2_server::kept_index(const h2_field& f) noexcept {
+  std::size_t i = 0;
+  while (i < kept_field_count && (f.name != kept_fields[i].name || f.value != kept_fields[i].value)) ++i;
+  return i;
+}
+
+// kept_fields[i]: its index if the peer's table has it, else a literal that inserts it
 // (§6.2.1) if the table has room. False: not one of them, or no room (the caller writes it).
-bool h2_server::put_kept(const h2_field& f, std::vector<std::byte>& block) {
-  for (std::size_t i = 0; i < kept_field_count; ++i) {
-    const kept_field& k = kept_fields[i];
-    if (f.name != k.name || f.value != k.value) continue;
-    if (_rank[i] != 0) {
-      // The newest entry is 62; each inserted after this one pushes it one further.
-      put_hpack_int(block, 0x80, 7, hpack_static_entries + 1 + _inserted - _rank[i]);
-      return true;
-    }
-    if (_table_max < kept_fields_bytes) return false;
-    if (k.name_index != 0) {
-      put_hpack_int(block, 0x40, 6, k.name_index);
-    } else {
-      block.push_back(std::byte{0x40});
-      put_hpack_string(block, k.name);
-    }
-    put_hpack_string(block, k.value);
-    _rank[i] = ++_inserted;
+bool h2_server::put_kept(std::size_t i, std::vector<std::byte>& block) {
+  if (i >= kept_field_count) return false;
+  if (_rank[i] != 0) {
+    // The newest entry is 62; each inserted after this one pushes it one further.
+    put_hpack_int(block, 0x80, 7, hpack_static_entries + 1 + _inserted - _rank[i]);
     return true;
   }
-  return false;
+  if (_table_max < kept_fields_bytes) return false;
+  const kept_field& k = kept_fields[i];
+  if (k.name_index != 0) {
+    put_hpack_int(block, 0x40, 6, k.name_index);
+  } else {
+    block.push_back(std::byte{0x40});
+    put_hpack_string(block, k.name);
+  }
+  put_hpack_string(block, k.value);
+  _rank[i] = ++_inserted;
+  return true;
 }
 
 // A header block as HEADERS and, past the peer's frame size, CONTINUATIONs.

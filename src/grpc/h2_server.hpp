@@ -191,7 +191,8 @@ class h2_server {
   bool table_update_due() const noexcept { return _peer_table_least < _table_max; }
   void update_table_size(std::vector<std::byte>& block);
   void encode_fields(std::span<const h2_field> fields, std::vector<std::byte>& block, bool written_now);
-  bool put_kept(const h2_field& f, std::vector<std::byte>& block);
+  static std::size_t kept_index(const h2_field& f) noexcept;
+  bool put_kept(std::size_t i, std::vector<std::byte>& block);
   void close(h2_stream& s, bool by_peer) noexcept;
   void window_update(std::uint32_t id, std::uint32_t n);
   bool connection_error(std::uint32_t code, std::string why);

@@ -20,6 +20,9 @@ namespace ringrpc::detail::grpc {
 struct h2_field {
   std::string_view name;
   std::string_view value;
+  /// What the encoder may take the field for without comparing its name and value: 0 (it
+  /// compares), or one of h2::status_200 and h2::kept's (the session's fixed fields).
+  std::uint8_t form = 0;
 };
 
 }  // namespace ringrpc::detail::grpc
@@ -172,5 +175,13 @@ inline constexpr std::size_t kept_field_count = sizeof(kept_fields) / sizeof(kep
 /// What they take of the table: 32 + name + value bytes each (RFC 7541 §4.1). A peer whose
 /// table is smaller gets literals only.
 inline constexpr std::uint32_t kept_fields_bytes = (32 + 12 + 16) + (32 + 11 + 1);
+
+// The fields every gRPC response has, named so that the encoder needs no compare for them.
+inline constexpr std::uint8_t form_status_200 = 1;
+inline constexpr std::uint8_t form_kept = 2;  // + the index in kept_fields
+inline constexpr h2_field status_200{":status", "200", form_status_200};
+inline constexpr h2_field grpc_content_type{kept_fields[0].name, kept_fields[0].value, form_kept + 0};
+inline constexpr h2_field grpc_status_ok{kept_fields[1].name, kept_fields[1].value, form_kept + 1};
+static_assert(kept_fields[0].name == "content-type" && kept_fields[1].name == "grpc-status");
 
 }  // namespace ringrpc::detail::grpc::h2

@@ -725,6 +725,35 @@ TEST_F(H2Server, ContentTypeAndGrpcStatusAreIndexedAfterTheirFirstUse) {
   EXPECT_EQ(handler->closed, (std::vector<std::pair<std::int32_t, bool>>{{1, false}, {3, false}}));
 }
 
+TEST_F(H2Server, NamedResponseFieldsAreWrittenAsTheSameTextIs) {
+  // h2::status_200 and the kept fields by name (the session's fixed fields: no compare in the
+  // encoder) against the same text as plain fields, on streams 1 and 3 both ways round.
+  handshake();
+  send(join{request(1), request(3), request(5)});
+  const std::vector<g::h2_field> named_headers{h2::status_200, h2::grpc_content_type};
+  const std::vector<g::h2_field> named_trailers{h2::grpc_status_ok, {"x-why", "none"}};
+  const frames f = call([&] {
+    server->send_headers(stream(1), named_headers, false);
+    server->send_trailers(stream(1), named_trailers);
+    server->send_headers(stream(3), response_headers(), false);
+    server->send_trailers(stream(3), std::vector<g::h2_field>{{"grpc-status", "0"}, {"x-why", "none"}});
+    server->send_headers(stream(5), named_headers, false);
+    server->send_trailers(stream(5), named_trailers);
+  });
+  const std::vector<block_out> blocks = header_blocks(f);
+  ASSERT_EQ(blocks.size(), 6u);
+  EXPECT_EQ(to_text(blocks[0].block), std::string("\x88\x5f\x10" "application/grpc"));
+  EXPECT_EQ(to_text(blocks[1].block), std::string("\x40\x0bgrpc-status\x01" "0" "\x00\x05x-why\x04none", 27));
+  for (std::size_t i : {2u, 4u}) EXPECT_EQ(to_text(blocks[i].block), "\x88\xbf") << i;
+  for (std::size_t i : {3u, 5u}) EXPECT_EQ(to_text(blocks[i].block), std::string("\xbe\x00\x05x-why\x04none", 13)) << i;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {  // in order: the decoder's table follows them
+    EXPECT_EQ(decoder->decode(blocks[i].block),
+              i % 2 == 0 ? (field_list{{":status", "200"}, {"content-type", "application/grpc"}})
+                         : (field_list{{"grpc-status", "0"}, {"x-why", "none"}}))
+        << i;
+  }
+}
+
 TEST_F(H2Server, APeerThatShrinksItsTableGetsASizeUpdateAndKeepsTheIndexedFieldsThatFit) {
   handshake();
   send(request(1));
