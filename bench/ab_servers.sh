@@ -11,10 +11,11 @@
 # `git archive` of this repository into /tmp/ringrpc-ab.SHA, kept for the next run; the
 # repository itself is not touched. The load tool is B's (or the third argument), for both.
 #
-# Environment: ROUNDS [5] DURATION [4] s, WARMUP [1] s, CONNECTIONS [64], DEPTHS [$DEPTH or 16], SIZE [64],
-# DISPATCH [direct] (direct: the echo on the reader; all: through the pool), PROTOCOL [ringrpc]
-# (grpc: the same echo called as gRPC's /echo/echo), SERVER_CPU [0], LOAD_CPU [1]. Run it under `flock /tmp/ringrpc-bench.lock`. Only 127.0.0.1; every process runs
-# under `timeout` and is stopped by its PID.
+# Environment: ROUNDS [5] DURATION [4] s, WARMUP [1] s, CONNECTIONS [64], DEPTHS [$DEPTH or 16],
+# SIZE [64], DISPATCH [direct] (direct: the echo on the reader; all: through the pool),
+# PROTOCOL [ringrpc] (grpc: the same echo called as gRPC's /echo/echo), SERVER_CPU [0],
+# LOAD_CPU [1]. Run it under `flock /tmp/ringrpc-bench.lock`. Only 127.0.0.1; every process
+# runs under `timeout` and is stopped by its PID.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"

@@ -95,7 +95,7 @@ void session::state::remember_block(h2_stream& s, std::uint64_t id, std::uint8_t
   try {
     k.path = st.path;
     k.method = st.method;
-    k.metadata = st.metadata;
+    k.metadata = std::vector<metadata_entry>(st.metadata);  // fresh: no string keeps an old capacity
   } catch (const std::bad_alloc&) {
     return;  // not remembered: the block's fields are taken one by one
   }

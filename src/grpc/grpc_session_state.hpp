@@ -123,8 +123,9 @@ struct session::state final : h2_handler {
   token_bucket settings_bucket;  // each SETTINGS costs an acknowledgement
   bool closing_counted = false;  // this connection's close is in the server's counters
   // What a kept header block's fields made of the request they opened (remember_block), by the
-  // block's slot: a client's next calls of the same method send the same block, and take this
-  // in one step (on_known_block) instead of a compare per field name.
+  // block's slot: a client's next calls of the same method with the same metadata (and no
+  // deadline, whose grpc-timeout changes per call) send the same block, and take this in one
+  // step (on_known_block) instead of a compare per field name.
   struct known_request {
     std::uint64_t block = 0;  // hpack_repeats' id of the block; 0: none
     std::string path;

@@ -74,7 +74,7 @@ class h2_handler {
   /// A request's opening header block is one kept before (hpack_repeats), and whose fields
   /// this handler already took one by one into a request it remembered (remember_block) as
   /// `id`: it may apply what they meant then in one step and return true instead of taking
-  /// them again by on_field (false). Called with the stream as on_open left it.
+  /// them again by on_field (false). Called before any field of the block was taken.
   virtual bool on_known_block(h2_stream& s, std::uint64_t id, std::uint8_t slot) = 0;
   /// The fields of kept block `id` were each taken by on_field into the fresh stream `s` and
   /// passed HTTP/2's checks: the handler may remember their outcome for on_known_block.

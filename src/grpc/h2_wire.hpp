@@ -21,7 +21,8 @@ struct h2_field {
   std::string_view name;
   std::string_view value;
   /// What the encoder may take the field for without comparing its name and value: 0 (it
-  /// compares), or one of h2::status_200 and h2::kept's (the session's fixed fields).
+  /// compares), or the form of h2::status_200, h2::grpc_content_type or h2::grpc_status_ok
+  /// (the session's fixed fields).
   std::uint8_t form = 0;
 };
 

@@ -42,7 +42,7 @@ class hpack_repeats {
     std::string text;  // the names and values, back to back
     std::vector<field_at> at;
     // Names this block apart from every other kept on the connection, before or after (what
-    // its fields meant to a request can be remembered under it: h2_server's kept meanings),
+    // its fields meant to a request can be remembered under it: h2_server's `_known`),
     // and its place among the `kept` (a slot such memories can be indexed by).
     std::uint64_t id = 0;
     std::uint8_t slot = 0;

@@ -1978,6 +1978,30 @@ TEST_F(H2Server, AMalformedBlockIsNeverKnownAndATableChangeForgetsWhatWas) {
   EXPECT_TRUE(connection_ok());
 }
 
+TEST_F(H2Server, ASlotKeptForAnotherBlockNeverAppliesWhatTheOldOneMeant) {
+  handshake();
+  handler->knows = true;
+  // Literals not indexed: no block changes the table, and each distinct one takes the next of
+  // the 4 slots, so the fifth takes the first block's slot.
+  const auto block = [](std::string_view v) { return join{static_pseudo(), literal(0x00, "x-n", v)}; };
+  const auto sent_as = [&](std::int32_t id) { return handler->stream(id)->request.back().second; };
+  for (std::uint32_t id : {1u, 3u, 5u}) send(whole_request(id, block("a")));
+  EXPECT_EQ(handler->known_on, (std::vector<std::int32_t>{5}));
+  std::uint32_t id = 7;
+  for (std::string_view v : {"b", "c", "d", "e"}) send(whole_request(id++ * 2 - 7, block(v)));
+  // "e" holds the slot "a" had, under another id: its replays are its own fields.
+  for (std::uint32_t i : {15u, 17u, 19u}) send(whole_request(i, block("e")));
+  for (std::int32_t i : {15, 17, 19}) EXPECT_EQ(sent_as(i), "e") << i;
+  EXPECT_EQ(handler->remembered_on, (std::vector<std::int32_t>{3, 15}));
+  EXPECT_EQ(handler->known_on, (std::vector<std::int32_t>{5, 17, 19}));
+  // "a" again: no longer kept, decoded as it is.
+  for (std::uint32_t i : {21u, 23u}) send(whole_request(i, block("a")));
+  EXPECT_EQ(sent_as(21), "a");
+  EXPECT_EQ(sent_as(23), "a");
+  EXPECT_EQ(handler->known_on, (std::vector<std::int32_t>{5, 17, 19}));
+  EXPECT_TRUE(connection_ok());
+}
+
 TEST_F(H2Server, LongBlocksAreNotKept) {
   handshake();
   const bytes long_block = join{static_pseudo(), literal(0x00, "x-long", pattern(g::hpack_repeats::max_block_bytes))};
