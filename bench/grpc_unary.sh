@@ -73,7 +73,7 @@ for b in "$ringrpc_bin" "$grpc_bin" "$load_bin"; do
 done
 raw_bin=${RAW_LOOP:-}
 if [[ -z $raw_bin ]]; then
-  for b in "$build_dir/bench/raw_echo_loop" build/bench/bench/raw_echo_loop; do
+  for b in "$build_dir/bench/raw_echo_loop" build/bench/bench/raw_echo_loop "$build_dir/tools/ringrpc-raw-echo"; do
     [[ -x $b ]] && { raw_bin=$b; break; }
   done
 fi

@@ -23,7 +23,7 @@ cd "$(ringrpc_root)"
 : "${CONNECTIONS:=10000}" "${WARMUP:=2}"
 pinned_bench_knobs many_connections.sh
 rounds=${ROUNDS:-3}
-raw_bin=$build_dir/bench/raw_echo_loop
+raw_bin=$(raw_loop_bin "$build_dir")
 server_bin=$build_dir/tools/ringrpc-server
 load_bin=$build_dir/tools/ringrpc-load
 bench_need_built many_connections.sh "$build_dir" "$raw_bin" "$server_bin" "$load_bin"

@@ -38,7 +38,7 @@ pin=${PIN:-shards}
 build_dir=${BUILD_DIR:-build/bench}
 out_json=${OUT_JSON:-}
 
-raw_bin=$build_dir/bench/raw_echo_loop
+raw_bin=$(raw_loop_bin "$build_dir")
 server_bin=$build_dir/tools/ringrpc-server
 load_bin=$build_dir/tools/ringrpc-load
 bench_need_built scaling.sh "$build_dir" "$raw_bin" "$server_bin" "$load_bin"

@@ -31,7 +31,7 @@ pinned_bench_knobs tail_latency.sh
 rounds=${ROUNDS:-3}
 share=${LOAD_SHARE:-0.5}
 max_rate=${MAX_RATE:-100000}
-raw_bin=$build_dir/bench/raw_echo_loop
+raw_bin=$(raw_loop_bin "$build_dir")
 server_bin=$build_dir/tools/ringrpc-server
 load_bin=$build_dir/tools/ringrpc-load
 bench_need_built tail_latency.sh "$build_dir" "$raw_bin" "$server_bin" "$load_bin"

@@ -54,7 +54,7 @@ rounds=${ROUNDS:-3}
 idle_connections=${CONNECTIONS_IDLE:-10000}
 idle_rounds=${IDLE_ROUNDS:-1}
 
-raw_bin=$build_dir/bench/raw_echo_loop
+raw_bin=$(raw_loop_bin "$build_dir")
 server_bin=$build_dir/tools/ringrpc-server
 load_bin=$build_dir/tools/ringrpc-load
 baseline_dir=${BASELINE_BUILD_DIR:-}

@@ -258,6 +258,17 @@ bench_cleanup() {
   fi
 }
 
+# raw_loop_bin BUILD_DIR: the raw io_uring echo loop of a build: bench/raw_echo_loop in a build
+# with benchmarks, else the same program as every build with tools installs it
+# (tools/ringrpc-raw-echo), so that the bench scripts run from a plain release build too.
+raw_loop_bin() {
+  if [[ -x $1/bench/raw_echo_loop ]]; then
+    printf '%s\n' "$1/bench/raw_echo_loop"
+  else
+    printf '%s\n' "$1/tools/ringrpc-raw-echo"
+  fi
+}
+
 # cpu_ticks PID: utime+stime of the whole process (all threads), in clock ticks.
 cpu_ticks() {
   local stat rest
